@@ -1,0 +1,22 @@
+// The CPU backend's context: the oneDNN engine and stream, and a cache of matmul
+// primitives keyed by shape so that no primitive is rebuilt inside a training step.
+#pragma once
+#include <memory>
+
+namespace mptrain::cpu {
+
+class Context {
+ public:
+  Context();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  struct Impl;  // oneDNN objects live in the .cpp so that only one file includes dnnl.hpp
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mptrain::cpu

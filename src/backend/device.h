@@ -1,0 +1,13 @@
+// What accelerators this build and machine have. Implemented by src/backend/cuda
+// when the CUDA backend is compiled, and by src/backend/nocuda otherwise, so that
+// callers never need an #ifdef.
+#pragma once
+#include <string>
+
+namespace mptrain {
+
+bool cuda_compiled();   // was the CUDA backend built into this binary?
+int cuda_device_count(); // 0 when not compiled or no GPU/driver is present
+std::string cuda_device_name(int index);
+
+}  // namespace mptrain

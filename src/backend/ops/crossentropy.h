@@ -1,0 +1,21 @@
+// Fused softmax + cross-entropy over a padded vocabulary.
+//
+// logits[N,Vp]; only columns [0,V) take part in the softmax (V..Vp-1 are padding:
+// their probability is 0 and their gradient is 0). targets[N] in [0,V), or -1 to
+// ignore the position (loss 0, gradient 0).
+#pragma once
+
+namespace mptrain::cpu {
+
+// losses[N] = -log softmax(logits[n, :V])[targets[n]]  (0 where ignored).
+// If dlogits is non-null, also writes (=) dlogits[n,:] = dloss[n]·(softmax - onehot(target)),
+// zero on padded columns and ignored rows. dlogits may alias logits.
+// dloss[n] is the upstream gradient of losses[n] (e.g. 1/num_valid for a mean); may be null
+// when dlogits is null.
+void crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const int* targets,
+                                   const float* dloss, int N, int V, int Vp);
+
+// probs[n, :] = softmax(logits[n, :V] / temperature), padded columns set to 0. For sampling.
+void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, float temperature);
+
+}  // namespace mptrain::cpu

@@ -1,0 +1,14 @@
+// LayerNorm over the last dimension (fp32 statistics).
+#pragma once
+
+namespace mptrain::cpu {
+
+// out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N] and rstd[N] for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C, float eps);
+
+// dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...  (all accumulated, +=).
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C);
+
+}  // namespace mptrain::cpu

@@ -1,0 +1,14 @@
+// `mptrain bench` (placeholder registration; options and work are added by its issue).
+#include <CLI/CLI.hpp>
+
+#include "cli/subcommands.h"
+
+namespace mptrain {
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("bench", "bench (not yet available)");
+  cmd->callback([&exit_code]() { throw Error("'bench' is not implemented yet"); });
+  (void)exit_code;
+}
+
+}  // namespace mptrain

@@ -1,0 +1,14 @@
+// `mptrain generate` (placeholder registration; options and work are added by its issue).
+#include <CLI/CLI.hpp>
+
+#include "cli/subcommands.h"
+
+namespace mptrain {
+
+void register_generate(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("generate", "generate (not yet available)");
+  cmd->callback([&exit_code]() { throw Error("'generate' is not implemented yet"); });
+  (void)exit_code;
+}
+
+}  // namespace mptrain

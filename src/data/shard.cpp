@@ -1,0 +1,96 @@
+// Memory-mapped reading and atomic writing of llm.c-format token shards.
+#include "data/shard.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+#include "io/fileutil.h"
+
+namespace mptrain {
+
+Shard::Shard(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error("cannot open shard '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error("cannot stat shard '" + path + "'");
+  }
+  size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes < kShardHeaderBytes) {
+    ::close(fd);
+    throw Error("shard '" + path + "' is truncated: " + std::to_string(bytes) + " bytes, smaller than the " +
+                std::to_string(kShardHeaderBytes) + "-byte header");
+  }
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) throw Error("cannot map shard '" + path + "': " + std::strerror(errno));
+  map_ = map;
+  map_bytes_ = bytes;
+  int32_t header[3];
+  std::memcpy(header, map, sizeof(header));
+  auto fail = [&](const std::string& why) {
+    ::munmap(map_, map_bytes_);
+    map_ = nullptr;
+    throw Error("shard '" + path + "': " + why);
+  };
+  if (header[0] != kShardMagic)
+    fail("bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
+         "); not a token shard");
+  if (header[1] != kShardVersion)
+    fail("unsupported version " + std::to_string(header[1]) + " (expected " + std::to_string(kShardVersion) + ")");
+  if (header[2] < 0) fail("negative token count " + std::to_string(header[2]));
+  size_t count = static_cast<size_t>(header[2]);
+  size_t expected = kShardHeaderBytes + count * sizeof(uint16_t);
+  if (bytes != expected)
+    fail("size " + std::to_string(bytes) + " bytes does not match the header's " + std::to_string(count) +
+         " tokens (" + std::to_string(expected) + " bytes); the file is truncated or corrupt");
+  num_tokens_ = count;
+  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kShardHeaderBytes);
+}
+
+Shard::Shard(Shard&& o) noexcept
+    : path_(std::move(o.path_)), map_(o.map_), map_bytes_(o.map_bytes_), tokens_(o.tokens_),
+      num_tokens_(o.num_tokens_) {
+  o.map_ = nullptr;
+  o.map_bytes_ = 0;
+}
+
+Shard::~Shard() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
+  MPT_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX),
+            "shard '" + path + "': too many tokens for one shard (" + std::to_string(tokens.size()) + ")");
+  std::string buf(kShardHeaderBytes + tokens.size() * sizeof(uint16_t), '\0');
+  int32_t header[kShardHeaderInts] = {};
+  header[0] = kShardMagic;
+  header[1] = kShardVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::memcpy(buf.data(), header, sizeof(header));
+  if (!tokens.empty()) std::memcpy(buf.data() + kShardHeaderBytes, tokens.data(), tokens.size_bytes());
+  write_file_atomic(path, buf.data(), buf.size());
+}
+
+std::vector<std::string> glob_shards(const std::string& pattern) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (out.empty()) throw Error("no token shards match '" + pattern + "'");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace mptrain
