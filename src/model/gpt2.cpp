@@ -1,0 +1,278 @@
+// GPT-2 forward and backward on the CPU backend, layer by layer.
+#include "model/gpt2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/ops/attention.h"
+#include "backend/ops/crossentropy.h"
+#include "backend/ops/encoder.h"
+#include "backend/ops/gelu.h"
+#include "backend/ops/gemm.h"
+#include "backend/ops/layernorm.h"
+#include "backend/ops/residual.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace mptrain {
+
+ParamTable gpt2_param_table(const Gpt2Config& c) {
+  validate(c);
+  const int64_t C = c.n_embd, Vp = c.padded_vocab_size, V = c.vocab_size;
+  ParamTable t;
+  t.add("wte.weight", {Vp, C}, InitRule::NormalRowsThenZeros, true, {V, C});
+  t.add("wpe.weight", {c.block_size, C}, InitRule::Normal, true);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    t.add(p + "ln_1.weight", {C}, InitRule::Ones, false);
+    t.add(p + "ln_1.bias", {C}, InitRule::Zeros, false);
+    t.add(p + "attn.c_attn.weight", {C, 3 * C}, InitRule::Normal, true);
+    t.add(p + "attn.c_attn.bias", {3 * C}, InitRule::Zeros, false);
+    t.add(p + "attn.c_proj.weight", {C, C}, InitRule::NormalResidual, true);
+    t.add(p + "attn.c_proj.bias", {C}, InitRule::Zeros, false);
+    t.add(p + "ln_2.weight", {C}, InitRule::Ones, false);
+    t.add(p + "ln_2.bias", {C}, InitRule::Zeros, false);
+    t.add(p + "mlp.c_fc.weight", {C, 4 * C}, InitRule::Normal, true);
+    t.add(p + "mlp.c_fc.bias", {4 * C}, InitRule::Zeros, false);
+    t.add(p + "mlp.c_proj.weight", {4 * C, C}, InitRule::NormalResidual, true);
+    t.add(p + "mlp.c_proj.bias", {C}, InitRule::Zeros, false);
+  }
+  t.add("ln_f.weight", {C}, InitRule::Ones, false);
+  t.add("ln_f.bias", {C}, InitRule::Zeros, false);
+  return t;
+}
+
+Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n_layer) {
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  Gpt2Tensors t;
+  t.wte = at("wte.weight");
+  t.wpe = at("wpe.weight");
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    t.layers.push_back({at(p + "ln_1.weight"), at(p + "ln_1.bias"), at(p + "attn.c_attn.weight"),
+                        at(p + "attn.c_attn.bias"), at(p + "attn.c_proj.weight"), at(p + "attn.c_proj.bias"),
+                        at(p + "ln_2.weight"), at(p + "ln_2.bias"), at(p + "mlp.c_fc.weight"),
+                        at(p + "mlp.c_fc.bias"), at(p + "mlp.c_proj.weight"), at(p + "mlp.c_proj.bias")});
+  }
+  t.lnf_w = at("ln_f.weight");
+  t.lnf_b = at("ln_f.bias");
+  return t;
+}
+
+double gpt2_flops_per_token(const Gpt2Config& c, int T) {
+  const double C = c.n_embd, L = c.n_layer;
+  const double matmul_params = L * (12.0 * C * C) + static_cast<double>(c.padded_vocab_size) * C;
+  return 6.0 * matmul_params + 6.0 * L * C * T;
+}
+
+Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx)
+    : config_(config), ctx_(ctx), table_(gpt2_param_table(config)) {
+  params_.resize(table_.total());
+  grads_.resize(table_.total());
+  w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
+  g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
+}
+
+void Gpt2::init_weights(uint64_t seed) {
+  const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
+  const auto& specs = table_.specs();
+  for (size_t s = 0; s < specs.size(); ++s) {
+    const ParamSpec& spec = specs[s];
+    float* p = params_.data() + spec.offset;
+    const size_t live = spec.init == InitRule::NormalRowsThenZeros ? spec.hf_numel() : spec.numel;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < spec.numel; ++i) {
+      float v = 0.0f;
+      switch (spec.init) {
+        case InitRule::Normal:
+          v = config_.init_std * normal01(seed, s, i);
+          break;
+        case InitRule::NormalResidual:
+          v = residual_std * normal01(seed, s, i);
+          break;
+        case InitRule::NormalRowsThenZeros:
+          v = i < live ? config_.init_std * normal01(seed, s, i) : 0.0f;
+          break;
+        case InitRule::Ones:
+          v = 1.0f;
+          break;
+        case InitRule::Zeros:
+          v = 0.0f;
+          break;
+      }
+      p[i] = v;
+    }
+  }
+}
+
+void Gpt2::plan(int B, int T) {
+  MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
+  MPT_CHECK(T <= config_.block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
+                                         std::to_string(config_.block_size) + " positions)");
+  const size_t BT = static_cast<size_t>(B) * T, C = config_.n_embd, NH = config_.n_head;
+  const size_t Vp = config_.padded_vocab_size;
+  acts_ = ActivationPlan();
+  a_ = Acts{};
+  a_.encoded = acts_.add("encoded", BT * C);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    LayerActs la;
+    la.ln1 = acts_.add(p + "ln1", BT * C);
+    la.ln1_mean = acts_.add(p + "ln1_mean", BT);
+    la.ln1_rstd = acts_.add(p + "ln1_rstd", BT);
+    la.qkv = acts_.add(p + "qkv", BT * 3 * C);
+    la.att = acts_.add(p + "att", cpu::attention_saved_floats(B, T, config_.n_embd, config_.n_head));
+    la.atty = acts_.add(p + "atty", BT * C);
+    la.residual2 = acts_.add(p + "residual2", BT * C);
+    la.ln2 = acts_.add(p + "ln2", BT * C);
+    la.ln2_mean = acts_.add(p + "ln2_mean", BT);
+    la.ln2_rstd = acts_.add(p + "ln2_rstd", BT);
+    la.fch = acts_.add(p + "fch", BT * 4 * C);
+    la.fch_gelu = acts_.add(p + "fch_gelu", BT * 4 * C);
+    la.residual3 = acts_.add(p + "residual3", BT * C);
+    a_.layers.push_back(la);
+  }
+  a_.lnf = acts_.add("lnf", BT * C);
+  a_.lnf_mean = acts_.add("lnf_mean", BT);
+  a_.lnf_rstd = acts_.add("lnf_rstd", BT);
+  a_.logits = acts_.add("logits", BT * Vp);  // also holds dlogits after the fused loss
+  a_.losses = acts_.add("losses", BT);
+  a_.dloss = acts_.add("dloss", BT);
+  // Scratch shared by every layer (reused; not saved for backward).
+  a_.attn_scratch = acts_.add("attn_scratch", cpu::attention_scratch_floats(B, T, config_.n_embd, config_.n_head));
+  a_.proj_out = acts_.add("proj_out", BT * C);
+  a_.dresidual = acts_.add("dresidual", BT * C);
+  a_.dln = acts_.add("dln", BT * C);
+  a_.dqkv = acts_.add("dqkv", BT * 3 * C);
+  a_.datty = acts_.add("datty", BT * C);
+  a_.dfch = acts_.add("dfch", BT * 4 * C);
+  (void)NH;
+  acts_.allocate();
+  plan_B_ = B;
+  plan_T_ = T;
+}
+
+void Gpt2::forward_impl(const int* tokens, int B, int T) {
+  MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
+                                              " exceeds the planned " + std::to_string(plan_B_) + "x" +
+                                              std::to_string(plan_T_));
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
+  const float eps = config_.ln_eps;
+  cpu::encoder_forward(acts_.get(a_.encoded), tokens, w_.wte, w_.wpe, B, T, C);
+  const float* residual = acts_.get(a_.encoded);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const Gpt2LayerTensors& w = w_.layers[l];
+    LayerActs& la = a_.layers[l];
+    float* ln1 = acts_.get(la.ln1);
+    float* qkv = acts_.get(la.qkv);
+    float* atty = acts_.get(la.atty);
+    float* proj = acts_.get(a_.proj_out);
+    float* residual2 = acts_.get(la.residual2);
+    float* ln2 = acts_.get(la.ln2);
+    float* fch = acts_.get(la.fch);
+    float* fch_gelu = acts_.get(la.fch_gelu);
+    float* residual3 = acts_.get(la.residual3);
+
+    cpu::layernorm_forward(ln1, acts_.get(la.ln1_mean), acts_.get(la.ln1_rstd), residual, w.ln1_w, w.ln1_b, N, C, eps);
+    cpu::matmul_forward(qkv, ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, ctx_);
+    cpu::attention_forward(atty, acts_.get(la.att), qkv, acts_.get(a_.attn_scratch), B, T, C, NH, ctx_);
+    cpu::matmul_forward(proj, atty, w.attproj_w, w.attproj_b, N, C, C, ctx_);
+    cpu::residual_forward(residual2, residual, proj, static_cast<size_t>(N) * C);
+    cpu::layernorm_forward(ln2, acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), residual2, w.ln2_w, w.ln2_b, N, C, eps);
+    cpu::matmul_forward(fch, ln2, w.fc_w, w.fc_b, N, C, 4 * C, ctx_);
+    cpu::gelu_forward(fch_gelu, fch, static_cast<size_t>(N) * 4 * C);
+    cpu::matmul_forward(proj, fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C, ctx_);
+    cpu::residual_forward(residual3, residual2, proj, static_cast<size_t>(N) * C);
+    residual = residual3;
+  }
+  float* lnf = acts_.get(a_.lnf);
+  cpu::layernorm_forward(lnf, acts_.get(a_.lnf_mean), acts_.get(a_.lnf_rstd), residual, w_.lnf_w, w_.lnf_b, N, C, eps);
+  // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T
+  cpu::gemm(acts_.get(a_.logits), lnf, w_.wte, N, Vp, C, false, true, false, ctx_);
+}
+
+float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward) {
+  const int N = B * T;
+  int valid = 0;
+  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
+  float* dloss = acts_.get(a_.dloss);
+  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
+  for (int i = 0; i < N; ++i) dloss[i] = d;
+  float* logits = acts_.get(a_.logits);
+  float* losses = acts_.get(a_.losses);
+  cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
+                                     config_.vocab_size, config_.padded_vocab_size);
+  double sum = 0.0;  // fixed order: deterministic
+  for (int i = 0; i < N; ++i) sum += losses[i];
+  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
+}
+
+float Gpt2::forward(const int* tokens, const int* targets, int B, int T) {
+  forward_impl(tokens, B, T);
+  return targets ? loss_impl(targets, B, T, 1.0f, false) : 0.0f;
+}
+
+float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale) {
+  MPT_CHECK(targets != nullptr, "forward_backward needs targets");
+  forward_impl(tokens, B, T);
+  const float loss = loss_impl(targets, B, T, grad_scale, true);
+  backward_impl(tokens, B, T);
+  return loss;
+}
+
+void Gpt2::backward_impl(const int* tokens, int B, int T) {
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float* dlogits = acts_.get(a_.logits);  // the fused loss wrote dlogits in place
+  float* dresidual = acts_.get(a_.dresidual);
+  float* dln = acts_.get(a_.dln);
+  const float* lnf = acts_.get(a_.lnf);
+
+  // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf
+  cpu::gemm(dln, dlogits, w_.wte, N, C, Vp, false, false, false, ctx_);
+  cpu::gemm(g_.wte, dlogits, lnf, Vp, C, N, true, false, true, ctx_);
+
+  const float* last_residual = config_.n_layer > 0 ? acts_.get(a_.layers.back().residual3) : acts_.get(a_.encoded);
+  std::fill(dresidual, dresidual + NC, 0.0f);
+  cpu::layernorm_backward(dresidual, g_.lnf_w, g_.lnf_b, dln, last_residual, w_.lnf_w, acts_.get(a_.lnf_mean),
+                          acts_.get(a_.lnf_rstd), N, C);
+
+  // dresidual holds the gradient of the current layer's output; each step below adds
+  // into it the contribution that flows around a residual connection.
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const Gpt2LayerTensors& w = w_.layers[l];
+    const Gpt2LayerTensors& g = g_.layers[l];
+    LayerActs& la = a_.layers[l];
+    const float* residual = l == 0 ? acts_.get(a_.encoded) : acts_.get(a_.layers[l - 1].residual3);
+    float* dfch = acts_.get(a_.dfch);
+    float* dqkv = acts_.get(a_.dqkv);
+    float* datty = acts_.get(a_.datty);
+
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    std::fill(dfch, dfch + 4 * NC, 0.0f);
+    cpu::matmul_backward(dfch, g.fcproj_w, g.fcproj_b, dresidual, acts_.get(la.fch_gelu), w.fcproj_w, N, 4 * C, C,
+                         ctx_);
+    cpu::gelu_backward(dfch, acts_.get(la.fch), dfch, 4 * NC);
+    std::fill(dln, dln + NC, 0.0f);
+    cpu::matmul_backward(dln, g.fc_w, g.fc_b, dfch, acts_.get(la.ln2), w.fc_w, N, C, 4 * C, ctx_);
+    cpu::layernorm_backward(dresidual, g.ln2_w, g.ln2_b, dln, acts_.get(la.residual2), w.ln2_w,
+                            acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), N, C);
+
+    // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+    std::fill(datty, datty + NC, 0.0f);
+    cpu::matmul_backward(datty, g.attproj_w, g.attproj_b, dresidual, acts_.get(la.atty), w.attproj_w, N, C, C, ctx_);
+    cpu::attention_backward(dqkv, datty, acts_.get(la.qkv), acts_.get(la.att), acts_.get(a_.attn_scratch), B, T, C,
+                            NH, ctx_);
+    std::fill(dln, dln + NC, 0.0f);
+    cpu::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, acts_.get(la.ln1), w.qkv_w, N, C, 3 * C, ctx_);
+    cpu::layernorm_backward(dresidual, g.ln1_w, g.ln1_b, dln, residual, w.ln1_w, acts_.get(la.ln1_mean),
+                            acts_.get(la.ln1_rstd), N, C);
+  }
+  cpu::encoder_backward(g_.wte, g_.wpe, dresidual, tokens, B, T, C);
+}
+
+const float* Gpt2::logits() { return acts_.get(a_.logits); }
+const float* Gpt2::losses() { return acts_.get(a_.losses); }
+
+}  // namespace mptrain

@@ -1,0 +1,46 @@
+// AdamW (Loshchilov & Hutter) on flat fp32 buffers, with PyTorch's semantics:
+//   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+//   p ← p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps)
+// t counts optimizer steps from 1. Weight decay is applied per call, so callers pass
+// wd = 0 for tensors that are not decayed (biases, LayerNorm, per the parameter table).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "model/param_table.h"
+
+namespace mptrain {
+
+struct AdamWHyper {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+};
+
+// Elementwise update of n values (the kernel; callers choose wd per tensor).
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int64_t t);
+
+// AdamW over every tensor of a parameter table: owns the moments m and v (one
+// allocation each, laid out like the parameters) and applies weight decay only to
+// tensors whose table entry says `decay`.
+class AdamW {
+ public:
+  AdamW(const ParamTable& table, const AdamWHyper& hyper);
+  // One update with learning rate lr; t is the 1-based optimizer step (bias correction).
+  void step(float* params, const float* grads, float lr, int64_t t);
+  FloatBuffer& m() { return m_; }
+  FloatBuffer& v() { return v_; }
+  const FloatBuffer& m() const { return m_; }
+  const FloatBuffer& v() const { return v_; }
+  const AdamWHyper& hyper() const { return hyper_; }
+
+ private:
+  const ParamTable& table_;
+  AdamWHyper hyper_;
+  FloatBuffer m_, v_;
+};
+
+}  // namespace mptrain

@@ -1,0 +1,15 @@
+// Global gradient norm and clipping with torch.nn.utils.clip_grad_norm_'s rule:
+// coef = max_norm / (norm + 1e-6), applied only when coef < 1.
+#pragma once
+#include <cstddef>
+
+namespace mptrain {
+
+// sqrt(sum g²), accumulated in double over fixed-size blocks summed in order, so the
+// result does not depend on the number of threads.
+double global_norm(const float* grads, size_t n);
+
+// Scales grads by min(1, max_norm / (norm + 1e-6)); returns the factor applied.
+float clip_grad_norm(float* grads, size_t n, double norm, float max_norm);
+
+}  // namespace mptrain

@@ -1,0 +1,151 @@
+// Saving and loading GPT-2 training checkpoints.
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/checkpoint_dir.h"
+#include "io/fileutil.h"
+#include "io/safetensors.h"
+
+namespace mptrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "state.json";
+constexpr const char* kConfigFile = "config.json";
+
+nlohmann::json config_json(const Gpt2Config& c) {
+  return {{"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
+          {"n_layer", c.n_layer},       {"n_head", c.n_head},         {"n_embd", c.n_embd}};
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + " is not valid JSON: " + e.what());
+  }
+}
+
+template <typename T>
+T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(what + ": field '" + key + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+nlohmann::json hf_gpt2_config(const Gpt2Config& c) {
+  return {{"architectures", {"GPT2LMHeadModel"}},
+          {"model_type", "gpt2"},
+          {"activation_function", "gelu_new"},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"n_positions", c.block_size},
+          {"n_ctx", c.block_size},
+          {"vocab_size", c.vocab_size},
+          {"layer_norm_epsilon", c.ln_eps},
+          {"initializer_range", c.init_std},
+          {"bos_token_id", 50256},
+          {"eos_token_id", 50256},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "float32"}};
+}
+
+void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
+                     const TrainState& state, int keep_last) {
+  const std::string dir = begin_checkpoint(run_dir, state.step);
+  const ParamTable& table = model.table();
+  const float* params = model.params().data();
+
+  SafetensorsWriter weights;
+  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
+  weights.set_metadata("format", "pt");
+  weights.set_metadata("mptrain_config", config_json(model.config()).dump());
+  weights.write(dir + "/" + kModelFile);
+
+  SafetensorsWriter opt;
+  for (const auto& spec : table.specs()) {
+    opt.add("exp_avg." + spec.name, DType::F32, spec.shape, m.data() + spec.offset);
+    opt.add("exp_avg_sq." + spec.name, DType::F32, spec.shape, v.data() + spec.offset);
+  }
+  opt.write(dir + "/" + kOptimizerFile);
+
+  write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(model.config()).dump(2) + "\n");
+  nlohmann::json st = {{"step", state.step},
+                       {"train_shard", state.train_pos.shard},
+                       {"train_offset", state.train_pos.offset},
+                       {"train_epoch", state.train_pos.epoch},
+                       {"seed", state.seed},
+                       {"sample_counter", state.sample_counter},
+                       {"options", state.options}};
+  write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
+  commit_checkpoint(run_dir, state.step);
+  if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+}
+
+Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kModelFile);
+  auto it = file.metadata().find("mptrain_config");
+  if (it == file.metadata().end())
+    throw Error("'" + file.path() + "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
+  const std::string what = "model config in '" + file.path() + "'";
+  nlohmann::json j = parse_json(it->second, what);
+  Gpt2Config c;
+  c.block_size = json_get<int>(j, "block_size", what);
+  c.vocab_size = json_get<int>(j, "vocab_size", what);
+  c.padded_vocab_size = json_get<int>(j, "padded_vocab_size", what);
+  c.n_layer = json_get<int>(j, "n_layer", what);
+  c.n_head = json_get<int>(j, "n_head", what);
+  c.n_embd = json_get<int>(j, "n_embd", what);
+  validate(c);
+  return c;
+}
+
+void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
+  SafetensorsFile file(ckpt_dir + "/" + kModelFile);
+  float* params = model.params().data();
+  for (const auto& spec : model.table().specs()) {
+    // Rows beyond hf_shape (wte's padding) are zero, as at initialisation.
+    std::fill(params + spec.offset, params + spec.offset + spec.numel, 0.0f);
+    file.read_f32(spec.name, spec.hf_shape, params + spec.offset);
+  }
+}
+
+void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m,
+                               FloatBuffer& v) {
+  SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
+  for (const auto& spec : table.specs()) {
+    file.read_f32("exp_avg." + spec.name, spec.shape, m.data() + spec.offset);
+    file.read_f32("exp_avg_sq." + spec.name, spec.shape, v.data() + spec.offset);
+  }
+}
+
+TrainState load_checkpoint_state(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/" + kStateFile;
+  nlohmann::json j = parse_json(read_file(path), "'" + path + "'");
+  const std::string what = "'" + path + "'";
+  TrainState s;
+  s.step = json_get<int64_t>(j, "step", what);
+  s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
+  s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
+  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
+  s.seed = json_get<uint64_t>(j, "seed", what);
+  s.sample_counter = json_get<uint64_t>(j, "sample_counter", what);
+  if (j.contains("options")) s.options = j["options"];
+  return s;
+}
+
+}  // namespace mptrain

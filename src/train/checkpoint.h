@@ -1,0 +1,43 @@
+// What a GPT-2 training checkpoint holds, on top of the directory protocol of
+// io/checkpoint_dir.h:
+//   model.safetensors      parameters under Hugging Face GPT-2 names and layouts (wte with the
+//                          real V rows); metadata: format "pt" and the model config
+//   config.json            the Hugging Face GPT2Config fields, so the folder reads like a HF model
+//   optimizer.safetensors  AdamW moments "exp_avg.<name>", "exp_avg_sq.<name>" (memory shapes)
+//   state.json             step, data position, seeds and counters: everything needed to resume
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/buffer.h"
+#include "data/loader.h"
+#include "model/gpt2.h"
+
+namespace mptrain {
+
+struct TrainState {
+  int64_t step = 0;            // optimizer steps completed
+  LoaderPosition train_pos;    // where the next training window starts
+  uint64_t seed = 0;
+  uint64_t sample_counter = 0; // RNG counter of the sampler
+  nlohmann::json options;      // the training options of the run that wrote it (informational)
+};
+
+// Writes a complete checkpoint for `state.step` into run_dir (atomic: a crash leaves the
+// previous checkpoint as `latest`), then keeps only the newest keep_last (0 = all).
+void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
+                     const TrainState& state, int keep_last);
+
+// Reads the model config stored in a checkpoint directory (not a run dir: resolve first).
+Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);
+// Loads parameters into model (whose config must match); padded wte rows are zeroed.
+void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model);
+void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m, FloatBuffer& v);
+TrainState load_checkpoint_state(const std::string& ckpt_dir);
+
+// The Hugging Face GPT2Config JSON for a config.
+nlohmann::json hf_gpt2_config(const Gpt2Config& config);
+
+}  // namespace mptrain

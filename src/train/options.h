@@ -1,0 +1,49 @@
+// Options of a training run (filled by `mptrain train`'s flags).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "optim/adamw.h"
+
+namespace mptrain {
+
+struct TrainOptions {
+  // model
+  std::string preset = "d6";
+  int vocab_multiple = 128;
+  // data
+  std::string train_data;  // glob of train shards
+  std::string val_data;    // glob of val shards (optional)
+  int batch = 4;           // B, sequences per micro-batch
+  int seq = 256;           // T
+  int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = B·T (no accumulation)
+  // optimisation
+  int64_t steps = 100;
+  float lr = 6e-4f;
+  float min_lr_frac = 0.1f;
+  int64_t warmup = 0;
+  AdamWHyper adamw;
+  float grad_clip = 1.0f;  // 0 = off
+  // evaluation, sampling, checkpoints
+  int64_t val_every = 0;  // 0 = only at the end
+  int val_steps = 20;
+  int64_t sample_every = 0;  // 0 = only at the end
+  int sample_tokens = 64;
+  int64_t save_every = 0;  // 0 = only at the end
+  int keep_last = 0;       // 0 = keep all
+  std::string run_dir = "runs/latest";
+  std::string resume;  // checkpoint or run dir
+  // run
+  uint64_t seed = 1337;
+  bool deterministic = false;
+  int threads = 0;  // 0 = OpenMP's default
+  int log_every = 1;
+  std::string vocab_dir;
+
+  int grad_accum_steps() const;  // total_batch_tokens / (B·T), validated
+  nlohmann::json to_json() const;
+};
+
+}  // namespace mptrain
