@@ -7,6 +7,7 @@
 // Hugging Face's Conv1D layout [C, OC]: out = inp·weight + bias.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace mptrain::cpu {
 
@@ -14,6 +15,25 @@ class Context;
 
 void gemm(float* c, const float* a, const float* b, int M, int N, int K, bool trans_a, bool trans_b,
           bool accumulate, Context& ctx);
+
+// Layout of one operand of gemm_batched, in floats: element (r, c) of matrix (i, j) is at
+//   ptr[i*batch0 + j*batch1 + r*row + c*col].
+// A transpose is a swap of row and col; a sub-matrix or a head of a packed tensor is a pointer
+// offset plus the parent's strides, so no operand is ever copied. int64_t because that is
+// oneDNN's dimension type and batch offsets of B·NH·T·T tensors exceed 2^31.
+struct GemmLayout {
+  std::int64_t batch0 = 0;
+  std::int64_t batch1 = 0;
+  std::int64_t row = 0;
+  std::int64_t col = 1;
+};
+
+// For every (i, j) in [0,nb0)×[0,nb1): C_ij[M,N] = A_ij[M,K]·B_ij[K,N] (+ C_ij when accumulate).
+// The general form behind gemm(); attention uses it with (i, j) = (b, h) to multiply heads of
+// qkv in place, and with sub-blocks to skip the masked half of causal products. Every distinct
+// (sizes, layouts, accumulate) gets one cached oneDNN primitive.
+void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
+                  int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx);
 
 // out[N,OC] = inp[N,C]·weight[C,OC] + bias[OC] (bias may be null). out is overwritten.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,

@@ -1,0 +1,170 @@
+// The CPU context and the only code that touches oneDNN: the engine, the stream, and a cache of
+// matmul primitives keyed by (batch, M, N, K, operand strides, accumulate). gemm() and
+// gemm_batched() live here rather than in gemm.cpp so that dnnl.hpp stays private to one file;
+// gemm.cpp builds the linear layer on top of them.
+#include "backend/cpu/context.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <array>
+#include <string>
+#include <unordered_map>
+
+#include "backend/ops/gemm.h"
+#include "core/error.h"
+
+namespace mptrain::cpu {
+
+namespace {
+
+// Every field that changes the primitive oneDNN builds.
+struct MatmulKey {
+  std::array<std::int64_t, 18> v{};
+  bool operator==(const MatmulKey& o) const { return v == o.v; }
+};
+
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey& k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (std::int64_t x : k.v) {
+      h ^= static_cast<uint64_t>(x);
+      h *= 1099511628211ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+// A built primitive plus its three memory objects; each call only swaps the data handles.
+struct MatmulEntry {
+  dnnl::matmul prim;
+  dnnl::memory src, weights, dst;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+[[noreturn]] void rethrow(const dnnl::error& e, const char* call, const std::string& detail, const char* file,
+                          int line) {
+  throw_library_error("oneDNN", call,
+                      std::string(e.what()) + " (" + dnnl_status2str(e.status) + ")" +
+                          (detail.empty() ? "" : "; " + detail),
+                      file, line);
+}
+
+}  // namespace
+
+struct Context::Impl {
+  dnnl::engine engine;
+  dnnl::stream stream;
+  std::unordered_map<MatmulKey, MatmulEntry, MatmulKeyHash> matmuls;
+
+  Impl() {
+    try {
+      engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+      stream = dnnl::stream(engine);
+    } catch (const dnnl::error& e) {
+      rethrow(e, "engine/stream creation", "", __FILE__, __LINE__);
+    }
+  }
+
+  MatmulEntry& matmul(const MatmulKey& key, int nb0, int nb1, int M, int N, int K, GemmLayout lc,
+                      GemmLayout la, GemmLayout lb, bool accumulate);
+};
+
+Context::Context() : impl_(std::make_unique<Impl>()) {}
+Context::~Context() = default;
+
+namespace {
+
+std::string describe(int nb0, int nb1, int M, int N, int K, GemmLayout lc, GemmLayout la, GemmLayout lb,
+                     bool accumulate) {
+  auto lay = [](GemmLayout l) {
+    return "{" + std::to_string(l.batch0) + "," + std::to_string(l.batch1) + "," + std::to_string(l.row) +
+           "," + std::to_string(l.col) + "}";
+  };
+  return "batch " + std::to_string(nb0) + "x" + std::to_string(nb1) + ", M=" + std::to_string(M) +
+         " N=" + std::to_string(N) + " K=" + std::to_string(K) + ", strides c" + lay(lc) + " a" + lay(la) +
+         " b" + lay(lb) + (accumulate ? ", accumulate" : "");
+}
+
+// A 2-D descriptor when there is a single matrix (oneDNN picks its best kernels for plain 2-D
+// problems), otherwise 4-D with the two batch dimensions first.
+dnnl::memory::desc make_desc(int nb0, int nb1, std::int64_t rows, std::int64_t cols, GemmLayout l) {
+  using dnnl::memory;
+  if (nb0 == 1 && nb1 == 1) return memory::desc({rows, cols}, memory::data_type::f32, {l.row, l.col});
+  return memory::desc({nb0, nb1, rows, cols}, memory::data_type::f32, {l.batch0, l.batch1, l.row, l.col});
+}
+
+}  // namespace
+
+MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M, int N, int K, GemmLayout lc,
+                                   GemmLayout la, GemmLayout lb, bool accumulate) {
+  auto it = matmuls.find(key);
+  if (it != matmuls.end()) return it->second;
+  try {
+    auto src_md = make_desc(nb0, nb1, M, K, la);
+    auto wei_md = make_desc(nb0, nb1, K, N, lb);
+    auto dst_md = make_desc(nb0, nb1, M, N, lc);
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);  // dst = matmul + 1·dst, i.e. beta = 1
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, engine);
+    MatmulEntry e;
+    e.prim = dnnl::matmul(pd);
+    e.src = dnnl::memory(src_md, engine, nullptr);
+    e.weights = dnnl::memory(wei_md, engine, nullptr);
+    e.dst = dnnl::memory(dst_md, engine, nullptr);
+    e.args = {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.weights}, {DNNL_ARG_DST, e.dst}};
+    return matmuls.emplace(key, std::move(e)).first->second;
+  } catch (const dnnl::error& e) {
+    rethrow(e, "matmul primitive creation", describe(nb0, nb1, M, N, K, lc, la, lb, accumulate), __FILE__,
+            __LINE__);
+  }
+}
+
+void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
+                  int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx) {
+  MPT_CHECK(nb0 >= 0 && nb1 >= 0 && M >= 0 && N >= 0 && K >= 0,
+            "[gemm] negative size: " + describe(nb0, nb1, M, N, K, lc, la, lb, accumulate));
+  if (nb0 == 0 || nb1 == 0 || M == 0 || N == 0) return;
+  MPT_CHECK(c != nullptr && (K == 0 || (a != nullptr && b != nullptr)), "[gemm] null operand pointer");
+  if (K == 0) {  // an empty sum: C = 0, or unchanged when accumulating
+    if (!accumulate) {
+      for (int i = 0; i < nb0; ++i)
+        for (int j = 0; j < nb1; ++j)
+          for (int r = 0; r < M; ++r)
+            for (int q = 0; q < N; ++q) c[i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col] = 0.0f;
+    }
+    return;
+  }
+  MatmulKey key;
+  key.v = {nb0,       nb1,       M,      N,      K,         lc.batch0, lc.batch1, lc.row, lc.col,
+           la.batch0, la.batch1, la.row, la.col, lb.batch0, lb.batch1, lb.row,    lb.col, accumulate};
+  Context::Impl& impl = ctx.impl();
+  MatmulEntry& e = impl.matmul(key, nb0, nb1, M, N, K, lc, la, lb, accumulate);
+  try {
+    // oneDNN takes non-const handles for every operand; it only reads src and weights.
+    e.src.set_data_handle(const_cast<float*>(a));
+    e.weights.set_data_handle(const_cast<float*>(b));
+    e.dst.set_data_handle(c);
+    e.prim.execute(impl.stream, e.args);
+    impl.stream.wait();
+  } catch (const dnnl::error& err) {
+    rethrow(err, "matmul execute", describe(nb0, nb1, M, N, K, lc, la, lb, accumulate), __FILE__, __LINE__);
+  }
+}
+
+void gemm(float* c, const float* a, const float* b, int M, int N, int K, bool trans_a, bool trans_b,
+          bool accumulate, Context& ctx) {
+  MPT_CHECK(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=" + std::to_string(M) +
+                                            " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  // op(A)[m,k] is A[m*K + k] when A is stored [M,K], A[k*M + m] when stored [K,M]; same for B.
+  GemmLayout la{0, 0, trans_a ? 1 : K, trans_a ? M : 1};
+  GemmLayout lb{0, 0, trans_b ? 1 : N, trans_b ? K : 1};
+  GemmLayout lc{0, 0, N, 1};
+  gemm_batched(c, lc, a, la, b, lb, 1, 1, M, N, K, accumulate, ctx);
+}
+
+}  // namespace mptrain::cpu

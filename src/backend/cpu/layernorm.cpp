@@ -1,0 +1,120 @@
+// LayerNorm forward and backward over rows of C channels. Statistics are two-pass fp32
+// (mean, then the mean of squared deviations) with SIMD-lane partial sums, whose order is fixed
+// at compile time, so results are identical run to run.
+//
+// Backward, per row (norm = (x - mean)·rstd, g = weight ⊙ dout):
+//   dinp   += rstd · (g - mean(g) - norm · mean(g ⊙ norm))
+//   dweight += dout ⊙ norm,   dbias += dout       (summed over rows)
+// The sums over rows go through kChunks fixed row ranges: each range adds its rows in order into
+// its own partial, then the partials are added in range order. Neither step depends on the
+// number of threads, so the gradients are bit-identical for any OMP_NUM_THREADS.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "backend/ops/layernorm.h"
+#include "core/error.h"
+
+namespace mptrain::cpu {
+
+namespace {
+constexpr int kChunks = 64;
+constexpr int kStrip = 64;  // channels per task in the final reduction (256 bytes)
+
+std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C, float eps) {
+  MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
+  MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
+  const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* x = inp + static_cast<size_t>(n) * C;
+    float* y = out + static_cast<size_t>(n) * C;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < C; ++c) sum += x[c];
+    const float m = sum * inv_c;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int c = 0; c < C; ++c) {
+      float d = x[c] - m;
+      sq += d * d;
+    }
+    const float s = 1.0f / std::sqrt(sq * inv_c + eps);
+    for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C) {
+  MPT_CHECK(N >= 0 && C > 0, "[layernorm_backward] bad size: " + dims(N, C));
+  if (N == 0) return;
+  const int chunks = std::min(N, kChunks);
+  const size_t cs = static_cast<size_t>(C);
+  // partial[k] holds chunk k's dweight (first C floats) and dbias (next C floats).
+  std::unique_ptr<float[]> partial(new float[static_cast<size_t>(chunks) * 2 * cs]);
+  const float inv_c = 1.0f / static_cast<float>(C);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int k = 0; k < chunks; ++k) {
+      float* pw = partial.get() + static_cast<size_t>(k) * 2 * cs;
+      float* pb = pw + cs;
+      std::fill(pw, pw + 2 * cs, 0.0f);
+      const int n0 = static_cast<int>(static_cast<long long>(N) * k / chunks);
+      const int n1 = static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
+      for (int n = n0; n < n1; ++n) {
+        const float* x = inp + static_cast<size_t>(n) * C;
+        const float* dy = dout + static_cast<size_t>(n) * C;
+        float* dx = dinp + static_cast<size_t>(n) * C;
+        const float m = mean[n];
+        const float s = rstd[n];
+        float sum_g = 0.0f, sum_gn = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gn)
+        for (int c = 0; c < C; ++c) {
+          float g = weight[c] * dy[c];
+          sum_g += g;
+          sum_gn += g * (x[c] - m) * s;
+        }
+        const float mg = sum_g * inv_c;
+        const float mgn = sum_gn * inv_c;
+#pragma omp simd  // dx, pw and pb are distinct buffers
+        for (int c = 0; c < C; ++c) {
+          float norm = (x[c] - m) * s;
+          dx[c] += s * (weight[c] * dy[c] - mg - norm * mgn);
+          pw[c] += dy[c] * norm;
+          pb[c] += dy[c];
+        }
+      }
+    }
+    // (implicit barrier: every partial is complete) Sum the partials in chunk order, one strip
+    // of channels per task so that the inner loop runs along contiguous memory.
+    const int strips = (C + kStrip - 1) / kStrip;
+#pragma omp for schedule(static)
+    for (int st = 0; st < strips; ++st) {
+      const int c0 = st * kStrip;
+      const int width = std::min(kStrip, C - c0);
+      float w[kStrip] = {}, b[kStrip] = {};
+      for (int k = 0; k < chunks; ++k) {
+        const float* pw = partial.get() + static_cast<size_t>(k) * 2 * cs + c0;
+        const float* pb = pw + cs;
+        for (int c = 0; c < width; ++c) {
+          w[c] += pw[c];
+          b[c] += pb[c];
+        }
+      }
+      for (int c = 0; c < width; ++c) {
+        dweight[c0 + c] += w[c];
+        dbias[c0 + c] += b[c];
+      }
+    }
+  }
+}
+
+}  // namespace mptrain::cpu

@@ -1,0 +1,155 @@
+// Causal attention forward (out, saved probabilities) and backward (dqkv, overwritten) against a
+// plain float64 implementation, for sequence lengths around the 128-row causal block of the CPU
+// kernel and head sizes around vector widths. Outputs, saved state, scratch and dqkv start as
+// NaN, so any element read before it is written, or never written, shows up.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/context.h"
+#include "backend/ops/attention.h"
+#include "op_test_util.h"
+
+namespace mptrain::cpu {
+namespace {
+
+using test::all_close;
+using test::Guarded;
+using test::Tol;
+
+struct AttnCase {
+  int B, T, C, NH;
+};
+const AttnCase kCases[] = {{1, 1, 8, 1},   {2, 7, 24, 3},   {2, 64, 64, 4},   {1, 127, 62, 2},
+                           {1, 128, 33, 1}, {1, 130, 96, 3}, {2, 257, 32, 1}};
+const Tol kOutTol{1e-5, 1e-4};
+const Tol kAttTol{1e-6, 1e-4};
+const Tol kGradTol{2e-5, 1e-4};
+
+struct Ref {
+  std::vector<double> out, att;
+};
+
+Ref ref_forward(const std::vector<double>& qkv, int B, int T, int C, int NH) {
+  const int HS = C / NH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+  Ref r{std::vector<double>(static_cast<size_t>(B) * T * C), std::vector<double>(static_cast<size_t>(B) * NH * T * T)};
+  auto at = [&](int b, int t, int part, int h, int d) {
+    return qkv[(static_cast<size_t>(b) * T + t) * 3 * C + static_cast<size_t>(part) * C + h * HS + d];
+  };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        double* p = r.att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        double m = -1e300;
+        for (int j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int d = 0; d < HS; ++d) s += at(b, t, 0, h, d) * at(b, j, 1, h, d);
+          p[j] = s * scale;
+          m = std::max(m, p[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
+        for (int j = 0; j <= t; ++j) p[j] /= sum;
+        for (int d = 0; d < HS; ++d) {
+          double y = 0;
+          for (int j = 0; j <= t; ++j) y += p[j] * at(b, j, 2, h, d);
+          r.out[(static_cast<size_t>(b) * T + t) * C + h * HS + d] = y;
+        }
+      }
+  return r;
+}
+
+std::vector<double> ref_backward(const std::vector<double>& dout, const std::vector<double>& qkv, int B, int T, int C,
+                                 int NH) {
+  const int HS = C / NH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+  Ref f = ref_forward(qkv, B, T, C, NH);
+  std::vector<double> dqkv(qkv.size(), 0.0), dp(T);
+  auto idx = [&](int b, int t, int part, int h, int d) {
+    return (static_cast<size_t>(b) * T + t) * 3 * C + static_cast<size_t>(part) * C + h * HS + d;
+  };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const double* p = f.att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        const double* dy = dout.data() + (static_cast<size_t>(b) * T + t) * C + h * HS;
+        double dot = 0;
+        for (int j = 0; j <= t; ++j) {
+          dp[j] = 0;
+          for (int d = 0; d < HS; ++d) {
+            dp[j] += dy[d] * qkv[idx(b, j, 2, h, d)];
+            dqkv[idx(b, j, 2, h, d)] += p[j] * dy[d];
+          }
+          dot += p[j] * dp[j];
+        }
+        for (int j = 0; j <= t; ++j) {
+          const double ds = p[j] * (dp[j] - dot) * scale;
+          for (int d = 0; d < HS; ++d) {
+            dqkv[idx(b, t, 0, h, d)] += ds * qkv[idx(b, j, 1, h, d)];
+            dqkv[idx(b, j, 1, h, d)] += ds * qkv[idx(b, t, 0, h, d)];
+          }
+        }
+      }
+  return dqkv;
+}
+
+std::string name(const AttnCase& ac) {
+  return " B=" + std::to_string(ac.B) + " T=" + std::to_string(ac.T) + " C=" + std::to_string(ac.C) +
+         " NH=" + std::to_string(ac.NH);
+}
+
+TEST(Attention, ForwardAndBackward) {
+  Context ctx;
+  uint64_t seed = 30;
+  for (const AttnCase& ac : kCases) {
+    const int B = ac.B, T = ac.T, C = ac.C, NH = ac.NH;
+    auto qkv = test::randn(static_cast<size_t>(B) * T * 3 * C, ++seed);
+    auto dout = test::randn(static_cast<size_t>(B) * T * C, ++seed);
+    Guarded out(static_cast<size_t>(B) * T * C), saved(attention_saved_floats(B, T, C, NH));
+    Guarded scratch(attention_scratch_floats(B, T, C, NH)), dqkv(qkv.size());
+    attention_forward(out.data(), saved.data(), qkv.data(), scratch.data(), B, T, C, NH, ctx);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), saved.data(), scratch.data(), B, T, C, NH, ctx);
+
+    Ref r = ref_forward(test::to_double(qkv), B, T, C, NH);
+    EXPECT_TRUE(all_close(out.values(), r.out, kOutTol, "out" + name(ac)));
+    EXPECT_TRUE(all_close(saved.values(), r.att, kAttTol, "att" + name(ac)));
+    size_t nonzero_above = 0;
+    for (size_t bh = 0; bh < static_cast<size_t>(B) * NH; ++bh)
+      for (int t = 0; t < T; ++t)
+        for (int j = t + 1; j < T; ++j) nonzero_above += saved[(bh * T + t) * T + j] != 0.0f;
+    EXPECT_EQ(nonzero_above, 0u) << "att above the diagonal must be exactly 0" << name(ac);
+    auto rd = ref_backward(test::to_double(dout), test::to_double(qkv), B, T, C, NH);
+    EXPECT_TRUE(all_close(dqkv.values(), rd, kGradTol, "dqkv" + name(ac)));
+    EXPECT_TRUE(out.guards_intact() && saved.guards_intact() && scratch.guards_intact() && dqkv.guards_intact())
+        << name(ac);
+  }
+}
+
+TEST(Attention, RepeatedRunsAreBitIdentical) {
+  Context ctx;
+  const int B = 2, T = 150, C = 64, NH = 2;
+  auto qkv = test::randn(static_cast<size_t>(B) * T * 3 * C, 1);
+  auto dout = test::randn(static_cast<size_t>(B) * T * C, 2);
+  std::vector<float> out(dout.size()), saved(attention_saved_floats(B, T, C, NH));
+  std::vector<float> scratch(attention_scratch_floats(B, T, C, NH)), d[2];
+  for (int run = 0; run < 2; ++run) {
+    d[run].assign(qkv.size(), 0.0f);
+    attention_forward(out.data(), saved.data(), qkv.data(), scratch.data(), B, T, C, NH, ctx);
+    attention_backward(d[run].data(), dout.data(), qkv.data(), saved.data(), scratch.data(), B, T, C, NH, ctx);
+  }
+  EXPECT_TRUE(test::bit_identical(d[0], d[1], "dqkv"));
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 5, C = 6, NH = 2;
+  auto qkv = test::to_double(test::randn(static_cast<size_t>(B) * T * 3 * C, 3));
+  auto g = test::to_double(test::randn(static_cast<size_t>(B) * T * C, 4));
+  auto grad = ref_backward(g, qkv, B, T, C, NH);
+  auto loss = [&](const std::vector<double>& x) { return test::dot(ref_forward(x, B, T, C, NH).out, g); };
+  for (size_t i = 0; i < qkv.size(); ++i) EXPECT_NEAR(grad[i], test::finite_difference(loss, qkv, i), 1e-7) << i;
+}
+
+}  // namespace
+}  // namespace mptrain::cpu
