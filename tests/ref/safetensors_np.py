@@ -8,7 +8,8 @@ tensors contiguous in order of decreasing element size, then name.
 
 BF16 has no numpy dtype: it is read as uint16 bit patterns. To write BF16, pass uint16 arrays
 and name them in save(..., dtypes={"name": "BF16"}); load_with_dtypes() returns the file's
-dtype names so a copy keeps them.
+dtype names so a copy keeps them. bf16_bits_to_f32 / f32_to_bf16_bits convert (the latter
+rounds to nearest even, as torch does).
 
     tensors, metadata = load("model.safetensors")
     save("out.safetensors", {"w": np.zeros((2, 3), np.float32)}, {"format": "pt"})
@@ -122,7 +123,7 @@ def save(path, tensors, metadata=None, dtypes=None):
         if name == _METADATA:
             raise SafetensorsError("tensor name %r is reserved" % name)
         arr = np.asarray(value)
-        dt = dtypes.get(name) or _DEFAULT_NAMES.get(arr.dtype)
+        dt = dtypes.get(name) or _DEFAULT_NAMES.get(arr.dtype.newbyteorder("<"))
         if dt is None or dt not in _NP_DTYPES:
             raise SafetensorsError("tensor '%s': cannot store numpy dtype %s" % (name, arr.dtype))
         if arr.dtype.itemsize != _NP_DTYPES[dt].itemsize or arr.dtype.kind != _NP_DTYPES[dt].kind:
@@ -155,6 +156,18 @@ def save(path, tensors, metadata=None, dtypes=None):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def bf16_bits_to_f32(bits):
+    """uint16 BF16 bit patterns (as load() returns them) -> float32, exactly."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(x):
+    """float32 -> uint16 BF16 bit patterns, round to nearest even (NaN stays a quiet NaN)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(np.asarray(x, dtype=np.float32)), np.uint16(0x7FC0), rounded)
 
 
 def _is_count(x):
