@@ -1,5 +1,10 @@
 // The CPU backend's context: the oneDNN engine and stream, and a cache of matmul
 // primitives keyed by shape so that no primitive is rebuilt inside a training step.
+//
+// Everything oneDNN is in context.cpp (which also defines gemm() and gemm_batched()); other
+// backend files reach matmuls only through backend/ops/gemm.h. A Context is used by one thread
+// at a time: each call rebinds the cached primitive's memory objects to the caller's pointers.
+// Ops call oneDNN from outside OpenMP parallel regions, so oneDNN uses all OpenMP threads.
 #pragma once
 #include <memory>
 

@@ -4,6 +4,7 @@
 //   dlogits_j = dloss·(e_j/S - [j == target]),  0 on the padded columns V..Vp-1.
 // The exps are written straight into dlogits (which may be the logits buffer itself: each
 // element is read before it is overwritten, and z[target] is read first of all).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -18,6 +19,10 @@ namespace {
 std::string dims(int N, int V, int Vp) {
   return "N=" + std::to_string(N) + " V=" + std::to_string(V) + " Vp=" + std::to_string(Vp);
 }
+
+// Row sums run in blocks: fp32 SIMD partial sums inside a block (fast), blocks added in double,
+// so a 50k-column row sums to about fp32 rounding of the result.
+constexpr int kSumBlock = 512;
 
 inline float row_max(const float* z, int V) {
   float m = z[0];
@@ -52,22 +57,32 @@ void crossentropy_forward_backward(float* losses, float* dlogits, const float* l
     }
     const float zt = z[target];
     const float m = row_max(z, V);
-    float sum = 0.0f;
+    double sum = 0.0;
     if (dz) {
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < V; ++j) {
-        float e = vexp(z[j] - m);
-        dz[j] = e;
-        sum += e;
+      for (int j0 = 0; j0 < V; j0 += kSumBlock) {
+        const int j1 = std::min(V, j0 + kSumBlock);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = j0; j < j1; ++j) {
+          float e = vexp(z[j] - m);
+          dz[j] = e;
+          s += e;
+        }
+        sum += s;
       }
     } else {
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < V; ++j) sum += vexp(z[j] - m);
+      for (int j0 = 0; j0 < V; j0 += kSumBlock) {
+        const int j1 = std::min(V, j0 + kSumBlock);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = j0; j < j1; ++j) s += vexp(z[j] - m);
+        sum += s;
+      }
     }
-    losses[n] = m + std::log(sum) - zt;
+    losses[n] = static_cast<float>(m + std::log(sum) - zt);
     if (dz) {
       const float g = dloss[n];
-      const float scale = g / sum;
+      const float scale = static_cast<float>(g / sum);
       for (int j = 0; j < V; ++j) dz[j] *= scale;
       dz[target] -= g;
       for (int j = V; j < Vp; ++j) dz[j] = 0.0f;
@@ -85,14 +100,19 @@ void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, fl
     float* p = probs + static_cast<size_t>(n) * Vp;
     // max(z)/T == max(z/T) for T > 0, so the shift is taken before scaling.
     const float m = row_max(z, V);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < V; ++j) {
-      float e = vexp((z[j] - m) * inv_t);
-      p[j] = e;
-      sum += e;
+    double sum = 0.0;
+    for (int j0 = 0; j0 < V; j0 += kSumBlock) {
+      const int j1 = std::min(V, j0 + kSumBlock);
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int j = j0; j < j1; ++j) {
+        float e = vexp((z[j] - m) * inv_t);
+        p[j] = e;
+        s += e;
+      }
+      sum += s;
     }
-    const float inv_sum = 1.0f / sum;
+    const float inv_sum = static_cast<float>(1.0 / sum);
     for (int j = 0; j < V; ++j) p[j] *= inv_sum;
     for (int j = V; j < Vp; ++j) p[j] = 0.0f;
   }
