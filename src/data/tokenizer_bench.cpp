@@ -1,0 +1,158 @@
+// The tokenizer benchmark: mptrain on 1 thread and on every core (best of N runs,
+// each from an empty merge cache), then node running the npm encoder once on the
+// same documents (its cache starts empty too), and the ratios.
+#include "data/tokenizer_bench.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <thread>
+
+#include "core/error.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/prepare.h"
+#include "io/fileutil.h"
+
+namespace fs = std::filesystem;
+
+namespace mptrain {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string find_npm_script(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path p = exe.parent_path().parent_path() / "bench" / "npm_encode.js";
+    if (fs::exists(p)) return p.string();
+  }
+  return "bench/npm_encode.js";
+}
+
+// Runs a shell command; returns its exit status and its stdout + stderr.
+int run_capture(const std::string& cmd, std::string& output) {
+  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
+  int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TokenizerBenchResult run_tokenizer_bench(const Gpt2Tokenizer& tok, const TokenizerBenchOptions& opt,
+                                         std::FILE* out) {
+  const std::vector<TextFile> files = expand_inputs(opt.inputs, opt.excludes);
+  std::vector<std::string> texts;
+  texts.reserve(files.size());
+  std::vector<std::string_view> docs;
+  TokenizerBenchResult r;
+  for (const auto& f : files) texts.push_back(read_text_file(f.path));
+  for (const auto& t : texts)
+    for (std::string_view d : split_documents(t, opt.doc_delimiter)) {
+      docs.push_back(d);
+      r.bytes += d.size();
+    }
+  if (docs.empty()) throw Error("tokenize --bench: the inputs hold no text");
+  r.documents = docs.size();
+  r.threads =
+      opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  auto best_mb_s = [&](int threads) {
+    double best = 1e30;
+    for (int rep = 0; rep < std::max(1, opt.repeat); ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto ids = encode_documents(tok, docs, threads);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::min(best, s);
+      uint64_t n = 0;
+      for (const auto& v : ids) n += v.size();
+      r.tokens = n;
+    }
+    return r.bytes / best / 1e6;
+  };
+  std::fprintf(out, "tokenizer bench: %zu documents, %.2f MB from %zu file(s)\n", r.documents, r.bytes / 1e6,
+               files.size());
+  r.mb_s_1 = best_mb_s(1);
+  std::fprintf(out, "  mptrain, 1 thread:   %8.2f MB/s  (best of %d, %llu tokens)\n", r.mb_s_1, opt.repeat,
+               static_cast<unsigned long long>(r.tokens));
+  r.mb_s_all = best_mb_s(r.threads);
+  std::fprintf(out, "  mptrain, %d threads: %8.2f MB/s  (best of %d)\n", r.threads, r.mb_s_all, opt.repeat);
+  std::fflush(out);
+
+  if (!opt.npm) {
+    r.npm_note = "skipped (--no-npm)";
+  } else {
+    std::string script = find_npm_script(opt.npm_script);
+    std::string pkg = opt.npm_package;
+    std::string node_version;
+    if (std::system("command -v node >/dev/null 2>&1") != 0) {
+      r.npm_note = "skipped: node is not installed";
+    } else if (!fs::exists(script)) {
+      r.npm_note = "skipped: " + script + " not found (pass --npm-script)";
+    } else if (!fs::exists(fs::path(pkg) / "Encoder.js")) {
+      r.npm_note = "skipped: no gpt-3-encoder package (Encoder.js) in '" + pkg + "'";
+    } else {
+      // Hand the exact documents over: (uint32 length, bytes) each.
+      char tmpl[] = "/tmp/mptrain-tokbench-XXXXXX";
+      int fd = ::mkstemp(tmpl);
+      if (fd < 0)
+        throw Error(std::string("tokenize --bench: cannot create a temporary file: ") + std::strerror(errno));
+      ::close(fd);
+      std::string blob;
+      for (std::string_view d : docs) {
+        uint32_t n = static_cast<uint32_t>(d.size());
+        blob.append(reinterpret_cast<const char*>(&n), 4);
+        blob.append(d);
+      }
+      write_file_atomic(tmpl, blob);
+      std::string output;
+      int rc = run_capture("node " + shell_quote(script) + " " + shell_quote(pkg) + " " + shell_quote(tmpl),
+                           output);
+      ::unlink(tmpl);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(
+            output.substr(output.rfind('{') == std::string::npos ? 0 : output.rfind('{')));
+      } catch (const nlohmann::json::exception&) {
+        rc = rc == 0 ? -1 : rc;
+      }
+      if (rc != 0) {
+        r.npm_note = "failed (exit " + std::to_string(rc) + "): " + output.substr(0, 300);
+      } else {
+        r.npm_ran = true;
+        r.npm_tokens = j.at("tokens").get<uint64_t>();
+        r.npm_mb_s = j.at("bytes").get<double>() / j.at("seconds").get<double>() / 1e6;
+        r.npm_note = "node " + j.at("node").get<std::string>();
+      }
+    }
+  }
+  if (r.npm_ran) {
+    std::fprintf(out, "  npm gpt-3-encoder:   %8.2f MB/s  (%s, one pass, %llu tokens: %s)\n", r.npm_mb_s,
+                 r.npm_note.c_str(), static_cast<unsigned long long>(r.npm_tokens),
+                 r.npm_tokens == r.tokens ? "same count" : "DIFFERENT count");
+    std::fprintf(out, "  speed-up over npm:   %.1fx on 1 thread, %.1fx on %d threads\n",
+                 r.mb_s_1 / r.npm_mb_s, r.mb_s_all / r.npm_mb_s, r.threads);
+  } else {
+    std::fprintf(out, "  npm gpt-3-encoder:   %s\n", r.npm_note.c_str());
+  }
+  return r;
+}
+
+}  // namespace mptrain

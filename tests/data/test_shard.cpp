@@ -1,0 +1,136 @@
+// The llm.c token shard format of data/shard.h: write/read round trip, the exact
+// header and size on disk, empty shards, and the reader's errors for a bad magic,
+// a bad version, a truncated or oversized file and a missing file; glob_shards.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "data/data_test_util.h"
+#include "data/shard.h"
+
+namespace mptrain {
+namespace {
+
+using data_test::TempDir;
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+std::string shard_error(const std::string& path) {
+  try {
+    Shard s(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no Error thrown)";
+}
+
+// A header with the given fields followed by `tokens` uint16 zeros.
+std::string raw_shard(int32_t magic, int32_t version, int32_t count, size_t tokens) {
+  std::string bytes(kShardHeaderBytes + 2 * tokens, '\0');
+  int32_t h[3] = {magic, version, count};
+  std::memcpy(bytes.data(), h, sizeof(h));
+  return bytes;
+}
+
+TEST(Shard, RoundTripAndHeader) {
+  TempDir tmp;
+  std::mt19937 rng(3);
+  std::vector<uint16_t> tokens(10007);
+  for (auto& t : tokens) t = static_cast<uint16_t>(rng() % 65536);
+  tokens[0] = 0;
+  tokens[1] = 65535;
+  tokens[2] = 50256;
+  const std::string path = tmp / "x_train_000000.bin";
+  write_shard(path, tokens);
+
+  Shard s(path);
+  EXPECT_EQ(s.path(), path);
+  ASSERT_EQ(s.size(), tokens.size());
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), s.tokens().begin()));
+
+  // On disk: 256 little-endian int32 (magic, version, count, zeros), then uint16 tokens.
+  const std::string bytes = file_bytes(path);
+  ASSERT_EQ(bytes.size(), 1024 + 2 * tokens.size());
+  int32_t header[256];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], static_cast<int32_t>(tokens.size()));
+  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 2]), 0xFF);  // little-endian 65535
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4]), 50256 & 0xFF);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 5]), 50256 >> 8);
+
+  // The atomic write leaves nothing else behind.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);
+
+  // Rewriting replaces the content; a moved Shard keeps its mapping.
+  write_shard(path, std::vector<uint16_t>{1, 2, 3});
+  Shard first(path);
+  Shard moved(std::move(first));
+  EXPECT_EQ(moved.size(), 3u);
+  EXPECT_EQ(moved.tokens()[2], 3);
+}
+
+TEST(Shard, EmptyShard) {
+  TempDir tmp;
+  write_shard(tmp / "e.bin", std::vector<uint16_t>{});
+  Shard s(tmp / "e.bin");
+  EXPECT_EQ(s.size(), 0u);
+  EXPECT_EQ(file_bytes(tmp / "e.bin").size(), 1024u);
+}
+
+TEST(Shard, ReaderErrorsNameTheFileAndTheProblem) {
+  TempDir tmp;
+  auto put = [&](const std::string& name, const std::string& bytes) {
+    data_test::write_bytes(tmp / name, bytes);
+    return tmp / name;
+  };
+  std::string e = shard_error(put("magic.bin", raw_shard(20240326, 1, 4, 4)));
+  EXPECT_NE(e.find("magic.bin"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad magic 20240326"), std::string::npos) << e;
+  e = shard_error(put("version.bin", raw_shard(20240520, 2, 4, 4)));
+  EXPECT_NE(e.find("unsupported version 2"), std::string::npos) << e;
+  e = shard_error(put("tiny.bin", std::string(100, '\0')));
+  EXPECT_NE(e.find("truncated: 100 bytes"), std::string::npos) << e;
+  e = shard_error(put("short.bin", raw_shard(20240520, 1, 10, 5)));
+  EXPECT_NE(e.find("does not match the header's 10 tokens"), std::string::npos) << e;
+  e = shard_error(put("long.bin", raw_shard(20240520, 1, 5, 10)));
+  EXPECT_NE(e.find("does not match the header's 5 tokens"), std::string::npos) << e;
+  std::string odd = raw_shard(20240520, 1, 5, 5) + "x";  // half a token more
+  e = shard_error(put("odd.bin", odd));
+  EXPECT_NE(e.find("does not match"), std::string::npos) << e;
+  e = shard_error(put("negative.bin", raw_shard(20240520, 1, -1, 0)));
+  EXPECT_NE(e.find("negative token count"), std::string::npos) << e;
+  e = shard_error(tmp / "missing.bin");
+  EXPECT_NE(e.find("cannot open shard"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing.bin"), std::string::npos) << e;
+}
+
+TEST(Shard, GlobShardsSortsAndRefusesNoMatch) {
+  TempDir tmp;
+  for (const char* n : {"c_train_000002.bin", "c_train_000000.bin", "c_val_000000.bin", "c_train_000001.bin"})
+    write_shard(tmp / n, std::vector<uint16_t>{1});
+  auto train = glob_shards(tmp / "c_train_*.bin");
+  ASSERT_EQ(train.size(), 3u);
+  EXPECT_EQ(train[0], tmp / "c_train_000000.bin");
+  EXPECT_EQ(train[2], tmp / "c_train_000002.bin");
+  try {
+    glob_shards(tmp / "nothing_*.bin");
+    FAIL() << "no Error thrown";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no token shards match"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mptrain
