@@ -47,7 +47,9 @@ class Guarded {
   explicit Guarded(size_t n, float fill = kPoison) : n_(n), buf_(n + kGuard, kSentinel) {
     std::fill(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(n), fill);
   }
-  explicit Guarded(const std::vector<float>& v) : Guarded(v.size()) { std::copy(v.begin(), v.end(), buf_.begin()); }
+  explicit Guarded(const std::vector<float>& v) : Guarded(v.size()) {
+    std::copy(v.begin(), v.end(), buf_.begin());
+  }
   float* data() { return buf_.data(); }
   const float* data() const { return buf_.data(); }
   size_t size() const { return n_; }
@@ -82,13 +84,13 @@ inline ::testing::AssertionResult all_close(const float* got, const double* ref,
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": " << bad << " of " << n << " elements outside atol "
-                                       << tol.atol << " + rtol " << tol.rtol << " (max finite abs err " << max_err
-                                       << ")" << first.str();
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << n << " elements outside atol " << tol.atol << " + rtol "
+         << tol.rtol << " (max finite abs err " << max_err << ")" << first.str();
 }
 
-inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& ref, Tol tol,
-                                            const std::string& what) {
+inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& ref,
+                                            Tol tol, const std::string& what) {
   if (got.size() != ref.size()) return ::testing::AssertionFailure() << what << ": size mismatch";
   return all_close(got.data(), ref.data(), got.size(), tol, what);
 }

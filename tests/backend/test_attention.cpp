@@ -21,7 +21,7 @@ using test::Tol;
 struct AttnCase {
   int B, T, C, NH;
 };
-const AttnCase kCases[] = {{1, 1, 8, 1},   {2, 7, 24, 3},   {2, 64, 64, 4},   {1, 127, 62, 2},
+const AttnCase kCases[] = {{1, 1, 8, 1},    {2, 7, 24, 3},   {2, 64, 64, 4}, {1, 127, 62, 2},
                            {1, 128, 33, 1}, {1, 130, 96, 3}, {2, 257, 32, 1}};
 const Tol kOutTol{1e-5, 1e-4};
 const Tol kAttTol{1e-6, 1e-4};
@@ -34,7 +34,8 @@ struct Ref {
 Ref ref_forward(const std::vector<double>& qkv, int B, int T, int C, int NH) {
   const int HS = C / NH;
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-  Ref r{std::vector<double>(static_cast<size_t>(B) * T * C), std::vector<double>(static_cast<size_t>(B) * NH * T * T)};
+  Ref r{std::vector<double>(static_cast<size_t>(B) * T * C),
+        std::vector<double>(static_cast<size_t>(B) * NH * T * T)};
   auto at = [&](int b, int t, int part, int h, int d) {
     return qkv[(static_cast<size_t>(b) * T + t) * 3 * C + static_cast<size_t>(part) * C + h * HS + d];
   };
@@ -61,8 +62,8 @@ Ref ref_forward(const std::vector<double>& qkv, int B, int T, int C, int NH) {
   return r;
 }
 
-std::vector<double> ref_backward(const std::vector<double>& dout, const std::vector<double>& qkv, int B, int T, int C,
-                                 int NH) {
+std::vector<double> ref_backward(const std::vector<double>& dout, const std::vector<double>& qkv, int B,
+                                 int T, int C, int NH) {
   const int HS = C / NH;
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
   Ref f = ref_forward(qkv, B, T, C, NH);
@@ -122,7 +123,8 @@ TEST(Attention, ForwardAndBackward) {
     EXPECT_EQ(nonzero_above, 0u) << "att above the diagonal must be exactly 0" << name(ac);
     auto rd = ref_backward(test::to_double(dout), test::to_double(qkv), B, T, C, NH);
     EXPECT_TRUE(all_close(dqkv.values(), rd, kGradTol, "dqkv" + name(ac)));
-    EXPECT_TRUE(out.guards_intact() && saved.guards_intact() && scratch.guards_intact() && dqkv.guards_intact())
+    EXPECT_TRUE(out.guards_intact() && saved.guards_intact() && scratch.guards_intact() &&
+                dqkv.guards_intact())
         << name(ac);
   }
 }
@@ -137,7 +139,8 @@ TEST(Attention, RepeatedRunsAreBitIdentical) {
   for (int run = 0; run < 2; ++run) {
     d[run].assign(qkv.size(), 0.0f);
     attention_forward(out.data(), saved.data(), qkv.data(), scratch.data(), B, T, C, NH, ctx);
-    attention_backward(d[run].data(), dout.data(), qkv.data(), saved.data(), scratch.data(), B, T, C, NH, ctx);
+    attention_backward(d[run].data(), dout.data(), qkv.data(), saved.data(), scratch.data(), B, T, C, NH,
+                       ctx);
   }
   EXPECT_TRUE(test::bit_identical(d[0], d[1], "dqkv"));
 }
@@ -148,7 +151,8 @@ TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
   auto g = test::to_double(test::randn(static_cast<size_t>(B) * T * C, 4));
   auto grad = ref_backward(g, qkv, B, T, C, NH);
   auto loss = [&](const std::vector<double>& x) { return test::dot(ref_forward(x, B, T, C, NH).out, g); };
-  for (size_t i = 0; i < qkv.size(); ++i) EXPECT_NEAR(grad[i], test::finite_difference(loss, qkv, i), 1e-7) << i;
+  for (size_t i = 0; i < qkv.size(); ++i)
+    EXPECT_NEAR(grad[i], test::finite_difference(loss, qkv, i), 1e-7) << i;
 }
 
 }  // namespace

@@ -84,8 +84,8 @@ TEST(CrossEntropy, LossAndSeparateGradient) {
     std::vector<double> rloss, rgrad;
     reference(rloss, rgrad, d, cc);
     Guarded loss(cc.N), grad(static_cast<size_t>(cc.N) * cc.Vp);
-    crossentropy_forward_backward(loss.data(), grad.data(), d.logits.data(), d.targets.data(), d.dloss.data(), cc.N,
-                                  cc.V, cc.Vp);
+    crossentropy_forward_backward(loss.data(), grad.data(), d.logits.data(), d.targets.data(), d.dloss.data(),
+                                  cc.N, cc.V, cc.Vp);
     EXPECT_TRUE(all_close(loss.values(), rloss, cc.loss_tol, "loss" + name(cc)));
     EXPECT_TRUE(all_close(grad.values(), rgrad, cc.grad_tol, "dlogits" + name(cc)));
     EXPECT_TRUE(loss.guards_intact() && grad.guards_intact()) << name(cc);
@@ -99,8 +99,8 @@ TEST(CrossEntropy, GradientInPlace) {
     std::vector<double> rloss, rgrad;
     reference(rloss, rgrad, d, cc);
     Guarded loss(cc.N), buf(d.logits);
-    crossentropy_forward_backward(loss.data(), buf.data(), buf.data(), d.targets.data(), d.dloss.data(), cc.N, cc.V,
-                                  cc.Vp);
+    crossentropy_forward_backward(loss.data(), buf.data(), buf.data(), d.targets.data(), d.dloss.data(), cc.N,
+                                  cc.V, cc.Vp);
     EXPECT_TRUE(all_close(loss.values(), rloss, cc.loss_tol, "loss, in place" + name(cc)));
     EXPECT_TRUE(all_close(buf.values(), rgrad, cc.grad_tol, "dlogits, in place" + name(cc)));
     EXPECT_TRUE(loss.guards_intact() && buf.guards_intact()) << name(cc);
@@ -114,7 +114,8 @@ TEST(CrossEntropy, LossOnly) {
     std::vector<double> rloss, rgrad;
     reference(rloss, rgrad, d, cc);
     Guarded loss(cc.N);
-    crossentropy_forward_backward(loss.data(), nullptr, d.logits.data(), d.targets.data(), nullptr, cc.N, cc.V, cc.Vp);
+    crossentropy_forward_backward(loss.data(), nullptr, d.logits.data(), d.targets.data(), nullptr, cc.N,
+                                  cc.V, cc.Vp);
     EXPECT_TRUE(all_close(loss.values(), rloss, cc.loss_tol, "loss only" + name(cc)));
   }
 }
@@ -164,9 +165,11 @@ TEST(Softmax, TemperatureAndPadding) {
         double m = z[0], s = 0;
         for (int j = 0; j < cc.V; ++j) m = std::max(m, static_cast<double>(z[j]));
         for (int j = 0; j < cc.V; ++j) s += std::exp((z[j] - m) / temp);
-        for (int j = 0; j < cc.V; ++j) ref[static_cast<size_t>(n) * cc.Vp + j] = std::exp((z[j] - m) / temp) / s;
+        for (int j = 0; j < cc.V; ++j)
+          ref[static_cast<size_t>(n) * cc.Vp + j] = std::exp((z[j] - m) / temp) / s;
       }
-      EXPECT_TRUE(all_close(probs.values(), ref, {1e-7, 1e-5}, "softmax T=" + std::to_string(temp) + name(cc)));
+      EXPECT_TRUE(
+          all_close(probs.values(), ref, {1e-7, 1e-5}, "softmax T=" + std::to_string(temp) + name(cc)));
       EXPECT_TRUE(probs.guards_intact());
     }
   }

@@ -19,8 +19,9 @@ struct EncoderCase {
   Tol tol;
 };
 // V small so that tokens repeat within and across sequences.
-const EncoderCase kCases[] = {{1, 1, 31, 3, {0, 0}},     {2, 7, 32, 5, {0, 0}},       {3, 64, 33, 11, {1e-6, 1e-6}},
-                              {2, 17, 127, 4, {1e-6, 1e-6}}, {1, 9, 129, 2, {1e-6, 1e-6}}, {4, 5, 260, 7, {1e-6, 1e-6}}};
+const EncoderCase kCases[] = {{1, 1, 31, 3, {0, 0}},         {2, 7, 32, 5, {0, 0}},
+                              {3, 64, 33, 11, {1e-6, 1e-6}}, {2, 17, 127, 4, {1e-6, 1e-6}},
+                              {1, 9, 129, 2, {1e-6, 1e-6}},  {4, 5, 260, 7, {1e-6, 1e-6}}};
 
 std::vector<int> make_tokens(int n, int V, uint64_t seed) {
   std::vector<int> t(n);
@@ -41,9 +42,11 @@ TEST(Encoder, Forward) {
     for (int bt = 0; bt < B * T; ++bt)
       for (int c = 0; c < C; ++c)
         ref[static_cast<size_t>(bt) * C + c] =
-            static_cast<double>(wte[static_cast<size_t>(tokens[bt]) * C + c]) + wpe[static_cast<size_t>(bt % T) * C + c];
+            static_cast<double>(wte[static_cast<size_t>(tokens[bt]) * C + c]) +
+            wpe[static_cast<size_t>(bt % T) * C + c];
     // One float addition, as in the reference rounded once: exact up to the final rounding.
-    const std::string what = "encoder_forward B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+    const std::string what =
+        "encoder_forward B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
     EXPECT_TRUE(all_close(out.values(), ref, {0.0, 6e-8}, what));
     EXPECT_TRUE(out.guards_intact()) << what;
   }
@@ -66,7 +69,8 @@ TEST(Encoder, BackwardAccumulates) {
         rwte[static_cast<size_t>(tokens[bt]) * C + c] += g;
         rwpe[static_cast<size_t>(bt % T) * C + c] += g;
       }
-    const std::string what = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+    const std::string what =
+        " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
     // Sums of up to B·T float additions: tolerance grows with the count.
     const Tol tol{1e-6 * B * T, 1e-6};
     EXPECT_TRUE(all_close(dwte.values(), rwte, tol, "dwte" + what));

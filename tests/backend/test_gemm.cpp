@@ -17,8 +17,8 @@ using test::Guarded;
 using test::Tol;
 
 // C[m,n] (+)= Σ_k op(A)[m,k]·op(B)[k,n], storage as documented in gemm.h.
-std::vector<double> ref_gemm(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c0,
-                             int M, int N, int K, bool ta, bool tb, bool acc) {
+std::vector<double> ref_gemm(const std::vector<float>& a, const std::vector<float>& b,
+                             const std::vector<float>& c0, int M, int N, int K, bool ta, bool tb, bool acc) {
   std::vector<double> c(static_cast<size_t>(M) * N);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -41,9 +41,9 @@ struct GemmCase {
 // Sizes straddle the 16-float vector width and oneDNN's blocking; fp32 sums of K products of
 // N(0,1) values have errors ~1e-6·sqrt(K), well inside the tolerance.
 const GemmCase kGemmCases[] = {
-    {1, 1, 1, {1e-5, 1e-5}},       {31, 33, 32, {1e-4, 1e-5}},  {32, 31, 33, {1e-4, 1e-5}},
-    {33, 32, 31, {1e-4, 1e-5}},    {127, 129, 128, {1e-4, 1e-5}}, {129, 127, 33, {1e-4, 1e-5}},
-    {7, 260, 64, {1e-4, 1e-5}},    {64, 8, 1, {1e-5, 1e-5}},    {1, 129, 260, {2e-4, 1e-5}},
+    {1, 1, 1, {1e-5, 1e-5}},    {31, 33, 32, {1e-4, 1e-5}},    {32, 31, 33, {1e-4, 1e-5}},
+    {33, 32, 31, {1e-4, 1e-5}}, {127, 129, 128, {1e-4, 1e-5}}, {129, 127, 33, {1e-4, 1e-5}},
+    {7, 260, 64, {1e-4, 1e-5}}, {64, 8, 1, {1e-5, 1e-5}},      {1, 129, 260, {2e-4, 1e-5}},
 };
 
 TEST(Gemm, AllTransposesAndAccumulate) {
@@ -133,10 +133,12 @@ TEST(Gemm, BatchedStridedViews) {
       for (int j = 0; j < nb1; ++j)
         for (int m = 0; m < M; ++m)
           for (int n = 0; n < N; ++n) {
-            double s = acc ? c0[static_cast<size_t>(i * nb1 + j) * M * ldc + static_cast<size_t>(m) * ldc + n] : 0.0;
+            double s =
+                acc ? c0[static_cast<size_t>(i * nb1 + j) * M * ldc + static_cast<size_t>(m) * ldc + n] : 0.0;
             for (int k = 0; k < K; ++k) {
               const size_t q = (static_cast<size_t>(i) * T + m) * 3 * W + static_cast<size_t>(j) * HS + k;
-              const size_t kk = (static_cast<size_t>(i) * T + n) * 3 * W + W + static_cast<size_t>(j) * HS + k;
+              const size_t kk =
+                  (static_cast<size_t>(i) * T + n) * 3 * W + W + static_cast<size_t>(j) * HS + k;
               s += static_cast<double>(src[q]) * src[kk];
             }
             ref[static_cast<size_t>(i * nb1 + j) * M * ldc + static_cast<size_t>(m) * ldc + n] = s;
@@ -152,8 +154,10 @@ struct LinearCase {
   int N, C, OC;
   Tol tol;
 };
-const LinearCase kLinearCases[] = {
-    {1, 31, 33, {1e-4, 1e-5}}, {7, 33, 129, {1e-4, 1e-5}}, {64, 128, 96, {1e-4, 1e-5}}, {33, 127, 260, {2e-4, 1e-5}}};
+const LinearCase kLinearCases[] = {{1, 31, 33, {1e-4, 1e-5}},
+                                   {7, 33, 129, {1e-4, 1e-5}},
+                                   {64, 128, 96, {1e-4, 1e-5}},
+                                   {33, 127, 260, {2e-4, 1e-5}}};
 
 TEST(Matmul, ForwardWithAndWithoutBias) {
   Context ctx;
@@ -165,13 +169,15 @@ TEST(Matmul, ForwardWithAndWithoutBias) {
       auto w = test::randn(static_cast<size_t>(lc.C) * lc.OC, ++seed, 0.1f);
       auto bias = test::randn(lc.OC, ++seed);
       Guarded out(NO);
-      matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, lc.N, lc.C, lc.OC, ctx);
+      matmul_forward(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, lc.N, lc.C, lc.OC,
+                     ctx);
       std::vector<double> ref(NO);
       for (int n = 0; n < lc.N; ++n)
         for (int o = 0; o < lc.OC; ++o) {
           double s = with_bias ? bias[o] : 0.0;
           for (int c = 0; c < lc.C; ++c)
-            s += static_cast<double>(inp[static_cast<size_t>(n) * lc.C + c]) * w[static_cast<size_t>(c) * lc.OC + o];
+            s += static_cast<double>(inp[static_cast<size_t>(n) * lc.C + c]) *
+                 w[static_cast<size_t>(c) * lc.OC + o];
           ref[static_cast<size_t>(n) * lc.OC + o] = s;
         }
       const std::string what = "matmul_forward N=" + std::to_string(lc.N) + " C=" + std::to_string(lc.C) +
@@ -196,9 +202,10 @@ TEST(Matmul, BackwardAccumulates) {
       auto dw0 = test::randn(static_cast<size_t>(C) * OC, ++seed);
       auto db0 = test::randn(OC, ++seed);
       Guarded dinp(dinp0), dw(dw0), db(db0);
-      matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), inp.data(), w.data(), N,
-                      C, OC, ctx);
-      std::vector<double> rdinp = test::to_double(dinp0), rdw = test::to_double(dw0), rdb = test::to_double(db0);
+      matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), inp.data(),
+                      w.data(), N, C, OC, ctx);
+      std::vector<double> rdinp = test::to_double(dinp0), rdw = test::to_double(dw0),
+                          rdb = test::to_double(db0);
       for (int n = 0; n < N; ++n)
         for (int o = 0; o < OC; ++o) {
           const double g = dout[static_cast<size_t>(n) * OC + o];
@@ -208,7 +215,8 @@ TEST(Matmul, BackwardAccumulates) {
             rdw[static_cast<size_t>(c) * OC + o] += g * inp[static_cast<size_t>(n) * C + c];
           }
         }
-      const std::string what = " N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
+      const std::string what =
+          " N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
       EXPECT_TRUE(all_close(dinp.values(), rdinp, lc.tol, "dinp" + what));
       EXPECT_TRUE(all_close(dw.values(), rdw, lc.tol, "dweight" + what));
       EXPECT_TRUE(all_close(db.values(), rdb, lc.tol, "dbias" + what));  // unchanged when dbias is null

@@ -22,8 +22,8 @@ struct Ref {
   std::vector<double> out, mean, rstd;
 };
 
-Ref ref_forward(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b, int N, int C,
-                double eps) {
+Ref ref_forward(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                int N, int C, double eps) {
   Ref r{std::vector<double>(x.size()), std::vector<double>(N), std::vector<double>(N)};
   for (int n = 0; n < N; ++n) {
     const double* xr = x.data() + static_cast<size_t>(n) * C;
@@ -42,8 +42,8 @@ Ref ref_forward(const std::vector<double>& x, const std::vector<double>& w, cons
 
 // Gradients of Σ out ⊙ dout (not accumulated: the callers add the pre-fill).
 void ref_backward(std::vector<double>& dx, std::vector<double>& dw, std::vector<double>& db,
-                  const std::vector<double>& dout, const std::vector<double>& x, const std::vector<double>& w, int N,
-                  int C, double eps) {
+                  const std::vector<double>& dout, const std::vector<double>& x, const std::vector<double>& w,
+                  int N, int C, double eps) {
   Ref f = ref_forward(x, w, std::vector<double>(C, 0.0), N, C, eps);
   dx.assign(x.size(), 0.0);
   dw.assign(C, 0.0);
@@ -92,7 +92,8 @@ TEST(LayerNorm, Forward) {
     for (int C : kChannels) {
       Inputs in = make_inputs(N, C, seed += 3);
       Guarded out(static_cast<size_t>(N) * C), mean(N), rstd(N);
-      layernorm_forward(out.data(), mean.data(), rstd.data(), in.x.data(), in.w.data(), in.b.data(), N, C, kEps);
+      layernorm_forward(out.data(), mean.data(), rstd.data(), in.x.data(), in.w.data(), in.b.data(), N, C,
+                        kEps);
       Ref r = ref_forward(test::to_double(in.x), test::to_double(in.w), test::to_double(in.b), N, C, kEps);
       const std::string what = " N=" + std::to_string(N) + " C=" + std::to_string(C);
       EXPECT_TRUE(all_close(out.values(), r.out, kOutTol, "out" + what));
@@ -108,14 +109,17 @@ TEST(LayerNorm, BackwardAccumulates) {
     for (int C : kChannels) {
       Inputs in = make_inputs(N, C, seed += 7);
       std::vector<float> out(static_cast<size_t>(N) * C), mean(N), rstd(N);
-      layernorm_forward(out.data(), mean.data(), rstd.data(), in.x.data(), in.w.data(), in.b.data(), N, C, kEps);
+      layernorm_forward(out.data(), mean.data(), rstd.data(), in.x.data(), in.w.data(), in.b.data(), N, C,
+                        kEps);
       auto dout = test::randn(out.size(), seed + 3);
-      auto dx0 = test::randn(out.size(), seed + 4), dw0 = test::randn(C, seed + 5), db0 = test::randn(C, seed + 6);
+      auto dx0 = test::randn(out.size(), seed + 4), dw0 = test::randn(C, seed + 5),
+           db0 = test::randn(C, seed + 6);
       Guarded dx(dx0), dw(dw0), db(db0);
       layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), in.x.data(), in.w.data(), mean.data(),
                          rstd.data(), N, C);
       std::vector<double> rdx, rdw, rdb;
-      ref_backward(rdx, rdw, rdb, test::to_double(dout), test::to_double(in.x), test::to_double(in.w), N, C, kEps);
+      ref_backward(rdx, rdw, rdb, test::to_double(dout), test::to_double(in.x), test::to_double(in.w), N, C,
+                   kEps);
       for (size_t i = 0; i < rdx.size(); ++i) rdx[i] += dx0[i];
       for (int c = 0; c < C; ++c) {
         rdw[c] += dw0[c];
@@ -138,9 +142,15 @@ TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) {
   auto g = test::to_double(test::randn(x.size(), 10));
   std::vector<double> dx, dw, db;
   ref_backward(dx, dw, db, g, x, w, N, C, kEps);
-  auto loss_x = [&](const std::vector<double>& xv) { return test::dot(ref_forward(xv, w, b, N, C, kEps).out, g); };
-  auto loss_w = [&](const std::vector<double>& wv) { return test::dot(ref_forward(x, wv, b, N, C, kEps).out, g); };
-  auto loss_b = [&](const std::vector<double>& bv) { return test::dot(ref_forward(x, w, bv, N, C, kEps).out, g); };
+  auto loss_x = [&](const std::vector<double>& xv) {
+    return test::dot(ref_forward(xv, w, b, N, C, kEps).out, g);
+  };
+  auto loss_w = [&](const std::vector<double>& wv) {
+    return test::dot(ref_forward(x, wv, b, N, C, kEps).out, g);
+  };
+  auto loss_b = [&](const std::vector<double>& bv) {
+    return test::dot(ref_forward(x, w, bv, N, C, kEps).out, g);
+  };
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(dx[i], test::finite_difference(loss_x, x, i), 1e-6) << i;
   for (int c = 0; c < C; ++c) {
     EXPECT_NEAR(dw[c], test::finite_difference(loss_w, w, c), 1e-6) << c;

@@ -9,12 +9,13 @@
 //             dQ[r0:r1] = dS[r0:r1, 0:r1]·K[0:r1]
 //             dK[r0:r1] = dS[r0:T, r0:r1]^T·Q[r0:T];   dV[r0:r1] = P[r0:T, r0:r1]^T·dY[r0:T]
 // Every element of dqkv is written exactly once (=).
+#include "backend/ops/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/attention.h"
 #include "backend/ops/gemm.h"
 #include "core/error.h"
 
@@ -56,9 +57,7 @@ inline int block_end(int t, int T) { return std::min(T, (t / kRowBlock + 1) * kR
 
 }  // namespace
 
-size_t attention_saved_floats(int B, int T, int /*C*/, int NH) {
-  return static_cast<size_t>(B) * NH * T * T;
-}
+size_t attention_saved_floats(int B, int T, int /*C*/, int NH) { return static_cast<size_t>(B) * NH * T * T; }
 
 // Backward keeps dP, then dS, for every (b, h): [B, NH, T, T]. Forward uses none.
 size_t attention_scratch_floats(int B, int T, int /*C*/, int NH) {
@@ -150,8 +149,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     const int r1 = std::min(T, r0 + kRowBlock);
     const size_t diag = static_cast<size_t>(r0) * T + r0;  // element (r0, r0) of a [T, T] matrix
     // dQ[r0:r1] = dS[r0:r1, 0:r1]·K[0:r1]
-    gemm_batched(dqkv + r0 * C3, v.rows_qkv, ds + static_cast<size_t>(r0) * T, v.rows_tt, qkv + Cs, v.rows_qkv,
-                 B, NH, r1 - r0, HS, r1, false, ctx);
+    gemm_batched(dqkv + r0 * C3, v.rows_qkv, ds + static_cast<size_t>(r0) * T, v.rows_tt, qkv + Cs,
+                 v.rows_qkv, B, NH, r1 - r0, HS, r1, false, ctx);
     // dK[r0:r1] = dS[r0:T, r0:r1]^T·Q[r0:T]
     gemm_batched(dqkv + Cs + r0 * C3, v.rows_qkv, ds + diag, v.cols_tt, qkv + r0 * C3, v.rows_qkv, B, NH,
                  r1 - r0, HS, T - r0, false, ctx);

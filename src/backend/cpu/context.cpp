@@ -4,10 +4,10 @@
 // gemm.cpp builds the linear layer on top of them.
 #include "backend/cpu/context.h"
 
-#include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <array>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 
@@ -44,10 +44,10 @@ struct MatmulEntry {
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* call, const std::string& detail, const char* file,
                           int line) {
-  throw_library_error("oneDNN", call,
-                      std::string(e.what()) + " (" + dnnl_status2str(e.status) + ")" +
-                          (detail.empty() ? "" : "; " + detail),
-                      file, line);
+  throw_library_error(
+      "oneDNN", call,
+      std::string(e.what()) + " (" + dnnl_status2str(e.status) + ")" + (detail.empty() ? "" : "; " + detail),
+      file, line);
 }
 
 }  // namespace

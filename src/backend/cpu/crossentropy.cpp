@@ -4,12 +4,13 @@
 //   dlogits_j = dloss·(e_j/S - [j == target]),  0 on the padded columns V..Vp-1.
 // The exps are written straight into dlogits (which may be the logits buffer itself: each
 // element is read before it is overwritten, and z[target] is read first of all).
+#include "backend/ops/crossentropy.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/crossentropy.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -41,8 +42,8 @@ void crossentropy_forward_backward(float* losses, float* dlogits, const float* l
             "[crossentropy] dloss is required when dlogits is requested: " + dims(N, V, Vp));
   for (int n = 0; n < N; ++n) {
     MPT_CHECK(targets[n] >= -1 && targets[n] < V, "[crossentropy] target " + std::to_string(targets[n]) +
-                                                      " at row " + std::to_string(n) + " outside [-1, V): " +
-                                                      dims(N, V, Vp));
+                                                      " at row " + std::to_string(n) +
+                                                      " outside [-1, V): " + dims(N, V, Vp));
   }
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -92,7 +93,8 @@ void crossentropy_forward_backward(float* losses, float* dlogits, const float* l
 
 void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, float temperature) {
   MPT_CHECK(N >= 0 && V > 0 && Vp >= V, "[softmax_forward] bad size: " + dims(N, V, Vp));
-  MPT_CHECK(temperature > 0.0f, "[softmax_forward] temperature must be > 0, got " + std::to_string(temperature));
+  MPT_CHECK(temperature > 0.0f,
+            "[softmax_forward] temperature must be > 0, got " + std::to_string(temperature));
   const float inv_t = 1.0f / temperature;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {

@@ -2,10 +2,11 @@
 // positions with the same token write the same row: it is parallel over strips of channels
 // instead of over positions, which keeps it race-free and deterministic for any thread count
 // (every element is summed over (b, t) in order).
+#include "backend/ops/encoder.h"
+
 #include <algorithm>
 #include <string>
 
-#include "backend/ops/encoder.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {

@@ -2,10 +2,11 @@
 //   0.5·(1 + tanh(u)) = s,   so gelu(x) = x·s = x / (1 + exp(-2u)),
 //   gelu'(x) = s + 2·x·s·(1 - s)·u'(x),   u'(x) = sqrt(2/pi)·(1 + 3·0.044715·x^2).
 // The sigmoid form needs one exp and no tanh, and vexp keeps the loop vectorised.
+#include "backend/ops/gelu.h"
+
 #include <cstddef>
 
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/gelu.h"
 
 namespace mptrain::cpu {
 

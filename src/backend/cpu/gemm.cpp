@@ -1,10 +1,11 @@
 // The linear layer (Conv1D layout, weight[C,OC]) on top of gemm(); gemm() itself is in
 // context.cpp, the one file that includes oneDNN. Bias add and bias gradient are OpenMP loops:
 // one pass over out[N,OC], a few percent of the GEMM's time at GPT-2 sizes.
+#include "backend/ops/gemm.h"
+
 #include <algorithm>
 #include <string>
 
-#include "backend/ops/gemm.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -22,8 +23,8 @@ constexpr int kBiasStrip = 64;
 
 }  // namespace
 
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
-                    Context& ctx) {
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                    int OC, Context& ctx) {
   MPT_CHECK(N >= 0 && C >= 0 && OC >= 0, "[matmul_forward] negative size: " + dims(N, C, OC));
   MPT_CHECK(out && inp && weight, "[matmul_forward] null pointer: " + dims(N, C, OC));
   gemm(out, inp, weight, N, OC, C, false, false, false, ctx);

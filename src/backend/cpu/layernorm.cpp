@@ -8,12 +8,13 @@
 // The sums over rows go through kChunks fixed row ranges: each range adds its rows in order into
 // its own partial, then the partials are added in range order. Neither step depends on the
 // number of threads, so the gradients are bit-identical for any OMP_NUM_THREADS.
+#include "backend/ops/layernorm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
 
-#include "backend/ops/layernorm.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {

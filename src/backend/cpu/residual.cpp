@@ -1,7 +1,7 @@
 // Elementwise add for the residual stream, and its backward (gradient accumulation).
-#include <cstddef>
-
 #include "backend/ops/residual.h"
+
+#include <cstddef>
 
 namespace mptrain::cpu {
 

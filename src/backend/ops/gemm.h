@@ -5,6 +5,9 @@
 //   op(B) = B   stored [K,N]   (trans_b == false)   or B^T with B stored [N,K]
 // matmul_forward/backward are the linear layer built on it, with weights in
 // Hugging Face's Conv1D layout [C, OC]: out = inp·weight + bias.
+// gemm() and gemm_batched() are defined in cpu/context.cpp, the one file that includes oneDNN;
+// the linear layer is in cpu/gemm.cpp. oneDNN failures throw mptrain::LibraryError. Results are
+// reproducible run to run for a fixed thread count; dbias does not depend on the thread count.
 #pragma once
 #include <cstddef>
 #include <cstdint>
