@@ -499,32 +499,29 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
 }
 
 std::string describe(const PrepareSummary& s) {
-  auto shards = [](const std::vector<std::string>& v) {
-    if (v.empty()) return std::string("no shard");
-    std::string out = std::to_string(v.size()) + (v.size() == 1 ? " shard: " : " shards: ") + v.front();
+  auto count = [](uint64_t n, const char* what) { return with_commas(n) + " " + what + (n == 1 ? "" : "s"); };
+  auto shards = [&](const std::vector<std::string>& v) {
+    std::string out = count(v.size(), "shard");
+    if (!v.empty()) out += ": " + v.front();
     if (v.size() > 1) out += " .. " + v.back();
     return out;
   };
-  const uint64_t tokens = s.train_tokens + s.val_tokens;
-  char line[256];
-  std::string out;
-  std::snprintf(line, sizeof(line),
-                "prepared %s documents from %zu file(s), %s, in %.1f s (%.1f MB/s on %d threads)\n",
-                with_commas(s.documents).c_str(), s.files, megabytes(s.bytes).c_str(), s.seconds,
-                s.seconds > 0 ? s.bytes / s.seconds / 1e6 : 0.0, s.threads);
-  out += line;
-  out += "  train: " + with_commas(s.train_tokens) + " tokens, " +
-         with_commas(s.documents - s.val_documents) + " documents, " + shards(s.train_shards) + "\n";
-  out += "  val:   " + with_commas(s.val_tokens) + " tokens, " + with_commas(s.val_documents) +
-         " documents, " + shards(s.val_shards) + "\n";
-  const uint64_t text_tokens = tokens - s.documents;  // without the <|endoftext|> separators
-  std::snprintf(line, sizeof(line), "  %.3f bytes per token (%s tokens of text + %s <|endoftext|>)\n",
-                text_tokens ? double(s.bytes) / double(text_tokens) : 0.0, with_commas(text_tokens).c_str(),
-                with_commas(s.documents).c_str());
-  out += line;
+  const uint64_t text_tokens = s.train_tokens + s.val_tokens - s.documents;  // without the separators
+  char rate[96], ratio[64];
+  std::snprintf(rate, sizeof(rate), "in %.1f s (%.1f MB/s on %s)", s.seconds,
+                s.seconds > 0 ? s.bytes / s.seconds / 1e6 : 0.0, count(s.threads, "thread").c_str());
+  std::snprintf(ratio, sizeof(ratio), "%.3f", text_tokens ? double(s.bytes) / double(text_tokens) : 0.0);
+  std::string out = "prepared " + count(s.documents, "document") + " from " + count(s.files, "file") + ", " +
+                    megabytes(s.bytes) + ", " + rate + "\n";
+  out += "  train: " + count(s.train_tokens, "token") + ", " +
+         count(s.documents - s.val_documents, "document") + ", " + shards(s.train_shards) + "\n";
+  out += "  val:   " + count(s.val_tokens, "token") + ", " + count(s.val_documents, "document") + ", " +
+         shards(s.val_shards) + "\n";
+  out += std::string("  ") + ratio + " bytes per token (" + count(text_tokens, "token") + " of text + " +
+         with_commas(s.documents) + " <|endoftext|>)\n";
   if (s.val_documents == 0)
     out +=
-        "  note: no validation documents (raise --val-fraction, or split files into documents with "
+        "  note: no validation documents (raise --val-fraction, or cut files into documents with "
         "--doc-delimiter)\n";
   return out;
 }

@@ -90,10 +90,11 @@ TokenizerBenchResult run_tokenizer_bench(const Gpt2Tokenizer& tok, const Tokeniz
   std::fprintf(out, "tokenizer bench: %zu documents, %.2f MB from %zu file(s)\n", r.documents, r.bytes / 1e6,
                files.size());
   r.mb_s_1 = best_mb_s(1);
-  std::fprintf(out, "  mptrain, 1 thread:   %8.2f MB/s  (best of %d, %llu tokens)\n", r.mb_s_1, opt.repeat,
-               static_cast<unsigned long long>(r.tokens));
+  std::fprintf(out, "  %-24s %8.2f MB/s  (best of %d, %llu tokens)\n", "mptrain, 1 thread:", r.mb_s_1,
+               opt.repeat, static_cast<unsigned long long>(r.tokens));
   r.mb_s_all = best_mb_s(r.threads);
-  std::fprintf(out, "  mptrain, %d threads: %8.2f MB/s  (best of %d)\n", r.threads, r.mb_s_all, opt.repeat);
+  const std::string all = "mptrain, " + std::to_string(r.threads) + " threads:";
+  std::fprintf(out, "  %-24s %8.2f MB/s  (best of %d)\n", all.c_str(), r.mb_s_all, opt.repeat);
   std::fflush(out);
 
   if (!opt.npm) {
@@ -144,13 +145,14 @@ TokenizerBenchResult run_tokenizer_bench(const Gpt2Tokenizer& tok, const Tokeniz
     }
   }
   if (r.npm_ran) {
-    std::fprintf(out, "  npm gpt-3-encoder:   %8.2f MB/s  (%s, one pass, %llu tokens: %s)\n", r.npm_mb_s,
-                 r.npm_note.c_str(), static_cast<unsigned long long>(r.npm_tokens),
+    std::fprintf(out, "  %-24s %8.2f MB/s  (%s, one pass, %llu tokens: %s)\n",
+                 "npm gpt-3-encoder:", r.npm_mb_s, r.npm_note.c_str(),
+                 static_cast<unsigned long long>(r.npm_tokens),
                  r.npm_tokens == r.tokens ? "same count" : "DIFFERENT count");
-    std::fprintf(out, "  speed-up over npm:   %.1fx on 1 thread, %.1fx on %d threads\n",
-                 r.mb_s_1 / r.npm_mb_s, r.mb_s_all / r.npm_mb_s, r.threads);
+    std::fprintf(out, "  %-24s %.1fx on 1 thread, %.1fx on %d threads\n",
+                 "speed-up over npm:", r.mb_s_1 / r.npm_mb_s, r.mb_s_all / r.npm_mb_s, r.threads);
   } else {
-    std::fprintf(out, "  npm gpt-3-encoder:   %s\n", r.npm_note.c_str());
+    std::fprintf(out, "  %-24s %s\n", "npm gpt-3-encoder:", r.npm_note.c_str());
   }
   return r;
 }

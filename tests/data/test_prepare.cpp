@@ -171,7 +171,7 @@ TEST(Prepare, ShardLayout) {
               i + 1 < s.train_shards.size() ? 7u : (want_train.size() - 1) % 7 + 1);
   EXPECT_EQ(read_tokens(s.train_shards), want_train);
   EXPECT_EQ(read_tokens(s.val_shards), want_val);
-  EXPECT_NE(describe(s).find("6 documents from 2 file(s)"), std::string::npos) << describe(s);
+  EXPECT_NE(describe(s).find("6 documents from 2 files"), std::string::npos) << describe(s);
 
   // A second run with bigger shards replaces the set: no stale shard is left, no staging folder.
   opt.shard_tokens = 1000;
@@ -257,7 +257,7 @@ TEST(PrepareCli, PreparesAndSummarises) {
   auto r = data_test::run(mptrain() + " prepare " + c.tmp / "in" + " --doc-delimiter % -o " +
                           c.tmp / "out/fx" + " --val-fraction 0.34 --shard-tokens 1000 --vocab-dir " + dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("prepared 6 documents from 2 file(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prepared 6 documents from 2 files"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bytes per token"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(c.tmp / "out/fx/fx_train_000000.bin"));
   EXPECT_TRUE(fs::exists(c.tmp / "out/fx/fx_val_000000.bin"));
