@@ -1,14 +1,29 @@
-// `mptrain bench` (placeholder registration; options and work are added by its issue).
+// `mptrain bench`: training-step throughput with a PyTorch peer in the same run.
 #include <CLI/CLI.hpp>
+#include <memory>
 
 #include "cli/subcommands.h"
+#include "train/bench.h"
 
 namespace mptrain {
 
 void register_bench(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("bench", "bench (not yet available)");
-  cmd->callback([&exit_code]() { throw Error("'bench' is not implemented yet"); });
-  (void)exit_code;
+  auto* cmd = app.add_subcommand("bench", "Time GPT-2 training steps (and PyTorch on the same work)");
+  auto o = std::make_shared<BenchOptions>();
+  cmd->add_option("--preset", o->preset)->capture_default_str();
+  cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
+  cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
+  cmd->add_option("--peer-script", o->peer_script, "Path of bench/pytorch_gpt2.py");
+  cmd->callback([o, &exit_code]() {
+    run_bench(*o);
+    exit_code = 0;
+  });
 }
 
 }  // namespace mptrain

@@ -1,14 +1,66 @@
-// `mptrain generate` (placeholder registration; options and work are added by its issue).
+// `mptrain generate`: sample text from a checkpoint.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
 
+#include "backend/cpu/context.h"
 #include "cli/subcommands.h"
+#include "cli/vocab.h"
+#include "io/checkpoint_dir.h"
+#include "model/gpt2.h"
+#include "train/checkpoint.h"
+#include "train/sampler.h"
 
 namespace mptrain {
 
+namespace {
+struct GenerateOptions {
+  std::string checkpoint;
+  std::string prompt;
+  std::string vocab_dir;
+  SampleOptions sample;
+  int num_samples = 1;
+};
+
+void run_generate(const GenerateOptions& o) {
+  MPT_CHECK(o.sample.max_new_tokens > 0, "--max-new-tokens must be positive");
+  MPT_CHECK(o.sample.top_k >= 0, "--top-k must be >= 0");
+  MPT_CHECK(o.sample.temperature >= 0.0f, "--temperature must be >= 0");
+  const std::string dir = resolve_checkpoint(o.checkpoint);
+  const Gpt2Config config = load_checkpoint_config(dir);
+  const auto tokenizer = load_gpt2_tokenizer(o.vocab_dir);
+  MPT_CHECK(tokenizer->vocab_size() <= config.vocab_size,
+            "the checkpoint's vocabulary (" + std::to_string(config.vocab_size) +
+                ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");
+  cpu::Context ctx;
+  Gpt2 model(config, ctx);
+  load_checkpoint_model(dir, model);
+  std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()} : tokenizer->encode(o.prompt);
+  model.plan(1, std::min<int>(config.block_size, static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
+  uint64_t counter = 0;
+  for (int i = 0; i < o.num_samples; ++i) {
+    std::vector<int> out = sample_tokens(model, prompt, o.sample, counter);
+    std::printf("%s%s\n", o.prompt.c_str(), tokenizer->decode(out).c_str());
+    if (i + 1 < o.num_samples) std::printf("----\n");
+  }
+}
+}  // namespace
+
 void register_generate(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("generate", "generate (not yet available)");
-  cmd->callback([&exit_code]() { throw Error("'generate' is not implemented yet"); });
-  (void)exit_code;
+  auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint");
+  auto o = std::make_shared<GenerateOptions>();
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
+  cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");
+  cmd->add_option("--max-new-tokens", o->sample.max_new_tokens)->capture_default_str();
+  cmd->add_option("--temperature", o->sample.temperature, "Softmax temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->sample.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--seed", o->sample.seed)->capture_default_str();
+  cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->callback([o, &exit_code]() {
+    run_generate(*o);
+    exit_code = 0;
+  });
 }
 
 }  // namespace mptrain

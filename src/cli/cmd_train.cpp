@@ -1,14 +1,62 @@
-// `mptrain train` (placeholder registration; options and work are added by its issue).
+// `mptrain train`: GPT-2 training from token shards (see train/trainer.h).
 #include <CLI/CLI.hpp>
+#include <memory>
 
 #include "cli/subcommands.h"
+#include "cli/vocab.h"
+#include "train/trainer.h"
 
 namespace mptrain {
 
 void register_train(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("train", "train (not yet available)");
-  cmd->callback([&exit_code]() { throw Error("'train' is not implemented yet"); });
-  (void)exit_code;
+  auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards");
+  auto opt = std::make_shared<TrainOptions>();
+  cmd->add_option("--preset", opt->preset, "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-multiple", opt->vocab_multiple, "Pad the vocabulary to a multiple of this (1 = off)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--train-data", opt->train_data, "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
+      ->required();
+  cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
+  cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--seq", opt->seq, "Sequence length (T)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--total-batch", opt->total_batch_tokens,
+                  "Tokens per optimizer step (a multiple of B*T; gradient accumulation makes up the rest). 0 = B*T")
+      ->capture_default_str();
+  cmd->add_option("--steps", opt->steps, "Optimizer steps (the schedule's length)")->capture_default_str();
+  cmd->add_option("--lr", opt->lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")->capture_default_str();
+  cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str();
+  cmd->add_option("--weight-decay", opt->adamw.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
+  cmd->add_option("--beta1", opt->adamw.beta1)->capture_default_str();
+  cmd->add_option("--beta2", opt->adamw.beta2)->capture_default_str();
+  cmd->add_option("--adam-eps", opt->adamw.eps)->capture_default_str();
+  cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")->capture_default_str();
+  cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")->capture_default_str();
+  cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--sample-every", opt->sample_every, "Print a sample every N steps (0 = at the end)")->capture_default_str();
+  cmd->add_option("--sample-tokens", opt->sample_tokens, "Tokens per sample")->capture_default_str();
+  cmd->add_option("--save-every", opt->save_every, "Checkpoint every N steps (0 = at the end)")->capture_default_str();
+  cmd->add_option("--keep-last", opt->keep_last, "Keep only the newest N checkpoints (0 = all)")->capture_default_str();
+  cmd->add_option("--run-dir", opt->run_dir, "Directory for checkpoints and metrics.jsonl")->capture_default_str();
+  cmd->add_option("--resume", opt->resume, "Resume from a checkpoint or run directory");
+  cmd->add_option("--seed", opt->seed, "Random seed (initialisation and sampling)")->capture_default_str();
+  cmd->add_flag("--deterministic", opt->deterministic,
+                "Bit-reproducible runs (fixed thread count; resume continues the same trajectory)");
+  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--log-every", opt->log_every, "Print a log line every N steps")->capture_default_str();
+  cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
+  cmd->callback([opt, &exit_code]() {
+    const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
+    DecodeFn decode;
+    int eot = 0;
+    if (tokenizer) {
+      decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
+      eot = tokenizer->eot();
+    }
+    run_training(*opt, decode, eot);
+    exit_code = 0;
+  });
 }
 
 }  // namespace mptrain

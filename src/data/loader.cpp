@@ -5,6 +5,21 @@
 
 namespace mptrain {
 
+namespace {
+// Every id must index the embedding table. Checked once, up front (a parallel scan runs at
+// memory speed), so bad data fails before training starts rather than hours into a run.
+void check_token_range(const Shard& shard, int vocab_size) {
+  const auto tokens = shard.tokens();
+  size_t first_bad = tokens.size();
+#pragma omp parallel for reduction(min : first_bad) schedule(static)
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= vocab_size && i < first_bad) first_bad = i;
+  if (first_bad < tokens.size())
+    throw Error("token id " + std::to_string(tokens[first_bad]) + " at position " + std::to_string(first_bad) +
+                " of shard '" + shard.path() + "' is out of range for a vocabulary of " + std::to_string(vocab_size));
+}
+}  // namespace
+
 TokenLoader::TokenLoader(const std::string& pattern, int B, int T, int vocab_size, int rank, int world)
     : B_(B), T_(T), vocab_size_(vocab_size), rank_(rank), world_(world) {
   MPT_CHECK(B > 0 && T > 0, "loader: batch size and sequence length must be positive");
@@ -16,6 +31,7 @@ TokenLoader::TokenLoader(const std::string& pattern, int B, int T, int vocab_siz
       throw Error("shard '" + path + "' holds " + std::to_string(shard.size()) + " tokens, fewer than one batch of " +
                   std::to_string(B) + "x" + std::to_string(T) + (world > 1 ? "x" + std::to_string(world) : "") +
                   "+1 = " + std::to_string(need) + "; use a smaller --batch/--seq or more data");
+    check_token_range(shard, vocab_size);
     shards_.push_back(std::move(shard));
   }
 }
@@ -48,13 +64,9 @@ void TokenLoader::next(int* inputs, int* targets) {
   }
   const size_t start = static_cast<size_t>(pos_.offset) + window * rank_;
   const auto tokens = shard->tokens();
-  for (size_t i = 0; i <= window; ++i) {
-    const int tok = tokens[start + i];
-    if (tok >= vocab_size_)
-      throw Error("token id " + std::to_string(tok) + " at position " + std::to_string(start + i) + " of shard '" +
-                  shard->path() + "' is out of range for a vocabulary of " + std::to_string(vocab_size_));
-    if (i < window) inputs[i] = tok;
-    if (i > 0) targets[i - 1] = tok;
+  for (size_t i = 0; i < window; ++i) {
+    inputs[i] = tokens[start + i];
+    targets[i] = tokens[start + i + 1];
   }
   pos_.offset += static_cast<int64_t>(global);
 }

@@ -19,8 +19,8 @@ struct LoaderPosition {
 
 class TokenLoader {
  public:
-  // pattern: a glob of shard files. Every token is checked against vocab_size as it is
-  // loaded; a shard too small for one global window is an error.
+  // pattern: a glob of shard files. Every token is checked against vocab_size when the
+  // shards are opened; a shard too small for one global window is an error.
   TokenLoader(const std::string& pattern, int B, int T, int vocab_size, int rank = 0, int world = 1);
 
   // Fills inputs[B*T] and targets[B*T] with the next window and advances.

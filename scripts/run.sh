@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job from nothing: installs dependencies, builds, prepares the default corpus
+# (Debian's fortunes, tokenized with GPT-2's BPE), trains a small GPT-2 for a few minutes
+# on whatever hardware is present, and prints generated text.
+# Override with environment variables: PRESET, STEPS, BATCH, SEQ, LR, RUN_DIR, THREADS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+DATA_DIR=$(scripts/prepare_corpus.sh build/mptrain | tail -n 1)
+
+PRESET=${PRESET:-d4}
+STEPS=${STEPS:-400}
+BATCH=${BATCH:-8}
+SEQ=${SEQ:-128}
+LR=${LR:-1e-3}
+RUN_DIR=${RUN_DIR:-runs/fortunes-$PRESET}
+THREADS=${THREADS:-0}
+
+build/mptrain train --preset "$PRESET" \
+  --train-data "$DATA_DIR/*_train_*.bin" --val-data "$DATA_DIR/*_val_*.bin" \
+  --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --lr "$LR" --warmup 20 \
+  --val-every 100 --val-steps 10 --sample-every 200 --sample-tokens 48 --log-every 10 \
+  --threads "$THREADS" --run-dir "$RUN_DIR"
+
+echo
+echo "== samples from $RUN_DIR =="
+build/mptrain generate --checkpoint "$RUN_DIR" --prompt "The meaning of life is" --max-new-tokens 48 \
+  --top-k 40 --temperature 0.9 --num-samples 3

@@ -1,0 +1,21 @@
+// Locating GPT-2's vocabulary for the subcommands that turn ids into text.
+#include "cli/vocab.h"
+
+#include "core/error.h"
+
+namespace mptrain {
+
+std::shared_ptr<const Gpt2Tokenizer> load_gpt2_tokenizer(const std::string& vocab_dir_flag) {
+  return std::make_shared<const Gpt2Tokenizer>(Gpt2Tokenizer::load(find_vocab_dir(vocab_dir_flag, nullptr)));
+}
+
+std::shared_ptr<const Gpt2Tokenizer> try_load_gpt2_tokenizer(const std::string& vocab_dir_flag) {
+  if (!vocab_dir_flag.empty()) return load_gpt2_tokenizer(vocab_dir_flag);
+  try {
+    return load_gpt2_tokenizer("");
+  } catch (const Error&) {
+    return nullptr;  // no vocabulary installed: samples are printed as ids
+  }
+}
+
+}  // namespace mptrain

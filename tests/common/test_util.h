@@ -1,0 +1,77 @@
+// Helpers shared by the test areas: temporary directories, running the mptrain
+// binary or a script as a subprocess, and tensor comparisons.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace mptrain::testing {
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mptrain-test-XXXXXX").string();
+    char* p = ::mkdtemp(tmpl.data());
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command, capturing its output and exit code.
+inline RunResult run_command(const std::string& cmd) {
+  RunResult r;
+  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// Runs the mptrain binary built with the tests.
+inline RunResult run_mptrain(const std::string& args) { return run_command(std::string(MPTRAIN_BINARY) + " " + args); }
+
+inline std::string source_dir() { return MPTRAIN_SOURCE_DIR; }
+
+// True when Debian's python3 with torch is available (the PyTorch reference tests need it).
+inline bool have_torch() {
+  return run_command("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1").exit_code == 0;
+}
+
+// ||a - b|| / ||b|| over n values (b is the reference); the norm-wise relative error
+// used for tensors whose individual elements may be near zero.
+inline double relative_error(const float* a, const float* b, size_t n) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace mptrain::testing

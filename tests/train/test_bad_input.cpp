@@ -1,0 +1,89 @@
+// Bad input gives one clear error line and a non-zero exit, never a crash:
+// wrong shard magic, truncated shard, token id >= vocab, sequence longer than the
+// context, unknown preset, unknown flag, accumulation that does not divide.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "train/train_test_util.h"
+
+namespace mptrain {
+namespace {
+
+using testing::run_mptrain;
+using testing::TempDir;
+
+// Exactly one line on the output, starting with "mptrain: error:" and containing `needle`.
+void expect_clear_error(const testing::RunResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.output;
+  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+}
+
+std::string train(const std::string& data, const std::string& extra = "", const std::string& preset = "d2") {
+  return "train --preset " + preset + " --train-data '" + data + "' --batch 2 --seq 16 --steps 2 --threads 1 --run-dir /tmp/mptrain-bad-input-run " + extra;
+}
+
+TEST(BadInput, ShardWithWrongMagic) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  std::fstream f(tmp / "train_000000.bin", std::ios::in | std::ios::out | std::ios::binary);
+  const int32_t bad = 12345;
+  f.write(reinterpret_cast<const char*>(&bad), 4);
+  f.close();
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin")), "bad magic");
+}
+
+TEST(BadInput, TruncatedShard) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  std::filesystem::resize_file(tmp / "train_000000.bin", 1024 + 2 * 100 + 1);
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin")), "truncated");
+}
+
+TEST(BadInput, TokenIdOutOfRange) {
+  TempDir tmp;
+  std::vector<uint16_t> tokens = testing::text_like_tokens(1000);
+  tokens[10] = 60000;  // >= 50257
+  write_shard(tmp / "train_000000.bin", tokens);
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin")), "token id 60000");
+}
+
+TEST(BadInput, SequenceLongerThanContext) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path(), 50000);
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + (tmp / "train_*.bin") + "' --seq 2048 --steps 1"),
+                     "longer than the model's context");
+}
+
+TEST(BadInput, UnknownPreset) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin", "", "gpt5")), "unknown GPT-2 preset 'gpt5'");
+}
+
+TEST(BadInput, UnknownFlag) {
+  expect_clear_error(run_mptrain("train --train-data x --no-such-flag"), "--no-such-flag");
+}
+
+TEST(BadInput, NoShardsMatch) {
+  expect_clear_error(run_mptrain(train("/nonexistent/dir/*.bin")), "no token shards match");
+}
+
+TEST(BadInput, TotalBatchNotAMultiple) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin", "--total-batch 100")), "not a positive multiple");
+}
+
+TEST(BadInput, ResumeFromSomethingThatIsNotACheckpoint) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  expect_clear_error(run_mptrain(train(tmp / "train_*.bin", "--resume " + tmp.path())), tmp.path());
+}
+
+}  // namespace
+}  // namespace mptrain

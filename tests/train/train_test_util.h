@@ -1,0 +1,47 @@
+// Shared set-up for the training tests: small token shards and metrics parsing.
+#pragma once
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/test_util.h"
+#include "data/shard.h"
+
+namespace mptrain::testing {
+
+// A token stream with learnable structure (a byte-level encoding of repeated
+// English-like text), so that short runs have a loss that moves.
+inline std::vector<uint16_t> text_like_tokens(size_t n) {
+  static const std::string text =
+      "the quick brown fox jumps over the lazy dog. a stitch in time saves nine. "
+      "all that glitters is not gold. the early bird catches the worm. ";
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(text[(i * 7 + i / text.size()) % text.size()]);
+  return out;
+}
+
+// Writes train and val shards into dir; returns the train glob (val glob: dir/val_*.bin).
+inline std::string write_small_shards(const std::string& dir, size_t train_tokens = 20000, size_t val_tokens = 4000) {
+  auto train = text_like_tokens(train_tokens);
+  auto val = text_like_tokens(val_tokens);
+  write_shard(dir + "/train_000000.bin", train);
+  write_shard(dir + "/val_000000.bin", val);
+  return dir + "/train_*.bin";
+}
+
+// The "train_loss" of every record in a run's metrics.jsonl, by step.
+inline std::vector<std::pair<int64_t, double>> read_losses(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<std::pair<int64_t, double>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    out.emplace_back(j["step"].get<int64_t>(), j["train_loss"].get<double>());
+  }
+  return out;
+}
+
+}  // namespace mptrain::testing
