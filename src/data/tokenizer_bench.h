@@ -1,6 +1,7 @@
 // Encode throughput of the GPT-2 tokenizer on a corpus, on one thread and on every
 // core, against the npm package's JavaScript encoder run by node on the same documents
 // in the same invocation (bench/npm_encode.js), with the ratio. `mptrain tokenize --bench`.
+// Every run starts from an empty merge cache on both sides; the best run counts.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +28,7 @@ struct TokenizerBenchResult {
   int threads = 0;
   double mb_s_1 = 0, mb_s_all = 0;
   bool npm_ran = false;
+  int npm_runs = 0;
   std::string npm_note;  // why npm did not run, or node's version
   double npm_mb_s = 0;
   uint64_t npm_tokens = 0;
