@@ -407,7 +407,7 @@ void Gpt2Tokenizer::bpe_heap(std::string_view piece, std::vector<int>& out) cons
 
 Gpt2Encoder::Gpt2Encoder(const Gpt2Tokenizer& tok, size_t max_cache_entries)
     : tok_(&tok), max_slots_(std::bit_ceil(std::max<size_t>(max_cache_entries, 64)) * 2) {
-  table_.assign(std::min<size_t>(4096, max_slots_), Entry{});
+  table_.assign(std::min<size_t>(1024, max_slots_), Entry{});
 }
 
 void Gpt2Encoder::grow_or_clear() {

@@ -3,7 +3,8 @@
 // byte-to-unicode table, merge ranks, and <|endoftext|> as the one special token.
 //
 // encode() gives the ids of GPT-2's encoder.py (and of tiktoken's r50k_base and
-// Hugging Face's GPT2Tokenizer) for any valid UTF-8; invalid UTF-8 is cut as GPT-2
+// Hugging Face's GPT2Tokenizer) for any valid UTF-8, with letters and digits as
+// Unicode 14 (PCRE2 10.42's tables) knows them; invalid UTF-8 is cut as GPT-2
 // cuts its U+FFFD-replaced text but each piece is BPE-merged from its original bytes,
 // so decode(encode(x)) == x for every byte string x. Known differences from the npm
 // package's own JavaScript encoder are listed in docs/DATA.md.
