@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 
 DEBS=(cmake g++ make pkg-config libdnnl-dev libpcre2-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
-      fortunes fortunes-min nodejs npm)
+      fortunes fortunes-min)
+# Node.js and npm: the machine image may ship its own build (whose nodejs package carries
+# npm); Debian's separate npm package would conflict with it, so install only if absent.
+command -v node >/dev/null 2>&1 || DEBS+=(nodejs)
+command -v npm >/dev/null 2>&1 || DEBS+=(npm)
 
 missing=()
 for p in "${DEBS[@]}"; do
