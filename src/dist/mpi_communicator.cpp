@@ -1,0 +1,194 @@
+// MPI collectives with a watchdog. Counts are passed to MPI as int, so one call moves at
+// most INT_MAX elements: all_reduce and broadcast split larger buffers into pieces;
+// partitions must fit (2^31 floats is 8 GiB, beyond any shard a CPU rank holds).
+#include "dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/watchdog.h"
+
+namespace mptrain {
+
+namespace {
+
+void check_mpi(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING + 1] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof(text), "error code %d", rc);
+  throw_library_error("MPI", call, text, file, line);
+}
+
+#define MPT_MPI_CHECK(call) ::mptrain::check_mpi((call), #call, __FILE__, __LINE__)
+
+constexpr size_t kMaxCount = static_cast<size_t>(INT_MAX);
+
+template <typename T>
+void divide(T* data, size_t n, int world) {
+  const T w = static_cast<T>(world);
+#pragma omp parallel for simd schedule(static) if (n > (1u << 16))
+  for (size_t i = 0; i < n; ++i) data[i] /= w;
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, const Topology& topology, double timeout_s)
+      : Communicator(topology, timeout_s),
+        comm_(comm),
+        watchdog_(timeout_s, "rank " + std::to_string(topology.rank) + " of " + std::to_string(topology.world_size)) {}
+
+  ~MpiCommunicator() override {
+    if (std::uncaught_exceptions() > 0) return;  // see make_mpi_communicator
+    try {
+      barrier();
+    } catch (const std::exception&) {
+      return;  // a rank has gone: finalising could wait forever
+    }
+    MPI_Comm_free(&comm_);
+    MPI_Finalize();
+  }
+
+  const char* backend() const override { return "mpi"; }
+
+  void all_reduce(float* data, size_t n, ReduceOp op) override { all_reduce_impl(data, n, MPI_FLOAT, op); }
+  void all_reduce(double* data, size_t n, ReduceOp op) override { all_reduce_impl(data, n, MPI_DOUBLE, op); }
+
+  void reduce_scatter(float* data, const Partition& part, ReduceOp op) override {
+    check(part, "reduce_scatter");
+    layout(part);
+    {
+      auto armed = watchdog_.arm("reduce_scatter", part.total());
+      // In place: the input is all of data; MPI leaves this rank's reduced shard at data[0, count).
+      MPT_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, data, counts_.data(), MPI_FLOAT, MPI_SUM, comm_));
+    }
+    const size_t b = part.begin(rank()), count = part.count(rank());
+    if (b != 0 && count > 0) std::memmove(data + b, data, count * sizeof(float));
+    if (op == ReduceOp::Avg) divide(data + b, count, world_size());
+  }
+
+  void all_gather(float* data, const Partition& part) override {
+    check(part, "all_gather");
+    layout(part);
+    auto armed = watchdog_.arm("all_gather", part.total());
+    MPT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(), MPI_FLOAT,
+                                 comm_));
+  }
+
+  void gather(float* data, const float* shard, const Partition& part, int root) override {
+    check(part, "gather");
+    check_root(root, "gather");
+    layout(part);
+    auto armed = watchdog_.arm("gather", part.total());
+    const int count = counts_[rank()];
+    if (rank() == root) {
+      MPT_CHECK(data != nullptr, "[gather] the root needs a buffer for the whole partition");
+      const void* send = shard == data + part.begin(root) ? MPI_IN_PLACE : static_cast<const void*>(shard);
+      MPT_MPI_CHECK(
+          MPI_Gatherv(send, count, MPI_FLOAT, data, counts_.data(), displs_.data(), MPI_FLOAT, root, comm_));
+    } else {
+      MPT_MPI_CHECK(MPI_Gatherv(shard, count, MPI_FLOAT, nullptr, nullptr, nullptr, MPI_FLOAT, root, comm_));
+    }
+  }
+
+  void broadcast(void* data, size_t bytes, int root) override {
+    check_root(root, "broadcast");
+    auto armed = watchdog_.arm("broadcast", bytes);
+    char* p = static_cast<char*>(data);
+    for (size_t done = 0; done < bytes;) {
+      const size_t piece = std::min(bytes - done, kMaxCount);
+      MPT_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(piece), MPI_BYTE, root, comm_));
+      done += piece;
+    }
+  }
+
+  void barrier() override {
+    auto armed = watchdog_.arm("barrier", 0);
+    MPT_MPI_CHECK(MPI_Barrier(comm_));
+  }
+
+ private:
+  template <typename T>
+  void all_reduce_impl(T* data, size_t n, MPI_Datatype type, ReduceOp op) {
+    {
+      auto armed = watchdog_.arm("all_reduce", n);
+      for (size_t done = 0; done < n;) {
+        const size_t piece = std::min(n - done, kMaxCount);
+        MPT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(piece), type, MPI_SUM, comm_));
+        done += piece;
+      }
+    }
+    if (op == ReduceOp::Avg) divide(data, n, world_size());
+  }
+
+  void check(const Partition& part, const char* op) const {
+    MPT_CHECK(part.world() == world_size(), std::string("[") + op + "] partition over " +
+                                                std::to_string(part.world()) + " ranks, but the world has " +
+                                                std::to_string(world_size()));
+    MPT_CHECK(part.total() <= kMaxCount, std::string("[") + op + "] " + std::to_string(part.total()) +
+                                             " elements: MPI counts stop at " + std::to_string(kMaxCount));
+  }
+
+  void check_root(int root, const char* op) const {
+    MPT_CHECK(root >= 0 && root < world_size(), std::string("[") + op + "] root " + std::to_string(root) +
+                                                    " is not a rank of a world of " + std::to_string(world_size()));
+  }
+
+  // MPI's per-rank counts and displacements for a partition (cached: the trainer uses one).
+  void layout(const Partition& part) {
+    if (part.total() == layout_n_ && part.shard_size() == layout_shard_ && !counts_.empty()) return;
+    counts_.resize(world_size());
+    displs_.resize(world_size());
+    for (int r = 0; r < world_size(); ++r) {
+      counts_[r] = static_cast<int>(part.count(r));
+      displs_[r] = static_cast<int>(part.begin(r));
+    }
+    layout_n_ = part.total();
+    layout_shard_ = part.shard_size();
+  }
+
+  MPI_Comm comm_;
+  CollectiveWatchdog watchdog_;
+  std::vector<int> counts_, displs_;
+  size_t layout_n_ = 0, layout_shard_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const Topology& launcher, double timeout_s) {
+  int initialized = 0, finalized = 0;
+  MPT_MPI_CHECK(MPI_Initialized(&initialized));
+  MPT_MPI_CHECK(MPI_Finalized(&finalized));
+  MPT_CHECK(!initialized && !finalized, "MPI is already initialised in this process: one MPI communicator per process");
+  // FUNNELED: only the main thread calls MPI (OpenMP threads compute, the watchdog only watches).
+  int provided = 0;
+  MPT_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  // Errors come back as return codes (turned into exceptions) instead of aborting the job
+  // inside MPI without a word from us.
+  MPT_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  Topology t = launcher;
+  MPT_MPI_CHECK(MPI_Comm_rank(comm, &t.rank));
+  MPT_MPI_CHECK(MPI_Comm_size(comm, &t.world_size));
+  // The local rank from MPI itself: the ranks that share this machine's memory.
+  MPI_Comm node = MPI_COMM_NULL;
+  MPT_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &node));
+  MPT_MPI_CHECK(MPI_Comm_rank(node, &t.local_rank));
+  MPT_MPI_CHECK(MPI_Comm_free(&node));
+  if (t.world_size != launcher.world_size || t.rank != launcher.rank)
+    throw Error("the launcher (" + launcher.launcher + ") says rank " + std::to_string(launcher.rank) + " of " +
+                std::to_string(launcher.world_size) + ", but MPI sees rank " + std::to_string(t.rank) + " of " +
+                std::to_string(t.world_size) +
+                ": start mptrain with the launcher of the MPI it was built with (mpirun, or srun --mpi=pmix)");
+  return std::make_unique<MpiCommunicator>(comm, t, timeout_s);
+}
+
+}  // namespace mptrain

@@ -1,0 +1,47 @@
+// The NCCL communicator for GPU ranks: one process per GPU, the GPU picked by the local
+// rank, the NCCL unique id broadcast from rank 0 over a host communicator (MPI, or the
+// single-process one for a world of one, which still runs every NCCL code path).
+//
+// Buffers are device memory. Calls are synchronous like every Communicator's: each
+// enqueues its NCCL operation on the communicator's own stream and returns when the stream
+// has finished it. The wait polls the stream and NCCL's asynchronous error state against
+// the collective timeout; on expiry the NCCL communicator is aborted (so no GPU stays stuck
+// in a kernel waiting for a peer) and the process ends with one message and status 1.
+//
+// Implemented in src/backend/cuda (compiled whenever the CUDA backend is) and stubbed in
+// src/backend/nocuda, where every entry point throws Error: no #ifdef anywhere.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "dist/communicator.h"
+
+namespace mptrain {
+
+// Was NCCL built into this binary?
+bool nccl_compiled();
+
+// Creates the NCCL communicator of bootstrap's ranks (a collective over bootstrap). Throws
+// Error when this build has no CUDA or the machine no GPU.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, double timeout_s);
+
+// Device memory of n floats on the current device (for tests and tools, until the CUDA
+// backend owns its allocations). Throws Error in a build without CUDA.
+class DeviceFloats {
+ public:
+  explicit DeviceFloats(size_t n);
+  ~DeviceFloats();
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+
+  float* data() { return data_; }
+  size_t size() const { return n_; }
+  void upload(const float* host, size_t n);       // host[0, n) → device[0, n)
+  void download(float* host, size_t n) const;     // device[0, n) → host[0, n)
+
+ private:
+  float* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace mptrain

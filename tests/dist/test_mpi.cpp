@@ -1,0 +1,133 @@
+// The MPI communicator on real ranks: MpiCollectives.* start this test executable under
+// mpirun (2 and 3 ranks, loopback) running only MpiWorker.*, which checks every collective
+// against values each rank can compute for itself. Run directly, MpiWorker.* skip.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/mpi_communicator.h"
+#include "dist/dist_test_util.h"
+
+namespace mptrain {
+namespace {
+
+using testing::have_mpirun;
+using testing::mpirun;
+using testing::run_command;
+using testing::self_executable;
+
+// One communicator per process (MPI initialises once), finalised at exit.
+Communicator& worker_comm() {
+  static std::unique_ptr<Communicator> comm = make_host_communicator(60.0);
+  return *comm;
+}
+
+bool under_launcher() { return topology_from_environment().world_size > 1; }
+
+// What rank r holds at index i before a reduction: distinct per rank, exactly representable.
+float value(int r, size_t i) { return static_cast<float>(r + 1) * 0.5f + static_cast<float>(i % 97); }
+
+TEST(MpiWorker, AllReduce) {
+  if (!under_launcher()) GTEST_SKIP() << "runs under mpirun (MpiCollectives.*)";
+  Communicator& c = worker_comm();
+  EXPECT_STREQ(c.backend(), "mpi");
+  const int W = c.world_size(), R = c.rank();
+  for (size_t n : {size_t{1}, size_t{37}, size_t{100000}}) {
+    std::vector<float> f(n);
+    std::vector<double> d(n);
+    for (size_t i = 0; i < n; ++i) f[i] = value(R, i), d[i] = value(R, i);
+    c.all_reduce(f.data(), n, ReduceOp::Sum);
+    c.all_reduce(d.data(), n, ReduceOp::Avg);
+    for (size_t i = 0; i < n; ++i) {
+      double sum = 0.0;
+      for (int r = 0; r < W; ++r) sum += value(r, i);
+      ASSERT_EQ(f[i], static_cast<float>(sum)) << i;
+      ASSERT_DOUBLE_EQ(d[i], sum / W) << i;
+    }
+  }
+  EXPECT_DOUBLE_EQ(c.sum(R + 1.0), W * (W + 1) / 2.0);
+  EXPECT_TRUE(c.any(R == W - 1));
+  EXPECT_FALSE(c.any(false));
+  EXPECT_FALSE(c.all(R == 0));
+}
+
+TEST(MpiWorker, ReduceScatterAndAllGather) {
+  if (!under_launcher()) GTEST_SKIP() << "runs under mpirun (MpiCollectives.*)";
+  Communicator& c = worker_comm();
+  const int W = c.world_size(), R = c.rank();
+  // Uneven (tail shorter, possibly empty) and even partitions.
+  for (size_t n : {size_t{5}, size_t{37}, size_t{16} * W, size_t{100003}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Partition p(n, W);
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = value(R, i);
+    c.reduce_scatter(g.data(), p, ReduceOp::Avg);
+    for (size_t i = p.begin(R); i < p.end(R); ++i) {
+      double sum = 0.0;
+      for (int r = 0; r < W; ++r) sum += value(r, i);
+      ASSERT_EQ(g[i], static_cast<float>(sum / W)) << i;
+    }
+    // Each rank writes a rank-specific value into its shard; all_gather makes the whole.
+    std::vector<float> w(n, -1.0f);
+    for (size_t i = p.begin(R); i < p.end(R); ++i) w[i] = static_cast<float>(R * 1000) + static_cast<float>(i % 13);
+    c.all_gather(w.data(), p);
+    for (int r = 0; r < W; ++r)
+      for (size_t i = p.begin(r); i < p.end(r); ++i)
+        ASSERT_EQ(w[i], static_cast<float>(r * 1000) + static_cast<float>(i % 13)) << i;
+  }
+}
+
+TEST(MpiWorker, GatherBroadcastBarrier) {
+  if (!under_launcher()) GTEST_SKIP() << "runs under mpirun (MpiCollectives.*)";
+  Communicator& c = worker_comm();
+  const int W = c.world_size(), R = c.rank();
+  const size_t n = 53;
+  const Partition p(n, W);
+  for (int root = 0; root < W; ++root) {
+    for (bool in_place : {true, false}) {
+      std::vector<float> shard(p.count(R));
+      for (size_t k = 0; k < shard.size(); ++k) shard[k] = static_cast<float>(R) + 0.25f * static_cast<float>(k);
+      std::vector<float> whole(n, -7.0f);
+      if (R == root && in_place) std::memcpy(whole.data() + p.begin(R), shard.data(), shard.size() * sizeof(float));
+      const float* send = R == root && in_place ? whole.data() + p.begin(R) : shard.data();
+      c.gather(R == root ? whole.data() : nullptr, send, p, root);
+      if (R == root) {
+        for (int r = 0; r < W; ++r)
+          for (size_t i = p.begin(r); i < p.end(r); ++i)
+            ASSERT_EQ(whole[i], static_cast<float>(r) + 0.25f * static_cast<float>(i - p.begin(r)));
+      }
+    }
+  }
+  char text[32] = {};
+  if (R == W - 1) std::strcpy(text, "from the last rank");
+  c.broadcast(text, sizeof(text), W - 1);
+  EXPECT_STREQ(text, "from the last rank");
+  c.barrier();
+}
+
+std::string run_workers(int ranks) {
+  auto r = run_command(mpirun(ranks) + " " + self_executable() + " --gtest_color=no --gtest_filter='MpiWorker.*'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.output;
+}
+
+TEST(MpiCollectives, TwoRanks) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (scripts/setup.sh installs Open MPI)";
+  const std::string out = run_workers(2);
+  size_t passed = 0;
+  for (size_t at = out.find("[  PASSED  ] 3 tests"); at != std::string::npos; at = out.find("[  PASSED  ] 3 tests", at + 1))
+    ++passed;
+  EXPECT_EQ(passed, 2u) << out;
+}
+
+TEST(MpiCollectives, ThreeRanks) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (scripts/setup.sh installs Open MPI)";
+  const std::string out = run_workers(3);
+  EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace mptrain
