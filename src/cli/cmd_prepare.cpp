@@ -16,6 +16,7 @@ void register_prepare(CLI::App& app, int& exit_code) {
     PrepareOptions opt;
     std::string vocab_dir;
     std::string progress = "auto";
+    bool quiet = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -47,11 +48,9 @@ void register_prepare(CLI::App& app, int& exit_code) {
   cmd->add_option("--progress", a->progress, "Progress display: auto, bar, lines or none")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress display; only errors and the final summary");
   cmd->callback([a, &exit_code]() {
-    a->opt.progress = a->progress == "bar"     ? ProgressMode::kBar
-                      : a->progress == "lines" ? ProgressMode::kLines
-                      : a->progress == "none"  ? ProgressMode::kNone
-                                               : ProgressMode::kAuto;
+    a->opt.progress = a->quiet ? ProgressMode::kNone : parse_progress_mode(a->progress);
     const Gpt2Tokenizer tok = Gpt2Tokenizer::load(find_vocab_dir(a->vocab_dir, nullptr));
     const PrepareSummary summary = prepare_corpus(tok, a->opt);
     std::fputs(describe(summary).c_str(), stdout);

@@ -68,54 +68,24 @@ bool is_val_document(size_t i, double f) {
   return std::floor(static_cast<double>(i + 1) * f) > std::floor(static_cast<double>(i) * f);
 }
 
-// Progress on stderr: a bar redrawn in place on a terminal, a plain line every few
-// seconds otherwise (logs, CI), nothing in kNone.
-class Progress {
+// Progress on stderr (core/progress.h): a bar redrawn in place on a terminal, a plain
+// line every five seconds otherwise (logs, CI), nothing in kNone.
+class PrepareProgress {
  public:
-  Progress(uint64_t total, ProgressMode mode) : total_(total), start_(Clock::now()), last_(start_) {
-    if (mode == ProgressMode::kAuto)
-      mode = ::isatty(STDERR_FILENO) ? ProgressMode::kBar : ProgressMode::kLines;
-    mode_ = mode;
-  }
-
+  PrepareProgress(uint64_t total, ProgressMode mode)
+      : total_(total), progress_({.label = "prepare", .total = double(total), .mode = mode, .out = stderr,
+                                  .line_seconds = 5.0}) {}
   void update(uint64_t done) {
-    if (mode_ == ProgressMode::kNone) return;
-    auto now = Clock::now();
-    double since_last = std::chrono::duration<double>(now - last_).count();
-    if (since_last < (mode_ == ProgressMode::kBar ? 0.1 : 5.0)) return;
-    last_ = now;
-    double elapsed = std::chrono::duration<double>(now - start_).count();
-    double rate = elapsed > 0 ? done / elapsed : 0;  // bytes per second
-    double frac = total_ ? std::min(1.0, double(done) / double(total_)) : 1.0;
-    double eta = rate > 0 ? (double(total_) - double(done)) / rate : 0;
-    if (eta < 0) eta = 0;
-    int eta_s = static_cast<int>(eta + 0.5);
-    if (mode_ == ProgressMode::kBar) {
-      constexpr int kWidth = 30;
-      int filled = static_cast<int>(frac * kWidth);
-      std::string bar(static_cast<size_t>(filled), '#');
-      bar.append(static_cast<size_t>(kWidth - filled), '.');
-      std::fprintf(stderr, "\rprepare [%s] %3d%%  %.1f/%.1f MB  %.1f MB/s  ETA %d:%02d\033[K", bar.c_str(),
-                   static_cast<int>(frac * 100), done / 1e6, total_ / 1e6, rate / 1e6, eta_s / 60,
-                   eta_s % 60);
-      drawn_ = true;
-    } else {
-      std::fprintf(stderr, "prepare: %d%% (%.1f of %.1f MB), %.1f MB/s, ETA %d s\n",
-                   static_cast<int>(frac * 100), done / 1e6, total_ / 1e6, rate / 1e6, eta_s);
-    }
-    std::fflush(stderr);
+    char status[96];
+    std::snprintf(status, sizeof(status), "%.1f/%.1f MB | %.1f MB/s", done / 1e6, total_ / 1e6,
+                  progress_.rate(double(done)) / 1e6);
+    progress_.draw(double(done), status);
   }
-
-  void finish() {
-    if (drawn_) std::fprintf(stderr, "\r\033[K");  // the summary replaces the bar
-    std::fflush(stderr);
-  }
+  void finish() { progress_.finish(); }  // the summary replaces the bar
 
  private:
   uint64_t total_;
-  ProgressMode mode_;
-  Clock::time_point start_, last_;
-  bool drawn_ = false;
+  Progress progress_;
 };
 
 // Collects one split's token stream and writes it as shards of exactly
@@ -438,7 +408,7 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   sum.threads = resolve_threads(opt.threads);
   ShardSink train(staging.path, name + "_train_", opt.shard_tokens);
   ShardSink val(staging.path, name + "_val_", opt.shard_tokens);
-  Progress progress(total_bytes, opt.progress);
+  PrepareProgress progress(total_bytes, opt.progress);
   const std::vector<int> eot{tok.eot()};
 
   // Blocks of about 64 MB of files at a time bound the memory for text and ids.

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/progress.h"  // ProgressMode
+
 namespace mptrain {
 
 class Gpt2Tokenizer;
@@ -48,8 +50,6 @@ std::vector<std::string_view> split_documents(std::string_view text, const std::
 // whole: how one long document is spread over every core. Text without such points
 // stays in one part.
 std::vector<std::string_view> split_for_parallel(std::string_view text, size_t target_bytes);
-
-enum class ProgressMode { kAuto, kBar, kLines, kNone };  // kAuto: a bar on a terminal, lines otherwise
 
 struct PrepareOptions {
   std::vector<std::string> inputs;    // files, folders, globs
