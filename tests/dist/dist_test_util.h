@@ -18,10 +18,12 @@ inline bool have_mpirun() { return run_command("command -v mpirun >/dev/null 2>&
 
 // "mpirun ... -np N": as root (the CI runs as root), more ranks than cores allowed, no core
 // binding (ranks of several tests may share the 2 cores), shared memory between ranks on this
-// machine with no single-copy (ptrace-based copies are refused in containers).
+// machine with no single-copy (ptrace-based copies are refused in containers), and waiting
+// ranks yielding the core instead of spinning (on a busy 2-core machine a spinning rank
+// starves the one it waits for).
 inline std::string mpirun(int ranks) {
   return "mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader "
-         "--mca btl_vader_single_copy_mechanism none -np " +
+         "--mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -np " +
          std::to_string(ranks);
 }
 
