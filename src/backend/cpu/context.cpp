@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <array>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
@@ -20,7 +21,7 @@ namespace {
 
 // Every field that changes the primitive oneDNN builds.
 struct MatmulKey {
-  std::array<std::int64_t, 18> v{};
+  std::array<std::int64_t, 21> v{};
   bool operator==(const MatmulKey& o) const { return v == o.v; }
 };
 
@@ -67,7 +68,8 @@ struct Context::Impl {
   }
 
   MatmulEntry& matmul(const MatmulKey& key, int nb0, int nb1, int M, int N, int K, GemmLayout lc,
-                      GemmLayout la, GemmLayout lb, bool accumulate);
+                      GemmLayout la, GemmLayout lb, bool accumulate, StorageType tc, StorageType ta,
+                      StorageType tb);
 };
 
 Context::Context() : impl_(std::make_unique<Impl>()) {}
@@ -88,22 +90,35 @@ std::string describe(int nb0, int nb1, int M, int N, int K, GemmLayout lc, GemmL
 
 // A 2-D descriptor when there is a single matrix (oneDNN picks its best kernels for plain 2-D
 // problems), otherwise 4-D with the two batch dimensions first.
-dnnl::memory::desc make_desc(int nb0, int nb1, std::int64_t rows, std::int64_t cols, GemmLayout l) {
+dnnl::memory::data_type dnnl_type(StorageType t) {
+  switch (t) {
+    case StorageType::BF16:
+      return dnnl::memory::data_type::bf16;
+    case StorageType::F16:
+      return dnnl::memory::data_type::f16;
+    case StorageType::F32:
+      break;
+  }
+  return dnnl::memory::data_type::f32;
+}
+
+dnnl::memory::desc make_desc(int nb0, int nb1, std::int64_t rows, std::int64_t cols, GemmLayout l, StorageType t) {
   using dnnl::memory;
-  if (nb0 == 1 && nb1 == 1) return memory::desc({rows, cols}, memory::data_type::f32, {l.row, l.col});
-  return memory::desc({nb0, nb1, rows, cols}, memory::data_type::f32, {l.batch0, l.batch1, l.row, l.col});
+  if (nb0 == 1 && nb1 == 1) return memory::desc({rows, cols}, dnnl_type(t), {l.row, l.col});
+  return memory::desc({nb0, nb1, rows, cols}, dnnl_type(t), {l.batch0, l.batch1, l.row, l.col});
 }
 
 }  // namespace
 
 MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M, int N, int K, GemmLayout lc,
-                                   GemmLayout la, GemmLayout lb, bool accumulate) {
+                                   GemmLayout la, GemmLayout lb, bool accumulate, StorageType tc,
+                                   StorageType ta, StorageType tb) {
   auto it = matmuls.find(key);
   if (it != matmuls.end()) return it->second;
   try {
-    auto src_md = make_desc(nb0, nb1, M, K, la);
-    auto wei_md = make_desc(nb0, nb1, K, N, lb);
-    auto dst_md = make_desc(nb0, nb1, M, N, lc);
+    auto src_md = make_desc(nb0, nb1, M, K, la, ta);
+    auto wei_md = make_desc(nb0, nb1, K, N, lb, tb);
+    auto dst_md = make_desc(nb0, nb1, M, N, lc, tc);
     dnnl::primitive_attr attr;
     if (accumulate) {
       dnnl::post_ops po;
@@ -119,41 +134,67 @@ MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M
     e.args = {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.weights}, {DNNL_ARG_DST, e.dst}};
     return matmuls.emplace(key, std::move(e)).first->second;
   } catch (const dnnl::error& e) {
-    rethrow(e, "matmul primitive creation", describe(nb0, nb1, M, N, K, lc, la, lb, accumulate), __FILE__,
-            __LINE__);
+    rethrow(e, "matmul primitive creation",
+            describe(nb0, nb1, M, N, K, lc, la, lb, accumulate) + ", types c/a/b " + storage_name(tc) + "/" +
+                storage_name(ta) + "/" + storage_name(tb),
+            __FILE__, __LINE__);
   }
 }
 
-void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
-                  int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx) {
+void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
+                        const void* b, StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K,
+                        bool accumulate, Context& ctx) {
   MPT_CHECK(nb0 >= 0 && nb1 >= 0 && M >= 0 && N >= 0 && K >= 0,
             "[gemm] negative size: " + describe(nb0, nb1, M, N, K, lc, la, lb, accumulate));
   if (nb0 == 0 || nb1 == 0 || M == 0 || N == 0) return;
   MPT_CHECK(c != nullptr && (K == 0 || (a != nullptr && b != nullptr)), "[gemm] null operand pointer");
   if (K == 0) {  // an empty sum: C = 0, or unchanged when accumulating
     if (!accumulate) {
+      const size_t bytes = storage_bytes(tc);
       for (int i = 0; i < nb0; ++i)
         for (int j = 0; j < nb1; ++j)
           for (int r = 0; r < M; ++r)
-            for (int q = 0; q < N; ++q) c[i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col] = 0.0f;
+            for (int q = 0; q < N; ++q)
+              std::memset(static_cast<char*>(c) + (i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col) * bytes,
+                          0, bytes);
     }
     return;
   }
   MatmulKey key;
-  key.v = {nb0,       nb1,       M,      N,      K,         lc.batch0, lc.batch1, lc.row, lc.col,
-           la.batch0, la.batch1, la.row, la.col, lb.batch0, lb.batch1, lb.row,    lb.col, accumulate};
+  key.v = {nb0,       nb1,       M,      N,      K,         lc.batch0, lc.batch1, lc.row, lc.col, la.batch0, la.batch1,
+           la.row,    la.col,    lb.batch0, lb.batch1, lb.row, lb.col, accumulate, static_cast<int>(tc),
+           static_cast<int>(ta), static_cast<int>(tb)};
   Context::Impl& impl = ctx.impl();
-  MatmulEntry& e = impl.matmul(key, nb0, nb1, M, N, K, lc, la, lb, accumulate);
+  MatmulEntry& e = impl.matmul(key, nb0, nb1, M, N, K, lc, la, lb, accumulate, tc, ta, tb);
   try {
     // oneDNN takes non-const handles for every operand; it only reads src and weights.
-    e.src.set_data_handle(const_cast<float*>(a));
-    e.weights.set_data_handle(const_cast<float*>(b));
+    e.src.set_data_handle(const_cast<void*>(a));
+    e.weights.set_data_handle(const_cast<void*>(b));
     e.dst.set_data_handle(c);
     e.prim.execute(impl.stream, e.args);
     impl.stream.wait();
   } catch (const dnnl::error& err) {
     rethrow(err, "matmul execute", describe(nb0, nb1, M, N, K, lc, la, lb, accumulate), __FILE__, __LINE__);
   }
+}
+
+bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx) {
+  try {
+    const GemmLayout l{0, 0, 16, 1};
+    MatmulKey key;
+    key.v = {1, 1, 16, 16, 16, 0, 0, 16, 1, 0, 0, 16, 1, 0, 0, 16, 1, 0, static_cast<int>(tc), static_cast<int>(ta),
+             static_cast<int>(tb)};
+    ctx.impl().matmul(key, 1, 1, 16, 16, 16, l, l, l, false, tc, ta, tb);
+    return true;
+  } catch (const LibraryError&) {
+    return false;  // e.g. fp16 matmul on a CPU without AVX512-FP16
+  }
+}
+
+void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
+                  int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx) {
+  gemm_batched_typed(c, StorageType::F32, lc, a, StorageType::F32, la, b, StorageType::F32, lb, nb0, nb1, M, N, K,
+                     accumulate, ctx);
 }
 
 void gemm(float* c, const float* a, const float* b, int M, int N, int K, bool trans_a, bool trans_b,

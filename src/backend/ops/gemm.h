@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace mptrain::cpu {
 
 class Context;
@@ -37,6 +39,15 @@ struct GemmLayout {
 // (sizes, layouts, accumulate) gets one cached oneDNN primitive.
 void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
                   int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx);
+
+// gemm_batched with 16-bit operands: a and b in fp32, bf16 or fp16, c in fp32 or bf16/fp16;
+// products accumulate in fp32 (oneDNN's bf16 kernels on AVX512-BF16/AMX). Strides are in
+// elements. Throws LibraryError where oneDNN has no kernel for the combination on this CPU
+// (fp16 needs AVX512-FP16); gemm_supports() asks first.
+void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
+                        const void* b, StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K,
+                        bool accumulate, Context& ctx);
+bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx);
 
 // out[N,OC] = inp[N,C]·weight[C,OC] + bias[OC] (bias may be null). out is overwritten.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
