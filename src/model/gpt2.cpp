@@ -221,6 +221,23 @@ float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T
   return loss;
 }
 
+float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
+                                     uint64_t counter) {
+  MPT_CHECK(sampled != nullptr, "forward_backward_sampled needs a buffer for the sampled labels");
+  forward_impl(tokens, B, T);
+  const int N = B * T;
+  float* dloss = acts_.get(a_.dloss);
+  for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
+  float* logits = acts_.get(a_.logits);
+  float* losses = acts_.get(a_.losses);
+  cpu::crossentropy_sampled_forward_backward(losses, logits, sampled, logits, dloss, N, config_.vocab_size,
+                                             config_.padded_vocab_size, seed, counter);
+  double sum = 0.0;  // fixed order: deterministic
+  for (int i = 0; i < N; ++i) sum += losses[i];
+  backward_impl(tokens, B, T);
+  return static_cast<float>(sum / N);
+}
+
 void Gpt2::backward_impl(const int* tokens, int B, int T) {
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;

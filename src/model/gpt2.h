@@ -69,6 +69,13 @@ class Gpt2 {
   // scaled by grad_scale (1/accumulation steps) before differentiation. Returns the mean loss.
   float forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale);
 
+  // Sophia's Gauss-Newton-Bartlett pass: forward, labels drawn from the model's own softmax
+  // inside the fused loss (cpu::crossentropy_sampled_forward_backward, RNG (seed, counter)),
+  // then backward with gradients ACCUMULATED (+=) into grads() of grad_scale · the mean loss
+  // over all B·T positions on those labels. sampled[B*T] (=) the labels. Returns that mean loss.
+  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
+                                 uint64_t counter);
+
   // Logits of the last forward, [B,T,Vp] (valid until the next forward_backward overwrites them).
   const float* logits();
   const float* losses();  // per-token losses [B,T] of the last forward with targets

@@ -27,12 +27,12 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 }
 
 AdamW::AdamW(const ParamTable& table, const AdamWHyper& hyper)
-    : table_(table), hyper_(hyper), m_(table.total()), v_(table.total()) {}
+    : Optimizer(table, {"exp_avg", "exp_avg_sq"}), hyper_(hyper) {}
 
 void AdamW::step(float* params, const float* grads, float lr, int64_t t) {
   for (const auto& spec : table_.specs()) {
     const size_t o = spec.offset;
-    adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, spec.numel, lr, hyper_.beta1, hyper_.beta2,
+    adamw_update(params + o, grads + o, m().data() + o, v().data() + o, spec.numel, lr, hyper_.beta1, hyper_.beta2,
                  hyper_.eps, spec.decay ? hyper_.weight_decay : 0.0f, t);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "core/buffer.h"
 #include "model/param_table.h"
+#include "optim/optimizer.h"
 
 namespace mptrain {
 
@@ -24,23 +25,23 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
                   float beta2, float eps, float weight_decay, int64_t t);
 
 // AdamW over every tensor of a parameter table: owns the moments m and v (one
-// allocation each, laid out like the parameters) and applies weight decay only to
-// tensors whose table entry says `decay`.
-class AdamW {
+// allocation each, laid out like the parameters; checkpoint prefixes "exp_avg" and
+// "exp_avg_sq", PyTorch's names) and applies weight decay only to tensors whose table
+// entry says `decay`.
+class AdamW : public Optimizer {
  public:
   AdamW(const ParamTable& table, const AdamWHyper& hyper);
+  OptimizerKind kind() const override { return OptimizerKind::AdamW; }
   // One update with learning rate lr; t is the 1-based optimizer step (bias correction).
-  void step(float* params, const float* grads, float lr, int64_t t);
-  FloatBuffer& m() { return m_; }
-  FloatBuffer& v() { return v_; }
-  const FloatBuffer& m() const { return m_; }
-  const FloatBuffer& v() const { return v_; }
+  void step(float* params, const float* grads, float lr, int64_t t) override;
+  FloatBuffer& m() { return state_[0].buffer; }
+  FloatBuffer& v() { return state_[1].buffer; }
+  const FloatBuffer& m() const { return state_[0].buffer; }
+  const FloatBuffer& v() const { return state_[1].buffer; }
   const AdamWHyper& hyper() const { return hyper_; }
 
  private:
-  const ParamTable& table_;
   AdamWHyper hyper_;
-  FloatBuffer m_, v_;
 };
 
 }  // namespace mptrain

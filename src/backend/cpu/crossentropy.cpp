@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/vec_math.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace mptrain::cpu {
 
@@ -89,6 +91,90 @@ void crossentropy_forward_backward(float* losses, float* dlogits, const float* l
       for (int j = V; j < Vp; ++j) dz[j] = 0.0f;
     }
   }
+}
+
+namespace {
+
+// A 53-bit uniform in [0, 1) for row n of call (seed, counter). Finer than rng.h's 24-bit
+// uniform01, so that tokens far down a 50k-way softmax keep their share of the draws. The
+// salt gives label sampling a stream of its own (init and the sampler use the same seed).
+inline double label_uniform(uint64_t seed, uint64_t counter, uint64_t n) {
+  constexpr uint64_t kSalt = 0x50f1a6e55a3b1e5ull;
+  const uint64_t h = mix64(mix64(seed ^ mix64(counter ^ kSalt)) + n);
+  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace
+
+// Per row, the same arithmetic as crossentropy_forward_backward (max, blocked exp sums, scale)
+// with one addition: the block sums are kept, and the label is found by inverse CDF — first
+// the block where the running sum passes u·S (the same double additions that made S, so
+// some block always does), then the column inside that block (at most kSumBlock exps that
+// are still in cache). The loss is log S − log e_label, since e_label = exp(z_label − max)
+// is all that remains of the logit once dlogits aliases logits.
+void crossentropy_sampled_forward_backward(float* losses, float* dlogits, int* sampled, const float* logits,
+                                           const float* dloss, int N, int V, int Vp, uint64_t seed,
+                                           uint64_t counter) {
+  MPT_CHECK(N >= 0 && V > 0 && Vp >= V, "[crossentropy_sampled] bad size: " + dims(N, V, Vp));
+  MPT_CHECK(losses && dlogits && sampled && logits && dloss,
+            "[crossentropy_sampled] null pointer (every buffer is required): " + dims(N, V, Vp));
+  const int blocks = (V + kSumBlock - 1) / kSumBlock;
+  int bad_row = -1;  // a row whose logits are not finite (no label can be drawn)
+#pragma omp parallel
+  {
+    std::vector<double> block_sums(static_cast<size_t>(blocks));
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; ++n) {
+      const float* z = logits + static_cast<size_t>(n) * Vp;
+      float* dz = dlogits + static_cast<size_t>(n) * Vp;
+      const float m = row_max(z, V);
+      double sum = 0.0;
+      for (int b = 0; b < blocks; ++b) {
+        const int j0 = b * kSumBlock, j1 = std::min(V, j0 + kSumBlock);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = j0; j < j1; ++j) {
+          float e = vexp(z[j] - m);
+          dz[j] = e;
+          s += e;
+        }
+        block_sums[b] = s;
+        sum += s;
+      }
+      const double target = label_uniform(seed, counter, static_cast<uint64_t>(n)) * sum;
+      double before = 0.0;
+      int b = 0;
+      for (; b < blocks - 1 && before + block_sums[b] <= target; ++b) before += block_sums[b];
+      // Inside the block: the first column where the running sum passes the rest of the target;
+      // if fp rounding leaves it just short, the block's last column with mass.
+      const int j0 = b * kSumBlock, j1 = std::min(V, j0 + kSumBlock);
+      const double rest = target - before;
+      double cum = 0.0;
+      int label = -1;
+      for (int j = j0; j < j1; ++j) {
+        if (dz[j] > 0.0f) {
+          label = j;
+          cum += dz[j];
+          if (cum > rest) break;
+        }
+      }
+      if (label < 0 || !std::isfinite(sum)) {
+#pragma omp critical(crossentropy_sampled_bad_row)
+        bad_row = bad_row < 0 ? n : std::min(bad_row, n);
+        sampled[n] = 0;
+        continue;
+      }
+      sampled[n] = label;
+      losses[n] = static_cast<float>(std::log(sum) - std::log(static_cast<double>(dz[label])));
+      const float g = dloss[n];
+      const float scale = static_cast<float>(g / sum);
+      for (int j = 0; j < V; ++j) dz[j] *= scale;
+      dz[label] -= g;
+      for (int j = V; j < Vp; ++j) dz[j] = 0.0f;
+    }
+  }
+  MPT_CHECK(bad_row < 0, "[crossentropy_sampled] row " + std::to_string(bad_row) +
+                             " has non-finite logits: no label can be sampled: " + dims(N, V, Vp));
 }
 
 void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, float temperature) {

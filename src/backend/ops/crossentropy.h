@@ -4,6 +4,7 @@
 // their probability is 0 and their gradient is 0). targets[N] in [0,V), or -1 to
 // ignore the position (loss 0, gradient 0).
 #pragma once
+#include <cstdint>
 
 namespace mptrain::cpu {
 
@@ -14,6 +15,19 @@ namespace mptrain::cpu {
 // when dlogits is null.
 void crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const int* targets,
                                    const float* dloss, int N, int V, int Vp);
+
+// Sophia's Gauss-Newton-Bartlett labels: the same fused pass as crossentropy_forward_backward,
+// but each row's target is drawn from softmax(logits[n, :V]) inside the pass (from the
+// row's exps and their block sums: no extra pass over the logits) instead of being read.
+//   sampled[n] (=) the drawn label, in [0, V): padded columns have probability 0, never drawn
+//   losses[n]  (=) -log softmax(logits[n, :V])[sampled[n]]
+//   dlogits    (=) exactly what crossentropy_forward_backward writes for targets = sampled
+//                  (required; may alias logits). dloss[N] as there (required).
+// The uniform behind row n is a function of (seed, counter, n) only, so the labels are
+// reproducible and independent of the thread count; callers advance `counter` per call.
+void crossentropy_sampled_forward_backward(float* losses, float* dlogits, int* sampled, const float* logits,
+                                           const float* dloss, int N, int V, int Vp, uint64_t seed,
+                                           uint64_t counter);
 
 // probs[n, :] = softmax(logits[n, :V] / temperature), padded columns set to 0. For sampling.
 void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, float temperature);

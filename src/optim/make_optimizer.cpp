@@ -1,0 +1,17 @@
+// The optimizer factory.
+#include "optim/make_optimizer.h"
+
+namespace mptrain {
+
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, const ParamTable& table, const AdamWHyper& adamw,
+                                          const SophiaHyper& sophia, double tokens_per_step, uint64_t seed) {
+  switch (kind) {
+    case OptimizerKind::AdamW:
+      return std::make_unique<AdamW>(table, adamw);
+    case OptimizerKind::Sophia:
+      return std::make_unique<Sophia>(table, sophia, tokens_per_step, seed);
+  }
+  return nullptr;
+}
+
+}  // namespace mptrain

@@ -1,0 +1,86 @@
+// The optimizer interface the trainer and the benchmark call, whatever the algorithm
+// (AdamW in adamw.h, Sophia-G in sophia.h). An optimizer works on flat fp32 buffers
+// laid out by the parameter table and owns its per-parameter state: one allocation per
+// state role (e.g. AdamW's m and v), each carved by the same table, enumerated by name
+// so that checkpoints save and restore any optimizer without knowing which it is.
+//
+// Second-order methods (Sophia) also need, every few steps, the gradient of a loss on
+// labels sampled from the model itself. The optimizer cannot run the model (it knows
+// only flat buffers), so it says when an estimate is due and which RNG (seed, counter)
+// to sample with, and the training step (train/step.cpp) computes the gradient and hands
+// it back through update_curvature(). First-order optimizers never ask.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "model/param_table.h"
+
+namespace mptrain {
+
+enum class OptimizerKind { AdamW, Sophia };
+
+// "adamw" / "sophia": the names used by --optimizer and written into checkpoints.
+const char* optimizer_name(OptimizerKind kind);
+// Parses a name; throws Error naming the known optimizers.
+OptimizerKind parse_optimizer_kind(const std::string& name);
+
+// One per-parameter state role: checkpoints store the tensor of parameter <name> as
+// "<prefix>.<name>", in the parameter's memory shape.
+struct OptimizerState {
+  std::string prefix;
+  FloatBuffer buffer;  // table.total() floats, laid out like the parameters
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual OptimizerKind kind() const = 0;
+  const char* name() const { return optimizer_name(kind()); }
+
+  // One update of every parameter with learning rate lr; t is the 1-based optimizer step.
+  // grads are the (already clipped) gradients of the step's mean loss.
+  virtual void step(float* params, const float* grads, float lr, int64_t t) = 0;
+
+  // Per-parameter state, in a fixed order (checkpoint I/O iterates over it).
+  std::vector<OptimizerState>& state() { return state_; }
+  const std::vector<OptimizerState>& state() const { return state_; }
+  // Scalar state that must survive a resume (e.g. Sophia's Hessian RNG counter), as strings
+  // for checkpoint metadata. Keys absent from a checkpoint keep their current value.
+  virtual std::map<std::string, std::string> scalar_state() const { return {}; }
+  virtual void set_scalar_state(const std::map<std::string, std::string>& values) { (void)values; }
+
+  // --- curvature estimates (Sophia); first-order optimizers keep these defaults ---
+  // True when, after the update of step t, the step should estimate the curvature.
+  virtual bool curvature_due(int64_t t) const {
+    (void)t;
+    return false;
+  }
+  // The RNG for the labels of the next estimate: the value for row n depends only on
+  // (seed, counter, n), so estimates are reproducible and resume exactly.
+  virtual uint64_t curvature_seed() const { return 0; }
+  virtual uint64_t curvature_counter() const { return 0; }
+  // grads: the clipped gradient of the mean loss on labels sampled with curvature_counter().
+  // Updates the curvature state, advances the counter and returns the "win rate": the
+  // fraction of (real) coordinates whose next update is not clipped.
+  virtual double update_curvature(const float* grads) {
+    (void)grads;
+    return 0.0;
+  }
+
+ protected:
+  // Allocates one zeroed state buffer per prefix, each table.total() floats.
+  Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes);
+
+  const ParamTable& table_;
+  std::vector<OptimizerState> state_;
+};
+
+}  // namespace mptrain
