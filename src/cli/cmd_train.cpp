@@ -40,6 +40,9 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--keep-last", opt->keep_last, "Keep only the newest N checkpoints (0 = all)")->capture_default_str();
   cmd->add_option("--run-dir", opt->run_dir, "Directory for checkpoints and metrics.jsonl")->capture_default_str();
   cmd->add_option("--resume", opt->resume, "Resume from a checkpoint or run directory");
+  cmd->add_option("--init-from", opt->init_from,
+                  "Start a fresh run (step 0, new optimizer state) from the weights of a checkpoint, e.g. one "
+                  "imported with 'mptrain convert --from-hf'");
   cmd->add_option("--seed", opt->seed, "Random seed (initialisation and sampling)")->capture_default_str();
   cmd->add_flag("--deterministic", opt->deterministic,
                 "Bit-reproducible runs (fixed thread count; resume continues the same trajectory)");

@@ -18,9 +18,12 @@ void register_train(CLI::App& app, int& exit_code);
 void register_generate(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 void register_tokenize(CLI::App& app, int& exit_code);
+void register_convert(CLI::App& app, int& exit_code);
+void register_eval(CLI::App& app, int& exit_code);
 
 inline std::vector<RegisterFn> all_subcommands() {
-  return {register_prepare, register_train, register_generate, register_bench, register_tokenize};
+  return {register_prepare, register_train, register_generate, register_bench, register_tokenize,
+          register_convert, register_eval};
 }
 
 }  // namespace mptrain

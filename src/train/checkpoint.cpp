@@ -2,6 +2,8 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -23,7 +25,39 @@ constexpr const char* kConfigFile = "config.json";
 
 nlohmann::json config_json(const Gpt2Config& c) {
   return {{"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
-          {"n_layer", c.n_layer},       {"n_head", c.n_head},         {"n_embd", c.n_embd}};
+          {"n_layer", c.n_layer},       {"n_head", c.n_head},         {"n_embd", c.n_embd},
+          {"ln_eps", c.ln_eps},         {"init_std", c.init_std}};
+}
+
+// The shortest decimal that reads back as x (1e-05, not 9.999999747378752e-06), for
+// config files people read.
+double short_decimal(float x) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {  // 9 significant digits always round-trip a float
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(x));
+    if (static_cast<float>(std::strtod(buf, nullptr)) == x) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
+void write_model_file(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
+                      const float* params) {
+  SafetensorsWriter weights;
+  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
+  weights.set_metadata("format", "pt");
+  weights.set_metadata("mptrain_config", config_json(config).dump());
+  weights.write(dir + "/" + kModelFile);
+}
+
+void write_state_file(const std::string& dir, const TrainState& state) {
+  nlohmann::json st = {{"step", state.step},
+                       {"train_shard", state.train_pos.shard},
+                       {"train_offset", state.train_pos.offset},
+                       {"train_epoch", state.train_pos.epoch},
+                       {"seed", state.seed},
+                       {"sample_counter", state.sample_counter},
+                       {"options", state.options}};
+  write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& what) {
@@ -56,8 +90,8 @@ nlohmann::json hf_gpt2_config(const Gpt2Config& c) {
           {"n_positions", c.block_size},
           {"n_ctx", c.block_size},
           {"vocab_size", c.vocab_size},
-          {"layer_norm_epsilon", c.ln_eps},
-          {"initializer_range", c.init_std},
+          {"layer_norm_epsilon", short_decimal(c.ln_eps)},
+          {"initializer_range", short_decimal(c.init_std)},
           {"bos_token_id", 50256},
           {"eos_token_id", 50256},
           {"tie_word_embeddings", true},
@@ -70,11 +104,7 @@ void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatB
   const ParamTable& table = model.table();
   const float* params = model.params().data();
 
-  SafetensorsWriter weights;
-  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
-  weights.set_metadata("format", "pt");
-  weights.set_metadata("mptrain_config", config_json(model.config()).dump());
-  weights.write(dir + "/" + kModelFile);
+  write_model_file(dir, model.config(), table, params);
 
   SafetensorsWriter opt;
   for (const auto& spec : table.specs()) {
@@ -84,16 +114,20 @@ void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatB
   opt.write(dir + "/" + kOptimizerFile);
 
   write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(model.config()).dump(2) + "\n");
-  nlohmann::json st = {{"step", state.step},
-                       {"train_shard", state.train_pos.shard},
-                       {"train_offset", state.train_pos.offset},
-                       {"train_epoch", state.train_pos.epoch},
-                       {"seed", state.seed},
-                       {"sample_counter", state.sample_counter},
-                       {"options", state.options}};
-  write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
+  write_state_file(dir, state);
   commit_checkpoint(run_dir, state.step);
   if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+}
+
+void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
+                             const float* params, const TrainState& state) {
+  write_model_file(dir, config, table, params);
+  write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(config).dump(2) + "\n");
+  write_state_file(dir, state);
+}
+
+bool checkpoint_has_optimizer_state(const std::string& ckpt_dir) {
+  return fs::exists(ckpt_dir + "/" + kOptimizerFile);
 }
 
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
@@ -110,6 +144,8 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
   c.n_layer = json_get<int>(j, "n_layer", what);
   c.n_head = json_get<int>(j, "n_head", what);
   c.n_embd = json_get<int>(j, "n_embd", what);
+  if (j.contains("ln_eps")) c.ln_eps = json_get<float>(j, "ln_eps", what);  // older checkpoints: the default
+  if (j.contains("init_std")) c.init_std = json_get<float>(j, "init_std", what);
   validate(c);
   return c;
 }

@@ -4,6 +4,7 @@
 //                          real V rows); metadata: format "pt" and the model config
 //   config.json            the Hugging Face GPT2Config fields, so the folder reads like a HF model
 //   optimizer.safetensors  AdamW moments "exp_avg.<name>", "exp_avg_sq.<name>" (memory shapes)
+//                          (absent from weights-only checkpoints, e.g. imported ones)
 //   state.json             step, data position, seeds and counters: everything needed to resume
 #pragma once
 #include <cstdint>
@@ -29,6 +30,14 @@ struct TrainState {
 // previous checkpoint as `latest`), then keeps only the newest keep_last (0 = all).
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
                      const TrainState& state, int keep_last);
+
+// Writes a weights-only checkpoint (model.safetensors, config.json, state.json; no optimizer
+// state) into the existing directory dir, e.g. for a model imported from Hugging Face.
+// `generate`, `eval` and `train --init-from` accept it; `train --resume` refuses it.
+void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
+                             const float* params, const TrainState& state);
+// False for weights-only checkpoints (nothing to resume the optimizer from).
+bool checkpoint_has_optimizer_state(const std::string& ckpt_dir);
 
 // Reads the model config stored in a checkpoint directory (not a run dir: resolve first).
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);

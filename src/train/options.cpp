@@ -16,6 +16,7 @@ int TrainOptions::grad_accum_steps() const {
 
 nlohmann::json TrainOptions::to_json() const {
   return {{"preset", preset},
+          {"init_from", init_from},
           {"vocab_multiple", vocab_multiple},
           {"train_data", train_data},
           {"val_data", val_data},

@@ -35,6 +35,7 @@ struct TrainOptions {
   int keep_last = 0;       // 0 = keep all
   std::string run_dir = "runs/latest";
   std::string resume;  // checkpoint or run dir
+  std::string init_from;  // checkpoint or run dir whose weights start a fresh run (step 0)
   // run
   uint64_t seed = 1337;
   bool deterministic = false;

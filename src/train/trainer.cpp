@@ -71,12 +71,21 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   const int accum = opt.grad_accum_steps();
   const int B = opt.batch, T = opt.seq;
 
-  // Model: from a checkpoint when resuming, else a fresh initialisation.
-  std::string resume_dir;
+  // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
+  // initialisation.
+  MPT_CHECK(opt.resume.empty() || opt.init_from.empty(),
+            "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one of them");
+  std::string resume_dir, init_dir;
   Gpt2Config config;
   if (!opt.resume.empty()) {
     resume_dir = resolve_checkpoint(opt.resume);
+    MPT_CHECK(checkpoint_has_optimizer_state(resume_dir),
+              "checkpoint '" + resume_dir + "' holds weights only (no optimizer state), so it cannot be resumed; "
+              "start a new run from its weights with --init-from " + opt.resume);
     config = load_checkpoint_config(resume_dir);
+  } else if (!opt.init_from.empty()) {
+    init_dir = resolve_checkpoint(opt.init_from);
+    config = load_checkpoint_config(init_dir);
   } else {
     config = gpt2_preset(opt.preset, opt.vocab_multiple);
   }
@@ -91,6 +100,8 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
     load_checkpoint_model(resume_dir, model);
     load_checkpoint_optimizer(resume_dir, model.table(), optimizer.m(), optimizer.v());
     state = load_checkpoint_state(resume_dir);
+  } else if (!init_dir.empty()) {
+    load_checkpoint_model(init_dir, model);
   } else {
     model.init_weights(opt.seed);
   }
@@ -109,12 +120,13 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   const double tokens_per_step = static_cast<double>(B) * T * accum;
   const double flops_per_step = gpt2_flops_per_token(config, T) * tokens_per_step;
   std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
-              resume_dir.empty() ? opt.preset.c_str() : "from checkpoint", model.num_params(), config.n_layer,
-              config.n_head, config.n_embd, config.vocab_size, config.padded_vocab_size);
+              resume_dir.empty() && init_dir.empty() ? opt.preset.c_str() : "from checkpoint", model.num_params(),
+              config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.padded_vocab_size);
   std::printf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu shard(s)\n",
               B, T, accum, tokens_per_step, omp_get_max_threads(), train_loader.total_tokens(),
               train_loader.num_shards());
   if (!resume_dir.empty()) std::printf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
+  if (!init_dir.empty()) std::printf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
   std::fflush(stdout);
 
   std::vector<int> inputs(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);

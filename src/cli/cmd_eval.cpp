@@ -1,0 +1,129 @@
+// `mptrain eval`: loss and perplexity of a checkpoint on token shards, and HellaSwag-style
+// multiple-choice accuracy (train/eval.h).
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "backend/cpu/context.h"
+#include "cli/subcommands.h"
+#include "cli/vocab.h"
+#include "data/loader.h"
+#include "io/checkpoint_dir.h"
+#include "model/gpt2.h"
+#include "train/checkpoint.h"
+#include "train/eval.h"
+
+namespace mptrain {
+
+namespace {
+struct EvalOptions {
+  std::string checkpoint;
+  std::string data;
+  int batch = 4;
+  int seq = 256;
+  int64_t steps = 0;
+  std::string hellaswag;
+  int64_t limit = 0;
+  int64_t log_every = 500;
+  bool verbose = false;
+  int threads = 0;
+  std::string vocab_dir;
+};
+
+void run_eval(const EvalOptions& o) {
+  MPT_CHECK(!o.data.empty() || !o.hellaswag.empty(),
+            "nothing to evaluate: give --data GLOB and/or --hellaswag FILE");
+  MPT_CHECK(o.steps >= 0, "--steps must be >= 0 (0 = one pass over the data)");
+  MPT_CHECK(o.limit >= 0, "--limit must be >= 0 (0 = every example)");
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  const std::string dir = resolve_checkpoint(o.checkpoint);
+  const Gpt2Config config = load_checkpoint_config(dir);
+  MPT_CHECK(o.data.empty() || o.seq <= config.block_size,
+            "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
+                std::to_string(config.block_size) + " positions");
+
+  // Open and check every input before the (possibly large) model is loaded: bad data fails
+  // at once, with one error line and nothing printed before it.
+  std::unique_ptr<TokenLoader> loader;
+  int64_t batches = o.steps;
+  if (!o.data.empty()) {
+    loader = std::make_unique<TokenLoader>(o.data, o.batch, o.seq, config.vocab_size);
+    if (batches == 0) batches = windows_per_pass(o.data, o.batch, o.seq);
+  }
+  std::vector<McTokens> examples;
+  if (!o.hellaswag.empty()) {
+    std::vector<McExample> parsed = read_hellaswag(o.hellaswag);
+    if (o.limit > 0 && static_cast<int64_t>(parsed.size()) > o.limit) parsed.resize(o.limit);
+    examples = tokenize_multiple_choice(*load_gpt2_tokenizer(o.vocab_dir), config, parsed);
+  }
+
+  cpu::Context ctx;
+  Gpt2 model(config, ctx);
+  load_checkpoint_model(dir, model);
+  std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads\n",
+              dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd,
+              config.vocab_size, config.block_size, omp_get_max_threads());
+  std::fflush(stdout);
+
+  if (loader) {
+    const LossEval r = evaluate_loss(model, *loader, batches);
+    std::printf("loss %.6f | perplexity %.4f | %lld batches of %dx%d = %lld tokens\n", r.loss, r.perplexity,
+                (long long)r.batches, o.batch, o.seq, (long long)r.tokens);
+    std::fflush(stdout);
+  }
+
+  if (!examples.empty()) {
+    const int64_t total = static_cast<int64_t>(examples.size());
+    auto report = [&](const McExample& ex, const McScore& s, const McResult& so_far) {
+      if (o.verbose) {
+        std::printf("line %lld: label %d | acc pick %d | acc_norm pick %d | loss per token",
+                    (long long)ex.line, ex.label, s.pred_sum, s.pred_norm);
+        for (double m : s.mean_loss) std::printf(" %.4f", m);
+        std::printf("\n");
+      }
+      if (o.log_every > 0 && so_far.examples % o.log_every == 0 && so_far.examples < total)
+        std::printf("hellaswag %lld/%lld | acc %.4f | acc_norm %.4f\n", (long long)so_far.examples,
+                    (long long)total, so_far.acc(), so_far.acc_norm());
+      std::fflush(stdout);
+    };
+    const McResult r = evaluate_multiple_choice(model, examples, report);
+    std::printf(
+        "hellaswag: %lld examples | acc %.4f (%lld, sum of log-likelihoods) | acc_norm %.4f (%lld, "
+        "per-token average)\n",
+        (long long)r.examples, r.acc(), (long long)r.correct_sum, r.acc_norm(), (long long)r.correct_norm);
+  }
+}
+}  // namespace
+
+void register_eval(CLI::App& app, int& exit_code) {
+  auto* cmd =
+      app.add_subcommand("eval", "Evaluate a checkpoint: loss/perplexity on shards, HellaSwag accuracy");
+  auto o = std::make_shared<EvalOptions>();
+  cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
+  cmd->add_option("--data", o->data,
+                  "Glob of token shards for loss and perplexity, e.g. 'data/x/*_val_*.bin'");
+  cmd->add_option("-b,--batch", o->batch, "Sequences per batch (B)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--seq", o->seq, "Sequence length (T)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", o->steps, "Batches to evaluate (0 = one pass over the data)")
+      ->capture_default_str();
+  cmd->add_option("--hellaswag", o->hellaswag,
+                  "Multiple-choice file in HellaSwag's jsonl format (ctx, endings, label)");
+  cmd->add_option("--limit", o->limit, "Score only the first N examples (0 = all)")->capture_default_str();
+  cmd->add_option("--log-every", o->log_every, "Print running accuracy every N examples (0 = never)")
+      ->capture_default_str();
+  cmd->add_flag("--verbose", o->verbose, "Print each example's losses and picks");
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->callback([o, &exit_code]() {
+    run_eval(*o);
+    exit_code = 0;
+  });
+}
+
+}  // namespace mptrain
