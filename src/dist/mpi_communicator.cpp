@@ -1,6 +1,14 @@
 // MPI collectives with a watchdog. Counts are passed to MPI as int, so one call moves at
 // most INT_MAX elements: all_reduce and broadcast split larger buffers into pieces;
 // partitions must fit (2^31 floats is 8 GiB, beyond any shard a CPU rank holds).
+//
+// Large float reductions (gradients) do not use MPI_Reduce_scatter / MPI_Allreduce but a ring
+// reduce-scatter over point-to-point messages (then MPI_Allgatherv for an all-reduce), the
+// bandwidth-optimal scheme NCCL uses: measured on the 2-core development machine with Open
+// MPI 4.1 (shared memory), for 16.5M floats (the d4 preset's gradient) Open MPI's default
+// MPI_Allreduce took 0.6-2.6 s and MPI_Reduce_scatter 0.9-3.3 s, the ring reduce-scatter
+// 25-270 ms plus 15-150 ms for MPI_Allgatherv. The ring also fixes the order of every sum
+// (chunk c is reduced along the ring and ends on rank c), so every rank gets the same bits.
 #include "dist/mpi_communicator.h"
 
 #include <mpi.h>
@@ -30,6 +38,11 @@ void check_mpi(int rc, const char* call, const char* file, int line) {
 #define MPT_MPI_CHECK(call) ::mptrain::check_mpi((call), #call, __FILE__, __LINE__)
 
 constexpr size_t kMaxCount = static_cast<size_t>(INT_MAX);
+// Reductions of at least this many floats use the ring; smaller ones MPI_Allreduce (latency).
+constexpr size_t kRingMin = size_t{1} << 16;
+// Elements per ring message: big enough to amortise a message, small enough to pipeline.
+constexpr size_t kRingSegment = size_t{1} << 20;
+constexpr int kRingTag = 7001;
 
 template <typename T>
 void divide(T* data, size_t n, int world) {
@@ -58,20 +71,25 @@ class MpiCommunicator final : public Communicator {
 
   const char* backend() const override { return "mpi"; }
 
-  void all_reduce(float* data, size_t n, ReduceOp op) override { all_reduce_impl(data, n, MPI_FLOAT, op); }
+  void all_reduce(float* data, size_t n, ReduceOp op) override {
+    if (n < kRingMin || n > kMaxCount) return all_reduce_impl(data, n, MPI_FLOAT, op);
+    const Partition part(n, world_size());
+    layout(part);
+    auto armed = watchdog_.arm("all_reduce", n);
+    ring_reduce_scatter(data, part);
+    if (op == ReduceOp::Avg) divide(data + part.begin(rank()), part.count(rank()), world_size());
+    MPT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(), MPI_FLOAT,
+                                 comm_));
+  }
   void all_reduce(double* data, size_t n, ReduceOp op) override { all_reduce_impl(data, n, MPI_DOUBLE, op); }
 
   void reduce_scatter(float* data, const Partition& part, ReduceOp op) override {
     check(part, "reduce_scatter");
-    layout(part);
     {
       auto armed = watchdog_.arm("reduce_scatter", part.total());
-      // In place: the input is all of data; MPI leaves this rank's reduced shard at data[0, count).
-      MPT_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, data, counts_.data(), MPI_FLOAT, MPI_SUM, comm_));
+      ring_reduce_scatter(data, part);
     }
-    const size_t b = part.begin(rank()), count = part.count(rank());
-    if (b != 0 && count > 0) std::memmove(data + b, data, count * sizeof(float));
-    if (op == ReduceOp::Avg) divide(data + b, count, world_size());
+    if (op == ReduceOp::Avg) divide(data + part.begin(rank()), part.count(rank()), world_size());
   }
 
   void all_gather(float* data, const Partition& part) override {
@@ -128,6 +146,32 @@ class MpiCommunicator final : public Communicator {
     if (op == ReduceOp::Avg) divide(data, n, world_size());
   }
 
+  // Sum over ranks of each shard of `part`, in place, landing on its rank: in step s
+  // (0 ≤ s < W−1) rank r sends its running sum of chunk (r−s−1) mod W to rank r+1 and adds
+  // what rank r−1 sends, its running sum of chunk (r−s−2) mod W, into its own copy. After W−1
+  // steps chunk r holds all W contributions on rank r. Every rank exchanges the same number
+  // of segments per step (the shard size's), zero-length ones where a short chunk runs out.
+  void ring_reduce_scatter(float* data, const Partition& part) {
+    const int W = world_size(), R = rank();
+    if (W == 1) return;
+    const int next = (R + 1) % W, prev = (R + W - 1) % W;
+    const size_t seg = std::min(kRingSegment, std::max<size_t>(part.shard_size(), 1));
+    if (scratch_.size() < seg) scratch_.resize(seg);
+    float* in = scratch_.data();
+    for (int s = 0; s < W - 1; ++s) {
+      const int cs = ((R - s - 1) % W + W) % W, cr = ((R - s - 2) % W + W) % W;
+      const size_t ns = part.count(cs), nr = part.count(cr);
+      for (size_t o = 0; o < part.shard_size(); o += seg) {
+        const size_t ks = o < ns ? std::min(seg, ns - o) : 0, kr = o < nr ? std::min(seg, nr - o) : 0;
+        MPT_MPI_CHECK(MPI_Sendrecv(data + part.begin(cs) + o, static_cast<int>(ks), MPI_FLOAT, next, kRingTag, in,
+                                   static_cast<int>(kr), MPI_FLOAT, prev, kRingTag, comm_, MPI_STATUS_IGNORE));
+        float* acc = data + part.begin(cr) + o;
+#pragma omp parallel for simd schedule(static) if (kr > (1u << 16))
+        for (size_t i = 0; i < kr; ++i) acc[i] = in[i] + acc[i];
+      }
+    }
+  }
+
   void check(const Partition& part, const char* op) const {
     MPT_CHECK(part.world() == world_size(), std::string("[") + op + "] partition over " +
                                                 std::to_string(part.world()) + " ranks, but the world has " +
@@ -158,6 +202,7 @@ class MpiCommunicator final : public Communicator {
   CollectiveWatchdog watchdog_;
   std::vector<int> counts_, displs_;
   size_t layout_n_ = 0, layout_shard_ = 0;
+  std::vector<float> scratch_;  // one ring segment
 };
 
 }  // namespace

@@ -1,0 +1,138 @@
+// Gradient averaging, global norm, clipping and the (sharded) optimizer update over ranks.
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "optim/grad_norm.h"
+
+namespace mptrain {
+
+namespace {
+// Adds the lifetime of a scope to a seconds counter.
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~ScopeTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
+ZeroStage zero_stage_from_int(int stage) {
+  if (stage == 0) return ZeroStage::Off;
+  if (stage == 1) return ZeroStage::One;
+  throw Error("--zero " + std::to_string(stage) + ": supported ZeRO stages are 0 (off) and 1 (optimizer state sharded)");
+}
+
+ParamTable shard_param_table(const ParamTable& table, size_t begin, size_t end) {
+  MPT_CHECK(begin <= end && end <= table.total(), "[shard table] range [" + std::to_string(begin) + ", " +
+                                                      std::to_string(end) + ") outside a table of " +
+                                                      std::to_string(table.total()) + " elements");
+  ParamTable shard;
+  for (const auto& spec : table.specs()) {
+    const size_t lo = std::max(begin, spec.offset), hi = std::min(end, spec.offset + spec.numel);
+    if (lo >= hi) continue;
+    // Real elements come first in a tensor (padding is whole rows at the end), so the real
+    // part of the piece is a prefix of it too.
+    const size_t real_end = spec.offset + spec.hf_numel();
+    const size_t real = real_end > lo ? std::min(hi, real_end) - lo : 0;
+    shard.add(spec.name, {static_cast<int64_t>(hi - lo)}, spec.init, spec.decay, {static_cast<int64_t>(real)});
+  }
+  return shard;
+}
+
+DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero)
+    : comm_(comm), table_(table), zero_(zero), partition_(table.total(), comm.world_size()) {
+  if (zero_ == ZeroStage::One) {
+    begin_ = partition_.begin(comm_.rank());
+    end_ = partition_.end(comm_.rank());
+    shard_table_ = shard_param_table(table_, begin_, end_);
+  } else {
+    begin_ = 0;
+    end_ = table_.total();
+  }
+  for (const auto& spec : optimizer_table().specs()) real_in_range_ += spec.hf_numel();
+}
+
+void DataParallel::broadcast_params(float* params) {
+  if (world_size() > 1) comm_.broadcast(params, table_.total() * sizeof(float), 0);
+}
+
+void DataParallel::average_gradients(float* grads) {
+  if (world_size() == 1) return;
+  ScopeTimer timer(comm_seconds_);
+  if (zero_ == ZeroStage::One) {
+    comm_.reduce_scatter(grads, partition_, ReduceOp::Avg);
+  } else {
+    comm_.all_reduce(grads, table_.total(), ReduceOp::Avg);
+  }
+}
+
+double DataParallel::global_norm(const float* grads) {
+  if (zero_ == ZeroStage::Off) return ::mptrain::global_norm(grads, table_.total());
+  const double local = ::mptrain::global_norm(grads + begin_, end_ - begin_);
+  ScopeTimer timer(comm_seconds_);
+  return std::sqrt(comm_.sum(local * local));
+}
+
+void DataParallel::clip(float* grads, double norm, float max_norm) {
+  clip_grad_norm(grads + begin_, end_ - begin_, norm, max_norm);
+}
+
+void DataParallel::optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t) {
+  opt.step(params + begin_, grads + begin_, lr, t);
+  if (zero_ == ZeroStage::One && world_size() > 1) {
+    ScopeTimer timer(comm_seconds_);
+    comm_.all_gather(params, partition_);
+  }
+}
+
+double DataParallel::take_comm_seconds() {
+  const double s = comm_seconds_;
+  comm_seconds_ = 0.0;
+  return s;
+}
+
+double DataParallel::global_fraction(double local) {
+  if (zero_ == ZeroStage::Off || world_size() == 1) return local;
+  const double total = comm_.sum(static_cast<double>(real_in_range_));
+  return total > 0 ? comm_.sum(local * static_cast<double>(real_in_range_)) / total : 0.0;
+}
+
+std::unique_ptr<Optimizer> DataParallel::gather_optimizer(const Optimizer& local, const OptimizerFactory& make) {
+  if (zero_ == ZeroStage::Off) return nullptr;
+  std::unique_ptr<Optimizer> whole;
+  if (is_root()) {
+    whole = make(table_);
+    MPT_CHECK(whole && whole->kind() == local.kind() && whole->state().size() == local.state().size(),
+              "[zero] the optimizer factory made an optimizer of another kind");
+  }
+  for (size_t i = 0; i < local.state().size(); ++i) {
+    float* dst = whole ? whole->state()[i].buffer.data() : nullptr;
+    comm_.gather(dst, local.state()[i].buffer.data(), partition_, 0);
+  }
+  if (whole) whole->set_scalar_state(local.scalar_state());
+  return whole;
+}
+
+void DataParallel::scatter_optimizer(const Optimizer& whole, Optimizer& local) const {
+  MPT_CHECK(whole.kind() == local.kind() && whole.state().size() == local.state().size(),
+            std::string("[zero] cannot load ") + whole.name() + " state into " + local.name());
+  const size_t n = end_ - begin_;
+  for (size_t i = 0; i < local.state().size(); ++i) {
+    const FloatBuffer& src = whole.state()[i].buffer;
+    FloatBuffer& dst = local.state()[i].buffer;
+    MPT_CHECK(src.size() == table_.total() && dst.size() == n,
+              "[zero] optimizer state '" + local.state()[i].prefix + "' has an unexpected size");
+    if (n > 0) std::memcpy(dst.data(), src.data() + begin_, n * sizeof(float));
+  }
+  local.set_scalar_state(whole.scalar_state());
+}
+
+}  // namespace mptrain

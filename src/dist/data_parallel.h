@@ -1,0 +1,104 @@
+// Data parallelism for one optimizer step: what changes when a step's batch is spread over
+// ranks, kept in one object so that train/step.cpp reads the same with or without it.
+//
+// Every rank holds the whole model and computes the gradient of its slice of the global
+// batch (data/loader.h gives rank r the r-th B×T slice of each global window). Then:
+//   ZeRO off: all-reduce (mean) of the gradient; every rank runs the optimizer on every
+//             parameter (identical inputs, identical bits).
+//   ZeRO-1:   reduce-scatter (mean) of the gradient; rank r keeps the optimizer state of only
+//             its contiguous shard [begin, end) of the flat parameter buffer (a Partition,
+//             cutting through tensors where it falls), updates that shard, and all-gathers the
+//             parameters. The global gradient norm is the square root of the shard sums of
+//             squares, summed over ranks.
+//
+// The optimizer of a ZeRO-1 rank is an ordinary one built over shard_param_table(): the
+// pieces of the tensors that fall in the shard, as 1-D tensors with their tensor's name,
+// weight-decay flag and real (unpadded) prefix. Called with parameter and gradient pointers
+// offset by begin(), it updates exactly the shard, with per-tensor rules intact at the
+// cuts. So any Optimizer shards without knowing it.
+//
+// Checkpoints stay those of a single process (train/checkpoint.h): the optimizer state is
+// gathered whole onto rank 0, which writes it; a resuming rank of any world size reads the
+// whole state and keeps its shard.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "dist/communicator.h"
+#include "model/param_table.h"
+#include "optim/optimizer.h"
+
+namespace mptrain {
+
+enum class ZeroStage { Off = 0, One = 1 };
+
+// 0 or 1 (the --zero flag); throws Error otherwise.
+ZeroStage zero_stage_from_int(int stage);
+
+// The part of `table` that lies in [begin, end) of its flat buffer, as one 1-D entry per
+// tensor piece (in order, offsets from 0 = begin), keeping name, decay flag and, as
+// hf_shape, how many of the piece's elements are real (not vocabulary padding).
+ParamTable shard_param_table(const ParamTable& table, size_t begin, size_t end);
+
+// Builds an optimizer of the run's kind and hyper-parameters over a table.
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const ParamTable& table)>;
+
+class DataParallel {
+ public:
+  // table: the model's parameter table (must outlive this object).
+  DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero);
+
+  Communicator& comm() { return comm_; }
+  ZeroStage zero() const { return zero_; }
+  int rank() const { return comm_.rank(); }
+  int world_size() const { return comm_.world_size(); }
+  bool is_root() const { return comm_.is_root(); }
+  const Partition& partition() const { return partition_; }
+  // This rank's range of the flat buffer in the optimizer: [0, N) without ZeRO.
+  size_t begin() const { return begin_; }
+  size_t end() const { return end_; }
+  // The table to build this rank's optimizer over: the model's, or with ZeRO-1 the shard's.
+  const ParamTable& optimizer_table() const { return zero_ == ZeroStage::One ? shard_table_ : table_; }
+
+  // Rank 0's parameters to every rank (start of a run: all ranks begin from the same bits).
+  void broadcast_params(float* params);
+  // grads[begin(), end()) ← the mean over ranks; without ZeRO that is the whole buffer, with
+  // ZeRO-1 the rest of grads is left unspecified.
+  void average_gradients(float* grads);
+  // L2 norm of the averaged gradient over all N elements (after average_gradients).
+  double global_norm(const float* grads);
+  // Scales grads[begin(), end()) by clip_grad_norm's factor.
+  void clip(float* grads, double norm, float max_norm);
+  // The optimizer update of [begin(), end()), then with ZeRO-1 the all-gather that makes
+  // every rank's parameters whole. opt must be built over optimizer_table().
+  void optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t);
+  // A fraction this rank's optimizer measured over the real (unpadded) coordinates of its
+  // range (Sophia's win rate), as the fraction over all of them. A collective under ZeRO-1.
+  double global_fraction(double local);
+
+  // Seconds spent in this object's collectives since the last call (then reset): the
+  // transfers plus any wait for slower ranks. For the log's communication share.
+  double take_comm_seconds();
+
+  // Checkpoints. With ZeRO-1, gathers every rank's optimizer state into a new optimizer over
+  // the whole table (made by `make`), returned on rank 0 and nullptr elsewhere; a collective.
+  // Without ZeRO, returns nullptr: `local` is already whole.
+  std::unique_ptr<Optimizer> gather_optimizer(const Optimizer& local, const OptimizerFactory& make);
+  // Copies this rank's range of a whole optimizer's state (e.g. read from a checkpoint) into
+  // `local` (built over optimizer_table()), scalar state included. No communication.
+  void scatter_optimizer(const Optimizer& whole, Optimizer& local) const;
+
+ private:
+  Communicator& comm_;
+  const ParamTable& table_;
+  ZeroStage zero_;
+  Partition partition_;
+  size_t begin_ = 0, end_ = 0;
+  ParamTable shard_table_;
+  size_t real_in_range_ = 0;  // real (not padding) elements in [begin_, end_)
+  double comm_seconds_ = 0.0;
+};
+
+}  // namespace mptrain
