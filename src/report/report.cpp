@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -90,7 +91,7 @@ Chart build_chart(const ChartDef& d, const std::vector<RunData>& runs) {
   c.y_scale = d.y_scale;
   c.y_from_zero = d.y_from_zero;
   for (size_t r = 0; r < runs.size(); ++r) {
-    c.legend.push_back({runs[r].name, run_color(r), false});
+    bool has_points = false;
     for (const FieldStyle& f : d.fields) {
       ChartSeries s;
       s.label = runs[r].name + (d.fields.size() > 1 ? std::string(" (") + f.role + ")" : "");
@@ -102,8 +103,12 @@ Chart build_chart(const ChartDef& d, const std::vector<RunData>& runs) {
         if (finite_number(rec, d.x_field) && finite_number(rec, f.field))
           s.points.emplace_back(rec[d.x_field].get<double>(), rec[f.field].get<double>() * d.y_factor);
       s.attributes.push_back({"data-points", std::to_string(s.points.size())});
+      // A field on some steps only (Sophia's Hessian steps) reads better with dots.
+      if (2 * s.points.size() < runs[r].records.size()) s.markers = true;
+      has_points |= !s.points.empty();
       c.series.push_back(std::move(s));
     }
+    if (has_points) c.legend.push_back({runs[r].name, run_color(r), false});  // runs without data stay out
   }
   if (d.fields.size() > 1)
     for (const FieldStyle& f : d.fields) c.legend.push_back({f.role, "#666666", f.dashed});
@@ -206,10 +211,14 @@ std::vector<Chart> report_charts(const std::vector<RunData>& runs) {
         if (it.value().is_number() && !fields_not_charted_generically().count(it.key())) extra.insert(it.key());
   for (const std::string& f : extra) {
     ChartDef d{"", "", "step", "optimizer step", "", {{f.c_str(), "", false, false}}};
-    const std::string id = "field-" + f, title = f;
+    std::string title = f;  // "win_rate" -> "Win rate"
+    for (char& ch : title)
+      if (ch == '_') ch = ' ';
+    title[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(title[0])));
+    const std::string id = "field-" + f;
     d.id = id.c_str();
     d.title = title.c_str();
-    d.y_label = title.c_str();
+    d.y_label = f.c_str();
     Chart c = build_chart(d, runs);
     if (any_data(c)) charts.push_back(std::move(c));
   }

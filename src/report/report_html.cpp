@@ -37,7 +37,7 @@ th:first-child, td:first-child { text-align: left; }
 thead th { background: #eef1f4; font-weight: 600; }
 tr.diff td { background: #fff7e0; }
 td.missing { color: #aaa; }
-table.config td { text-align: left; }
+table.config td, table.config th { text-align: left; }
 .note { color: #666; font-size: 12px; margin-top: 8px; }
 .scroll { overflow-x: auto; }
 )css";
