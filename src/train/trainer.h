@@ -19,6 +19,7 @@ struct TrainSummary {
   float final_train_loss = 0.0f;
   float final_val_loss = -1.0f;  // -1 when no validation data
   std::string last_checkpoint;
+  int stopped_by_signal = 0;  // SIGINT/SIGTERM that ended the run early (checkpoint written); 0 = ran to the end
 };
 
 TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token);
