@@ -34,7 +34,8 @@ void register_report(CLI::App& app, int& exit_code) {
                 a->out.c_str());
     if (!a->png_dir.empty()) {
       const auto pngs = report::write_chart_pngs(report::report_charts(runs), a->png_dir);
-      std::printf("report: %zu chart%s -> %s/*.png\n", pngs.size(), pngs.size() == 1 ? "" : "s", a->png_dir.c_str());
+      std::printf("report: %zu chart%s -> %s/*.png\n", pngs.size(), pngs.size() == 1 ? "" : "s",
+                  a->png_dir.c_str());
     }
     exit_code = 0;
   });

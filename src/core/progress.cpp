@@ -64,7 +64,9 @@ Progress::Progress(Config config) : config_(std::move(config)), mode_(config_.mo
 
 Progress::~Progress() { finish(); }
 
-double Progress::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+double Progress::elapsed_seconds() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
 
 double Progress::rate(double done) const {
   if (!drawn_once_) return 0.0;
@@ -133,7 +135,8 @@ void Progress::draw(double done, std::string_view status, bool force) {
   std::string line = config_.label + ":";
   if (config_.total > 0) {
     char pct[16];
-    std::snprintf(pct, sizeof(pct), " %d%%", static_cast<int>(std::clamp(done / config_.total, 0.0, 1.0) * 100.0));
+    std::snprintf(pct, sizeof(pct), " %d%%",
+                  static_cast<int>(std::clamp(done / config_.total, 0.0, 1.0) * 100.0));
     line += pct;
   }
   if (!status.empty()) line += " | " + std::string(status);

@@ -32,11 +32,11 @@ std::string format_si(double value);
 class Progress {
  public:
   struct Config {
-    std::string label;         // first word of every bar and line: "train", "prepare"
-    double total = 0;          // units of work (steps, bytes); 0: unknown (no bar fill, no ETA)
+    std::string label;  // first word of every bar and line: "train", "prepare"
+    double total = 0;   // units of work (steps, bytes); 0: unknown (no bar fill, no ETA)
     ProgressMode mode = ProgressMode::kAuto;
-    std::FILE* out = stdout;   // a terminal check is made on this stream for kAuto
-    double line_seconds = 0;   // kLines: draw() prints a line this often (0: never)
+    std::FILE* out = stdout;  // a terminal check is made on this stream for kAuto
+    double line_seconds = 0;  // kLines: draw() prints a line this often (0: never)
   };
 
   explicit Progress(Config config);
@@ -59,9 +59,9 @@ class Progress {
   // Clears the bar, leaving the cursor at the start of an empty line. Idempotent.
   void finish();
 
-  double elapsed_seconds() const;          // since construction
-  double rate(double done) const;          // units per second since the first draw(); 0 before
-  double eta_seconds(double done) const;   // remaining / rate; negative when unknown
+  double elapsed_seconds() const;         // since construction
+  double rate(double done) const;         // units per second since the first draw(); 0 before
+  double eta_seconds(double done) const;  // remaining / rate; negative when unknown
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -73,8 +73,8 @@ class Progress {
   Clock::time_point start_;
   Clock::time_point first_draw_{}, last_output_{};
   double first_done_ = 0;
-  bool drawn_once_ = false;  // draw() has been called
-  bool bar_visible_ = false; // a bar is on the current line
+  bool drawn_once_ = false;   // draw() has been called
+  bool bar_visible_ = false;  // a bar is on the current line
 };
 
 }  // namespace mptrain

@@ -47,6 +47,8 @@ struct ChartDef {
 };
 
 const std::vector<ChartDef>& chart_defs() {
+  // One chart per row.
+  // clang-format off
   static const std::vector<ChartDef> defs = {
       {"loss-steps", "Loss vs steps", "step", "optimizer step", "loss (nats / token)",
        {{"train_loss", "train", false, false}, {"val_loss", "val", true, true}}},
@@ -64,14 +66,15 @@ const std::vector<ChartDef>& chart_defs() {
       {"memory", "Peak memory", "step", "optimizer step", "resident memory high-water mark (MB)",
        {{"peak_rss_mb", "", false, false}}, 1.0, false, YScale::kLinear, true},
   };
+  // clang-format on
   return defs;
 }
 
 // Fields that are axes, drawn by a chart above, or duplicates of one (ms of tokens/s).
 const std::set<std::string>& fields_not_charted_generically() {
-  static const std::set<std::string> s = {"step",       "tokens",    "train_loss", "val_loss",    "lr",
-                                          "grad_norm",  "loss_scale", "tokens_per_s", "mfu",      "peak_rss_mb",
-                                          "ms",         "elapsed_s", "tflops"};
+  static const std::set<std::string> s = {
+      "step",         "tokens", "train_loss",  "val_loss", "lr",        "grad_norm", "loss_scale",
+      "tokens_per_s", "mfu",    "peak_rss_mb", "ms",       "elapsed_s", "tflops"};
   return s;
 }
 
@@ -192,7 +195,8 @@ std::vector<RunData> load_runs(const std::vector<std::string>& dirs) {
   std::map<std::string, int> seen;
   for (size_t i = 0; i < runs.size(); ++i) {
     runs[i].name = name(i);
-    if (int k = seen[runs[i].name]++; k > 0) runs[i].name += " #" + std::to_string(k + 1);  // the same dir twice
+    if (int k = seen[runs[i].name]++; k > 0)
+      runs[i].name += " #" + std::to_string(k + 1);  // the same dir twice
   }
   return runs;
 }
@@ -208,7 +212,8 @@ std::vector<Chart> report_charts(const std::vector<RunData>& runs) {
   for (const auto& run : runs)
     for (const auto& rec : run.records)
       for (auto it = rec.begin(); it != rec.end(); ++it)
-        if (it.value().is_number() && !fields_not_charted_generically().count(it.key())) extra.insert(it.key());
+        if (it.value().is_number() && !fields_not_charted_generically().count(it.key()))
+          extra.insert(it.key());
   for (const std::string& f : extra) {
     ChartDef d{"", "", "step", "optimizer step", "", {{f.c_str(), "", false, false}}};
     std::string title = f;  // "win_rate" -> "Win rate"
@@ -235,8 +240,8 @@ std::vector<std::string> write_chart_pngs(const std::vector<Chart>& charts, cons
   for (const Chart& c : charts) {
     const std::string svg = dir + "/" + c.id + ".svg", png = dir + "/" + c.id + ".png";
     std::ofstream(svg) << render_svg(c, /*standalone=*/true);
-    const std::string cmd = "rsvg-convert --zoom 2 --format png --output " + shell_quote(png) + " " + shell_quote(svg) +
-                            " 2>&1";
+    const std::string cmd =
+        "rsvg-convert --zoom 2 --format png --output " + shell_quote(png) + " " + shell_quote(svg) + " 2>&1";
     const int rc = std::system(cmd.c_str());
     if (rc != 0 || !fs::exists(png))
       throw Error("rsvg-convert failed on '" + svg + "' (exit status " +

@@ -11,10 +11,9 @@
 // A series holds one point per record that has the field as a finite number, in file
 // order; nothing is thinned or smoothed.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "report/svg_chart.h"
 
@@ -22,11 +21,11 @@ namespace mptrain::report {
 
 struct RunData {
   std::string dir;
-  std::string name;                      // unique among the runs of one report
-  nlohmann::json config;                 // RUN_DIR/config.json; null when absent
-  std::string command;                   // the first line of RUN_DIR/command.txt
-  std::vector<nlohmann::json> records;   // metrics.jsonl, in file order
-  size_t skipped_lines = 0;              // a torn last line (a killed run) is skipped
+  std::string name;                     // unique among the runs of one report
+  nlohmann::json config;                // RUN_DIR/config.json; null when absent
+  std::string command;                  // the first line of RUN_DIR/command.txt
+  std::vector<nlohmann::json> records;  // metrics.jsonl, in file order
+  size_t skipped_lines = 0;             // a torn last line (a killed run) is skipped
 };
 
 // Reads one run directory. Throws Error when metrics.jsonl is missing or a line other

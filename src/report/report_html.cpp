@@ -80,10 +80,11 @@ std::string td(const std::string& text) {
 }
 
 std::string final_numbers_table(const std::vector<RunData>& runs) {
-  std::string o = "<div class=\"scroll\"><table><thead><tr><th>run</th><th>steps</th><th>tokens</th>"
-                  "<th>final train loss</th><th>min train loss</th><th>final val loss</th><th>best val loss</th>"
-                  "<th>median tokens/s</th><th>median MFU</th><th>peak memory</th><th>step time total</th></tr>"
-                  "</thead><tbody>\n";
+  std::string o =
+      "<div class=\"scroll\"><table><thead><tr><th>run</th><th>steps</th><th>tokens</th>"
+      "<th>final train loss</th><th>min train loss</th><th>final val loss</th><th>best val loss</th>"
+      "<th>median tokens/s</th><th>median MFU</th><th>peak memory</th><th>step time total</th></tr>"
+      "</thead><tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     const auto train = values(r, "train_loss"), val = values(r, "val_loss"), steps = values(r, "step"),
@@ -154,12 +155,14 @@ std::string config_table(const std::vector<RunData>& runs) {
 
 std::string render_report_html(const std::vector<RunData>& runs, const ReportOptions& options) {
   const std::vector<Chart> charts = report_charts(runs);
-  std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                  "<meta name=\"generator\" content=\"mptrain report\">\n<title>" +
-                  xml_escape(options.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
+  std::string o =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<meta name=\"generator\" content=\"mptrain report\">\n<title>" +
+      xml_escape(options.title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
   o += "<h1>" + xml_escape(options.title) + "</h1>\n<p class=\"meta\">" + std::to_string(runs.size()) +
-       (runs.size() == 1 ? " run" : " runs") + " &middot; generated " + now_utc() + " by <code>mptrain report</code></p>\n";
+       (runs.size() == 1 ? " run" : " runs") + " &middot; generated " + now_utc() +
+       " by <code>mptrain report</code></p>\n";
 
   o += "<div class=\"card\"><ul class=\"runs\">\n";
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -174,7 +177,8 @@ std::string render_report_html(const std::vector<RunData>& runs, const ReportOpt
   o += "</ul></div>\n";
 
   o += "<h2>Charts</h2>\n<div class=\"charts\">\n";
-  for (const Chart& c : charts) o += "<div class=\"card\">" + render_svg(c, /*standalone=*/false) + "</div>\n";
+  for (const Chart& c : charts)
+    o += "<div class=\"card\">" + render_svg(c, /*standalone=*/false) + "</div>\n";
   if (charts.empty()) o += "<p class=\"note\">The runs hold no metrics yet.</p>\n";
   o += "</div>\n";
 
@@ -184,8 +188,9 @@ std::string render_report_html(const std::vector<RunData>& runs, const ReportOpt
     if (r.config.is_object() && r.config.contains("peak_formula") && r.config["peak_formula"].is_string())
       formulas.insert(r.config["peak_formula"].get<std::string>());
   if (!formulas.empty()) {
-    o += "<p class=\"note\">MFU = achieved model FLOP/s (6&middot;N + 6&middot;L&middot;C&middot;T per token, "
-         "docs/ARCHITECTURE.md) over the peak: ";
+    o +=
+        "<p class=\"note\">MFU = achieved model FLOP/s (6&middot;N + 6&middot;L&middot;C&middot;T per token, "
+        "docs/ARCHITECTURE.md) over the peak: ";
     bool first = true;
     for (const auto& f : formulas) {
       o += std::string(first ? "" : "; ") + xml_escape(f);

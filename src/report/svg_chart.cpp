@@ -35,7 +35,7 @@ struct Axis {
   double step = 1;
 
   double at(double s) const { return p0 + (s - lo) / (hi - lo) * (p1 - p0); }  // s in scale units
-  double pixel(double v) const { return at(log2 ? std::log2(v) : v); }       // v a data value
+  double pixel(double v) const { return at(log2 ? std::log2(v) : v); }         // v a data value
 };
 
 Axis make_linear_axis(double lo, double hi, int target) {
@@ -95,12 +95,23 @@ std::string xml_escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -190,9 +201,10 @@ std::string render_svg(const Chart& c, bool standalone) {
 
   std::string o;
   if (standalone) o += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  o += "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" id=\"" + xml_escape(c.id) + "\" viewBox=\"0 0 " +
-       std::to_string(c.width) + " " + std::to_string(c.height) + "\" width=\"" + std::to_string(c.width) +
-       "\" height=\"" + std::to_string(c.height) + "\" font-family=\"" + kFont + "\" font-size=\"12\" role=\"img\">\n";
+  o += "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" id=\"" + xml_escape(c.id) +
+       "\" viewBox=\"0 0 " + std::to_string(c.width) + " " + std::to_string(c.height) + "\" width=\"" +
+       std::to_string(c.width) + "\" height=\"" + std::to_string(c.height) + "\" font-family=\"" + kFont +
+       "\" font-size=\"12\" role=\"img\">\n";
   o += "<title>" + xml_escape(c.title) + "</title>\n";
   if (standalone) o += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   o += "<defs><clipPath id=\"" + xml_escape(c.id) + "-plot\"><rect x=\"" + num(x0) + "\" y=\"" + num(y0 - 4) +
@@ -215,8 +227,8 @@ std::string render_svg(const Chart& c, bool standalone) {
       o += "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x + 24) + "\" y2=\"" + num(y) +
            "\" stroke=\"" + xml_escape(e.color) + "\" stroke-width=\"2.5\"" +
            (e.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>";
-      o += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\" fill=\"#333333\">" + xml_escape(e.label) +
-           "</text>\n";
+      o += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\" fill=\"#333333\">" +
+           xml_escape(e.label) + "</text>\n";
       lx += w;
     }
   }
@@ -224,10 +236,12 @@ std::string render_svg(const Chart& c, bool standalone) {
   // Grid and ticks.
   o += "<g class=\"grid\" stroke=\"#e6e6e6\" stroke-width=\"1\">";
   for (double t : ax.ticks)
-    o += "<line x1=\"" + num(ax.at(t)) + "\" y1=\"" + num(y0) + "\" x2=\"" + num(ax.at(t)) + "\" y2=\"" + num(y1) + "\"/>";
+    o += "<line x1=\"" + num(ax.at(t)) + "\" y1=\"" + num(y0) + "\" x2=\"" + num(ax.at(t)) + "\" y2=\"" +
+         num(y1) + "\"/>";
   for (double t : ay.ticks) {
     const double py = ay.at(t);
-    o += "<line x1=\"" + num(x0) + "\" y1=\"" + num(py) + "\" x2=\"" + num(x1) + "\" y2=\"" + num(py) + "\"/>";
+    o +=
+        "<line x1=\"" + num(x0) + "\" y1=\"" + num(py) + "\" x2=\"" + num(x1) + "\" y2=\"" + num(py) + "\"/>";
   }
   o += "</g>\n<g class=\"ticks\" fill=\"#555555\">";
   for (double t : ax.ticks) {
@@ -241,18 +255,19 @@ std::string render_svg(const Chart& c, bool standalone) {
          xml_escape(tick_label(ay, t, c.y_si)) + "</text>";
   }
   o += "</g>\n";
-  o += "<rect x=\"" + num(x0) + "\" y=\"" + num(y0) + "\" width=\"" + num(x1 - x0) + "\" height=\"" + num(y1 - y0) +
-       "\" fill=\"none\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
+  o += "<rect x=\"" + num(x0) + "\" y=\"" + num(y0) + "\" width=\"" + num(x1 - x0) + "\" height=\"" +
+       num(y1 - y0) + "\" fill=\"none\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
   o += "<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(c.height - 12.0) +
        "\" text-anchor=\"middle\" fill=\"#333333\">" + xml_escape(c.x_label) + "</text>\n";
-  o += "<text transform=\"translate(18 " + num((y0 + y1) / 2) + ") rotate(-90)\" text-anchor=\"middle\" fill=\"#333333\">" +
-       xml_escape(c.y_label) + "</text>\n";
+  o += "<text transform=\"translate(18 " + num((y0 + y1) / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\" fill=\"#333333\">" + xml_escape(c.y_label) + "</text>\n";
   if (empty)
     o += "<text x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num((y0 + y1) / 2) +
          "\" text-anchor=\"middle\" fill=\"#999999\">no data</text>\n";
 
   // Series.
-  o += "<g clip-path=\"url(#" + xml_escape(c.id) + "-plot)\" fill=\"none\" stroke-width=\"1.8\" "
+  o += "<g clip-path=\"url(#" + xml_escape(c.id) +
+       "-plot)\" fill=\"none\" stroke-width=\"1.8\" "
        "stroke-linejoin=\"round\" stroke-linecap=\"round\">\n";
   for (const auto& s : c.series) {
     std::string pts;
@@ -268,8 +283,8 @@ std::string render_svg(const Chart& c, bool standalone) {
     }
     o += "<polyline class=\"series\"";
     for (const auto& [k, v] : s.attributes) o += " " + k + "=\"" + xml_escape(v) + "\"";
-    o += " stroke=\"" + xml_escape(s.color) + "\"" + (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + " points=\"" +
-         pts + "\"><title>" + xml_escape(s.label) + "</title></polyline>\n";
+    o += " stroke=\"" + xml_escape(s.color) + "\"" + (s.dashed ? " stroke-dasharray=\"6 4\"" : "") +
+         " points=\"" + pts + "\"><title>" + xml_escape(s.label) + "</title></polyline>\n";
     if (!dots.empty()) o += "<g fill=\"" + xml_escape(s.color) + "\" stroke=\"none\">" + dots + "</g>\n";
   }
   o += "</g>\n</svg>\n";

@@ -18,8 +18,8 @@ struct ChartSeries {
   std::string label;  // the run's name (the polyline's <title>)
   std::string color;  // CSS color
   bool dashed = false;
-  bool markers = false;  // a dot on every point (sparse series such as val loss)
-  std::vector<std::pair<double, double>> points;             // (x, y), finite
+  bool markers = false;                           // a dot on every point (sparse series such as val loss)
+  std::vector<std::pair<double, double>> points;  // (x, y), finite
   std::vector<std::pair<std::string, std::string>> attributes;  // extra attributes: {"data-run", "a"}
 };
 

@@ -13,7 +13,8 @@ namespace mptrain {
 
 namespace {
 
-static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free to be set in a handler");
+static_assert(std::atomic<int>::is_always_lock_free,
+              "the signal flag must be lock-free to be set in a handler");
 
 // The received signal (0: none). Process-wide by necessity: a handler sees nothing else.
 std::atomic<int> g_signal{0};
@@ -71,9 +72,12 @@ void InterruptGuard::request(int signal) {
 
 const char* signal_name(int signal) {
   switch (signal) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal";
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal";
   }
 }
 

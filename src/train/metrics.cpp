@@ -4,9 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.h"
 #include "io/fileutil.h"
@@ -24,7 +23,9 @@ MetricsRecord& MetricsRecord::put(std::string_view key, std::string value) {
   return *this;
 }
 
-MetricsRecord& MetricsRecord::add(std::string_view key, int64_t value) { return put(key, std::to_string(value)); }
+MetricsRecord& MetricsRecord::add(std::string_view key, int64_t value) {
+  return put(key, std::to_string(value));
+}
 
 MetricsRecord& MetricsRecord::add(std::string_view key, double value) {
   if (!std::isfinite(value)) return put(key, "null");
@@ -33,7 +34,9 @@ MetricsRecord& MetricsRecord::add(std::string_view key, double value) {
   return put(key, buf);
 }
 
-MetricsRecord& MetricsRecord::add(std::string_view key, bool value) { return put(key, value ? "true" : "false"); }
+MetricsRecord& MetricsRecord::add(std::string_view key, bool value) {
+  return put(key, value ? "true" : "false");
+}
 
 MetricsRecord& MetricsRecord::add_string(std::string_view key, std::string_view value) {
   return put(key, nlohmann::json(std::string(value)).dump());

@@ -46,18 +46,27 @@ std::vector<CpuEntry> parse_cpuinfo(const std::string& text) {
       if (key == "processor") continue;
     }
     CpuEntry& c = cpus.back();
-    if (key == "vendor_id") c.vendor = value;
-    else if (key == "model name") c.model_name = value;
-    else if (key == "flags") c.flags = " " + value + " ";
-    else if (key == "physical id") c.physical_id = value;
-    else if (key == "core id") c.core_id = value;
-    else if (key == "cpu family") c.family = std::atoi(value.c_str());
-    else if (key == "cpu MHz") c.mhz = std::atof(value.c_str());
+    if (key == "vendor_id")
+      c.vendor = value;
+    else if (key == "model name")
+      c.model_name = value;
+    else if (key == "flags")
+      c.flags = " " + value + " ";
+    else if (key == "physical id")
+      c.physical_id = value;
+    else if (key == "core id")
+      c.core_id = value;
+    else if (key == "cpu family")
+      c.family = std::atoi(value.c_str());
+    else if (key == "cpu MHz")
+      c.mhz = std::atof(value.c_str());
   }
   return cpus;
 }
 
-bool has_flag(const CpuEntry& c, const char* flag) { return c.flags.find(" " + std::string(flag) + " ") != std::string::npos; }
+bool has_flag(const CpuEntry& c, const char* flag) {
+  return c.flags.find(" " + std::string(flag) + " ") != std::string::npos;
+}
 
 // FLOP/cycle/core and the reason, from the first CPU's vector extensions.
 std::pair<int, std::string> flops_per_cycle(const CpuEntry& c) {
@@ -118,8 +127,8 @@ PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int t
   }
   p.tflops = used * (mhz / 1000.0) * fpc / 1000.0;
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%d core%s x %.2f GHz (%s) x %d FLOP/cycle (%s)", used, used == 1 ? "" : "s",
-                mhz / 1000.0, clock_source, fpc, why.c_str());
+  std::snprintf(buf, sizeof(buf), "%d core%s x %.2f GHz (%s) x %d FLOP/cycle (%s)", used,
+                used == 1 ? "" : "s", mhz / 1000.0, clock_source, fpc, why.c_str());
   p.formula = buf;
   return p;
 }

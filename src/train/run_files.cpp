@@ -70,7 +70,8 @@ std::string resume_command(const std::vector<std::string>& args, const std::stri
   return shell_join(kept);
 }
 
-void write_run_files(const std::string& run_dir, const nlohmann::json& config, const std::vector<std::string>& args) {
+void write_run_files(const std::string& run_dir, const nlohmann::json& config,
+                     const std::vector<std::string>& args) {
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw Error("cannot create run directory '" + run_dir + "': " + ec.message());

@@ -7,10 +7,9 @@
 //                 per start: the first is the run's own, later ones its resumes
 // and the command that resumes an interrupted run.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace mptrain {
 
@@ -27,6 +26,7 @@ std::string shell_join(const std::vector<std::string>& args);
 std::string resume_command(const std::vector<std::string>& args, const std::string& run_dir);
 
 // Writes RUN_DIR/config.json (atomically) and appends the command line to RUN_DIR/command.txt.
-void write_run_files(const std::string& run_dir, const nlohmann::json& config, const std::vector<std::string>& args);
+void write_run_files(const std::string& run_dir, const nlohmann::json& config,
+                     const std::vector<std::string>& args);
 
 }  // namespace mptrain

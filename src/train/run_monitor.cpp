@@ -21,7 +21,8 @@ std::string iso_time_utc() {
   return buf;
 }
 
-nlohmann::json run_config(const TrainOptions& opt, const Gpt2Config& c, const RunShape& s, const PeakFlops& peak) {
+nlohmann::json run_config(const TrainOptions& opt, const Gpt2Config& c, const RunShape& s,
+                          const PeakFlops& peak) {
   nlohmann::json options = opt.to_json();
   options["log_every"] = opt.log_every;
   options["run_dir"] = opt.run_dir;
@@ -48,16 +49,19 @@ nlohmann::json run_config(const TrainOptions& opt, const Gpt2Config& c, const Ru
 }  // namespace
 
 RunMonitor::RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape)
-    : opt_(options), shape_(shape), peak_(cpu_peak_flops(shape.threads * shape.world_size, options.peak_tflops)) {
+    : opt_(options),
+      shape_(shape),
+      peak_(cpu_peak_flops(shape.threads * shape.world_size, options.peak_tflops)) {
   const bool root = shape.rank == 0;
   if (root && !shape.resumed_from.empty()) trim_metrics(opt_.run_dir, shape.first_step);
   if (root) write_run_files(opt_.run_dir, run_config(opt_, config, shape_, peak_), process_arguments());
   if (root) metrics_ = std::make_unique<MetricsWriter>(opt_.run_dir);
-  progress_ = std::make_unique<Progress>(Progress::Config{.label = "train",
-                                                          .total = static_cast<double>(opt_.steps),
-                                                          .mode = opt_.quiet || !root ? ProgressMode::kNone : opt_.progress,
-                                                          .out = stdout,
-                                                          .line_seconds = 0});
+  progress_ = std::make_unique<Progress>(
+      Progress::Config{.label = "train",
+                       .total = static_cast<double>(opt_.steps),
+                       .mode = opt_.quiet || !root ? ProgressMode::kNone : opt_.progress,
+                       .out = stdout,
+                       .line_seconds = 0});
 }
 
 RunMonitor::~RunMonitor() = default;
@@ -92,13 +96,16 @@ bool RunMonitor::log_due(int64_t done) const {
   return done % opt_.log_every == 0 || done == opt_.steps || done == shape_.first_step + 1;
 }
 
-std::string RunMonitor::step_line(int64_t done, float loss, float lr, double grad_norm, double seconds) const {
+std::string RunMonitor::step_line(int64_t done, float loss, float lr, double grad_norm,
+                                  double seconds) const {
   char buf[320];
   std::snprintf(buf, sizeof(buf),
-                "step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s | MFU %5.2f%% "
+                "step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s | "
+                "MFU %5.2f%% "
                 "| ETA %s",
                 (long long)done, (long long)opt_.steps, loss, lr, grad_norm, seconds * 1e3,
-                shape_.tokens_per_step / seconds, shape_.flops_per_step / seconds / 1e12, mfu_of(seconds) * 100.0,
+                shape_.tokens_per_step / seconds, shape_.flops_per_step / seconds / 1e12,
+                mfu_of(seconds) * 100.0,
                 format_duration(progress_->eta_seconds(static_cast<double>(done))).c_str());
   return buf;
 }
@@ -139,7 +146,8 @@ void RunMonitor::finish(const TrainSummary& s) {
   progress_->finish();
   if (shape_.rank != 0) return;
   const double tok_s = step_seconds_ > 0 ? shape_.tokens_per_step * steps_run_ / step_seconds_ : 0.0;
-  const double avg_mfu = step_seconds_ > 0 ? mfu(shape_.flops_per_step * steps_run_ / step_seconds_, peak_) : 0.0;
+  const double avg_mfu =
+      step_seconds_ > 0 ? mfu(shape_.flops_per_step * steps_run_ / step_seconds_, peak_) : 0.0;
   std::string line;
   char buf[512];
   if (s.stopped_by_signal)
@@ -148,8 +156,8 @@ void RunMonitor::finish(const TrainSummary& s) {
   else
     std::snprintf(buf, sizeof(buf), "done: %lld/%lld steps", (long long)s.steps_done, (long long)opt_.steps);
   line = buf;
-  std::snprintf(buf, sizeof(buf), " in %s | train loss %.4f", format_duration(progress_->elapsed_seconds()).c_str(),
-                s.final_train_loss);
+  std::snprintf(buf, sizeof(buf), " in %s | train loss %.4f",
+                format_duration(progress_->elapsed_seconds()).c_str(), s.final_train_loss);
   line += buf;
   if (s.final_val_loss >= 0) {
     std::snprintf(buf, sizeof(buf), " | val loss %.4f", s.final_val_loss);

@@ -28,7 +28,7 @@ struct RunShape {
   double tokens_per_step = 0;
   double flops_per_step = 0;
   int threads = 0;
-  int64_t first_step = 0;   // 0, or the step a resume starts from
+  int64_t first_step = 0;    // 0, or the step a resume starts from
   std::string resumed_from;  // checkpoint dir, or empty
   // Data parallelism: only rank 0 shows and records anything (files, lines, summary); every
   // rank keeps the signal handlers. tokens/flops_per_step are then global figures, and the

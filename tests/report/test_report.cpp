@@ -8,9 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "core/error.h"
 #include "report/report.h"
@@ -33,8 +32,9 @@ void write_text(const std::string& path, const std::string& text) {
 void write_run(const std::string& dir, int n, bool loss_scale = false) {
   std::string lines;
   for (int s = 1; s <= n; ++s) {
-    nlohmann::json r = {{"step", s}, {"tokens", s * 64}, {"train_loss", 10.0 / s}, {"lr", 1e-3},
-                        {"grad_norm", 1.0 + s}, {"tokens_per_s", 1000.0 + s}, {"mfu", 0.01}, {"peak_rss_mb", 90}};
+    nlohmann::json r = {{"step", s},   {"tokens", s * 64},     {"train_loss", 10.0 / s},
+                        {"lr", 1e-3},  {"grad_norm", 1.0 + s}, {"tokens_per_s", 1000.0 + s},
+                        {"mfu", 0.01}, {"peak_rss_mb", 90}};
     if (s % 5 == 0) r["val_loss"] = 11.0 / s;
     if (loss_scale) r["loss_scale"] = 65536.0 / (s % 3 + 1);
     lines += r.dump() + "\n";
@@ -60,7 +60,8 @@ std::vector<Polyline> polylines(const std::string& html) {
   std::vector<std::pair<size_t, std::string>> charts;
   for (auto it = std::sregex_iterator(html.begin(), html.end(), svg_re); it != std::sregex_iterator(); ++it)
     charts.emplace_back(it->position(), (*it)[1].str());
-  for (auto it = std::sregex_iterator(html.begin(), html.end(), line_re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), line_re); it != std::sregex_iterator();
+       ++it) {
     const std::string attrs = (*it)[1].str();
     std::smatch m;
     Polyline p;
@@ -133,10 +134,10 @@ TEST(ReportCharts, OnePolylinePerRunAndFieldWithOnePointPerRecord) {
     ++per_chart[p.chart];
     EXPECT_EQ(p.points, records_with(tmp / p.run, p.field)) << p.chart << " " << p.run << " " << p.field;
   }
-  EXPECT_EQ(per_chart["chart-loss-steps"], 4);   // train + val for each run
+  EXPECT_EQ(per_chart["chart-loss-steps"], 4);  // train + val for each run
   EXPECT_EQ(per_chart["chart-loss-tokens"], 4);
   EXPECT_EQ(per_chart["chart-lr"], 2);
-  EXPECT_EQ(per_chart["chart-loss-scale"], 2);   // run a has none: an empty polyline, b its 7 points
+  EXPECT_EQ(per_chart["chart-loss-scale"], 2);  // run a has none: an empty polyline, b its 7 points
   EXPECT_EQ(per_chart["chart-throughput"], 2);
   // The tables: one row per run, the configuration's options.
   EXPECT_NE(html.find("Final numbers"), std::string::npos);
@@ -146,8 +147,9 @@ TEST(ReportCharts, OnePolylinePerRunAndFieldWithOnePointPerRecord) {
 TEST(ReportCharts, FieldsAddedByFeaturesGetTheirOwnChart) {
   TempDir tmp;
   write_run(tmp / "r", 4);
-  std::ofstream(tmp / "r/metrics.jsonl", std::ios::app) << R"({"step":5,"tokens":320,"train_loss":2,"win_rate":0.4})"
-                                                        << "\n";
+  std::ofstream(tmp / "r/metrics.jsonl", std::ios::app)
+      << R"({"step":5,"tokens":320,"train_loss":2,"win_rate":0.4})"
+      << "\n";
   const auto charts = report::report_charts(report::load_runs({tmp / "r"}));
   bool found = false;
   for (const auto& c : charts) found |= c.id == "chart-field-win_rate";
@@ -178,17 +180,20 @@ TEST(ReportRuns, SameNamedRunDirsAreToldApartAndBadInputIsAClearError) {
   EXPECT_NE(r.output.find("not a run directory"), std::string::npos) << r.output;
 }
 
-bool have(const char* tool) { return run_command(std::string("command -v ") + tool + " >/dev/null").exit_code == 0; }
+bool have(const char* tool) {
+  return run_command(std::string("command -v ") + tool + " >/dev/null").exit_code == 0;
+}
 
 // Two real runs (d2, a few steps, different learning rates), a report, and Chromium.
 TEST(ReportEndToEnd, TwoRunsRenderInHeadlessChromiumWithOnePointPerRecord) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
   for (const char* lr : {"3e-3", "1e-3"}) {
-    auto r = run_mptrain("train --preset d2 --train-data '" + (tmp / "train_*.bin") + "' --val-data '" +
-                         (tmp / "val_*.bin") + "' --batch 2 --seq 32 --steps 12 --lr " + lr +
-                         " --warmup 2 --val-every 4 --val-steps 2 --sample-tokens 4 --threads 2 --quiet --run-dir " +
-                         (tmp / ("lr" + std::string(lr))));
+    auto r = run_mptrain(
+        "train --preset d2 --train-data '" + (tmp / "train_*.bin") + "' --val-data '" + (tmp / "val_*.bin") +
+        "' --batch 2 --seq 32 --steps 12 --lr " + lr +
+        " --warmup 2 --val-every 4 --val-steps 2 --sample-tokens 4 --threads 2 --quiet --run-dir " +
+        (tmp / ("lr" + std::string(lr))));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   const std::string a = tmp / "lr3e-3", b = tmp / "lr1e-3", html_path = tmp / "report.html";
@@ -216,14 +221,15 @@ TEST(ReportEndToEnd, TwoRunsRenderInHeadlessChromiumWithOnePointPerRecord) {
 
   if (!have("chromium")) GTEST_SKIP() << "chromium missing (scripts/setup.sh installs Debian's chromium)";
   const std::string err = tmp / "chromium.err";
-  auto dom = run_command("timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
-                         "--disable-component-update --disable-sync --no-first-run --enable-logging=stderr --v=0 "
-                         "--user-data-dir=" + (tmp / "chromium-profile") + " --dump-dom file://" + html_path +
-                         " 2>" + err);
+  auto dom = run_command(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-component-update --disable-sync --no-first-run --enable-logging=stderr --v=0 "
+      "--user-data-dir=" +
+      (tmp / "chromium-profile") + " --dump-dom file://" + html_path + " 2>" + err);
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   std::ifstream es(err);
   const std::string log((std::istreambuf_iterator<char>(es)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(log.find("CONSOLE"), std::string::npos) << log;   // console messages (JS errors among them)
+  EXPECT_EQ(log.find("CONSOLE"), std::string::npos) << log;  // console messages (JS errors among them)
   EXPECT_EQ(log.find("Uncaught"), std::string::npos) << log;
   ASSERT_NE(dom.output.find("</html>"), std::string::npos) << dom.output.substr(0, 2000);
   EXPECT_NE(dom.output.find("Final numbers"), std::string::npos);
@@ -238,7 +244,8 @@ TEST(ReportEndToEnd, TwoRunsRenderInHeadlessChromiumWithOnePointPerRecord) {
     EXPECT_EQ(p.points, records_with(dir, p.field)) << p.chart << " " << p.run << " " << p.field;
     EXPECT_GT(p.points, 0u) << p.chart << " " << p.run << " " << p.field;
   }
-  for (const char* chart : {"chart-loss-steps", "chart-loss-tokens"}) EXPECT_EQ(per_chart[chart], 4u) << chart;
+  for (const char* chart : {"chart-loss-steps", "chart-loss-tokens"})
+    EXPECT_EQ(per_chart[chart], 4u) << chart;
   for (const char* chart : {"chart-lr", "chart-grad-norm", "chart-throughput", "chart-mfu", "chart-memory"})
     EXPECT_EQ(per_chart[chart], 2u) << chart;
   EXPECT_EQ(per_chart.count("chart-loss-scale"), 0u);  // fp32 runs have no loss scale

@@ -26,7 +26,8 @@ using testing::TempDir;
 std::string base_args(const TempDir& tmp) {
   return "train --preset d2 --train-data '" + (tmp / "train_*.bin") +
          "' --batch 2 --seq 32 --lr 3e-3 --warmup 2 --sample-tokens 4 --threads 2 --deterministic --seed 5 "
-         "--log-every 1 --run-dir " + (tmp / "run");
+         "--log-every 1 --run-dir " +
+         (tmp / "run");
 }
 
 size_t metrics_lines(const std::string& run_dir) {
@@ -95,7 +96,8 @@ void check_stop_and_resume(int signal, int expected_status, const char* name) {
   EXPECT_EQ(static_cast<size_t>(step), metrics_lines(run)) << out;
   EXPECT_GE(step, 3);
   EXPECT_NE(out.find(std::string("stopped by ") + name + " after step " + std::to_string(step) + "/100000"),
-            std::string::npos) << out;
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("saved checkpoint " + run + "/" + checkpoint_name(step)), std::string::npos) << out;
   // The printed resume command: the original command plus --resume RUN_DIR.
   const size_t at = out.find("resume with:\n  ");
@@ -108,7 +110,8 @@ void check_stop_and_resume(int signal, int expected_status, const char* name) {
   // Resuming continues from that step in the same run dir, and metrics.jsonl runs on.
   auto r = run_mptrain(base_args(tmp) + " --steps " + std::to_string(step + 2) + " --resume " + run);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + run + "/" + checkpoint_name(step)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + run + "/" + checkpoint_name(step)), std::string::npos)
+      << r.output;
   const auto losses = read_losses(run);
   ASSERT_EQ(losses.size(), static_cast<size_t>(step + 2));
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i].first, static_cast<int64_t>(i + 1));
@@ -117,7 +120,9 @@ void check_stop_and_resume(int signal, int expected_status, const char* name) {
 
 TEST(Interrupt, SigintCheckpointsExits130AndResumeContinues) { check_stop_and_resume(SIGINT, 130, "SIGINT"); }
 
-TEST(Interrupt, SigtermCheckpointsExits143AndResumeContinues) { check_stop_and_resume(SIGTERM, 143, "SIGTERM"); }
+TEST(Interrupt, SigtermCheckpointsExits143AndResumeContinues) {
+  check_stop_and_resume(SIGTERM, 143, "SIGTERM");
+}
 
 TEST(Interrupt, SecondSigintQuitsAtOnce) {
   TempDir tmp;

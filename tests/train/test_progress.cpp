@@ -8,9 +8,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/progress.h"
@@ -27,9 +26,8 @@ using testing::run_mptrain;
 using testing::TempDir;
 
 std::string train_args(const TempDir& tmp, const std::string& run, int steps, const std::string& extra = "") {
-  return "train --preset d2 --train-data '" + (tmp / "train_*.bin") +
-         "' --batch 2 --seq 16 --steps " + std::to_string(steps) +
-         " --sample-tokens 4 --threads 2 --run-dir " + (tmp / run) + " " + extra;
+  return "train --preset d2 --train-data '" + (tmp / "train_*.bin") + "' --batch 2 --seq 16 --steps " +
+         std::to_string(steps) + " --sample-tokens 4 --threads 2 --run-dir " + (tmp / run) + " " + extra;
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -39,7 +37,8 @@ size_t count(const std::string& s, const std::string& what) {
 }
 
 TEST(ProgressDisplay, UnderAPseudoTerminalTheBarRedrawsInPlace) {
-  if (run_command("command -v script >/dev/null").exit_code != 0) GTEST_SKIP() << "script (util-linux) missing";
+  if (run_command("command -v script >/dev/null").exit_code != 0)
+    GTEST_SKIP() << "script (util-linux) missing";
   TempDir tmp;
   testing::write_small_shards(tmp.path());
   const std::string cmd = std::string(MPTRAIN_BINARY) + " " + train_args(tmp, "run", 12, "--log-every 5");
@@ -126,7 +125,8 @@ TEST(ProgressDisplay, BarAndLinesOnAStream) {
 
 TEST(PeakFlops, FormulaFromCpuinfo) {
   const std::string two_cores_ht =  // two cores with two hardware threads each, AVX-512, no cpufreq
-      "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.00GHz\n"
+      "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Intel(R) Xeon(R) CPU @ "
+      "2.00GHz\n"
       "cpu MHz\t\t: 2000.000\nphysical id\t: 0\ncore id\t\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n\n"
       "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\n"
       "core id\t\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f\n\n"
@@ -147,7 +147,8 @@ TEST(PeakFlops, FormulaFromCpuinfo) {
   EXPECT_NEAR(estimate_cpu_peak(avx2, 0, 1).tflops, 0.064, 1e-9);
   std::string zen4 = two_cores_ht;
   for (size_t q; (q = zen4.find("GenuineIntel")) != std::string::npos;) zen4.replace(q, 12, "AuthenticAMD");
-  for (size_t q; (q = zen4.find("cpu family\t: 6\n")) != std::string::npos;) zen4.replace(q, 15, "cpu family\t: 25\n");
+  for (size_t q; (q = zen4.find("cpu family\t: 6\n")) != std::string::npos;)
+    zen4.replace(q, 15, "cpu family\t: 25\n");
   EXPECT_NEAR(estimate_cpu_peak(zen4, 0, 1).tflops, 0.064, 1e-9);
   EXPECT_EQ(estimate_cpu_peak("", 0, 4).tflops, 0.0);
   // --peak-tflops overrides.
