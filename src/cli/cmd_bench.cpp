@@ -17,6 +17,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "Optimizer: adamw or sophia (its Hessian steps are part of the timing)")
+      ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script, "Path of bench/pytorch_gpt2.py");

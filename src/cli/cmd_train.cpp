@@ -4,6 +4,7 @@
 
 #include "cli/subcommands.h"
 #include "cli/vocab.h"
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace mptrain {
@@ -27,10 +28,20 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--lr", opt->lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str();
-  cmd->add_option("--weight-decay", opt->adamw.weight_decay, "AdamW weight decay (2-D weights only)")->capture_default_str();
-  cmd->add_option("--beta1", opt->adamw.beta1)->capture_default_str();
-  cmd->add_option("--beta2", opt->adamw.beta2)->capture_default_str();
+  cmd->add_option("--optimizer", opt->optimizer, "Optimizer: adamw, or sophia (Sophia-G)")
+      ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
+  // --weight-decay, --beta1, --beta2 set the chosen optimizer's value (parsed into adamw's
+  // fields, copied to Sophia's in the callback when given).
+  cmd->add_option("--weight-decay", opt->adamw.weight_decay, "Weight decay, 2-D weights only (AdamW and Sophia: 0.1)");
+  cmd->add_option("--beta1", opt->adamw.beta1, "Momentum decay (AdamW 0.9, Sophia 0.965)");
+  cmd->add_option("--beta2", opt->adamw.beta2, "Second-moment / Hessian EMA decay (AdamW 0.95, Sophia 0.99)");
   cmd->add_option("--adam-eps", opt->adamw.eps)->capture_default_str();
+  cmd->add_option("--sophia-rho", opt->sophia.rho, "Sophia: rho, scale of the clipped update min(|m|/(rho*b*h), 1)")
+      ->capture_default_str();
+  cmd->add_option("--sophia-k", opt->sophia.k, "Sophia: steps between Hessian estimates")->capture_default_str();
+  auto recipe = std::make_shared<std::string>();
+  cmd->add_option("--recipe", *recipe,
+                  "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given explicitly win)");
   cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")->capture_default_str();
   cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")->capture_default_str();
   cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(CLI::PositiveNumber);
@@ -49,7 +60,14 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_option("--log-every", opt->log_every, "Print a log line every N steps")->capture_default_str();
   cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
-  cmd->callback([opt, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, &exit_code]() {
+    auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
+    if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
+    if (given("--beta1")) opt->sophia.beta1 = opt->adamw.beta1;
+    if (given("--beta2")) opt->sophia.beta2 = opt->adamw.beta2;
+    if (given("--weight-decay")) opt->sophia.weight_decay = opt->adamw.weight_decay;
+    MPT_CHECK(opt->optimizer == "sophia" || (!given("--sophia-rho") && !given("--sophia-k")),
+              "--sophia-rho and --sophia-k only apply with --optimizer sophia");
     const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
     DecodeFn decode;
     int eot = 0;

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
+#include "optim/make_optimizer.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -86,8 +87,10 @@ BenchResult run_bench(const BenchOptions& o) {
   Gpt2 model(config, ctx);
   model.init_weights(1337);
   model.plan(o.batch, o.seq);
-  AdamW optimizer(model.table(), AdamWHyper{});
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
+  const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
+  std::unique_ptr<Optimizer> optimizer =
+      make_optimizer(kind, model.table(), AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337);
   std::vector<int> inputs(n), targets(n);
   uint64_t draw = 0;
   auto next = [&](int* in, int* tg) {
@@ -98,15 +101,16 @@ BenchResult run_bench(const BenchOptions& o) {
   };
   const double tokens = static_cast<double>(n);
   const double flops = gpt2_flops_per_token(config, o.seq) * tokens;
-  std::printf("bench: %s (%zu params), batch %d x %d, fp32, %d threads, %d warmup + %d timed steps\n",
-              o.preset.c_str(), model.num_params(), o.batch, o.seq, threads, o.warmup, o.steps);
+  std::printf("bench: %s (%zu params), batch %d x %d, fp32, %s, %d threads, %d warmup + %d timed steps\n",
+              o.preset.c_str(), model.num_params(), o.batch, o.seq, optimizer->name(), threads, o.warmup, o.steps);
   std::vector<double> times;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
-    const StepStats st = train_step(model, optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, s + 1, inputs.data(),
+    const StepStats st = train_step(model, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, s + 1, inputs.data(),
                                     targets.data());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("  step %d%s: %.1f ms (loss %.4f)\n", s + 1, s < o.warmup ? " (warmup)" : "", ms, st.loss);
+    std::printf("  step %d%s: %.1f ms (loss %.4f)%s\n", s + 1, s < o.warmup ? " (warmup)" : "", ms, st.loss,
+                st.curvature ? " + Hessian estimate" : "");
     std::fflush(stdout);
     if (s >= o.warmup) times.push_back(ms);
   }
@@ -116,7 +120,9 @@ BenchResult run_bench(const BenchOptions& o) {
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
   std::printf("mptrain: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s (median of %d)\n", r.ms_per_step, r.tokens_per_s,
               r.tflops, o.steps);
-  if (o.peer) {
+  if (o.peer && kind != OptimizerKind::AdamW) {
+    std::printf("peer: skipped (bench/pytorch_gpt2.py runs AdamW; no like-for-like %s peer)\n", optimizer->name());
+  } else if (o.peer) {
     r.peer_ms_per_step = run_peer(o, threads, config.padded_vocab_size);
     if (r.peer_ms_per_step > 0.0) {
       std::printf("pytorch: %.1f ms/step | %.0f tok/s\n", r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3));

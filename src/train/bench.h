@@ -14,6 +14,7 @@ struct BenchOptions {
   int steps = 5;    // timed steps
   int warmup = 1;   // untimed steps first
   int threads = 0;  // 0 = all cores
+  std::string optimizer = "adamw";  // adamw | sophia (default hyperparameters; Hessian every 10 steps)
   bool peer = true;
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: bench/pytorch_gpt2.py next to the build

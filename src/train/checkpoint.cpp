@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
@@ -98,8 +101,18 @@ nlohmann::json hf_gpt2_config(const Gpt2Config& c) {
           {"torch_dtype", "float32"}};
 }
 
-void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
-                     const TrainState& state, int keep_last) {
+namespace {
+
+// What optimizer.safetensors holds: which optimizer, its per-parameter state by prefix,
+// and its scalar state (metadata strings).
+struct OptimizerFile {
+  std::string name;
+  std::vector<std::pair<std::string, const float*>> tensors;
+  std::map<std::string, std::string> scalars;
+};
+
+void save_checkpoint_impl(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
+                          const TrainState& state, int keep_last) {
   const std::string dir = begin_checkpoint(run_dir, state.step);
   const ParamTable& table = model.table();
   const float* params = model.params().data();
@@ -107,16 +120,32 @@ void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatB
   write_model_file(dir, model.config(), table, params);
 
   SafetensorsWriter opt;
-  for (const auto& spec : table.specs()) {
-    opt.add("exp_avg." + spec.name, DType::F32, spec.shape, m.data() + spec.offset);
-    opt.add("exp_avg_sq." + spec.name, DType::F32, spec.shape, v.data() + spec.offset);
-  }
+  for (const auto& spec : table.specs())
+    for (const auto& [prefix, buffer] : optimizer.tensors)
+      opt.add(prefix + "." + spec.name, DType::F32, spec.shape, buffer + spec.offset);
+  for (const auto& [key, value] : optimizer.scalars) opt.set_metadata(key, value);
+  opt.set_metadata("optimizer", optimizer.name);
   opt.write(dir + "/" + kOptimizerFile);
 
   write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(model.config()).dump(2) + "\n");
   write_state_file(dir, state);
   commit_checkpoint(run_dir, state.step);
   if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
+                     const TrainState& state, int keep_last) {
+  save_checkpoint_impl(run_dir, model, {"adamw", {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, {}}, state,
+                       keep_last);
+}
+
+void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
+                     const TrainState& state, int keep_last) {
+  OptimizerFile file{optimizer.name(), {}, optimizer.scalar_state()};
+  for (const auto& st : optimizer.state()) file.tensors.emplace_back(st.prefix, st.buffer.data());
+  save_checkpoint_impl(run_dir, model, file, state, keep_last);
 }
 
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
@@ -167,6 +196,25 @@ void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& ta
     file.read_f32("exp_avg." + spec.name, spec.shape, m.data() + spec.offset);
     file.read_f32("exp_avg_sq." + spec.name, spec.shape, v.data() + spec.offset);
   }
+}
+
+std::string checkpoint_optimizer_name(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
+  auto it = file.metadata().find("optimizer");
+  return it == file.metadata().end() ? "adamw" : it->second;  // files from before Sophia: AdamW's
+}
+
+void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer) {
+  SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
+  auto it = file.metadata().find("optimizer");
+  const std::string written_by = it == file.metadata().end() ? "adamw" : it->second;
+  if (written_by != optimizer.name())
+    throw Error("checkpoint '" + ckpt_dir + "' holds " + written_by + " optimizer state, but this run uses --optimizer " +
+                optimizer.name() + "; resume with --optimizer " + written_by);
+  for (auto& st : optimizer.state())
+    for (const auto& spec : table.specs())
+      file.read_f32(st.prefix + "." + spec.name, spec.shape, st.buffer.data() + spec.offset);
+  optimizer.set_scalar_state(file.metadata());
 }
 
 TrainState load_checkpoint_state(const std::string& ckpt_dir) {

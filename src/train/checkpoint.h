@@ -3,7 +3,10 @@
 //   model.safetensors      parameters under Hugging Face GPT-2 names and layouts (wte with the
 //                          real V rows); metadata: format "pt" and the model config
 //   config.json            the Hugging Face GPT2Config fields, so the folder reads like a HF model
-//   optimizer.safetensors  AdamW moments "exp_avg.<name>", "exp_avg_sq.<name>" (memory shapes)
+//   optimizer.safetensors  the optimizer's per-parameter state "<prefix>.<name>" (memory shapes):
+//                          AdamW "exp_avg", "exp_avg_sq"; Sophia "exp_avg", "hessian"; metadata
+//                          "optimizer" = adamw|sophia (absent in older files: adamw) and the
+//                          optimizer's scalar state (Sophia: "hessian_updates", its RNG counter)
 //                          (absent from weights-only checkpoints, e.g. imported ones)
 //   state.json             step, data position, seeds and counters: everything needed to resume
 #pragma once
@@ -15,6 +18,7 @@
 #include "core/buffer.h"
 #include "data/loader.h"
 #include "model/gpt2.h"
+#include "optim/optimizer.h"
 
 namespace mptrain {
 
@@ -39,11 +43,20 @@ void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, c
 // False for weights-only checkpoints (nothing to resume the optimizer from).
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir);
 
+// The same with any optimizer's state (see optim/optimizer.h).
+void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
+                     const TrainState& state, int keep_last);
+
 // Reads the model config stored in a checkpoint directory (not a run dir: resolve first).
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);
 // Loads parameters into model (whose config must match); padded wte rows are zeroed.
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model);
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m, FloatBuffer& v);
+// Restores an optimizer's state; throws Error when the checkpoint was written by another
+// optimizer (its name is in the file) — its state cannot seed this one.
+void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer);
+// "adamw" or "sophia": which optimizer wrote the checkpoint's optimizer state.
+std::string checkpoint_optimizer_name(const std::string& ckpt_dir);
 TrainState load_checkpoint_state(const std::string& ckpt_dir);
 
 // The Hugging Face GPT2Config JSON for a config.

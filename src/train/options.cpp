@@ -31,6 +31,14 @@ nlohmann::json TrainOptions::to_json() const {
           {"beta2", adamw.beta2},
           {"eps", adamw.eps},
           {"weight_decay", adamw.weight_decay},
+          {"optimizer", optimizer},
+          {"recipe", recipe},
+          {"sophia",
+           {{"beta1", sophia.beta1},
+            {"beta2", sophia.beta2},
+            {"rho", sophia.rho},
+            {"weight_decay", sophia.weight_decay},
+            {"k", sophia.k}}},
           {"grad_clip", grad_clip},
           {"val_every", val_every},
           {"val_steps", val_steps},
@@ -38,6 +46,25 @@ nlohmann::json TrainOptions::to_json() const {
           {"seed", seed},
           {"deterministic", deterministic},
           {"threads", threads}};
+}
+
+void apply_recipe(TrainOptions& o, const std::string& recipe,
+                  const std::function<bool(const std::string& flag)>& given) {
+  if (recipe != "sophia-gpt2") throw Error("unknown recipe '" + recipe + "' (known: sophia-gpt2)");
+  MPT_CHECK(!given("--optimizer") || o.optimizer == "sophia",
+            "--recipe sophia-gpt2 is a Sophia recipe; it cannot be used with --optimizer " + o.optimizer);
+  o.recipe = recipe;
+  o.optimizer = "sophia";
+  const SophiaHyper defaults;
+  if (!given("--lr")) o.lr = 6e-4f;
+  if (!given("--min-lr-frac")) o.min_lr_frac = 1.5e-5f / 6e-4f;
+  if (!given("--warmup")) o.warmup = 2000;
+  if (!given("--grad-clip")) o.grad_clip = 1.0f;
+  if (!given("--sophia-rho")) o.sophia.rho = 0.05f;
+  if (!given("--sophia-k")) o.sophia.k = defaults.k;
+  if (!given("--weight-decay")) o.sophia.weight_decay = 0.2f;
+  if (!given("--beta1")) o.sophia.beta1 = defaults.beta1;
+  if (!given("--beta2")) o.sophia.beta2 = defaults.beta2;
 }
 
 }  // namespace mptrain

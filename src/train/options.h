@@ -1,11 +1,13 @@
 // Options of a training run (filled by `mptrain train`'s flags).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "optim/adamw.h"
+#include "optim/sophia.h"
 
 namespace mptrain {
 
@@ -24,7 +26,10 @@ struct TrainOptions {
   float lr = 6e-4f;
   float min_lr_frac = 0.1f;
   int64_t warmup = 0;
+  std::string optimizer = "adamw";  // adamw | sophia
   AdamWHyper adamw;
+  SophiaHyper sophia;
+  std::string recipe;  // the --recipe applied, if any (informational)
   float grad_clip = 1.0f;  // 0 = off
   // evaluation, sampling, checkpoints
   int64_t val_every = 0;  // 0 = only at the end
@@ -46,5 +51,13 @@ struct TrainOptions {
   int grad_accum_steps() const;  // total_batch_tokens / (B·T), validated
   nlohmann::json to_json() const;
 };
+
+// Named hyperparameter recipes (--recipe). "sophia-gpt2": the Sophia authors' GPT-2 124M
+// recipe (optimizer sophia, lr 6e-4, rho 0.05, weight decay 0.2, k 10, betas 0.965/0.99,
+// warmup 2000, cosine to 1.5e-5, clip 1.0; batch size is left to the user: theirs is
+// 480x1024 tokens per step). Fields whose flag the user gave (`given("--lr")`) keep the
+// user's value. Throws Error for an unknown recipe.
+void apply_recipe(TrainOptions& options, const std::string& recipe,
+                  const std::function<bool(const std::string& flag)>& given);
 
 }  // namespace mptrain

@@ -1,11 +1,14 @@
 // One optimizer step of GPT-2 training, shared by the trainer and the benchmark:
-// zero grads → accumulate micro-batches → global norm → clip → AdamW.
+// zero grads → accumulate micro-batches → global norm → clip → optimizer (AdamW or Sophia)
+// → for Sophia every k steps, its Hessian estimate.
 #pragma once
 #include <cstdint>
 #include <functional>
 
 #include "model/gpt2.h"
 #include "optim/adamw.h"
+#include "optim/optimizer.h"
+#include "precision/loss_scaler.h"
 
 namespace mptrain {
 
@@ -15,10 +18,25 @@ using NextBatchFn = std::function<void(int* inputs, int* targets)>;
 struct StepStats {
   float loss = 0.0f;  // mean over the micro-batches
   double grad_norm = 0.0;  // before clipping
+  bool skipped = false;    // fp16 loss scaling found an inf/NaN gradient: no update was made
+  float loss_scale = 1.0f; // the scale this step's loss was multiplied by (1 without a scaler)
+  // Curvature estimate (Sophia, every k steps; see optim/sophia.h):
+  bool curvature = false;        // an estimate was made after this step's update
+  float curvature_loss = 0.0f;   // mean loss on the sampled labels
+  double curvature_norm = 0.0;   // norm of its gradient before clipping
+  double win_rate = 0.0;         // fraction of coordinates whose next update is not clipped
 };
 
 // t is the 1-based optimizer step. inputs/targets are scratch of B*T ints each.
-StepStats train_step(Gpt2& model, AdamW& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets);
+// With a LossScaler (fp16), each micro-batch's loss is multiplied by its scale, the
+// gradients are unscaled and checked before clipping, a non-finite step is skipped
+// (parameters and optimizer state untouched) and the scale is updated.
+// When the optimizer asks for a curvature estimate after step t, it is made on the step's
+// last micro-batch (inputs still holds it; targets is reused for the sampled labels): labels
+// drawn from the model's softmax, gradient of their mean loss (scaled and unscaled like the
+// training loss; a non-finite one is dropped), clipped to grad_clip, handed to the optimizer.
+// grads() then hold that gradient until the next step zeroes them.
+StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr);
 
 }  // namespace mptrain

@@ -16,6 +16,7 @@
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
+#include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/sampler.h"
@@ -66,6 +67,8 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
+  const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
+  if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   if (opt.deterministic) omp_set_dynamic(0);
   const int accum = opt.grad_accum_steps();
@@ -93,12 +96,14 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
                                         std::to_string(config.block_size) + " positions");
   cpu::Context ctx;
   Gpt2 model(config, ctx);
-  AdamW optimizer(model.table(), opt.adamw);
+  // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed).
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(optimizer_kind, model.table(), opt.adamw, opt.sophia,
+                                                        static_cast<double>(B) * T * accum, opt.seed);
   TrainState state;
   state.seed = opt.seed;
   if (!resume_dir.empty()) {
     load_checkpoint_model(resume_dir, model);
-    load_checkpoint_optimizer(resume_dir, model.table(), optimizer.m(), optimizer.v());
+    load_checkpoint_optimizer(resume_dir, model.table(), *optimizer);
     state = load_checkpoint_state(resume_dir);
   } else if (!init_dir.empty()) {
     load_checkpoint_model(init_dir, model);
@@ -125,6 +130,13 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   std::printf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu shard(s)\n",
               B, T, accum, tokens_per_step, omp_get_max_threads(), train_loader.total_tokens(),
               train_loader.num_shards());
+  if (optimizer_kind == OptimizerKind::Sophia)
+    std::printf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g, Hessian every %lld steps, b = %.0f\n",
+                opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, (long long)opt.sophia.k,
+                tokens_per_step);
+  else
+    std::printf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g\n", opt.adamw.beta1, opt.adamw.beta2,
+                opt.adamw.eps, opt.adamw.weight_decay);
   if (!resume_dir.empty()) std::printf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
   if (!init_dir.empty()) std::printf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
   std::fflush(stdout);
@@ -136,7 +148,7 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
     const double t0 = now_seconds();
     const float lr = schedule.at(step);
     const StepStats stats = train_step(
-        model, optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
+        model, *optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
         inputs.data(), targets.data());
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
@@ -149,9 +161,12 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
 
     const bool last = done == opt.steps;
     if (done % opt.log_every == 0 || last || step == first_step) {
-      std::printf("step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s\n",
+      // Sophia's Hessian steps add the win rate: the fraction of unclipped coordinates.
+      char curvature[64] = "";
+      if (stats.curvature) std::snprintf(curvature, sizeof(curvature), " | win rate %.3f", stats.win_rate);
+      std::printf("step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s%s\n",
                   (long long)done, (long long)opt.steps, loss, lr, norm, dt * 1e3, tokens_per_step / dt,
-                  flops_per_step / dt / 1e12);
+                  flops_per_step / dt / 1e12, curvature);
       std::fflush(stdout);
     }
     char line[320];
@@ -160,6 +175,11 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
                   "\"tokens_per_s\":%.1f",
                   (long long)done, tokens_per_step * done, loss, lr, norm, dt * 1e3, tokens_per_step / dt);
     std::string record = line;
+    if (stats.curvature) {
+      std::snprintf(line, sizeof(line), ",\"win_rate\":%.9g,\"hessian_loss\":%.9g,\"hessian_grad_norm\":%.9g",
+                    stats.win_rate, stats.curvature_loss, stats.curvature_norm);
+      record += line;
+    }
     if (val_loader && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
       const float val = evaluate(model, *val_loader, opt.val_steps, inputs, targets);
       std::printf("step %6lld | val loss %.6f\n", (long long)done, val);
@@ -172,7 +192,7 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
     if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last)
       print_sample(model, eot_token, decode, opt.sample_tokens, opt.seed, state.sample_counter);
     if ((opt.save_every > 0 && done % opt.save_every == 0) || last) {
-      save_checkpoint(opt.run_dir, model, optimizer.m(), optimizer.v(), state, opt.keep_last);
+      save_checkpoint(opt.run_dir, model, *optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);
       std::printf("saved checkpoint %s\n", summary.last_checkpoint.c_str());
       std::fflush(stdout);
