@@ -20,9 +20,16 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--optimizer", o->optimizer, "Optimizer: adamw or sophia (its Hessian steps are part of the timing)")
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
+  auto progress = std::make_shared<std::string>("auto");
+  cmd->add_option("--progress", *progress, "Progress display: auto, bar, lines or none")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  cmd->add_flag("-q,--quiet", o->quiet, "Print only the results");
+  cmd->add_option("--peak-tflops", o->peak_tflops, "Peak TFLOP/s for MFU (default: an estimate for this CPU)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script, "Path of bench/pytorch_gpt2.py");
-  cmd->callback([o, &exit_code]() {
+  cmd->callback([o, progress, &exit_code]() {
+    o->progress = parse_progress_mode(*progress);
     run_bench(*o);
     exit_code = 0;
   });

@@ -19,6 +19,7 @@
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
+#include "train/peak_flops.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -55,14 +56,14 @@ double run_peer(const BenchOptions& o, int threads, int vocab) {
                           std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) +
                           " --precision fp32 --threads " + std::to_string(threads) + " --vocab " +
                           std::to_string(vocab) + " 2>&1";
-  std::printf("peer: %s\n", cmd.c_str());
+  if (!o.quiet) std::printf("peer: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* pipe = ::popen(cmd.c_str(), "r");
   MPT_CHECK(pipe != nullptr, "cannot start the PyTorch peer");
   std::array<char, 4096> buf{};
   double ms = 0.0;
   while (std::fgets(buf.data(), buf.size(), pipe)) {
-    std::printf("  [torch] %s", buf.data());
+    if (!o.quiet) std::printf("  [torch] %s", buf.data());
     const char* r = std::strstr(buf.data(), "RESULT ms_per_step=");
     if (r) ms = std::atof(r + std::strlen("RESULT ms_per_step="));
   }
@@ -101,25 +102,38 @@ BenchResult run_bench(const BenchOptions& o) {
   };
   const double tokens = static_cast<double>(n);
   const double flops = gpt2_flops_per_token(config, o.seq) * tokens;
-  std::printf("bench: %s (%zu params), batch %d x %d, fp32, %s, %d threads, %d warmup + %d timed steps\n",
-              o.preset.c_str(), model.num_params(), o.batch, o.seq, optimizer->name(), threads, o.warmup, o.steps);
+  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops);
+  if (!o.quiet) {
+    std::printf("bench: %s (%zu params), batch %d x %d, fp32, %s, %d threads, %d warmup + %d timed steps\n",
+                o.preset.c_str(), model.num_params(), o.batch, o.seq, optimizer->name(), threads, o.warmup, o.steps);
+    std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", peak.tflops, peak.formula.c_str());
+  }
+  Progress progress({.label = "bench",
+                     .total = static_cast<double>(o.warmup + o.steps),
+                     .mode = o.quiet ? ProgressMode::kNone : o.progress,
+                     .out = stdout});
   std::vector<double> times;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     const StepStats st = train_step(model, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, s + 1, inputs.data(),
                                     targets.data());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("  step %d%s: %.1f ms (loss %.4f)%s\n", s + 1, s < o.warmup ? " (warmup)" : "", ms, st.loss,
-                st.curvature ? " + Hessian estimate" : "");
-    std::fflush(stdout);
+    char line[160], status[160];
+    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s", s + 1, s < o.warmup ? " (warmup)" : "", ms,
+                  st.loss, st.curvature ? " + Hessian estimate" : "");
+    std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", s + 1, o.warmup + o.steps,
+                  ms, format_si(tokens / (ms / 1e3)).c_str(), mfu(flops / (ms / 1e3), peak) * 100.0);
+    if (progress.mode() != ProgressMode::kNone) progress.print(line);
+    progress.draw(s + 1, status);
     if (s >= o.warmup) times.push_back(ms);
   }
   BenchResult r;
   r.ms_per_step = median(times);
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
-  std::printf("mptrain: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s (median of %d)\n", r.ms_per_step, r.tokens_per_s,
-              r.tflops, o.steps);
+  progress.finish();
+  std::printf("mptrain: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% (median of %d)\n", r.ms_per_step,
+              r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0, o.steps);
   if (o.peer && kind != OptimizerKind::AdamW) {
     std::printf("peer: skipped (bench/pytorch_gpt2.py runs AdamW; no like-for-like %s peer)\n", optimizer->name());
   } else if (o.peer) {

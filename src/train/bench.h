@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "core/progress.h"
+
 namespace mptrain {
 
 struct BenchOptions {
@@ -16,6 +18,9 @@ struct BenchOptions {
   int threads = 0;  // 0 = all cores
   std::string optimizer = "adamw";  // adamw | sophia (default hyperparameters; Hessian every 10 steps)
   bool peer = true;
+  ProgressMode progress = ProgressMode::kAuto;  // bar on a terminal (step lines above it), else lines
+  bool quiet = false;        // only the results
+  double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: bench/pytorch_gpt2.py next to the build
 };
