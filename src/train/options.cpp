@@ -5,11 +5,14 @@
 
 namespace mptrain {
 
-int TrainOptions::grad_accum_steps() const {
-  const int64_t micro = static_cast<int64_t>(batch) * seq;
+int TrainOptions::grad_accum_steps(int world) const {
+  const int64_t micro = static_cast<int64_t>(batch) * seq * world;
   if (total_batch_tokens == 0) return 1;
   MPT_CHECK(total_batch_tokens > 0 && total_batch_tokens % micro == 0,
-            "--total-batch " + std::to_string(total_batch_tokens) + " is not a positive multiple of batch x seq = " +
+            "--total-batch " + std::to_string(total_batch_tokens) + " is not a positive multiple of batch x seq" +
+                (world > 1 ? " x ranks = " + std::to_string(batch) + " x " + std::to_string(seq) + " x " +
+                                 std::to_string(world) + " = "
+                           : " = ") +
                 std::to_string(micro));
   return static_cast<int>(total_batch_tokens / micro);
 }
@@ -45,7 +48,9 @@ nlohmann::json TrainOptions::to_json() const {
           {"save_every", save_every},
           {"seed", seed},
           {"deterministic", deterministic},
-          {"threads", threads}};
+          {"threads", threads},
+          {"zero", zero},
+          {"collective_timeout", collective_timeout}};
 }
 
 void apply_recipe(TrainOptions& o, const std::string& recipe,

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/progress.h"
 #include "optim/adamw.h"
 #include "optim/sophia.h"
 
@@ -45,10 +46,19 @@ struct TrainOptions {
   uint64_t seed = 1337;
   bool deterministic = false;
   int threads = 0;  // 0 = OpenMP's default
-  int log_every = 1;
+  int log_every = 10;  // a log line every N steps (terminal or not); the bar in between on a terminal
+  ProgressMode progress = ProgressMode::kAuto;  // kAuto: a bar on a terminal, plain lines otherwise
+  bool quiet = false;        // only errors and the final summary
+  double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string vocab_dir;
 
-  int grad_accum_steps() const;  // total_batch_tokens / (B·T), validated
+  // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
+  int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks
+  double collective_timeout = 300;  // seconds a collective may wait for the other ranks (0 = forever)
+
+  // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
+  // same whatever the number of ranks (0: one micro-batch per rank per step).
+  int grad_accum_steps(int world = 1) const;
   nlohmann::json to_json() const;
 };
 

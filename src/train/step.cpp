@@ -8,7 +8,11 @@
 namespace mptrain {
 
 StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler) {
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp) {
+  // Without data parallelism: one process, its optimizer over the whole buffer.
+  float* grads = model.grads().data();
+  const size_t lo = dp ? dp->begin() : 0, count = dp ? dp->end() - lo : model.num_params();
+  const int world = dp ? dp->world_size() : 1;
   model.zero_grad();
   StepStats stats;
   stats.loss_scale = scaler ? scaler->scale() : 1.0f;
@@ -19,9 +23,14 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
     // gradient of the mean over the whole step.
     loss_sum += model.forward_backward(inputs, targets, B, T, stats.loss_scale / static_cast<float>(accum));
   }
-  stats.loss = static_cast<float>(loss_sum / accum);
+  if (dp) {
+    loss_sum = dp->comm().sum(loss_sum);
+    dp->average_gradients(grads);  // grads[lo, lo + count) now hold the mean over ranks
+  }
+  stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
   if (scaler) {
-    const bool found_inf = scaler->unscale_and_check(model.grads().data(), model.num_params());
+    bool found_inf = scaler->unscale_and_check(grads + lo, count);
+    if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none
     scaler->update(found_inf);
     if (found_inf) {
       stats.skipped = true;
@@ -29,18 +38,36 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
       return stats;
     }
   }
-  stats.grad_norm = global_norm(model.grads().data(), model.num_params());
-  clip_grad_norm(model.grads().data(), model.num_params(), stats.grad_norm, grad_clip);
-  optimizer.step(model.params().data(), model.grads().data(), lr, t);
+  if (dp) {
+    stats.grad_norm = dp->global_norm(grads);
+    dp->clip(grads, stats.grad_norm, grad_clip);
+    dp->optimizer_step(optimizer, model.params().data(), grads, lr, t);
+  } else {
+    stats.grad_norm = global_norm(grads, count);
+    clip_grad_norm(grads, count, stats.grad_norm, grad_clip);
+    optimizer.step(model.params().data(), grads, lr, t);
+  }
   if (optimizer.curvature_due(t)) {
     const size_t n = model.num_params();
     model.zero_grad();
     stats.curvature_loss = model.forward_backward_sampled(inputs, targets, B, T, stats.loss_scale,
                                                           optimizer.curvature_seed(), optimizer.curvature_counter());
-    if (scaler && scaler->unscale_and_check(model.grads().data(), n)) return stats;
-    stats.curvature_norm = global_norm(model.grads().data(), n);
-    clip_grad_norm(model.grads().data(), n, stats.curvature_norm, grad_clip);
-    stats.win_rate = optimizer.update_curvature(model.grads().data());
+    if (dp) {
+      stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
+      dp->average_gradients(grads);
+    }
+    bool found_inf = scaler && scaler->unscale_and_check(grads + lo, count);
+    if (dp) found_inf = dp->comm().any(found_inf);
+    if (found_inf) return stats;
+    if (dp) {
+      stats.curvature_norm = dp->global_norm(grads);
+      dp->clip(grads, stats.curvature_norm, grad_clip);
+      stats.win_rate = dp->global_fraction(optimizer.update_curvature(grads + lo));
+    } else {
+      stats.curvature_norm = global_norm(grads, n);
+      clip_grad_norm(grads, n, stats.curvature_norm, grad_clip);
+      stats.win_rate = optimizer.update_curvature(grads);
+    }
     stats.curvature = true;
   }
   return stats;

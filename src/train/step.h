@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "dist/data_parallel.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
@@ -36,7 +37,11 @@ struct StepStats {
 // drawn from the model's softmax, gradient of their mean loss (scaled and unscaled like the
 // training loss; a non-finite one is dropped), clipped to grad_clip, handed to the optimizer.
 // grads() then hold that gradient until the next step zeroes them.
+// With data parallelism (dp, see dist/data_parallel.h) the micro-batches are this rank's
+// slices: losses and gradients are averaged over ranks, the norm is global, and the
+// optimizer (built over dp->optimizer_table()) updates this rank's range, gathered with ZeRO-1.
 StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr);
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr,
+                     DataParallel* dp = nullptr);
 
 }  // namespace mptrain
