@@ -170,6 +170,10 @@ void RunMonitor::finish(const TrainSummary& s) {
   if (!s.last_checkpoint.empty()) std::printf("checkpoint: %s\n", s.last_checkpoint.c_str());
   if (s.stopped_by_signal) {
     std::printf("resume with:\n  %s\n", resume_command(process_arguments(), opt_.run_dir).c_str());
+    // A rank sees only its own command line, not the launcher's in front of it.
+    if (shape_.world_size > 1)
+      std::printf("under your launcher, as before (e.g. mpirun -np %d ...); any number of ranks can resume\n",
+                  shape_.world_size);
     std::printf("(exit status %d = 128 + %s)\n", exit_status_for_signal(s.stopped_by_signal),
                 signal_name(s.stopped_by_signal));
   }
