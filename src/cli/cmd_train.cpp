@@ -5,6 +5,7 @@
 #include "cli/subcommands.h"
 #include "cli/vocab.h"
 #include "core/error.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace mptrain {
@@ -58,9 +59,26 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_flag("--deterministic", opt->deterministic,
                 "Bit-reproducible runs (fixed thread count; resume continues the same trajectory)");
   cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
-  cmd->add_option("--log-every", opt->log_every, "Print a log line every N steps")->capture_default_str();
+  cmd->add_option("--zero", opt->zero,
+                  "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
+      ->capture_default_str()->check(CLI::Range(0, 1));
+  cmd->add_option("--collective-timeout", opt->collective_timeout,
+                  "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log-every", opt->log_every,
+                  "Print a log line every N steps (on a terminal the progress bar redraws in between)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  auto progress = std::make_shared<std::string>("auto");
+  cmd->add_option("--progress", *progress, "Progress display: auto (a bar on a terminal, lines otherwise), bar, "
+                  "lines or none (no bar or step lines; other messages stay)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  cmd->add_flag("-q,--quiet", opt->quiet, "Print only errors and the final summary");
+  cmd->add_option("--peak-tflops", opt->peak_tflops,
+                  "Peak TFLOP/s that MFU is measured against (default: an estimate for this CPU, printed at start)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
-  cmd->callback([cmd, opt, recipe, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, progress, &exit_code]() {
+    opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
     if (given("--beta1")) opt->sophia.beta1 = opt->adamw.beta1;
@@ -75,8 +93,9 @@ void register_train(CLI::App& app, int& exit_code) {
       decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
       eot = tokenizer->eot();
     }
-    run_training(*opt, decode, eot);
-    exit_code = 0;
+    // A run stopped by SIGINT/SIGTERM has checkpointed; its status is 128 + the signal (130, 143).
+    const TrainSummary summary = run_training(*opt, decode, eot);
+    exit_code = summary.stopped_by_signal ? exit_status_for_signal(summary.stopped_by_signal) : 0;
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +14,15 @@
 #include "backend/cpu/context.h"
 #include "core/error.h"
 #include "data/loader.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/run_monitor.h"
 #include "train/sampler.h"
 #include "train/step.h"
 
@@ -32,17 +36,19 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-float evaluate(Gpt2& model, TokenLoader& loader, int steps, std::vector<int>& inputs, std::vector<int>& targets) {
+// Ranks take turns over the same `steps` windows, so the loss is the same whatever the world size.
+float evaluate(Gpt2& model, TokenLoader& loader, int steps, std::vector<int>& inputs, std::vector<int>& targets,
+               Communicator& comm) {
   loader.reset();
   double sum = 0.0;
   for (int i = 0; i < steps; ++i) {
     loader.next(inputs.data(), targets.data());
-    sum += model.forward(inputs.data(), targets.data(), loader.B(), loader.T());
+    if (i % comm.world_size() == comm.rank()) sum += model.forward(inputs.data(), targets.data(), loader.B(), loader.T());
   }
-  return static_cast<float>(sum / steps);
+  return static_cast<float>(comm.sum(sum) / steps);
 }
 
-void print_sample(Gpt2& model, int eot, const DecodeFn& decode, int n, uint64_t seed, uint64_t& counter) {
+std::string sample_text(Gpt2& model, int eot, const DecodeFn& decode, int n, uint64_t seed, uint64_t& counter) {
   SampleOptions so;
   so.max_new_tokens = n;
   so.temperature = 1.0f;
@@ -56,8 +62,7 @@ void print_sample(Gpt2& model, int eot, const DecodeFn& decode, int n, uint64_t 
   } else {
     for (int t : out) text += std::to_string(t) + " ";
   }
-  std::printf("---- sample ----\n%s\n----------------\n", text.c_str());
-  std::fflush(stdout);
+  return "---- sample ----\n" + text + "\n----------------";
 }
 
 }  // namespace
@@ -71,8 +76,12 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   if (opt.deterministic) omp_set_dynamic(0);
-  const int accum = opt.grad_accum_steps();
+  // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
+  std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
+  const int world = comm->world_size();
+  const int accum = opt.grad_accum_steps(world);
   const int B = opt.batch, T = opt.seq;
+  const double tokens_per_step = static_cast<double>(B) * T * accum * world;  // global
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
@@ -97,59 +106,77 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   cpu::Context ctx;
   Gpt2 model(config, ctx);
   // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed).
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(optimizer_kind, model.table(), opt.adamw, opt.sophia,
-                                                        static_cast<double>(B) * T * accum, opt.seed);
+  const OptimizerFactory make_opt = [&](const ParamTable& table) {
+    return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed);
+  };
+  // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h).
+  DataParallel dp(*comm, model.table(), zero_stage_from_int(opt.zero));
+  std::unique_ptr<Optimizer> optimizer = make_opt(dp.optimizer_table());
   TrainState state;
   state.seed = opt.seed;
   if (!resume_dir.empty()) {
+    // Every rank reads the checkpoint (written whole by rank 0, whatever the world size then)
+    // and keeps its range of the optimizer state.
     load_checkpoint_model(resume_dir, model);
-    load_checkpoint_optimizer(resume_dir, model.table(), *optimizer);
+    if (dp.zero() == ZeroStage::Off) {
+      load_checkpoint_optimizer(resume_dir, model.table(), *optimizer);
+    } else {
+      std::unique_ptr<Optimizer> whole = make_opt(model.table());
+      load_checkpoint_optimizer(resume_dir, model.table(), *whole);
+      dp.scatter_optimizer(*whole, *optimizer);
+    }
     state = load_checkpoint_state(resume_dir);
   } else if (!init_dir.empty()) {
     load_checkpoint_model(init_dir, model);
   } else {
     model.init_weights(opt.seed);
   }
+  dp.broadcast_params(model.params().data());  // every rank starts from rank 0's bits
   state.options = opt.to_json();
   model.plan(B, T);
 
-  TokenLoader train_loader(opt.train_data, B, T, config.vocab_size);
+  TokenLoader train_loader(opt.train_data, B, T, config.vocab_size, comm->rank(), world);
   if (!resume_dir.empty()) train_loader.set_position(state.train_pos);
   std::unique_ptr<TokenLoader> val_loader;
   if (!opt.val_data.empty()) val_loader = std::make_unique<TokenLoader>(opt.val_data, B, T, config.vocab_size);
 
   LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps};
-  fs::create_directories(opt.run_dir);
-  std::ofstream metrics(opt.run_dir + "/metrics.jsonl", std::ios::app);
 
-  const double tokens_per_step = static_cast<double>(B) * T * accum;
   const double flops_per_step = gpt2_flops_per_token(config, T) * tokens_per_step;
-  std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
+  // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
+  RunMonitor monitor(opt, config,
+                     {model.num_params(), tokens_per_step, flops_per_step, omp_get_max_threads(), state.step, resume_dir,
+                      comm->rank(), world});
+  monitor.sayf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
               resume_dir.empty() && init_dir.empty() ? opt.preset.c_str() : "from checkpoint", model.num_params(),
-              config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.padded_vocab_size);
-  std::printf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu shard(s)\n",
+              config.n_layer,
+              config.n_head, config.n_embd, config.vocab_size, config.padded_vocab_size);
+  monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu shard(s)\n",
               B, T, accum, tokens_per_step, omp_get_max_threads(), train_loader.total_tokens(),
               train_loader.num_shards());
   if (optimizer_kind == OptimizerKind::Sophia)
-    std::printf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g, Hessian every %lld steps, b = %.0f\n",
+    monitor.sayf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g, Hessian every %lld steps, b = %.0f\n",
                 opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, (long long)opt.sophia.k,
                 tokens_per_step);
   else
-    std::printf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g\n", opt.adamw.beta1, opt.adamw.beta2,
+    monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g\n", opt.adamw.beta1, opt.adamw.beta2,
                 opt.adamw.eps, opt.adamw.weight_decay);
-  if (!resume_dir.empty()) std::printf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
-  if (!init_dir.empty()) std::printf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
-  std::fflush(stdout);
+  if (world > 1)
+    monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s\n", world, comm->backend(),
+                 comm->topology().launcher.c_str(),
+                 dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
+  if (!resume_dir.empty()) monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
+  if (!init_dir.empty()) monitor.sayf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
+  monitor.start();
 
   std::vector<int> inputs(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
   TrainSummary summary;
-  const int64_t first_step = state.step;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
     const float lr = schedule.at(step);
     const StepStats stats = train_step(
         model, *optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
-        inputs.data(), targets.data());
+        inputs.data(), targets.data(), nullptr, &dp);
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
     const double dt = now_seconds() - t0;
@@ -160,44 +187,45 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
     summary.steps_done = done;
 
     const bool last = done == opt.steps;
-    if (done % opt.log_every == 0 || last || step == first_step) {
+    if (monitor.log_due(done)) {
       // Sophia's Hessian steps add the win rate: the fraction of unclipped coordinates.
       char curvature[64] = "";
       if (stats.curvature) std::snprintf(curvature, sizeof(curvature), " | win rate %.3f", stats.win_rate);
-      std::printf("step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s%s\n",
-                  (long long)done, (long long)opt.steps, loss, lr, norm, dt * 1e3, tokens_per_step / dt,
-                  flops_per_step / dt / 1e12, curvature);
-      std::fflush(stdout);
+      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + curvature);
     }
-    char line[320];
-    std::snprintf(line, sizeof(line),
-                  "{\"step\":%lld,\"tokens\":%.0f,\"train_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,"
-                  "\"tokens_per_s\":%.1f",
-                  (long long)done, tokens_per_step * done, loss, lr, norm, dt * 1e3, tokens_per_step / dt);
-    std::string record = line;
-    if (stats.curvature) {
-      std::snprintf(line, sizeof(line), ",\"win_rate\":%.9g,\"hessian_loss\":%.9g,\"hessian_grad_norm\":%.9g",
-                    stats.win_rate, stats.curvature_loss, stats.curvature_norm);
-      record += line;
-    }
+    // metrics.jsonl: the standard fields, then each feature's own (train/metrics.h).
+    MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
+    // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
+    if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
+    if (stats.curvature)
+      record.add("win_rate", stats.win_rate).add("hessian_loss", stats.curvature_loss)
+          .add("hessian_grad_norm", stats.curvature_norm);
     if (val_loader && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
-      const float val = evaluate(model, *val_loader, opt.val_steps, inputs, targets);
-      std::printf("step %6lld | val loss %.6f\n", (long long)done, val);
+      const float val = evaluate(model, *val_loader, opt.val_steps, inputs, targets, *comm);
+      monitor.sayf("step %6lld | val loss %.6f", (long long)done, val);
       summary.final_val_loss = val;
-      std::snprintf(line, sizeof(line), ",\"val_loss\":%.9g", val);
-      record += line;
+      record.add("val_loss", val);
     }
-    metrics << record << "}\n";
-    metrics.flush();
-    if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last)
-      print_sample(model, eot_token, decode, opt.sample_tokens, opt.seed, state.sample_counter);
-    if ((opt.save_every > 0 && done % opt.save_every == 0) || last) {
-      save_checkpoint(opt.run_dir, model, *optimizer, state, opt.keep_last);
+    monitor.step_done(done, loss, dt, record);
+    if (((opt.sample_every > 0 && done % opt.sample_every == 0) || last) && comm->is_root())
+      monitor.say(sample_text(model, eot_token, decode, opt.sample_tokens, opt.seed, state.sample_counter));
+    // SIGINT/SIGTERM: this step is complete; checkpoint it and stop (a signal during the last step changes nothing).
+    int stop = last ? 0 : monitor.stop_requested();
+    // Every rank stops after the same step (mpirun forwards signals, but not at the same instant).
+    if (world > 1 && !last && comm->any(stop != 0) && !stop) stop = SIGTERM;
+    if ((opt.save_every > 0 && done % opt.save_every == 0) || last || stop) {
+      // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
+      std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
+      if (comm->is_root()) save_checkpoint(opt.run_dir, model, whole ? *whole : *optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);
-      std::printf("saved checkpoint %s\n", summary.last_checkpoint.c_str());
-      std::fflush(stdout);
+      monitor.sayf("saved checkpoint %s", summary.last_checkpoint.c_str());
+    }
+    if (stop) {
+      summary.stopped_by_signal = stop;
+      break;
     }
   }
+  monitor.finish(summary);
   return summary;
 }
 
