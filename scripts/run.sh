@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+BUILD_TARGET=mptrain scripts/build.sh
 DATA_DIR=$(scripts/prepare_corpus.sh build/mptrain | tail -n 1)
 
 PRESET=${PRESET:-d4}
