@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,16 @@ inline std::string source_dir() { return MPTRAIN_SOURCE_DIR; }
 // True when Debian's python3 with torch is available (the PyTorch reference tests need it).
 inline bool have_torch() {
   return run_command("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1").exit_code == 0;
+}
+
+// A CLI failure as users must see it: a non-zero exit (not a signal) and exactly one output
+// line, starting with "mptrain: error:" and containing `needle`.
+inline void expect_clear_error(const RunResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.output;
+  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
 }
 
 // ||a - b|| / ||b|| over n values (b is the reference); the norm-wise relative error

@@ -142,14 +142,6 @@ inline void write_raw_safetensors(const std::string& path, const std::string& he
   f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
 }
 
-// Exactly one line on the output, starting with "mptrain: error:" and containing `needle`.
-inline void expect_clear_error(const RunResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.output;
-  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
-}
 
 // Every tensor of a and b: same names, dtypes, shapes and bytes.
 inline void expect_same_tensors(const SafetensorsFile& a, const SafetensorsFile& b) {

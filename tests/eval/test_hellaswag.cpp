@@ -24,6 +24,7 @@ namespace mptrain {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_clear_error;
 using testing::run_mptrain;
 using testing::TempDir;
 
@@ -47,13 +48,6 @@ void write_text_file(const std::string& path, const std::string& text) {
   f << text;
 }
 
-void expect_clear_error(const testing::RunResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.exit_code, 128) << r.output;
-  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
-}
 
 TEST(HellaSwag, TrainedModelPicksTheEndingItWasTrainedOn) {
   if (!fs::exists(vocab_dir() + "/encoder.json"))

@@ -15,16 +15,10 @@
 namespace mptrain {
 namespace {
 
+using testing::expect_clear_error;
 using testing::run_mptrain;
 using testing::TempDir;
 
-void expect_clear_error(const testing::RunResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.output;
-  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
-}
 
 std::string train(const std::string& dir, const std::string& extra, int steps = 2, const std::string& run = "run") {
   return "train --preset d2 --train-data '" + dir + "/train_*.bin' --batch 2 --seq 16 --steps " + std::to_string(steps) +

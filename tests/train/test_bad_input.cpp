@@ -11,17 +11,10 @@
 namespace mptrain {
 namespace {
 
+using testing::expect_clear_error;
 using testing::run_mptrain;
 using testing::TempDir;
 
-// Exactly one line on the output, starting with "mptrain: error:" and containing `needle`.
-void expect_clear_error(const testing::RunResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal: " << r.output;
-  EXPECT_EQ(r.output.rfind("mptrain: error:", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
-}
 
 std::string train(const std::string& data, const std::string& extra = "", const std::string& preset = "d2") {
   return "train --preset " + preset + " --train-data '" + data + "' --batch 2 --seq 16 --steps 2 --threads 1 --run-dir /tmp/mptrain-bad-input-run " + extra;
