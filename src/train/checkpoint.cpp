@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = "state.json";
 constexpr const char* kConfigFile = "config.json";
@@ -49,7 +48,7 @@ void write_model_file(const std::string& dir, const Gpt2Config& config, const Pa
   for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
   weights.set_metadata("format", "pt");
   weights.set_metadata("mptrain_config", config_json(config).dump());
-  weights.write(dir + "/" + kModelFile);
+  weights.write(dir + "/" + kCheckpointModelFile);
 }
 
 void write_state_file(const std::string& dir, const TrainState& state) {
@@ -160,7 +159,7 @@ bool checkpoint_has_optimizer_state(const std::string& ckpt_dir) {
 }
 
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
-  SafetensorsFile file(ckpt_dir + "/" + kModelFile);
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
   auto it = file.metadata().find("mptrain_config");
   if (it == file.metadata().end())
     throw Error("'" + file.path() + "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
@@ -180,7 +179,7 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
 }
 
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
-  SafetensorsFile file(ckpt_dir + "/" + kModelFile);
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
   float* params = model.params().data();
   for (const auto& spec : model.table().specs()) {
     // Rows beyond hf_shape (wte's padding) are zero, as at initialisation.
