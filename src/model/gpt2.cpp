@@ -66,8 +66,8 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
   return 6.0 * matmul_params + 6.0 * L * C * T;
 }
 
-Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx)
-    : config_(config), ctx_(ctx), table_(gpt2_param_table(config)) {
+Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
+    : config_(config), ctx_(ctx), precision_(precision), table_(gpt2_param_table(config)) {
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);

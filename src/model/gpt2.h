@@ -11,6 +11,7 @@
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
+#include "precision/precision.h"
 
 namespace mptrain {
 
@@ -42,9 +43,10 @@ double gpt2_flops_per_token(const Gpt2Config& config, int T);
 
 class Gpt2 {
  public:
-  Gpt2(const Gpt2Config& config, cpu::Context& ctx);
+  Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
 
   const Gpt2Config& config() const { return config_; }
+  Precision precision() const { return precision_; }
   const ParamTable& table() const { return table_; }
   FloatBuffer& params() { return params_; }
   const FloatBuffer& params() const { return params_; }
@@ -100,6 +102,7 @@ class Gpt2 {
 
   Gpt2Config config_;
   cpu::Context& ctx_;
+  Precision precision_;
   ParamTable table_;
   FloatBuffer params_, grads_;
   Gpt2Tensors w_, g_;
