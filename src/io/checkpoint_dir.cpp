@@ -154,7 +154,9 @@ void commit_checkpoint(const std::string& run_dir, int64_t step) {
     throw Error("[checkpoint] no partial checkpoint '" + partial.string() +
                 "' to commit (call begin_checkpoint first)");
 
-  // Make every byte durable before the rename can publish it.
+  // The manifest covers the files as written; then every byte is made durable before the
+  // rename can publish it.
+  write_checksum_manifest(partial.string());
   for (fs::recursive_directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->is_regular_file(ec))
       fsync_path(it->path(), false);
@@ -183,6 +185,43 @@ void commit_checkpoint(const std::string& run_dir, int64_t step) {
   fsync_dir(run.string());
 }
 
+void abort_checkpoint(const std::string& run_dir, int64_t step) noexcept {
+  try {
+    const fs::path run(run_dir);
+    const fs::path partial = run / partial_name(checkpoint_name(step));
+    std::error_code ec;
+    if (fs::exists(partial, ec)) remove_tree(run, partial);
+  } catch (...) {
+    // Best effort (see the header): the error being reported matters more.
+  }
+}
+
+ChecksumStatus verify_checkpoint(const std::string& ckpt_dir) {
+  return verify_checksum_manifest(ckpt_dir, kCheckpointModelFile);
+}
+
+namespace {
+
+// The chosen checkpoint, verified; for a run dir, a damaged one's error names an older one.
+std::string verified(const fs::path& ckpt, const fs::path& run_dir) {
+  try {
+    if (verify_checkpoint(ckpt.string()) == ChecksumStatus::NoManifest)
+      std::fprintf(stderr,
+                   "mptrain: warning: checkpoint %s has no %s (written before checksums); loading it unverified\n",
+                   ckpt.c_str(), kChecksumManifestFile);
+  } catch (const Error& e) {
+    if (run_dir.empty()) throw;
+    const int64_t step = parse_checkpoint_name(ckpt.filename().string()).value_or(0);
+    for (const Found& f : complete_checkpoints(run_dir))  // newest first: the first older one
+      if (f.step < step)
+        throw Error(std::string(e.what()) + "; an older checkpoint may be intact: " + f.path.string());
+    throw;
+  }
+  return ckpt.string();
+}
+
+}  // namespace
+
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   std::error_code ec;
@@ -191,13 +230,13 @@ std::string resolve_checkpoint(const std::string& path) {
                                std::string(kCheckpointModelFile) + ") or a run directory (containing '" +
                                kCheckpointLatestFile + "' and step_* checkpoints)";
   if (!fs::is_directory(p, ec)) throw Error("checkpoint path '" + path + "' is not a directory: " + expected);
-  if (is_complete(p)) return p.string();
+  if (is_complete(p)) return verified(p, {});
 
   const std::string latest = read_latest(p);
   if (!latest.empty() && parse_checkpoint_name(latest) && is_complete(p / latest))
-    return (p / latest).string();
+    return verified(p / latest, p);
   std::vector<Found> found = complete_checkpoints(p);
-  if (!found.empty()) return found.front().path.string();
+  if (!found.empty()) return verified(found.front().path, p);
   if (!latest.empty())
     throw Error("'" + (p / kCheckpointLatestFile).string() + "' names '" + latest +
                 "', which is not a complete checkpoint (no " + kCheckpointModelFile +
@@ -213,8 +252,29 @@ void prune_checkpoints(const std::string& run_dir, int keep_last) {
 
   const std::string latest = read_latest(run);
   std::vector<Found> found = complete_checkpoints(run);
+  // A good checkpoint survives whatever keep_last says: 'latest' (kept anyway) when it
+  // verifies, which is the usual case and costs one read-back of the checkpoint just written
+  // (from the page cache); else the newest one that verifies.
+  auto good = [](const fs::path& dir) {
+    try {
+      verify_checkpoint(dir.string());
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  fs::path newest_good;
+  if (!latest.empty() && parse_checkpoint_name(latest) && is_complete(run / latest) && good(run / latest)) {
+    newest_good = run / latest;
+  } else {
+    for (const Found& f : found)
+      if (good(f.path)) {
+        newest_good = f.path;
+        break;
+      }
+  }
   for (size_t i = static_cast<size_t>(keep_last); i < found.size(); ++i) {
-    if (found[i].path.filename() == latest) continue;
+    if (found[i].path.filename() == latest || found[i].path == newest_good) continue;
     remove_tree(run, found[i].path);
   }
 
