@@ -1,11 +1,13 @@
 // `mptrain prepare`: text files, folders or globs -> GPT-2 token shards (train/val)
-// in llm.c's format. The work is in data/prepare.h; this file maps options to it.
+// in llm.c's format, or with --task bert, BERT sentence-pair instance files. The work
+// is in data/prepare.h and data/bert_prepare.h; this file maps options to them.
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
 #include <memory>
 
 #include "cli/subcommands.h"
+#include "data/bert_prepare.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
 
@@ -17,11 +19,16 @@ void register_prepare(CLI::App& app, int& exit_code) {
     std::string vocab_dir;
     std::string progress = "auto";
     bool quiet = false;
+    std::string task = "gpt2";
+    BertPrepareOptions bert;
+    std::string nsp = "balanced";
+    bool cased = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "prepare",
-      "Tokenize text with GPT-2's BPE into train/val token shards (<out>/<name>_{val,train}_NNNNNN.bin)");
+      "Tokenize text with GPT-2's BPE into train/val token shards (<out>/<name>_{val,train}_NNNNNN.bin), "
+      "or with --task bert into BERT sentence-pair instances (<out>/<name>_{train,val}.bert)");
   cmd->add_option("inputs", a->opt.inputs, "Text files, folders (searched recursively) or glob patterns")
       ->required();
   cmd->add_option("-o,--out", a->opt.out_dir, "Output folder for the shards")->required();
@@ -49,8 +56,61 @@ void register_prepare(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   cmd->add_flag("-q,--quiet", a->quiet, "No progress display; only errors and the final summary");
-  cmd->callback([a, &exit_code]() {
+  cmd->add_option("--task", a->task, "gpt2: token shards; bert: BERT pretraining instances (MLM + NSP)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpt2", "bert"}));
+  auto* bert = "BERT (--task bert)";
+  cmd->add_option("--vocab", a->bert.vocab_path,
+                  "BERT: a WordPiece vocab.txt (default: train one of --vocab-size tokens on the training documents)")
+      ->group(bert);
+  cmd->add_option("--vocab-size", a->bert.vocab_size, "BERT: size of the vocabulary trained without --vocab")
+      ->capture_default_str()
+      ->check(CLI::Range(110, 65536))
+      ->group(bert);
+  cmd->add_option("--max-seq-len", a->bert.max_seq_len, "BERT: tokens per instance, [CLS] and [SEP]s included")
+      ->capture_default_str()
+      ->check(CLI::Range(5, 65535))
+      ->group(bert);
+  cmd->add_option("--dupe-factor", a->bert.dupe_factor,
+                  "BERT: passes over the training documents (each with other pairs and truncations)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->group(bert);
+  cmd->add_option("--short-seq-prob", a->bert.short_seq_prob, "BERT: probability of a shorter target length")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(bert);
+  cmd->add_option("--seed", a->bert.seed, "BERT: seed of the pairing, truncation and shuffling")
+      ->capture_default_str()
+      ->group(bert);
+  cmd->add_option("--nsp", a->nsp,
+                  "BERT: balanced (one-segment chunks make no instance, so IsNext/NotNext are 50/50) or google "
+                  "(create_pretraining_data exactly: one-segment chunks are always NotNext)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"balanced", "google"}))
+      ->group(bert);
+  cmd->add_flag("--cased", a->cased, "BERT: keep case and accents (a cased vocabulary)")->group(bert);
+  cmd->callback([a, cmd, &exit_code]() {
     a->opt.progress = a->quiet ? ProgressMode::kNone : parse_progress_mode(a->progress);
+    if (a->task != "bert")
+      for (const char* o : {"--vocab", "--vocab-size", "--max-seq-len", "--dupe-factor", "--short-seq-prob", "--seed",
+                            "--nsp", "--cased"})
+        if (cmd->count(o) > 0) throw Error(std::string("prepare: ") + o + " is an option of --task bert");
+    if (a->task == "bert") {
+      BertPrepareOptions b = a->bert;
+      b.inputs = a->opt.inputs;
+      b.excludes = a->opt.excludes;
+      b.doc_delimiter = a->opt.doc_delimiter;
+      b.out_dir = a->opt.out_dir;
+      b.name = a->opt.name;
+      b.val_fraction = a->opt.val_fraction;
+      b.lower_case = !a->cased;
+      b.nsp = a->nsp == "google" ? NspRule::kGoogle : NspRule::kBalanced;
+      b.progress = a->opt.progress;
+      std::fputs(describe(prepare_bert(b)).c_str(), stdout);
+      exit_code = 0;
+      return;
+    }
     const Gpt2Tokenizer tok = Gpt2Tokenizer::load(find_vocab_dir(a->vocab_dir, nullptr));
     const PrepareSummary summary = prepare_corpus(tok, a->opt);
     std::fputs(describe(summary).c_str(), stdout);
