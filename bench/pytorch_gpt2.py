@@ -31,12 +31,14 @@ bf16, loss fp32.
 reported (compile=unavailable), and the run is eager.
 
 Output: human-readable lines per step, then ONE line
-  RESULT ms_per_step=<median of timed steps> tokens_per_s=<B*T/median> precision=<..> threads=<..> [more key=value]
+  RESULT ms_per_step=<median of timed steps> tokens_per_s=<B*T/median> precision=<..> threads=<..> [more key=value,
+         among them peak_rss_mb=<the process's resident-memory high-water mark>]
 BLAS / build information goes to stderr.
 """
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -178,9 +180,11 @@ def main(argv=None):
     tps = B * T / (med / 1e3)
     print(f"pytorch: {med:.1f} ms/step | {tps:.0f} tok/s (median of {len(times)}; "
           f"min {min(times):.1f}, max {max(times):.1f})", flush=True)
+    # Peak resident memory of this process (ru_maxrss is in KiB on Linux), as mptrain bench reports its own.
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"RESULT ms_per_step={med:.3f} tokens_per_s={tps:.1f} precision={a.precision} "
           f"threads={torch.get_num_threads()} preset={a.preset} batch={B} seq={T} vocab={a.vocab} "
-          f"compile={compile_state}", flush=True)
+          f"compile={compile_state} peak_rss_mb={peak_mb:.1f}", flush=True)
     return 0
 
 

@@ -3,12 +3,14 @@
 #include <memory>
 
 #include "cli/subcommands.h"
+#include "core/error.h"
+#include "precision/precision.h"
 #include "train/bench.h"
 
 namespace mptrain {
 
 void register_bench(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("bench", "Time GPT-2 training steps (and PyTorch on the same work)");
+  auto* cmd = app.add_subcommand("bench", "Time GPT-2 training steps (and PyTorch on the same work); --ladder: every precision");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option("--preset", o->preset)->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
@@ -19,6 +21,13 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "Optimizer: adamw or sophia (its Hessian steps are part of the timing)")
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
+  cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
+      ->capture_default_str();
+  cmd->add_flag("--ladder", o->ladder,
+                "Time every precision (fp32, tf32, bf16, fp16) on the same work, each in its own process, and the "
+                "PyTorch peer in fp32 and bf16; print one table");
+  // Used by the ladder for its child runs (not in --help).
+  cmd->add_flag("--result-line", o->result_line)->group("");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "Progress display: auto, bar, lines or none")
@@ -28,8 +37,11 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script, "Path of bench/pytorch_gpt2.py");
-  cmd->callback([o, progress, &exit_code]() {
+  cmd->callback([cmd, o, progress, &exit_code]() {
     o->progress = parse_progress_mode(*progress);
+    parse_precision(o->precision);  // an unknown name: one clear error before any work
+    MPT_CHECK(!o->ladder || cmd->count("--precision") == 0,
+              "--ladder runs every precision; drop --precision (or drop --ladder to time one)");
     run_bench(*o);
     exit_code = 0;
   });

@@ -12,6 +12,7 @@
 #include "data/loader.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
+#include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
 
@@ -30,9 +31,11 @@ struct EvalOptions {
   bool verbose = false;
   int threads = 0;
   std::string vocab_dir;
+  std::string precision = "fp32";
 };
 
 void run_eval(const EvalOptions& o) {
+  const Precision precision = parse_precision(o.precision);
   MPT_CHECK(!o.data.empty() || !o.hellaswag.empty(),
             "nothing to evaluate: give --data GLOB and/or --hellaswag FILE");
   MPT_CHECK(o.steps >= 0, "--steps must be >= 0 (0 = one pass over the data)");
@@ -60,11 +63,11 @@ void run_eval(const EvalOptions& o) {
   }
 
   cpu::Context ctx;
-  Gpt2 model(config, ctx);
+  Gpt2 model(config, ctx, precision);
   load_checkpoint_model(dir, model);
-  std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads\n",
+  std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s\n",
               dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd,
-              config.vocab_size, config.block_size, omp_get_max_threads());
+              config.vocab_size, config.block_size, omp_get_max_threads(), precision_name(precision));
   std::fflush(stdout);
 
   if (loader) {
@@ -120,6 +123,8 @@ void register_eval(CLI::App& app, int& exit_code) {
   cmd->add_flag("--verbose", o->verbose, "Print each example's losses and picks");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)")
+      ->capture_default_str();
   cmd->callback([o, &exit_code]() {
     run_eval(*o);
     exit_code = 0;

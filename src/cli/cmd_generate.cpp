@@ -8,6 +8,7 @@
 #include "cli/vocab.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
+#include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/sampler.h"
 
@@ -20,9 +21,11 @@ struct GenerateOptions {
   std::string vocab_dir;
   SampleOptions sample;
   int num_samples = 1;
+  std::string precision = "fp32";
 };
 
 void run_generate(const GenerateOptions& o) {
+  const Precision precision = parse_precision(o.precision);
   MPT_CHECK(o.sample.max_new_tokens > 0, "--max-new-tokens must be positive");
   MPT_CHECK(o.sample.top_k >= 0, "--top-k must be >= 0");
   MPT_CHECK(o.sample.temperature >= 0.0f, "--temperature must be >= 0");
@@ -33,7 +36,7 @@ void run_generate(const GenerateOptions& o) {
             "the checkpoint's vocabulary (" + std::to_string(config.vocab_size) +
                 ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");
   cpu::Context ctx;
-  Gpt2 model(config, ctx);
+  Gpt2 model(config, ctx, precision);
   load_checkpoint_model(dir, model);
   std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()} : tokenizer->encode(o.prompt);
   model.plan(1, std::min<int>(config.block_size, static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
@@ -57,6 +60,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->sample.seed)->capture_default_str();
   cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
   cmd->callback([o, &exit_code]() {
     run_generate(*o);
     exit_code = 0;

@@ -43,6 +43,16 @@ void register_train(CLI::App& app, int& exit_code) {
   auto recipe = std::make_shared<std::string>();
   cmd->add_option("--recipe", *recipe,
                   "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given explicitly win)");
+  cmd->add_option("--precision", opt->precision,
+                  "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
+                  "loss scaling). Default fp32; on --resume, the checkpoint's");
+  cmd->add_option("--loss-scale-init", opt->loss_scale_init, "fp16: initial loss scale (GradScaler's init_scale)")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale-growth-interval", opt->loss_scale_growth_interval,
+                  "fp16: clean steps in a row before the loss scale doubles")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  // Testing only (not in --help): inject an inf gradient on these steps to exercise fp16's skip path.
+  cmd->add_option("--fault-inf-grad", opt->fault_inf_grad_steps)->group("")->delimiter(',');
   cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")->capture_default_str();
   cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")->capture_default_str();
   cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(CLI::PositiveNumber);

@@ -1,8 +1,19 @@
 // `mptrain bench`: times full GPT-2 training steps on synthetic tokens and, in the
 // same invocation, the PyTorch peer (bench/pytorch_gpt2.py) on the same model, batch
 // and optimizer, printing both and their ratio.
+//
+// --precision P times one precision (the peer runs fp32, or bf16 under torch's CPU
+// autocast; torch 1.13 has no CPU fp16/TF32 autocast, so those have no peer).
+// --ladder times fp32, tf32, bf16 and fp16 on the same preset, batch and sequence, each in
+// its own child process (`mptrain bench --precision P --result-line`), so that each one's
+// peak memory is its own resident-set high-water mark (VmHWM: parameters, gradients,
+// optimizer state, activations, low-precision weight copies and library workspaces, all of
+// it), then the peer in fp32 and bf16, and prints one table with the speed-up over fp32 and
+// the mptrain/PyTorch ratios.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/progress.h"
 
@@ -17,6 +28,9 @@ struct BenchOptions {
   int warmup = 1;   // untimed steps first
   int threads = 0;  // 0 = all cores
   std::string optimizer = "adamw";  // adamw | sophia (default hyperparameters; Hessian every 10 steps)
+  std::string precision = "fp32";   // fp32 | tf32 | bf16 | fp16 (precision/precision.h)
+  bool ladder = false;              // every precision in one run (see above)
+  bool result_line = false;         // also print one machine-readable "RESULT key=value ..." line
   bool peer = true;
   ProgressMode progress = ProgressMode::kAuto;  // bar on a terminal (step lines above it), else lines
   bool quiet = false;        // only the results
@@ -29,9 +43,22 @@ struct BenchResult {
   double ms_per_step = 0.0;  // median
   double tokens_per_s = 0.0;
   double tflops = 0.0;
+  double peak_rss_mb = 0.0;  // VmHWM of the process after the timed steps
+  float last_loss = 0.0f;
+  int64_t skipped_steps = 0;  // fp16: steps the loss scaler skipped
   double peer_ms_per_step = 0.0;  // 0 when the peer did not run
 };
 
+// One rung of the ladder: a precision's result, or why it has none.
+struct LadderRung {
+  std::string precision;
+  BenchResult result;
+  std::string error;  // empty when the rung ran
+};
+
+// One precision, or with options.ladder the whole ladder (the result is then fp32's).
 BenchResult run_bench(const BenchOptions& options);
+// The ladder alone (also what run_bench does with options.ladder): one rung per precision.
+std::vector<LadderRung> run_ladder(const BenchOptions& options);
 
 }  // namespace mptrain

@@ -2,6 +2,7 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,26 +59,13 @@ void write_state_file(const std::string& dir, const TrainState& state) {
                        {"train_epoch", state.train_pos.epoch},
                        {"seed", state.seed},
                        {"sample_counter", state.sample_counter},
+                       {"precision", state.precision},
                        {"options", state.options}};
+  if (state.has_loss_scaler)
+    st["loss_scaler"] = {{"scale", state.loss_scale},
+                         {"growth_tracker", state.growth_tracker},
+                         {"skipped_steps", state.skipped_steps}};
   write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
-}
-
-nlohmann::json parse_json(const std::string& text, const std::string& what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what + " is not valid JSON: " + e.what());
-  }
-}
-
-template <typename T>
-T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
-  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(what + ": field '" + key + "' has the wrong type");
-  }
 }
 
 }  // namespace
@@ -163,19 +151,7 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
   auto it = file.metadata().find("mptrain_config");
   if (it == file.metadata().end())
     throw Error("'" + file.path() + "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
-  const std::string what = "model config in '" + file.path() + "'";
-  nlohmann::json j = parse_json(it->second, what);
-  Gpt2Config c;
-  c.block_size = json_get<int>(j, "block_size", what);
-  c.vocab_size = json_get<int>(j, "vocab_size", what);
-  c.padded_vocab_size = json_get<int>(j, "padded_vocab_size", what);
-  c.n_layer = json_get<int>(j, "n_layer", what);
-  c.n_head = json_get<int>(j, "n_head", what);
-  c.n_embd = json_get<int>(j, "n_embd", what);
-  if (j.contains("ln_eps")) c.ln_eps = json_get<float>(j, "ln_eps", what);  // older checkpoints: the default
-  if (j.contains("init_std")) c.init_std = json_get<float>(j, "init_std", what);
-  validate(c);
-  return c;
+  return parse_checkpoint_config(it->second, "model config in '" + file.path() + "'");
 }
 
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
@@ -218,17 +194,7 @@ void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& ta
 
 TrainState load_checkpoint_state(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/" + kStateFile;
-  nlohmann::json j = parse_json(read_file(path), "'" + path + "'");
-  const std::string what = "'" + path + "'";
-  TrainState s;
-  s.step = json_get<int64_t>(j, "step", what);
-  s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
-  s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
-  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
-  s.seed = json_get<uint64_t>(j, "seed", what);
-  s.sample_counter = json_get<uint64_t>(j, "sample_counter", what);
-  if (j.contains("options")) s.options = j["options"];
-  return s;
+  return parse_checkpoint_state(read_file(path), "'" + path + "'");
 }
 
 }  // namespace mptrain

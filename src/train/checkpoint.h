@@ -8,7 +8,9 @@
 //                          "optimizer" = adamw|sophia (absent in older files: adamw) and the
 //                          optimizer's scalar state (Sophia: "hessian_updates", its RNG counter)
 //                          (absent from weights-only checkpoints, e.g. imported ones)
-//   state.json             step, data position, seeds and counters: everything needed to resume
+//   state.json             step, data position, seeds and counters: everything needed to resume;
+//                          "precision" (fp32|tf32|bf16|fp16; absent in older files: fp32) and,
+//                          for fp16, "loss_scaler": {scale, growth_tracker, skipped_steps}
 #pragma once
 #include <cstdint>
 #include <string>
@@ -27,6 +29,12 @@ struct TrainState {
   LoaderPosition train_pos;    // where the next training window starts
   uint64_t seed = 0;
   uint64_t sample_counter = 0; // RNG counter of the sampler
+  std::string precision = "fp32";  // the precision the run trained in (precision/precision.h)
+  // fp16's dynamic loss scaler (precision/loss_scaler.h), restored exactly on resume.
+  bool has_loss_scaler = false;
+  float loss_scale = 0.0f;
+  int growth_tracker = 0;
+  int64_t skipped_steps = 0;
   nlohmann::json options;      // the training options of the run that wrote it (informational)
 };
 
@@ -58,6 +66,10 @@ void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& ta
 // "adamw" or "sophia": which optimizer wrote the checkpoint's optimizer state.
 std::string checkpoint_optimizer_name(const std::string& ckpt_dir);
 TrainState load_checkpoint_state(const std::string& ckpt_dir);
+// The parsers behind those two, on text already read (`what` names the source in errors):
+// model.safetensors' "mptrain_config" metadata and state.json. Also the fuzz targets' entry points.
+Gpt2Config parse_checkpoint_config(const std::string& text, const std::string& what);
+TrainState parse_checkpoint_state(const std::string& text, const std::string& what);
 
 // The Hugging Face GPT2Config JSON for a config.
 nlohmann::json hf_gpt2_config(const Gpt2Config& config);

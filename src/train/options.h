@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,17 @@ struct TrainOptions {
   SophiaHyper sophia;
   std::string recipe;  // the --recipe applied, if any (informational)
   float grad_clip = 1.0f;  // 0 = off
+  // precision (precision/precision.h): fp32 | tf32 | bf16 | fp16. Empty = not given: fp32 for
+  // a new run (also with --init-from), the checkpoint's precision on --resume. A value given
+  // on --resume wins over the checkpoint's (the trajectory then differs from the original run).
+  std::string precision;
+  // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
+  // growth_interval. On --resume the checkpoint's scale and counter are restored instead.
+  float loss_scale_init = 65536.0f;
+  int loss_scale_growth_interval = 2000;
+  // Testing only (hidden flag --fault-inf-grad): after backward on these optimizer steps one
+  // gradient element is set to +inf, as an fp16 overflow would; requires fp16.
+  std::vector<int64_t> fault_inf_grad_steps;
   // evaluation, sampling, checkpoints
   int64_t val_every = 0;  // 0 = only at the end
   int val_steps = 20;

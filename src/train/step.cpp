@@ -3,12 +3,15 @@
 
 #include <limits>
 
+#include "core/error.h"
 #include "optim/grad_norm.h"
 
 namespace mptrain {
 
 StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp) {
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp,
+                     bool fault_inf_grad) {
+  MPT_CHECK(!fault_inf_grad || scaler, "an injected inf gradient needs fp16 loss scaling (nothing would skip the step)");
   // Without data parallelism: one process, its optimizer over the whole buffer.
   float* grads = model.grads().data();
   const size_t lo = dp ? dp->begin() : 0, count = dp ? dp->end() - lo : model.num_params();
@@ -28,6 +31,7 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
     dp->average_gradients(grads);  // grads[lo, lo + count) now hold the mean over ranks
   }
   stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
+  if (fault_inf_grad && count > 0) grads[lo] = std::numeric_limits<float>::infinity();
   if (scaler) {
     bool found_inf = scaler->unscale_and_check(grads + lo, count);
     if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none

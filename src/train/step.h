@@ -40,8 +40,10 @@ struct StepStats {
 // With data parallelism (dp, see dist/data_parallel.h) the micro-batches are this rank's
 // slices: losses and gradients are averaged over ranks, the norm is global, and the
 // optimizer (built over dp->optimizer_table()) updates this rank's range, gathered with ZeRO-1.
+// fault_inf_grad (testing, needs a scaler): after backward one gradient element of this rank's
+// range is set to +inf, as an fp16 overflow would, so the skip path runs as for a real one.
 StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
                      float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr,
-                     DataParallel* dp = nullptr);
+                     DataParallel* dp = nullptr, bool fault_inf_grad = false);
 
 }  // namespace mptrain

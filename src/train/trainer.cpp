@@ -3,12 +3,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/context.h"
@@ -21,6 +23,8 @@
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
+#include "precision/loss_scaler.h"
+#include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/run_monitor.h"
 #include "train/sampler.h"
@@ -67,7 +71,13 @@ std::string sample_text(Gpt2& model, int eot, const DecodeFn& decode, int n, uin
 
 }  // namespace
 
-TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int eot_token) {
+TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token) {
+  // The run's options with its precision resolved (given, the checkpoint's on --resume, or fp32):
+  // config.json, state.json and the log show the precision actually used.
+  TrainOptions opt = options;
+  // An unknown name fails here, before any output.
+  std::optional<Precision> given_precision;
+  if (!opt.precision.empty()) given_precision = parse_precision(opt.precision);
   MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
@@ -89,12 +99,14 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
             "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one of them");
   std::string resume_dir, init_dir;
   Gpt2Config config;
+  TrainState resumed;  // the checkpoint's state when resuming
   if (!opt.resume.empty()) {
     resume_dir = resolve_checkpoint(opt.resume);
     MPT_CHECK(checkpoint_has_optimizer_state(resume_dir),
               "checkpoint '" + resume_dir + "' holds weights only (no optimizer state), so it cannot be resumed; "
               "start a new run from its weights with --init-from " + opt.resume);
     config = load_checkpoint_config(resume_dir);
+    resumed = load_checkpoint_state(resume_dir);
   } else if (!opt.init_from.empty()) {
     init_dir = resolve_checkpoint(opt.init_from);
     config = load_checkpoint_config(init_dir);
@@ -103,8 +115,27 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   }
   MPT_CHECK(T <= config.block_size, "--seq " + std::to_string(T) + " is longer than the model's context of " +
                                         std::to_string(config.block_size) + " positions");
+  // Precision: --precision when given, else the resumed run's own, else fp32. Master weights,
+  // gradients and optimizer state are fp32 in every precision, so a checkpoint resumes (or
+  // --init-from starts) in any of them; only the loss scaler is fp16's alone.
+  const Precision ckpt_precision = resume_dir.empty() ? Precision::Fp32 : parse_precision(resumed.precision);
+  const Precision precision = given_precision ? *given_precision : ckpt_precision;
+  opt.precision = precision_name(precision);
+  MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
+            "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
+  MPT_CHECK(!needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
+            "--loss-scale-init must be finite and positive");
+  MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
   cpu::Context ctx;
-  Gpt2 model(config, ctx);
+  Gpt2 model(config, ctx, precision);
+  // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
+  std::unique_ptr<LossScaler> scaler;
+  if (needs_loss_scaler(precision)) {
+    scaler = std::make_unique<LossScaler>(
+        LossScalerConfig{.init_scale = opt.loss_scale_init, .growth_interval = opt.loss_scale_growth_interval});
+    if (resumed.has_loss_scaler)
+      scaler->restore(resumed.loss_scale, resumed.growth_tracker, resumed.skipped_steps);
+  }
   // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed).
   const OptimizerFactory make_opt = [&](const ParamTable& table) {
     return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed);
@@ -125,7 +156,7 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
       load_checkpoint_optimizer(resume_dir, model.table(), *whole);
       dp.scatter_optimizer(*whole, *optimizer);
     }
-    state = load_checkpoint_state(resume_dir);
+    state = resumed;
   } else if (!init_dir.empty()) {
     load_checkpoint_model(init_dir, model);
   } else {
@@ -133,6 +164,8 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
   }
   dp.broadcast_params(model.params().data());  // every rank starts from rank 0's bits
   state.options = opt.to_json();
+  state.precision = opt.precision;
+  state.has_loss_scaler = false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
   model.plan(B, T);
 
   TokenLoader train_loader(opt.train_data, B, T, config.vocab_size, comm->rank(), world);
@@ -167,6 +200,15 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
                  dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
   if (!resume_dir.empty()) monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
   if (!init_dir.empty()) monitor.sayf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
+  if (!resume_dir.empty() && precision != ckpt_precision)
+    monitor.sayf("precision %s given; the checkpoint trained in %s (weights and optimizer state are fp32 in both)\n",
+                 precision_name(precision), precision_name(ckpt_precision));
+  if (scaler)
+    monitor.sayf("precision fp16: dynamic loss scaling, scale %g (x2 after %d clean steps, x0.5 and skip on inf/NaN)%s\n",
+                 scaler->scale(), opt.loss_scale_growth_interval,
+                 resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
+  else
+    monitor.sayf("precision %s\n", precision_name(precision));
   monitor.start();
 
   std::vector<int> inputs(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
@@ -176,13 +218,21 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
     const float lr = schedule.at(step);
     const StepStats stats = train_step(
         model, *optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
-        inputs.data(), targets.data(), nullptr, &dp);
+        inputs.data(), targets.data(), scaler.get(), &dp,
+        std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
+            opt.fault_inf_grad_steps.end());
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
     const double dt = now_seconds() - t0;
     const int64_t done = step + 1;
     state.step = done;
     state.train_pos = train_loader.position();
+    if (scaler) {
+      state.has_loss_scaler = true;
+      state.loss_scale = scaler->scale();
+      state.growth_tracker = scaler->growth_tracker();
+      state.skipped_steps = scaler->skipped_steps();
+    }
     summary.final_train_loss = loss;
     summary.steps_done = done;
 
@@ -191,12 +241,21 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
       // Sophia's Hessian steps add the win rate: the fraction of unclipped coordinates.
       char curvature[64] = "";
       if (stats.curvature) std::snprintf(curvature, sizeof(curvature), " | win rate %.3f", stats.win_rate);
-      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + curvature);
+      // fp16: the scale this step used and the skipped steps so far.
+      char scaling[64] = "";
+      if (scaler)
+        std::snprintf(scaling, sizeof(scaling), " | scale %g skipped %lld", stats.loss_scale,
+                      (long long)scaler->skipped_steps());
+      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + scaling + curvature);
     }
     // metrics.jsonl: the standard fields, then each feature's own (train/metrics.h).
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
     if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
+    // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
+    if (scaler)
+      record.add("loss_scale", stats.loss_scale).add("skipped", stats.skipped)
+          .add("skipped_steps", scaler->skipped_steps());
     if (stats.curvature)
       record.add("win_rate", stats.win_rate).add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
@@ -225,6 +284,9 @@ TrainSummary run_training(const TrainOptions& opt, const DecodeFn& decode, int e
       break;
     }
   }
+  if (scaler)
+    monitor.sayf("loss scaling: scale %g, %lld skipped step(s) in the run\n", scaler->scale(),
+                 (long long)scaler->skipped_steps());
   monitor.finish(summary);
   return summary;
 }

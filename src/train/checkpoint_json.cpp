@@ -1,0 +1,81 @@
+// The JSON a checkpoint carries that mptrain reads back: state.json (TrainState) and the
+// "mptrain_config" metadata of model.safetensors (Gpt2Config). Kept apart from checkpoint.cpp
+// so that these parsers link without the model (fuzz/checkpoint_state_fuzz.cpp,
+// fuzz/model_config_fuzz.cpp).
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+
+namespace mptrain {
+
+namespace {
+
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + " is not valid JSON: " + e.what());
+  }
+}
+
+template <typename T>
+T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(what + ": field '" + key + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+Gpt2Config parse_checkpoint_config(const std::string& text, const std::string& what) {
+  nlohmann::json j = parse_json(text, what);
+  Gpt2Config c;
+  c.block_size = json_get<int>(j, "block_size", what);
+  c.vocab_size = json_get<int>(j, "vocab_size", what);
+  c.padded_vocab_size = json_get<int>(j, "padded_vocab_size", what);
+  c.n_layer = json_get<int>(j, "n_layer", what);
+  c.n_head = json_get<int>(j, "n_head", what);
+  c.n_embd = json_get<int>(j, "n_embd", what);
+  if (j.contains("ln_eps")) c.ln_eps = json_get<float>(j, "ln_eps", what);  // older checkpoints: the default
+  if (j.contains("init_std")) c.init_std = json_get<float>(j, "init_std", what);
+  validate(c);
+  return c;
+}
+
+TrainState parse_checkpoint_state(const std::string& text, const std::string& what) {
+  nlohmann::json j = parse_json(text, what);
+  TrainState s;
+  s.step = json_get<int64_t>(j, "step", what);
+  s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
+  s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
+  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
+  s.seed = json_get<uint64_t>(j, "seed", what);
+  s.sample_counter = json_get<uint64_t>(j, "sample_counter", what);
+  if (j.contains("options")) s.options = j["options"];
+  if (j.contains("precision")) {  // older checkpoints and imported ones: fp32
+    s.precision = json_get<std::string>(j, "precision", what);
+    try {
+      parse_precision(s.precision);
+    } catch (const Error& e) {
+      throw Error(what + ": " + e.what());
+    }
+  }
+  if (j.contains("loss_scaler")) {
+    const nlohmann::json& ls = j["loss_scaler"];
+    const std::string lwhat = what + " loss_scaler";
+    s.has_loss_scaler = true;
+    s.loss_scale = json_get<float>(ls, "scale", lwhat);
+    s.growth_tracker = json_get<int>(ls, "growth_tracker", lwhat);
+    s.skipped_steps = json_get<int64_t>(ls, "skipped_steps", lwhat);
+    MPT_CHECK(std::isfinite(s.loss_scale) && s.loss_scale > 0.0f && s.growth_tracker >= 0 && s.skipped_steps >= 0,
+              lwhat + ": scale must be finite and positive, growth_tracker and skipped_steps non-negative");
+  }
+  return s;
+}
+
+}  // namespace mptrain
