@@ -1,0 +1,26 @@
+// Context internals shared by context.cpp and gemm.cpp (the only files that include cuBLASLt).
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/gemm_plan.h"
+
+namespace mptrain::cuda {
+
+struct Context::Impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans;
+};
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,222 @@
+// cuBLASLt behind gemm.h. cuBLASLt is column-major; a row-major matrix X[r,c] is the
+// column-major X^T[c,r] with the same memory and leading dimension c. So the row-major
+// product C = op(A)·op(B) is computed as the column-major C^T = op(B)^T·op(A)^T: cuBLAS's
+// first operand is our B, its second our A, and its D is C^T[N,M] with leading dimension N.
+// A transpose flag carries over unchanged (B stored [K,N] row-major is B^T[N,K] column-major:
+// cuBLAS's A as stored, rows N, ld N; stored [N,K] it is [K,N] column-major with ld K, and
+// cuBLAS transposes it). In these terms cuBLAS's "rows of D" are our N: the bias (length
+// N, broadcast over rows of C) is cuBLAS's bias over rows of D, and our BiasGradB (sum over
+// k of op(B)) is cuBLAS's BGRADA (its A is our B).
+#include "backend/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/context_impl.h"
+#include "core/error.h"
+
+namespace mptrain::cuda {
+
+const char* math_name(MathMode m) { return m == MathMode::Fp32 ? "fp32" : "tf32"; }
+
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::None:
+      return "none";
+    case Epilogue::Bias:
+      return "bias";
+    case Epilogue::GeluBias:
+      return "gelu_bias";
+    case Epilogue::DGelu:
+      return "dgelu";
+    case Epilogue::BiasGradB:
+      return "bias_grad_b";
+  }
+  return "?";
+}
+
+GemmPlan& GemmPlan::operator=(GemmPlan&& o) noexcept {
+  std::swap(desc, o.desc);
+  std::swap(a, o.a);
+  std::swap(b, o.b);
+  std::swap(c, o.c);
+  std::swap(algo, o.algo);
+  return *this;
+}
+
+GemmPlan::~GemmPlan() {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+}
+
+namespace {
+
+cudaDataType_t cuda_type(StorageType t) {
+  switch (t) {
+    case StorageType::F32:
+      return CUDA_R_32F;
+    case StorageType::BF16:
+      return CUDA_R_16BF;
+    case StorageType::F16:
+      return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue e, bool has_bias) {
+  switch (e) {
+    case Epilogue::None:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::Bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::GeluBias:
+      return has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::DGelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::BiasGradB:
+      return CUBLASLT_EPILOGUE_BGRADA;  // cuBLAS's A is our B (see the top of this file)
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// Largest power of two dividing the address, capped at 256 (cuBLASLt's default assumption).
+int alignment_of(const void* p) {
+  if (p == nullptr) return 256;
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  int a = 1;
+  while (a < 256 && (u & static_cast<uintptr_t>(a)) == 0) a <<= 1;
+  return a;
+}
+
+std::string describe(const GemmKey& k) {
+  return "M=" + std::to_string(k.M) + " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K) +
+         " trans_a=" + std::to_string(k.trans_a) + " trans_b=" + std::to_string(k.trans_b) +
+         " C=" + storage_name(static_cast<StorageType>(k.tc)) +
+         " A/B=" + storage_name(static_cast<StorageType>(k.tab)) +
+         " math=" + math_name(static_cast<MathMode>(k.math)) +
+         " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue)) +
+         " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment);
+}
+
+void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
+  MPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, value, size));
+}
+
+GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
+  GemmPlan p;
+  const StorageType tab = static_cast<StorageType>(k.tab);
+  const StorageType tc = static_cast<StorageType>(k.tc);
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (tab == StorageType::F32 && static_cast<MathMode>(k.math) == MathMode::Tf32)
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  MPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+  const cublasOperation_t op_a = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
+  const cublasOperation_t op_b = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+  const Epilogue ep = static_cast<Epilogue>(k.epilogue);
+  const cublasLtEpilogue_t lt_ep = lt_epilogue(ep, has_bias);
+  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_ep, sizeof(lt_ep));
+  if (ep != Epilogue::None) {
+    const int32_t bias_type = cuda_type(tc);  // bias and bias gradient in C's type
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
+  }
+  if (ep == Epilogue::GeluBias || ep == Epilogue::DGelu) {
+    const int64_t ld = k.aux_ld;
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
+    const int32_t aux_type = cuda_type(tc);
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type, sizeof(aux_type));
+  }
+  const cudaDataType_t dab = cuda_type(tab), dc = cuda_type(tc);
+  // cuBLAS's A = our B: [N,K] column-major when our B is not transposed, else [K,N].
+  if (k.trans_b)
+    MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, dab, k.K, k.N, k.K));
+  else
+    MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, dab, k.N, k.K, k.N));
+  // cuBLAS's B = our A: [K,M] column-major when our A is not transposed, else [M,K].
+  if (k.trans_a)
+    MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, dab, k.M, k.K, k.M));
+  else
+    MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, dab, k.K, k.M, k.K));
+  MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, dc, k.N, k.M, k.N));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  MPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  {
+    const uint64_t ws = im.workspace_bytes;
+    const uint32_t align = static_cast<uint32_t>(k.alignment);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+    status = cublasLtMatmulAlgoGetHeuristic(im.lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw LibraryError("[gemm] cuBLASLt has no algorithm for " + describe(k) + " (" +
+                       cublasLtGetStatusName(status) + ")");
+  p.algo = result.algo;
+  return p;
+}
+
+}  // namespace
+
+void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
+  GemmKey k;
+  k.M = M, k.N = N, k.K = K;
+  k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;
+  k.tc = static_cast<int>(tc), k.tab = static_cast<int>(tab);
+  k.math = static_cast<int>(tab == StorageType::F32 ? math : MathMode::Fp32);
+  k.epilogue = static_cast<int>(ep.kind);
+  MPT_CHECK(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size: " + describe(k));
+  MPT_CHECK(tc == tab || tc == StorageType::F32,
+            "[gemm] C must have the operands' type or fp32: " + describe(k));
+  if (M == 0 || N == 0) return;
+  // An empty sum (K == 0) would need cuBLASLt layouts with a zero dimension; no caller has one.
+  MPT_CHECK(K > 0, "[gemm] K must be positive: " + describe(k));
+  MPT_CHECK(c && a && b, "[gemm] null pointer: " + describe(k));
+  const bool uses_aux = ep.kind == Epilogue::GeluBias || ep.kind == Epilogue::DGelu;
+  MPT_CHECK(ep.kind != Epilogue::Bias || ep.bias, "[gemm] the bias epilogue needs a bias: " + describe(k));
+  MPT_CHECK(ep.kind != Epilogue::BiasGradB || ep.bias_grad,
+            "[gemm] the bias-gradient epilogue needs bias_grad: " + describe(k));
+  MPT_CHECK(!uses_aux || ep.aux, "[gemm] the GELU epilogues need aux: " + describe(k));
+  MPT_CHECK(!uses_aux || N % 8 == 0, "[gemm] the GELU epilogues need N % 8 == 0: " + describe(k));
+  MPT_CHECK(ep.kind != Epilogue::DGelu || !accumulate, "[gemm] DGelu overwrites C (accumulate=false): " + describe(k));
+  if (uses_aux) k.aux_ld = N;
+  const bool has_bias = ep.bias != nullptr;
+  int align = 256;
+  for (const void* p : {static_cast<const void*>(c), a, b, ep.bias, static_cast<const void*>(ep.bias_grad),
+                        static_cast<const void*>(ep.aux)})
+    align = std::min(align, alignment_of(p));
+  k.alignment = align;
+  // GeluBias without a bias is another cuBLASLt epilogue: keep it a distinct plan.
+  if (ep.kind == Epilogue::GeluBias && !has_bias) k.epilogue = 100 + static_cast<int>(ep.kind);
+
+  Context::Impl& im = ctx.impl();
+  auto it = im.plans.find(k);
+  if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, has_bias, im)).first;
+  GemmPlan& p = it->second;
+  if (ep.kind == Epilogue::Bias || (ep.kind == Epilogue::GeluBias && has_bias))
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias));
+  if (ep.kind == Epilogue::BiasGradB)
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias_grad, sizeof(ep.bias_grad));
+  if (uses_aux) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof(ep.aux));
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  MPT_CUBLAS_CHECK(cublasLtMatmul(im.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                                  im.workspace, im.workspace_bytes, im.stream));
+}
+
+size_t gemm_plan_count(Context& ctx) { return ctx.impl().plans.size(); }
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,44 @@
+// Matrix products through cuBLASLt, with the row-major semantics of cpu::gemm:
+//   C[M,N] = op(A)·op(B) (+ C when accumulate)
+//   op(A) = A stored [M,K] (trans_a false) or A^T with A stored [K,M]
+//   op(B) = B stored [K,N] (trans_b false) or B^T with B stored [N,K]
+// A and B share one storage type `tab`; C is either that type or fp32 (fp32 master gradients
+// from 16-bit operands). Products accumulate in fp32 in every mode:
+//   MathMode::Fp32  fp32 operands, CUBLAS_COMPUTE_32F: no tensor cores (the ladder's first row)
+//   MathMode::Tf32  fp32 operands, CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, 10-bit mantissa inputs
+//   bf16 / fp16 operands: tensor cores, CUBLAS_COMPUTE_32F (MathMode is ignored)
+// Epilogues (fused into the product; row-major terms):
+//   Bias       C = op(A)·op(B) + bias[N]                  (bias in C's type)
+//   GeluBias   aux[M,N] = op(A)·op(B) + bias[N] (bias may be null);  C = gelu_tanh(aux)
+//   DGelu      C = (op(A)·op(B)) ⊙ gelu'(aux[M,N])       (accumulate must be false)
+//   BiasGradB  also writes (=) bias_grad[N] = Σ_k op(B)[k, n], the column sums of op(B)
+// aux has C's type and row stride N (cuBLASLt needs N % 8 == 0 for it).
+// Every distinct (sizes, transposes, types, math, epilogue, accumulate, pointer alignment) is
+// planned once and cached in the Context. All pointers are device pointers; asynchronous.
+#pragma once
+#include "backend/cuda/context.h"
+#include "core/dtype.h"
+
+namespace mptrain::cuda {
+
+enum class MathMode { Fp32, Tf32 };
+enum class Epilogue { None, Bias, GeluBias, DGelu, BiasGradB };
+
+struct GemmEpilogue {
+  Epilogue kind = Epilogue::None;
+  const void* bias = nullptr;  // Bias, GeluBias
+  void* bias_grad = nullptr;   // BiasGradB
+  void* aux = nullptr;         // GeluBias (written), DGelu (read)
+};
+
+const char* math_name(MathMode m);
+const char* epilogue_name(Epilogue e);
+
+void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& epilogue,
+          Context& ctx);
+
+// Number of cached plans (tests check that repeated shapes reuse them).
+size_t gemm_plan_count(Context& ctx);
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,56 @@
+// Two-pass deterministic norm: kPartials blocks, each summing a fixed set of elements (a
+// grid-stride loop whose grid is a constant, not a function of the GPU), then one block
+// reducing the partials with a fixed butterfly order.
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/grad_norm.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "core/error.h"
+
+namespace mptrain::cuda {
+
+namespace {
+
+constexpr int kPartials = 1024;  // blocks of pass 1 (several per SM on any GPU) = threads of pass 2
+constexpr int kThreads = 256;
+
+__global__ void sumsq_partial_kernel(double* partial, const float* g, size_t n) {
+  __shared__ double red[32];
+  double s = 0.0;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const double x = g[i];
+    s += x * x;
+  }
+  s = block_sum(s, red);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void norm_final_kernel(double* norm, float* clip, const double* partial, float max_norm) {
+  __shared__ double red[32];
+  const double total = block_sum(partial[threadIdx.x], red);
+  if (threadIdx.x == 0) {
+    const double r = sqrt(total);
+    *norm = r;
+    if (clip) {
+      const double coef = max_norm > 0.0f ? static_cast<double>(max_norm) / (r + 1e-6) : 1.0;
+      *clip = coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+    }
+  }
+}
+
+}  // namespace
+
+size_t grad_norm_scratch_doubles() { return kPartials; }
+
+void grad_norm(double* norm, float* clip, const float* grads, size_t n, float max_norm, double* scratch,
+               Context& ctx) {
+  MPT_CHECK(norm && scratch && (grads || n == 0), "[grad_norm] null pointer, n=" + std::to_string(n));
+  sumsq_partial_kernel<<<kPartials, kThreads, 0, ctx.stream()>>>(scratch, grads, n);
+  MPT_CUDA_CHECK_LAUNCH("sumsq_partial_kernel");
+  norm_final_kernel<<<1, kPartials, 0, ctx.stream()>>>(norm, clip, scratch, max_norm);
+  MPT_CUDA_CHECK_LAUNCH("norm_final_kernel");
+}
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,227 @@
+// LayerNorm kernels.
+// Forward: one warp per row (row statistics need only shuffles, no block barrier), 8 rows per
+// 256-thread block. Three passes over the row (sum; squared deviations; normalise), two-pass
+// statistics as on the CPU; passes 2 and 3 re-read the row from L1/L2. Each lane touches the
+// same elements in every pass, so the fused variant can re-read the residual it just wrote.
+// Backward: one block per fixed chunk of rows (chunk bounds depend on N only), rows in order;
+// each thread owns channels c = tid + k·blockDim, so its shared dweight/dbias accumulators
+// need no atomics; a second kernel adds the chunk partials in chunk order.
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/layernorm.h"
+#include "core/error.h"
+
+namespace mptrain::cuda {
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // forward: warps per block
+constexpr int kMaxChunks = 512;   // backward: about 4 blocks per SM on a 132-SM H100
+constexpr int kMaxC = 6144;       // backward: 2·C floats of shared memory within 48 KiB
+
+std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+int chunks_for(int N) { return N < kMaxChunks ? N : kMaxChunks; }
+
+// W: elements per access (kPack<T> or 1). b == nullptr: plain LayerNorm of a. Otherwise the
+// row is a + b, rounded to T and stored to res before the statistics use it.
+template <class T, int W>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* res, const T* a, const T* b,
+                                         const T* weight, const T* bias, int N, int C, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= N) return;  // a whole warp leaves; the kernel has no block barrier
+  const size_t off = static_cast<size_t>(row) * C;
+  const T* x = b ? res + off : a + off;  // where the normalised row is read from in passes 2-3
+  float sum = 0.0f;
+  for (int c = lane * W; c < C; c += 32 * W) {
+    if (b) {
+      if constexpr (W == 1) {
+        const T r = from_f32<T>(to_f32(a[off + c]) + to_f32(b[off + c]));
+        res[off + c] = r;
+        sum += to_f32(r);
+      } else {
+        const Pack<T> pa = load_pack(a + off + c), pb = load_pack(b + off + c);
+        Pack<T> r;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          r.v[k] = from_f32<T>(to_f32(pa.v[k]) + to_f32(pb.v[k]));
+          sum += to_f32(r.v[k]);
+        }
+        store_pack(res + off + c, r);
+      }
+    } else {
+      if constexpr (W == 1) {
+        sum += to_f32(x[c]);
+      } else {
+        const Pack<T> p = load_pack(x + c);
+#pragma unroll
+        for (int k = 0; k < W; ++k) sum += to_f32(p.v[k]);
+      }
+    }
+  }
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const float m = warp_sum(sum) * inv_c;
+  float sq = 0.0f;
+  for (int c = lane * W; c < C; c += 32 * W) {
+    if constexpr (W == 1) {
+      const float d = to_f32(x[c]) - m;
+      sq += d * d;
+    } else {
+      const Pack<T> p = load_pack(x + c);
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float d = to_f32(p.v[k]) - m;
+        sq += d * d;
+      }
+    }
+  }
+  const float s = 1.0f / sqrtf(warp_sum(sq) * inv_c + eps);
+  for (int c = lane * W; c < C; c += 32 * W) {
+    if constexpr (W == 1) {
+      out[off + c] = from_f32<T>((to_f32(x[c]) - m) * s * to_f32(weight[c]) + to_f32(bias[c]));
+    } else {
+      const Pack<T> p = load_pack(x + c), pw = load_pack(weight + c), pb = load_pack(bias + c);
+      Pack<T> y;
+#pragma unroll
+      for (int k = 0; k < W; ++k)
+        y.v[k] = from_f32<T>((to_f32(p.v[k]) - m) * s * to_f32(pw.v[k]) + to_f32(pb.v[k]));
+      store_pack(out + off + c, y);
+    }
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+template <class T>
+void launch_forward(T* out, float* mean, float* rstd, T* res, const T* a, const T* b, const T* weight,
+                    const T* bias, int N, int C, float eps, Context& ctx) {
+  constexpr int P = kPack<T>;
+  bool vec = C % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
+  if (b) vec = vec && aligned16(b) && aligned16(res);
+  const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int threads = 32 * kRowsPerBlock;
+  if (vec)
+    layernorm_forward_kernel<T, P><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N,
+                                                                        C, eps);
+  else
+    layernorm_forward_kernel<T, 1><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N,
+                                                                        C, eps);
+  MPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
+template <class T>
+__global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp, const T* weight,
+                                          const float* mean, const float* rstd, int N, int C, int chunks) {
+  extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
+  __shared__ float red[32];
+  float* dw = acc;
+  float* db = acc + C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dw[c] = db[c] = 0.0f;  // each thread its own c
+  const int k = blockIdx.x;
+  const int n0 = static_cast<int>(static_cast<long long>(N) * k / chunks);
+  const int n1 = static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
+  const float inv_c = 1.0f / static_cast<float>(C);
+  for (int n = n0; n < n1; ++n) {  // uniform over the block: every thread reaches block_sum
+    const size_t off = static_cast<size_t>(n) * C;
+    const float m = mean[n], s = rstd[n];
+    float sg = 0.0f, sgn = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      const float g = to_f32(weight[c]) * to_f32(dout[off + c]);
+      sg += g;
+      sgn += g * (to_f32(inp[off + c]) - m) * s;
+    }
+    const float mg = block_sum(sg, red) * inv_c;
+    const float mgn = block_sum(sgn, red) * inv_c;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      const float dy = to_f32(dout[off + c]);
+      const float norm = (to_f32(inp[off + c]) - m) * s;
+      const float dx = s * (to_f32(weight[c]) * dy - mg - norm * mgn);
+      dinp[off + c] = from_f32<T>(to_f32(dinp[off + c]) + dx);
+      dw[c] += dy * norm;
+      db[c] += dy;
+    }
+  }
+  float* out = partial + static_cast<size_t>(k) * 2 * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    out[c] = dw[c];
+    out[C + c] = db[c];
+  }
+}
+
+template <class T>
+__global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* partial, int C, int chunks) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    float w = 0.0f, b = 0.0f;
+    for (int k = 0; k < chunks; ++k) {
+      const float* p = partial + static_cast<size_t>(k) * 2 * C;
+      w += p[c];
+      b += p[C + c];
+    }
+    dweight[c] = from_f32<T>(to_f32(dweight[c]) + w);
+    dbias[c] = from_f32<T>(to_f32(dbias[c]) + b);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
+                       float eps, Context& ctx) {
+  MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
+  MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
+  if (N == 0) return;
+  MPT_CHECK(out && mean && rstd && inp && weight && bias, "[layernorm_forward] null pointer: " + dims(N, C));
+  launch_forward<T>(out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C, eps, ctx);
+}
+
+template <class T>
+void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                const T* weight, const T* bias, int N, int C, float eps, Context& ctx) {
+  MPT_CHECK(N >= 0 && C > 0, "[residual_layernorm_forward] bad size: " + dims(N, C));
+  MPT_CHECK(eps >= 0.0f, "[residual_layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
+  if (N == 0) return;
+  MPT_CHECK(residual_out && out && mean && rstd && a && b && weight && bias,
+            "[residual_layernorm_forward] null pointer: " + dims(N, C));
+  launch_forward<T>(out, mean, rstd, residual_out, a, b, weight, bias, N, C, eps, ctx);
+}
+
+size_t layernorm_backward_scratch_floats(int N, int C) {
+  return N > 0 && C > 0 ? static_cast<size_t>(chunks_for(N)) * 2 * C : 0;
+}
+
+template <class T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                        const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx) {
+  MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC, "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) +
+                                               "): " + dims(N, C));
+  if (N == 0) return;
+  MPT_CHECK(dinp && dweight && dbias && dout && inp && weight && mean && rstd && scratch,
+            "[layernorm_backward] null pointer: " + dims(N, C));
+  const int chunks = chunks_for(N);
+  // 256 threads: C = 768 is 3 channels per thread; one block per row chunk.
+  const int threads = 256;
+  const size_t smem = 2 * static_cast<size_t>(C) * sizeof(float);
+  layernorm_backward_kernel<T><<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd,
+                                                                         N, C, chunks);
+  MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+  layernorm_param_grad_kernel<T><<<grid_for(static_cast<size_t>(C), threads, ctx.info().sm_count), threads, 0,
+                                   ctx.stream()>>>(dweight, dbias, scratch, C, chunks);
+  MPT_CUDA_CHECK_LAUNCH("layernorm_param_grad_kernel");
+}
+
+#define MPT_INSTANTIATE(T)                                                                                       \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float, Context&); \
+  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*, const T*, int, \
+                                              int, float, Context&);                                            \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*,      \
+                                      float*, int, int, Context&);
+MPT_INSTANTIATE(float)
+MPT_INSTANTIATE(Bf16)
+MPT_INSTANTIATE(Fp16)
+#undef MPT_INSTANTIATE
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,45 @@
+// Unscale + finite check: a grid-stride loop over float4 groups and a scalar tail. The flag is
+// set by a plain store of 1 (every writer stores the same value, so no atomic is needed).
+#include <string>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/loss_scale.h"
+#include "core/error.h"
+
+namespace mptrain::cuda {
+
+namespace {
+
+__global__ void unscale_kernel(float* g, size_t n, float inv, int* found_inf) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool bad = false;
+  for (size_t q = tid; q < n / 4; q += stride) {
+    float4 x = reinterpret_cast<float4*>(g)[q];
+    bad |= !isfinite(x.x) || !isfinite(x.y) || !isfinite(x.z) || !isfinite(x.w);
+    x.x *= inv, x.y *= inv, x.z *= inv, x.w *= inv;
+    reinterpret_cast<float4*>(g)[q] = x;
+  }
+  for (size_t i = n / 4 * 4 + tid; i < n; i += stride) {
+    bad |= !isfinite(g[i]);
+    g[i] *= inv;
+  }
+  if (bad) *found_inf = 1;
+}
+
+}  // namespace
+
+void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx) {
+  MPT_CHECK(scale > 0.0f, "[unscale_and_check] scale must be positive, got " + std::to_string(scale));
+  if (n == 0) return;
+  MPT_CHECK(grads && found_inf, "[unscale_and_check] null pointer, n=" + std::to_string(n));
+  MPT_CHECK(aligned16(grads), "[unscale_and_check] grads must be 16-byte aligned, n=" + std::to_string(n));
+  const float inv = static_cast<float>(1.0 / static_cast<double>(scale));
+  const int threads = 256;  // a grid-stride loop; bandwidth-bound
+  unscale_kernel<<<grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
+      grads, n, inv, found_inf);
+  MPT_CUDA_CHECK_LAUNCH("unscale_kernel");
+}
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,16 @@
+// fp16 loss scaling on the GPU: precision/loss_scaler.h's unscale_and_check without a host
+// sync per tensor. Device pointers; asynchronous.
+#pragma once
+#include <cstddef>
+
+#include "backend/cuda/context.h"
+
+namespace mptrain::cuda {
+
+// grads[i] (=) *= 1/scale (the reciprocal formed in double, then used as float, as on the CPU).
+// found_inf (device int) is SET to 1 when any grads[i] is inf or NaN, and never cleared here:
+// zero it once per step, check every gradient buffer into it, and read it once (or pass it to
+// adamw_update's `skip`, which needs no host read at all).
+void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx);
+
+}  // namespace mptrain::cuda

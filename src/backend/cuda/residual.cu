@@ -1,0 +1,33 @@
+// Residual add and accumulate: elementwise sums through elementwise.cuh's map kernel.
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/residual.h"
+
+namespace mptrain::cuda {
+
+namespace {
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+}  // namespace
+
+template <class T>
+void residual_forward(T* out, const T* a, const T* b, size_t N, Context& ctx) {
+  MPT_CHECK(N == 0 || (out && a && b), "[residual_forward] null pointer, N=" + std::to_string(N));
+  launch_map<T, 2>(out, Inputs<T, 2>{{a, b}}, N, Add{}, ctx, "residual_forward");
+}
+
+template <class T>
+void accumulate(T* dst, const T* src, size_t N, Context& ctx) {
+  MPT_CHECK(N == 0 || (dst && src), "[accumulate] null pointer, N=" + std::to_string(N));
+  launch_map<T, 2>(dst, Inputs<T, 2>{{dst, src}}, N, Add{}, ctx, "accumulate");
+}
+
+#define MPT_INSTANTIATE(T)                                                         \
+  template void residual_forward<T>(T*, const T*, const T*, size_t, Context&);     \
+  template void accumulate<T>(T*, const T*, size_t, Context&);
+MPT_INSTANTIATE(float)
+MPT_INSTANTIATE(Bf16)
+MPT_INSTANTIATE(Fp16)
+#undef MPT_INSTANTIATE
+
+}  // namespace mptrain::cuda
