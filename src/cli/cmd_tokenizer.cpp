@@ -2,6 +2,8 @@
 //   train-wordpiece  build a vocab.txt from a corpus (data/wordpiece_trainer.h)
 //   encode           ids (or tokens, --tokens) of text, one line per document or --text
 //   decode           text of ids
+//   show-instances   a BERT instance file's header and first instances, as the loader
+//                    masks them (a look at what prepare --task bert made)
 // (`mptrain tokenize` is GPT-2's byte-level BPE.)
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <sstream>
 
 #include "cli/subcommands.h"
+#include "data/bert_loader.h"
 #include "data/prepare.h"
 #include "data/wordpiece.h"
 #include "data/wordpiece_trainer.h"
@@ -47,6 +50,9 @@ void register_tokenizer(CLI::App& app, int& exit_code) {
     std::string doc_delimiter, out, vocab, text;
     WordpieceTrainOptions train;
     bool cased = false, no_unused = false, tokens = false, special = false, skip_special = false;
+    std::string instances;
+    int count = 3, seq = 0;
+    uint64_t seed = 1234;
   };
   auto a = std::make_shared<Args>();
   auto* tk = app.add_subcommand("tokenizer", "BERT's WordPiece tokenizer: train a vocab.txt, encode, decode");
@@ -126,6 +132,49 @@ void register_tokenizer(CLI::App& app, int& exit_code) {
   td->callback([a, &exit_code]() {
     const WordpieceTokenizer tok = WordpieceTokenizer::load(a->vocab);
     std::puts(tok.decode(parse_ids(a->text), a->skip_special).c_str());
+    exit_code = 0;
+  });
+
+  auto* ts =
+      tk->add_subcommand("show-instances", "Header and first instances of a BERT instance file, masked");
+  ts->add_option("file", a->instances, "An instance file (mptrain prepare --task bert)")->required();
+  ts->add_option("-n,--count", a->count, "Instances to show")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  ts->add_option("--seq", a->seq,
+                 "Check against this model sequence length (default: the file's max_seq_len)")
+      ->check(CLI::PositiveNumber);
+  ts->add_option("--seed", a->seed, "Masking seed")->capture_default_str();
+  ts->callback([a, &exit_code]() {
+    const BertInstanceFile file(a->instances);
+    const int T = a->seq > 0 ? a->seq : file.max_seq_len();
+    BertMaskingOptions mask;
+    mask.seed = a->seed;
+    mask.shuffle = false;
+    BertLoader loader(a->instances, 1, T, file.vocab().size(), mask);
+    const auto& h = file.header();
+    size_t not_next = 0, tokens = 0;
+    for (size_t i = 0; i < file.size(); ++i) {
+      not_next += static_cast<size_t>(file.nsp_label(i));
+      tokens += file.tokens(i).size();
+    }
+    std::printf(
+        "%s: %zu instances (%zu tokens, %.1f per instance, NotNext %.1f%%), max_seq_len %u, vocabulary %u "
+        "(%s), from %u documents x dupe_factor %u, seed %llu\n",
+        a->instances.c_str(), file.size(), tokens, file.size() ? double(tokens) / file.size() : 0.0,
+        file.size() ? 100.0 * not_next / file.size() : 0.0, h.max_seq_len, h.vocab_size,
+        file.lower_case() ? "uncased" : "cased", h.num_documents, h.dupe_factor,
+        static_cast<unsigned long long>(h.seed));
+    const WordpieceTokenizer tok(file.vocab());
+    BertBatch batch;
+    for (int i = 0; i < a->count && static_cast<size_t>(i) < file.size(); ++i) {
+      loader.next(batch);
+      const auto t = file.tokens(static_cast<size_t>(i));
+      const std::vector<int> orig(t.begin(), t.end());
+      const std::vector<int> masked(batch.input_ids.begin(), batch.input_ids.begin() + batch.lengths[0]);
+      std::printf("[%d] %s\n    text:   %s\n    masked: %s\n", i, batch.nsp_labels[0] ? "NotNext" : "IsNext",
+                  tok.decode(orig).c_str(), tok.decode(masked).c_str());
+    }
     exit_code = 0;
   });
 }

@@ -4,9 +4,10 @@ from the description of google-research/bert's tokenization.py with the standard
 library's unicodedata, so tests/data/test_wordpiece.cpp can hold mptrain's C++/ICU
 tokenizer to it (Hugging Face's transformers is not installed here).
 
-Usage: wordpiece_ref.py VOCAB INPUT OUTPUT [--cased]
+Usage: wordpiece_ref.py VOCAB INPUT OUTPUT [--cased] [--basic]
   INPUT: lines of text (bytes; each line decoded as UTF-8 with invalid bytes dropped);
-  OUTPUT: one line of space-separated ids per input line.
+  OUTPUT: one line of space-separated ids per input line (--basic: the words of the
+  basic tokenizer instead, separated by spaces).
 """
 import sys
 import unicodedata
@@ -92,14 +93,18 @@ def wordpiece(word, vocab, unk, max_chars=100):
 def main():
     vocab_path, input_path, output_path = sys.argv[1:4]
     lower = "--cased" not in sys.argv[4:]
+    words_only = "--basic" in sys.argv[4:]
     with open(vocab_path, encoding="utf-8") as f:
         vocab = {line.rstrip("\n").rstrip("\r"): i for i, line in enumerate(f)}
     unk = vocab["[UNK]"]
     with open(input_path, "rb") as f:
         lines = f.read().split(b"\n")
-    with open(output_path, "w") as out:
+    with open(output_path, "w", encoding="utf-8") as out:
         for raw in lines:
             text = raw.decode("utf-8", "ignore")
+            if words_only:
+                out.write(" ".join(basic_tokenize(text, lower)) + "\n")
+                continue
             ids = []
             for w in basic_tokenize(text, lower):
                 ids += wordpiece(w, vocab, unk)
