@@ -1,0 +1,121 @@
+// Bidirectional self-attention under a key padding mask, on oneDNN batched matmuls over (b, h)
+// that read q, k, v straight out of qkv[B,T,3C] through strides (as cpu/attention.cpp does for
+// the causal case). Per (b, h), with S = Q·K^T·scale and P = softmax over the real keys:
+//   forward:  S = Q·K^T;  P = masked softmax(scale·S);  Y = P·V
+//   backward: dP = dY·V^T;  dS = scale·P ⊙ (dP - rowsum(P ⊙ dP))
+//             dQ = dS·K;  dK = dS^T·Q;  dV = P^T·dY
+// Padded keys get probability exactly 0 (PyTorch adds finfo.min to their scores, whose exp
+// underflows to 0 as well), so they receive no gradient through dK and dV.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/vec_math.h"
+#include "backend/ops/attention_masked.h"
+#include "backend/ops/gemm.h"
+#include "core/error.h"
+
+namespace mptrain::cpu {
+
+namespace {
+
+void check_sizes(const char* op, int B, int T, int C, int NH) {
+  MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0 && C % NH == 0,
+            std::string("[") + op + "] bad size B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                " C=" + std::to_string(C) + " NH=" + std::to_string(NH) + " (C must be a multiple of NH)");
+}
+
+struct Views {
+  GemmLayout rows_qkv;  // a head of q, k or v inside qkv: [T, HS], row stride 3C
+  GemmLayout cols_qkv;  // the same head transposed: [HS, T]
+  GemmLayout rows_bt;   // a head of out / dout: [T, HS], row stride C
+  GemmLayout rows_tt;   // att / dS: [T, T] per (b, h)
+  GemmLayout cols_tt;   // att / dS transposed
+  Views(int NH, int T, int C) {
+    const std::int64_t HS = C / NH, t = T, c = C;
+    rows_qkv = {t * 3 * c, HS, 3 * c, 1};
+    cols_qkv = {t * 3 * c, HS, 1, 3 * c};
+    rows_bt = {t * c, HS, c, 1};
+    rows_tt = {NH * t * t, t * t, t, 1};
+    cols_tt = {NH * t * t, t * t, 1, t};
+  }
+};
+
+}  // namespace
+
+void attention_masked_forward(float* out, float* saved, const float* qkv, const int* key_mask, float* /*scratch*/,
+                              int B, int T, int C, int NH, Context& ctx) {
+  check_sizes("attention_masked_forward", B, T, C, NH);
+  MPT_CHECK(out && saved && qkv, "[attention_masked_forward] null pointer");
+  if (key_mask) {
+    for (int b = 0; b < B; ++b) {
+      const int* m = key_mask + static_cast<size_t>(b) * T;
+      MPT_CHECK(std::any_of(m, m + T, [](int x) { return x != 0; }),
+                "[attention_masked_forward] sequence " + std::to_string(b) + " of the batch is all padding");
+    }
+  }
+  const int HS = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const Views v(NH, T, C);
+  float* att = saved;
+
+  gemm_batched(att, v.rows_tt, qkv, v.rows_qkv, qkv + C, v.cols_qkv, B, NH, T, T, HS, false, ctx);
+
+  const long long rows = static_cast<long long>(B) * NH * T;
+#pragma omp parallel for schedule(static)
+  for (long long r = 0; r < rows; ++r) {
+    const int b = static_cast<int>(r / (static_cast<long long>(NH) * T));
+    const int* m = key_mask ? key_mask + static_cast<size_t>(b) * T : nullptr;
+    float* p = att + static_cast<size_t>(r) * T;
+    float mx = -INFINITY;
+    for (int j = 0; j < T; ++j)
+      if (!m || m[j]) mx = p[j] > mx ? p[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < T; ++j) {
+      const float e = (!m || m[j]) ? vexp((p[j] - mx) * scale) : 0.0f;
+      p[j] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < T; ++j) p[j] *= inv;
+  }
+
+  gemm_batched(out, v.rows_bt, att, v.rows_tt, qkv + 2 * static_cast<size_t>(C), v.rows_qkv, B, NH, T, HS, T,
+               false, ctx);
+}
+
+void attention_masked_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
+                               float* scratch, int B, int T, int C, int NH, Context& ctx) {
+  check_sizes("attention_masked_backward", B, T, C, NH);
+  MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_masked_backward] null pointer");
+  const int HS = C / NH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const size_t Cs = static_cast<size_t>(C);
+  const Views v(NH, T, C);
+  const float* att = saved;
+  float* ds = scratch;
+
+  // dP = dY·V^T
+  gemm_batched(ds, v.rows_tt, dout, v.rows_bt, qkv + 2 * Cs, v.cols_qkv, B, NH, T, T, HS, false, ctx);
+
+  // dS = scale·P ⊙ (dP - rowsum(P ⊙ dP)), in place (0 on padded keys, where P is 0).
+  const long long rows = static_cast<long long>(B) * NH * T;
+#pragma omp parallel for schedule(static)
+  for (long long r = 0; r < rows; ++r) {
+    const float* p = att + static_cast<size_t>(r) * T;
+    float* d = ds + static_cast<size_t>(r) * T;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < T; ++j) dot += p[j] * d[j];
+#pragma omp simd
+    for (int j = 0; j < T; ++j) d[j] = scale * p[j] * (d[j] - dot);
+  }
+
+  // dQ = dS·K;  dK = dS^T·Q;  dV = P^T·dY  (every element of dqkv written once)
+  gemm_batched(dqkv, v.rows_qkv, ds, v.rows_tt, qkv + Cs, v.rows_qkv, B, NH, T, HS, T, false, ctx);
+  gemm_batched(dqkv + Cs, v.rows_qkv, ds, v.cols_tt, qkv, v.rows_qkv, B, NH, T, HS, T, false, ctx);
+  gemm_batched(dqkv + 2 * Cs, v.rows_qkv, att, v.cols_tt, dout, v.rows_bt, B, NH, T, HS, T, false, ctx);
+}
+
+}  // namespace mptrain::cpu

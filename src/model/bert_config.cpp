@@ -1,0 +1,58 @@
+// BERT presets and config validation.
+#include "model/bert_config.h"
+
+#include <map>
+
+#include "core/error.h"
+#include "model/gpt2_config.h"  // pad_vocab
+
+namespace mptrain {
+
+namespace {
+struct Shape {
+  int n_layer, n_head, hidden;
+};
+const std::map<std::string, Shape>& preset_table() {
+  static const std::map<std::string, Shape> table = {
+      {"bert-base", {12, 12, 768}}, {"bert-large", {24, 16, 1024}}, {"bert-tiny", {2, 2, 128}},
+      {"bert-mini", {4, 4, 256}},   {"bert-small", {4, 8, 512}},    {"bert-medium", {8, 8, 512}},
+  };
+  return table;
+}
+}  // namespace
+
+std::vector<std::string> bert_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : preset_table()) names.push_back(name);
+  return names;
+}
+
+BertConfig bert_preset(const std::string& name, int vocab_size, int vocab_multiple) {
+  auto it = preset_table().find(name);
+  if (it == preset_table().end()) {
+    std::string known;
+    for (const auto& n : bert_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown BERT preset '" + name + "' (known: " + known + ")");
+  }
+  BertConfig c;
+  c.n_layer = it->second.n_layer;
+  c.n_head = it->second.n_head;
+  c.hidden = it->second.hidden;
+  c.intermediate = 4 * c.hidden;
+  c.vocab_size = vocab_size;
+  c.padded_vocab_size = pad_vocab(vocab_size, vocab_multiple);
+  validate(c);
+  return c;
+}
+
+void validate(const BertConfig& c) {
+  MPT_CHECK(c.n_layer > 0 && c.n_head > 0 && c.hidden > 0 && c.intermediate > 0 && c.max_position > 0 &&
+                c.vocab_size > 0 && c.type_vocab_size > 0,
+            "BERT model sizes must be positive");
+  MPT_CHECK(c.hidden % c.n_head == 0, "BERT hidden size (" + std::to_string(c.hidden) +
+                                          ") is not divisible by the number of heads (" +
+                                          std::to_string(c.n_head) + ")");
+  MPT_CHECK(c.padded_vocab_size >= c.vocab_size, "BERT padded vocabulary smaller than the vocabulary");
+}
+
+}  // namespace mptrain
