@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -80,6 +81,7 @@ std::vector<uint32_t> adamw_decay_mask(size_t n, const std::vector<std::pair<siz
 
 void adamw_update(float* params, const float* grads, float* m, float* v, const uint32_t* decay_mask, size_t n,
                   const AdamWArgs& a, void* lowp, StorageType lowp_type, Context& ctx) {
+  MPT_PROFILE_RANGE("adamw_update");
   const std::string what = "n=" + std::to_string(n) + " t=" + std::to_string(a.t);
   MPT_CHECK(a.t >= 1, "[adamw] step t must be >= 1: " + what);
   if (n == 0) return;

@@ -6,9 +6,11 @@
 #include <cfloat>
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/online_softmax.cuh"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -16,26 +18,6 @@ namespace mptrain::cuda {
 namespace {
 
 constexpr int kThreads = 512;  // Vp = 50304 is ~98 elements (12 packs) per thread
-
-struct MaxSum {
-  float m, s;
-};
-
-__device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
-  if (a.m == -INFINITY) return b;  // an empty partial (no elements yet) is the identity
-  if (b.m == -INFINITY) return a;
-  const float m = fmaxf(a.m, b.m);
-  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
-}
-
-__device__ __forceinline__ void add(MaxSum& p, float z) {
-  if (z > p.m) {
-    p.s = p.s * expf(p.m - z) + 1.0f;  // exp(-inf) = 0 on the first element
-    p.m = z;
-  } else {
-    p.s += expf(z - p.m);
-  }
-}
 
 template <class T, int W>
 __global__ void crossentropy_kernel(float* losses, T* dlogits, const T* logits, const int* targets, const float* dloss,
@@ -56,27 +38,15 @@ __global__ void crossentropy_kernel(float* losses, T* dlogits, const T* logits, 
   const int vpacks = V / W;  // packs entirely inside [0, V)
   for (int i = threadIdx.x; i < vpacks; i += blockDim.x) {
     if constexpr (W == 1) {
-      add(p, to_f32(z[i]));
+      online_add(p, to_f32(z[i]));
     } else {
       const Pack<T> x = load_pack(z + static_cast<size_t>(i) * W);
 #pragma unroll
-      for (int k = 0; k < W; ++k) add(p, to_f32(x.v[k]));
+      for (int k = 0; k < W; ++k) online_add(p, to_f32(x.v[k]));
     }
   }
-  for (int j = vpacks * W + threadIdx.x; j < V; j += blockDim.x) add(p, to_f32(z[j]));
-  // Block merge: shuffles inside each warp, then warp 0 merges the warps' partials.
-  for (int o = 16; o > 0; o >>= 1) {
-    MaxSum q{__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)};
-    p = merge(p, q);
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) red[warp] = p;
-  __syncthreads();
-  p = lane < kThreads / 32 ? red[lane] : MaxSum{-INFINITY, 0.0f};
-  for (int o = 16; o > 0; o >>= 1) {
-    MaxSum q{__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)};
-    p = merge(p, q);
-  }
+  for (int j = vpacks * W + threadIdx.x; j < V; j += blockDim.x) online_add(p, to_f32(z[j]));
+  p = block_merge(p, red);
   // Every thread now holds the row's (max, sum); the barrier above also orders the read of
   // z[target] before any write below.
   if (threadIdx.x == 0) losses[n] = p.m + logf(p.s) - zt;
@@ -113,6 +83,7 @@ std::string dims(int N, int V, int Vp) {
 template <class T>
 void crossentropy_forward_backward(float* losses, T* dlogits, const T* logits, const int* targets,
                                    const float* dloss, int N, int V, int Vp, Context& ctx) {
+  MPT_PROFILE_RANGE("crossentropy_forward_backward");
   MPT_CHECK(N >= 0 && V > 0 && Vp >= V, "[crossentropy] bad size: " + dims(N, V, Vp));
   if (N == 0) return;
   MPT_CHECK(losses && logits && targets, "[crossentropy] null pointer: " + dims(N, V, Vp));

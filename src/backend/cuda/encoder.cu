@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/encoder.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -99,6 +100,7 @@ size_t cub_temp_bytes(int BT) {
 
 template <class T>
 void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C, Context& ctx) {
+  MPT_PROFILE_RANGE("encoder_forward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[encoder_forward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
   if (BT == 0) return;
@@ -124,6 +126,7 @@ size_t encoder_backward_scratch_bytes(int B, int Tn) {
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* scratch, size_t scratch_bytes,
                       int B, int Tn, int C, Context& ctx) {
+  MPT_PROFILE_RANGE("encoder_backward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[encoder_backward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
   if (BT == 0) return;

@@ -2,6 +2,7 @@
 //   s = sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x^3);  gelu = x·s
 //   gelu' = s + 2·x·s·(1 - s)·u',  u' = sqrt(2/pi)·(1 + 3·0.044715·x^2)
 // expf (not __expf) so that fp32 results stay within a few ulp of the CPU's.
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gelu.h"
 
@@ -33,12 +34,14 @@ struct GeluBwd {
 
 template <class T>
 void gelu_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  MPT_PROFILE_RANGE("gelu_forward");
   MPT_CHECK(N == 0 || (out && inp), "[gelu_forward] null pointer, N=" + std::to_string(N));
   launch_map<T, 1>(out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx, "gelu_forward");
 }
 
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
+  MPT_PROFILE_RANGE("gelu_backward");
   MPT_CHECK(N == 0 || (dinp && inp && dout), "[gelu_backward] null pointer, N=" + std::to_string(N));
   launch_map<T, 2>(dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx, "gelu_backward");
 }

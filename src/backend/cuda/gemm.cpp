@@ -7,6 +7,7 @@
 // cuBLAS transposes it). In these terms cuBLAS's "rows of D" are our N: the bias (length
 // N, broadcast over rows of C) is cuBLAS's bias over rows of D, and our BiasGradB (sum over
 // k of op(B)) is cuBLAS's BGRADA (its A is our B).
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/gemm.h"
 
 #include <cublasLt.h>
@@ -173,6 +174,7 @@ GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
 
 void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
           bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
+  MPT_PROFILE_RANGE("gemm");
   GemmKey k;
   k.M = M, k.N = N, k.K = K;
   k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;

@@ -3,6 +3,7 @@
 // reducing the partials with a fixed butterfly order.
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -46,6 +47,7 @@ size_t grad_norm_scratch_doubles() { return kPartials; }
 
 void grad_norm(double* norm, float* clip, const float* grads, size_t n, float max_norm, double* scratch,
                Context& ctx) {
+  MPT_PROFILE_RANGE("grad_norm");
   MPT_CHECK(norm && scratch && (grads || n == 0), "[grad_norm] null pointer, n=" + std::to_string(n));
   sumsq_partial_kernel<<<kPartials, kThreads, 0, ctx.stream()>>>(scratch, grads, n);
   MPT_CUDA_CHECK_LAUNCH("sumsq_partial_kernel");

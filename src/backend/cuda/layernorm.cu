@@ -8,6 +8,7 @@
 // need no atomics; a second kernel adds the chunk partials in chunk order.
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/layernorm.h"
@@ -171,6 +172,7 @@ __global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* p
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
                        float eps, Context& ctx) {
+  MPT_PROFILE_RANGE("layernorm_forward");
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
   if (N == 0) return;
@@ -181,6 +183,7 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
 template <class T>
 void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
                                 const T* weight, const T* bias, int N, int C, float eps, Context& ctx) {
+  MPT_PROFILE_RANGE("residual_layernorm_forward");
   MPT_CHECK(N >= 0 && C > 0, "[residual_layernorm_forward] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[residual_layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
   if (N == 0) return;
@@ -196,6 +199,7 @@ size_t layernorm_backward_scratch_floats(int N, int C) {
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx) {
+  MPT_PROFILE_RANGE("layernorm_backward");
   MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC, "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) +
                                                "): " + dims(N, C));
   if (N == 0) return;

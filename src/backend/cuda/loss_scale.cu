@@ -2,6 +2,7 @@
 // set by a plain store of 1 (every writer stores the same value, so no atomic is needed).
 #include <string>
 
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/loss_scale.h"
@@ -31,6 +32,7 @@ __global__ void unscale_kernel(float* g, size_t n, float inv, int* found_inf) {
 }  // namespace
 
 void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx) {
+  MPT_PROFILE_RANGE("unscale_and_check");
   MPT_CHECK(scale > 0.0f, "[unscale_and_check] scale must be positive, got " + std::to_string(scale));
   if (n == 0) return;
   MPT_CHECK(grads && found_inf, "[unscale_and_check] null pointer, n=" + std::to_string(n));

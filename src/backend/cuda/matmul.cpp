@@ -1,4 +1,5 @@
 // The linear layer (matmul.h) as cuBLASLt products with epilogues, on top of gemm().
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/matmul.h"
 
 #include <string>
@@ -19,6 +20,7 @@ std::string dims(int N, int C, int OC, StorageType t) {
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, MathMode math,
                     Context& ctx, T* pre_gelu) {
+  MPT_PROFILE_RANGE("matmul_forward");
   constexpr StorageType t = storage_of<T>();
   MPT_CHECK(N >= 0 && C > 0 && OC >= 0, "[matmul_forward] bad size: " + dims(N, C, OC, t));
   MPT_CHECK(out && inp && weight, "[matmul_forward] null pointer: " + dims(N, C, OC, t));
@@ -38,6 +40,7 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
                      int OC, MathMode math, Context& ctx, const T* inp_pre_gelu) {
+  MPT_PROFILE_RANGE("matmul_backward");
   constexpr StorageType t = storage_of<T>();
   MPT_CHECK(N > 0 && C > 0 && OC > 0, "[matmul_backward] bad size: " + dims(N, C, OC, t));
   MPT_CHECK(dinp && dweight && dout && inp && weight, "[matmul_backward] null pointer: " + dims(N, C, OC, t));
