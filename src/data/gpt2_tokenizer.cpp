@@ -145,14 +145,18 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
     throw Error("GPT-2 vocabulary file '" + enc_path + "' is missing; " + kInstallHint);
   if (!is_regular_file(bpe_path))
     throw Error("GPT-2 merges file '" + bpe_path + "' is missing; " + kInstallHint);
+  return parse(read_file(enc_path), read_file(bpe_path), enc_path, bpe_path);
+}
 
+Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_view merges_text,
+                                   const std::string& enc_path, const std::string& bpe_path) {
   Gpt2Tokenizer tok;
   const std::vector<int> u2b = unicode_to_byte_table();
 
   // encoder.json: {"token": id, ...} with ids 0..N-1, each once.
   nlohmann::json enc;
   try {
-    enc = nlohmann::json::parse(read_file(enc_path));
+    enc = nlohmann::json::parse(encoder_json);
   } catch (const nlohmann::json::exception& e) {
     throw Error("GPT-2 vocabulary '" + enc_path + "' is not valid JSON: " + e.what());
   }
@@ -201,7 +205,6 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
   }
 
   // vocab.bpe: "#version: 0.2", then one merge "left right" per line, best first.
-  const std::string merges_text = read_file(bpe_path);
   std::vector<std::string_view> lines;
   for (size_t pos = 0; pos <= merges_text.size();) {
     size_t nl = merges_text.find('\n', pos);

@@ -16,6 +16,34 @@
 
 namespace mptrain {
 
+namespace {
+
+std::string truncated(const std::string& path, size_t bytes) {
+  return "shard '" + path + "' is truncated: " + std::to_string(bytes) + " bytes, smaller than the " +
+         std::to_string(kShardHeaderBytes) + "-byte header";
+}
+
+}  // namespace
+
+size_t parse_shard_header(std::span<const std::byte> bytes, const std::string& path) {
+  if (bytes.size() < kShardHeaderBytes) throw Error(truncated(path, bytes.size()));
+  int32_t header[3];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  auto fail = [&](const std::string& why) { throw Error("shard '" + path + "': " + why); };
+  if (header[0] != kShardMagic)
+    fail("bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
+         "); not a token shard");
+  if (header[1] != kShardVersion)
+    fail("unsupported version " + std::to_string(header[1]) + " (expected " + std::to_string(kShardVersion) + ")");
+  if (header[2] < 0) fail("negative token count " + std::to_string(header[2]));
+  const size_t count = static_cast<size_t>(header[2]);
+  const size_t expected = kShardHeaderBytes + count * sizeof(uint16_t);  // count < 2^31: no overflow
+  if (bytes.size() != expected)
+    fail("size " + std::to_string(bytes.size()) + " bytes does not match the header's " + std::to_string(count) +
+         " tokens (" + std::to_string(expected) + " bytes); the file is truncated or corrupt");
+  return count;
+}
+
 Shard::Shard(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error("cannot open shard '" + path + "': " + std::strerror(errno));
@@ -25,35 +53,21 @@ Shard::Shard(const std::string& path) : path_(path) {
     throw Error("cannot stat shard '" + path + "'");
   }
   size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes < kShardHeaderBytes) {
+  if (bytes < kShardHeaderBytes) {  // also keeps mmap from seeing a length of 0
     ::close(fd);
-    throw Error("shard '" + path + "' is truncated: " + std::to_string(bytes) + " bytes, smaller than the " +
-                std::to_string(kShardHeaderBytes) + "-byte header");
+    throw Error(truncated(path, bytes));
   }
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) throw Error("cannot map shard '" + path + "': " + std::strerror(errno));
+  try {
+    num_tokens_ = parse_shard_header({static_cast<const std::byte*>(map), bytes}, path);
+  } catch (...) {
+    ::munmap(map, bytes);
+    throw;
+  }
   map_ = map;
   map_bytes_ = bytes;
-  int32_t header[3];
-  std::memcpy(header, map, sizeof(header));
-  auto fail = [&](const std::string& why) {
-    ::munmap(map_, map_bytes_);
-    map_ = nullptr;
-    throw Error("shard '" + path + "': " + why);
-  };
-  if (header[0] != kShardMagic)
-    fail("bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
-         "); not a token shard");
-  if (header[1] != kShardVersion)
-    fail("unsupported version " + std::to_string(header[1]) + " (expected " + std::to_string(kShardVersion) + ")");
-  if (header[2] < 0) fail("negative token count " + std::to_string(header[2]));
-  size_t count = static_cast<size_t>(header[2]);
-  size_t expected = kShardHeaderBytes + count * sizeof(uint16_t);
-  if (bytes != expected)
-    fail("size " + std::to_string(bytes) + " bytes does not match the header's " + std::to_string(count) +
-         " tokens (" + std::to_string(expected) + " bytes); the file is truncated or corrupt");
-  num_tokens_ = count;
   tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kShardHeaderBytes);
 }
 

@@ -15,6 +15,11 @@ inline constexpr int32_t kShardVersion = 1;
 inline constexpr size_t kShardHeaderInts = 256;
 inline constexpr size_t kShardHeaderBytes = kShardHeaderInts * sizeof(int32_t);
 
+// The token count of a whole shard held in memory (header + tokens), after checking the magic,
+// the version and that the size matches the count; throws Error naming `path` otherwise.
+// Shard calls it on its mapping; the fuzz target (fuzz/shard_fuzz.cpp) on raw bytes.
+size_t parse_shard_header(std::span<const std::byte> bytes, const std::string& path);
+
 // A read-only, memory-mapped shard. Throws Error naming the file on a bad magic,
 // version, or a size that disagrees with the header's token count.
 class Shard {

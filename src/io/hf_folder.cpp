@@ -113,7 +113,10 @@ HfLoadReport load_hf_params(const SafetensorsFile& file, const HfNameMap& map, c
   HfLoadReport report;
   std::vector<std::string> unexpected;
   std::vector<std::pair<const TensorView*, const ParamSpec*>> tied;
-  for (const auto& [canonical, t] : present) {
+  for (const auto& entry : present) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture bindings in lambdas.
+    const std::string& canonical = entry.first;
+    const TensorView* t = entry.second;
     if (wanted.count(canonical)) continue;
     auto is_ignored = [&](const std::string& p) { return hf_name_matches(canonical, p); };
     if (std::any_of(map.ignored.begin(), map.ignored.end(), is_ignored)) {

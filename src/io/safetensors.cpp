@@ -233,6 +233,113 @@ bool as_count(const json& j, uint64_t max, uint64_t* out) {
 
 }  // namespace
 
+namespace {
+
+std::string too_short(const std::string& file, uint64_t size) {
+  return file + ": not a safetensors file: " + std::to_string(size) +
+         " bytes is shorter than the 8-byte header length";
+}
+
+}  // namespace
+
+SafetensorsContents parse_safetensors(std::span<const std::byte> bytes, const std::string& file) {
+  const uint64_t size = bytes.size();
+  if (size < 8) throw Error(too_short(file, size));
+  SafetensorsContents out;
+  const char* base = reinterpret_cast<const char*>(bytes.data());
+  uint64_t n = 0;
+  std::memcpy(&n, base, sizeof(n));
+  if (n > size - 8)
+    throw Error(file + ": header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
+                " bytes after the length field (truncated or not a safetensors file)");
+  const uint64_t data_bytes = size - 8 - n;
+  const std::byte* data = bytes.data() + 8 + n;
+
+  // A parser callback spots duplicate top-level names, which plain parsing would merge.
+  std::set<std::string> seen;
+  std::string duplicate;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(base + 8, base + 8 + n, on_event);
+  } catch (const json::exception& ex) {
+    throw Error(file + ": header is not valid JSON: " + ex.what());
+  }
+  if (!header.is_object()) throw Error(file + ": header is not a JSON object");
+  if (!duplicate.empty()) throw Error(file + ": name '" + duplicate + "' appears twice in the header");
+
+  struct Range {
+    uint64_t begin, end;
+    const std::string* name;
+  };
+  std::vector<Range> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == kMetadataKey) {
+      if (!v.is_object()) throw Error(file + ": \"__metadata__\" is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          throw Error(file + ": metadata '" + m.key() + "' is not a string (" + m.value().dump() + ")");
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = file + ": tensor '" + name + "'";
+    if (!v.is_object()) throw Error(where + ": entry is not an object");
+    for (auto f = v.begin(); f != v.end(); ++f)
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
+        throw Error(where + ": unexpected field '" + f.key() + "'");
+    auto dt = v.find("dtype"), sh = v.find("shape"), off = v.find("data_offsets");
+    if (dt == v.end() || !dt->is_string()) throw Error(where + ": missing or non-string \"dtype\"");
+    if (sh == v.end() || !sh->is_array()) throw Error(where + ": missing or non-array \"shape\"");
+    if (off == v.end() || !off->is_array() || off->size() != 2)
+      throw Error(where + ": missing \"data_offsets\" or not a [begin, end] pair");
+
+    TensorView t;
+    t.name = name;
+    if (!dtype_from_name(dt->get<std::string>(), &t.dtype))
+      throw Error(where + ": unknown dtype '" + dt->get<std::string>() + "'");
+    for (const json& d : *sh) {
+      uint64_t e = 0;
+      if (!as_count(d, std::numeric_limits<int64_t>::max(), &e))
+        throw Error(where + ": shape " + sh->dump() + " has an extent that is not a non-negative integer");
+      t.shape.push_back(static_cast<int64_t>(e));
+    }
+    uint64_t begin = 0, end = 0;
+    if (!as_count((*off)[0], UINT64_MAX, &begin) || !as_count((*off)[1], UINT64_MAX, &end))
+      throw Error(where + ": data_offsets " + off->dump() + " are not non-negative integers");
+    if (end < begin) throw Error(where + ": data_offsets " + off->dump() + " end before they begin");
+    if (end > data_bytes)
+      throw Error(where + ": data_offsets " + off->dump() + " run past the data section (" +
+                  std::to_string(data_bytes) + " bytes; file truncated?)");
+    size_t numel = 0, nbytes = 0;
+    if (!checked_numel(t.shape, &numel) || __builtin_mul_overflow(numel, dtype_size(t.dtype), &nbytes))
+      throw Error(where + ": shape " + shape_string(t.shape) + " overflows the addressable size");
+    if (end - begin != nbytes)
+      throw Error(where + ": holds " + std::to_string(end - begin) + " bytes but " + dtype_name(t.dtype) +
+                  " " + shape_string(t.shape) + " needs " + std::to_string(nbytes));
+    t.data = data + begin;
+    t.nbytes = nbytes;
+    auto [pos, inserted] = out.tensors.emplace(name, std::move(t));
+    if (nbytes > 0) ranges.push_back(Range{begin, end, &pos->first});
+  }
+
+  // Gaps are tolerated (they only waste space); overlaps are not.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].begin < ranges[i - 1].end)
+      throw Error(file + ": tensor '" + *ranges[i].name + "' overlaps tensor '" + *ranges[i - 1].name +
+                  "' in the data section");
+  }
+  return out;
+}
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const std::string file = "'" + path + "'";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -245,10 +352,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     fail_errno("stat", path);
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
+  if (size < 8) {  // also keeps mmap from seeing a length of 0
     ::close(fd);
-    throw Error(file + ": not a safetensors file: " + std::to_string(size) +
-                " bytes is shorter than the 8-byte header length");
+    throw Error(too_short(file, size));
   }
   map_ = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int saved = errno;
@@ -260,99 +366,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   map_bytes_ = size;
 
-  // From here on the destructor will not run if we throw, so unmap by hand.
+  // The destructor will not run if the constructor throws, so unmap by hand.
   try {
-    const char* base = static_cast<const char*>(map_);
-    uint64_t n = 0;
-    std::memcpy(&n, base, sizeof(n));
-    if (n > size - 8)
-      throw Error(file + ": header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
-                  " bytes after the length field (truncated or not a safetensors file)");
-    const uint64_t data_bytes = size - 8 - n;
-    const std::byte* data = reinterpret_cast<const std::byte*>(base + 8 + n);
-
-    // A parser callback spots duplicate top-level names, which plain parsing would merge.
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
-          !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-      return true;
-    };
-    json header;
-    try {
-      header = json::parse(base + 8, base + 8 + n, on_event);
-    } catch (const json::exception& ex) {
-      throw Error(file + ": header is not valid JSON: " + ex.what());
-    }
-    if (!header.is_object()) throw Error(file + ": header is not a JSON object");
-    if (!duplicate.empty()) throw Error(file + ": name '" + duplicate + "' appears twice in the header");
-
-    struct Range {
-      uint64_t begin, end;
-      const std::string* name;
-    };
-    std::vector<Range> ranges;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-      const std::string& name = it.key();
-      const json& v = it.value();
-      if (name == kMetadataKey) {
-        if (!v.is_object()) throw Error(file + ": \"__metadata__\" is not an object");
-        for (auto m = v.begin(); m != v.end(); ++m) {
-          if (!m.value().is_string())
-            throw Error(file + ": metadata '" + m.key() + "' is not a string (" + m.value().dump() + ")");
-          metadata_[m.key()] = m.value().get<std::string>();
-        }
-        continue;
-      }
-      const std::string where = file + ": tensor '" + name + "'";
-      if (!v.is_object()) throw Error(where + ": entry is not an object");
-      for (auto f = v.begin(); f != v.end(); ++f)
-        if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
-          throw Error(where + ": unexpected field '" + f.key() + "'");
-      auto dt = v.find("dtype"), sh = v.find("shape"), off = v.find("data_offsets");
-      if (dt == v.end() || !dt->is_string()) throw Error(where + ": missing or non-string \"dtype\"");
-      if (sh == v.end() || !sh->is_array()) throw Error(where + ": missing or non-array \"shape\"");
-      if (off == v.end() || !off->is_array() || off->size() != 2)
-        throw Error(where + ": missing \"data_offsets\" or not a [begin, end] pair");
-
-      TensorView t;
-      t.name = name;
-      if (!dtype_from_name(dt->get<std::string>(), &t.dtype))
-        throw Error(where + ": unknown dtype '" + dt->get<std::string>() + "'");
-      for (const json& d : *sh) {
-        uint64_t e = 0;
-        if (!as_count(d, std::numeric_limits<int64_t>::max(), &e))
-          throw Error(where + ": shape " + sh->dump() + " has an extent that is not a non-negative integer");
-        t.shape.push_back(static_cast<int64_t>(e));
-      }
-      uint64_t begin = 0, end = 0;
-      if (!as_count((*off)[0], UINT64_MAX, &begin) || !as_count((*off)[1], UINT64_MAX, &end))
-        throw Error(where + ": data_offsets " + off->dump() + " are not non-negative integers");
-      if (end < begin) throw Error(where + ": data_offsets " + off->dump() + " end before they begin");
-      if (end > data_bytes)
-        throw Error(where + ": data_offsets " + off->dump() + " run past the data section (" +
-                    std::to_string(data_bytes) + " bytes; file truncated?)");
-      size_t numel = 0, nbytes = 0;
-      if (!checked_numel(t.shape, &numel) || __builtin_mul_overflow(numel, dtype_size(t.dtype), &nbytes))
-        throw Error(where + ": shape " + shape_string(t.shape) + " overflows the addressable size");
-      if (end - begin != nbytes)
-        throw Error(where + ": holds " + std::to_string(end - begin) + " bytes but " + dtype_name(t.dtype) +
-                    " " + shape_string(t.shape) + " needs " + std::to_string(nbytes));
-      t.data = data + begin;
-      t.nbytes = nbytes;
-      auto [pos, inserted] = tensors_.emplace(name, std::move(t));
-      if (nbytes > 0) ranges.push_back(Range{begin, end, &pos->first});
-    }
-
-    // Gaps are tolerated (they only waste space); overlaps are not.
-    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-    for (size_t i = 1; i < ranges.size(); ++i) {
-      if (ranges[i].begin < ranges[i - 1].end)
-        throw Error(file + ": tensor '" + *ranges[i].name + "' overlaps tensor '" + *ranges[i - 1].name +
-                    "' in the data section");
-    }
+    SafetensorsContents contents = parse_safetensors({static_cast<const std::byte*>(map_), map_bytes_}, file);
+    tensors_ = std::move(contents.tensors);
+    metadata_ = std::move(contents.metadata);
   } catch (...) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;

@@ -70,6 +70,16 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
+// The tensors and metadata of a whole safetensors file held in memory, validated as
+// SafetensorsFile describes below; the views point into `bytes`. `file` names the source in
+// errors ("'<path>'"). SafetensorsFile maps a file and calls this; the fuzz target
+// (fuzz/safetensors_fuzz.cpp) calls it on raw bytes.
+struct SafetensorsContents {
+  std::map<std::string, TensorView> tensors;
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsContents parse_safetensors(std::span<const std::byte> bytes, const std::string& file);
+
 // A read-only, memory-mapped safetensors file. The constructor validates everything
 // (header length, JSON, every entry's dtype/shape/offsets, sizes against shapes, no
 // overlaps, metadata types) before any tensor is exposed; each violation throws one Error

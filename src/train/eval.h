@@ -15,6 +15,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/loader.h"
 #include "model/gpt2.h"
+#include "train/hellaswag.h"
 
 namespace mptrain {
 
@@ -33,19 +34,6 @@ int64_t windows_per_pass(const std::string& pattern, int B, int T);
 // than one pass wraps around, as training does). Plans the model for the loader's B×T unless
 // its plan already covers that.
 LossEval evaluate_loss(Gpt2& model, TokenLoader& loader, int64_t batches);
-
-struct McExample {
-  int64_t line = 0;  // 1-based line of the jsonl file
-  std::string context;
-  std::vector<std::string> endings;
-  int label = 0;
-};
-
-// The examples of a HellaSwag-format jsonl file: one JSON object per non-blank line with "ctx"
-// (or "ctx_a" and "ctx_b", joined by a space when ctx_b is not empty), "endings" (4 strings) and
-// "label" (an integer 0..3, or such an integer as a string); other fields are ignored.
-// The first malformed line throws one Error "'<path>' line N: <what is wrong>".
-std::vector<McExample> read_hellaswag(const std::string& path);
 
 struct McScore {
   std::vector<double> sum_loss;   // per ending: −log p(ending | context), summed over its tokens
