@@ -1,6 +1,8 @@
 // GPT-2's Hugging Face names and config fields.
 #include "io/hf_gpt2.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace mptrain {
@@ -34,7 +36,9 @@ Gpt2Config gpt2_config_from_hf(const nlohmann::json& cfg, const std::string& wha
   c.block_size = hf_config_int_any(cfg, {"n_positions", "n_ctx"}, what);  // wpe rows; n_ctx is the old name
   c.ln_eps = static_cast<float>(hf_config_number(cfg, "layer_norm_epsilon", 1e-5, what));
   c.init_std = static_cast<float>(hf_config_number(cfg, "initializer_range", 0.02, what));
-  MPT_CHECK(c.ln_eps > 0.0f, what + ": layer_norm_epsilon must be positive");
+  // Finite too: 1e300 in the file becomes an infinite float, and every layer norm a NaN.
+  MPT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0.0f, what + ": layer_norm_epsilon must be positive and finite");
+  MPT_CHECK(std::isfinite(c.init_std), what + ": initializer_range must be finite");
 
   const std::string act = hf_config_string(cfg, "activation_function", "gelu_new", what);
   MPT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh",

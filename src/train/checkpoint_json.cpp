@@ -3,7 +3,10 @@
 // so that these parsers link without the model (fuzz/checkpoint_state_fuzz.cpp,
 // fuzz/model_config_fuzz.cpp).
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
@@ -20,13 +23,31 @@ nlohmann::json parse_json(const std::string& text, const std::string& what) {
   }
 }
 
+// A field as T. Numbers are range-checked here because nlohmann's get<T>() converts with a plain
+// static_cast: 1e300 read as an int64 is undefined behaviour (found by fuzz_checkpoint_state),
+// and -1 read as a uint64 silently becomes 2^64 - 1.
 template <typename T>
 T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
   if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(what + ": field '" + key + "' has the wrong type");
+  const nlohmann::json& v = j.at(key);
+  if constexpr (std::is_integral_v<T>) {
+    const bool fits = v.is_number_unsigned()  ? std::in_range<T>(v.get<uint64_t>())
+                      : v.is_number_integer() ? std::in_range<T>(v.get<int64_t>())
+                                              : false;
+    if (!fits)
+      throw Error(what + ": field '" + key + "' must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) +
+                  ", " + std::to_string(std::numeric_limits<T>::max()) + "], not " + v.dump());
+    return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>()) : static_cast<T>(v.get<int64_t>());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number() || !(std::fabs(v.get<double>()) <= std::numeric_limits<T>::max()))
+      throw Error(what + ": field '" + key + "' must be a finite number, not " + v.dump());
+    return static_cast<T>(v.get<double>());
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error(what + ": field '" + key + "' has the wrong type");
+    }
   }
 }
 

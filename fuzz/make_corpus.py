@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into fuzz/corpus/<target>/: a few small valid
+files of each format plus a few broken ones (truncated, wrong sizes, wrong types), so that
+libFuzzer starts from inputs that reach deep into each parser. The seeds are committed; run
+this again only to regenerate them (the regression inputs under */crash-* are kept as they are)."""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# --- safetensors ------------------------------------------------------------------------------
+def safetensors(header, payload=b"", pad=True, length=None):
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    n = len(text) if length is None else length
+    return struct.pack("<Q", n) + text + payload
+
+
+f32 = struct.pack("<6f", *range(6))
+put("safetensors", "valid_f32", safetensors(
+    {"__metadata__": {"format": "pt"}, "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}}, f32))
+put("safetensors", "valid_mixed", safetensors({
+    "a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]},
+    "b": {"dtype": "BF16", "shape": [2], "data_offsets": [8, 12]},
+    "c": {"dtype": "U8", "shape": [], "data_offsets": [12, 13]},
+    "z": {"dtype": "I64", "shape": [0, 5], "data_offsets": [13, 13]}}, bytes(13)))
+put("safetensors", "bad_overlap", safetensors({
+    "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+    "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12)))
+put("safetensors", "bad_offsets_past_end", safetensors(
+    {"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(8)))
+put("safetensors", "bad_huge_shape", safetensors(
+    {"w": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 16]}}, bytes(16)))
+put("safetensors", "bad_header_length", safetensors({"w": {"dtype": "F32", "shape": [1],
+                                                           "data_offsets": [0, 4]}}, bytes(4), length=1 << 62))
+put("safetensors", "bad_metadata", safetensors({"__metadata__": {"format": 1}}))
+
+# --- token shards -----------------------------------------------------------------------------
+def shard(tokens, magic=20240520, version=1, count=None):
+    header = [magic, version, len(tokens) if count is None else count] + [0] * 253
+    return struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens)
+
+
+put("shard", "valid", shard([50256, 15496, 995, 0, 65535]))
+put("shard", "valid_empty", shard([]))
+put("shard", "bad_count", shard([1, 2, 3], count=2147483647))
+put("shard", "bad_negative_count", shard([1], count=-1))
+put("shard", "bad_magic", shard([1], magic=1))
+put("shard", "bad_truncated", shard([1, 2])[:600])
+
+# --- checkpoint state.json --------------------------------------------------------------------
+state = {"step": 100, "train_shard": 0, "train_offset": 12800, "train_epoch": 1, "seed": 1337,
+         "sample_counter": 7, "precision": "bf16", "options": {"lr": 0.0006, "batch": 4}}
+put("checkpoint_state", "valid", json.dumps(state, indent=2))
+fp16 = dict(state, precision="fp16", loss_scaler={"scale": 65536.0, "growth_tracker": 3, "skipped_steps": 2})
+put("checkpoint_state", "valid_fp16", json.dumps(fp16))
+put("checkpoint_state", "valid_old", json.dumps({k: state[k] for k in list(state)[:6]}))
+put("checkpoint_state", "bad_types", json.dumps(dict(state, step="100", seed=-1.5)))
+put("checkpoint_state", "bad_scaler", json.dumps(dict(fp16, loss_scaler={"scale": -1, "growth_tracker": 0})))
+put("checkpoint_state", "bad_precision", json.dumps(dict(state, precision="fp8")))
+put("checkpoint_state", "bad_truncated", json.dumps(state)[:40])
+
+# --- model configs: mptrain_config metadata and Hugging Face config.json -----------------------
+put("model_config", "valid_mptrain", json.dumps({"block_size": 64, "vocab_size": 50257, "padded_vocab_size": 50304,
+                                                 "n_layer": 2, "n_head": 2, "n_embd": 64, "ln_eps": 1e-5,
+                                                 "init_std": 0.02}))
+put("model_config", "valid_hf", json.dumps({
+    "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+    "n_layer": 2, "n_head": 2, "n_embd": 64, "n_positions": 64, "n_ctx": 64, "vocab_size": 50257,
+    "layer_norm_epsilon": 1e-05, "initializer_range": 0.02, "tie_word_embeddings": True, "n_inner": None}))
+put("model_config", "bad_sizes", json.dumps({"block_size": 64, "vocab_size": 50257, "padded_vocab_size": 100,
+                                             "n_layer": 2, "n_head": 3, "n_embd": 64}))
+put("model_config", "bad_hf", json.dumps({"model_type": "bert", "n_layer": -1, "n_head": "2"}))
+
+# --- GPT-2 vocabulary: encoder.json NUL vocab.bpe ----------------------------------------------
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+b2u = bytes_to_unicode()
+def tok(s):
+    return "".join(b2u[b] for b in s.encode())
+
+
+encoder = {b2u[b]: i for i, b in enumerate(range(256))}
+merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), (" ", "w"), ("o", "r"), (" w", "or"),
+          ("l", "d"), (" wor", "ld"), ("1", "2"), (" ", " ")]
+for a, b in merges:
+    encoder.setdefault(tok(a + b), len(encoder))
+encoder["<|endoftext|>"] = len(encoder)
+bpe = "#version: 0.2\n" + "".join(tok(a) + " " + tok(b) + "\n" for a, b in merges)
+put("gpt2_vocab", "valid", json.dumps(encoder, ensure_ascii=False) + "\0" + bpe)
+put("gpt2_vocab", "valid_no_merges_header", json.dumps(encoder, ensure_ascii=False) + "\0" + bpe.split("\n", 1)[1])
+put("gpt2_vocab", "bad_unknown_merge", json.dumps(encoder, ensure_ascii=False) + "\0" + bpe + "x y\n")
+bad = dict(encoder)
+bad[tok("hello")] = 70000
+put("gpt2_vocab", "bad_id", json.dumps(bad, ensure_ascii=False) + "\0" + bpe)
+put("gpt2_vocab", "bad_not_object", "[1, 2, 3]\0#version: 0.2\n")
+
+# --- HellaSwag jsonl ---------------------------------------------------------------------------
+ex = {"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow.",
+      "ctx_b": "then", "ctx": "Then, the man writes over the snow. then",
+      "endings": [", the man adds wax.", ", a woman is seen.", "the man continues.", "the man stops."],
+      "label": 3, "split": "val"}
+put("hellaswag", "valid", json.dumps(ex) + "\n" + json.dumps(dict(ex, label="1")) + "\n\n")
+put("hellaswag", "valid_ctx_ab", json.dumps({k: v for k, v in ex.items() if k != "ctx"}) + "\r\n")
+put("hellaswag", "bad_label", json.dumps(dict(ex, label=7)) + "\n")
+put("hellaswag", "bad_endings", json.dumps(dict(ex, endings=["a", 2, "c", "d"])) + "\n")
+put("hellaswag", "bad_json", json.dumps(ex)[:50] + "\n")
