@@ -127,3 +127,53 @@ put("hellaswag", "valid_ctx_ab", json.dumps({k: v for k, v in ex.items() if k !=
 put("hellaswag", "bad_label", json.dumps(dict(ex, label=7)) + "\n")
 put("hellaswag", "bad_endings", json.dumps(dict(ex, endings=["a", 2, "c", "d"])) + "\n")
 put("hellaswag", "bad_json", json.dumps(ex)[:50] + "\n")
+
+# --- BERT vocab.txt ----------------------------------------------------------------------------
+bert_vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "the", "cat", "sat", "##s", "on",
+              "mat", ",", ".", "!", "na", "##ive", "東", "京", "a", "##b"]
+put("wordpiece_vocab", "valid", "\n".join(bert_vocab) + "\n")
+put("wordpiece_vocab", "valid_crlf", "\r\n".join(bert_vocab))
+put("wordpiece_vocab", "bad_duplicate", "\n".join(bert_vocab + ["cat"]) + "\n")
+put("wordpiece_vocab", "bad_no_specials", "the\ncat\n")
+put("wordpiece_vocab", "bad_empty_line", "\n".join(bert_vocab[:5] + ["", "x"]) + "\n")
+
+
+# --- BERT instance files ------------------------------------------------------------------------
+def fnv1a(tokens):
+    h = 0xcbf29ce484222325
+    for t in tokens:
+        for c in (t + "\n").encode():
+            h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
+    return h
+
+
+def bert_instances(instances, vocab=bert_vocab, max_seq_len=16, tweak=None):
+    text = "".join(t + "\n" for t in vocab).encode()
+    ntok = sum(len(t) for t, _ in instances)
+    fields = dict(magic=b"MPTBERTI", version=1, header_bytes=256, max_seq_len=max_seq_len, vocab_size=len(vocab),
+                  num_instances=len(instances), num_tokens=ntok, vocab_bytes=len(text), fingerprint=fnv1a(vocab),
+                  pad=0, unk=1, cls=2, sep=3, mask=4, flags=1, dupe=1, docs=1, seed=42)
+    fields.update(tweak or {})
+    header = struct.pack("<8sIIIIQQQQiiiiiIIIQ", *fields.values())
+    out = header + bytes(256 - len(header))
+    out += text + bytes(-len(text) % 8)
+    offsets = [0]
+    for t, _ in instances:
+        offsets.append(offsets[-1] + len(t))
+    out += struct.pack("<%dQ" % len(offsets), *offsets)
+    nsp = bytes(label for _, label in instances)
+    out += nsp + bytes(-len(nsp) % 8)
+    for t, _ in instances:
+        out += struct.pack("<%dH" % len(t), *t)
+    return out
+
+
+good = [([2, 6, 7, 3, 8, 3], 0), ([2, 19, 20, 3, 11, 12, 13, 3], 1)]
+put("bert_instances", "valid", bert_instances(good))
+put("bert_instances", "valid_empty", bert_instances([]))
+put("bert_instances", "bad_id", bert_instances([([2, 6, 99, 3, 8, 3], 0)]))
+put("bert_instances", "bad_nsp", bert_instances([(good[0][0], 2)]))
+put("bert_instances", "bad_counts", bert_instances(good, tweak={"num_tokens": 1 << 60}))
+put("bert_instances", "bad_fingerprint", bert_instances(good, tweak={"fingerprint": 1}))
+put("bert_instances", "bad_shape", bert_instances([([2, 3, 6, 3, 3], 0)]))
+put("bert_instances", "bad_truncated", bert_instances(good)[:300])

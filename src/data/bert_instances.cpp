@@ -111,6 +111,60 @@ void write_bert_instances(const std::string& path, const WordpieceVocab& vocab,
   write_file_atomic(path, buf.data(), buf.size());
 }
 
+namespace {
+
+std::string truncated_header(const std::string& name, size_t bytes) {
+  return name + " is truncated: " + std::to_string(bytes) + " bytes, smaller than the " +
+         std::to_string(kBertInstanceHeaderBytes) + "-byte header";
+}
+
+}  // namespace
+
+BertInstanceSections parse_bert_instances(std::span<const std::byte> bytes_in, const std::string& path) {
+  const std::string name = "instance file '" + path + "'";
+  const size_t bytes = bytes_in.size();
+  if (bytes < kBertInstanceHeaderBytes) throw Error(truncated_header(name, bytes));
+  BertInstanceSections out;
+  const char* base = reinterpret_cast<const char*>(bytes_in.data());
+  std::memcpy(&out.header, base, sizeof(out.header));
+  const BertInstanceHeader& h = out.header;
+  if (std::memcmp(h.magic, kBertInstanceMagic, sizeof(h.magic)) != 0)
+    throw Error(name + " is not a BERT instance file (bad magic; make one with mptrain prepare --task bert)");
+  if (h.version != kBertInstanceVersion)
+    throw Error("instance file " + path + " has format version " + std::to_string(h.version) + ", expected " +
+                std::to_string(kBertInstanceVersion) + " (prepare it again with this mptrain)");
+  if (h.header_bytes != kBertInstanceHeaderBytes) throw Error(name + ": bad header size");
+  Sections s{};
+  if (!layout(h, s)) throw Error(name + ": corrupt header (impossible counts)");
+  if (bytes != s.end)
+    throw Error(name + " is " + (bytes < s.end ? "truncated" : "longer than its header says") + ": " +
+                std::to_string(bytes) + " bytes, the header's " + std::to_string(h.num_instances) +
+                " instances and " + std::to_string(h.num_tokens) + " tokens need " + std::to_string(s.end));
+  out.vocab = WordpieceVocab::parse(std::string_view(base + s.vocab, h.vocab_bytes), path + " (embedded vocabulary)");
+  const BertSpecialIds& sp = out.vocab.special();
+  if (static_cast<uint32_t>(out.vocab.size()) != h.vocab_size || out.vocab.fingerprint() != h.vocab_fingerprint ||
+      sp.pad != h.pad_id || sp.unk != h.unk_id || sp.cls != h.cls_id || sp.sep != h.sep_id || sp.mask != h.mask_id)
+    throw Error(name + ": the embedded vocabulary disagrees with the header; the file is corrupt");
+  if (h.max_seq_len < 5) throw Error(name + ": max_seq_len " + std::to_string(h.max_seq_len) + " is below 5");
+  out.offsets = reinterpret_cast<const uint64_t*>(base + s.offsets);
+  out.nsp = reinterpret_cast<const uint8_t*>(base + s.nsp);
+  out.tokens = reinterpret_cast<const uint16_t*>(base + s.tokens);
+  if (out.offsets[0] != 0 || out.offsets[h.num_instances] != h.num_tokens)
+    throw Error(name + ": the instance offsets do not cover the tokens; the file is corrupt");
+  for (size_t i = 0; i < h.num_instances; ++i) {
+    if (out.offsets[i + 1] < out.offsets[i] || out.offsets[i + 1] > h.num_tokens)
+      throw Error(name + ": instance offsets are not increasing at instance " + std::to_string(i));
+    const uint16_t* t = out.tokens + out.offsets[i];
+    const std::string what = check_instance(
+        out.offsets[i + 1] - out.offsets[i], [&](size_t k) { return int(t[k]); }, h.max_seq_len, h.vocab_size, sp);
+    if (!what.empty()) throw Error(name + ": instance " + std::to_string(i) + " " + what);
+    if (out.nsp[i] > 1)
+      throw Error(name + ": instance " + std::to_string(i) + " has NSP label " + std::to_string(out.nsp[i]) +
+                  " (must be 0 or 1)");
+  }
+  return out;
+}
+
 BertInstanceFile::BertInstanceFile(const std::string& path) : path_(path) {
   const std::string name = "instance file '" + path + "'";
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -121,10 +175,9 @@ BertInstanceFile::BertInstanceFile(const std::string& path) : path_(path) {
     throw Error("cannot stat " + name);
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes < kBertInstanceHeaderBytes) {
+  if (bytes < kBertInstanceHeaderBytes) {  // also keeps mmap from seeing a length of 0
     ::close(fd);
-    throw Error(name + " is truncated: " + std::to_string(bytes) + " bytes, smaller than the " +
-                std::to_string(kBertInstanceHeaderBytes) + "-byte header");
+    throw Error(truncated_header(name, bytes));
   }
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -132,49 +185,12 @@ BertInstanceFile::BertInstanceFile(const std::string& path) : path_(path) {
   map_ = map;
   map_bytes_ = bytes;
   try {
-    const char* base = static_cast<const char*>(map_);
-    std::memcpy(&header_, base, sizeof(header_));
-    const BertInstanceHeader& h = header_;
-    if (std::memcmp(h.magic, kBertInstanceMagic, sizeof(h.magic)) != 0)
-      throw Error(name +
-                  " is not a BERT instance file (bad magic; make one with mptrain prepare --task bert)");
-    if (h.version != kBertInstanceVersion)
-      throw Error("instance file " + path + " has format version " + std::to_string(h.version) +
-                  ", expected " + std::to_string(kBertInstanceVersion) +
-                  " (prepare it again with this mptrain)");
-    if (h.header_bytes != kBertInstanceHeaderBytes) throw Error(name + ": bad header size");
-    Sections s{};
-    if (!layout(h, s)) throw Error(name + ": corrupt header (impossible counts)");
-    if (bytes != s.end)
-      throw Error(name + " is " + (bytes < s.end ? "truncated" : "longer than its header says") + ": " +
-                  std::to_string(bytes) + " bytes, the header's " + std::to_string(h.num_instances) +
-                  " instances and " + std::to_string(h.num_tokens) + " tokens need " + std::to_string(s.end));
-    vocab_ = WordpieceVocab::parse(std::string_view(base + s.vocab, h.vocab_bytes),
-                                   path + " (embedded vocabulary)");
-    const BertSpecialIds& sp = vocab_.special();
-    if (static_cast<uint32_t>(vocab_.size()) != h.vocab_size || vocab_.fingerprint() != h.vocab_fingerprint ||
-        sp.pad != h.pad_id || sp.unk != h.unk_id || sp.cls != h.cls_id || sp.sep != h.sep_id ||
-        sp.mask != h.mask_id)
-      throw Error(name + ": the embedded vocabulary disagrees with the header; the file is corrupt");
-    if (h.max_seq_len < 5)
-      throw Error(name + ": max_seq_len " + std::to_string(h.max_seq_len) + " is below 5");
-    offsets_ = reinterpret_cast<const uint64_t*>(base + s.offsets);
-    nsp_ = reinterpret_cast<const uint8_t*>(base + s.nsp);
-    tokens_ = reinterpret_cast<const uint16_t*>(base + s.tokens);
-    if (offsets_[0] != 0 || offsets_[h.num_instances] != h.num_tokens)
-      throw Error(name + ": the instance offsets do not cover the tokens; the file is corrupt");
-    for (size_t i = 0; i < h.num_instances; ++i) {
-      if (offsets_[i + 1] < offsets_[i] || offsets_[i + 1] > h.num_tokens)
-        throw Error(name + ": instance offsets are not increasing at instance " + std::to_string(i));
-      const uint16_t* t = tokens_ + offsets_[i];
-      const std::string what = check_instance(
-          offsets_[i + 1] - offsets_[i], [&](size_t k) { return int(t[k]); }, h.max_seq_len, h.vocab_size,
-          sp);
-      if (!what.empty()) throw Error(name + ": instance " + std::to_string(i) + " " + what);
-      if (nsp_[i] > 1)
-        throw Error(name + ": instance " + std::to_string(i) + " has NSP label " + std::to_string(nsp_[i]) +
-                    " (must be 0 or 1)");
-    }
+    BertInstanceSections s = parse_bert_instances({static_cast<const std::byte*>(map_), bytes}, path);
+    header_ = s.header;
+    vocab_ = std::move(s.vocab);
+    offsets_ = s.offsets;
+    nsp_ = s.nsp;
+    tokens_ = s.tokens;
   } catch (...) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;

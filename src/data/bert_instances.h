@@ -64,6 +64,19 @@ struct BertInstanceWriteInfo {
 void write_bert_instances(const std::string& path, const WordpieceVocab& vocab,
                           std::span<const BertInstance> instances, const BertInstanceWriteInfo& info);
 
+// The sections of a whole instance file held in memory, validated exactly as BertInstanceFile
+// describes below; the pointers point into `bytes` (which must be 8-byte aligned). `path`
+// names the file in errors. BertInstanceFile calls it on its mapping; the fuzz target
+// (fuzz/bert_instances_fuzz.cpp) on raw bytes.
+struct BertInstanceSections {
+  BertInstanceHeader header{};
+  WordpieceVocab vocab;
+  const uint64_t* offsets = nullptr;
+  const uint8_t* nsp = nullptr;
+  const uint16_t* tokens = nullptr;
+};
+BertInstanceSections parse_bert_instances(std::span<const std::byte> bytes, const std::string& path);
+
 // A read-only, memory-mapped, validated instance file.
 class BertInstanceFile {
  public:

@@ -71,6 +71,10 @@ std::vector<McExample> parse_hellaswag(std::string_view text, const std::string&
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       throw Error(where + ": not valid JSON (syntax error at column " + std::to_string(e.byte) + ")");
+    } catch (const nlohmann::json::exception& e) {
+      // Not only syntax errors: a number such as 1e18446744073709551616 throws out_of_range
+      // (found by fuzz_hellaswag; it used to escape as a non-mptrain exception).
+      throw Error(where + ": not valid JSON (" + e.what() + ")");
     }
     if (!j.is_object()) throw Error(where + ": not a JSON object");
     McExample ex;
