@@ -23,7 +23,7 @@ TYPED_TEST_SUITE(CudaLayerNorm, StorageTypes);
 struct Case {
   int N, C;
 };
-const Case kCases[] = {{1, 31}, {3, 32}, {5, 33}, {31, 127}, {32, 128}, {33, 129}, {7, 260}, {600, 64}, {2, 768}};
+const Case kCases[] = {{1, 31}, {3, 32}, {5, 33}, {31, 127}, {32, 128}, {33, 129}, {7, 260}, {600, 64}, {2, 768}, {70, 1600}, {40000, 32}};
 
 TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
   SKIP_WITHOUT_GPU();

@@ -28,6 +28,7 @@ Context::Context(int device, size_t workspace_bytes) : impl_(std::make_unique<Im
   info_.sm_count = prop.multiProcessorCount;
   info_.global_mem = prop.totalGlobalMem;
   info_.smem_per_block = prop.sharedMemPerBlock;
+  info_.smem_per_block_optin = prop.sharedMemPerBlockOptin;
   Impl& im = *impl_;
   im.device = device;
   // Members are released by the destructor even if a later step throws: the unique_ptr<Impl>

@@ -19,7 +19,8 @@ struct DeviceInfo {
   int major = 0, minor = 0;  // compute capability
   int sm_count = 0;
   size_t global_mem = 0;
-  size_t smem_per_block = 0;  // default (non-opt-in) shared memory per block, bytes
+  size_t smem_per_block = 0;        // default (non-opt-in) shared memory per block, bytes
+  size_t smem_per_block_optin = 0;  // the most a kernel may opt in to (cudaFuncSetAttribute)
 };
 
 class Context {
