@@ -1,14 +1,31 @@
 // Activation plan bookkeeping.
 #include "model/activation_plan.h"
 
+#include "core/error.h"
+
 namespace mptrain {
 
-ActivationPlan::Handle ActivationPlan::add(std::string name, size_t n) {
-  entries_.push_back({std::move(name), total_, n});
-  total_ += (n + 15) / 16 * 16;
+ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, StorageType type, OpKind op,
+                                           Role role) {
+  entries_.push_back({std::move(name), total_, numel, type, op, role});
+  total_ += (numel * storage_bytes(type) + 63) / 64 * 64;
   return entries_.size() - 1;
 }
 
-void ActivationPlan::allocate() { buffer_.resize(total_); }
+void ActivationPlan::allocate() { buffer_.resize(total_ / sizeof(float)); }
+
+float* ActivationPlan::get(Handle h) {
+  const Entry& e = entries_[h];
+  MPT_CHECK(e.type == StorageType::F32,
+            "activation '" + e.name + "' is " + storage_name(e.type) + ", not fp32 (use raw())");
+  return reinterpret_cast<float*>(reinterpret_cast<char*>(buffer_.data()) + e.offset);
+}
+
+size_t ActivationPlan::bytes(Role role) const {
+  size_t sum = 0;
+  for (const Entry& e : entries_)
+    if (e.role == role) sum += e.bytes();
+  return sum;
+}
 
 }  // namespace mptrain

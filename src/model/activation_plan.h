@@ -1,28 +1,46 @@
-// Activations planned once per (B, T): a named table of buffers carved from one
-// allocation. Entries are addressed by the handle add() returns, so the model's
-// forward and backward name every buffer they touch.
+// Activations planned once per (B, T): a named table of typed buffers carved from one
+// allocation. Entries are addressed by the handle add() returns, so the model's forward and
+// backward name every buffer they touch. Each entry records its storage dtype (bytes, not
+// floats: bf16/fp16 activations take half the room), the op that writes it, and whether
+// backward reads it (Saved) or it is reused freely (Scratch). `mptrain explain` sums the same
+// table, built without allocating.
 #pragma once
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/dtype.h"
+#include "precision/policy.h"
 
 namespace mptrain {
 
 class ActivationPlan {
  public:
   using Handle = size_t;
-  // Registers a buffer of n floats (rounded up to 16 so every buffer stays 64-byte aligned).
-  Handle add(std::string name, size_t n);
-  void allocate();  // one allocation for everything added so far
-  float* get(Handle h) { return buffer_.data() + entries_[h].offset; }
-  size_t total_floats() const { return total_; }
+  enum class Role { Saved, Scratch };
   struct Entry {
     std::string name;
-    size_t offset;
+    size_t offset;  // bytes from the start of the allocation (a multiple of 64)
     size_t numel;
+    StorageType type;
+    OpKind op;  // the op that writes it
+    Role role;
+    size_t bytes() const { return numel * storage_bytes(type); }
   };
+
+  // Registers numel elements of `type` (each entry starts 64-byte aligned).
+  Handle add(std::string name, size_t numel, StorageType type, OpKind op, Role role);
+  void allocate();  // one allocation for everything added so far
+  bool allocated() const { return buffer_.size() > 0 || total_ == 0; }
+
+  // An fp32 entry's data; throws Error for an entry of another dtype.
+  float* get(Handle h);
+  void* raw(Handle h) { return reinterpret_cast<char*>(buffer_.data()) + entries_[h].offset; }
+  StorageType type(Handle h) const { return entries_[h].type; }
+
+  size_t total_bytes() const { return total_; }
+  size_t bytes(Role role) const;  // sum of entry sizes with that role (without alignment padding)
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:

@@ -1,4 +1,5 @@
-// GPT-2 forward and backward on the CPU backend, layer by layer.
+// GPT-2 on the CPU backend: parameter table, activation plan, and the fp32 forward and
+// backward, layer by layer. The mixed-precision path is in gpt2_mixed.cpp.
 #include "model/gpt2.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "backend/ops/encoder.h"
 #include "backend/ops/gelu.h"
 #include "backend/ops/gemm.h"
+#include "backend/ops/gemm_mixed.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/residual.h"
 #include "core/error.h"
@@ -66,15 +68,66 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
   return 6.0 * matmul_params + 6.0 * L * C * T;
 }
 
+bool gpt2_is_gemm_weight(const ParamSpec& spec) {
+  return spec.shape.size() == 2 && spec.name != "wpe.weight";
+}
+
+cpu::GemmMath gemm_math(ComputeType t) {
+  switch (t) {
+    case ComputeType::TF32:
+      return cpu::GemmMath::TF32;
+    case ComputeType::BF16:
+      return cpu::GemmMath::BF16;
+    case ComputeType::F16:
+      return cpu::GemmMath::F16;
+    case ComputeType::F32:
+      break;
+  }
+  return cpu::GemmMath::F32;
+}
+
+ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy) {
+  return policy.rule(spec.name == "wte.weight" ? OpKind::LmHead : OpKind::Linear).compute;
+}
+
+size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native) {
+  size_t bytes = 0;
+  const ParamTable table = gpt2_param_table(config);
+  for (const ParamSpec& spec : table.specs()) {
+    if (!gpt2_is_gemm_weight(spec)) continue;
+    const ComputeType c = gpt2_weight_compute(spec, policy);
+    if (c == ComputeType::F32) continue;  // fp32 GEMMs read the master weights
+    bytes += (spec.numel * storage_bytes(cpu::gemm_operand_storage(gemm_math(c), fp16_gemm_native)) + 63) / 64 * 64;
+  }
+  return bytes;
+}
+
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
-    : config_(config), ctx_(ctx), precision_(precision), table_(gpt2_param_table(config)) {
+    : Gpt2(config, ctx, make_policy(precision)) {}
+
+Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
+    : config_(config),
+      ctx_(ctx),
+      precision_(policy.precision),
+      policy_(policy),
+      mixed_(!policy.all_fp32()),
+      table_(gpt2_param_table(config)) {
+  // The fused cross-entropy reads fp32 logits and writes dlogits in place (policy.cpp says so).
+  MPT_CHECK(policy_.rule(OpKind::LmHead).output == StorageType::F32, "[precision] the LM head must write fp32 logits");
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
+  if (mixed_) {
+    ws_ = std::make_unique<cpu::GemmWorkspace>(ctx_);
+    setup_weight_copies();
+  }
 }
 
+Gpt2::~Gpt2() = default;
+
 void Gpt2::init_weights(uint64_t seed) {
+  copies_stale_ = true;
   const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
   const auto& specs = table_.specs();
   for (size_t s = 0; s < specs.size(); ++s) {
@@ -106,48 +159,95 @@ void Gpt2::init_weights(uint64_t seed) {
   }
 }
 
-void Gpt2::plan(int B, int T) {
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,
+                                    int T, Gpt2Acts* handles) {
   MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
-  MPT_CHECK(T <= config_.block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
-                                         std::to_string(config_.block_size) + " positions)");
-  const size_t BT = static_cast<size_t>(B) * T, C = config_.n_embd, NH = config_.n_head;
-  const size_t Vp = config_.padded_vocab_size;
-  acts_ = ActivationPlan();
-  a_ = Acts{};
-  a_.encoded = acts_.add("encoded", BT * C);
-  for (int l = 0; l < config_.n_layer; ++l) {
+  MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
+                                        std::to_string(config.block_size) + " positions)");
+  using Role = ActivationPlan::Role;
+  constexpr StorageType F32 = StorageType::F32;
+  const Role saved = Role::Saved, scratch = Role::Scratch;
+  const size_t BT = static_cast<size_t>(B) * T, C = config.n_embd;
+  const size_t Vp = config.padded_vocab_size;
+  const bool mixed = !policy.all_fp32();
+  // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path).
+  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
+  const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
+  const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
+  const cpu::GemmMath lin = gemm_math(policy.rule(OpKind::Linear).compute);
+  const cpu::GemmMath head = gemm_math(policy.rule(OpKind::LmHead).compute);
+  const cpu::AttentionTypes at{lin_s,
+                               probs_s,
+                               y_s,
+                               cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::AttnScores).compute),
+                                                         fp16_gemm_native),
+                               gemm_math(policy.rule(OpKind::AttnScores).compute),
+                               gemm_math(policy.rule(OpKind::AttnValues).compute)};
+  const StorageType lin_op = cpu::gemm_operand_storage(lin, fp16_gemm_native);
+  auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
+
+  ActivationPlan plan;
+  Gpt2Acts a{};
+  a.encoded = plan.add("encoded", BT * C, F32, OpKind::Embedding, saved);
+  for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    LayerActs la;
-    la.ln1 = acts_.add(p + "ln1", BT * C);
-    la.ln1_mean = acts_.add(p + "ln1_mean", BT);
-    la.ln1_rstd = acts_.add(p + "ln1_rstd", BT);
-    la.qkv = acts_.add(p + "qkv", BT * 3 * C);
-    la.att = acts_.add(p + "att", cpu::attention_saved_floats(B, T, config_.n_embd, config_.n_head));
-    la.atty = acts_.add(p + "atty", BT * C);
-    la.residual2 = acts_.add(p + "residual2", BT * C);
-    la.ln2 = acts_.add(p + "ln2", BT * C);
-    la.ln2_mean = acts_.add(p + "ln2_mean", BT);
-    la.ln2_rstd = acts_.add(p + "ln2_rstd", BT);
-    la.fch = acts_.add(p + "fch", BT * 4 * C);
-    la.fch_gelu = acts_.add(p + "fch_gelu", BT * 4 * C);
-    la.residual3 = acts_.add(p + "residual3", BT * C);
-    a_.layers.push_back(la);
+    Gpt2LayerActs la;
+    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpKind::LayerNorm, saved);
+    la.ln1_mean = plan.add(p + "ln1_mean", BT, F32, OpKind::LayerNorm, saved);
+    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
+    la.qkv = plan.add(p + "qkv", BT * 3 * C, lin_s, OpKind::Linear, saved);
+    if (mixed)
+      la.att = plan.add(p + "att", cpu::attention_saved_bytes_typed(B, T, C, config.n_head, at) / storage_bytes(probs_s),
+                        probs_s, OpKind::Softmax, saved);
+    else
+      la.att = plan.add(p + "att", cpu::attention_saved_floats(B, T, C, config.n_head), F32, OpKind::Softmax, saved);
+    la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
+    la.residual2 = plan.add(p + "residual2", BT * C, F32, OpKind::Residual, saved);
+    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
+    la.ln2_mean = plan.add(p + "ln2_mean", BT, F32, OpKind::LayerNorm, saved);
+    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
+    la.fch = plan.add(p + "fch", BT * 4 * C, lin_s, OpKind::Linear, saved);
+    la.fch_gelu = plan.add(p + "fch_gelu", BT * 4 * C, gelu_s, OpKind::Gelu, saved);
+    la.residual3 = plan.add(p + "residual3", BT * C, F32, OpKind::Residual, saved);
+    a.layers.push_back(la);
   }
-  a_.lnf = acts_.add("lnf", BT * C);
-  a_.lnf_mean = acts_.add("lnf_mean", BT);
-  a_.lnf_rstd = acts_.add("lnf_rstd", BT);
-  a_.logits = acts_.add("logits", BT * Vp);  // also holds dlogits after the fused loss
-  a_.losses = acts_.add("losses", BT);
-  a_.dloss = acts_.add("dloss", BT);
+  a.lnf = plan.add("lnf", BT * C, ln_s, OpKind::LayerNorm, saved);
+  a.lnf_mean = plan.add("lnf_mean", BT, F32, OpKind::LayerNorm, saved);
+  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpKind::LayerNorm, saved);
+  // The logits become dlogits in place (fused loss): working memory, not state kept for backward.
+  a.logits = plan.add("logits", BT * Vp, F32, OpKind::LmHead, scratch);
+  a.losses = plan.add("losses", BT, F32, OpKind::Loss, scratch);
+  a.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
   // Scratch shared by every layer (reused; not saved for backward).
-  a_.attn_scratch = acts_.add("attn_scratch", cpu::attention_scratch_floats(B, T, config_.n_embd, config_.n_head));
-  a_.proj_out = acts_.add("proj_out", BT * C);
-  a_.dresidual = acts_.add("dresidual", BT * C);
-  a_.dln = acts_.add("dln", BT * C);
-  a_.dqkv = acts_.add("dqkv", BT * 3 * C);
-  a_.datty = acts_.add("datty", BT * C);
-  a_.dfch = acts_.add("dfch", BT * 4 * C);
-  (void)NH;
+  if (mixed) {
+    a.attn_scratch = plan.add("attn_scratch", words(cpu::attention_scratch_bytes_typed(B, T, C, config.n_head, at)),
+                              F32, OpKind::Softmax, scratch);
+    a.gemm_out = plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch);  // fp32 GEMM result before bias
+    a.dresidual = plan.add("dresidual", BT * C, F32, OpKind::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, F32, OpKind::LayerNorm, scratch);
+    a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
+    a.dqkv = plan.add("dqkv", BT * 3 * C, lin_s, OpKind::Linear, scratch);
+    a.datty = plan.add("datty", BT * C, y_s, OpKind::AttnValues, scratch);
+    a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, F32, OpKind::Gelu, scratch);
+    a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpKind::Gelu, scratch);
+    a.dlogits_lp = plan.add("dlogits_lp", BT * Vp, cpu::gemm_operand_storage(head, fp16_gemm_native), OpKind::LmHead,
+                            scratch);
+  } else {
+    a.attn_scratch = plan.add("attn_scratch", cpu::attention_scratch_floats(B, T, C, config.n_head), F32,
+                              OpKind::Softmax, scratch);
+    a.proj_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
+    a.dresidual = plan.add("dresidual", BT * C, F32, OpKind::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, F32, OpKind::LayerNorm, scratch);
+    a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpKind::Linear, scratch);
+    a.datty = plan.add("datty", BT * C, F32, OpKind::AttnValues, scratch);
+    a.dfch = plan.add("dfch", BT * 4 * C, F32, OpKind::Gelu, scratch);
+  }
+  if (handles) *handles = std::move(a);
+  return plan;
+}
+
+void Gpt2::plan(int B, int T) {
+  acts_ = gpt2_activation_plan(config_, policy_, ws_ ? ws_->fp16_native() : false, B, T, &a_);
   acts_.allocate();
   plan_B_ = B;
   plan_T_ = T;
@@ -157,6 +257,11 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
   MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
                                               " exceeds the planned " + std::to_string(plan_B_) + "x" +
                                               std::to_string(plan_T_));
+  if (mixed_) {
+    if (copies_stale_) refresh_weight_copies();
+    forward_mixed(tokens, B, T);
+    return;
+  }
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const float eps = config_.ln_eps;
   cpu::encoder_forward(acts_.get(a_.encoded), tokens, w_.wte, w_.wpe, B, T, C);
@@ -239,6 +344,10 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
 }
 
 void Gpt2::backward_impl(const int* tokens, int B, int T) {
+  if (mixed_) {
+    backward_mixed(tokens, B, T);
+    return;
+  }
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
   const float* dlogits = acts_.get(a_.logits);  // the fused loss wrote dlogits in place

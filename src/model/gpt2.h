@@ -3,21 +3,36 @@
 //
 // Weights use Hugging Face's Conv1D layout [in, out], so checkpoints are plain copies.
 // The LM head is tied to wte (logits = lnf · wte^T over the padded vocabulary Vp).
+//
+// Precision: the model reads its precision policy (precision/policy.h) for every dtype. When
+// every rule is fp32 it runs the original fp32 code (gpt2.cpp, bit for bit what it always was);
+// otherwise the mixed path (gpt2_mixed.cpp): activations stored in the policy's dtypes, GEMMs on
+// gemm_mixed with fp32 accumulation, fp32 master parameters and gradients.
+//
+// Weight copies: each GEMM weight is read through a copy in its GEMM's operand format (bf16,
+// fp16, TF32-rounded fp32), refreshed from the fp32 master weights once per optimizer step.
+// Contract: any writer of the parameters goes through the non-const params() (or init_weights),
+// which marks the copies stale; the next forward refreshes them before its first GEMM. A pointer
+// kept from an earlier params() call must not be written after a forward without calling
+// params() again. train_step calls params() for every optimizer step, so a step's update is
+// seen by the next forward.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
+#include "precision/policy.h"
 #include "precision/precision.h"
 
 namespace mptrain {
 
-namespace cpu {
-class Context;
-}
+// The backend arithmetic of a policy compute type.
+cpu::GemmMath gemm_math(ComputeType t);
 
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);
@@ -41,14 +56,52 @@ Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n_layer)
 // (forward 2·2·T·C/2 per token and layer, backward twice that).
 double gpt2_flops_per_token(const Gpt2Config& config, int T);
 
+// Handles of every activation buffer, filled by gpt2_activation_plan. The fp32 path uses the
+// original set; the mixed path adds typed buffers (gemm_out, dout_lp, ...).
+struct Gpt2LayerActs {
+  ActivationPlan::Handle ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
+      residual3;
+};
+struct Gpt2Acts {
+  ActivationPlan::Handle encoded, lnf, lnf_mean, lnf_rstd, logits, losses, dloss;
+  ActivationPlan::Handle attn_scratch, proj_out;
+  ActivationPlan::Handle dresidual, dln, dqkv, datty, dfch;
+  // mixed path only
+  ActivationPlan::Handle gemm_out, dout_lp, dfch_gelu, dlogits_lp;
+  std::vector<Gpt2LayerActs> layers;
+};
+
+// The activation plan of a B×T micro-batch under `policy`, built without allocating (so that
+// `mptrain explain` reports exactly what Gpt2::plan allocates). fp16_gemm_native: whether this
+// CPU's oneDNN multiplies fp16 (cpu::GemmWorkspace::fp16_native()); it decides the storage of
+// the converted-once GEMM operands.
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,
+                                    int T, Gpt2Acts* handles = nullptr);
+
+// True for the parameters GEMMs read (wte as the LM head, and the four Conv1D weights of each
+// block): those that get a low-precision copy.
+bool gpt2_is_gemm_weight(const ParamSpec& spec);
+// The compute type of the GEMM that reads a weight (the LM head for wte, the linears otherwise).
+ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy);
+// Bytes of those copies under `policy` (0 when every GEMM is fp32).
+size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native);
+
 class Gpt2 {
  public:
   Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
+  // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
+  Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy);
+  ~Gpt2();
 
   const Gpt2Config& config() const { return config_; }
   Precision precision() const { return precision_; }
+  const Policy& policy() const { return policy_; }
   const ParamTable& table() const { return table_; }
-  FloatBuffer& params() { return params_; }
+  // Non-const access marks the GEMM weight copies stale (see the contract above).
+  FloatBuffer& params() {
+    copies_stale_ = true;
+    return params_;
+  }
   const FloatBuffer& params() const { return params_; }
   FloatBuffer& grads() { return grads_; }
   const FloatBuffer& grads() const { return grads_; }
@@ -61,7 +114,9 @@ class Gpt2 {
   void plan(int B, int T);
   int planned_batch() const { return plan_B_; }
   int planned_seq() const { return plan_T_; }
-  size_t activation_floats() const { return acts_.total_floats(); }
+  size_t activation_bytes() const { return acts_.total_bytes(); }
+  const ActivationPlan& activation_plan() const { return acts_; }
+  size_t weight_copy_bytes() const { return copy_buf_.size() * sizeof(float); }
 
   // Forward pass. tokens[B,T] must be valid ids (< V); targets may be null (logits only).
   // Returns the mean loss over targets != -1 (0 when targets is null).
@@ -88,27 +143,39 @@ class Gpt2 {
   void forward_impl(const int* tokens, int B, int T);
   float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward);
   void backward_impl(const int* tokens, int B, int T);
+  // The mixed-precision path (gpt2_mixed.cpp).
+  void setup_weight_copies();
+  void refresh_weight_copies();
+  void forward_mixed(const int* tokens, int B, int T);
+  void backward_mixed(const int* tokens, int B, int T);
 
-  struct LayerActs {
-    ActivationPlan::Handle ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch,
-        fch_gelu, residual3;
+  using LayerActs = Gpt2LayerActs;
+  using Acts = Gpt2Acts;
+  // A GEMM weight as its GEMMs read it: the copy (or the fp32 master when the GEMM is fp32).
+  struct WeightRef {
+    const void* ptr = nullptr;
+    StorageType type = StorageType::F32;
   };
-  struct Acts {
-    ActivationPlan::Handle encoded, lnf, lnf_mean, lnf_rstd, logits, losses, dloss;
-    ActivationPlan::Handle attn_scratch, proj_out;
-    ActivationPlan::Handle dresidual, dln, dqkv, datty, dfch;
-    std::vector<LayerActs> layers;
+  struct LayerWeights {
+    WeightRef qkv_w, attproj_w, fc_w, fcproj_w;
   };
 
   Gpt2Config config_;
   cpu::Context& ctx_;
   Precision precision_;
+  Policy policy_;
+  bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
   Gpt2Tensors w_, g_;
   ActivationPlan acts_;
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0;
+  std::unique_ptr<cpu::GemmWorkspace> ws_;
+  FloatBuffer copy_buf_;  // every weight copy, carved in parameter-table order
+  std::vector<LayerWeights> wc_;
+  WeightRef wte_c_;
+  bool copies_stale_ = true;
 };
 
 }  // namespace mptrain

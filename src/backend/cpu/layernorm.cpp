@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cpu/lowp.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -47,6 +48,42 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     }
     const float s = 1.0f / std::sqrt(sq * inv_c + eps);
     for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[n] = m;
+    rstd[n] = s;
+  }
+}
+
+void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
+                             const float* weight, const float* bias, int N, int C, float eps) {
+  if (to == StorageType::F32) {
+    layernorm_forward(static_cast<float*>(out), mean, rstd, inp, weight, bias, N, C, eps);
+    return;
+  }
+  MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward_typed] bad size: " + dims(N, C));
+  MPT_CHECK(eps >= 0.0f, "[layernorm_forward_typed] eps must be >= 0, got " + std::to_string(eps));
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const size_t eo = storage_bytes(to);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* x = inp + static_cast<size_t>(n) * C;
+    char* y = static_cast<char*>(out) + static_cast<size_t>(n) * C * eo;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < C; ++c) sum += x[c];
+    const float m = sum * inv_c;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int c = 0; c < C; ++c) {
+      float d = x[c] - m;
+      sq += d * d;
+    }
+    const float s = 1.0f / std::sqrt(sq * inv_c + eps);
+    float tmp[kChunk];
+    for (int c0 = 0; c0 < C; c0 += static_cast<int>(kChunk)) {
+      const int len = std::min(static_cast<int>(kChunk), C - c0);
+      for (int c = 0; c < len; ++c) tmp[c] = (x[c0 + c] - m) * s * weight[c0 + c] + bias[c0 + c];
+      dispatch_storage(to, [&](auto t) { narrow_span(reinterpret_cast<decltype(t)*>(y) + c0, tmp, len); });
+    }
     mean[n] = m;
     rstd[n] = s;
   }

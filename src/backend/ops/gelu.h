@@ -3,11 +3,19 @@
 #pragma once
 #include <cstddef>
 
+#include "core/dtype.h"
+
 namespace mptrain::cpu {
 
 void gelu_forward(float* out, const float* inp, size_t N);
 
 // dinp[i] = gelu'(inp[i]) * dout[i]   (overwritten, =; dinp may alias dout).
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);
+
+// Typed variants (math in fp32, one rounding on output):
+//   out (dtype to) = gelu(inp (dtype ti))
+//   dinp (dtype td) = gelu'(inp (dtype ti)) * dout (fp32)
+void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
+void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout, size_t N);
 
 }  // namespace mptrain::cpu

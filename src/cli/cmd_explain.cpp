@@ -1,0 +1,111 @@
+// `mptrain explain`: the precision plan of a model, as a table — for every kind of op the dtype
+// it reads, computes in, accumulates in and writes, and the bytes it keeps for backward — and
+// the memory totals (parameters, gradients, optimizer state, weight copies, activations).
+//
+// Every number comes from the objects training uses: the policy table (precision/policy.h), the
+// activation plan GPT-2 allocates (gpt2_activation_plan, built here without allocating) and the
+// weight-copy layout (gpt2_weight_copy_bytes). Nothing is recomputed by a separate formula.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/context.h"
+#include "backend/ops/gemm_mixed.h"
+#include "cli/subcommands.h"
+#include "model/gpt2.h"
+#include "precision/policy.h"
+
+namespace mptrain {
+
+namespace {
+
+struct ExplainOptions {
+  std::string preset = "gpt2";
+  int vocab_multiple = 128;
+  std::string precision = "fp32";
+  std::vector<std::string> op_precision;
+  int batch = 4;
+  int seq = 256;
+};
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+void run_explain(const ExplainOptions& o) {
+  const Precision precision = parse_precision(o.precision);
+  const Policy policy = make_policy(precision, parse_op_precision(o.op_precision));
+  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+  cpu::Context ctx;
+  const bool fp16_native = cpu::GemmWorkspace(ctx).fp16_native();
+  const ActivationPlan plan = gpt2_activation_plan(config, policy, fp16_native, o.batch, o.seq);
+  const size_t n_params = gpt2_param_table(config).total();
+
+  std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d\n",
+              precision_name(precision), o.preset.c_str(), n_params, o.batch, o.seq);
+  std::printf("%-12s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
+              "saved-for-bwd", "what backward keeps");
+  std::vector<size_t> saved(kNumOpKinds, 0);
+  for (const ActivationPlan::Entry& e : plan.entries())
+    if (e.role == ActivationPlan::Role::Saved) saved[static_cast<size_t>(e.op)] += e.bytes();
+  for (const OpRule& r : policy.rules) {
+    const size_t b = saved[static_cast<size_t>(r.op)];
+    std::printf(
+        "%-12s %-6s %-7s %-6s %-6s %-13s %s\n", op_name(r.op), storage_name(r.input), compute_name(r.compute),
+        storage_name(r.accumulate), storage_name(r.output), b ? mib(static_cast<double>(b)).c_str() : "-",
+        *r.saves ? (std::string(r.saves) + (b ? std::string(" [") + storage_name(r.saved) + "]" : "")).c_str()
+                 : "-");
+  }
+  std::printf("\nnotes:\n");
+  for (const OpRule& r : policy.rules) std::printf("  %-12s %s\n", op_name(r.op), r.note.c_str());
+  if (policy.uses_fp16())
+    std::printf("  %-12s %s\n", "this CPU",
+                fp16_native
+                    ? "oneDNN has fp16 GEMM kernels here (AVX512-FP16): fp16 operands are multiplied natively"
+                    : "no fp16 GEMM in oneDNN here (no AVX512-FP16): fp16 GEMMs are EMULATED exactly "
+                      "(operands widened to fp32, fp32 GEMM); weight copies and converted gradients are "
+                      "held as fp16 values in fp32 storage");
+
+  const double p = static_cast<double>(n_params);
+  const double weights = p * storage_bytes(policy.master_weights);
+  const double grads = p * storage_bytes(policy.gradients);
+  const double moments = 2.0 * p * storage_bytes(policy.optimizer_state);  // AdamW: exp_avg, exp_avg_sq
+  const double copies = static_cast<double>(gpt2_weight_copy_bytes(config, policy, fp16_native));
+  const double act_saved = static_cast<double>(plan.bytes(ActivationPlan::Role::Saved));
+  const double act_scratch = static_cast<double>(plan.bytes(ActivationPlan::Role::Scratch));
+  const double act_total = static_cast<double>(plan.total_bytes());
+  std::printf("\nmemory:\n");
+  std::printf("  %-34s %12s\n", "parameters (fp32 master)", mib(weights).c_str());
+  std::printf("  %-34s %12s\n", "gradients (fp32)", mib(grads).c_str());
+  std::printf("  %-34s %12s\n", "optimizer state (AdamW, 2 x fp32)", mib(moments).c_str());
+  std::printf("  %-34s %12s\n", "GEMM weight copies", copies > 0 ? mib(copies).c_str() : "none (fp32 GEMMs)");
+  std::printf("  %-34s %12s\n", "activations saved for backward", mib(act_saved).c_str());
+  std::printf("  %-34s %12s\n", "activation scratch (reused)", mib(act_scratch).c_str());
+  std::printf("  %-34s %12s\n", "activation allocation (aligned)", mib(act_total).c_str());
+  std::printf("  %-34s %12s\n", "total", mib(weights + grads + moments + copies + act_total).c_str());
+  std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
+}
+
+}  // namespace
+
+void register_explain(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("explain", "Print the per-op precision plan and the memory it implies");
+  auto o = std::make_shared<ExplainOptions>();
+  cmd->add_option("--preset", o->preset)->capture_default_str();
+  cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--op-precision", o->op_precision,
+                  "Override one op's dtype, e.g. gelu=bf16 or linear=fp32 (repeat or comma-separate)");
+  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->callback([o, &exit_code]() {
+    run_explain(*o);
+    exit_code = 0;
+  });
+}
+
+}  // namespace mptrain

@@ -1,0 +1,97 @@
+// The per-op precision policy, as data: for every kind of op in the model, the dtype it
+// reads, computes in, accumulates in, writes, and keeps for backward, per Precision.
+//
+// The rules follow PyTorch autocast (aten/src/ATen/autocast_mode.cpp, docs amp.rst):
+//   * GEMM-like ops (the linear layers, attention's Q·K^T and P·V, the LM head) multiply in
+//     the low precision and accumulate in fp32; their output is the low precision.
+//   * LayerNorm, softmax, the loss, reductions and norms compute in fp32.
+//   * The residual stream is fp32 (fp32 + bf16 promotes to fp32).
+//   * Parameters, gradients and optimizer state are fp32 master copies; each GEMM weight has
+//     a low-precision copy refreshed once per optimizer step (autocast's weight-cast cache).
+// Deviations from autocast, on purpose, are in each rule's note (e.g. logits stay fp32
+// because the fused cross-entropy reads fp32 and writes dlogits in place).
+//
+// The model (src/model/gpt2.cpp) reads this table to choose every activation's storage dtype
+// and every GEMM's operand format; `mptrain explain` prints it. Nothing else decides dtypes.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "precision/precision.h"
+
+namespace mptrain {
+
+// The kinds of op a transformer is made of. One rule per kind.
+enum class OpKind {
+  Embedding,   // wte[token] + wpe[t]
+  LayerNorm,   // ln_1, ln_2, ln_f
+  Linear,      // c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj (GEMM + bias)
+  AttnScores,  // Q·K^T per head
+  Softmax,     // causal softmax of the scaled scores
+  AttnValues,  // P·V per head
+  Gelu,        // tanh GELU between the MLP's two linears
+  Residual,    // x + f(x)
+  LmHead,      // lnf · wte^T (tied)
+  Loss,        // fused softmax + cross-entropy over the vocabulary
+  GradNorm,    // global gradient norm and clipping
+  Optimizer,   // AdamW / Sophia update of the fp32 master weights
+};
+constexpr int kNumOpKinds = 12;
+
+// The arithmetic of an op. TF32 is a compute mode (fp32 storage, products of operands rounded
+// to a 10-bit mantissa), not a storage type, so it has no StorageType.
+enum class ComputeType { F32, TF32, BF16, F16 };
+
+const char* op_name(OpKind op);           // "layernorm", "linear", "attn_scores", ...
+const char* compute_name(ComputeType t);  // "fp32", "tf32", "bf16", "fp16"
+// The storage that holds values of a compute type: tf32 → fp32.
+StorageType compute_storage(ComputeType t);
+
+struct OpRule {
+  OpKind op;
+  StorageType input;       // dtype of the activation it reads
+  ComputeType compute;     // dtype of its multiplies / elementwise math
+  StorageType accumulate;  // dtype of its sums (fp32 everywhere)
+  StorageType output;      // dtype it writes
+  StorageType saved;       // dtype of what it keeps for backward (its output or input, see saves)
+  const char* saves;       // what it keeps for backward, in words ("" when nothing)
+  std::string note;        // why, where it differs from autocast, CPU emulation
+};
+
+// One op's dtype forced by --op-precision op=dtype.
+struct OpOverride {
+  OpKind op;
+  ComputeType dtype;
+};
+
+struct Policy {
+  Precision precision = Precision::Fp32;
+  std::vector<OpRule> rules;  // indexed by OpKind
+  StorageType master_weights = StorageType::F32;
+  StorageType gradients = StorageType::F32;
+  StorageType optimizer_state = StorageType::F32;
+  // Each GEMM weight is read through a copy in the compute type of the op that reads it
+  // (rule(Linear).compute for the block weights, rule(LmHead).compute for wte), refreshed once
+  // per optimizer step; fp32 GEMMs read the master weights and need no copy.
+
+  const OpRule& rule(OpKind op) const { return rules[static_cast<size_t>(op)]; }
+  // True when every rule is plain fp32: the model then runs its original fp32 code path.
+  bool all_fp32() const;
+  // True when any op stores or computes in fp16 (dynamic loss scaling is then needed).
+  bool uses_fp16() const;
+};
+
+// The policy for a precision, with optional per-op overrides applied before the dependent
+// dtypes are derived (e.g. linear=fp32 also makes LayerNorm write fp32, since its output is
+// the linear's input). Throws Error "[precision] <op> cannot run in <dtype>: <reason>" for an
+// override the op cannot honour (layernorm=fp16, softmax=bf16, loss=bf16, gelu=tf32, ...).
+Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides = {});
+
+// Parses "gelu=bf16" or "gelu=bf16,linear=fp32" (also several strings, one per flag use).
+// Throws Error on syntax, an unknown op or an unknown dtype. Validity for the op is checked
+// by make_policy.
+std::vector<OpOverride> parse_op_precision(const std::vector<std::string>& specs);
+
+}  // namespace mptrain

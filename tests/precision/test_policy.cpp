@@ -1,0 +1,154 @@
+// The precision policy table (precision/policy.h): the autocast rules per precision, the
+// dtypes that follow from overrides, the refusals, and `mptrain explain` printing it.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "precision/policy.h"
+
+namespace mptrain {
+namespace {
+
+constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16;
+
+TEST(Policy, Fp32IsAllFp32) {
+  const Policy p = make_policy(Precision::Fp32);
+  ASSERT_EQ(p.rules.size(), static_cast<size_t>(kNumOpKinds));
+  EXPECT_TRUE(p.all_fp32());
+  EXPECT_FALSE(p.uses_fp16());
+  for (int k = 0; k < kNumOpKinds; ++k)
+    EXPECT_EQ(p.rules[k].op, static_cast<OpKind>(k)) << "rules indexed by OpKind";
+}
+
+TEST(Policy, Bf16FollowsAutocast) {
+  const Policy p = make_policy(Precision::Bf16);
+  EXPECT_FALSE(p.all_fp32());
+  EXPECT_FALSE(p.uses_fp16());
+  // GEMM-like ops: bf16 products, fp32 accumulation, bf16 output (logits excepted, see below).
+  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
+    EXPECT_EQ(p.rule(op).compute, ComputeType::BF16) << op_name(op);
+    EXPECT_EQ(p.rule(op).accumulate, F32) << op_name(op);
+  }
+  EXPECT_EQ(p.rule(OpKind::Linear).output, BF16);
+  EXPECT_EQ(p.rule(OpKind::AttnValues).output, BF16);
+  EXPECT_EQ(p.rule(OpKind::LmHead).output, F32);      // fused loss reads fp32 logits (stated in the note)
+  EXPECT_EQ(p.rule(OpKind::AttnScores).output, F32);  // scores go to the fp32 softmax
+  // fp32 ops.
+  for (OpKind op : {OpKind::Embedding, OpKind::LayerNorm, OpKind::Softmax, OpKind::Gelu, OpKind::Residual,
+                    OpKind::Loss, OpKind::GradNorm, OpKind::Optimizer})
+    EXPECT_EQ(p.rule(op).compute, ComputeType::F32) << op_name(op);
+  EXPECT_EQ(p.rule(OpKind::Residual).output, F32);
+  EXPECT_EQ(p.rule(OpKind::Embedding).output, F32);
+  EXPECT_EQ(p.rule(OpKind::Loss).output, F32);
+  // Saved for backward in bf16: what feeds a GEMM.
+  EXPECT_EQ(p.rule(OpKind::LayerNorm).saved, BF16);
+  EXPECT_EQ(p.rule(OpKind::Softmax).saved, BF16);
+  EXPECT_EQ(p.rule(OpKind::Gelu).saved, BF16);
+  EXPECT_EQ(p.master_weights, F32);
+  EXPECT_EQ(p.gradients, F32);
+  EXPECT_EQ(p.optimizer_state, F32);
+  EXPECT_NE(p.rule(OpKind::LmHead).note.find("fp32"), std::string::npos);
+}
+
+TEST(Policy, Tf32IsFp32StorageWithTf32Gemms) {
+  const Policy p = make_policy(Precision::Tf32);
+  EXPECT_FALSE(p.all_fp32());
+  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::TF32);
+  for (const OpRule& r : p.rules) {
+    EXPECT_EQ(r.input, F32) << op_name(r.op);
+    EXPECT_EQ(r.output, F32) << op_name(r.op);
+    EXPECT_EQ(r.saved, F32) << op_name(r.op);
+  }
+  EXPECT_NE(p.rule(OpKind::Linear).note.find("emulation"), std::string::npos) << "tf32 on a CPU must say so";
+}
+
+TEST(Policy, Fp16UsesFp16AndSaysItIsEmulated) {
+  const Policy p = make_policy(Precision::Fp16);
+  EXPECT_TRUE(p.uses_fp16());
+  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::F16);
+  EXPECT_EQ(p.rule(OpKind::LayerNorm).output, F16);
+  EXPECT_EQ(p.rule(OpKind::Loss).compute, ComputeType::F32);
+  EXPECT_NE(p.rule(OpKind::Linear).note.find("65504"), std::string::npos);
+}
+
+TEST(Policy, OverridesDeriveDependentDtypes) {
+  // linear=fp32 under bf16: its input (LayerNorm's output) and its outputs become fp32 too.
+  Policy p = make_policy(Precision::Bf16, parse_op_precision({"linear=fp32"}));
+  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::F32);
+  EXPECT_EQ(p.rule(OpKind::LayerNorm).output, F32);
+  EXPECT_EQ(p.rule(OpKind::Linear).output, F32);
+  EXPECT_EQ(p.rule(OpKind::AttnValues).compute, ComputeType::BF16);
+  // gelu=fp32 keeps GELU's output fp32; gelu=bf16 under fp32 makes it bf16 (and the model mixed).
+  p = make_policy(Precision::Bf16, parse_op_precision({"gelu=fp32"}));
+  EXPECT_EQ(p.rule(OpKind::Gelu).output, F32);
+  p = make_policy(Precision::Fp32, parse_op_precision({"gelu=bf16"}));
+  EXPECT_EQ(p.rule(OpKind::Gelu).output, BF16);
+  EXPECT_FALSE(p.all_fp32());
+  // Several overrides, comma-separated and repeated.
+  const auto o = parse_op_precision({"gelu=fp16,lm_head=fp32", "attn_scores=tf32"});
+  ASSERT_EQ(o.size(), 3u);
+  EXPECT_EQ(o[0].op, OpKind::Gelu);
+  EXPECT_EQ(o[1].op, OpKind::LmHead);
+  EXPECT_EQ(o[2].dtype, ComputeType::TF32);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Policy, RefusesOpsThatCannotRunInTheDtype) {
+  expect_error([] { make_policy(Precision::Fp16, parse_op_precision({"layernorm=fp16"})); },
+               "[precision] layernorm cannot run in fp16: ");
+  expect_error([] { make_policy(Precision::Fp16, parse_op_precision({"softmax=fp16"})); },
+               "[precision] softmax cannot run in fp16: ");
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"loss=bf16"})); },
+               "[precision] loss cannot run in bf16: ");
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"residual=bf16"})); },
+               "residual cannot run in");
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"optimizer=fp16"})); },
+               "optimizer cannot run");
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"gelu=tf32"})); },
+               "gelu cannot run in tf32");
+  expect_error([] { parse_op_precision({"layer_norm=fp32"}); }, "unknown op 'layer_norm'");
+  expect_error([] { parse_op_precision({"gelu=half"}); }, "unknown dtype 'half'");
+  expect_error([] { parse_op_precision({"gelu"}); }, "expects op=dtype");
+  expect_error([] { parse_precision("fp8"); }, "unknown precision 'fp8'");
+}
+
+TEST(Explain, PrintsThePlanAndTotals) {
+  const auto r = testing::run_mptrain("explain --preset d2 --precision bf16 --batch 2 --seq 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* s :
+       {"layernorm", "attn_scores", "softmax", "lm_head", "optimizer", "parameters (fp32 master)",
+        "optimizer state (AdamW, 2 x fp32)", "GEMM weight copies", "activations saved for backward"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s << " in:\n" << r.output;
+  const auto f = testing::run_mptrain("explain --preset d2 --precision fp32 --batch 2 --seq 64");
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("none (fp32 GEMMs)"), std::string::npos) << f.output;
+  const auto h = testing::run_mptrain("explain --preset d2 --precision fp16 --batch 2 --seq 64");
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  EXPECT_NE(h.output.find("loss scaling: dynamic"), std::string::npos) << h.output;
+  const auto t = testing::run_mptrain("explain --preset d2 --precision tf32");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_NE(t.output.find("emulation"), std::string::npos) << t.output;
+}
+
+TEST(Explain, BadInputIsOneClearError) {
+  testing::expect_clear_error(testing::run_mptrain("explain --precision fp8"), "unknown precision 'fp8'");
+  testing::expect_clear_error(testing::run_mptrain("explain --precision fp16 --op-precision layernorm=fp16"),
+                              "[precision] layernorm cannot run in fp16");
+  testing::expect_clear_error(testing::run_mptrain("explain --precision bf16 --op-precision softmax=bf16"),
+                              "[precision] softmax cannot run in bf16");
+  testing::expect_clear_error(testing::run_mptrain("explain --preset nope"), "nope");
+}
+
+}  // namespace
+}  // namespace mptrain
