@@ -87,6 +87,15 @@ void register_train(CLI::App& app, int& exit_code) {
                   "Peak TFLOP/s that MFU is measured against (default: an estimate for this CPU, printed at start)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
+  // Numeric guards and resource limits (docs/HARDENING.md).
+  cmd->add_option("--on-nan", opt->on_nan,
+                  "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last checkpoint "
+                  "with a lower learning rate")
+      ->capture_default_str()->check(CLI::IsMember({"stop", "rollback"}));
+  cmd->add_option("--nan-lr-factor", opt->nan_lr_factor, "--on-nan rollback: multiply the learning rate by this")
+      ->capture_default_str();
+  cmd->add_option("--nan-max-rollbacks", opt->nan_max_rollbacks, "--on-nan rollback: give up after this many")
+      ->capture_default_str();
   cmd->callback([cmd, opt, recipe, progress, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };

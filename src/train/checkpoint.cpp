@@ -13,8 +13,10 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
+#include "io/checksum.h"
 #include "io/fileutil.h"
 #include "io/safetensors.h"
+#include "train/numeric_guard.h"
 
 namespace mptrain {
 
@@ -59,6 +61,8 @@ void write_state_file(const std::string& dir, const TrainState& state) {
                        {"train_epoch", state.train_pos.epoch},
                        {"seed", state.seed},
                        {"sample_counter", state.sample_counter},
+                       {"lr_scale", state.lr_scale},
+                       {"nan_rollbacks", state.nan_rollbacks},
                        {"precision", state.precision},
                        {"options", state.options}};
   if (state.has_loss_scaler)
@@ -98,8 +102,8 @@ struct OptimizerFile {
   std::map<std::string, std::string> scalars;
 };
 
-void save_checkpoint_impl(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
-                          const TrainState& state, int keep_last) {
+void write_checkpoint(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
+                      const TrainState& state, int keep_last) {
   const std::string dir = begin_checkpoint(run_dir, state.step);
   const ParamTable& table = model.table();
   const float* params = model.params().data();
@@ -118,6 +122,22 @@ void save_checkpoint_impl(const std::string& run_dir, const Gpt2& model, const O
   write_state_file(dir, state);
   commit_checkpoint(run_dir, state.step);
   if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+}
+
+// Hardening (docs/HARDENING.md): a checkpoint holding a NaN/inf is refused before anything is
+// written; a failed write (full disk, EFBIG, EIO) removes the partial dir and says that the
+// previous checkpoint is kept ('latest' still names it).
+void save_checkpoint_impl(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
+                          const TrainState& state, int keep_last) {
+  const std::string name = checkpoint_name(state.step);
+  check_finite_before_save(name, model.table(), model.params().data(), optimizer.tensors);
+  try {
+    write_checkpoint(run_dir, model, optimizer, state, keep_last);
+  } catch (const Error& e) {
+    abort_checkpoint(run_dir, state.step);
+    throw Error("saving checkpoint " + name + " in '" + run_dir + "' failed (the previous checkpoint is kept): " +
+                e.what());
+  }
 }
 
 }  // namespace
@@ -140,6 +160,7 @@ void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, c
   write_model_file(dir, config, table, params);
   write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(config).dump(2) + "\n");
   write_state_file(dir, state);
+  write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
 }
 
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir) {

@@ -10,7 +10,9 @@
 //                          (absent from weights-only checkpoints, e.g. imported ones)
 //   state.json             step, data position, seeds and counters: everything needed to resume;
 //                          "precision" (fp32|tf32|bf16|fp16; absent in older files: fp32) and,
-//                          for fp16, "loss_scaler": {scale, growth_tracker, skipped_steps}
+//                          for fp16, "loss_scaler": {scale, growth_tracker, skipped_steps};
+//                          "lr_scale", "nan_rollbacks" (--on-nan rollback; absent: 1, 0)
+//   checksums.json         XXH3-64 of each file above (io/checksum.h), verified on load
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +31,10 @@ struct TrainState {
   LoaderPosition train_pos;    // where the next training window starts
   uint64_t seed = 0;
   uint64_t sample_counter = 0; // RNG counter of the sampler
+  // --on-nan rollback (train/numeric_guard.h): the schedule's learning rate is multiplied by
+  // lr_scale (1 until a rollback lowers it); nan_rollbacks counts the rollbacks so far.
+  float lr_scale = 1.0f;
+  int nan_rollbacks = 0;
   std::string precision = "fp32";  // the precision the run trained in (precision/precision.h)
   // fp16's dynamic loss scaler (precision/loss_scaler.h), restored exactly on resume.
   bool has_loss_scaler = false;

@@ -96,6 +96,15 @@ TrainState parse_checkpoint_state(const std::string& text, const std::string& wh
     MPT_CHECK(std::isfinite(s.loss_scale) && s.loss_scale > 0.0f && s.growth_tracker >= 0 && s.skipped_steps >= 0,
               lwhat + ": scale must be finite and positive, growth_tracker and skipped_steps non-negative");
   }
+  if (j.contains("lr_scale")) {  // --on-nan rollback (train/numeric_guard.h); older checkpoints: 1
+    s.lr_scale = json_get<float>(j, "lr_scale", what);
+    MPT_CHECK(std::isfinite(s.lr_scale) && s.lr_scale > 0.0f && s.lr_scale <= 1.0f,
+              what + ": lr_scale must be in (0, 1]");
+  }
+  if (j.contains("nan_rollbacks")) {
+    s.nan_rollbacks = json_get<int>(j, "nan_rollbacks", what);
+    MPT_CHECK(s.nan_rollbacks >= 0, what + ": nan_rollbacks must be >= 0");
+  }
   return s;
 }
 

@@ -86,6 +86,28 @@ std::string rollback_target(const NanGuardOptions& o, const std::string& what, c
               "' (save earlier with --save-every N)");
 }
 
+TrainState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const TrainState& current,
+                                  Gpt2& model, Optimizer& optimizer, DataParallel& dp,
+                                  const OptimizerFactory& make_optimizer) {
+  load_checkpoint_model(ckpt_dir, model);
+  if (dp.zero() == ZeroStage::Off) {
+    load_checkpoint_optimizer(ckpt_dir, model.table(), optimizer);
+  } else {
+    std::unique_ptr<Optimizer> whole = make_optimizer(model.table());
+    load_checkpoint_optimizer(ckpt_dir, model.table(), *whole);
+    dp.scatter_optimizer(*whole, optimizer);
+  }
+  dp.broadcast_params(model.params().data());
+  const TrainState loaded = load_checkpoint_state(ckpt_dir);
+  TrainState next = current;
+  next.step = loaded.step;
+  next.train_pos = loaded.train_pos;
+  next.sample_counter = loaded.sample_counter;
+  next.lr_scale = current.lr_scale * lr_factor;
+  next.nan_rollbacks = current.nan_rollbacks + 1;
+  return next;
+}
+
 void inject_test_nan(const ParamTable& table, float* grads, size_t lo, size_t hi, int64_t step) {
   const char* env = std::getenv("MPTRAIN_TEST_INJECT_NAN");  // a few ns per step when unset
   if (!env || !*env) return;

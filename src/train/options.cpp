@@ -53,7 +53,11 @@ nlohmann::json TrainOptions::to_json() const {
           {"deterministic", deterministic},
           {"threads", threads},
           {"zero", zero},
-          {"collective_timeout", collective_timeout}};
+          {"collective_timeout", collective_timeout},
+          {"on_nan", on_nan},
+          {"nan_lr_factor", nan_lr_factor},
+          {"nan_max_rollbacks", nan_max_rollbacks},
+          {"memory_limit", memory_limit}};
 }
 
 void apply_recipe(TrainOptions& o, const std::string& recipe,

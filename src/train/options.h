@@ -63,6 +63,11 @@ struct TrainOptions {
   bool quiet = false;        // only errors and the final summary
   double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string vocab_dir;
+  // numeric guards (train/numeric_guard.h) and resource limits (train/memory_estimate.h)
+  std::string on_nan = "stop";  // stop | rollback: what a non-finite loss or gradient does
+  float nan_lr_factor = 0.5f;   // rollback: the learning rate is multiplied by this each time
+  int nan_max_rollbacks = 3;    // rollbacks in one invocation before the run gives up
+  std::string memory_limit;     // "2G", "512M", ...; empty = MemAvailable or the cgroup limit
 
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks

@@ -1,10 +1,12 @@
 // One optimizer step.
 #include "train/step.h"
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
 #include "optim/grad_norm.h"
+#include "train/numeric_guard.h"
 
 namespace mptrain {
 
@@ -32,6 +34,7 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
   }
   stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
   if (fault_inf_grad && count > 0) grads[lo] = std::numeric_limits<float>::infinity();
+  inject_test_nan(model.table(), grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
   if (scaler) {
     bool found_inf = scaler->unscale_and_check(grads + lo, count);
     if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none
@@ -42,12 +45,18 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
       return stats;
     }
   }
+  // Numeric guard (train/numeric_guard.h): a non-finite loss or norm (fp32/bf16; fp16's
+  // scaler skipped such steps above) returns before the weights or optimizer state change.
+  // The norm and the loss are global, so every rank returns here alike.
+  stats.grad_norm = dp ? dp->global_norm(grads) : global_norm(grads, count);
+  if (!std::isfinite(stats.grad_norm) || !std::isfinite(stats.loss)) {
+    stats.non_finite = true;
+    return stats;
+  }
   if (dp) {
-    stats.grad_norm = dp->global_norm(grads);
     dp->clip(grads, stats.grad_norm, grad_clip);
     dp->optimizer_step(optimizer, model.params().data(), grads, lr, t);
   } else {
-    stats.grad_norm = global_norm(grads, count);
     clip_grad_norm(grads, count, stats.grad_norm, grad_clip);
     optimizer.step(model.params().data(), grads, lr, t);
   }
@@ -63,12 +72,13 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
     bool found_inf = scaler && scaler->unscale_and_check(grads + lo, count);
     if (dp) found_inf = dp->comm().any(found_inf);
     if (found_inf) return stats;
+    // Without a scaler, a non-finite estimate is dropped here (the numeric guard's rule).
+    stats.curvature_norm = dp ? dp->global_norm(grads) : global_norm(grads, n);
+    if (!std::isfinite(stats.curvature_norm)) return stats;
     if (dp) {
-      stats.curvature_norm = dp->global_norm(grads);
       dp->clip(grads, stats.curvature_norm, grad_clip);
       stats.win_rate = dp->global_fraction(optimizer.update_curvature(grads + lo));
     } else {
-      stats.curvature_norm = global_norm(grads, n);
       clip_grad_norm(grads, n, stats.curvature_norm, grad_clip);
       stats.win_rate = optimizer.update_curvature(grads);
     }

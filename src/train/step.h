@@ -20,6 +20,8 @@ struct StepStats {
   float loss = 0.0f;  // mean over the micro-batches
   double grad_norm = 0.0;  // before clipping
   bool skipped = false;    // fp16 loss scaling found an inf/NaN gradient: no update was made
+  bool non_finite = false; // the loss or the gradient norm was not finite: no update was made
+                           // (weights and optimizer state untouched; train/numeric_guard.h)
   float loss_scale = 1.0f; // the scale this step's loss was multiplied by (1 without a scaler)
   // Curvature estimate (Sophia, every k steps; see optim/sophia.h):
   bool curvature = false;        // an estimate was made after this step's update

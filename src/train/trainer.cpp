@@ -28,6 +28,7 @@
 #include "train/checkpoint.h"
 #include "train/run_monitor.h"
 #include "train/sampler.h"
+#include "train/numeric_guard.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -85,6 +86,9 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
   const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
   if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  const NanGuardOptions nan_guard{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
+  validate(nan_guard);
+  int rollbacks = 0;  // in this invocation (--nan-max-rollbacks)
   if (opt.deterministic) omp_set_dynamic(0);
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
@@ -215,12 +219,25 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
-    const float lr = schedule.at(step);
+    const float lr = schedule.at(step) * state.lr_scale;  // lr_scale < 1 after a NaN rollback
     const StepStats stats = train_step(
         model, *optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
         inputs.data(), targets.data(), scaler.get(), &dp,
         std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
             opt.fault_inf_grad_steps.end());
+    if (stats.non_finite) {
+      // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
+      // reload the last checkpoint and continue from it with a lower learning rate.
+      const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, model.table(),
+                                                       model.grads().data(), dp.begin(), dp.end());
+      const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
+      state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, model, *optimizer, dp, make_opt);
+      train_loader.set_position(state.train_pos);
+      monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on", what.c_str(),
+                   ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
+      step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
+      continue;
+    }
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
     const double dt = now_seconds() - t0;
