@@ -1,0 +1,153 @@
+// BERT (Hugging Face's BertForPreTraining) on the CPU backend: parameter table, activation plan,
+// and the forward and backward passes written out layer by layer (no autograd).
+//
+// Layout decision: weights are stored as Hugging Face stores them, nn.Linear's [out, in], and
+// every product goes through cpu::linear_forward/backward (backend/ops/linear.h), which read
+// the transpose through gemm's flags. Checkpoints are therefore plain copies under HF names.
+// query/key/value are consecutive in the table (weights, then biases), so the three
+// projections are one GEMM against a [3C, C] weight. The MLM decoder is tied to the word
+// embeddings ([Vp, C], already [out, in]) plus its own bias cls.predictions.bias [Vp].
+//
+// Post-LN blocks (eps 1e-12), bidirectional attention under a key padding mask, exact erf GELU.
+// The MLM head runs only on the masked positions (labels != -1): the loss is the same as
+// Hugging Face's, which transforms every position and ignores all but those, at a sixth of
+// the head's cost. Loss = mean MLM cross-entropy over masked positions + mean NSP cross-entropy.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "model/activation_plan.h"
+#include "model/bert_config.h"
+#include "model/param_table.h"
+
+namespace mptrain {
+
+namespace cpu {
+class Context;
+}
+
+// The parameter table for a config, under Hugging Face BertForPreTraining names
+// (bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.*, cls.*); the decoder weight is
+// tied to the word embeddings and has no entry of its own.
+ParamTable bert_param_table(const BertConfig& config);
+
+// Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients).
+struct BertLayerTensors {
+  float *qkv_w, *qkv_b;        // [3C, C], [3C]: query | key | value
+  float *attout_w, *attout_b;  // attention.output.dense [C, C]
+  float *ln1_w, *ln1_b;        // attention.output.LayerNorm
+  float *fc_w, *fc_b;          // intermediate.dense [I, C]
+  float *fcout_w, *fcout_b;    // output.dense [C, I]
+  float *ln2_w, *ln2_b;        // output.LayerNorm
+};
+struct BertTensors {
+  float *word, *pos, *type;    // [Vp, C], [max_position, C], [type_vocab, C]
+  float *emb_ln_w, *emb_ln_b;
+  std::vector<BertLayerTensors> layers;
+  float *pool_w, *pool_b;      // [C, C]
+  float *mlm_w, *mlm_b;        // cls.predictions.transform.dense [C, C]
+  float *mlm_ln_w, *mlm_ln_b;
+  float* mlm_bias;             // cls.predictions.bias [Vp]
+  float *nsp_w, *nsp_b;        // cls.seq_relationship [2, C]
+};
+BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer);
+
+// FLOPs of one training step per token: 6·(matrix-product parameters) with the encoder's
+// L·(4C² + 2·C·I) on every token, the MLM head (C² + C·Vp) on masked_fraction of the tokens
+// (pooler and NSP are per sequence, negligible), plus 12·L·C·T for bidirectional attention's
+// two T×T products (forward 4·T·C per token and layer, backward twice that).
+double bert_flops_per_token(const BertConfig& config, int T, double masked_fraction = 0.15);
+
+// One micro-batch, as views (data/bert_loader.h's BertBatch owns such arrays; same conventions).
+// Pointers to [B,T] ints unless noted; nullable ones say what null means.
+struct BertInputs {
+  const int* tokens = nullptr;       // ids in [0, V)
+  const int* token_types = nullptr;  // segment ids in [0, type_vocab); null = all 0
+  const int* attention_mask = nullptr;  // 1 = real token, 0 = padding; null = no padding
+  const int* mlm_labels = nullptr;   // original id at masked positions, -1 elsewhere; null = no MLM loss
+  const int* nsp_labels = nullptr;   // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
+};
+
+// What one forward measured. Losses are means (0 when there was nothing to average).
+struct BertStats {
+  float mlm_loss = 0.0f;
+  float nsp_loss = 0.0f;
+  int mlm_count = 0;    // masked positions
+  int mlm_correct = 0;  // of which the arg-max over the real vocabulary is the label
+  int nsp_count = 0;    // sequences with an NSP label
+  int nsp_correct = 0;
+  float loss() const { return mlm_loss + nsp_loss; }
+};
+
+class Bert {
+ public:
+  Bert(const BertConfig& config, cpu::Context& ctx);
+
+  const BertConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  FloatBuffer& params() { return params_; }
+  const FloatBuffer& params() const { return params_; }
+  FloatBuffer& grads() { return grads_; }
+  const FloatBuffer& grads() const { return grads_; }
+  size_t num_params() const { return table_.total(); }  // in memory (padded vocabulary rows included)
+  size_t num_hf_params() const;                         // as Hugging Face counts them (real rows only)
+
+  // Hugging Face's _init_weights from a seed: N(0, init_std) for linear and embedding weights,
+  // zero biases, LayerNorm 1/0; the [PAD] word row and padded vocabulary rows zero.
+  void init_weights(uint64_t seed);
+
+  // Plans activations for micro-batches of up to B×T tokens with at most max_predictions
+  // masked positions in all (0 = B·T). Throws Error when T exceeds the model's positions.
+  void plan(int B, int T, int max_predictions = 0);
+  int planned_batch() const { return plan_B_; }
+  int planned_seq() const { return plan_T_; }
+  size_t activation_bytes() const { return acts_.total_bytes(); }
+
+  // Forward and the losses. Validates ids (tokens, types, labels) with clear errors.
+  BertStats forward(const BertInputs& batch, int B, int T);
+  // Forward, then backward with gradients ACCUMULATED (+=) into grads() of grad_scale · loss().
+  BertStats forward_backward(const BertInputs& batch, int B, int T, float grad_scale);
+
+  // After forward: MLM logits [mlm_count, Vp] at the masked positions, in row-major (b, t)
+  // order (valid until the next forward_backward overwrites them with their gradient), and
+  // those positions as b·T + t. NSP logits [B, 2].
+  const float* mlm_logits();
+  const std::vector<int>& mlm_positions() const { return mlm_pos_; }
+  const float* nsp_logits();
+
+  void zero_grad() { grads_.zero(); }
+
+ private:
+  void validate_batch(const BertInputs& batch, int B, int T) const;
+  void forward_impl(const BertInputs& batch, int B, int T);
+  BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward);
+  void backward_impl(const BertInputs& batch, int B, int T);
+
+  struct LayerActs {
+    ActivationPlan::Handle qkv, att, atty, res1, ln1, ln1_mean, ln1_rstd, fch, fch_gelu, res2, ln2, ln2_mean,
+        ln2_rstd;
+  };
+  struct Acts {
+    ActivationPlan::Handle emb, emb_ln, emb_mean, emb_rstd;
+    std::vector<LayerActs> layers;
+    // heads
+    ActivationPlan::Handle cls_in, pooled, nsp_logits, nsp_losses, nsp_dloss;
+    ActivationPlan::Handle mlm_in, mlm_t, mlm_tg, mlm_tl, mlm_mean, mlm_rstd, mlm_logits, mlm_losses, mlm_dloss;
+    // scratch (not saved for backward)
+    ActivationPlan::Handle attn_scratch, proj, dh, dres, dqkv, datty, dfch, dpooled, dcls_in, dmlm_a, dmlm_b;
+  };
+
+  BertConfig config_;
+  cpu::Context& ctx_;
+  ParamTable table_;
+  FloatBuffer params_, grads_;
+  BertTensors w_, g_;
+  ActivationPlan acts_;
+  Acts a_{};
+  int plan_B_ = 0, plan_T_ = 0, plan_M_ = 0;
+  int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
+  std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
+};
+
+}  // namespace mptrain
