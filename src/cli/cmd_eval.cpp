@@ -13,6 +13,8 @@
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "precision/precision.h"
+#include "train/bert_checkpoint.h"
+#include "train/bert_eval.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
 
@@ -42,6 +44,10 @@ void run_eval(const EvalOptions& o) {
   MPT_CHECK(o.limit >= 0, "--limit must be >= 0 (0 = every example)");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
+  if (is_bert_checkpoint(dir)) {  // BERT: masked-LM and NSP accuracy on an instance file
+    run_bert_eval(dir, o.data, o.batch, o.steps);
+    return;
+  }
   const Gpt2Config config = load_checkpoint_config(dir);
   MPT_CHECK(o.data.empty() || o.seq <= config.block_size,
             "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +

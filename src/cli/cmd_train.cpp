@@ -6,6 +6,7 @@
 #include "cli/vocab.h"
 #include "core/error.h"
 #include "train/interrupt.h"
+#include "train/bert_trainer.h"
 #include "train/trainer.h"
 
 namespace mptrain {
@@ -13,11 +14,19 @@ namespace mptrain {
 void register_train(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards");
   auto opt = std::make_shared<TrainOptions>();
+  auto model_kind = std::make_shared<std::string>("gpt2");
+  cmd->add_option("--model", *model_kind,
+                  "Model family: gpt2 (token shards) or bert (an instance file of 'prepare --task bert'; presets "
+                  "bert-tiny, bert-mini (default), bert-small, bert-medium, bert-base, bert-large)")
+      ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
+  auto bert = std::make_shared<BertTrainOptions>();
+  cmd->add_option("--max-predictions", bert->max_predictions, "BERT: masked positions per sequence at most")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--preset", opt->preset, "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", opt->vocab_multiple, "Pad the vocabulary to a multiple of this (1 = off)")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--train-data", opt->train_data, "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
+  cmd->add_option("--train-data,--data", opt->train_data, "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
       ->required();
   cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
   cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")->capture_default_str()->check(CLI::PositiveNumber);
@@ -96,7 +105,7 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--nan-max-rollbacks", opt->nan_max_rollbacks, "--on-nan rollback: give up after this many")
       ->capture_default_str();
-  cmd->callback([cmd, opt, recipe, progress, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
@@ -105,6 +114,13 @@ void register_train(CLI::App& app, int& exit_code) {
     if (given("--weight-decay")) opt->sophia.weight_decay = opt->adamw.weight_decay;
     MPT_CHECK(opt->optimizer == "sophia" || (!given("--sophia-rho") && !given("--sophia-k")),
               "--sophia-rho and --sophia-k only apply with --optimizer sophia");
+    if (*model_kind == "bert") {
+      bert->seq_given = given("--seq");
+      if (!given("--preset")) opt->preset = "bert-mini";
+      const TrainSummary summary = run_bert_training(*opt, *bert);
+      exit_code = summary.stopped_by_signal ? exit_status_for_signal(summary.stopped_by_signal) : 0;
+      return;
+    }
     const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
     DecodeFn decode;
     int eot = 0;

@@ -21,20 +21,23 @@ std::string iso_time_utc() {
   return buf;
 }
 
-nlohmann::json run_config(const TrainOptions& opt, const Gpt2Config& c, const RunShape& s,
+nlohmann::json gpt2_model_json(const Gpt2Config& c) {
+  return {{"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"block_size", c.block_size}};
+}
+
+nlohmann::json run_config(const TrainOptions& opt, const nlohmann::json& model, const RunShape& s,
                           const PeakFlops& peak) {
   nlohmann::json options = opt.to_json();
   options["log_every"] = opt.log_every;
   options["run_dir"] = opt.run_dir;
   options["resume"] = opt.resume;
   return {{"options", options},
-          {"model",
-           {{"n_layer", c.n_layer},
-            {"n_head", c.n_head},
-            {"n_embd", c.n_embd},
-            {"vocab_size", c.vocab_size},
-            {"padded_vocab_size", c.padded_vocab_size},
-            {"block_size", c.block_size}}},
+          {"model", model},
           {"num_params", s.num_params},
           {"tokens_per_step", s.tokens_per_step},
           {"flops_per_step", s.flops_per_step},
@@ -49,12 +52,15 @@ nlohmann::json run_config(const TrainOptions& opt, const Gpt2Config& c, const Ru
 }  // namespace
 
 RunMonitor::RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape)
+    : RunMonitor(options, gpt2_model_json(config), shape) {}
+
+RunMonitor::RunMonitor(const TrainOptions& options, const nlohmann::json& model, const RunShape& shape)
     : opt_(options),
       shape_(shape),
       peak_(cpu_peak_flops(shape.threads * shape.world_size, options.peak_tflops)) {
   const bool root = shape.rank == 0;
   if (root && !shape.resumed_from.empty()) trim_metrics(opt_.run_dir, shape.first_step);
-  if (root) write_run_files(opt_.run_dir, run_config(opt_, config, shape_, peak_), process_arguments());
+  if (root) write_run_files(opt_.run_dir, run_config(opt_, model, shape_, peak_), process_arguments());
   if (root) metrics_ = std::make_unique<MetricsWriter>(opt_.run_dir);
   progress_ = std::make_unique<Progress>(
       Progress::Config{.label = "train",

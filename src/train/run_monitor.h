@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/progress.h"
 #include "model/gpt2_config.h"
 #include "train/interrupt.h"
@@ -42,6 +44,8 @@ class RunMonitor {
   // Estimates the peak, trims metrics.jsonl past first_step on a resume, writes
   // config.json and command.txt, opens metrics.jsonl and installs the signal handlers.
   RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape);
+  // Any model: `model` is its config as config.json's "model" object (BERT's trainer).
+  RunMonitor(const TrainOptions& options, const nlohmann::json& model, const RunShape& shape);
   ~RunMonitor();
 
   // A permanent message, unless --quiet.

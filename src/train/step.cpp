@@ -10,23 +10,21 @@
 
 namespace mptrain {
 
-StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp,
-                     bool fault_inf_grad) {
+StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, float lr, float grad_clip, int64_t t,
+                     LossScaler* scaler, DataParallel* dp, bool fault_inf_grad) {
   MPT_CHECK(!fault_inf_grad || scaler, "an injected inf gradient needs fp16 loss scaling (nothing would skip the step)");
   // Without data parallelism: one process, its optimizer over the whole buffer.
-  float* grads = model.grads().data();
-  const size_t lo = dp ? dp->begin() : 0, count = dp ? dp->end() - lo : model.num_params();
+  float* grads = model.grads->data();
+  const size_t lo = dp ? dp->begin() : 0, count = dp ? dp->end() - lo : model.grads->size();
   const int world = dp ? dp->world_size() : 1;
-  model.zero_grad();
+  model.grads->zero();
   StepStats stats;
   stats.loss_scale = scaler ? scaler->scale() : 1.0f;
   double loss_sum = 0.0;
   for (int micro = 0; micro < accum; ++micro) {
-    next_batch(inputs, targets);
     // Each micro-batch's mean loss is scaled by 1/accum so the gradients add up to the
     // gradient of the mean over the whole step.
-    loss_sum += model.forward_backward(inputs, targets, B, T, stats.loss_scale / static_cast<float>(accum));
+    loss_sum += model.micro_step(stats.loss_scale / static_cast<float>(accum));
   }
   if (dp) {
     loss_sum = dp->comm().sum(loss_sum);
@@ -34,7 +32,7 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
   }
   stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
   if (fault_inf_grad && count > 0) grads[lo] = std::numeric_limits<float>::infinity();
-  inject_test_nan(model.table(), grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
+  inject_test_nan(*model.table, grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
   if (scaler) {
     bool found_inf = scaler->unscale_and_check(grads + lo, count);
     if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none
@@ -61,10 +59,10 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
     optimizer.step(model.params().data(), grads, lr, t);
   }
   if (optimizer.curvature_due(t)) {
-    const size_t n = model.num_params();
-    model.zero_grad();
-    stats.curvature_loss = model.forward_backward_sampled(inputs, targets, B, T, stats.loss_scale,
-                                                          optimizer.curvature_seed(), optimizer.curvature_counter());
+    const size_t n = model.grads->size();
+    model.grads->zero();
+    MPT_CHECK(model.curvature != nullptr, "this model has no curvature pass for the optimizer's Hessian estimate");
+    stats.curvature_loss = model.curvature(stats.loss_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
     if (dp) {
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
       dp->average_gradients(grads);
@@ -85,6 +83,25 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
     stats.curvature = true;
   }
   return stats;
+}
+
+StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp,
+                     bool fault_inf_grad) {
+  StepModel m;
+  m.table = &model.table();
+  m.params = [&model]() -> FloatBuffer& { return model.params(); };  // marks GPT-2's weight copies stale
+  m.grads = &model.grads();
+  m.micro_step = [&](float grad_scale) {
+    next_batch(inputs, targets);
+    return model.forward_backward(inputs, targets, B, T, grad_scale);
+  };
+  // Sophia's estimate reuses the step's last micro-batch (inputs still holds it) and targets
+  // as the buffer for the sampled labels.
+  m.curvature = [&](float grad_scale, uint64_t seed, uint64_t counter) {
+    return model.forward_backward_sampled(inputs, targets, B, T, grad_scale, seed, counter);
+  };
+  return train_step(m, optimizer, accum, lr, grad_clip, t, scaler, dp, fault_inf_grad);
 }
 
 }  // namespace mptrain

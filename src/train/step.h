@@ -1,4 +1,4 @@
-// One optimizer step of GPT-2 training, shared by the trainer and the benchmark:
+// One optimizer step of training (GPT-2, or any model through StepModel), shared by the trainers and the benchmark:
 // zero grads → accumulate micro-batches → global norm → clip → optimizer (AdamW or Sophia)
 // → for Sophia every k steps, its Hessian estimate.
 #pragma once
@@ -15,6 +15,24 @@ namespace mptrain {
 
 // Fills inputs[B*T] and targets[B*T] with the next micro-batch.
 using NextBatchFn = std::function<void(int* inputs, int* targets)>;
+
+// A model as one optimizer step sees it (Gpt2, Bert): flat fp32 parameters and gradients laid
+// out by one parameter table, and what one micro-batch does. The GPT-2 overload of train_step
+// below builds one; BERT's trainer (train/bert_trainer.cpp) builds its own.
+struct StepModel {
+  const ParamTable* table = nullptr;
+  // The parameters, asked for again at every write (the optimizer update): Gpt2's non-const
+  // params() marks its low-precision weight copies stale there (model/gpt2.h's contract).
+  std::function<FloatBuffer&()> params;
+  FloatBuffer* grads = nullptr;
+  // The next micro-batch: forward, then backward with gradients ACCUMULATED (+=) of
+  // grad_scale · its mean loss. Returns that mean loss.
+  std::function<float(float grad_scale)> micro_step;
+  // Sophia's curvature pass on the step's last micro-batch (labels drawn from the model's own
+  // softmax, gradients +=; returns the mean loss on them). Empty: the model has none, and an
+  // optimizer that asks for an estimate is refused with an Error.
+  std::function<float(float grad_scale, uint64_t seed, uint64_t counter)> curvature;
+};
 
 struct StepStats {
   float loss = 0.0f;  // mean over the micro-batches
@@ -47,5 +65,9 @@ struct StepStats {
 StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
                      float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr,
                      DataParallel* dp = nullptr, bool fault_inf_grad = false);
+// The same step for any model: the Gpt2 overload is this with GPT-2's micro-batch as micro_step
+// and its sampled pass as curvature.
+StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, float lr, float grad_clip, int64_t t,
+                     LossScaler* scaler = nullptr, DataParallel* dp = nullptr, bool fault_inf_grad = false);
 
 }  // namespace mptrain

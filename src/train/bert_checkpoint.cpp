@@ -1,0 +1,198 @@
+// Saving and loading BERT training checkpoints.
+#include "train/bert_checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/checkpoint_dir.h"
+#include "io/fileutil.h"
+#include "io/hf_folder.h"
+#include "io/safetensors.h"
+#include "train/numeric_guard.h"
+
+namespace mptrain {
+
+namespace {
+
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kStateFile = "state.json";
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kModelKey = "mptrain_model";
+
+// How BertForPreTraining tensors may be spelled in files (see the header comment).
+HfNameMap bert_name_map() {
+  HfNameMap map;
+  map.architecture = "BertForPreTraining";
+  map.renamed_suffixes = {{"gamma", "weight"}, {"beta", "bias"}};
+  map.ignored = {"bert.embeddings.position_ids"};
+  map.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
+              {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
+  return map;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + " is not valid JSON: " + e.what());
+  }
+}
+
+template <typename T>
+T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(what + ": field '" + key + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+nlohmann::json bert_config_json(const BertConfig& c) {
+  return {{"vocab_size", c.vocab_size},     {"padded_vocab_size", c.padded_vocab_size},
+          {"max_position", c.max_position}, {"type_vocab_size", c.type_vocab_size},
+          {"n_layer", c.n_layer},           {"n_head", c.n_head},
+          {"hidden", c.hidden},             {"intermediate", c.intermediate},
+          {"pad_token_id", c.pad_token_id}, {"ln_eps", c.ln_eps},
+          {"init_std", c.init_std}};
+}
+
+BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what) {
+  BertConfig c;
+  c.vocab_size = json_get<int>(j, "vocab_size", what);
+  c.padded_vocab_size = json_get<int>(j, "padded_vocab_size", what);
+  c.max_position = json_get<int>(j, "max_position", what);
+  c.type_vocab_size = json_get<int>(j, "type_vocab_size", what);
+  c.n_layer = json_get<int>(j, "n_layer", what);
+  c.n_head = json_get<int>(j, "n_head", what);
+  c.hidden = json_get<int>(j, "hidden", what);
+  c.intermediate = json_get<int>(j, "intermediate", what);
+  c.pad_token_id = json_get<int>(j, "pad_token_id", what);
+  c.ln_eps = json_get<float>(j, "ln_eps", what);
+  c.init_std = json_get<float>(j, "init_std", what);
+  validate(c);
+  return c;
+}
+
+nlohmann::json hf_bert_config(const BertConfig& c) {
+  return {{"architectures", {"BertForPreTraining"}},
+          {"model_type", "bert"},
+          {"hidden_act", "gelu"},
+          {"hidden_size", c.hidden},
+          {"num_hidden_layers", c.n_layer},
+          {"num_attention_heads", c.n_head},
+          {"intermediate_size", c.intermediate},
+          {"max_position_embeddings", c.max_position},
+          {"type_vocab_size", c.type_vocab_size},
+          {"vocab_size", c.vocab_size},
+          {"pad_token_id", c.pad_token_id},
+          {"layer_norm_eps", static_cast<double>(c.ln_eps)},
+          {"initializer_range", static_cast<double>(c.init_std)},
+          {"hidden_dropout_prob", 0.0},
+          {"attention_probs_dropout_prob", 0.0},
+          {"position_embedding_type", "absolute"},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "float32"}};
+}
+
+void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
+                          const BertTrainState& state, int keep_last) {
+  // A checkpoint holding a NaN/inf is refused before anything is written (docs/HARDENING.md).
+  std::vector<std::pair<std::string, const float*>> tensors;
+  for (const auto& st : optimizer.state()) tensors.emplace_back(st.prefix, st.buffer.data());
+  check_finite_before_save(checkpoint_name(state.step), model.table(), model.params().data(), tensors);
+  const std::string dir = begin_checkpoint(run_dir, state.step);
+  try {
+    const ParamTable& table = model.table();
+    const float* params = model.params().data();
+    SafetensorsWriter weights;
+    for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
+    weights.set_metadata("format", "pt");
+    weights.set_metadata(kModelKey, "bert");
+    weights.set_metadata("mptrain_config", bert_config_json(model.config()).dump());
+    weights.write(dir + "/" + kCheckpointModelFile);
+
+    SafetensorsWriter opt;
+    for (const auto& st : optimizer.state())
+      for (const auto& spec : table.specs())
+        opt.add(st.prefix + "." + spec.name, DType::F32, spec.shape, st.buffer.data() + spec.offset);
+    for (const auto& [key, value] : optimizer.scalar_state()) opt.set_metadata(key, value);
+    opt.set_metadata("optimizer", optimizer.name());
+    opt.write(dir + "/" + kOptimizerFile);
+
+    write_file_atomic(dir + "/" + kConfigFile, hf_bert_config(model.config()).dump(2) + "\n");
+    const nlohmann::json st = {{"model", "bert"},
+                               {"step", state.step},
+                               {"train_index", state.train_pos.index},
+                               {"train_epoch", state.train_pos.epoch},
+                               {"seed", state.seed},
+                               {"options", state.options}};
+    write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
+    if (!state.vocab_text.empty()) {
+      write_file_atomic(dir + "/vocab.txt", state.vocab_text);
+      write_file_atomic(dir + "/tokenizer_config.json",
+                        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
+                            "\n");
+    }
+  } catch (...) {
+    abort_checkpoint(run_dir, state.step);
+    throw;
+  }
+  commit_checkpoint(run_dir, state.step);
+  if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+}
+
+bool is_bert_checkpoint(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  auto it = file.metadata().find(kModelKey);
+  return it != file.metadata().end() && it->second == "bert";
+}
+
+BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  auto model = file.metadata().find(kModelKey);
+  MPT_CHECK(model != file.metadata().end() && model->second == "bert",
+            "'" + file.path() + "' is not a BERT checkpoint (no mptrain_model = bert metadata)");
+  auto it = file.metadata().find("mptrain_config");
+  MPT_CHECK(it != file.metadata().end(), "'" + file.path() + "' has no mptrain_config metadata");
+  const std::string what = "model config in '" + file.path() + "'";
+  return bert_config_from_json(parse_json(it->second, what), what);
+}
+
+void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  load_hf_params(file, bert_name_map(), model.table(), model.params().data());
+}
+
+BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/" + kStateFile;
+  const std::string what = "'" + path + "'";
+  const nlohmann::json j = parse_json(read_file(path), what);
+  MPT_CHECK(j.is_object() && j.value("model", "") == "bert", what + " is not the state of a BERT run");
+  BertTrainState s;
+  s.step = json_get<int64_t>(j, "step", what);
+  s.train_pos.index = json_get<int64_t>(j, "train_index", what);
+  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
+  s.seed = json_get<uint64_t>(j, "seed", what);
+  if (j.contains("options")) s.options = j["options"];
+  return s;
+}
+
+std::string bert_checkpoint_vocab(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/vocab.txt";
+  MPT_CHECK(std::filesystem::exists(path), "checkpoint '" + ckpt_dir + "' has no vocab.txt; pass --vocab vocab.txt");
+  return path;
+}
+
+bool bert_checkpoint_lower_case(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/tokenizer_config.json";
+  if (!std::filesystem::exists(path)) return true;
+  const nlohmann::json j = parse_json(read_file(path), "'" + path + "'");
+  return j.is_object() && j.contains("do_lower_case") && j["do_lower_case"].is_boolean() ? j["do_lower_case"].get<bool>()
+                                                                                          : true;
+}
+
+}  // namespace mptrain

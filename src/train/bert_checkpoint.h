@@ -1,0 +1,60 @@
+// What a BERT training checkpoint holds, on the directory protocol of io/checkpoint_dir.h
+// (atomic step_N dirs, `latest`, checksums):
+//   model.safetensors      parameters under Hugging Face BertForPreTraining names and layouts
+//                          (nn.Linear [out, in]; word embeddings and cls.predictions.bias with
+//                          the real V rows); metadata: format "pt", mptrain_model "bert" and
+//                          mptrain_config (BertConfig as JSON)
+//   config.json            Hugging Face BertConfig fields, so the folder reads like a HF model
+//   optimizer.safetensors  as GPT-2's (train/checkpoint.h): "<prefix>.<name>" per parameter
+//   state.json             step, the BERT loader's position (epoch, index), seed, options
+//   vocab.txt, tokenizer_config.json   the WordPiece vocabulary and {"do_lower_case": ...}
+// Loading goes through io/hf_folder's name map, so a BertForPreTraining file written by
+// Hugging Face or converted from Google's TF checkpoints loads too: LayerNorm "gamma"/"beta"
+// are read as "weight"/"bias", a stored cls.predictions.decoder.weight (.bias) must equal the
+// word embeddings (cls.predictions.bias) it is tied to, bert.embeddings.position_ids is skipped.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/bert_loader.h"
+#include "model/bert.h"
+#include "optim/optimizer.h"
+
+namespace mptrain {
+
+struct BertTrainState {
+  int64_t step = 0;               // optimizer steps completed
+  BertLoaderPosition train_pos;   // where the next training batch starts
+  uint64_t seed = 0;
+  nlohmann::json options;         // the training options of the run that wrote it (informational)
+  // The WordPiece vocabulary the ids index (vocab.txt text; from the instance file) and its
+  // casing, written beside the weights as vocab.txt and tokenizer_config.json, so fill-mask
+  // and eval need nothing but the checkpoint. Empty: not written.
+  std::string vocab_text;
+  bool lower_case = true;
+};
+
+// Writes a complete checkpoint for state.step into run_dir, then keeps the newest keep_last (0 = all).
+void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
+                          const BertTrainState& state, int keep_last);
+
+// True when ckpt_dir's model.safetensors was written for a BERT model (metadata mptrain_model).
+bool is_bert_checkpoint(const std::string& ckpt_dir);
+// The config stored in a checkpoint directory (resolve a run dir first).
+BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir);
+// Loads parameters into model (whose config must match); padded rows are zeroed.
+void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model);
+BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir);
+// ckpt_dir/vocab.txt's path and tokenizer_config.json's do_lower_case (true when absent).
+// Throws Error when the checkpoint has no vocab.txt.
+std::string bert_checkpoint_vocab(const std::string& ckpt_dir);
+bool bert_checkpoint_lower_case(const std::string& ckpt_dir);
+
+// The Hugging Face BertConfig JSON for a config, and the mptrain config JSON (both directions).
+nlohmann::json hf_bert_config(const BertConfig& config);
+nlohmann::json bert_config_json(const BertConfig& config);
+BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what);
+
+}  // namespace mptrain

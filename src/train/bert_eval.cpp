@@ -1,0 +1,96 @@
+// BERT evaluation: MLM and NSP accuracy on held-out instances.
+#include "train/bert_eval.h"
+
+#include <algorithm>
+#include <map>
+
+#include <omp.h>
+
+#include <cstdio>
+
+#include "backend/cpu/context.h"
+#include "core/error.h"
+#include "data/bert_instances.h"
+#include "dist/communicator.h"
+#include "train/bert_checkpoint.h"
+
+namespace mptrain {
+
+BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, Communicator* comm) {
+  if (batches <= 0) batches = static_cast<int64_t>(loader.batches_per_epoch());
+  loader.reset();
+  BertEvalResult r;
+  double mlm_sum = 0.0, nsp_sum = 0.0;
+  std::map<int, int64_t> label_counts;
+  int64_t nsp_ones = 0;
+  BertBatch batch;
+  const int world = comm ? comm->world_size() : 1, rank = comm ? comm->rank() : 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    loader.next(batch);
+    if (i % world != rank) continue;
+    const BertInputs in{batch.input_ids.data(), batch.token_type_ids.data(), batch.attention_mask.data(),
+                        batch.mlm_labels.data(), batch.nsp_labels.data()};
+    const BertStats st = model.forward(in, batch.B, batch.T);
+    r.mlm_count += st.mlm_count;
+    r.mlm_correct += st.mlm_correct;
+    r.nsp_count += st.nsp_count;
+    r.nsp_correct += st.nsp_correct;
+    mlm_sum += static_cast<double>(st.mlm_loss) * st.mlm_count;
+    nsp_sum += static_cast<double>(st.nsp_loss) * st.nsp_count;
+    for (int label : batch.mlm_labels)
+      if (label != kMlmIgnoreLabel) ++label_counts[label];
+    for (int label : batch.nsp_labels) nsp_ones += label;
+  }
+  int64_t top = 0;
+  for (const auto& [label, n] : label_counts) top = std::max(top, n);
+  if (comm && world > 1) {
+    // The per-rank most-frequent counts are summed: a bound on the global baseline that is exact
+    // on one rank, where the tests and `mptrain eval` run.
+    r.mlm_count = static_cast<int64_t>(comm->sum(static_cast<double>(r.mlm_count)));
+    r.mlm_correct = static_cast<int64_t>(comm->sum(static_cast<double>(r.mlm_correct)));
+    r.nsp_count = static_cast<int64_t>(comm->sum(static_cast<double>(r.nsp_count)));
+    r.nsp_correct = static_cast<int64_t>(comm->sum(static_cast<double>(r.nsp_correct)));
+    mlm_sum = comm->sum(mlm_sum);
+    nsp_sum = comm->sum(nsp_sum);
+    top = static_cast<int64_t>(comm->sum(static_cast<double>(top)));
+    nsp_ones = static_cast<int64_t>(comm->sum(static_cast<double>(nsp_ones)));
+  }
+  r.batches = batches;
+  r.mlm_loss = r.mlm_count ? mlm_sum / r.mlm_count : 0.0;
+  r.nsp_loss = r.nsp_count ? nsp_sum / r.nsp_count : 0.0;
+  r.mlm_baseline = r.mlm_count ? static_cast<double>(top) / r.mlm_count : 0.0;
+  r.nsp_baseline = r.nsp_count ? static_cast<double>(std::max(nsp_ones, r.nsp_count - nsp_ones)) / r.nsp_count : 0.0;
+  return r;
+}
+
+void run_bert_eval(const std::string& dir, const std::string& data, int batch, int64_t batches, int max_predictions) {
+  MPT_CHECK(!data.empty(), "nothing to evaluate: give --data with an instance file of 'prepare --task bert'");
+  MPT_CHECK(batch > 0 && batches >= 0, "--batch must be positive and --steps >= 0");
+  const BertConfig config = load_bert_checkpoint_config(dir);
+  int T = 0;
+  {
+    const BertInstanceFile file(data);  // validated before the model is loaded
+    T = file.max_seq_len();
+  }
+  MPT_CHECK(T <= config.max_position, "instance file '" + data + "' has sequences of " + std::to_string(T) +
+                                          " tokens, more than the BERT model's " +
+                                          std::to_string(config.max_position) + " positions");
+  BertMaskingOptions masking;
+  masking.max_predictions = max_predictions;
+  masking.shuffle = false;
+  BertLoader loader(data, batch, T, config.vocab_size, masking);
+  cpu::Context ctx;
+  Bert model(config, ctx);
+  load_bert_checkpoint_model(dir, model);
+  model.plan(batch, T, batch * max_predictions);
+  std::printf("model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
+              dir.c_str(), model.num_hf_params(), config.n_layer, config.n_head, config.hidden, config.vocab_size,
+              omp_get_max_threads());
+  const BertEvalResult r = evaluate_bert(model, loader, batches);
+  std::printf("mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions\n", r.mlm_loss,
+              r.mlm_accuracy(), r.mlm_baseline, (long long)r.mlm_count);
+  std::printf("nsp loss %.6f | nsp accuracy %.4f (majority label %.4f) | %lld sequences in %lld batches of %dx%d\n",
+              r.nsp_loss, r.nsp_accuracy(), r.nsp_baseline, (long long)r.nsp_count, (long long)r.batches, batch, T);
+}
+
+}  // namespace mptrain
