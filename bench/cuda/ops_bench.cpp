@@ -61,9 +61,12 @@ void bench_dtype(Context& ctx, const char* tn) {
   const int N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C, NO = static_cast<size_t>(N) * OC;
   const double e = sizeof(T);
-  DeviceBuffer<T> x(NC), y(NC), r(NC), w(C), bsum(C), h(NO), pre(NO), wfc(static_cast<size_t>(C) * OC), bfc(OC);
-  DeviceBuffer<T> logits(static_cast<size_t>(N) * Vp), wte(static_cast<size_t>(Vp) * C), wpe(static_cast<size_t>(Tn) * C);
-  DeviceBuffer<float> mean(N), rstd(N), losses(N), dloss(N), lnscratch(layernorm_backward_scratch_floats(N, C));
+  DeviceBuffer<T> x(NC), y(NC), r(NC), w(C), bsum(C), h(NO), pre(NO), wfc(static_cast<size_t>(C) * OC),
+      bfc(OC);
+  DeviceBuffer<T> logits(static_cast<size_t>(N) * Vp), wte(static_cast<size_t>(Vp) * C),
+      wpe(static_cast<size_t>(Tn) * C);
+  DeviceBuffer<float> mean(N), rstd(N), losses(N), dloss(N),
+      lnscratch(layernorm_backward_scratch_floats(N, C));
   for (auto* buf : {&x, &y, &r, &w, &bsum, &h, &pre, &wfc, &bfc, &logits, &wte, &wpe}) buf->zero(ctx);
   dloss.zero(ctx);
   std::vector<int> tok(N);
@@ -71,54 +74,91 @@ void bench_dtype(Context& ctx, const char* tn) {
   DeviceBuffer<int> tokens(tok, ctx), targets(tok, ctx);
   const std::string p = std::string(" ") + tn;
 
-  report("encoder_forward" + p, time_ms(ctx, [&] { encoder_forward(x.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, ctx); }),
-         3.0 * NC * e, 0);
+  report(
+      "encoder_forward" + p,
+      time_ms(ctx, [&] { encoder_forward(x.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, ctx); }),
+      3.0 * NC * e, 0);
   const size_t sb = encoder_backward_scratch_bytes(B, Tn);
   DeviceBuffer<char> escratch(sb);
-  report("encoder_backward" + p, time_ms(ctx, [&] {
-           encoder_backward(wte.data(), wpe.data(), x.data(), tokens.data(), escratch.data(), sb, B, Tn, C, ctx);
-         }), 3.0 * NC * e, 0);
-  report("layernorm_forward" + p, time_ms(ctx, [&] {
-           layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bsum.data(), N, C, 1e-5f, ctx);
-         }), 2.0 * NC * e, 0);
-  report("residual+layernorm fused" + p, time_ms(ctx, [&] {
-           residual_layernorm_forward(r.data(), y.data(), mean.data(), rstd.data(), x.data(), r.data(), w.data(),
-                                      bsum.data(), N, C, 1e-5f, ctx);
-         }), 4.0 * NC * e, 0);
-  report("residual+layernorm unfused twin" + p, time_ms(ctx, [&] {
-           residual_forward(r.data(), x.data(), r.data(), NC, ctx);
-           layernorm_forward(y.data(), mean.data(), rstd.data(), r.data(), w.data(), bsum.data(), N, C, 1e-5f, ctx);
-         }), 4.0 * NC * e, 0);
-  report("layernorm_backward" + p, time_ms(ctx, [&] {
-           layernorm_backward(r.data(), w.data(), bsum.data(), y.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                              lnscratch.data(), N, C, ctx);
-         }), 4.0 * NC * e, 0);
-  report("gelu_forward [N,4C]" + p, time_ms(ctx, [&] { gelu_forward(h.data(), pre.data(), NO, ctx); }), 2.0 * NO * e, 0);
-  report("crossentropy fwd+bwd [N,Vp]" + p, time_ms(ctx, [&] {
-           crossentropy_forward_backward(losses.data(), logits.data(), logits.data(), targets.data(), dloss.data(), N,
-                                         V, Vp, ctx);
-         }), 2.0 * N * Vp * e, 0);
+  report("encoder_backward" + p,
+         time_ms(ctx,
+                 [&] {
+                   encoder_backward(wte.data(), wpe.data(), x.data(), tokens.data(), escratch.data(), sb, B,
+                                    Tn, C, ctx);
+                 }),
+         3.0 * NC * e, 0);
+  report("layernorm_forward" + p,
+         time_ms(ctx,
+                 [&] {
+                   layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bsum.data(), N,
+                                     C, 1e-5f, ctx);
+                 }),
+         2.0 * NC * e, 0);
+  report("residual+layernorm fused" + p,
+         time_ms(ctx,
+                 [&] {
+                   residual_layernorm_forward(r.data(), y.data(), mean.data(), rstd.data(), x.data(),
+                                              r.data(), w.data(), bsum.data(), N, C, 1e-5f, ctx);
+                 }),
+         4.0 * NC * e, 0);
+  report("residual+layernorm unfused twin" + p,
+         time_ms(ctx,
+                 [&] {
+                   residual_forward(r.data(), x.data(), r.data(), NC, ctx);
+                   layernorm_forward(y.data(), mean.data(), rstd.data(), r.data(), w.data(), bsum.data(), N,
+                                     C, 1e-5f, ctx);
+                 }),
+         4.0 * NC * e, 0);
+  report("layernorm_backward" + p,
+         time_ms(ctx,
+                 [&] {
+                   layernorm_backward(r.data(), w.data(), bsum.data(), y.data(), x.data(), w.data(),
+                                      mean.data(), rstd.data(), lnscratch.data(), N, C, ctx);
+                 }),
+         4.0 * NC * e, 0);
+  report("gelu_forward [N,4C]" + p, time_ms(ctx, [&] { gelu_forward(h.data(), pre.data(), NO, ctx); }),
+         2.0 * NO * e, 0);
+  report("crossentropy fwd+bwd [N,Vp]" + p,
+         time_ms(ctx,
+                 [&] {
+                   crossentropy_forward_backward(losses.data(), logits.data(), logits.data(), targets.data(),
+                                                 dloss.data(), N, V, Vp, ctx);
+                 }),
+         2.0 * N * Vp * e, 0);
   DeviceBuffer<float> probs(static_cast<size_t>(N) * Vp);
-  report("crossentropy unfused twin (softmax, from probs)" + p, time_ms(ctx, [&] {
-           softmax_forward(probs.data(), logits.data(), N, V, Vp, 1.0f, ctx);
-           crossentropy_from_probs(losses.data(), logits.data(), probs.data(), targets.data(), dloss.data(), N, V, Vp,
-                                   ctx);
-         }), 2.0 * N * Vp * e, 0);
+  report("crossentropy unfused twin (softmax, from probs)" + p,
+         time_ms(ctx,
+                 [&] {
+                   softmax_forward(probs.data(), logits.data(), N, V, Vp, 1.0f, ctx);
+                   crossentropy_from_probs(losses.data(), logits.data(), probs.data(), targets.data(),
+                                           dloss.data(), N, V, Vp, ctx);
+                 }),
+         2.0 * N * Vp * e, 0);
   const double fl = 2.0 * N * C * OC;
   std::vector<MathMode> modes = {MathMode::Fp32};
   if (std::is_same_v<T, float>) modes.push_back(MathMode::Tf32);
   for (MathMode m : modes) {
     const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + math_name(m) : "");
-    report("c_fc fwd, bias+GELU epilogue" + mp, time_ms(ctx, [&] {
-             matmul_forward(h.data(), x.data(), wfc.data(), bfc.data(), N, C, OC, m, ctx, pre.data());
-           }), 0, fl);
-    report("c_fc fwd, unfused twin (bias epi + gelu)" + mp, time_ms(ctx, [&] {
-             matmul_forward(pre.data(), x.data(), wfc.data(), bfc.data(), N, C, OC, m, ctx);
-             gelu_forward(h.data(), pre.data(), NO, ctx);
-           }), 0, fl);
-    report("c_fc backward (dinp, dweight, dbias)" + mp, time_ms(ctx, [&] {
-             matmul_backward(x.data(), wfc.data(), bfc.data(), h.data(), x.data(), wfc.data(), N, C, OC, m, ctx);
-           }), 0, 2 * fl);
+    report("c_fc fwd, bias+GELU epilogue" + mp,
+           time_ms(ctx,
+                   [&] {
+                     matmul_forward(h.data(), x.data(), wfc.data(), bfc.data(), N, C, OC, m, ctx, pre.data());
+                   }),
+           0, fl);
+    report("c_fc fwd, unfused twin (bias epi + gelu)" + mp,
+           time_ms(ctx,
+                   [&] {
+                     matmul_forward(pre.data(), x.data(), wfc.data(), bfc.data(), N, C, OC, m, ctx);
+                     gelu_forward(h.data(), pre.data(), NO, ctx);
+                   }),
+           0, fl);
+    report("c_fc backward (dinp, dweight, dbias)" + mp,
+           time_ms(ctx,
+                   [&] {
+                     matmul_backward(x.data(), wfc.data(), bfc.data(), h.data(), x.data(), wfc.data(), N, C,
+                                     OC, m, ctx);
+                   }),
+           0, 2 * fl);
   }
 }
 
@@ -132,8 +172,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     Context ctx(0);
-    std::printf("device: %s (sm_%d%d, %d SMs); %d iterations per op\n", ctx.info().name.c_str(), ctx.info().major,
-                ctx.info().minor, ctx.info().sm_count, g_iters);
+    std::printf("device: %s (sm_%d%d, %d SMs); %d iterations per op\n", ctx.info().name.c_str(),
+                ctx.info().major, ctx.info().minor, ctx.info().sm_count, g_iters);
     bench_dtype<float>(ctx, "fp32");
     bench_dtype<Bf16>(ctx, "bf16");
     // AdamW over 124M fp32 parameters with a bf16 copy: reads p,g,m,v, writes p,m,v,copy.
@@ -145,11 +185,16 @@ int main(int argc, char** argv) {
     mask.zero(ctx);
     AdamWArgs a;
     a.lr = 1e-4f;
-    report("adamw 124M params (+bf16 copy)", time_ms(ctx, [&] {
-             adamw_update(p.data(), g.data(), m.data(), v.data(), mask.data(), n, a, low.data(), StorageType::BF16, ctx);
-           }), n * (7 * 4.0 + 2.0), 0);
+    report("adamw 124M params (+bf16 copy)",
+           time_ms(ctx,
+                   [&] {
+                     adamw_update(p.data(), g.data(), m.data(), v.data(), mask.data(), n, a, low.data(),
+                                  StorageType::BF16, ctx);
+                   }),
+           n * (7 * 4.0 + 2.0), 0);
     DeviceBuffer<double> norm(1), scratch(grad_norm_scratch_doubles());
-    report("grad_norm 124M", time_ms(ctx, [&] { grad_norm(norm.data(), nullptr, g.data(), n, 1.0f, scratch.data(), ctx); }),
+    report("grad_norm 124M",
+           time_ms(ctx, [&] { grad_norm(norm.data(), nullptr, g.data(), n, 1.0f, scratch.data(), ctx); }),
            n * 4.0, 0);
     return 0;
   } catch (const std::exception& e) {

@@ -105,6 +105,9 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--nan-max-rollbacks", opt->nan_max_rollbacks, "--on-nan rollback: give up after this many")
       ->capture_default_str();
+  cmd->add_option("--memory-limit", opt->memory_limit,
+                  "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
+                  "configuration whose estimate exceeds it is refused before allocating");
   cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };

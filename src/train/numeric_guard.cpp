@@ -80,10 +80,14 @@ std::string rollback_target(const NanGuardOptions& o, const std::string& what, c
                 std::to_string(o.max_rollbacks) + ")");
   std::error_code ec;
   const bool have_run_checkpoint = std::filesystem::exists(run_dir + "/" + kCheckpointLatestFile, ec);
-  if (have_run_checkpoint) return resolve_checkpoint(run_dir);
-  if (!resume_dir.empty()) return resolve_checkpoint(resume_dir);
-  throw Error(what + "; no checkpoint to roll back to yet in '" + run_dir +
-              "' (save earlier with --save-every N)");
+  if (!have_run_checkpoint && resume_dir.empty())
+    throw Error(what + "; no checkpoint to roll back to yet in '" + run_dir +
+                "' (save earlier with --save-every N)");
+  try {
+    return resolve_checkpoint(have_run_checkpoint ? run_dir : resume_dir);  // verified
+  } catch (const Error& e) {
+    throw Error(what + "; cannot roll back: " + e.what());
+  }
 }
 
 TrainState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const TrainState& current,

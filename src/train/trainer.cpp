@@ -28,6 +28,7 @@
 #include "train/checkpoint.h"
 #include "train/run_monitor.h"
 #include "train/sampler.h"
+#include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
 #include "train/step.h"
 
@@ -85,6 +86,7 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
   const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
   if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
+  if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const NanGuardOptions nan_guard{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
   validate(nan_guard);
@@ -131,6 +133,8 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
             "--loss-scale-init must be finite and positive");
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
   cpu::Context ctx;
+  // Refuse a run that cannot fit before allocating it (train/memory_estimate.h).
+  check_memory_fits(opt, config, precision, world);
   Gpt2 model(config, ctx, precision);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   std::unique_ptr<LossScaler> scaler;

@@ -42,9 +42,12 @@ inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
 
 template <class T>
 T to_storage(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  else if constexpr (std::is_same_v<T, Bf16>) return f32_to_bf16(x);
-  else return f32_to_f16(x);
+  if constexpr (std::is_same_v<T, float>)
+    return x;
+  else if constexpr (std::is_same_v<T, Bf16>)
+    return f32_to_bf16(x);
+  else
+    return f32_to_f16(x);
 }
 inline float to_float(float x) { return x; }
 inline float to_float(Bf16 x) { return bf16_to_f32(x); }

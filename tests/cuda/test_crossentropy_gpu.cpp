@@ -21,20 +21,21 @@ TYPED_TEST_SUITE(CudaCrossEntropy, StorageTypes);
 struct Case {
   int N, V, Vp;
 };
-const Case kCases[] = {{1, 1, 1},     {3, 31, 32},   {4, 32, 32},    {5, 33, 40},     {7, 127, 128},
-                       {2, 128, 128}, {9, 129, 136}, {3, 260, 264},  {2, 260, 261},   {4, 5000, 5056},
-                       {2, 50257, 50304}};
+const Case kCases[] = {{1, 1, 1},     {3, 31, 32},     {4, 32, 32},      {5, 33, 40},
+                       {7, 127, 128}, {2, 128, 128},   {9, 129, 136},    {3, 260, 264},
+                       {2, 260, 261}, {4, 5000, 5056}, {2, 50257, 50304}};
 
 TYPED_TEST(CudaCrossEntropy, MatchesCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
   for (const Case& k : kCases) {
-    SCOPED_TRACE("N=" + std::to_string(k.N) + " V=" + std::to_string(k.V) + " Vp=" + std::to_string(k.Vp) + " " +
-                 type_name<T>());
+    SCOPED_TRACE("N=" + std::to_string(k.N) + " V=" + std::to_string(k.V) + " Vp=" + std::to_string(k.Vp) +
+                 " " + type_name<T>());
     const size_t NV = static_cast<size_t>(k.N) * k.Vp;
     std::vector<float> logits = randn(NV, 1, 2.0f);
     for (int n = 0; n < k.N; ++n)
-      for (int j = k.V; j < k.Vp; ++j) logits[static_cast<size_t>(n) * k.Vp + j] = 1000.0f;  // must be ignored
+      for (int j = k.V; j < k.Vp; ++j)
+        logits[static_cast<size_t>(n) * k.Vp + j] = 1000.0f;  // must be ignored
     logits = rounded<T>(logits);
     std::vector<int> targets(k.N);
     std::vector<float> dloss(k.N);
@@ -47,22 +48,24 @@ TYPED_TEST(CudaCrossEntropy, MatchesCpu) {
     cuda::DeviceBuffer<float> gdl(dloss, ctx());
     auto gl = upload<T>(logits);
     auto losses = poisoned<float>(k.N), dlogits = poisoned<T>(NV);
-    cuda::crossentropy_forward_backward(losses.data(), dlogits.data(), gl.data(), gt.data(), gdl.data(), k.N, k.V,
-                                        k.Vp, ctx());
+    cuda::crossentropy_forward_backward(losses.data(), dlogits.data(), gl.data(), gt.data(), gdl.data(), k.N,
+                                        k.V, k.Vp, ctx());
     std::vector<float> rloss(k.N), rd(NV);
-    cpu::crossentropy_forward_backward(rloss.data(), rd.data(), logits.data(), targets.data(), dloss.data(), k.N, k.V,
-                                       k.Vp);
+    cpu::crossentropy_forward_backward(rloss.data(), rd.data(), logits.data(), targets.data(), dloss.data(),
+                                       k.N, k.V, k.Vp);
     EXPECT_LT(rel_err(download(losses), rloss), 1e-5);
     const auto got = download(dlogits);
     EXPECT_LT(rel_err(got, rd), tolerance<T>());
     for (int n = 0; n < k.N; ++n)
-      for (int j = k.V; j < k.Vp; ++j) ASSERT_EQ(got[static_cast<size_t>(n) * k.Vp + j], 0.0f) << "padded column";
+      for (int j = k.V; j < k.Vp; ++j)
+        ASSERT_EQ(got[static_cast<size_t>(n) * k.Vp + j], 0.0f) << "padded column";
 
     // unfused twin: softmax to fp32 probabilities, then loss and gradient from them
     auto probs = poisoned<float>(NV), tloss = poisoned<float>(k.N);
     auto tdl = poisoned<T>(NV);
     cuda::softmax_forward(probs.data(), gl.data(), k.N, k.V, k.Vp, 1.0f, ctx());
-    cuda::crossentropy_from_probs(tloss.data(), tdl.data(), probs.data(), gt.data(), gdl.data(), k.N, k.V, k.Vp, ctx());
+    cuda::crossentropy_from_probs(tloss.data(), tdl.data(), probs.data(), gt.data(), gdl.data(), k.N, k.V,
+                                  k.Vp, ctx());
     EXPECT_LT(rel_err(download(tloss), download(losses)), 1e-5) << "twin loss";
     EXPECT_LT(rel_err(download(tdl), got), tolerance<T>()) << "twin dlogits";
     // sampling softmax at a temperature
@@ -73,12 +76,12 @@ TYPED_TEST(CudaCrossEntropy, MatchesCpu) {
     EXPECT_LT(rel_err(download(sp), rsp), 1e-5) << "softmax";
     // loss only (no dlogits, no dloss)
     auto losses2 = poisoned<float>(k.N);
-    cuda::crossentropy_forward_backward<T>(losses2.data(), nullptr, gl.data(), gt.data(), nullptr, k.N, k.V, k.Vp,
-                                           ctx());
+    cuda::crossentropy_forward_backward<T>(losses2.data(), nullptr, gl.data(), gt.data(), nullptr, k.N, k.V,
+                                           k.Vp, ctx());
     EXPECT_EQ(rel_err(download(losses2), download(losses)), 0.0);
     // in place: dlogits aliases logits
-    cuda::crossentropy_forward_backward(losses2.data(), gl.data(), gl.data(), gt.data(), gdl.data(), k.N, k.V, k.Vp,
-                                        ctx());
+    cuda::crossentropy_forward_backward(losses2.data(), gl.data(), gl.data(), gt.data(), gdl.data(), k.N, k.V,
+                                        k.Vp, ctx());
     EXPECT_EQ(rel_err(download(gl), got), 0.0);
   }
 }
@@ -89,8 +92,8 @@ TEST(CudaCrossEntropyTargets, OutOfRangeTargetGivesNaNLoss) {
   cuda::DeviceBuffer<float> logits(std::vector<float>(N * Vp, 0.5f), ctx());
   cuda::DeviceBuffer<int> targets(std::vector<int>{3, 10}, ctx());
   auto losses = poisoned<float>(N);
-  cuda::crossentropy_forward_backward<float>(losses.data(), nullptr, logits.data(), targets.data(), nullptr, N, V, Vp,
-                                             ctx());
+  cuda::crossentropy_forward_backward<float>(losses.data(), nullptr, logits.data(), targets.data(), nullptr,
+                                             N, V, Vp, ctx());
   const auto l = losses.download(ctx());
   EXPECT_NEAR(l[0], std::log(10.0f), 1e-6);
   EXPECT_TRUE(std::isnan(l[1]));

@@ -18,22 +18,22 @@ TYPED_TEST_SUITE(CudaEncoder, StorageTypes);
 struct Case {
   int B, T, C, V;
 };
-const Case kCases[] = {{1, 1, 31, 5}, {2, 31, 32, 7}, {3, 33, 33, 50}, {2, 127, 128, 3}, {1, 129, 260, 1000},
-                       {4, 64, 64, 1}};
+const Case kCases[] = {{1, 1, 31, 5},    {2, 31, 32, 7},      {3, 33, 33, 50},
+                       {2, 127, 128, 3}, {1, 129, 260, 1000}, {4, 64, 64, 1}};
 
 TYPED_TEST(CudaEncoder, ForwardBackwardMatchCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
   for (const Case& k : kCases) {
-    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) + " " +
-                 type_name<T>());
+    SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
+                 " " + type_name<T>());
     const size_t BT = static_cast<size_t>(k.B) * k.T;
     std::vector<int> tokens(BT);
     for (size_t i = 0; i < BT; ++i) tokens[i] = static_cast<int>(mix64(i * 31 + 7) % k.V);  // many repeats
     std::vector<float> wte = rounded<T>(randn(static_cast<size_t>(k.V) * k.C, 1)),
                        wpe = rounded<T>(randn(static_cast<size_t>(k.T) * k.C, 2)),
-                       dout = rounded<T>(randn(BT * k.C, 3)),
-                       dwte = rounded<T>(randn(wte.size(), 4)), dwpe = rounded<T>(randn(wpe.size(), 5));
+                       dout = rounded<T>(randn(BT * k.C, 3)), dwte = rounded<T>(randn(wte.size(), 4)),
+                       dwpe = rounded<T>(randn(wpe.size(), 5));
     cuda::DeviceBuffer<int> dtok(tokens, ctx());
     auto gwte = upload<T>(wte), gwpe = upload<T>(wpe), gdout = upload<T>(dout), out = poisoned<T>(BT * k.C);
     cuda::encoder_forward(out.data(), dtok.data(), gwte.data(), gwpe.data(), k.B, k.T, k.C, ctx());
@@ -46,8 +46,8 @@ TYPED_TEST(CudaEncoder, ForwardBackwardMatchCpu) {
     std::vector<float> first;
     for (int rep = 0; rep < 2; ++rep) {
       auto gdwte = upload<T>(dwte), gdwpe = upload<T>(dwpe);
-      cuda::encoder_backward(gdwte.data(), gdwpe.data(), gdout.data(), dtok.data(), scratch.data(), sbytes, k.B, k.T,
-                             k.C, ctx());
+      cuda::encoder_backward(gdwte.data(), gdwpe.data(), gdout.data(), dtok.data(), scratch.data(), sbytes,
+                             k.B, k.T, k.C, ctx());
       const auto got_wte = download(gdwte), got_wpe = download(gdwpe);
       if (rep == 0) {
         std::vector<float> rwte = dwte, rwpe = dwpe;
@@ -56,7 +56,8 @@ TYPED_TEST(CudaEncoder, ForwardBackwardMatchCpu) {
         EXPECT_LT(rel_err(got_wpe, rwpe), tolerance<T>());
         first = got_wte;
       } else {
-        EXPECT_EQ(0, std::memcmp(first.data(), got_wte.data(), first.size() * sizeof(float))) << "not deterministic";
+        EXPECT_EQ(0, std::memcmp(first.data(), got_wte.data(), first.size() * sizeof(float)))
+            << "not deterministic";
       }
     }
   }

@@ -25,7 +25,8 @@ cpu::Context& cpu_ctx() {
 struct Dims {
   int M, N, K;
 };
-const Dims kGemmDims[] = {{31, 33, 32}, {32, 31, 33}, {33, 32, 31}, {127, 129, 128}, {129, 128, 127}, {260, 64, 96}};
+const Dims kGemmDims[] = {{31, 33, 32},    {32, 31, 33},    {33, 32, 31},
+                          {127, 129, 128}, {129, 128, 127}, {260, 64, 96}};
 
 template <class T>
 class CudaGemm : public ::testing::Test {};
@@ -38,17 +39,18 @@ void check_gemm(cuda::MathMode math, double tol) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (int acc = 0; acc < 2; ++acc) {
-          SCOPED_TRACE("M=" + std::to_string(d.M) + " N=" + std::to_string(d.N) + " K=" + std::to_string(d.K) +
-                       " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " acc=" + std::to_string(acc) +
-                       " AB=" + type_name<T>() + " C=" + type_name<TC>() + " math=" + cuda::math_name(math));
+          SCOPED_TRACE("M=" + std::to_string(d.M) + " N=" + std::to_string(d.N) +
+                       " K=" + std::to_string(d.K) + " ta=" + std::to_string(ta) +
+                       " tb=" + std::to_string(tb) + " acc=" + std::to_string(acc) + " AB=" + type_name<T>() +
+                       " C=" + type_name<TC>() + " math=" + cuda::math_name(math));
           const size_t MK = static_cast<size_t>(d.M) * d.K, KN = static_cast<size_t>(d.K) * d.N,
                        MN = static_cast<size_t>(d.M) * d.N;
           std::vector<float> a = rounded<T>(randn(MK, 1)), b = rounded<T>(randn(KN, 2)),
                              c0 = rounded<TC>(randn(MN, 3));
           auto ga = upload<T>(a), gb = upload<T>(b);
           auto gc = acc ? upload<TC>(c0) : poisoned<TC>(MN);
-          cuda::gemm(gc.data(), cuda::storage_of<TC>(), ga.data(), gb.data(), cuda::storage_of<T>(), d.M, d.N, d.K,
-                     ta, tb, acc, math, {}, ctx());
+          cuda::gemm(gc.data(), cuda::storage_of<TC>(), ga.data(), gb.data(), cuda::storage_of<T>(), d.M, d.N,
+                     d.K, ta, tb, acc, math, {}, ctx());
           std::vector<float> ref = c0;
           cpu::gemm(ref.data(), a.data(), b.data(), d.M, d.N, d.K, ta, tb, acc, cpu_ctx());
           EXPECT_LT(rel_err(download(gc), ref), tol);
@@ -83,8 +85,8 @@ TYPED_TEST(CudaGemm, LinearForwardBackwardMatchCpu) {
   using T = TypeParam;
   const auto math = cuda::MathMode::Fp32;
   for (const Linear& k : kLinear) {
-    SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) + " " +
-                 type_name<T>());
+    SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) +
+                 " " + type_name<T>());
     const size_t NC = static_cast<size_t>(k.N) * k.C, CO = static_cast<size_t>(k.C) * k.OC,
                  NO = static_cast<size_t>(k.N) * k.OC;
     std::vector<float> inp = rounded<T>(randn(NC, 1)), w = rounded<T>(randn(CO, 2, 0.2f)),
@@ -105,11 +107,11 @@ TYPED_TEST(CudaGemm, LinearForwardBackwardMatchCpu) {
     EXPECT_LT(rel_err(download(out), ref_nb), linear_tol<T>());
     // backward (+=), bias gradient from the epilogue
     auto gdi = upload<T>(dinp0), gdw = upload<T>(dw0), gdb = upload<T>(db0);
-    cuda::matmul_backward(gdi.data(), gdw.data(), gdb.data(), gdo.data(), gi.data(), gw.data(), k.N, k.C, k.OC, math,
-                          ctx());
+    cuda::matmul_backward(gdi.data(), gdw.data(), gdb.data(), gdo.data(), gi.data(), gw.data(), k.N, k.C,
+                          k.OC, math, ctx());
     std::vector<float> rdi = dinp0, rdw = dw0, rdb = db0;
-    cpu::matmul_backward(rdi.data(), rdw.data(), rdb.data(), dout.data(), inp.data(), w.data(), k.N, k.C, k.OC,
-                         cpu_ctx());
+    cpu::matmul_backward(rdi.data(), rdw.data(), rdb.data(), dout.data(), inp.data(), w.data(), k.N, k.C,
+                         k.OC, cpu_ctx());
     EXPECT_LT(rel_err(download(gdi), rdi), linear_tol<T>());
     EXPECT_LT(rel_err(download(gdw), rdw), linear_tol<T>());
     EXPECT_LT(rel_err(download(gdb), rdb), linear_tol<T>());
@@ -121,8 +123,8 @@ TYPED_TEST(CudaGemm, GeluEpiloguesMatchUnfusedTwinAndCpu) {
   using T = TypeParam;
   const auto math = cuda::MathMode::Fp32;
   for (const Linear& k : kLinear) {
-    SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) + " " +
-                 type_name<T>());
+    SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) +
+                 " " + type_name<T>());
     const size_t NC = static_cast<size_t>(k.N) * k.C, CO = static_cast<size_t>(k.C) * k.OC,
                  NO = static_cast<size_t>(k.N) * k.OC;
     std::vector<float> inp = rounded<T>(randn(NC, 1)), w = rounded<T>(randn(CO, 2, 0.3f)),
@@ -130,7 +132,8 @@ TYPED_TEST(CudaGemm, GeluEpiloguesMatchUnfusedTwinAndCpu) {
     auto gi = upload<T>(inp), gw = upload<T>(w), gb = upload<T>(bias);
     // fused forward: pre (aux) and gelu(pre)
     auto pre = poisoned<T>(NO), out = poisoned<T>(NO);
-    cuda::matmul_forward(out.data(), gi.data(), gw.data(), gb.data(), k.N, k.C, k.OC, math, ctx(), pre.data());
+    cuda::matmul_forward(out.data(), gi.data(), gw.data(), gb.data(), k.N, k.C, k.OC, math, ctx(),
+                         pre.data());
     // unfused twin
     auto pre2 = poisoned<T>(NO), out2 = poisoned<T>(NO);
     cuda::matmul_forward(pre2.data(), gi.data(), gw.data(), gb.data(), k.N, k.C, k.OC, math, ctx());
@@ -153,18 +156,18 @@ TYPED_TEST(CudaGemm, GeluEpiloguesMatchUnfusedTwinAndCpu) {
     std::vector<float> dout = rounded<T>(randn(NO, 8));
     auto ggin = upload<T>(gelu_in), gpre_in = upload<T>(pre_in), gdo = upload<T>(dout);
     auto dpre = poisoned<T>(NC), dw = upload<T>(std::vector<float>(CO, 0.0f));
-    cuda::matmul_backward<T>(dpre.data(), dw.data(), nullptr, gdo.data(), ggin.data(), gw.data(), k.N, k.C, k.OC, math,
-                             ctx(), gpre_in.data());
+    cuda::matmul_backward<T>(dpre.data(), dw.data(), nullptr, gdo.data(), ggin.data(), gw.data(), k.N, k.C,
+                             k.OC, math, ctx(), gpre_in.data());
     // unfused twin: product into zeros, then gelu_backward
     auto dg = upload<T>(std::vector<float>(NC, 0.0f)), dw2 = upload<T>(std::vector<float>(CO, 0.0f));
-    cuda::matmul_backward<T>(dg.data(), dw2.data(), nullptr, gdo.data(), ggin.data(), gw.data(), k.N, k.C, k.OC, math,
-                             ctx());
+    cuda::matmul_backward<T>(dg.data(), dw2.data(), nullptr, gdo.data(), ggin.data(), gw.data(), k.N, k.C,
+                             k.OC, math, ctx());
     auto dpre2 = poisoned<T>(NC);
     cuda::gelu_backward(dpre2.data(), gpre_in.data(), dg.data(), NC, ctx());
     // CPU
     std::vector<float> rdg(NC, 0.0f), rdw(CO, 0.0f), rdpre(NC);
-    cpu::matmul_backward(rdg.data(), rdw.data(), nullptr, dout.data(), gelu_in.data(), w.data(), k.N, k.C, k.OC,
-                         cpu_ctx());
+    cpu::matmul_backward(rdg.data(), rdw.data(), nullptr, dout.data(), gelu_in.data(), w.data(), k.N, k.C,
+                         k.OC, cpu_ctx());
     const std::vector<float> rdg_t = rounded<T>(rdg);
     cpu::gelu_backward(rdpre.data(), pre_in.data(), rdg_t.data(), NC);
     EXPECT_LT(rel_err(download(dpre), rdpre), linear_tol<T>());
@@ -179,8 +182,8 @@ TEST(CudaGemmPlans, RepeatedShapesReuseOnePlan) {
   a.zero(ctx()), b.zero(ctx());
   const size_t before = cuda::gemm_plan_count(ctx());
   for (int i = 0; i < 3; ++i)
-    cuda::gemm(c.data(), StorageType::F32, a.data(), b.data(), StorageType::F32, 48, 40, 24, false, false, false,
-               cuda::MathMode::Tf32, {}, ctx());
+    cuda::gemm(c.data(), StorageType::F32, a.data(), b.data(), StorageType::F32, 48, 40, 24, false, false,
+               false, cuda::MathMode::Tf32, {}, ctx());
   EXPECT_EQ(cuda::gemm_plan_count(ctx()), before + 1);
 }
 
@@ -195,12 +198,18 @@ TEST(CudaGemmArgs, BadArgumentsAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
     }
   };
-  expect([&] { cuda::gemm(a.data(), StorageType::BF16, a.data(), a.data(), StorageType::F16, 2, 2, 2, false, false,
-                          false, cuda::MathMode::Fp32, {}, ctx()); },
-         "[gemm] C must have");
-  expect([&] { cuda::matmul_forward<float>(a.data(), a.data(), a.data(), nullptr, 2, 2, 3, cuda::MathMode::Fp32,
-                                           ctx(), a.data()); },
-         "[matmul_forward] fused GELU needs OC % 8 == 0");
+  expect(
+      [&] {
+        cuda::gemm(a.data(), StorageType::BF16, a.data(), a.data(), StorageType::F16, 2, 2, 2, false, false,
+                   false, cuda::MathMode::Fp32, {}, ctx());
+      },
+      "[gemm] C must have");
+  expect(
+      [&] {
+        cuda::matmul_forward<float>(a.data(), a.data(), a.data(), nullptr, 2, 2, 3, cuda::MathMode::Fp32,
+                                    ctx(), a.data());
+      },
+      "[matmul_forward] fused GELU needs OC % 8 == 0");
 }
 
 }  // namespace

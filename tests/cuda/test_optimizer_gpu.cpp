@@ -48,8 +48,8 @@ TEST(CudaAdamW, MatchesCpuPerTensorUpdates) {
                          lowp == StorageType::F32 ? nullptr : low.data(), lowp, ctx());
       for (size_t i = 0; i < all.size(); ++i) {
         const size_t o = all[i].first;
-        adamw_update(p.data() + o, g.data() + o, m.data() + o, v.data() + o, sizes[i], a.lr, a.beta1, a.beta2, a.eps,
-                     i % 2 == 0 ? a.weight_decay : 0.0f, t);
+        adamw_update(p.data() + o, g.data() + o, m.data() + o, v.data() + o, sizes[i], a.lr, a.beta1, a.beta2,
+                     a.eps, i % 2 == 0 ? a.weight_decay : 0.0f, t);
       }
     }
     EXPECT_LT(rel_err(gp.download(ctx()), p), 1e-5);
@@ -59,7 +59,8 @@ TEST(CudaAdamW, MatchesCpuPerTensorUpdates) {
       const auto bits = low.download(ctx());
       const auto master = gp.download(ctx());
       for (size_t i = 0; i < n; ++i) {
-        const uint16_t want = lowp == StorageType::BF16 ? f32_to_bf16(master[i]).bits : f32_to_f16(master[i]).bits;
+        const uint16_t want =
+            lowp == StorageType::BF16 ? f32_to_bf16(master[i]).bits : f32_to_f16(master[i]).bits;
         ASSERT_EQ(bits[i], want) << i;
       }
     }
@@ -77,11 +78,13 @@ TEST(CudaAdamW, GradScaleAndSkipFlag) {
   cuda::AdamWArgs a;
   a.lr = 1e-2f;
   a.skip = skip.data();
-  cuda::adamw_update(gp.data(), gg.data(), gm.data(), gv.data(), mask.data(), n, a, nullptr, StorageType::F32, ctx());
+  cuda::adamw_update(gp.data(), gg.data(), gm.data(), gv.data(), mask.data(), n, a, nullptr, StorageType::F32,
+                     ctx());
   EXPECT_EQ(rel_err(gp.download(ctx()), p), 0.0) << "a skipped step changed the parameters";
   a.skip = nullptr;
   a.grad_scale = scale.data();
-  cuda::adamw_update(gp.data(), gg.data(), gm.data(), gv.data(), mask.data(), n, a, nullptr, StorageType::F32, ctx());
+  cuda::adamw_update(gp.data(), gg.data(), gm.data(), gv.data(), mask.data(), n, a, nullptr, StorageType::F32,
+                     ctx());
   for (float& x : g) x *= 0.25f;
   adamw_update(p.data(), g.data(), m.data(), v.data(), n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, 1);
   EXPECT_LT(rel_err(gp.download(ctx()), p), 1e-5);
@@ -89,7 +92,8 @@ TEST(CudaAdamW, GradScaleAndSkipFlag) {
 
 TEST(CudaGradNorm, MatchesCpuAndIsDeterministic) {
   SKIP_WITHOUT_GPU();
-  for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{129}, size_t{260}, size_t{1} << 20, (size_t{1} << 20) + 3}) {
+  for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{129}, size_t{260}, size_t{1} << 20,
+                   (size_t{1} << 20) + 3}) {
     SCOPED_TRACE("n=" + std::to_string(n));
     std::vector<float> g = randn(n, 9, 0.5f);
     cuda::DeviceBuffer<float> gg(g, ctx()), clip(1);

@@ -1,8 +1,8 @@
 // Numeric guards at the C++ level:
 //  - the first non-finite element is found in parameter-table order, within a range
 //  - the step message and the refusal to save name the parameter (and optimizer state)
-//  - rollback_target: stop, give up after the maximum, nothing to roll back to, or the
-//    run's latest checkpoint
+//  - rollback_target: stop, give up after the maximum, nothing to roll back to, the run's
+//    latest checkpoint, or a damaged one (refused)
 //  - train_step with a NaN injected into one parameter's gradient (fp32 and bf16): the step
 //    reports non_finite, and weights and optimizer state are bit-for-bit unchanged
 #include <gtest/gtest.h>
@@ -106,6 +106,11 @@ TEST(NumericGuard, RollbackTarget) {
   write_file_atomic(dir + "/" + kCheckpointModelFile, std::string("x"));
   commit_checkpoint(run, 4);
   EXPECT_EQ(rollback_target(o, "bad step", run, "", 2), run + "/" + checkpoint_name(4));
+  // A damaged checkpoint is not rolled back to.
+  write_file_atomic(run + "/" + checkpoint_name(4) + "/" + kCheckpointModelFile, std::string("y"));
+  EXPECT_NE(error_of([&] { rollback_target(o, "bad step", run, "", 2); })
+                .find("bad step; cannot roll back: checksum mismatch in model.safetensors"),
+            std::string::npos);
   o.lr_factor = 1.0f;
   EXPECT_NE(error_of([&] { validate(o); }).find("--nan-lr-factor must be in (0, 1)"), std::string::npos);
 }

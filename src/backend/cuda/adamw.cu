@@ -5,10 +5,10 @@
 #include <cmath>
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -19,7 +19,8 @@ struct Coeffs {
   float beta1, beta2, eps, step_size, bc2_sqrt, decay;  // decay = 1 - lr·weight_decay
 };
 
-__device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v, bool decayed, const Coeffs& k) {
+__device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v, bool decayed,
+                                           const Coeffs& k) {
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   m = mi;
@@ -29,8 +30,8 @@ __device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v,
 }
 
 template <class L>
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, const uint32_t* mask, size_t n,
-                             Coeffs k, const float* grad_scale, const int* skip, L* lowp) {
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, const uint32_t* mask,
+                             size_t n, Coeffs k, const float* grad_scale, const int* skip, L* lowp) {
   if (skip && *skip) return;  // the same flag for every thread: a uniform exit
   const float gs = grad_scale ? *grad_scale : 1.0f;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -73,7 +74,8 @@ std::vector<uint32_t> adamw_decay_mask(size_t n, const std::vector<std::pair<siz
   std::vector<uint32_t> mask(adamw_mask_words(n), 0u);
   for (const auto& [begin, end] : decayed) {
     MPT_CHECK(begin <= end && end <= n, "[adamw] decayed range [" + std::to_string(begin) + ", " +
-                                            std::to_string(end) + ") outside " + std::to_string(n) + " parameters");
+                                            std::to_string(end) + ") outside " + std::to_string(n) +
+                                            " parameters");
     for (size_t i = begin; i < end; ++i) mask[i >> 5] |= 1u << (i & 31);
   }
   return mask;
@@ -92,17 +94,21 @@ void adamw_update(float* params, const float* grads, float* m, float* v, const u
             "[adamw] the low-precision copy must be bf16 or fp16, got fp32: " + what);
   const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.t));
-  const Coeffs k{a.beta1, a.beta2, a.eps, static_cast<float>(a.lr / bc1), static_cast<float>(std::sqrt(bc2)),
+  const Coeffs k{a.beta1,
+                 a.beta2,
+                 a.eps,
+                 static_cast<float>(a.lr / bc1),
+                 static_cast<float>(std::sqrt(bc2)),
                  1.0f - a.lr * a.weight_decay};
   // 256 threads, a grid-stride loop over groups of 4: purely bandwidth-bound.
   const int threads = 256;
   const unsigned grid = grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count);
   if (!lowp || lowp_type == StorageType::BF16)
-    adamw_kernel<Bf16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k, a.grad_scale,
-                                                           a.skip, static_cast<Bf16*>(lowp));
+    adamw_kernel<Bf16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k,
+                                                           a.grad_scale, a.skip, static_cast<Bf16*>(lowp));
   else
-    adamw_kernel<Fp16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k, a.grad_scale,
-                                                           a.skip, static_cast<Fp16*>(lowp));
+    adamw_kernel<Fp16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k,
+                                                           a.grad_scale, a.skip, static_cast<Fp16*>(lowp));
   MPT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -18,9 +18,9 @@ namespace mptrain::cuda {
 struct AdamWArgs {
   float lr = 0.0f;
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-  int64_t t = 1;                        // 1-based optimizer step (bias correction)
-  const float* grad_scale = nullptr;    // device scalar multiplying every gradient (clip factor); null = 1
-  const int* skip = nullptr;            // device flag: nonzero = leave everything unchanged (fp16 overflow)
+  int64_t t = 1;                      // 1-based optimizer step (bias correction)
+  const float* grad_scale = nullptr;  // device scalar multiplying every gradient (clip factor); null = 1
+  const int* skip = nullptr;          // device flag: nonzero = leave everything unchanged (fp16 overflow)
 };
 
 // Words of the decay mask for n parameters, and the mask itself from [begin, end) element

@@ -19,7 +19,8 @@ void check_cublas_status(int status, const char* call, const char* file, int lin
   const auto s = static_cast<cublasStatus_t>(status);
   if (s != CUBLAS_STATUS_SUCCESS)
     throw_library_error("cuBLASLt", call,
-                        std::string(cublasLtGetStatusName(s)) + ": " + cublasLtGetStatusString(s), file, line);
+                        std::string(cublasLtGetStatusName(s)) + ": " + cublasLtGetStatusString(s), file,
+                        line);
 }
 
 void check_last_launch(const char* kernel, const char* file, int line) {

@@ -6,11 +6,11 @@
 #include <cfloat>
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -20,8 +20,8 @@ namespace {
 constexpr int kThreads = 512;  // Vp = 50304 is ~98 elements (12 packs) per thread
 
 template <class T, int W>
-__global__ void crossentropy_kernel(float* losses, T* dlogits, const T* logits, const int* targets, const float* dloss,
-                                    int V, int Vp) {
+__global__ void crossentropy_kernel(float* losses, T* dlogits, const T* logits, const int* targets,
+                                    const float* dloss, int V, int Vp) {
   __shared__ MaxSum red[kThreads / 32];
   const int n = blockIdx.x;
   const size_t off = static_cast<size_t>(n) * Vp;  // N·Vp passes 2^31 at GPT-2 sizes
@@ -93,15 +93,17 @@ void crossentropy_forward_backward(float* losses, T* dlogits, const T* logits, c
   const bool vec = Vp % P == 0 && aligned16(logits) && (dlogits == nullptr || aligned16(dlogits));
   // One block per row: rows are independent and N (= B·T) is thousands, enough to fill the GPU.
   if (vec)
-    crossentropy_kernel<T, P><<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp);
+    crossentropy_kernel<T, P>
+        <<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp);
   else
-    crossentropy_kernel<T, 1><<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp);
+    crossentropy_kernel<T, 1>
+        <<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp);
   MPT_CUDA_CHECK_LAUNCH("crossentropy_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                                  \
-  template void crossentropy_forward_backward<T>(float*, T*, const T*, const int*, const float*, int, int, int, \
-                                                 Context&);
+#define MPT_INSTANTIATE(T)                                                                                 \
+  template void crossentropy_forward_backward<T>(float*, T*, const T*, const int*, const float*, int, int, \
+                                                 int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

@@ -18,8 +18,10 @@ struct TypeTag {
 
 template <class T>
 constexpr StorageType storage_of() {
-  if constexpr (std::is_same_v<T, float>) return StorageType::F32;
-  else if constexpr (std::is_same_v<T, Bf16>) return StorageType::BF16;
+  if constexpr (std::is_same_v<T, float>)
+    return StorageType::F32;
+  else if constexpr (std::is_same_v<T, Bf16>)
+    return StorageType::BF16;
   else {
     static_assert(std::is_same_v<T, Fp16>, "storage types are float, Bf16 and Fp16");
     return StorageType::F16;

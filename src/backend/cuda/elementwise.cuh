@@ -20,8 +20,10 @@ struct Inputs {
 
 template <int NIN, class F>
 __device__ __forceinline__ float apply_f(const F& f, const float* a) {
-  if constexpr (NIN == 1) return f(a[0]);
-  else return f(a[0], a[1]);
+  if constexpr (NIN == 1)
+    return f(a[0]);
+  else
+    return f(a[0], a[1]);
 }
 
 template <class T, int NIN, class F>
@@ -61,8 +63,8 @@ void launch_map(T* out, Inputs<T, NIN> in, size_t n, F f, Context& ctx, const ch
   const size_t npacks = vec ? n / kPack<T> : 0;
   const size_t items = vec ? (npacks > 0 ? npacks : 1) : n;
   const int threads = 256;
-  map_kernel<T, NIN, F><<<grid_for(items, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
-      out, in, n, npacks, f);
+  map_kernel<T, NIN, F>
+      <<<grid_for(items, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(out, in, n, npacks, f);
   MPT_CUDA_CHECK_LAUNCH(name);
 }
 

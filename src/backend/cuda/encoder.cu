@@ -3,13 +3,12 @@
 // a stable radix sort of (token, position) and one block per distinct token summing its
 // positions in order, so the result is bit-identical run to run.
 #include <cub/device/device_radix_sort.cuh>
-
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/encoder.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -69,8 +68,8 @@ __global__ void iota_kernel(int* v, int n) {
 // row of dwte. Blocks inside a run exit at once (the test is uniform over the block, so no
 // thread can miss a barrier: there is none).
 template <class T>
-__global__ void encoder_dwte_kernel(T* dwte, const T* dout, const int* sorted_tokens, const int* sorted_pos, int BT,
-                                    int C) {
+__global__ void encoder_dwte_kernel(T* dwte, const T* dout, const int* sorted_tokens, const int* sorted_pos,
+                                    int BT, int C) {
   const int i = blockIdx.x;
   const int tok = sorted_tokens[i];
   if (i > 0 && sorted_tokens[i - 1] == tok) return;
@@ -99,7 +98,8 @@ size_t cub_temp_bytes(int BT) {
 }  // namespace
 
 template <class T>
-void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C, Context& ctx) {
+void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
+                     Context& ctx) {
   MPT_PROFILE_RANGE("encoder_forward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[encoder_forward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
@@ -136,8 +136,9 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* 
                                        " bytes, needs " + std::to_string(need) + ": " + dims(B, Tn, C));
   cudaStream_t s = ctx.stream();
   const int threads = 256;  // a warp multiple; dwpe: one thread per (t, c)
-  encoder_dwpe_kernel<T><<<grid_for(static_cast<size_t>(Tn) * C, threads, ctx.info().sm_count), threads, 0, s>>>(
-      dwpe, dout, B, Tn, C);
+  encoder_dwpe_kernel<T>
+      <<<grid_for(static_cast<size_t>(Tn) * C, threads, ctx.info().sm_count), threads, 0, s>>>(dwpe, dout, B,
+                                                                                               Tn, C);
   MPT_CUDA_CHECK_LAUNCH("encoder_dwpe_kernel");
 
   const size_t ints = align256(static_cast<size_t>(BT) * sizeof(int));
@@ -150,15 +151,15 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* 
   iota_kernel<<<grid_for(static_cast<size_t>(BT), threads, ctx.info().sm_count), threads, 0, s>>>(pos_in, BT);
   MPT_CUDA_CHECK_LAUNCH("iota_kernel");
   // Token ids are non-negative ints: sorting all 32 bits is correct for any vocabulary size.
-  MPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, pos_in, pos_out, BT, 0,
-                                                 static_cast<int>(sizeof(int) * 8), s));
+  MPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, pos_in, pos_out, BT,
+                                                 0, static_cast<int>(sizeof(int) * 8), s));
   // One block per sorted position (most exit at once); 256 threads stride over C.
   encoder_dwte_kernel<T><<<BT, threads, 0, s>>>(dwte, dout, sorted_tokens, pos_out, BT, C);
   MPT_CUDA_CHECK_LAUNCH("encoder_dwte_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                                   \
-  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, Context&);            \
+#define MPT_INSTANTIATE(T)                                                                       \
+  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, Context&); \
   template void encoder_backward<T>(T*, T*, const T*, const int*, void*, size_t, int, int, int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

@@ -9,7 +9,8 @@ namespace mptrain::cuda {
 
 // out[B,T,C] = wte[tokens[b,t], :] + wpe[t, :]  (=).
 template <class T>
-void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C, Context& ctx);
+void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
+                     Context& ctx);
 
 // Bytes of device scratch encoder_backward needs (a sort of B·T token ids; asks CUB, so a GPU
 // must be present).

@@ -2,9 +2,9 @@
 //   s = sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x^3);  gelu = x·s
 //   gelu' = s + 2·x·s·(1 - s)·u',  u' = sqrt(2/pi)·(1 + 3·0.044715·x^2)
 // expf (not __expf) so that fp32 results stay within a few ulp of the CPU's.
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gelu.h"
+#include "backend/cuda/profiling.h"
 
 namespace mptrain::cuda {
 
@@ -46,8 +46,8 @@ void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx)
   launch_map<T, 2>(dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx, "gelu_backward");
 }
 
-#define MPT_INSTANTIATE(T)                                            \
-  template void gelu_forward<T>(T*, const T*, size_t, Context&);      \
+#define MPT_INSTANTIATE(T)                                       \
+  template void gelu_forward<T>(T*, const T*, size_t, Context&); \
   template void gelu_backward<T>(T*, const T*, const T*, size_t, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

@@ -7,7 +7,6 @@
 // cuBLAS transposes it). In these terms cuBLAS's "rows of D" are our N: the bias (length
 // N, broadcast over rows of C) is cuBLAS's bias over rows of D, and our BiasGradB (sum over
 // k of op(B)) is cuBLAS's BGRADA (its A is our B).
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/gemm.h"
 
 #include <cublasLt.h>
@@ -19,6 +18,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context_impl.h"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -194,7 +194,8 @@ void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab
             "[gemm] the bias-gradient epilogue needs bias_grad: " + describe(k));
   MPT_CHECK(!uses_aux || ep.aux, "[gemm] the GELU epilogues need aux: " + describe(k));
   MPT_CHECK(!uses_aux || N % 8 == 0, "[gemm] the GELU epilogues need N % 8 == 0: " + describe(k));
-  MPT_CHECK(ep.kind != Epilogue::DGelu || !accumulate, "[gemm] DGelu overwrites C (accumulate=false): " + describe(k));
+  MPT_CHECK(ep.kind != Epilogue::DGelu || !accumulate,
+            "[gemm] DGelu overwrites C (accumulate=false): " + describe(k));
   if (uses_aux) k.aux_ld = N;
   const bool has_bias = ep.bias != nullptr;
   int align = 256;

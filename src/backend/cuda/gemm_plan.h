@@ -14,18 +14,18 @@ namespace mptrain::cuda {
 struct GemmKey {
   int M = 0, N = 0, K = 0;
   bool trans_a = false, trans_b = false, accumulate = false;
-  int tc = 0, tab = 0;   // StorageType of C and of A/B
-  int math = 0;          // MathMode
-  int epilogue = 0;      // Epilogue
+  int tc = 0, tab = 0;  // StorageType of C and of A/B
+  int math = 0;         // MathMode
+  int epilogue = 0;     // Epilogue
   int64_t aux_ld = 0;
-  int alignment = 0;     // smallest power-of-two alignment of the pointers, capped at 256 bytes
+  int alignment = 0;  // smallest power-of-two alignment of the pointers, capped at 256 bytes
   bool operator==(const GemmKey&) const = default;
 };
 
 struct GemmKeyHash {
   size_t operator()(const GemmKey& k) const {
-    const int64_t parts[] = {k.M, k.N, k.K, k.trans_a, k.trans_b, k.accumulate, k.tc, k.tab,
-                             k.math, k.epilogue, k.aux_ld, k.alignment};
+    const int64_t parts[] = {k.M,  k.N,   k.K,    k.trans_a,  k.trans_b, k.accumulate,
+                             k.tc, k.tab, k.math, k.epilogue, k.aux_ld,  k.alignment};
     size_t h = 0;
     for (int64_t p : parts) h = h * 1000003u ^ std::hash<int64_t>{}(p);
     return h;

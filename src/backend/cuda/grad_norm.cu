@@ -3,10 +3,10 @@
 // reducing the partials with a fixed butterfly order.
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {

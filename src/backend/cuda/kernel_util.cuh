@@ -21,15 +21,23 @@ __device__ __forceinline__ float to_f32(Fp16 x) { return f16_to_f32(x); }
 template <class T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ Bf16 from_f32<Bf16>(float x) { return f32_to_bf16(x); }
+__device__ __forceinline__ Bf16 from_f32<Bf16>(float x) {
+  return f32_to_bf16(x);
+}
 template <>
-__device__ __forceinline__ Fp16 from_f32<Fp16>(float x) { return f32_to_f16(x); }
+__device__ __forceinline__ Fp16 from_f32<Fp16>(float x) {
+  return f32_to_f16(x);
+}
 
 // Round through T and back: what a value becomes once stored in T.
 template <class T>
-__device__ __forceinline__ float round_through(float x) { return to_f32(from_f32<T>(x)); }
+__device__ __forceinline__ float round_through(float x) {
+  return to_f32(from_f32<T>(x));
+}
 
 // 16 bytes of T: 4 floats or 8 16-bit values, moved by one 128-bit load or store.
 template <class T>
@@ -41,9 +49,13 @@ struct alignas(16) Pack {
 };
 
 template <class T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) { return *reinterpret_cast<const Pack<T>*>(p); }
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
 template <class T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) { *reinterpret_cast<Pack<T>*>(p) = x; }
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
+  *reinterpret_cast<Pack<T>*>(p) = x;
+}
 
 // Host side: may this pointer be accessed with 16-byte packs?
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

@@ -8,10 +8,10 @@
 // need no atomics; a second kernel adds the chunk partials in chunk order.
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/layernorm.h"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -106,17 +106,18 @@ void launch_forward(T* out, float* mean, float* rstd, T* res, const T* a, const 
   const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   const int threads = 32 * kRowsPerBlock;
   if (vec)
-    layernorm_forward_kernel<T, P><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N,
-                                                                        C, eps);
+    layernorm_forward_kernel<T, P>
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N, C, eps);
   else
-    layernorm_forward_kernel<T, 1><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N,
-                                                                        C, eps);
+    layernorm_forward_kernel<T, 1>
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N, C, eps);
   MPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
 template <class T>
-__global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp, const T* weight,
-                                          const float* mean, const float* rstd, int N, int C, int chunks) {
+__global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp,
+                                          const T* weight, const float* mean, const float* rstd, int N, int C,
+                                          int chunks) {
   extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
   __shared__ float red[32];
   float* dw = acc;
@@ -170,8 +171,8 @@ __global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* p
 }  // namespace
 
 template <class T>
-void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
-                       float eps, Context& ctx) {
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
+                       int C, float eps, Context& ctx) {
   MPT_PROFILE_RANGE("layernorm_forward");
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
@@ -200,8 +201,8 @@ template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx) {
   MPT_PROFILE_RANGE("layernorm_backward");
-  MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC, "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) +
-                                               "): " + dims(N, C));
+  MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC,
+            "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) + "): " + dims(N, C));
   if (N == 0) return;
   MPT_CHECK(dinp && dweight && dbias && dout && inp && weight && mean && rstd && scratch,
             "[layernorm_backward] null pointer: " + dims(N, C));
@@ -209,19 +210,21 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   // 256 threads: C = 768 is 3 channels per thread; one block per row chunk.
   const int threads = 256;
   const size_t smem = 2 * static_cast<size_t>(C) * sizeof(float);
-  layernorm_backward_kernel<T><<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd,
-                                                                         N, C, chunks);
+  layernorm_backward_kernel<T>
+      <<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
   MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
-  layernorm_param_grad_kernel<T><<<grid_for(static_cast<size_t>(C), threads, ctx.info().sm_count), threads, 0,
-                                   ctx.stream()>>>(dweight, dbias, scratch, C, chunks);
+  layernorm_param_grad_kernel<T>
+      <<<grid_for(static_cast<size_t>(C), threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
+          dweight, dbias, scratch, C, chunks);
   MPT_CUDA_CHECK_LAUNCH("layernorm_param_grad_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                                       \
-  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float, Context&); \
-  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*, const T*, int, \
-                                              int, float, Context&);                                            \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*,      \
+#define MPT_INSTANTIATE(T)                                                                                  \
+  template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float,     \
+                                     Context&);                                                             \
+  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*,         \
+                                              const T*, int, int, float, Context&);                         \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
                                       float*, int, int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

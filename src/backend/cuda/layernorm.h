@@ -9,8 +9,8 @@ namespace mptrain::cuda {
 
 // out[N,C] (=) = (inp - mean)·rstd·weight + bias; saves mean[N], rstd[N] (=, fp32).
 template <class T>
-void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N, int C,
-                       float eps, Context& ctx);
+void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
+                       int C, float eps, Context& ctx);
 
 // Fused residual add + LayerNorm: residual_out (=) = a + b (rounded to T), then exactly
 // layernorm_forward(out, mean, rstd, residual_out, ...). residual_out may alias a or b.

@@ -2,10 +2,10 @@
 // set by a plain store of 1 (every writer stores the same value, so no atomic is needed).
 #include <string>
 
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/loss_scale.h"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {

@@ -1,10 +1,10 @@
 // The linear layer (matmul.h) as cuBLASLt products with epilogues, on top of gemm().
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/matmul.h"
 
 #include <string>
 
 #include "backend/cuda/dispatch.h"
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/residual.h"
 #include "core/error.h"
 
@@ -12,8 +12,8 @@ namespace mptrain::cuda {
 
 namespace {
 std::string dims(int N, int C, int OC, StorageType t) {
-  return "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) + " dtype=" +
-         storage_name(t);
+  return "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC) +
+         " dtype=" + storage_name(t);
 }
 }  // namespace
 
@@ -38,13 +38,14 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 }
 
 template <class T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
-                     int OC, MathMode math, Context& ctx, const T* inp_pre_gelu) {
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC, MathMode math, Context& ctx, const T* inp_pre_gelu) {
   MPT_PROFILE_RANGE("matmul_backward");
   constexpr StorageType t = storage_of<T>();
   MPT_CHECK(N > 0 && C > 0 && OC > 0, "[matmul_backward] bad size: " + dims(N, C, OC, t));
   MPT_CHECK(dinp && dweight && dout && inp && weight, "[matmul_backward] null pointer: " + dims(N, C, OC, t));
-  MPT_CHECK(!inp_pre_gelu || C % 8 == 0, "[matmul_backward] fused GELU needs C % 8 == 0: " + dims(N, C, OC, t));
+  MPT_CHECK(!inp_pre_gelu || C % 8 == 0,
+            "[matmul_backward] fused GELU needs C % 8 == 0: " + dims(N, C, OC, t));
   // dinp[N,C] (+)= dout[N,OC]·weight[C,OC]^T
   GemmEpilogue ep_in;
   if (inp_pre_gelu) {
@@ -65,10 +66,10 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (dbias) accumulate(dbias, bias_grad, static_cast<size_t>(OC), ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                                                                    \
+#define MPT_INSTANTIATE(T)                                                                                  \
   template void matmul_forward<T>(T*, const T*, const T*, const T*, int, int, int, MathMode, Context&, T*); \
-  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, MathMode, Context&, \
-                                   const T*);
+  template void matmul_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int, MathMode,       \
+                                   Context&, const T*);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

@@ -24,7 +24,7 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 // inp_pre_gelu: (dout·weight^T) ⊙ gelu'(inp_pre_gelu). Unfused twin: the product into a
 // zeroed buffer, then gelu_backward.
 template <class T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C,
-                     int OC, MathMode math, Context& ctx, const T* inp_pre_gelu = nullptr);
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC, MathMode math, Context& ctx, const T* inp_pre_gelu = nullptr);
 
 }  // namespace mptrain::cuda

@@ -28,12 +28,14 @@ __device__ __forceinline__ void online_add(MaxSum& p, float z) {
 // Merges every thread's partial; returns the row's (max, sum) to every thread. Reached by all
 // threads of the block (one barrier); `red` holds blockDim/32 entries (at most 32).
 __device__ __forceinline__ MaxSum block_merge(MaxSum p, MaxSum* red) {
-  for (int o = 16; o > 0; o >>= 1) p = online_merge(p, {__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)});
+  for (int o = 16; o > 0; o >>= 1)
+    p = online_merge(p, {__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)});
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   if (lane == 0) red[warp] = p;
   __syncthreads();
   p = lane < warps ? red[lane] : MaxSum{-INFINITY, 0.0f};
-  for (int o = 16; o > 0; o >>= 1) p = online_merge(p, {__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)});
+  for (int o = 16; o > 0; o >>= 1)
+    p = online_merge(p, {__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o)});
   return p;
 }
 

@@ -18,4 +18,5 @@ class ProfileRange {
 
 #define MPT_PROFILE_CONCAT2(a, b) a##b
 #define MPT_PROFILE_CONCAT(a, b) MPT_PROFILE_CONCAT2(a, b)
-#define MPT_PROFILE_RANGE(name) ::mptrain::cuda::ProfileRange MPT_PROFILE_CONCAT(profile_range_, __LINE__)(name)
+#define MPT_PROFILE_RANGE(name) \
+  ::mptrain::cuda::ProfileRange MPT_PROFILE_CONCAT(profile_range_, __LINE__)(name)

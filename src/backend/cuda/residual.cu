@@ -1,6 +1,6 @@
 // Residual add and accumulate: elementwise sums through elementwise.cuh's map kernel.
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/residual.h"
 
 namespace mptrain::cuda {
@@ -25,8 +25,8 @@ void accumulate(T* dst, const T* src, size_t N, Context& ctx) {
   launch_map<T, 2>(dst, Inputs<T, 2>{{dst, src}}, N, Add{}, ctx, "accumulate");
 }
 
-#define MPT_INSTANTIATE(T)                                                         \
-  template void residual_forward<T>(T*, const T*, const T*, size_t, Context&);     \
+#define MPT_INSTANTIATE(T)                                                     \
+  template void residual_forward<T>(T*, const T*, const T*, size_t, Context&); \
   template void accumulate<T>(T*, const T*, size_t, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "backend/cuda/check.h"
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/profiling.h"
 #include "backend/cuda/softmax.h"
 #include "core/error.h"
 
@@ -54,7 +54,8 @@ template <class T>
 void softmax_forward(float* probs, const T* logits, int N, int V, int Vp, float temperature, Context& ctx) {
   MPT_PROFILE_RANGE("softmax_forward");
   MPT_CHECK(N >= 0 && V > 0 && Vp >= V, "[softmax_forward] bad size: " + dims(N, V, Vp));
-  MPT_CHECK(temperature > 0.0f, "[softmax_forward] temperature must be > 0, got " + std::to_string(temperature));
+  MPT_CHECK(temperature > 0.0f,
+            "[softmax_forward] temperature must be > 0, got " + std::to_string(temperature));
   if (N == 0) return;
   MPT_CHECK(probs && logits, "[softmax_forward] null pointer: " + dims(N, V, Vp));
   softmax_kernel<T><<<N, kSoftmaxThreads, 0, ctx.stream()>>>(probs, logits, V, Vp, 1.0f / temperature);
@@ -62,21 +63,22 @@ void softmax_forward(float* probs, const T* logits, int N, int V, int Vp, float 
 }
 
 template <class T>
-void crossentropy_from_probs(float* losses, T* dlogits, const float* probs, const int* targets, const float* dloss,
-                             int N, int V, int Vp, Context& ctx) {
+void crossentropy_from_probs(float* losses, T* dlogits, const float* probs, const int* targets,
+                             const float* dloss, int N, int V, int Vp, Context& ctx) {
   MPT_PROFILE_RANGE("crossentropy_from_probs");
   MPT_CHECK(N >= 0 && V > 0 && Vp >= V, "[crossentropy_from_probs] bad size: " + dims(N, V, Vp));
   if (N == 0) return;
   MPT_CHECK(losses && probs && targets && (!dlogits || dloss),
             "[crossentropy_from_probs] null pointer: " + dims(N, V, Vp));
-  ce_from_probs_kernel<T><<<N, kLossThreads, 0, ctx.stream()>>>(losses, dlogits, probs, targets, dloss, V, Vp);
+  ce_from_probs_kernel<T>
+      <<<N, kLossThreads, 0, ctx.stream()>>>(losses, dlogits, probs, targets, dloss, V, Vp);
   MPT_CUDA_CHECK_LAUNCH("ce_from_probs_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                                  \
-  template void softmax_forward<T>(float*, const T*, int, int, int, float, Context&);                       \
-  template void crossentropy_from_probs<T>(float*, T*, const float*, const int*, const float*, int, int, int, \
-                                           Context&);
+#define MPT_INSTANTIATE(T)                                                                               \
+  template void softmax_forward<T>(float*, const T*, int, int, int, float, Context&);                    \
+  template void crossentropy_from_probs<T>(float*, T*, const float*, const int*, const float*, int, int, \
+                                           int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

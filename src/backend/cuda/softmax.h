@@ -18,7 +18,7 @@ void softmax_forward(float* probs, const T* logits, int N, int V, int Vp, float 
 // dlogits (nullable, =) = dloss[n]·(probs - onehot(target)), 0 on padded columns; targets and
 // ignored rows (-1) as in crossentropy.h.
 template <class T>
-void crossentropy_from_probs(float* losses, T* dlogits, const float* probs, const int* targets, const float* dloss,
-                             int N, int V, int Vp, Context& ctx);
+void crossentropy_from_probs(float* losses, T* dlogits, const float* probs, const int* targets,
+                             const float* dloss, int N, int V, int Vp, Context& ctx);
 
 }  // namespace mptrain::cuda

@@ -1,0 +1,187 @@
+// Memory estimate, available memory (/proc/meminfo, cgroup v1/v2, --memory-limit), the
+// largest fitting batch, and the thread bound.
+#include "train/memory_estimate.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "precision/policy.h"
+#include "train/options.h"
+
+namespace mptrain {
+
+namespace {
+
+// A number from a one-value file such as memory.max; nullopt for "max", a missing file or
+// the "no limit" values cgroup v1 reports (close to 2^63).
+std::optional<size_t> read_limit_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || v >= (1ull << 62)) return std::nullopt;
+  return static_cast<size_t>(v);
+}
+
+// MemAvailable from /proc/meminfo, in bytes (nullopt when unreadable).
+std::optional<size_t> mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return std::nullopt;
+}
+
+// What the process's cgroup still allows: limit minus usage (v2, then v1). The cgroup
+// mounted at /sys/fs/cgroup is the container's own in a container.
+std::optional<size_t> cgroup_headroom() {
+  auto headroom = [](const std::string& limit_file, const std::string& usage_file) -> std::optional<size_t> {
+    const auto limit = read_limit_file(limit_file);
+    if (!limit) return std::nullopt;
+    const size_t usage = read_limit_file(usage_file).value_or(0);
+    return *limit > usage ? *limit - usage : 0;
+  };
+  if (auto v2 = headroom("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")) return v2;
+  return headroom("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes");
+}
+
+std::string batch_text(int B, int T) { return std::to_string(B) + " x " + std::to_string(T); }
+
+}  // namespace
+
+size_t parse_memory_size(const std::string& text, const std::string& what) {
+  const std::string bad = what + " '" + text + "': expected a size such as 2G, 512M or 1000000 (bytes)";
+  if (text.empty()) throw Error(bad);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(v) || v <= 0) throw Error(bad);
+  std::string unit(end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() == 2 && (unit[1] == 'B' || unit[1] == 'I')) unit.pop_back();  // "GB", "Gi": binary all the same
+  double scale;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw Error(bad);
+  const double bytes = v * scale;
+  if (bytes < 1 || bytes > 9.0e18) throw Error(bad);
+  return static_cast<size_t>(bytes);
+}
+
+std::string format_bytes(size_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1024.0 * 1024));
+  return buf;
+}
+
+MemoryBudget available_memory(const std::string& limit) {
+  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit"};
+  MemoryBudget budget{0, ""};
+  if (const auto avail = mem_available()) budget = {*avail, "MemAvailable"};
+  if (const auto cg = cgroup_headroom(); cg && (budget.source.empty() || *cg < budget.bytes))
+    budget = {*cg, "the cgroup memory limit"};
+  return budget;  // bytes 0, source "": nothing known (no check)
+}
+
+MemoryEstimate estimate_training_memory(const TrainOptions& o, const Gpt2Config& config, Precision precision,
+                                        int world) {
+  const size_t n = gpt2_param_table(config).total();
+  constexpr size_t kOptimizerStates = 2;  // AdamW: m, v; Sophia: m, h (optim/*.h)
+  MemoryEstimate e;
+  e.params = n * sizeof(float);
+  e.grads = n * sizeof(float);
+  e.optimizer = kOptimizerStates * n * sizeof(float);
+  if (o.zero == 1 && world > 1) e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
+  // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
+  // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
+  // larger), so the estimate errs high.
+  const Policy policy = make_policy(precision);
+  const ActivationPlan plan = gpt2_activation_plan(config, policy, /*fp16_gemm_native=*/false, o.batch, o.seq);
+  e.activations = plan.total_bytes();
+  e.weight_copies = gpt2_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  e.other = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int) + kRuntimeAllowanceBytes;
+  return e;
+}
+
+void check_memory_fits(const TrainOptions& o, const Gpt2Config& config, Precision precision, int world) {
+  const MemoryBudget budget = available_memory(o.memory_limit);
+  if (budget.bytes == 0) return;  // nothing to check against (no /proc, no cgroup, no limit)
+  const MemoryEstimate e = estimate_training_memory(o, config, precision, world);
+  if (e.total() <= budget.bytes) return;
+
+  // The largest micro-batch that fits (the estimate grows with B), and one that also divides
+  // --total-batch when it was given.
+  auto fits = [&](int B) {
+    TrainOptions trial = o;
+    trial.batch = B;
+    return estimate_training_memory(trial, config, precision, world).total() <= budget.bytes;
+  };
+  int lo = 0, hi = o.batch - 1;  // lo fits (0: nothing does), hi + 1 does not
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (lo > 0 && o.total_batch_tokens > 0)
+    while (lo > 0 && o.total_batch_tokens % (static_cast<int64_t>(lo) * o.seq * world) != 0) --lo;
+
+  std::string msg = "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(e.total()) +
+                    " (parameters " + format_bytes(e.params) + ", gradients " + format_bytes(e.grads) +
+                    ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
+                    format_bytes(e.activations) +
+                    (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", other " + format_bytes(e.other) + ") but " +
+                    format_bytes(budget.bytes) + " is available (" + budget.source + ")";
+  if (lo > 0)
+    msg += "; the largest batch that fits is --batch " + std::to_string(lo) +
+           (o.total_batch_tokens > 0 ? " (a divisor of --total-batch " + std::to_string(o.total_batch_tokens) + ")"
+                                     : "");
+  else
+    msg += "; even --batch 1 does not fit: use a smaller model or a shorter --seq";
+  throw Error(msg);
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+void check_thread_count(int requested) {
+  const int cores = available_cores();
+  MPT_CHECK(requested <= kMaxThreadsPerCore * cores,
+            "--threads " + std::to_string(requested) + " is more than " + std::to_string(kMaxThreadsPerCore) +
+                " per core on the " + std::to_string(cores) + " core(s) this process may use (at most " +
+                std::to_string(kMaxThreadsPerCore * cores) + ")");
+}
+
+}  // namespace mptrain

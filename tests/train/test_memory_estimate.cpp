@@ -1,0 +1,125 @@
+// Resource limits:
+//  - sizes such as 2G / 512M parse (binary units), malformed ones are errors
+//  - the estimate's activations and weight copies are exactly what Gpt2 allocates (fp32 and
+//    bf16): the estimate reads the model's own plan, so it cannot drift from it
+//  - `mptrain train` refuses a batch that cannot fit under --memory-limit with the estimate,
+//    the memory available and the largest batch that fits, and that batch is accepted (and
+//    one more is refused); with --total-batch, the suggestion divides it
+//  - --threads beyond 4 per core is refused
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "backend/cpu/context.h"
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "train/memory_estimate.h"
+#include "train/options.h"
+#include "train/train_test_util.h"
+
+namespace mptrain {
+namespace {
+
+using testing::expect_clear_error;
+using testing::run_mptrain;
+using testing::TempDir;
+
+TEST(MemoryEstimate, ParsesSizes) {
+  EXPECT_EQ(parse_memory_size("2G", "x"), size_t{2} << 30);
+  EXPECT_EQ(parse_memory_size("2GB", "x"), size_t{2} << 30);
+  EXPECT_EQ(parse_memory_size("2Gi", "x"), size_t{2} << 30);
+  EXPECT_EQ(parse_memory_size("1.5g", "x"), size_t{3} << 29);
+  EXPECT_EQ(parse_memory_size("512M", "x"), size_t{512} << 20);
+  EXPECT_EQ(parse_memory_size("64k", "x"), size_t{64} << 10);
+  EXPECT_EQ(parse_memory_size("1000", "x"), 1000u);
+  for (const char* bad : {"", "G", "abc", "-1G", "0", "2X", "2GG", "nan", "inf"}) {
+    try {
+      parse_memory_size(bad, "--memory-limit");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--memory-limit '" + std::string(bad) + "'"), std::string::npos);
+    }
+  }
+  const MemoryBudget given = available_memory("3G");
+  EXPECT_EQ(given.bytes, size_t{3} << 30);
+  EXPECT_EQ(given.source, "--memory-limit");
+  const MemoryBudget detected = available_memory("");  // Linux: /proc/meminfo at least
+  EXPECT_GT(detected.bytes, 0u);
+  EXPECT_FALSE(detected.source.empty());
+}
+
+void expect_estimate_matches_model(Precision precision) {
+  const Gpt2Config config = gpt2_preset("d2", 128);
+  TrainOptions o;
+  o.batch = 3;
+  o.seq = 48;
+  const MemoryEstimate e = estimate_training_memory(o, config, precision, 1);
+  cpu::Context ctx;
+  Gpt2 model(config, ctx, precision);
+  model.plan(o.batch, o.seq);
+  EXPECT_EQ(e.params, model.num_params() * sizeof(float));
+  EXPECT_EQ(e.grads, model.num_params() * sizeof(float));
+  EXPECT_EQ(e.optimizer, 2 * model.num_params() * sizeof(float));
+  EXPECT_EQ(e.activations, model.activation_bytes()) << precision_name(precision);
+  EXPECT_EQ(e.weight_copies, model.weight_copy_bytes()) << precision_name(precision);
+  // Larger batches need more.
+  o.batch = 6;
+  EXPECT_GT(estimate_training_memory(o, config, precision, 1).activations, e.activations);
+}
+
+TEST(MemoryEstimate, ActivationsAndWeightCopiesAreWhatTheModelAllocatesFp32) {
+  expect_estimate_matches_model(Precision::Fp32);
+}
+
+TEST(MemoryEstimate, ActivationsAndWeightCopiesAreWhatTheModelAllocatesBf16) {
+  expect_estimate_matches_model(Precision::Bf16);
+}
+
+// The test's memory limit: between the estimates for batch `fits` and fits + 1.
+size_t limit_between(int fits, int T) {
+  const Gpt2Config config = gpt2_preset("d2", 128);
+  TrainOptions o;
+  o.seq = T;
+  o.batch = fits;
+  const size_t lo = estimate_training_memory(o, config, Precision::Fp32, 1).total();
+  o.batch = fits + 1;
+  const size_t hi = estimate_training_memory(o, config, Precision::Fp32, 1).total();
+  return (lo + hi) / 2;
+}
+
+std::string train_args(const std::string& data, int B, size_t limit) {
+  return "train --preset d2 --train-data '" + data + "/train_*.bin' --seq 64 --steps 1 --threads 2 --quiet "
+         "--sample-tokens 1 --batch " + std::to_string(B) + " --memory-limit " + std::to_string(limit) +
+         " --run-dir " + data + "/run";
+}
+
+TEST(MemoryLimitCli, RefusesABatchThatCannotFitAndNamesTheLargestThatDoes) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const size_t limit = limit_between(3, 64);
+  auto r = run_mptrain(train_args(tmp.path(), 8, limit));
+  expect_clear_error(r, "batch 8 x 64 needs an estimated ");
+  EXPECT_NE(r.output.find("activations "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is available (--memory-limit)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the largest batch that fits is --batch 3"), std::string::npos) << r.output;
+  // That batch really runs; one more does not.
+  auto ok = run_mptrain(train_args(tmp.path(), 3, limit));
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  expect_clear_error(run_mptrain(train_args(tmp.path(), 4, limit)), "the largest batch that fits is --batch 3");
+  // With --total-batch 512 (8 x 64) the suggestion must divide it: 2, not 3.
+  expect_clear_error(run_mptrain(train_args(tmp.path(), 8, limit) + " --total-batch 512"),
+                     "the largest batch that fits is --batch 2 (a divisor of --total-batch 512)");
+  // Nothing fits.
+  expect_clear_error(run_mptrain(train_args(tmp.path(), 2, 1 << 20)), "even --batch 1 does not fit");
+}
+
+TEST(MemoryLimitCli, ThreadsAreBounded) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + tmp.path() + "/train_*.bin' --seq 64 --steps 1 "
+                                 "--threads 100000 --run-dir " + (tmp / "run")),
+                     "--threads 100000 is more than 4 per core");
+}
+
+}  // namespace
+}  // namespace mptrain
