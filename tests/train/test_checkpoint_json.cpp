@@ -1,0 +1,74 @@
+// The checkpoint JSON readers on text (train/checkpoint_json.cpp, the fuzz targets' entry
+// points): state.json and the mptrain_config metadata, held to their seed corpora, and the
+// numeric range checks that fuzz_checkpoint_state showed were missing (1e300 read as an integer
+// was undefined behaviour; -1 read as the uint64 seed became 2^64 - 1).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/fuzz_corpus.h"
+#include "core/error.h"
+#include "io/hf_gpt2.h"
+#include "train/checkpoint.h"
+
+namespace mptrain {
+namespace {
+
+const char* kState =
+    R"({"step": 5, "train_shard": 0, "train_offset": 64, "train_epoch": 0, "seed": 1337, "sample_counter": 2})";
+
+std::string with(const std::string& field, const std::string& value) {
+  nlohmann::json j = nlohmann::json::parse(kState);
+  j[field] = nlohmann::json::parse(value);
+  return j.dump();
+}
+
+void expect_error(const std::string& text, const std::string& needle) {
+  try {
+    parse_checkpoint_state(text, "'state.json'");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointJson, SeedCorpora) {
+  testing::check_fuzz_corpus("checkpoint_state", [](const std::string& b) { parse_checkpoint_state(b, "'s'"); });
+  // model_config's seeds are mptrain_config and config.json texts: valid_ ones parse as one or the other.
+  for (const auto& [name, text] : testing::fuzz_corpus("model_config")) {
+    SCOPED_TRACE(name);
+    bool accepted = false;
+    try {
+      parse_checkpoint_config(text, "'c'");
+      accepted = true;
+    } catch (const Error&) {
+    }
+    try {
+      gpt2_config_from_hf(nlohmann::json::parse(text), "'c'", 128);
+      accepted = true;
+    } catch (const Error&) {
+    }
+    EXPECT_EQ(accepted, name.rfind("valid", 0) == 0);
+  }
+}
+
+TEST(CheckpointJson, NumbersOutOfRangeAreErrors) {
+  EXPECT_EQ(parse_checkpoint_state(kState, "'s'").step, 5);
+  expect_error(with("step", "1e300"), "field 'step' must be an integer");  // was UB (double -> int64)
+  expect_error(with("step", "5.5"), "field 'step' must be an integer");
+  expect_error(with("seed", "-1"), "field 'seed' must be an integer in [0, 18446744073709551615]");
+  expect_error(with("train_offset", "\"64\""), "field 'train_offset' must be an integer");
+  expect_error(with("loss_scaler", R"({"scale": 1e300, "growth_tracker": 0, "skipped_steps": 0})"),
+               "field 'scale' must be a finite number");
+  expect_error(with("loss_scaler", R"({"scale": 1.0, "growth_tracker": 4294967296, "skipped_steps": 0})"),
+               "field 'growth_tracker' must be an integer in [-2147483648, 2147483647]");
+  const std::string config =
+      R"({"block_size": 64, "vocab_size": 50257, "padded_vocab_size": 50304, "n_layer": 2, "n_head": 2, "n_embd": 64)";
+  EXPECT_EQ(parse_checkpoint_config(config + "}", "'c'").n_embd, 64);
+  EXPECT_THROW(parse_checkpoint_config(config + R"(, "ln_eps": 1e300})", "'c'"), Error);
+  EXPECT_THROW(parse_checkpoint_config(config + R"(, "n_layer": 2.5e10})", "'c'"), Error);
+}
+
+}  // namespace
+}  // namespace mptrain
