@@ -153,19 +153,23 @@ BenchResult bench_one(const BenchOptions& o) {
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
   r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
+  size_t model_bytes = 2 * model.num_params() * sizeof(float) + model.weight_copy_bytes() + model.activation_bytes();
+  for (const auto& st : optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
+  r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   progress.finish();
-  std::printf("mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | peak RSS %.0f MB (median of %d)\n",
+  std::printf("mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | peak RSS %.0f MB, model %.0f MB "
+              "(median of %d)\n",
               precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
-              r.peak_rss_mb, o.steps);
+              r.peak_rss_mb, r.model_mb, o.steps);
   if (scaler && r.skipped_steps > 0)
     std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
                 o.warmup + o.steps, scaler->scale());
   if (o.result_line)
-    std::printf("RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f loss=%.6f "
-                "skipped=%lld\n",
-                precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.last_loss,
-                (long long)r.skipped_steps);
+    std::printf("RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f model_mb=%.1f "
+                "loss=%.6f skipped=%lld\n",
+                precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.model_mb,
+                r.last_loss, (long long)r.skipped_steps);
   const bool peer_precision = precision == Precision::Fp32 || precision == Precision::Bf16;
   if (!o.peer) {
   } else if (kind != OptimizerKind::AdamW) {
@@ -215,6 +219,7 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
       rung.result.tokens_per_s = result_field(line, "tokens_per_s");
       rung.result.tflops = result_field(line, "tflops");
       rung.result.peak_rss_mb = result_field(line, "peak_rss_mb");
+      rung.result.model_mb = result_field(line, "model_mb");
       rung.result.last_loss = static_cast<float>(result_field(line, "loss"));
       rung.result.skipped_steps = static_cast<int64_t>(result_field(line, "skipped"));
       got = rung.result.ms_per_step > 0.0;
@@ -269,11 +274,12 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   }
 
   const double fp32_ms = rungs[0].error.empty() ? rungs[0].result.ms_per_step : 0.0;
-  std::printf("\n| precision | ms/step | tokens/s | TFLOP/s | MFU | peak RSS (MB) | speed-up vs fp32 | PyTorch ms/step | mptrain / PyTorch |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("\n| precision | ms/step | tokens/s | TFLOP/s | MFU | peak RSS (MB) | model (MB) | speed-up vs fp32 | "
+              "PyTorch ms/step | mptrain / PyTorch |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const LadderRung& r : rungs) {
     if (!r.error.empty()) {
-      std::printf("| %s | failed: %s | | | | | | | |\n", r.precision.c_str(), r.error.c_str());
+      std::printf("| %s | failed: %s | | | | | | | | |\n", r.precision.c_str(), r.error.c_str());
       continue;
     }
     const BenchResult& b = r.result;
@@ -284,15 +290,16 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
       std::snprintf(tms, sizeof(tms), "%.1f", t->ms);
       std::snprintf(ratio, sizeof(ratio), "%.2fx", t->ms / b.ms_per_step);
     }
-    std::printf("| %s%s | %.1f | %.0f | %.3f | %.1f%% | %.0f | %s | %s | %s |\n", r.precision.c_str(),
+    std::printf("| %s%s | %.1f | %.0f | %.3f | %.1f%% | %.0f | %.0f | %s | %s | %s |\n", r.precision.c_str(),
                 b.skipped_steps > 0 ? " (skipped steps!)" : "", b.ms_per_step, b.tokens_per_s, b.tflops,
-                mfu(b.tflops * 1e12, peak) * 100.0, b.peak_rss_mb, speedup, tms, ratio);
+                mfu(b.tflops * 1e12, peak) * 100.0, b.peak_rss_mb, b.model_mb, speedup, tms, ratio);
   }
   std::printf("\nTFLOP/s = %.4g model FLOPs per step (6N + 6LCT per token, %zu parameters) / step time; MFU against "
               "the fp32 FMA peak %.3f TFLOP/s = %s.\n",
               flops, n_params, peak.tflops, peak.formula.c_str());
   std::printf("peak RSS = the resident-set high-water mark (VmHWM) of each precision's own process: parameters, "
-              "gradients, optimizer state, activations, weight copies and library workspaces.\n");
+              "gradients, optimizer state, activations, weight copies and library workspaces. model = the model's own "
+              "accounting: fp32 parameters + gradients + optimizer state + GEMM weight copies + planned activations.\n");
   if (peer)
     std::printf("PyTorch = bench/pytorch_gpt2.py (torch %s) on the same model, batch and AdamW; bf16 = "
                 "torch.autocast('cpu', torch.bfloat16) around forward + loss (peak RSS fp32 %.0f MB, bf16 %.0f MB).\n",

@@ -8,8 +8,8 @@
 // its own child process (`mptrain bench --precision P --result-line`), so that each one's
 // peak memory is its own resident-set high-water mark (VmHWM: parameters, gradients,
 // optimizer state, activations, low-precision weight copies and library workspaces, all of
-// it), then the peer in fp32 and bf16, and prints one table with the speed-up over fp32 and
-// the mptrain/PyTorch ratios.
+// it) -- shown beside the model's own accounting of the buffers it plans -- then the peer in
+// fp32 and bf16, and prints one table with the speed-up over fp32 and the mptrain/PyTorch ratios.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,6 +44,9 @@ struct BenchResult {
   double tokens_per_s = 0.0;
   double tflops = 0.0;
   double peak_rss_mb = 0.0;  // VmHWM of the process after the timed steps
+  // The model's own accounting: fp32 parameters + gradients + optimizer state, the GEMM weight
+  // copies (bf16/fp16) and the planned activations (in the dtypes the policy stores them).
+  double model_mb = 0.0;
   float last_loss = 0.0f;
   int64_t skipped_steps = 0;  // fp16: steps the loss scaler skipped
   double peer_ms_per_step = 0.0;  // 0 when the peer did not run
