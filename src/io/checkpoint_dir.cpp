@@ -205,7 +205,9 @@ namespace {
 // The chosen checkpoint, verified; for a run dir, a damaged one's error names an older one.
 std::string verified(const fs::path& ckpt, const fs::path& run_dir) {
   try {
-    if (verify_checkpoint(ckpt.string()) == ChecksumStatus::NoManifest)
+    // Only a folder that mptrain saved is worth the warning: anything else (a Hugging Face
+    // folder handed to the wrong command, say) gets its own, more useful error from the reader.
+    if (verify_checkpoint(ckpt.string()) == ChecksumStatus::NoManifest && fs::exists(ckpt / kCheckpointStateFile))
       std::fprintf(stderr,
                    "mptrain: warning: checkpoint %s has no %s (written before checksums); loading it unverified\n",
                    ckpt.c_str(), kChecksumManifestFile);

@@ -21,6 +21,8 @@ namespace mptrain {
 
 inline constexpr const char* kCheckpointModelFile = "model.safetensors";
 inline constexpr const char* kCheckpointLatestFile = "latest";
+// The training state every checkpoint mptrain saves carries (step, data position, scaler…).
+inline constexpr const char* kCheckpointStateFile = "state.json";
 
 // "step_00000100". Throws Error for a negative step.
 std::string checkpoint_name(int64_t step);

@@ -16,7 +16,7 @@ namespace mptrain {
 namespace {
 
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kStateFile = "state.json";
+constexpr const char* kStateFile = kCheckpointStateFile;
 constexpr const char* kConfigFile = "config.json";
 constexpr const char* kModelKey = "mptrain_model";
 

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kStateFile = "state.json";
+constexpr const char* kStateFile = kCheckpointStateFile;
 constexpr const char* kConfigFile = "config.json";
 
 nlohmann::json config_json(const Gpt2Config& c) {
