@@ -2,6 +2,7 @@
 // context.cpp, the one file that includes oneDNN. Bias add and bias gradient are OpenMP loops:
 // one pass over out[N,OC], a few percent of the GEMM's time at GPT-2 sizes.
 #include "backend/ops/gemm.h"
+#include "backend/ops/gemm_mixed.h"
 
 #include <algorithm>
 #include <string>
@@ -19,7 +20,6 @@ std::string dims(int N, int C, int OC) {
 // Columns per task of the bias-gradient reduction: 64 floats = one 256-byte strip (no false
 // sharing between threads), summed over rows in order 0..N-1, so the result does not depend
 // on the number of threads.
-constexpr int kBiasStrip = 64;
 
 }  // namespace
 
@@ -45,18 +45,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dweight[C,OC] += inp[N,C]^T·dout[N,OC]
   gemm(dweight, inp, dout, C, OC, N, true, false, true, ctx);
   if (dbias == nullptr) return;
-  const int strips = (OC + kBiasStrip - 1) / kBiasStrip;
-#pragma omp parallel for schedule(static)
-  for (int s = 0; s < strips; ++s) {
-    const int o0 = s * kBiasStrip;
-    const int width = std::min(kBiasStrip, OC - o0);
-    float acc[kBiasStrip] = {};
-    for (int n = 0; n < N; ++n) {
-      const float* row = dout + static_cast<size_t>(n) * OC + o0;
-      for (int o = 0; o < width; ++o) acc[o] += row[o];
-    }
-    for (int o = 0; o < width; ++o) dbias[o0 + o] += acc[o];
-  }
+  bias_backward_typed(dbias, dout, StorageType::F32, N, OC);  // the one column-sum kernel
 }
 
 }  // namespace mptrain::cpu

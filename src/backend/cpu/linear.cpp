@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/ops/gemm.h"
+#include "backend/ops/gemm_mixed.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -17,7 +18,6 @@ std::string dims(int N, int C, int OC) {
   return "N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
 }
 
-constexpr int kBiasStrip = 64;  // 256-byte column strips: no false sharing between threads
 
 }  // namespace
 
@@ -45,18 +45,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
   // dweight[OC,C] += dout[N,OC]^T·inp[N,C]
   gemm(dweight, dout, inp, OC, C, N, true, false, true, ctx);
   if (dbias == nullptr) return;
-  const int strips = (OC + kBiasStrip - 1) / kBiasStrip;
-#pragma omp parallel for schedule(static)
-  for (int s = 0; s < strips; ++s) {
-    const int o0 = s * kBiasStrip;
-    const int width = std::min(kBiasStrip, OC - o0);
-    float acc[kBiasStrip] = {};
-    for (int n = 0; n < N; ++n) {
-      const float* row = dout + static_cast<size_t>(n) * OC + o0;
-      for (int o = 0; o < width; ++o) acc[o] += row[o];
-    }
-    for (int o = 0; o < width; ++o) dbias[o0 + o] += acc[o];
-  }
+  bias_backward_typed(dbias, dout, StorageType::F32, N, OC);  // the one column-sum kernel
 }
 
 }  // namespace mptrain::cpu
