@@ -120,32 +120,7 @@ size_t Bert::num_hf_params() const {
 }
 
 void Bert::init_weights(uint64_t seed) {
-  const auto& specs = table_.specs();
-  for (size_t s = 0; s < specs.size(); ++s) {
-    const ParamSpec& spec = specs[s];
-    float* p = params_.data() + spec.offset;
-    const size_t live = spec.init == InitRule::NormalRowsThenZeros ? spec.hf_numel() : spec.numel;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < spec.numel; ++i) {
-      float v = 0.0f;
-      switch (spec.init) {
-        case InitRule::Normal:
-        case InitRule::NormalResidual:  // BERT has no residual scaling
-          v = config_.init_std * normal01(seed, s, i);
-          break;
-        case InitRule::NormalRowsThenZeros:
-          v = i < live ? config_.init_std * normal01(seed, s, i) : 0.0f;
-          break;
-        case InitRule::Ones:
-          v = 1.0f;
-          break;
-        case InitRule::Zeros:
-          v = 0.0f;
-          break;
-      }
-      p[i] = v;
-    }
-  }
+  init_params(table_, params_.data(), seed, config_.init_std, config_.init_std);  // BERT has no residual scaling
   // nn.Embedding(padding_idx) starts the [PAD] row at zero.
   const int pad = config_.pad_token_id;
   if (pad >= 0 && pad < config_.vocab_size)

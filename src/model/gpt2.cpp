@@ -129,34 +129,7 @@ Gpt2::~Gpt2() = default;
 void Gpt2::init_weights(uint64_t seed) {
   copies_stale_ = true;
   const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
-  const auto& specs = table_.specs();
-  for (size_t s = 0; s < specs.size(); ++s) {
-    const ParamSpec& spec = specs[s];
-    float* p = params_.data() + spec.offset;
-    const size_t live = spec.init == InitRule::NormalRowsThenZeros ? spec.hf_numel() : spec.numel;
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < spec.numel; ++i) {
-      float v = 0.0f;
-      switch (spec.init) {
-        case InitRule::Normal:
-          v = config_.init_std * normal01(seed, s, i);
-          break;
-        case InitRule::NormalResidual:
-          v = residual_std * normal01(seed, s, i);
-          break;
-        case InitRule::NormalRowsThenZeros:
-          v = i < live ? config_.init_std * normal01(seed, s, i) : 0.0f;
-          break;
-        case InitRule::Ones:
-          v = 1.0f;
-          break;
-        case InitRule::Zeros:
-          v = 0.0f;
-          break;
-      }
-      p[i] = v;
-    }
-  }
+  init_params(table_, params_.data(), seed, config_.init_std, residual_std);
 }
 
 ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,

@@ -2,6 +2,7 @@
 #include "model/param_table.h"
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace mptrain {
 
@@ -33,6 +34,37 @@ const ParamSpec& ParamTable::get(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return s;
   throw Error("no parameter named '" + name + "'");
+}
+
+void init_params(const ParamTable& table, float* params, uint64_t seed, float std, float residual_std) {
+  const auto& specs = table.specs();
+  for (size_t s = 0; s < specs.size(); ++s) {
+    const ParamSpec& spec = specs[s];
+    float* p = params + spec.offset;
+    const size_t live = spec.init == InitRule::NormalRowsThenZeros ? spec.hf_numel() : spec.numel;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < spec.numel; ++i) {
+      float v = 0.0f;
+      switch (spec.init) {
+        case InitRule::Normal:
+          v = std * normal01(seed, s, i);
+          break;
+        case InitRule::NormalResidual:
+          v = residual_std * normal01(seed, s, i);
+          break;
+        case InitRule::NormalRowsThenZeros:
+          v = i < live ? std * normal01(seed, s, i) : 0.0f;
+          break;
+        case InitRule::Ones:
+          v = 1.0f;
+          break;
+        case InitRule::Zeros:
+          v = 0.0f;
+          break;
+      }
+      p[i] = v;
+    }
+  }
 }
 
 }  // namespace mptrain

@@ -43,4 +43,9 @@ class ParamTable {
   size_t total_ = 0;
 };
 
+// Fills params (laid out by table) from a seed with each spec's InitRule: Normal draws
+// N(0, std), NormalResidual N(0, residual_std), NormalRowsThenZeros N(0, std) over the HF rows
+// then zeros (padded vocabulary). Counter-based (seed, spec index, element): thread-independent.
+void init_params(const ParamTable& table, float* params, uint64_t seed, float std, float residual_std);
+
 }  // namespace mptrain
