@@ -9,6 +9,7 @@
 #include "backend/ops/attention.h"  // saved/scratch sizes
 #include "backend/ops/attention_masked.h"
 #include "backend/ops/crossentropy.h"
+#include "backend/ops/gemm_mixed.h"
 #include "backend/ops/embeddings.h"
 #include "backend/ops/gelu_erf.h"
 #include "backend/ops/layernorm.h"
@@ -21,9 +22,9 @@
 namespace mptrain {
 
 namespace {
-constexpr int kNspClasses = 2;
-constexpr int kMlmRowMultiple = 64;  // see forward_impl
-}
+constexpr int kNspClasses = Bert::kNspClasses;
+constexpr int kMlmRowMultiple = 64;  // see collect_masked
+}  // namespace
 
 ParamTable bert_param_table(const BertConfig& c) {
   validate(c);
@@ -105,13 +106,47 @@ double bert_flops_per_token(const BertConfig& c, int T, double masked_fraction) 
   return 6.0 * (encoder + head) + 12.0 * L * C * T;
 }
 
-Bert::Bert(const BertConfig& config, cpu::Context& ctx)
-    : config_(config), ctx_(ctx), table_(bert_param_table(config)) {
+GemmReader bert_gemm_reader(const ParamSpec& spec) {
+  if (spec.shape.size() != 2 || spec.name == "bert.embeddings.position_embeddings.weight" ||
+      spec.name == "bert.embeddings.token_type_embeddings.weight")
+    return GemmReader::None;
+  return spec.name == "bert.embeddings.word_embeddings.weight" ? GemmReader::LmHead : GemmReader::Linear;
+}
+
+cpu::AttentionTypes bert_attention_types(const Policy& policy, bool fp16_gemm_native) {
+  const cpu::GemmMath scores = gemm_math(policy.rule(OpKind::AttnScores).compute);
+  return {policy.rule(OpKind::Linear).output,
+          policy.rule(OpKind::Softmax).saved,
+          policy.rule(OpKind::AttnValues).output,
+          cpu::gemm_operand_storage(scores, fp16_gemm_native),
+          scores,
+          gemm_math(policy.rule(OpKind::AttnValues).compute)};
+}
+
+Bert::Bert(const BertConfig& config, cpu::Context& ctx, Precision precision)
+    : Bert(config, ctx, make_policy(precision)) {}
+
+Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
+    : config_(config),
+      ctx_(ctx),
+      precision_(policy.precision),
+      policy_(policy),
+      mixed_(!policy.all_fp32()),
+      table_(bert_param_table(config)) {
+  // The fused cross-entropy reads fp32 logits and writes dlogits in place (policy.cpp says so).
+  MPT_CHECK(policy_.rule(OpKind::LmHead).output == StorageType::F32,
+            "[precision] the MLM decoder must write fp32 logits");
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);
+  if (mixed_) {
+    ws_ = std::make_unique<cpu::GemmWorkspace>(ctx_);
+    copies_.setup(table_, bert_gemm_reader, policy_, *ws_);
+  }
 }
+
+Bert::~Bert() = default;
 
 size_t Bert::num_hf_params() const {
   size_t n = 0;
@@ -120,6 +155,7 @@ size_t Bert::num_hf_params() const {
 }
 
 void Bert::init_weights(uint64_t seed) {
+  copies_.mark_stale();
   init_params(table_, params_.data(), seed, config_.init_std, config_.init_std);  // BERT has no residual scaling
   // nn.Embedding(padding_idx) starts the [PAD] row at zero.
   const int pad = config_.pad_token_id;
@@ -128,75 +164,126 @@ void Bert::init_weights(uint64_t seed) {
               0.0f);
 }
 
-void Bert::plan(int B, int T, int max_predictions) {
+ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, bool fp16_gemm_native, int B,
+                                    int T, int max_predictions, BertActs* handles) {
   MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
-  MPT_CHECK(T <= config_.max_position, "sequence length " + std::to_string(T) +
-                                           " is longer than the BERT model's " +
-                                           std::to_string(config_.max_position) + " positions");
-  const size_t BT = static_cast<size_t>(B) * T, C = config_.hidden, I = config_.intermediate;
-  const size_t Vp = config_.padded_vocab_size;
+  MPT_CHECK(T <= config.max_position, "sequence length " + std::to_string(T) + " is longer than the BERT model's " +
+                                          std::to_string(config.max_position) + " positions");
+  const size_t BT = static_cast<size_t>(B) * T, C = config.hidden, I = config.intermediate;
+  const size_t Vp = config.padded_vocab_size;
   const size_t M = max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT;
-  acts_ = ActivationPlan();
-  // Every BERT activation is fp32 for now; the op that writes it and whether backward reads it
-  // (Saved) or it is reused freely (Scratch) are recorded for `mptrain explain`.
-  auto saved = [&](std::string name, size_t n, OpKind op) {
-    return acts_.add(std::move(name), n, StorageType::F32, op, ActivationPlan::Role::Saved);
+  const bool mixed = !policy.all_fp32();
+  ActivationPlan plan;
+  // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path). The op that
+  // writes each buffer and whether backward reads it (Saved) or it is reused freely (Scratch)
+  // are recorded for `mptrain explain`.
+  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
+  const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
+  const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
+  const cpu::AttentionTypes at = bert_attention_types(policy, fp16_gemm_native);
+  const StorageType lin_op = cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::Linear).compute), fp16_gemm_native);
+  const StorageType head_op =
+      cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::LmHead).compute), fp16_gemm_native);
+  auto saved = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+    return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Saved);
   };
-  auto scratch = [&](std::string name, size_t n, OpKind op) {
-    return acts_.add(std::move(name), n, StorageType::F32, op, ActivationPlan::Role::Scratch);
+  auto scratch = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+    return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Scratch);
   };
-  a_ = Acts{};
-  a_.emb = saved("emb", BT * C, OpKind::Embedding);
-  a_.emb_ln = saved("emb_ln", BT * C, OpKind::LayerNorm);
-  a_.emb_mean = saved("emb_mean", BT, OpKind::LayerNorm);
-  a_.emb_rstd = saved("emb_rstd", BT, OpKind::LayerNorm);
-  for (int l = 0; l < config_.n_layer; ++l) {
+  auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
+  BertActs a{};
+  a.emb = saved("emb", BT * C, OpKind::Embedding);
+  // In the mixed path the LayerNorm outputs saved here are the next GEMMs' low-precision
+  // inputs; the fp32 residual stream lives in h32 (scratch, see bert_mixed.cpp).
+  a.emb_ln = saved("emb_ln", BT * C, OpKind::LayerNorm, ln_s);
+  a.emb_mean = saved("emb_mean", BT, OpKind::LayerNorm);
+  a.emb_rstd = saved("emb_rstd", BT, OpKind::LayerNorm);
+  for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "layer." + std::to_string(l) + ".";
-    LayerActs la;
-    la.qkv = saved(p + "qkv", BT * 3 * C, OpKind::Linear);
-    la.att = saved(p + "att", cpu::attention_saved_floats(B, T, config_.hidden, config_.n_head), OpKind::Softmax);
-    la.atty = saved(p + "atty", BT * C, OpKind::AttnValues);
+    BertLayerActs la;
+    la.qkv = saved(p + "qkv", BT * 3 * C, OpKind::Linear, lin_s);
+    if (mixed)
+      la.att = saved(p + "att", cpu::attention_saved_bytes_typed(B, T, config.hidden, config.n_head, at) /
+                                    storage_bytes(probs_s),
+                     OpKind::Softmax, probs_s);
+    else
+      la.att = saved(p + "att", cpu::attention_saved_floats(B, T, config.hidden, config.n_head), OpKind::Softmax);
+    la.atty = saved(p + "atty", BT * C, OpKind::AttnValues, y_s);
     la.res1 = saved(p + "res1", BT * C, OpKind::Residual);
-    la.ln1 = saved(p + "ln1", BT * C, OpKind::LayerNorm);
+    la.ln1 = saved(p + "ln1", BT * C, OpKind::LayerNorm, ln_s);
     la.ln1_mean = saved(p + "ln1_mean", BT, OpKind::LayerNorm);
     la.ln1_rstd = saved(p + "ln1_rstd", BT, OpKind::LayerNorm);
-    la.fch = saved(p + "fch", BT * I, OpKind::Linear);
-    la.fch_gelu = saved(p + "fch_gelu", BT * I, OpKind::Gelu);
+    la.fch = saved(p + "fch", BT * I, OpKind::Linear, lin_s);
+    la.fch_gelu = saved(p + "fch_gelu", BT * I, OpKind::Gelu, gelu_s);
     la.res2 = saved(p + "res2", BT * C, OpKind::Residual);
-    la.ln2 = saved(p + "ln2", BT * C, OpKind::LayerNorm);  // the layer's output
+    la.ln2 = saved(p + "ln2", BT * C, OpKind::LayerNorm, ln_s);  // the layer's output
     la.ln2_mean = saved(p + "ln2_mean", BT, OpKind::LayerNorm);
     la.ln2_rstd = saved(p + "ln2_rstd", BT, OpKind::LayerNorm);
-    a_.layers.push_back(la);
+    a.layers.push_back(la);
   }
-  a_.cls_in = saved("cls_in", B * C, OpKind::Linear);  // the [CLS] rows of the last layer's output
-  a_.pooled = saved("pooled", B * C, OpKind::Linear);
-  a_.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear);  // also dlogits after the fused loss
-  a_.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
-  a_.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
-  a_.mlm_in = saved("mlm_in", M * C, OpKind::Linear);  // the masked rows of the last layer's output
-  a_.mlm_t = saved("mlm_t", M * C, OpKind::Linear);
-  a_.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu);
-  a_.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm);
-  a_.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
-  a_.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
-  a_.mlm_logits = saved("mlm_logits", M * Vp, OpKind::LmHead);  // also dlogits after the fused loss
-  a_.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
-  a_.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
-  a_.attn_scratch = scratch("attn_scratch", cpu::attention_scratch_floats(B, T, config_.hidden, config_.n_head), OpKind::AttnScores);
-  a_.proj = scratch("proj", BT * C, OpKind::Linear);
-  a_.dh = scratch("dh", BT * C, OpKind::LayerNorm);
-  a_.dres = scratch("dres", BT * C, OpKind::LayerNorm);
-  a_.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
-  a_.datty = scratch("datty", BT * C, OpKind::Linear);
-  a_.dfch = scratch("dfch", BT * I, OpKind::Gelu);
-  a_.dpooled = scratch("dpooled", B * C, OpKind::Linear);
-  a_.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
-  a_.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
-  a_.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
+  a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
+  a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
+  a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear);  // also dlogits after the fused loss
+  a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
+  a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
+  a.mlm_in = saved("mlm_in", M * C, OpKind::Linear, ln_s);  // the masked rows of the last layer's output
+  a.mlm_t = saved("mlm_t", M * C, OpKind::Linear, lin_s);
+  a.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu, gelu_s);
+  a.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm, ln_s);
+  a.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
+  a.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
+  a.mlm_logits = saved("mlm_logits", M * Vp, OpKind::LmHead);  // also dlogits after the fused loss
+  a.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
+  a.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
+  if (!mixed) {
+    a.attn_scratch = scratch("attn_scratch", cpu::attention_scratch_floats(B, T, config.hidden, config.n_head),
+                             OpKind::AttnScores);
+    a.proj = scratch("proj", BT * C, OpKind::Linear);
+    a.dh = scratch("dh", BT * C, OpKind::LayerNorm);
+    a.dres = scratch("dres", BT * C, OpKind::LayerNorm);
+    a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
+    a.datty = scratch("datty", BT * C, OpKind::Linear);
+    a.dfch = scratch("dfch", BT * I, OpKind::Gelu);
+    a.dpooled = scratch("dpooled", B * C, OpKind::Linear);
+    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
+    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
+    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
+  } else {
+    a.attn_scratch =
+        scratch("attn_scratch", words(cpu::attention_scratch_bytes_typed(B, T, config.hidden, config.n_head, at)),
+                OpKind::Softmax);
+    a.h32 = scratch("h32", 2 * BT * C, OpKind::Residual);  // fp32 LayerNorm outputs: the residual stream
+    a.gemm_out = scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear);  // fp32 GEMM result before bias
+    a.mlm_tg32 = scratch("mlm_tg32", M * C, OpKind::LayerNorm);  // the MLM LayerNorm's input, widened
+    a.dh = scratch("dh", BT * C, OpKind::LayerNorm);
+    a.dres = scratch("dres", BT * C, OpKind::LayerNorm);
+    a.dout_lp = scratch("dout_lp", BT * C, OpKind::Linear, lin_op);  // dres as a GEMM operand
+    a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores, lin_s);
+    a.datty = scratch("datty", BT * C, OpKind::AttnValues, y_s);
+    a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu);
+    // GELU's / tanh's input gradient as a GEMM operand (encoder FFN, MLM transform, pooler).
+    a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpKind::Gelu, lin_op);
+    a.dpooled = scratch("dpooled", B * C, OpKind::Linear);
+    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
+    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
+    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
+    a.dlogits_lp = scratch("dlogits_lp", M * Vp, OpKind::LmHead, head_op);
+  }
+  if (handles) *handles = std::move(a);
+  return plan;
+}
+
+size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy, bool fp16_gemm_native) {
+  return weight_copy_bytes(bert_param_table(config), bert_gemm_reader, policy, fp16_gemm_native);
+}
+
+void Bert::plan(int B, int T, int max_predictions) {
+  acts_ = bert_activation_plan(config_, policy_, ws_ ? ws_->fp16_native() : false, B, T, max_predictions, &a_);
   acts_.allocate();
+  const size_t BT = static_cast<size_t>(B) * T;
   plan_B_ = B;
   plan_T_ = T;
-  plan_M_ = static_cast<int>(M);
+  plan_M_ = static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
 }
 
 void Bert::validate_batch(const BertInputs& b, int B, int T) const {
@@ -227,8 +314,27 @@ void Bert::validate_batch(const BertInputs& b, int B, int T) const {
                     " is neither 0 nor 1");
 }
 
+void Bert::collect_masked(const BertInputs& batch, int N) {
+  mlm_pos_.clear();
+  mlm_targets_.clear();
+  if (batch.mlm_labels)
+    for (int i = 0; i < N; ++i)
+      if (batch.mlm_labels[i] != -1) {
+        mlm_pos_.push_back(i);
+        mlm_targets_.push_back(batch.mlm_labels[i]);
+      }
+  const int M = static_cast<int>(mlm_pos_.size());
+  MPT_CHECK(M <= plan_M_, "the batch has " + std::to_string(M) + " masked positions, more than the planned " +
+                              std::to_string(plan_M_));
+  // The head runs on M rounded up to a multiple of kMlmRowMultiple rows (zero rows after the
+  // masked ones, outside the loss): the number of masked positions changes every batch, and
+  // each new GEMM shape would build (and cache) another oneDNN primitive.
+  mlm_rows_ = M == 0 ? 0 : std::min(plan_M_, (M + kMlmRowMultiple - 1) / kMlmRowMultiple * kMlmRowMultiple);
+}
+
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   validate_batch(batch, B, T);
+  collect_masked(batch, B * T);
   const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const float eps = config_.ln_eps;
   const size_t NC = static_cast<size_t>(N) * C;
@@ -238,6 +344,11 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   if (!types) {
     zeros.assign(N, 0);
     types = zeros.data();
+  }
+  if (mixed_) {
+    copies_.refresh_if_stale(params_.data(), *ws_);
+    forward_mixed(batch, types, B, T);
+    return;
   }
 
   cpu::embeddings_forward(acts_.get(a_.emb), batch.tokens, types, w_.word, w_.pos, w_.type, B, T, C);
@@ -282,21 +393,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   cpu::linear_forward(acts_.get(a_.nsp_logits), pooled, w_.nsp_w, w_.nsp_b, B, C, kNspClasses, ctx_);
 
   // MLM head on the masked rows only: dense → GELU → LayerNorm → decoder (word embeddings^T + bias).
-  mlm_pos_.clear();
-  mlm_targets_.clear();
-  if (batch.mlm_labels)
-    for (int i = 0; i < N; ++i)
-      if (batch.mlm_labels[i] != -1) {
-        mlm_pos_.push_back(i);
-        mlm_targets_.push_back(batch.mlm_labels[i]);
-      }
   const int M = static_cast<int>(mlm_pos_.size());
-  MPT_CHECK(M <= plan_M_, "the batch has " + std::to_string(M) + " masked positions, more than the planned " +
-                              std::to_string(plan_M_));
-  // The head runs on M rounded up to a multiple of kMlmRowMultiple rows (zero rows after the
-  // masked ones, outside the loss): the number of masked positions changes every batch, and
-  // each new GEMM shape would build (and cache) another oneDNN primitive.
-  mlm_rows_ = M == 0 ? 0 : std::min(plan_M_, (M + kMlmRowMultiple - 1) / kMlmRowMultiple * kMlmRowMultiple);
   if (M == 0) return;
   const int Mr = mlm_rows_;
   float* mlm_in = acts_.get(a_.mlm_in);
@@ -322,7 +419,8 @@ int argmax(const float* x, int n) {
 }
 }  // namespace
 
-BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_scale, bool backward) {
+BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_scale, bool backward,
+                          const Sampling& sampling) {
   BertStats st;
   const int V = config_.vocab_size, Vp = config_.padded_vocab_size;
   const int M = static_cast<int>(mlm_pos_.size());
@@ -330,12 +428,21 @@ BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_
     float* logits = acts_.get(a_.mlm_logits);
     float* losses = acts_.get(a_.mlm_losses);
     float* dloss = acts_.get(a_.mlm_dloss);
-    for (int m = 0; m < M; ++m) {
-      st.mlm_correct += argmax(logits + static_cast<size_t>(m) * Vp, V) == mlm_targets_[m];
-      dloss[m] = grad_scale / static_cast<float>(M);
+    for (int m = 0; m < M; ++m) dloss[m] = grad_scale / static_cast<float>(M);
+    if (sampling.on) {
+      // Arg-max before the fused pass overwrites the logits with their gradient.
+      std::vector<int> best(M);
+      for (int m = 0; m < M; ++m) best[m] = argmax(logits + static_cast<size_t>(m) * Vp, V);
+      sampled_mlm_.assign(M, 0);
+      cpu::crossentropy_sampled_forward_backward(losses, logits, sampled_mlm_.data(), logits, dloss, M, V, Vp,
+                                                 sampling.seed, sampling.counter);
+      for (int m = 0; m < M; ++m) st.mlm_correct += best[m] == sampled_mlm_[m];
+    } else {
+      for (int m = 0; m < M; ++m)
+        st.mlm_correct += argmax(logits + static_cast<size_t>(m) * Vp, V) == mlm_targets_[m];
+      cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, mlm_targets_.data(), dloss,
+                                         M, V, Vp);
     }
-    cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, mlm_targets_.data(), dloss, M, V,
-                                       Vp);
     // The head's padding rows take no gradient.
     if (backward)
       std::fill(logits + static_cast<size_t>(M) * Vp, logits + static_cast<size_t>(mlm_rows_) * Vp, 0.0f);
@@ -348,12 +455,22 @@ BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_
   if (batch.nsp_labels) {
     float* losses = acts_.get(a_.nsp_losses);
     float* dloss = acts_.get(a_.nsp_dloss);
-    for (int b = 0; b < B; ++b) {
-      st.nsp_correct += argmax(nsp_logits + static_cast<size_t>(b) * kNspClasses, kNspClasses) == batch.nsp_labels[b];
-      dloss[b] = grad_scale / static_cast<float>(B);
+    for (int b = 0; b < B; ++b) dloss[b] = grad_scale / static_cast<float>(B);
+    if (sampling.on) {
+      std::vector<int> best(B);
+      for (int b = 0; b < B; ++b) best[b] = argmax(nsp_logits + static_cast<size_t>(b) * kNspClasses, kNspClasses);
+      sampled_nsp_.assign(B, 0);
+      cpu::crossentropy_sampled_forward_backward(losses, nsp_logits, sampled_nsp_.data(), nsp_logits, dloss, B,
+                                                 kNspClasses, kNspClasses, sampling.seed ^ kNspSeedSalt,
+                                                 sampling.counter);
+      for (int b = 0; b < B; ++b) st.nsp_correct += best[b] == sampled_nsp_[b];
+    } else {
+      for (int b = 0; b < B; ++b)
+        st.nsp_correct +=
+            argmax(nsp_logits + static_cast<size_t>(b) * kNspClasses, kNspClasses) == batch.nsp_labels[b];
+      cpu::crossentropy_forward_backward(losses, backward ? nsp_logits : nullptr, nsp_logits, batch.nsp_labels,
+                                         dloss, B, kNspClasses, kNspClasses);
     }
-    cpu::crossentropy_forward_backward(losses, backward ? nsp_logits : nullptr, nsp_logits, batch.nsp_labels, dloss, B,
-                                       kNspClasses, kNspClasses);
     double sum = 0.0;
     for (int b = 0; b < B; ++b) sum += losses[b];
     st.nsp_loss = static_cast<float>(sum / B);
@@ -366,17 +483,37 @@ BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_
 
 BertStats Bert::forward(const BertInputs& batch, int B, int T) {
   forward_impl(batch, B, T);
-  return loss_impl(batch, B, T, 1.0f, false);
+  return loss_impl(batch, B, T, 1.0f, false, Sampling{});
 }
 
 BertStats Bert::forward_backward(const BertInputs& batch, int B, int T, float grad_scale) {
   forward_impl(batch, B, T);
-  const BertStats st = loss_impl(batch, B, T, grad_scale, true);
+  const BertStats st = loss_impl(batch, B, T, grad_scale, true, Sampling{});
+  backward_impl(batch, B, T);
+  return st;
+}
+
+BertStats Bert::forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale, uint64_t seed,
+                                         uint64_t counter) {
+  forward_impl(batch, B, T);
+  sampled_mlm_.clear();
+  sampled_nsp_.clear();
+  const BertStats st = loss_impl(batch, B, T, grad_scale, true, Sampling{true, seed, counter});
   backward_impl(batch, B, T);
   return st;
 }
 
 void Bert::backward_impl(const BertInputs& batch, int B, int T) {
+  if (mixed_) {
+    std::vector<int> zeros;
+    const int* types = batch.token_types;
+    if (!types) {
+      zeros.assign(static_cast<size_t>(B) * T, 0);
+      types = zeros.data();
+    }
+    backward_mixed(batch, types, B, T);
+    return;
+  }
   const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;

@@ -9,23 +9,40 @@
 // embeddings ([Vp, C], already [out, in]) plus its own bias cls.predictions.bias [Vp].
 //
 // Post-LN blocks (eps 1e-12), bidirectional attention under a key padding mask, exact erf GELU.
+//
+// Precision: as Gpt2 (model/gpt2.h), the model reads its precision policy (precision/policy.h)
+// for every dtype. When every rule is fp32 it runs the original fp32 code (bert.cpp, bit for bit
+// what it always was); otherwise the mixed path (bert_mixed.cpp): every GEMM (encoder linears,
+// attention's two products, pooler, NSP, MLM transform and decoder) on gemm_mixed with fp32
+// accumulation, LayerNorm / softmax / loss in fp32, the residual stream (here: the LayerNorm
+// outputs, BERT being post-LN) fp32, activations saved in the policy's dtypes, fp32 master
+// parameters and gradients. The GEMM weights are read through low-precision copies
+// (model/weight_copies.h) with Gpt2's contract: any writer of the parameters goes through the
+// non-const params() (or init_weights), which marks the copies stale; the next forward
+// refreshes them.
 // The MLM head runs only on the masked positions (labels != -1): the loss is the same as
 // Hugging Face's, which transforms every position and ignores all but those, at a sixth of
 // the head's cost. Loss = mean MLM cross-entropy over masked positions + mean NSP cross-entropy.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "backend/ops/attention.h"
 #include "core/buffer.h"
 #include "model/activation_plan.h"
 #include "model/bert_config.h"
 #include "model/param_table.h"
+#include "model/weight_copies.h"
+#include "precision/policy.h"
+#include "precision/precision.h"
 
 namespace mptrain {
 
 namespace cpu {
 class Context;
-}
+class GemmWorkspace;
+}  // namespace cpu
 
 // The parameter table for a config, under Hugging Face BertForPreTraining names
 // (bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.*, cls.*); the decoder weight is
@@ -80,13 +97,56 @@ struct BertStats {
   float loss() const { return mlm_loss + nsp_loss; }
 };
 
+// Handles of every activation buffer, filled by bert_activation_plan. The fp32 path uses the
+// original set; the mixed path adds its own (h32, the *_lp GEMM-operand copies, gemm_out, ...).
+struct BertLayerActs {
+  ActivationPlan::Handle qkv, att, atty, res1, ln1, ln1_mean, ln1_rstd, fch, fch_gelu, res2, ln2, ln2_mean,
+      ln2_rstd;
+};
+struct BertActs {
+  ActivationPlan::Handle emb, emb_ln, emb_mean, emb_rstd;
+  std::vector<BertLayerActs> layers;
+  // heads
+  ActivationPlan::Handle cls_in, pooled, nsp_logits, nsp_losses, nsp_dloss;
+  ActivationPlan::Handle mlm_in, mlm_t, mlm_tg, mlm_tl, mlm_mean, mlm_rstd, mlm_logits, mlm_losses, mlm_dloss;
+  // scratch (not saved for backward)
+  ActivationPlan::Handle attn_scratch, proj, dh, dres, dqkv, datty, dfch, dpooled, dcls_in, dmlm_a, dmlm_b;
+  // mixed path only: the fp32 LayerNorm outputs of the residual stream (two, alternating), the
+  // fp32 GEMM result before its bias, upstream gradients as GEMM operands, MLM LayerNorm input.
+  ActivationPlan::Handle h32, gemm_out, dout_lp, dfch_gelu, dlogits_lp, mlm_tg32;
+};
+
+// The activation plan of a B×T micro-batch with at most max_predictions masked positions in all
+// (0 = B·T) under `policy`, built without allocating (so that `mptrain explain` and the memory
+// estimate report exactly what Bert::plan allocates). fp16_gemm_native as gpt2_activation_plan.
+ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, bool fp16_gemm_native, int B,
+                                    int T, int max_predictions, BertActs* handles = nullptr);
+
+// Which GEMM reads a parameter: the word embeddings are the MLM decoder (LmHead), every other
+// 2-D weight but the position and token-type tables is a linear; the rest is read by no GEMM.
+GemmReader bert_gemm_reader(const ParamSpec& spec);
+// The attention's dtypes and arithmetic under `policy` (the mixed path's typed masked attention).
+cpu::AttentionTypes bert_attention_types(const Policy& policy, bool fp16_gemm_native);
+// Bytes of the low-precision weight copies under `policy` (0 when every GEMM is fp32).
+size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy, bool fp16_gemm_native);
+
 class Bert {
  public:
-  Bert(const BertConfig& config, cpu::Context& ctx);
+  static constexpr int kNspClasses = 2;  // IsNext, NotNext
+  Bert(const BertConfig& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
+  // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
+  Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy);
+  ~Bert();
 
   const BertConfig& config() const { return config_; }
+  Precision precision() const { return precision_; }
+  const Policy& policy() const { return policy_; }
   const ParamTable& table() const { return table_; }
-  FloatBuffer& params() { return params_; }
+  // Non-const access marks the GEMM weight copies stale (the contract above).
+  FloatBuffer& params() {
+    copies_.mark_stale();
+    return params_;
+  }
   const FloatBuffer& params() const { return params_; }
   FloatBuffer& grads() { return grads_; }
   const FloatBuffer& grads() const { return grads_; }
@@ -103,11 +163,28 @@ class Bert {
   int planned_batch() const { return plan_B_; }
   int planned_seq() const { return plan_T_; }
   size_t activation_bytes() const { return acts_.total_bytes(); }
+  const ActivationPlan& activation_plan() const { return acts_; }
+  size_t weight_copy_bytes() const { return copies_.bytes(); }
 
   // Forward and the losses. Validates ids (tokens, types, labels) with clear errors.
   BertStats forward(const BertInputs& batch, int B, int T);
   // Forward, then backward with gradients ACCUMULATED (+=) into grads() of grad_scale · loss().
   BertStats forward_backward(const BertInputs& batch, int B, int T, float grad_scale);
+
+  // Sophia-G's Gauss-Newton-Bartlett pass: forward, then the MLM labels at the masked positions
+  // (batch.mlm_labels != -1; their values are not read) and, when batch.nsp_labels is set (the
+  // loss trains NSP), the NSP labels are drawn from the model's own softmax inside the fused
+  // loss (cpu::crossentropy_sampled_forward_backward; MLM rows from (seed, counter), NSP rows
+  // from (seed ^ kNspSeedSalt, counter), so the two heads draw independent uniforms); then
+  // backward with gradients ACCUMULATED (+=) into grads() of grad_scale · (mean MLM loss + mean
+  // NSP loss) on those labels. Returns the stats against the drawn labels; reproducible for
+  // one (seed, counter) and independent of the thread count.
+  BertStats forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale, uint64_t seed,
+                                     uint64_t counter);
+  static constexpr uint64_t kNspSeedSalt = 0x5deece66dull;
+  // The labels the last forward_backward_sampled drew: MLM ones in mlm_positions() order, NSP [B].
+  const std::vector<int>& sampled_mlm_labels() const { return sampled_mlm_; }
+  const std::vector<int>& sampled_nsp_labels() const { return sampled_nsp_; }
 
   // After forward: MLM logits [mlm_count, Vp] at the masked positions, in row-major (b, t)
   // order (valid until the next forward_backward overwrites them with their gradient), and
@@ -119,27 +196,29 @@ class Bert {
   void zero_grad() { grads_.zero(); }
 
  private:
+  // What the loss reads as labels: the batch's, or labels drawn from the model (Sophia).
+  struct Sampling {
+    bool on = false;
+    uint64_t seed = 0, counter = 0;
+  };
   void validate_batch(const BertInputs& batch, int B, int T) const;
   void forward_impl(const BertInputs& batch, int B, int T);
-  BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward);
+  void collect_masked(const BertInputs& batch, int N);
+  BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
+                      const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
+  // The mixed-precision path (bert_mixed.cpp).
+  void forward_mixed(const BertInputs& batch, const int* types, int B, int T);
+  void backward_mixed(const BertInputs& batch, const int* types, int B, int T);
 
-  struct LayerActs {
-    ActivationPlan::Handle qkv, att, atty, res1, ln1, ln1_mean, ln1_rstd, fch, fch_gelu, res2, ln2, ln2_mean,
-        ln2_rstd;
-  };
-  struct Acts {
-    ActivationPlan::Handle emb, emb_ln, emb_mean, emb_rstd;
-    std::vector<LayerActs> layers;
-    // heads
-    ActivationPlan::Handle cls_in, pooled, nsp_logits, nsp_losses, nsp_dloss;
-    ActivationPlan::Handle mlm_in, mlm_t, mlm_tg, mlm_tl, mlm_mean, mlm_rstd, mlm_logits, mlm_losses, mlm_dloss;
-    // scratch (not saved for backward)
-    ActivationPlan::Handle attn_scratch, proj, dh, dres, dqkv, datty, dfch, dpooled, dcls_in, dmlm_a, dmlm_b;
-  };
+  using LayerActs = BertLayerActs;
+  using Acts = BertActs;
 
   BertConfig config_;
   cpu::Context& ctx_;
+  Precision precision_;
+  Policy policy_;
+  bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
   BertTensors w_, g_;
@@ -148,6 +227,9 @@ class Bert {
   int plan_B_ = 0, plan_T_ = 0, plan_M_ = 0;
   int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
   std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
+  std::vector<int> sampled_mlm_, sampled_nsp_;
+  std::unique_ptr<cpu::GemmWorkspace> ws_;  // mixed path only
+  WeightCopies copies_;
 };
 
 }  // namespace mptrain

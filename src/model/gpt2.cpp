@@ -72,20 +72,6 @@ bool gpt2_is_gemm_weight(const ParamSpec& spec) {
   return spec.shape.size() == 2 && spec.name != "wpe.weight";
 }
 
-cpu::GemmMath gemm_math(ComputeType t) {
-  switch (t) {
-    case ComputeType::TF32:
-      return cpu::GemmMath::TF32;
-    case ComputeType::BF16:
-      return cpu::GemmMath::BF16;
-    case ComputeType::F16:
-      return cpu::GemmMath::F16;
-    case ComputeType::F32:
-      break;
-  }
-  return cpu::GemmMath::F32;
-}
-
 ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy) {
   return policy.rule(spec.name == "wte.weight" ? OpKind::LmHead : OpKind::Linear).compute;
 }

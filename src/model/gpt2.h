@@ -26,13 +26,11 @@
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
+#include "model/weight_copies.h"  // gemm_math
 #include "precision/policy.h"
 #include "precision/precision.h"
 
 namespace mptrain {
-
-// The backend arithmetic of a policy compute type.
-cpu::GemmMath gemm_math(ComputeType t);
 
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);

@@ -43,17 +43,20 @@ struct Views {
 
 }  // namespace
 
+void check_key_mask(const char* op, const int* key_mask, int B, int T) {
+  if (!key_mask) return;
+  for (int b = 0; b < B; ++b) {
+    const int* m = key_mask + static_cast<size_t>(b) * T;
+    MPT_CHECK(std::any_of(m, m + T, [](int x) { return x != 0; }),
+              std::string("[") + op + "] sequence " + std::to_string(b) + " of the batch is all padding");
+  }
+}
+
 void attention_masked_forward(float* out, float* saved, const float* qkv, const int* key_mask, float* /*scratch*/,
                               int B, int T, int C, int NH, Context& ctx) {
   check_sizes("attention_masked_forward", B, T, C, NH);
   MPT_CHECK(out && saved && qkv, "[attention_masked_forward] null pointer");
-  if (key_mask) {
-    for (int b = 0; b < B; ++b) {
-      const int* m = key_mask + static_cast<size_t>(b) * T;
-      MPT_CHECK(std::any_of(m, m + T, [](int x) { return x != 0; }),
-                "[attention_masked_forward] sequence " + std::to_string(b) + " of the batch is all padding");
-    }
-  }
+  check_key_mask("attention_masked_forward", key_mask, B, T);
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const Views v(NH, T, C);

@@ -1,7 +1,11 @@
-// Causal self-attention in mixed precision: the algorithm of attention.cpp (row blocks that
-// skip the masked half, heads read through strides) with the products on gemm_mixed and the
-// tensors in the dtypes of AttentionTypes. Scores, dP and the softmax arithmetic are fp32
-// (scratch); P and dS are rounded once, when written for the products that read them.
+// Self-attention in mixed precision, causal (GPT-2) or bidirectional under a key padding mask
+// (BERT): the algorithms of attention.cpp and attention_masked.cpp with the products on
+// gemm_mixed and the tensors in the dtypes of AttentionTypes. One implementation serves both:
+// the causal form works in row blocks that skip the masked half (block [r0, r1) needs keys
+// [0, r1)); the bidirectional form is the same loops with a single block of T rows over all T
+// keys, and its softmax gives padded keys probability exactly 0. Scores, dP and the softmax
+// arithmetic are fp32 (scratch); P and dS are rounded once, when written for the products that
+// read them.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -9,6 +13,7 @@
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/ops/attention.h"
+#include "backend/ops/attention_masked.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -57,61 +62,89 @@ size_t attention_scratch_bytes_typed(int B, int T, int /*C*/, int NH, const Atte
   return tt(B, T, NH) * (sizeof(float) + storage_bytes(types.ds));
 }
 
-void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
-                             int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
-  check("attention_forward_typed", B, T, C, NH);
-  MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
+namespace {
+
+// The attention pattern: causal, or every query over the real keys of its sequence.
+struct Mask {
+  bool causal;
+  const int* keys;  // [B,T] nonzero = real key (null: all real); bidirectional form only
+  int rows_per_block(int T) const { return causal ? kRowBlock : T; }
+  int key_end(int r1, int T) const { return causal ? r1 : T; }    // keys block rows read
+  int query_begin(int r0) const { return causal ? r0 : 0; }        // queries that read block keys
+  int row_len(int t, int T) const { return causal ? t + 1 : T; }   // keys row t attends to
+  int row_end(int t, int T) const { return causal ? block_end(t, T) : T; }  // what products read
+};
+
+void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty, const Mask& mask,
+                  int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
   const Views v(NH, T, C);
   float* scores = static_cast<float*>(scratch);
 
-  for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-    const int r1 = std::min(T, r0 + kRowBlock);
+  const int RB = mask.rows_per_block(T);
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
     gemm_mixed(scores + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
                {at(qkv, r0 * C3, ty.qkv), ty.qkv, v.rows_qkv}, {at(qkv, Cs, ty.qkv), ty.qkv, v.cols_qkv},
-               ty.scores, B, NH, r1 - r0, r1, HS, false, ws, ctx);
+               ty.scores, B, NH, r1 - r0, k1, HS, false, ws, ctx);
   }
 
-  // Causal softmax of scale·scores in fp32, in place, then P rounded once into `saved`.
+  // Softmax of scale·scores in fp32, in place, then P rounded once into `saved`.
   const long long rows = static_cast<long long>(B) * NH * T;
 #pragma omp parallel for schedule(static, kRowsPerTask)
   for (long long r = 0; r < rows; ++r) {
     const int t = static_cast<int>(r % T);
     float* p = scores + static_cast<size_t>(r) * T;
-    float m = p[0];
+    if (mask.causal) {
+      float m = p[0];
 #pragma omp simd reduction(max : m)
-    for (int j = 1; j <= t; ++j) m = p[j] > m ? p[j] : m;
-    float sum = 0.0f;
+      for (int j = 1; j <= t; ++j) m = p[j] > m ? p[j] : m;
+      float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j <= t; ++j) {
-      float e = vexp((p[j] - m) * scale);
-      p[j] = e;
-      sum += e;
+      for (int j = 0; j <= t; ++j) {
+        float e = vexp((p[j] - m) * scale);
+        p[j] = e;
+        sum += e;
+      }
+      const float inv = 1.0f / sum;
+      for (int j = 0; j <= t; ++j) p[j] *= inv;
+      for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
+    } else {
+      // Padded keys get probability exactly 0 (attention_masked.cpp's softmax).
+      const int b = static_cast<int>(r / (static_cast<long long>(NH) * T));
+      const int* m = mask.keys ? mask.keys + static_cast<size_t>(b) * T : nullptr;
+      float mx = -INFINITY;
+      for (int j = 0; j < T; ++j)
+        if (!m || m[j]) mx = p[j] > mx ? p[j] : mx;
+      float sum = 0.0f;
+      for (int j = 0; j < T; ++j) {
+        const float e = (!m || m[j]) ? vexp((p[j] - mx) * scale) : 0.0f;
+        p[j] = e;
+        sum += e;
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int j = 0; j < T; ++j) p[j] *= inv;
     }
-    const float inv = 1.0f / sum;
-    for (int j = 0; j <= t; ++j) p[j] *= inv;
-    for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
     dispatch_storage(ty.probs, [&](auto tag) {
       narrow_span(reinterpret_cast<decltype(tag)*>(at(saved, static_cast<size_t>(r) * T, ty.probs)), p, T);
     });
   }
 
-  for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-    const int r1 = std::min(T, r0 + kRowBlock);
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
     gemm_mixed(
         at(out, r0 * Cs, ty.out), ty.out, v.rows_bt,
         {at(static_cast<const void*>(saved), static_cast<size_t>(r0) * T, ty.probs), ty.probs, v.rows_tt},
-        {at(qkv, 2 * Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.values, B, NH, r1 - r0, HS, r1, false, ws, ctx);
+        {at(qkv, 2 * Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.values, B, NH, r1 - r0, HS, k1, false, ws, ctx);
   }
 }
 
-void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
-                              const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx) {
-  check("attention_backward_typed", B, T, C, NH);
-  MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
+void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
+                   const AttentionTypes& ty, const Mask& mask, int B, int T, int C, int NH, GemmWorkspace& ws,
+                   Context& ctx) {
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
@@ -119,26 +152,28 @@ void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, con
   float* dp = static_cast<float*>(scratch);
   void* ds = dp + tt(B, T, NH);
 
-  // dP = dY·V^T (fp32), block rows [r0, r1), columns [0, r1).
-  for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-    const int r1 = std::min(T, r0 + kRowBlock);
+  // dP = dY·V^T (fp32), block rows [r0, r1), columns [0, key_end).
+  const int RB = mask.rows_per_block(T);
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
     gemm_mixed(dp + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
                {at(dout, r0 * Cs, ty.out), ty.out, v.rows_bt}, {at(qkv, 2 * Cs, ty.qkv), ty.qkv, v.cols_qkv},
-               ty.values, B, NH, r1 - r0, r1, HS, false, ws, ctx);
+               ty.values, B, NH, r1 - r0, k1, HS, false, ws, ctx);
   }
 
-  // dS = scale·P ⊙ (dP - rowsum(P ⊙ dP)) in fp32, zero above the diagonal up to the block end,
-  // rounded once into ds.
+  // dS = scale·P ⊙ (dP - rowsum(P ⊙ dP)) in fp32 over the keys the row attends to (0 on padded
+  // keys, where P is 0), zero above the diagonal up to the block end (causal), rounded once
+  // into ds.
   const long long rows = static_cast<long long>(B) * NH * T;
 #pragma omp parallel for schedule(static, kRowsPerTask)
   for (long long r = 0; r < rows; ++r) {
     const int t = static_cast<int>(r % T);
-    const int end = block_end(t, T);
+    const int n = mask.row_len(t, T), end = mask.row_end(t, T);
     float* d = dp + static_cast<size_t>(r) * T;
     float p[kChunk];
     float dot = 0.0f;
-    for (int j0 = 0; j0 <= t; j0 += static_cast<int>(kChunk)) {
-      const int len = std::min(static_cast<int>(kChunk), t + 1 - j0);
+    for (int j0 = 0; j0 < n; j0 += static_cast<int>(kChunk)) {
+      const int len = std::min(static_cast<int>(kChunk), n - j0);
       dispatch_storage(ty.probs, [&](auto tag) {
         widen_span(
             p, reinterpret_cast<const decltype(tag)*>(at(saved, static_cast<size_t>(r) * T + j0, ty.probs)),
@@ -147,8 +182,8 @@ void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, con
 #pragma omp simd reduction(+ : dot)
       for (int j = 0; j < len; ++j) dot += p[j] * d[j0 + j];
     }
-    for (int j0 = 0; j0 <= t; j0 += static_cast<int>(kChunk)) {
-      const int len = std::min(static_cast<int>(kChunk), t + 1 - j0);
+    for (int j0 = 0; j0 < n; j0 += static_cast<int>(kChunk)) {
+      const int len = std::min(static_cast<int>(kChunk), n - j0);
       dispatch_storage(ty.probs, [&](auto tag) {
         widen_span(
             p, reinterpret_cast<const decltype(tag)*>(at(saved, static_cast<size_t>(r) * T + j0, ty.probs)),
@@ -156,30 +191,64 @@ void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, con
       });
       for (int j = 0; j < len; ++j) d[j0 + j] = scale * p[j] * (d[j0 + j] - dot);
     }
-    for (int j = t + 1; j < end; ++j) d[j] = 0.0f;
+    for (int j = n; j < end; ++j) d[j] = 0.0f;
     dispatch_storage(ty.ds, [&](auto tag) {
       narrow_span(reinterpret_cast<decltype(tag)*>(at(ds, static_cast<size_t>(r) * T, ty.ds)), d, end);
     });
   }
 
   const void* cds = ds;
-  for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-    const int r1 = std::min(T, r0 + kRowBlock);
-    const size_t diag = static_cast<size_t>(r0) * T + r0;
-    // dQ[r0:r1] = dS[r0:r1, 0:r1]·K[0:r1]
+  for (int r0 = 0; r0 < T; r0 += RB) {
+    const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T), q0 = mask.query_begin(r0);
+    const size_t corner = static_cast<size_t>(q0) * T + r0;  // element (q0, r0) of a [T, T] matrix
+    // dQ[r0:r1] = dS[r0:r1, 0:k1]·K[0:k1]
     gemm_mixed(at(dqkv, r0 * C3, ty.qkv), ty.qkv, v.rows_qkv,
                {at(cds, static_cast<size_t>(r0) * T, ty.ds), ty.ds, v.rows_tt},
-               {at(qkv, Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, r1, false, ws, ctx);
-    // dK[r0:r1] = dS[r0:T, r0:r1]^T·Q[r0:T]
-    gemm_mixed(at(dqkv, Cs + r0 * C3, ty.qkv), ty.qkv, v.rows_qkv, {at(cds, diag, ty.ds), ty.ds, v.cols_tt},
-               {at(qkv, r0 * C3, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, T - r0, false,
+               {at(qkv, Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, k1, false, ws, ctx);
+    // dK[r0:r1] = dS[q0:T, r0:r1]^T·Q[q0:T]
+    gemm_mixed(at(dqkv, Cs + r0 * C3, ty.qkv), ty.qkv, v.rows_qkv, {at(cds, corner, ty.ds), ty.ds, v.cols_tt},
+               {at(qkv, q0 * C3, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, T - q0, false,
                ws, ctx);
-    // dV[r0:r1] = P[r0:T, r0:r1]^T·dY[r0:T]
+    // dV[r0:r1] = P[q0:T, r0:r1]^T·dY[q0:T]
     gemm_mixed(at(dqkv, 2 * Cs + r0 * C3, ty.qkv), ty.qkv, v.rows_qkv,
-               {at(saved, diag, ty.probs), ty.probs, v.cols_tt},
-               {at(dout, r0 * Cs, ty.out), ty.out, v.rows_bt}, ty.values, B, NH, r1 - r0, HS, T - r0, false,
+               {at(saved, corner, ty.probs), ty.probs, v.cols_tt},
+               {at(dout, q0 * Cs, ty.out), ty.out, v.rows_bt}, ty.values, B, NH, r1 - r0, HS, T - q0, false,
                ws, ctx);
   }
+}
+
+}  // namespace
+
+void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
+                             int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
+  check("attention_forward_typed", B, T, C, NH);
+  MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
+  forward_impl(out, saved, qkv, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
+}
+
+void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
+                              const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
+                              Context& ctx) {
+  check("attention_backward_typed", B, T, C, NH);
+  MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
+  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
+}
+
+void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask, void* scratch,
+                                    const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
+                                    Context& ctx) {
+  check("attention_masked_forward_typed", B, T, C, NH);
+  MPT_CHECK(out && saved && qkv && scratch, "[attention_masked_forward_typed] null pointer");
+  check_key_mask("attention_masked_forward_typed", key_mask, B, T);
+  forward_impl(out, saved, qkv, scratch, ty, Mask{false, key_mask}, B, T, C, NH, ws, ctx);
+}
+
+void attention_masked_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved,
+                                     void* scratch, const AttentionTypes& ty, int B, int T, int C, int NH,
+                                     GemmWorkspace& ws, Context& ctx) {
+  check("attention_masked_backward_typed", B, T, C, NH);
+  MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_masked_backward_typed] null pointer");
+  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{false, nullptr}, B, T, C, NH, ws, ctx);
 }
 
 }  // namespace mptrain::cpu

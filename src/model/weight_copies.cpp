@@ -1,0 +1,97 @@
+// The GEMM weight copies: carving, lookup and the refresh from the master weights.
+#include "model/weight_copies.h"
+
+#include "core/error.h"
+
+namespace mptrain {
+
+cpu::GemmMath gemm_math(ComputeType t) {
+  switch (t) {
+    case ComputeType::TF32:
+      return cpu::GemmMath::TF32;
+    case ComputeType::BF16:
+      return cpu::GemmMath::BF16;
+    case ComputeType::F16:
+      return cpu::GemmMath::F16;
+    case ComputeType::F32:
+      break;
+  }
+  return cpu::GemmMath::F32;
+}
+
+ComputeType gemm_reader_compute(GemmReader reader, const Policy& policy) {
+  switch (reader) {
+    case GemmReader::Linear:
+      return policy.rule(OpKind::Linear).compute;
+    case GemmReader::LmHead:
+      return policy.rule(OpKind::LmHead).compute;
+    case GemmReader::None:
+      break;
+  }
+  return ComputeType::F32;
+}
+
+namespace {
+
+size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
+// The layout: copies in parameter-table order; a run of copies of consecutive table entries
+// in one storage type is packed (so that tensors the model multiplies as one, like BERT's
+// query | key | value, stay one operand), and every run starts 64-byte aligned.
+size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                            bool fp16_gemm_native, std::vector<Entry>* entries) {
+  if (entries) entries->assign(table.specs().size(), Entry{});
+  size_t bytes = 0;
+  bool run = false;  // the previous table entry has a copy of type `run_type`
+  StorageType run_type = StorageType::F32;
+  for (size_t s = 0; s < table.specs().size(); ++s) {
+    const ParamSpec& spec = table.specs()[s];
+    const ComputeType c = gemm_reader_compute(reader(spec), policy);
+    if (c == ComputeType::F32) {  // fp32 GEMMs read the master weights
+      run = false;
+      continue;
+    }
+    const StorageType t = cpu::gemm_operand_storage(gemm_math(c), fp16_gemm_native);
+    if (!(run && t == run_type)) bytes = aligned(bytes);
+    if (entries) (*entries)[s] = {bytes, spec.offset, spec.numel, t, c};
+    bytes += spec.numel * storage_bytes(t);
+    run = true;
+    run_type = t;
+  }
+  return aligned(bytes);
+}
+
+size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                         bool fp16_gemm_native) {
+  return WeightCopies::layout(table, reader, policy, fp16_gemm_native, nullptr);
+}
+
+void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                         const cpu::GemmWorkspace& ws) {
+  const size_t bytes = layout(table, reader, policy, ws.fp16_native(), &entries_);
+  buf_.resize(bytes / sizeof(float));
+  stale_ = true;
+}
+
+WeightRef WeightCopies::ref(const ParamTable& table, const std::string& name, const float* params) const {
+  const ParamSpec& spec = table.get(name);
+  const size_t s = static_cast<size_t>(&spec - table.specs().data());
+  MPT_CHECK(s < entries_.size(), "weight copies used before setup");
+  const Entry& e = entries_[s];
+  if (e.compute == ComputeType::F32) return {params + spec.offset, StorageType::F32};
+  return {reinterpret_cast<const char*>(buf_.data()) + e.offset, e.type};
+}
+
+void WeightCopies::refresh_if_stale(const float* params, const cpu::GemmWorkspace& ws) {
+  if (!stale_) return;
+  for (const Entry& e : entries_) {
+    if (e.compute == ComputeType::F32) continue;
+    cpu::to_gemm_operand(reinterpret_cast<char*>(buf_.data()) + e.offset, params + e.param_offset,
+                         StorageType::F32, e.numel, gemm_math(e.compute), ws);
+  }
+  stale_ = false;
+}
+
+}  // namespace mptrain

@@ -1,0 +1,75 @@
+// The low-precision copies of a model's GEMM weights (autocast's weight-cast cache), shared by
+// every model: which parameters a GEMM reads, the copy each gets in its GEMM's operand format
+// (bf16, fp16, TF32-rounded fp32), one buffer carved in parameter-table order, and the lazy
+// refresh from the fp32 master weights.
+//
+// Contract (the models' params() implements it): every writer of the parameters marks the
+// copies stale; the next forward calls refresh_if_stale before its first GEMM, so the copies
+// are rebuilt once per optimizer step.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "backend/ops/gemm_mixed.h"
+#include "core/buffer.h"
+#include "core/dtype.h"
+#include "model/param_table.h"
+#include "precision/policy.h"
+
+namespace mptrain {
+
+// The backend arithmetic of a policy compute type.
+cpu::GemmMath gemm_math(ComputeType t);
+
+// Which kind of GEMM reads a parameter: none (biases, LayerNorms, position tables), a linear
+// layer (Policy rule Linear) or the tied LM head / MLM decoder (rule LmHead).
+enum class GemmReader { None, Linear, LmHead };
+using GemmReaderFn = GemmReader (*)(const ParamSpec&);
+
+// The compute type of the GEMM that reads a weight (F32 for GemmReader::None).
+ComputeType gemm_reader_compute(GemmReader reader, const Policy& policy);
+
+// Bytes of the copies for a table under `policy` (0 when every GEMM is fp32: those read the
+// master weights). Copies follow the table's order; consecutive table entries with copies of
+// one type are packed back to back (BERT's query | key | value stay one [3C, C] operand), and
+// each such run starts 64-byte aligned.
+size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                         bool fp16_gemm_native);
+
+// A GEMM weight as its GEMMs read it: the copy, or the fp32 master when the GEMM is fp32.
+struct WeightRef {
+  const void* ptr = nullptr;
+  StorageType type = StorageType::F32;
+};
+
+class WeightCopies {
+ public:
+  // Carves the buffer for `table` (copies stale after). Holds no pointer to the table or the
+  // parameters, so the owning model stays movable.
+  void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy, const cpu::GemmWorkspace& ws);
+  // The operand for parameter `name` of the same table, whose master values live in params.
+  WeightRef ref(const ParamTable& table, const std::string& name, const float* params) const;
+  void mark_stale() { stale_ = true; }
+  bool stale() const { return stale_; }
+  // Rebuilds every copy from params when stale.
+  void refresh_if_stale(const float* params, const cpu::GemmWorkspace& ws);
+  size_t bytes() const { return buf_.size() * sizeof(float); }
+
+ private:
+  friend size_t weight_copy_bytes(const ParamTable&, GemmReaderFn, const Policy&, bool);
+  struct Entry {
+    size_t offset = 0;  // bytes into buf_
+    size_t param_offset = 0, numel = 0;  // the master tensor, in elements
+    StorageType type = StorageType::F32;
+    ComputeType compute = ComputeType::F32;  // F32: no copy
+  };
+  // The layout (bytes in all; entries, one per table spec, when non-null).
+  static size_t layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy, bool fp16_gemm_native,
+                       std::vector<Entry>* entries);
+  std::vector<Entry> entries_;  // one per table spec
+  FloatBuffer buf_;
+  bool stale_ = true;
+};
+
+}  // namespace mptrain
