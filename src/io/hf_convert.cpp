@@ -10,10 +10,13 @@
 #include "data/gpt2_tokenizer.h"
 #include "io/checkpoint_dir.h"
 #include "io/fileutil.h"
+#include "io/hf_bert.h"
 #include "io/hf_folder.h"
 #include "io/hf_gpt2.h"
 #include "io/safetensors.h"
+#include "model/bert.h"
 #include "model/gpt2.h"
+#include "train/bert_checkpoint.h"
 #include "train/checkpoint.h"
 
 namespace mptrain {
@@ -23,6 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kGpt2Vocab = 50257;  // the vocabulary of GPT-2's encoder.json
+constexpr int kGpt2VocabMultiple = 128;  // train's --vocab-multiple default
 
 // An output folder built under a hidden sibling name and renamed into place by commit();
 // removed again if commit() is never reached.
@@ -86,54 +90,78 @@ std::string model_file_of(const std::string& hf_dir) {
               "' not found: a Hugging Face model folder holds config.json and model.safetensors");
 }
 
+// What every family's import does with the folder's model.safetensors: the parameters laid
+// out by `table`, filled through the family's name map, and the report copied into r.
+std::vector<float> load_hf_folder_params(const std::string& hf_dir, const HfNameMap& map, const ParamTable& table,
+                                         HfImportResult& r) {
+  SafetensorsFile file(model_file_of(hf_dir));
+  std::vector<float> params(table.total());
+  const HfLoadReport report = load_hf_params(file, map, table, params.data());
+  r.ignored = report.ignored;
+  r.tied_copies = report.tied_copies;
+  r.stand_ins = report.stand_ins;
+  r.dtypes = report.dtypes;
+  for (const auto& spec : table.specs()) r.num_params += spec.hf_numel();
+  return params;
+}
+
+std::string absolute_path(const std::string& dir) { return fs::absolute(dir).lexically_normal().string(); }
+
 HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir, const std::string& out_dir,
                            int vocab_multiple) {
   HfImportResult r;
   r.model_type = "gpt2";
-  r.config = gpt2_config_from_hf(cfg, "'" + hf_dir + "/" + kHfConfigFile + "'", vocab_multiple);
-  SafetensorsFile file(model_file_of(hf_dir));
+  r.config = gpt2_config_from_hf(cfg, "'" + hf_dir + "/" + kHfConfigFile + "'",
+                                 vocab_multiple > 0 ? vocab_multiple : kGpt2VocabMultiple);
   const ParamTable table = gpt2_param_table(r.config);
-  std::vector<float> params(table.total());
-  const HfLoadReport report = load_hf_params(file, gpt2_hf_name_map(), table, params.data());
-  r.ignored = report.ignored;
-  r.tied_copies = report.tied_copies;
-  r.dtypes = report.dtypes;
-  for (const auto& spec : table.specs()) r.num_params += spec.hf_numel();
+  const std::vector<float> params = load_hf_folder_params(hf_dir, gpt2_hf_name_map(), table, r);
 
   StagedDir out(out_dir);
   TrainState state;  // step 0, data position at the start
-  state.options = {{"imported_from", fs::absolute(hf_dir).lexically_normal().string()}};
+  state.options = {{"imported_from", absolute_path(hf_dir)}};
   save_weights_checkpoint(out.path(), r.config, table, params.data(), state);
   out.commit();
   return r;
 }
 
-}  // namespace
+HfImportResult import_bert(const nlohmann::json& cfg, const std::string& hf_dir, const std::string& out_dir,
+                           int vocab_multiple, const std::string& vocab_file) {
+  HfImportResult r;
+  r.model_type = "bert";
+  r.bert = bert_config_from_hf(cfg, "'" + hf_dir + "/" + kHfConfigFile + "'",
+                               vocab_multiple > 0 ? vocab_multiple : kBertVocabMultiple);
+  // The vocabulary first: a bad vocab.txt fails before the (possibly large) weights are read.
+  const HfBertVocab vocab = read_hf_bert_vocab(hf_dir, vocab_file, r.bert.vocab_size);
+  r.vocab_source = vocab.source;
+  r.vocab_tokens = vocab.size;
+  r.lower_case = vocab.lower_case;
+  const ParamTable table = bert_param_table(r.bert);
+  const std::vector<float> params = load_hf_folder_params(hf_dir, bert_hf_name_map(), table, r);
 
-HfImportResult import_hf_folder(const std::string& hf_dir, const std::string& out_dir, int vocab_multiple) {
-  MPT_CHECK(fs::is_directory(hf_dir),
-            "'" + hf_dir + "' is not a folder (expected a Hugging Face model folder)");
-  const nlohmann::json cfg = read_hf_config(hf_dir);
-  const std::string what = "'" + hf_dir + "/" + kHfConfigFile + "'";
-  const std::string type = hf_config_string(cfg, "model_type", "gpt2", what);
-  if (type == "gpt2") return import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
-  throw Error(what + ": model_type '" + type + "' cannot be imported (supported: gpt2)");
+  StagedDir out(out_dir);
+  save_bert_weights_checkpoint(out.path(), r.bert, table, params.data(), vocab, absolute_path(hf_dir));
+  out.commit();
+  return r;
 }
 
-HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::string& out_dir,
-                                const std::string& vocab_dir) {
-  HfExportResult r;
-  r.checkpoint = resolve_checkpoint(ckpt_or_run_dir);
-  r.config = load_checkpoint_config(r.checkpoint);
-  const ParamTable table = gpt2_param_table(r.config);
-  SafetensorsFile file(r.checkpoint + "/" + kCheckpointModelFile);
+// config.json's family: model_type, or, in configs without one, the architectures named.
+std::string hf_model_type(const nlohmann::json& cfg, const std::string& what) {
+  if (cfg.contains("model_type")) return hf_config_string(cfg, "model_type", "", what);
+  if (auto it = cfg.find("architectures"); it != cfg.end() && it->is_array())
+    for (const auto& a : *it)
+      if (a.is_string() && a.get<std::string>().rfind("Bert", 0) == 0) return "bert";
+  return "gpt2";  // what the GPT-2 importer always assumed
+}
 
-  // hf_shape drops wte's padded rows; checkpoints already store it that way, but reading
-  // through hf_read_f32 keeps export working whatever dtype a checkpoint stores.
+// The checkpoint's parameters as a Hugging Face file: every spec under its (HF) name with its
+// hf_shape, in fp32. Reading through hf_read_f32 keeps export working whatever dtype a
+// checkpoint stores; `values` owns the data the writer references.
+SafetensorsWriter hf_weights_of(const std::string& ckpt, const ParamTable& table, std::vector<float>& values) {
+  SafetensorsFile file(ckpt + "/" + kCheckpointModelFile);
   std::vector<size_t> offsets;
   size_t total = 0;
   for (const auto& spec : table.specs()) offsets.push_back(std::exchange(total, total + spec.hf_numel()));
-  std::vector<float> values(total);
+  values.assign(total, 0.0f);
   SafetensorsWriter weights;
   for (size_t i = 0; i < table.specs().size(); ++i) {
     const ParamSpec& spec = table.specs()[i];
@@ -141,7 +169,15 @@ HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::s
     weights.add(spec.name, DType::F32, spec.hf_shape, values.data() + offsets[i]);
   }
   weights.set_metadata("format", "pt");
-  r.num_params = total;
+  return weights;
+}
+
+void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
+  r.model_type = "gpt2";
+  r.config = load_checkpoint_config(r.checkpoint);
+  std::vector<float> values;
+  const SafetensorsWriter weights = hf_weights_of(r.checkpoint, gpt2_param_table(r.config), values);
+  r.num_params = values.size();
 
   // GPT-2's tokenizer files, under the names Hugging Face's GPT2Tokenizer reads.
   std::string vocab;
@@ -166,6 +202,56 @@ HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::s
     r.tokenizer_files = true;
   }
   out.commit();
+}
+
+void export_bert(HfExportResult& r, const std::string& out_dir, const std::string& vocab_file) {
+  r.model_type = "bert";
+  r.bert = load_bert_checkpoint_config(r.checkpoint);
+  std::vector<float> values;
+  const SafetensorsWriter weights = hf_weights_of(r.checkpoint, bert_param_table(r.bert), values);
+  r.num_params = values.size();
+  // The checkpoint's vocab.txt (or --vocab) and casing, as BertTokenizer reads them.
+  const HfBertVocab vocab = read_hf_bert_vocab(r.checkpoint, vocab_file, r.bert.vocab_size);
+
+  StagedDir out(out_dir);
+  weights.write(out.path() + "/" + kHfModelFile);
+  write_file_atomic(out.path() + "/" + kHfConfigFile, hf_bert_config(r.bert).dump(2) + "\n");
+  if (!vocab.text.empty()) {
+    write_file_atomic(out.path() + "/vocab.txt", vocab.text);
+    write_file_atomic(out.path() + "/tokenizer_config.json",
+                      hf_bert_tokenizer_config(vocab.lower_case, r.bert.max_position).dump(2) + "\n");
+    r.tokenizer_files = true;
+  }
+  out.commit();
+}
+
+}  // namespace
+
+HfImportResult import_hf_folder(const std::string& hf_dir, const std::string& out_dir, int vocab_multiple,
+                                const std::string& bert_vocab) {
+  MPT_CHECK(fs::is_directory(hf_dir),
+            "'" + hf_dir + "' is not a folder (expected a Hugging Face model folder)");
+  const nlohmann::json cfg = read_hf_config(hf_dir);
+  const std::string what = "'" + hf_dir + "/" + kHfConfigFile + "'";
+  const std::string type = hf_model_type(cfg, what);
+  if (type == "bert") return import_bert(cfg, hf_dir, out_dir, vocab_multiple, bert_vocab);
+  MPT_CHECK(type != "gpt2" || bert_vocab.empty(), "--vocab is a BERT vocab.txt; GPT-2 imports take none");
+  if (type == "gpt2") return import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
+  throw Error(what + ": model_type '" + type + "' cannot be imported (supported: gpt2, bert)");
+}
+
+HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::string& out_dir,
+                                const std::string& vocab_dir, const std::string& bert_vocab) {
+  HfExportResult r;
+  r.checkpoint = resolve_checkpoint(ckpt_or_run_dir);
+  if (is_bert_checkpoint(r.checkpoint)) {
+    MPT_CHECK(vocab_dir.empty(), "--vocab-dir names GPT-2's vocabulary; '" + r.checkpoint +
+                                     "' is a BERT checkpoint (give its vocab.txt with --vocab)");
+    export_bert(r, out_dir, bert_vocab);
+  } else {
+    MPT_CHECK(bert_vocab.empty(), "--vocab is a BERT vocab.txt; '" + r.checkpoint + "' is a GPT-2 checkpoint");
+    export_gpt2(r, out_dir, vocab_dir);
+  }
   return r;
 }
 

@@ -100,6 +100,18 @@ HfLoadReport load_hf_params(const SafetensorsFile& file, const HfNameMap& map, c
   std::map<std::string, const ParamSpec*> wanted;
   for (const auto& spec : table.specs()) wanted.emplace(hf_canonical_name(spec.name, map), &spec);
 
+  HfLoadReport report;
+  // A stand-in copy takes its source's place when the file has only the copy.
+  for (const auto& [copy, source] : map.tied) {
+    if (std::find(map.stand_ins.begin(), map.stand_ins.end(), copy) == map.stand_ins.end()) continue;
+    const std::string source_name = hf_canonical_name(source, map);
+    auto it = present.find(copy);
+    if (it == present.end() || present.count(source_name)) continue;
+    report.stand_ins.push_back(it->second->name);
+    present.emplace(source_name, it->second);
+    present.erase(it);
+  }
+
   std::vector<std::string> missing;
   for (const auto& [canonical, spec] : wanted)
     if (!present.count(canonical)) missing.push_back(spec->name);
@@ -110,7 +122,6 @@ HfLoadReport load_hf_params(const SafetensorsFile& file, const HfNameMap& map, c
                      ? std::string()
                      : " (with or without the '" + map.optional_prefix + "' prefix)"));
 
-  HfLoadReport report;
   std::vector<std::string> unexpected;
   std::vector<std::pair<const TensorView*, const ParamSpec*>> tied;
   for (const auto& entry : present) {

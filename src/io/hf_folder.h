@@ -37,6 +37,10 @@ struct HfNameMap {
   std::vector<std::string> ignored;
   // {copy, source}: a tensor that, when present, must equal the source parameter (tied weights).
   std::vector<std::pair<std::string, std::string>> tied;
+  // Tied copies (first names of `tied`) that are read AS their source when the file lacks the
+  // source: PyTorch's load_state_dict writes either name into the one shared tensor, so a file
+  // holding only BERT's cls.predictions.decoder.bias loads in Hugging Face too.
+  std::vector<std::string> stand_ins = {};
 };
 
 // True when `name` matches `pattern`, where '#' stands for one or more decimal digits.
@@ -53,13 +57,15 @@ void hf_read_f32(const SafetensorsFile& file, const TensorView& t, std::span<con
 struct HfLoadReport {
   std::vector<std::string> ignored;      // buffers skipped (names as in the file)
   std::vector<std::string> tied_copies;  // tied copies present and equal to their source
+  std::vector<std::string> stand_ins;    // tied copies read as their absent source (names as in the file)
   std::map<std::string, size_t> dtypes;  // stored dtype name of the parameters → how many
 };
 
 // Fills params (table.total() floats) from the file: every spec's hf_shape is read into its slot
 // and the rest of the slot (padding, e.g. wte's rows beyond V) is zeroed. Throws Error for a
 // missing parameter, a wrong shape, a name present twice (with and without the prefix), a
-// tensor the map does not know, or a tied copy that differs from its source.
+// tensor the map does not know, or a tied copy that differs from its source. A stand-in copy
+// (HfNameMap::stand_ins) fills its source's slot when the source is absent.
 HfLoadReport load_hf_params(const SafetensorsFile& file, const HfNameMap& map, const ParamTable& table,
                             float* params);
 

@@ -86,6 +86,33 @@ TEST(HfNames, OldSpellingsPrefixesIgnoredBuffersAndTiedCopiesLoad) {
   EXPECT_EQ(params[table.get("cls.predictions.bias").offset + 5], 305.0f);
 }
 
+TEST(HfNames, AStandInCopyFillsItsAbsentSource) {
+  testing::TempDir tmp;
+  const ParamTable table = bert_like_table();
+  HfNameMap map = bert_like_map();
+  map.tied.push_back({"cls.predictions.decoder.bias", "cls.predictions.bias"});
+  const std::vector<Tensor> base = {{"bert.embeddings.word_embeddings.weight", {6, 4}, iota(24, 1.0f)},
+                                    {"bert.embeddings.LayerNorm.weight", {4}, iota(4, 0.0f)},
+                                    {"bert.embeddings.LayerNorm.bias", {4}, iota(4, 0.0f)},
+                                    {"cls.predictions.decoder.bias", {6}, iota(6, 50.0f)}};
+  write(tmp / "f.safetensors", base);
+  std::vector<float> params(table.total());
+  // Not a stand-in: the source is simply missing.
+  EXPECT_THROW(load_hf_params(SafetensorsFile(tmp / "f.safetensors"), map, table, params.data()), Error);
+  map.stand_ins = {"cls.predictions.decoder.bias"};
+  const HfLoadReport report = load_hf_params(SafetensorsFile(tmp / "f.safetensors"), map, table, params.data());
+  EXPECT_EQ(report.stand_ins, std::vector<std::string>{"cls.predictions.decoder.bias"});
+  EXPECT_TRUE(report.tied_copies.empty());
+  EXPECT_EQ(params[table.get("cls.predictions.bias").offset + 5], 55.0f);
+  // With both present, the copy is a tied copy again: checked, not read.
+  auto both = base;
+  both.push_back({"cls.predictions.bias", {6}, iota(6, 50.0f)});
+  write(tmp / "g.safetensors", both);
+  const HfLoadReport r2 = load_hf_params(SafetensorsFile(tmp / "g.safetensors"), map, table, params.data());
+  EXPECT_TRUE(r2.stand_ins.empty());
+  EXPECT_EQ(r2.tied_copies, std::vector<std::string>{"cls.predictions.decoder.bias"});
+}
+
 TEST(HfNames, ProblemsAreErrorsNamingTheTensor) {
   testing::TempDir tmp;
   const ParamTable table = bert_like_table();

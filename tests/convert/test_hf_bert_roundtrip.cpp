@@ -1,0 +1,170 @@
+// BERT export to a Hugging Face folder and back, as a user runs it (`mptrain convert`):
+//  - a trainer's BERT checkpoint → HF folder → mptrain checkpoint is bit-exact, tensor by tensor,
+//    with the same metadata, vocabulary and casing
+//  - the HF folder is what BertForPreTraining.from_pretrained and BertTokenizer read: BertConfig
+//    fields, BertForPreTraining names and [out, in] shapes, no padded vocabulary rows, no tied
+//    decoder, metadata {"format": "pt"}, vocab.txt and tokenizer_config.json
+//  - an independent PyTorch BertForPreTraining (tests/ref/hf_bert_logits.py over
+//    bert_reference.py) that reads the exported file by its HF names computes mptrain's MLM and
+//    NSP logits (fp32, norm-wise relative error < 1e-5)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "convert/bert_convert_test_util.h"
+#include "io/fileutil.h"
+
+namespace mptrain {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_mptrain;
+using testing::TempDir;
+
+TEST(HfBertRoundTrip, CheckpointToHfAndBackIsBitExact) {
+  TempDir tmp;
+  cpu::Context ctx;
+  const BertConfig cfg = testing::small_bert_config();
+  Bert model(cfg, ctx);
+  testing::init_nontrivial(model, 3);
+  const std::string ckpt = testing::save_bert_run_checkpoint(tmp / "run", model, 5, /*lower_case=*/false);
+
+  auto to_hf = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf"));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+  EXPECT_NE(to_hf.output.find("step_00000005"), std::string::npos) << to_hf.output;  // through 'latest'
+  EXPECT_NE(to_hf.output.find("BertForPreTraining"), std::string::npos) << to_hf.output;
+
+  // The folder as Hugging Face reads it.
+  SafetensorsFile hf(tmp / "hf/model.safetensors");
+  EXPECT_EQ(hf.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
+  std::vector<std::string> names;
+  for (const auto& spec : model.table().specs()) names.push_back(spec.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(hf.names(), names);  // "bert." names, no cls.predictions.decoder.* (tied), no buffers
+  EXPECT_EQ(hf.get("bert.embeddings.word_embeddings.weight").shape,
+            (std::vector<int64_t>{100, 32}));  // padded rows (to 128) removed
+  EXPECT_EQ(hf.get("cls.predictions.bias").shape, (std::vector<int64_t>{100}));
+  EXPECT_EQ(hf.get("bert.encoder.layer.1.intermediate.dense.weight").shape,
+            (std::vector<int64_t>{48, 32}));  // nn.Linear [out, in]
+  EXPECT_EQ(hf.get("bert.encoder.layer.0.output.dense.weight").shape, (std::vector<int64_t>{32, 48}));
+  EXPECT_EQ(hf.get("cls.seq_relationship.weight").shape, (std::vector<int64_t>{2, 32}));
+  for (const auto& name : hf.names()) EXPECT_EQ(hf.get(name).dtype, DType::F32) << name;
+
+  const auto config = nlohmann::json::parse(read_file(tmp / "hf/config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"BertForPreTraining"}));
+  EXPECT_EQ(config["model_type"], "bert");
+  EXPECT_EQ(config["vocab_size"], 100);  // the real V
+  EXPECT_EQ(config["hidden_size"], 32);
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  EXPECT_EQ(config["num_attention_heads"], 2);
+  EXPECT_EQ(config["intermediate_size"], 48);
+  EXPECT_EQ(config["hidden_act"], "gelu");
+  EXPECT_EQ(config["max_position_embeddings"], 24);
+  EXPECT_EQ(config["type_vocab_size"], 3);
+  EXPECT_EQ(config["pad_token_id"], 0);
+  EXPECT_NEAR(config["layer_norm_eps"].get<double>(), 1e-12, 1e-18);
+  EXPECT_NEAR(config["initializer_range"].get<double>(), 0.02, 1e-9);
+
+  // The tokenizer files BertTokenizer reads: the checkpoint's vocabulary and casing.
+  EXPECT_EQ(read_file(tmp / "hf/vocab.txt"), testing::small_bert_vocab_text());
+  const auto tok = nlohmann::json::parse(read_file(tmp / "hf/tokenizer_config.json"));
+  EXPECT_EQ(tok["do_lower_case"], false);
+  EXPECT_EQ(tok["tokenizer_class"], "BertTokenizer");
+  EXPECT_EQ(tok["model_max_length"], 24);
+
+  auto from_hf = run_mptrain("convert --from-hf " + (tmp / "hf") + " -o " + (tmp / "back"));
+  ASSERT_EQ(from_hf.exit_code, 0) << from_hf.output;
+  EXPECT_NE(from_hf.output.find("vocab 100 padded to 128"), std::string::npos) << from_hf.output;
+  EXPECT_NE(from_hf.output.find("(100 tokens, cased)"), std::string::npos) << from_hf.output;
+  SafetensorsFile a(ckpt + "/model.safetensors"), b(tmp / "back/model.safetensors");
+  testing::expect_same_tensors(a, b);
+  EXPECT_EQ(a.metadata(), b.metadata());  // format, mptrain_model, mptrain_config (Vp 128)
+  EXPECT_EQ(read_file(tmp / "back/vocab.txt"), read_file(ckpt + "/vocab.txt"));
+  EXPECT_FALSE(bert_checkpoint_lower_case(tmp / "back"));
+
+  // A weights-only checkpoint at step 0 that the trainer's loaders read.
+  EXPECT_FALSE(fs::exists(tmp / "back/optimizer.safetensors"));
+  EXPECT_EQ(resolve_checkpoint(tmp / "back"), tmp / "back");  // checksums verified
+  EXPECT_TRUE(is_bert_checkpoint(tmp / "back"));
+  EXPECT_EQ(load_bert_checkpoint_state(tmp / "back").step, 0);
+  const BertConfig back = load_bert_checkpoint_config(tmp / "back");
+  EXPECT_EQ(back.padded_vocab_size, 128);
+  EXPECT_EQ(back.intermediate, 48);
+  EXPECT_EQ(back.type_vocab_size, 3);
+  EXPECT_EQ(back.ln_eps, cfg.ln_eps);
+  Bert loaded(back, ctx);
+  load_bert_checkpoint_model(tmp / "back", loaded);
+  EXPECT_EQ(std::memcmp(loaded.params().data(), model.params().data(), model.num_params() * sizeof(float)), 0)
+      << "every parameter, padded rows (zero) included";
+}
+
+TEST(HfBertRoundTrip, PyTorchReadsTheExportedFolderAndComputesTheSameMlmAndNspLogits) {
+  if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
+  TempDir tmp;
+  cpu::Context ctx;
+  const BertConfig cfg = testing::small_bert_config();
+  Bert model(cfg, ctx);
+  testing::init_nontrivial(model, 11);
+  testing::save_bert_run_checkpoint(tmp / "run", model, 1);
+  auto to_hf = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf"));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+
+  // Three sequences of 13 (straddling vector widths): padding, three token types, masked
+  // positions everywhere but padding, both NSP labels.
+  const int B = 3, T = 13;
+  std::vector<int> ids(B * T), types(B * T), mask(B * T), mlm(B * T, -1), nsp{0, 1, 1};
+  for (int b = 0; b < B; ++b) {
+    const int len = T - 3 * b;
+    for (int t = 0; t < T; ++t) {
+      const int i = b * T + t;
+      mask[i] = t < len ? 1 : 0;
+      ids[i] = t == 0 ? 2 : t < len ? 5 + (i * 37 + 11) % 95 : 0;
+      types[i] = t < len ? (t * 3) / len : 0;
+      if (t > 0 && t < len && (t + b) % 3 == 0) mlm[i] = (i * 13) % cfg.vocab_size;
+    }
+  }
+  {
+    SafetensorsWriter in;
+    in.add("input_ids", DType::I32, {B, T}, ids.data());
+    in.add("token_type_ids", DType::I32, {B, T}, types.data());
+    in.add("attention_mask", DType::I32, {B, T}, mask.data());
+    in.add("mlm_labels", DType::I32, {B, T}, mlm.data());
+    in.add("nsp_labels", DType::I32, {B}, nsp.data());
+    in.write(tmp / "in.safetensors");
+  }
+  auto run =
+      testing::run_command("/usr/bin/python3 " + testing::source_dir() + "/tests/ref/hf_bert_logits.py " +
+                           (tmp / "hf") + " " + (tmp / "in.safetensors") + " " + (tmp / "out.safetensors"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  model.plan(B, T);
+  const BertInputs in{ids.data(), types.data(), mask.data(), mlm.data(), nsp.data()};
+  const BertStats st = model.forward(in, B, T);
+  const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, M = st.mlm_count;
+  ASSERT_GT(M, 5);
+  std::vector<float> ours(static_cast<size_t>(M) * V), theirs(ours.size());
+  for (int m = 0; m < M; ++m)
+    for (int v = 0; v < V; ++v) ours[static_cast<size_t>(m) * V + v] = model.mlm_logits()[static_cast<size_t>(m) * Vp + v];
+  SafetensorsFile ref(tmp / "out.safetensors");
+  ref.read_f32("mlm_logits", std::vector<int64_t>{M, V}, theirs.data());
+  const double mlm_err = testing::relative_error(ours.data(), theirs.data(), ours.size());
+  std::vector<float> nsp_ours(model.nsp_logits(), model.nsp_logits() + 2 * B), nsp_theirs(2 * B);
+  ref.read_f32("nsp_logits", std::vector<int64_t>{B, 2}, nsp_theirs.data());
+  const double nsp_err = testing::relative_error(nsp_ours.data(), nsp_theirs.data(), nsp_ours.size());
+  float losses[2];
+  ref.read_f32("mlm_loss", std::vector<int64_t>{1}, &losses[0]);
+  ref.read_f32("nsp_loss", std::vector<int64_t>{1}, &losses[1]);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.3e", mlm_err);
+  RecordProperty("mlm_logits_relative_error", text);
+  std::snprintf(text, sizeof(text), "%.3e", nsp_err);
+  RecordProperty("nsp_logits_relative_error", text);
+  EXPECT_LT(mlm_err, 1e-5);
+  EXPECT_LT(nsp_err, 1e-5);
+  EXPECT_NEAR(st.mlm_loss, losses[0], 1e-5 * losses[0]);
+  EXPECT_NEAR(st.nsp_loss, losses[1], 1e-5 * losses[1]);
+  std::printf("MLM logits relative error %.3e, NSP logits %.3e (M = %d masked positions)\n", mlm_err, nsp_err, M);
+}
+
+}  // namespace
+}  // namespace mptrain
