@@ -16,7 +16,7 @@ IN (safetensors):
   mlm_labels [B,T] I32 (-1 = not masked), nsp_labels [B] I32 (0 IsNext, 1 NotNext)
   __metadata__: n_layer, n_head, hidden, intermediate, vocab_size, max_position,
   type_vocab_size, pad_token_id, ln_eps (required); steps (default 0) and, when > 0, lr,
-  beta1, beta2, eps, weight_decay, grad_clip.
+  beta1, beta2, eps, weight_decay, grad_clip; autocast (optional): "bf16" adds the outputs below.
 
 OUT (safetensors, F32):
   mlm_loss [1], nsp_loss [1], loss [1]     mean MLM CE over labels != -1, mean NSP CE, their sum
@@ -27,6 +27,16 @@ OUT (safetensors, F32):
                                            parameters after the last. AdamW (torch.optim, 1.13)
                                            with weight decay on every tensor except biases and
                                            LayerNorm parameters; clip_grad_norm_ first if grad_clip > 0.
+  bf16.mlm_loss [1], bf16.nsp_loss [1],    when metadata autocast = "bf16": the same forward + losses
+  bf16.grad.<name>                         under torch.autocast("cpu", torch.bfloat16), backward outside
+                                           it (the recipe users run); gradients land on the fp32
+                                           parameters. torch 1.13's CPU autocast runs F.linear and
+                                           matmul in bf16 (fp32 accumulation), softmax and
+                                           cross-entropy in fp32 (the scores are promoted by the fp32
+                                           mask), GELU and tanh in their input's bf16, and does not
+                                           cast LayerNorm inputs: the MLM transform's bf16 GELU output
+                                           is widened with .float() before its LayerNorm (what
+                                           autocast's fp32 layer_norm rule does on a GPU).
 """
 
 import argparse
@@ -121,7 +131,7 @@ def bert_losses(P, cfg, batch):
     pooled = torch.tanh(F.linear(x[:, 0], P["bert.pooler.dense.weight"], P["bert.pooler.dense.bias"]))
     nsp_logits = F.linear(pooled, P["cls.seq_relationship.weight"], P["cls.seq_relationship.bias"])
     t = F.gelu(F.linear(x, P["cls.predictions.transform.dense.weight"], P["cls.predictions.transform.dense.bias"]))
-    t = F.layer_norm(t, (C,), P["cls.predictions.transform.LayerNorm.weight"],
+    t = F.layer_norm(t.float(), (C,), P["cls.predictions.transform.LayerNorm.weight"],
                      P["cls.predictions.transform.LayerNorm.bias"], eps)
     logits = F.linear(t, word, P["cls.predictions.bias"])  # decoder tied to the word embeddings
     V = word.shape[0]
@@ -172,6 +182,21 @@ def main(argv):
     }
     for name, p in P.items():
         out["grad." + name] = p.grad.detach().numpy().astype(np.float32)
+
+    autocast = meta.get("autocast", "")
+    if autocast:
+        if autocast != "bf16":
+            raise ValueError("autocast must be bf16 (torch's CPU autocast), got %r" % autocast)
+        for p in P.values():
+            p.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mlm_b, nsp_b, _, _ = bert_losses(P, cfg, batch)
+        mlm_b, nsp_b = mlm_b.float(), nsp_b.float()
+        (mlm_b + nsp_b).backward()
+        out["bf16.mlm_loss"] = np.array([mlm_b.item()], np.float32)
+        out["bf16.nsp_loss"] = np.array([nsp_b.item()], np.float32)
+        for name, p in P.items():
+            out["bf16.grad." + name] = p.grad.detach().float().numpy().astype(np.float32)
 
     steps = int(meta.get("steps", "0"))
     if steps > 0:
