@@ -3,8 +3,9 @@
 // the memory totals (parameters, gradients, optimizer state, weight copies, activations).
 //
 // Every number comes from the objects training uses: the policy table (precision/policy.h), the
-// activation plan GPT-2 allocates (gpt2_activation_plan, built here without allocating) and the
-// weight-copy layout (gpt2_weight_copy_bytes). Nothing is recomputed by a separate formula.
+// activation plan the model allocates (gpt2_activation_plan or, for a bert-* preset,
+// bert_activation_plan, built here without allocating) and the weight-copy layout
+// (gpt2_weight_copy_bytes / bert_weight_copy_bytes). Nothing is recomputed by a separate formula.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "backend/cpu/context.h"
 #include "backend/ops/gemm_mixed.h"
 #include "cli/subcommands.h"
+#include "model/bert.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
 
@@ -28,6 +30,7 @@ struct ExplainOptions {
   std::vector<std::string> op_precision;
   int batch = 4;
   int seq = 256;
+  int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
 };
 
 std::string mib(double bytes) {
@@ -39,14 +42,29 @@ std::string mib(double bytes) {
 void run_explain(const ExplainOptions& o) {
   const Precision precision = parse_precision(o.precision);
   const Policy policy = make_policy(precision, parse_op_precision(o.op_precision));
-  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
   cpu::Context ctx;
   const bool fp16_native = cpu::GemmWorkspace(ctx).fp16_native();
-  const ActivationPlan plan = gpt2_activation_plan(config, policy, fp16_native, o.batch, o.seq);
-  const size_t n_params = gpt2_param_table(config).total();
+  // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
+  // everything else GPT-2.
+  const bool bert = o.preset.rfind("bert", 0) == 0;
+  ActivationPlan plan;
+  size_t n_params = 0, copy_bytes = 0;
+  if (bert) {
+    const BertConfig config = bert_preset(o.preset);
+    plan = bert_activation_plan(config, policy, fp16_native, o.batch, o.seq, o.batch * o.max_predictions);
+    n_params = bert_param_table(config).total();
+    copy_bytes = bert_weight_copy_bytes(config, policy, fp16_native);
+  } else {
+    const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+    plan = gpt2_activation_plan(config, policy, fp16_native, o.batch, o.seq);
+    n_params = gpt2_param_table(config).total();
+    copy_bytes = gpt2_weight_copy_bytes(config, policy, fp16_native);
+  }
 
-  std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d\n",
-              precision_name(precision), o.preset.c_str(), n_params, o.batch, o.seq);
+  std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
+              o.preset.c_str(), n_params, o.batch, o.seq);
+  if (bert) std::printf(", at most %d masked positions per sequence", o.max_predictions);
+  std::printf("\n");
   std::printf("%-12s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
               "saved-for-bwd", "what backward keeps");
   std::vector<size_t> saved(kNumOpKinds, 0);
@@ -61,6 +79,12 @@ void run_explain(const ExplainOptions& o) {
                  : "-");
   }
   std::printf("\nnotes:\n");
+  if (bert)
+    std::printf("  %-12s %s\n", "bert",
+                "linear = query|key|value, attention.output.dense, intermediate.dense, output.dense, pooler, "
+                "MLM transform, NSP; lm_head = the MLM decoder (tied word embeddings) on the masked rows; "
+                "post-LN: the LayerNorm outputs are the fp32 residual stream, saved in the GEMM's dtype; "
+                "GELU is the exact erf form");
   for (const OpRule& r : policy.rules) std::printf("  %-12s %s\n", op_name(r.op), r.note.c_str());
   if (policy.uses_fp16())
     std::printf("  %-12s %s\n", "this CPU",
@@ -74,7 +98,7 @@ void run_explain(const ExplainOptions& o) {
   const double weights = p * storage_bytes(policy.master_weights);
   const double grads = p * storage_bytes(policy.gradients);
   const double moments = 2.0 * p * storage_bytes(policy.optimizer_state);  // AdamW: exp_avg, exp_avg_sq
-  const double copies = static_cast<double>(gpt2_weight_copy_bytes(config, policy, fp16_native));
+  const double copies = static_cast<double>(copy_bytes);
   const double act_saved = static_cast<double>(plan.bytes(ActivationPlan::Role::Saved));
   const double act_scratch = static_cast<double>(plan.bytes(ActivationPlan::Role::Scratch));
   const double act_total = static_cast<double>(plan.total_bytes());
@@ -95,13 +119,17 @@ void run_explain(const ExplainOptions& o) {
 void register_explain(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("explain", "Print the per-op precision plan and the memory it implies");
   auto o = std::make_shared<ExplainOptions>();
-  cmd->add_option("--preset", o->preset)->capture_default_str();
+  cmd->add_option("--preset", o->preset, "A GPT-2 preset, or a BERT one (bert-tiny ... bert-large)")
+      ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--op-precision", o->op_precision,
                   "Override one op's dtype, e.g. gelu=bf16 or linear=fp32 (repeat or comma-separate)");
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([o, &exit_code]() {
     run_explain(*o);
     exit_code = 0;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,29 @@ TEST(BertSampled, ReproducibleLabelsInTheVocabularyAndASophiaStep) {
     // The step went through params(): the next forward sees it (the copies were refreshed).
     EXPECT_TRUE(std::isfinite(m.forward(k.inputs(), k.B, k.T).loss())) << what;
   }
+}
+
+// `mptrain explain` for a BERT preset: the same table and totals as GPT-2's, from BERT's own
+// plan (a bf16 run saves less and has weight copies; an fp32 one has none).
+TEST(BertExplain, PrintsBertsPlanAndTotals) {
+  const auto h = testing::run_mptrain("explain --preset bert-tiny --precision bf16 --batch 4 --seq 32");
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  for (const char* s : {"preset bert-tiny", "masked positions per sequence", "MLM decoder", "layernorm", "softmax",
+                        "GEMM weight copies", "activations saved for backward", "total"})
+    EXPECT_NE(h.output.find(s), std::string::npos) << s << " in:\n" << h.output;
+  const auto f = testing::run_mptrain("explain --preset bert-tiny --precision fp32 --batch 4 --seq 32");
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  EXPECT_NE(f.output.find("none (fp32 GEMMs)"), std::string::npos) << f.output;
+  // The saved-activation line is the plan's own number: compare it with bert_activation_plan.
+  const BertConfig tiny = bert_preset("bert-tiny");
+  const ActivationPlan plan = bert_activation_plan(tiny, make_policy(Precision::Bf16), false, 4, 32, 4 * 20);
+  char want[64];
+  std::snprintf(want, sizeof(want), "%.1f MiB", plan.bytes(ActivationPlan::Role::Saved) / (1024.0 * 1024.0));
+  const size_t line = h.output.find("activations saved for backward");
+  ASSERT_NE(line, std::string::npos);
+  EXPECT_NE(h.output.substr(line, h.output.find('\n', line) - line).find(want), std::string::npos)
+      << want << " in:\n" << h.output;
+  testing::expect_clear_error(testing::run_mptrain("explain --preset bert-huge"), "unknown BERT preset 'bert-huge'");
 }
 
 }  // namespace
