@@ -1,11 +1,13 @@
 // Fused softmax + cross-entropy over a padded vocabulary, and the sampling softmax, against
 // float64 references: ignored rows (-1), padded columns holding NaN (never read, gradient 0),
 // dlogits separate (poisoned) or aliasing logits, large logits (stability), and a loss-only call.
+// The typed variant (16-bit dlogits) against the fp32 op followed by a conversion, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
+#include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
 #include "core/error.h"
 #include "op_test_util.h"
@@ -104,6 +106,45 @@ TEST(CrossEntropy, GradientInPlace) {
     EXPECT_TRUE(all_close(loss.values(), rloss, cc.loss_tol, "loss, in place" + name(cc)));
     EXPECT_TRUE(all_close(buf.values(), rgrad, cc.grad_tol, "dlogits, in place" + name(cc)));
     EXPECT_TRUE(loss.guards_intact() && buf.guards_intact()) << name(cc);
+  }
+}
+
+// The typed op writes the bits that the fp32 op plus one RNE conversion give, the same losses,
+// and nothing past its buffers; fp32 is the fp32 op itself.
+TEST(CrossEntropy, TypedGradientIsTheRoundedFp32Gradient) {
+  uint64_t seed = 570;
+  for (const StorageType td : {StorageType::BF16, StorageType::F16, StorageType::F32}) {
+    for (const CeCase& cc : kCases) {
+      Data d = make_data(cc, ++seed);
+      const size_t n = static_cast<size_t>(cc.N) * cc.Vp, words = (n * storage_bytes(td) + 3) / 4;
+      Guarded ref_loss(cc.N), ref_grad(n), loss(cc.N), grad(words);
+      crossentropy_forward_backward(ref_loss.data(), ref_grad.data(), d.logits.data(), d.targets.data(),
+                                    d.dloss.data(), cc.N, cc.V, cc.Vp);
+      std::vector<float> want(words, 0.0f);
+      convert(want.data(), td, ref_grad.data(), StorageType::F32, n);
+      crossentropy_forward_backward_typed(loss.data(), grad.data(), td, d.logits.data(), d.targets.data(),
+                                          d.dloss.data(), cc.N, cc.V, cc.Vp);
+      const std::string what = std::string(storage_name(td)) + name(cc);
+      // Bytes, not floats: the last word of an odd-length 16-bit buffer is half poison.
+      EXPECT_EQ(std::memcmp(grad.data(), want.data(), n * storage_bytes(td)), 0) << "dlogits " << what;
+      EXPECT_EQ(std::memcmp(loss.data(), ref_loss.data(), cc.N * sizeof(float)), 0) << "loss " << what;
+      EXPECT_TRUE(loss.guards_intact() && grad.guards_intact()) << what;
+    }
+  }
+}
+
+TEST(CrossEntropy, TypedRejectsAliasingAndNulls) {
+  const CeCase cc{2, 6, 8, 1.0f, 0.0f, {0, 0}, {0, 0}};
+  Data d = make_data(cc, 3);
+  std::vector<float> loss(cc.N);
+  for (const bool alias : {true, false}) {
+    try {
+      crossentropy_forward_backward_typed(loss.data(), alias ? d.logits.data() : nullptr, StorageType::BF16,
+                                          d.logits.data(), d.targets.data(), d.dloss.data(), cc.N, cc.V, cc.Vp);
+      FAIL() << "expected mptrain::Error, alias=" << alias;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(alias ? "alias" : "null pointer"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,11 +1,16 @@
 // GELU (tanh form) forward and backward against the float64 formula, over a range that covers
-// the saturated tails; the analytic derivative is itself checked by finite differences.
+// the saturated tails; the analytic derivative is itself checked by finite differences. The fused
+// fc epilogue (bias + GELU) against its unfused twin, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 #include <iterator>
 
 #include "backend/ops/gelu.h"
+#include "backend/ops/gemm_mixed.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {
@@ -71,6 +76,33 @@ TEST(Gelu, ReferenceDerivativeMatchesFiniteDifferences) {
     const double h = 1e-6;
     const double fd = (gelu_ref(x + h) - gelu_ref(x - h)) / (2 * h);
     EXPECT_NEAR(gelu_grad_ref(x), fd, 1e-8) << "x=" << x;
+  }
+}
+
+TEST(Gelu, FusedBiasGeluMatchesUnfusedPairBitForBit) {
+  const StorageType types[] = {StorageType::BF16, StorageType::F16, StorageType::F32};
+  for (const StorageType tp : types) {
+    for (const StorageType to : types) {
+      for (const int OC : {1, 33, 1000, 1025, 3072}) {
+        for (const bool with_bias : {true, false}) {
+          const int N = 7;
+          const size_t n = static_cast<size_t>(N) * OC;
+          const std::vector<float> acc = test::randn(n, 40 + OC, 3.0f), bias = test::randn(OC, 41, 0.5f);
+          const float* b = with_bias ? bias.data() : nullptr;
+          const size_t wp = (n * storage_bytes(tp) + 3) / 4 + 1, wo = (n * storage_bytes(to) + 3) / 4 + 1;
+          std::vector<float> pre_ref(wp, 0.0f), out_ref(wo, 0.0f);
+          bias_forward_typed(pre_ref.data(), tp, acc.data(), b, N, OC);
+          gelu_forward_typed(out_ref.data(), to, pre_ref.data(), tp, n);
+          Guarded pre(wp), out(wo);
+          bias_gelu_forward_typed(pre.data(), tp, out.data(), to, acc.data(), b, N, OC);
+          const std::string what = std::string(storage_name(tp)) + "->" + storage_name(to) +
+                                   " OC=" + std::to_string(OC) + (with_bias ? "" : " no bias");
+          EXPECT_EQ(std::memcmp(pre.data(), pre_ref.data(), n * storage_bytes(tp)), 0) << "pre " << what;
+          EXPECT_EQ(std::memcmp(out.data(), out_ref.data(), n * storage_bytes(to)), 0) << "out " << what;
+          EXPECT_TRUE(pre.guards_intact() && out.guards_intact()) << what;
+        }
+      }
+    }
   }
 }
 

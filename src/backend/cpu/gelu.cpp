@@ -2,6 +2,8 @@
 //   0.5·(1 + tanh(u)) = s,   so gelu(x) = x·s = x / (1 + exp(-2u)),
 //   gelu'(x) = s + 2·x·s·(1 - s)·u'(x),   u'(x) = sqrt(2/pi)·(1 + 3·0.044715·x^2).
 // The sigmoid form needs one exp and no tanh, and vexp keeps the loop vectorised.
+// bias_gelu_forward_typed is the MLP's fc epilogue in one pass (bias, round, GELU, round), the
+// fused twin of bias_forward_typed followed by gelu_forward_typed, bit for bit.
 #include "backend/ops/gelu.h"
 
 #include <algorithm>
@@ -63,6 +65,37 @@ void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType 
     dispatch_storage(to, [&](auto t) {
       narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + i0 * eo), x, len);
     });
+  }
+}
+
+void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
+                             const float* bias, int N, int OC) {
+  const size_t ep = storage_bytes(tp), eo = storage_bytes(to);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const size_t row = static_cast<size_t>(n) * OC;
+    float x[kChunk];
+    for (int c0 = 0; c0 < OC; c0 += static_cast<int>(kChunk)) {
+      const size_t len = static_cast<size_t>(std::min(static_cast<int>(kChunk), OC - c0));
+      const float* a = acc + row + c0;
+      if (bias)
+        for (size_t c = 0; c < len; ++c) x[c] = a[c] + bias[c0 + c];
+      else
+        for (size_t c = 0; c < len; ++c) x[c] = a[c];
+      // Round to the pre-activation's dtype, and GELU reads the rounded value (as the unfused
+      // pair does, which reads it back from memory).
+      dispatch_storage(tp, [&](auto t) {
+        using T = decltype(t);
+        T* p = reinterpret_cast<T*>(static_cast<char*>(pre) + (row + c0) * ep);
+        narrow_span(p, x, len);
+        widen_span(x, p, len);
+      });
+#pragma omp simd
+      for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
+      dispatch_storage(to, [&](auto t) {
+        narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), x, len);
+      });
+    }
   }
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace mptrain::cpu {
 
 // losses[N] = -log softmax(logits[n, :V])[targets[n]]  (0 where ignored).
@@ -15,6 +17,12 @@ namespace mptrain::cpu {
 // when dlogits is null.
 void crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const int* targets,
                                    const float* dloss, int N, int V, int Vp);
+
+// The same losses and gradient with dlogits (=) stored in dtype td (fp32: exactly the call
+// above; bf16/fp16: each value rounded once to nearest even, the bits that the fp32 op followed
+// by cpu::convert gives). All buffers are required and dlogits must not alias logits.
+void crossentropy_forward_backward_typed(float* losses, void* dlogits, StorageType td, const float* logits,
+                                         const int* targets, const float* dloss, int N, int V, int Vp);
 
 // Sophia's Gauss-Newton-Bartlett labels: the same fused pass as crossentropy_forward_backward,
 // but each row's target is drawn from softmax(logits[n, :V]) inside the pass (from the

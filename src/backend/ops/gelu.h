@@ -18,4 +18,11 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N);
 void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
 void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout, size_t N);
 
+// The fc layer's epilogue in one pass over acc[N,OC] (fp32 GEMM result):
+//   pre[N,OC] (dtype tp) = round(acc + bias)       (bias may be null)
+//   out[N,OC] (dtype to) = round(gelu(pre))
+// bit-identical to bias_forward_typed(pre, ...) followed by gelu_forward_typed(out, to, pre, tp).
+void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
+                             const float* bias, int N, int OC);
+
 }  // namespace mptrain::cpu
