@@ -1,7 +1,10 @@
 // Fuzzes the BERT pretraining-instance reader (data/bert_instances.h, parse_bert_instances) on
 // raw file bytes: header counts, section layout, the embedded vocab.txt, instance offsets,
 // every instance's shape and ids, NSP labels. A rejected file must throw mptrain::Error; in an
-// accepted one every instance is read in full ([CLS] first, ids below the vocabulary size).
+// accepted one every instance is read in full ([CLS] first, ids below the vocabulary size), and
+// one row of the loader's batch buffers (max_seq_len ints, which BertLoader and `tokenizer
+// show-instances` allocate from the header) is allocated, so that an unbounded max_seq_len
+// trips -malloc_limit_mb.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (uint64_t k = begin; k < end; ++k)
         if (s.tokens[k] >= s.vocab.size()) __builtin_trap();
     }
+    std::vector<int32_t> row(s.header.max_seq_len, 0);  // a batch of one, as the loader sizes it
+    volatile int32_t sink = row.back();
+    (void)sink;
   } catch (const mptrain::Error&) {
   }
   return 0;

@@ -177,3 +177,50 @@ put("bert_instances", "bad_counts", bert_instances(good, tweak={"num_tokens": 1 
 put("bert_instances", "bad_fingerprint", bert_instances(good, tweak={"fingerprint": 1}))
 put("bert_instances", "bad_shape", bert_instances([([2, 3, 6, 3, 3], 0)]))
 put("bert_instances", "bad_truncated", bert_instances(good)[:300])
+# max_seq_len sizes the loader's batch buffers (B x max_seq_len): 2^31 - 1 must be refused.
+put("bert_instances", "regress_max_seq_len_huge", bert_instances(good, max_seq_len=(1 << 31) - 1))
+
+# --- BERT checkpoint JSON: state.json, mptrain_config, tokenizer_config.json ------------------------
+bert_state = {"step": 300, "seed": 1337, "sample_counter": 0, "lr_scale": 1.0, "nan_rollbacks": 0,
+              "precision": "fp32", "options": {"lr": 0.003, "batch": 16}, "model": "bert",
+              "train_index": 4800, "train_epoch": 2}
+put("bert_checkpoint", "valid_state", json.dumps(bert_state, indent=2))
+# What BERT checkpoints held before the run state was shared with GPT-2's.
+put("bert_checkpoint", "valid_state_old", json.dumps({"model": "bert", "step": 5, "train_index": 80,
+                                                      "train_epoch": 0, "seed": 0, "options": {}}))
+bert_config = {"vocab_size": 30522, "padded_vocab_size": 30528, "max_position": 512, "type_vocab_size": 2,
+               "n_layer": 2, "n_head": 2, "hidden": 128, "intermediate": 512, "pad_token_id": 0,
+               "ln_eps": 1e-12, "init_std": 0.02}
+put("bert_checkpoint", "valid_config", json.dumps(bert_config))
+put("bert_checkpoint", "bad_model_not_string", json.dumps(dict(bert_state, model=5)))
+put("bert_checkpoint", "bad_model_gpt2", json.dumps(dict(bert_state, model="gpt2")))
+put("bert_checkpoint", "bad_step_1e300", json.dumps(dict(bert_state, step=1e300)))
+put("bert_checkpoint", "bad_seed_negative", json.dumps(dict(bert_state, seed=-1)))
+put("bert_checkpoint", "bad_index_negative", json.dumps(dict(bert_state, train_index=-5)))
+put("bert_checkpoint", "bad_scaler", json.dumps(dict(bert_state, loss_scaler={"scale": 0, "growth_tracker": 0,
+                                                                              "skipped_steps": 0})))
+put("bert_checkpoint", "bad_config_1e300", json.dumps(dict(bert_config, n_layer=1e300, ln_eps=1e300)))
+put("bert_checkpoint", "bad_config_heads", json.dumps(dict(bert_config, n_head=3)))
+put("bert_checkpoint", "bad_truncated", json.dumps(bert_state)[:50])
+
+# --- Hugging Face config.json (convert --from-hf), GPT-2 and BERT ----------------------------------
+hf_bert = {"architectures": ["BertForPreTraining"], "model_type": "bert", "hidden_act": "gelu",
+           "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512,
+           "max_position_embeddings": 512, "type_vocab_size": 2, "vocab_size": 30522, "pad_token_id": 0,
+           "layer_norm_eps": 1e-12, "initializer_range": 0.02, "hidden_dropout_prob": 0.1,
+           "position_embedding_type": "absolute", "tie_word_embeddings": True, "torch_dtype": "float32"}
+put("hf_config", "valid_bert", json.dumps(hf_bert, indent=2))
+put("hf_config", "valid_bert_minimal", json.dumps({k: hf_bert[k] for k in
+                                                   ("vocab_size", "hidden_size", "num_hidden_layers",
+                                                    "num_attention_heads", "intermediate_size")}))
+put("hf_config", "valid_gpt2", json.dumps({
+    "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+    "n_layer": 2, "n_head": 2, "n_embd": 64, "n_positions": 64, "vocab_size": 50257,
+    "layer_norm_epsilon": 1e-05, "initializer_range": 0.02, "tie_word_embeddings": True, "n_inner": None}))
+put("hf_config", "bad_bert_eps_1e300", json.dumps(dict(hf_bert, layer_norm_eps=1e300)))
+put("hf_config", "bad_bert_pad_token", json.dumps(dict(hf_bert, pad_token_id=1e20)))
+put("hf_config", "bad_bert_act", json.dumps(dict(hf_bert, hidden_act="relu")))
+put("hf_config", "bad_bert_sizes", json.dumps(dict(hf_bert, hidden_size=2**40, num_attention_heads=-2)))
+put("hf_config", "bad_architecture", json.dumps(dict(hf_bert, architectures=["BertModel"])))
+put("hf_config", "bad_not_object", json.dumps([hf_bert]))
+put("hf_config", "bad_truncated", json.dumps(hf_bert)[:60])

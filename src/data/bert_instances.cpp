@@ -145,7 +145,9 @@ BertInstanceSections parse_bert_instances(std::span<const std::byte> bytes_in, c
   if (static_cast<uint32_t>(out.vocab.size()) != h.vocab_size || out.vocab.fingerprint() != h.vocab_fingerprint ||
       sp.pad != h.pad_id || sp.unk != h.unk_id || sp.cls != h.cls_id || sp.sep != h.sep_id || sp.mask != h.mask_id)
     throw Error(name + ": the embedded vocabulary disagrees with the header; the file is corrupt");
-  if (h.max_seq_len < 5) throw Error(name + ": max_seq_len " + std::to_string(h.max_seq_len) + " is below 5");
+  // Bounded as prepare bounds it: readers size batch buffers (B x max_seq_len) from this field.
+  if (h.max_seq_len < 5 || h.max_seq_len > 65535)
+    throw Error(name + ": max_seq_len " + std::to_string(h.max_seq_len) + " is outside 5..65535");
   out.offsets = reinterpret_cast<const uint64_t*>(base + s.offsets);
   out.nsp = reinterpret_cast<const uint8_t*>(base + s.nsp);
   out.tokens = reinterpret_cast<const uint16_t*>(base + s.tokens);

@@ -1,14 +1,18 @@
 // The data parsers on raw bytes (the fuzz targets' entry points): token-shard headers and GPT-2
 // vocabularies (encoder.json NUL vocab.bpe), BERT vocab.txt and BERT instance files, held to
-// their seed corpora in fuzz/corpus/.
+// their seed corpora in fuzz/corpus/; and the regression tests of what fuzzing and the
+// size audit found in them.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "common/fuzz_corpus.h"
+#include "common/test_util.h"
 #include "core/error.h"
 #include "data/bert_instances.h"
 #include "data/gpt2_tokenizer.h"
@@ -57,14 +61,55 @@ TEST(WordpieceVocabBytes, SeedCorpus) {
   });
 }
 
+BertInstanceSections bert_instances(const std::string& b, std::vector<uint64_t>& aligned) {
+  aligned.assign((b.size() + 7) / 8, 0);  // the reader needs 8-byte alignment, as a mapping has
+  if (!b.empty()) std::memcpy(aligned.data(), b.data(), b.size());
+  return parse_bert_instances({reinterpret_cast<const std::byte*>(aligned.data()), b.size()}, "test.bin");
+}
+
 TEST(BertInstancesBytes, SeedCorpus) {
   testing::check_fuzz_corpus("bert_instances", [](const std::string& b) {
-    std::vector<uint64_t> aligned((b.size() + 7) / 8);  // the reader needs 8-byte alignment, as a mapping has
-    if (!b.empty()) std::memcpy(aligned.data(), b.data(), b.size());
-    const BertInstanceSections s =
-        parse_bert_instances({reinterpret_cast<const std::byte*>(aligned.data()), b.size()}, "test.bin");
+    std::vector<uint64_t> aligned;
+    const BertInstanceSections s = bert_instances(b, aligned);
     EXPECT_EQ(s.offsets[s.header.num_instances], s.header.num_tokens);
   });
+}
+
+// max_seq_len sizes the loader's batch buffers (B x max_seq_len, before any instance is read):
+// a header claiming 2^31 - 1 (or 2^32 - 1, negative as the int the loader takes) over two short
+// instances was accepted and sent `tokenizer show-instances` to allocate gigabytes.
+TEST(BertInstancesBytes, MaxSeqLenIsBoundedBeforeAnythingIsSized) {
+  std::string valid;
+  for (const auto& [name, bytes] : testing::fuzz_corpus("bert_instances"))
+    if (name == "valid") valid = bytes;
+  ASSERT_FALSE(valid.empty());
+  std::vector<uint64_t> aligned;
+  const size_t at = offsetof(BertInstanceHeader, max_seq_len);
+  for (uint32_t claimed : {65535u, 65536u, 0x7fffffffu, 0xffffffffu}) {
+    SCOPED_TRACE(claimed);
+    std::string b = valid;
+    std::memcpy(b.data() + at, &claimed, sizeof(claimed));
+    if (claimed <= 65535) {
+      EXPECT_EQ(bert_instances(b, aligned).header.max_seq_len, claimed);
+    } else {
+      try {
+        bert_instances(b, aligned);
+        ADD_FAILURE() << "accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("max_seq_len " + std::to_string(claimed) + " is outside 5..65535"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  // The command that sized its batch from it now stops with one line.
+  testing::TempDir dir;
+  std::string b = valid;
+  const uint32_t huge = 0x7fffffffu;
+  std::memcpy(b.data() + at, &huge, sizeof(huge));
+  const std::string path = dir.path() + "/huge.bert";
+  std::ofstream(path, std::ios::binary) << b;
+  testing::expect_clear_error(testing::run_mptrain("tokenizer show-instances " + path), "is outside 5..65535");
 }
 
 }  // namespace
