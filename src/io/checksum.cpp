@@ -93,7 +93,8 @@ ChecksumStatus verify_checksum_manifest(const std::string& dir, const std::strin
   } catch (const nlohmann::json::exception&) {
     throw Error(damaged + ": not JSON");
   }
-  if (!manifest.is_object() || manifest.value("algorithm", std::string()) != kChecksumAlgorithm ||
+  // Compared as JSON: value("algorithm", std::string()) threw nlohmann's type_error for a non-string.
+  if (!manifest.is_object() || !manifest.contains("algorithm") || manifest["algorithm"] != kChecksumAlgorithm ||
       !manifest.contains("files") || !manifest["files"].is_object())
     throw Error(damaged + ": expected {\"algorithm\": \"" + kChecksumAlgorithm + "\", \"files\": {...}}");
   const nlohmann::json& files = manifest["files"];
