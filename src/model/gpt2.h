@@ -174,6 +174,8 @@ class Gpt2 {
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
   bool copies_stale_ = true;
+  // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.
+  bool dlogits_lp_ready_ = false;
 };
 
 }  // namespace mptrain
