@@ -68,24 +68,19 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
   return 6.0 * matmul_params + 6.0 * L * C * T;
 }
 
-bool gpt2_is_gemm_weight(const ParamSpec& spec) {
-  return spec.shape.size() == 2 && spec.name != "wpe.weight";
+GemmReader gpt2_gemm_reader(const ParamSpec& spec) {
+  if (spec.shape.size() != 2 || spec.name == "wpe.weight") return GemmReader::None;
+  return spec.name == "wte.weight" ? GemmReader::LmHead : GemmReader::Linear;
 }
+
+bool gpt2_is_gemm_weight(const ParamSpec& spec) { return gpt2_gemm_reader(spec) != GemmReader::None; }
 
 ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy) {
   return policy.rule(spec.name == "wte.weight" ? OpKind::LmHead : OpKind::Linear).compute;
 }
 
 size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native) {
-  size_t bytes = 0;
-  const ParamTable table = gpt2_param_table(config);
-  for (const ParamSpec& spec : table.specs()) {
-    if (!gpt2_is_gemm_weight(spec)) continue;
-    const ComputeType c = gpt2_weight_compute(spec, policy);
-    if (c == ComputeType::F32) continue;  // fp32 GEMMs read the master weights
-    bytes += (spec.numel * storage_bytes(cpu::gemm_operand_storage(gemm_math(c), fp16_gemm_native)) + 63) / 64 * 64;
-  }
-  return bytes;
+  return weight_copy_bytes(gpt2_param_table(config), gpt2_gemm_reader, policy, fp16_gemm_native);
 }
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
@@ -113,7 +108,7 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
 Gpt2::~Gpt2() = default;
 
 void Gpt2::init_weights(uint64_t seed) {
-  copies_stale_ = true;
+  copies_.mark_stale();
   const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
   init_params(table_, params_.data(), seed, config_.init_std, residual_std);
 }
@@ -217,7 +212,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                                               " exceeds the planned " + std::to_string(plan_B_) + "x" +
                                               std::to_string(plan_T_));
   if (mixed_) {
-    if (copies_stale_) refresh_weight_copies();
+    copies_.refresh_if_stale(params_.data(), *ws_);
     forward_mixed(tokens, B, T);
     return;
   }
@@ -265,17 +260,8 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   for (int i = 0; i < N; ++i) dloss[i] = d;
   float* logits = acts_.get(a_.logits);
   float* losses = acts_.get(a_.losses);
-  // Mixed path with a 16-bit LM-head operand: the loss writes dlogits straight into that
-  // operand (one rounding, no fp32 dlogits pass); backward_mixed then uses it as is.
-  const StorageType head_op =
-      mixed_ ? ws_->operand_storage(gemm_math(policy_.rule(OpKind::LmHead).compute)) : StorageType::F32;
-  dlogits_lp_ready_ = backward && head_op != StorageType::F32;
-  if (dlogits_lp_ready_)
-    cpu::crossentropy_forward_backward_typed(losses, acts_.raw(a_.dlogits_lp), head_op, logits, targets, dloss,
-                                             N, config_.vocab_size, config_.padded_vocab_size);
-  else
-    cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
-                                       config_.vocab_size, config_.padded_vocab_size);
+  cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
+                                     config_.vocab_size, config_.padded_vocab_size);
   double sum = 0.0;  // fixed order: deterministic
   for (int i = 0; i < N; ++i) sum += losses[i];
   return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
@@ -303,7 +289,6 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
   for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
   float* logits = acts_.get(a_.logits);
   float* losses = acts_.get(a_.losses);
-  dlogits_lp_ready_ = false;  // dlogits in place, fp32: backward_mixed converts them
   cpu::crossentropy_sampled_forward_backward(losses, logits, sampled, logits, dloss, N, config_.vocab_size,
                                              config_.padded_vocab_size, seed, counter);
   double sum = 0.0;  // fixed order: deterministic

@@ -76,9 +76,10 @@ struct Gpt2Acts {
 ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,
                                     int T, Gpt2Acts* handles = nullptr);
 
-// True for the parameters GEMMs read (wte as the LM head, and the four Conv1D weights of each
-// block): those that get a low-precision copy.
-bool gpt2_is_gemm_weight(const ParamSpec& spec);
+// Which GEMM reads a parameter: wte is the LM head, the four Conv1D weights of each block are
+// linears; the rest (wpe, biases, LayerNorms) is read by none. Those read get a low-precision copy.
+GemmReader gpt2_gemm_reader(const ParamSpec& spec);
+bool gpt2_is_gemm_weight(const ParamSpec& spec);  // gpt2_gemm_reader(spec) != None
 // The compute type of the GEMM that reads a weight (the LM head for wte, the linears otherwise).
 ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy);
 // Bytes of those copies under `policy` (0 when every GEMM is fp32).
@@ -97,7 +98,7 @@ class Gpt2 {
   const ParamTable& table() const { return table_; }
   // Non-const access marks the GEMM weight copies stale (see the contract above).
   FloatBuffer& params() {
-    copies_stale_ = true;
+    copies_.mark_stale();
     return params_;
   }
   const FloatBuffer& params() const { return params_; }
@@ -114,7 +115,7 @@ class Gpt2 {
   int planned_seq() const { return plan_T_; }
   size_t activation_bytes() const { return acts_.total_bytes(); }
   const ActivationPlan& activation_plan() const { return acts_; }
-  size_t weight_copy_bytes() const { return copy_buf_.size() * sizeof(float); }
+  size_t weight_copy_bytes() const { return copies_.bytes(); }
 
   // Forward pass. tokens[B,T] must be valid ids (< V); targets may be null (logits only).
   // Returns the mean loss over targets != -1 (0 when targets is null).
@@ -143,17 +144,11 @@ class Gpt2 {
   void backward_impl(const int* tokens, int B, int T);
   // The mixed-precision path (gpt2_mixed.cpp).
   void setup_weight_copies();
-  void refresh_weight_copies();
   void forward_mixed(const int* tokens, int B, int T);
   void backward_mixed(const int* tokens, int B, int T);
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;
-  // A GEMM weight as its GEMMs read it: the copy (or the fp32 master when the GEMM is fp32).
-  struct WeightRef {
-    const void* ptr = nullptr;
-    StorageType type = StorageType::F32;
-  };
   struct LayerWeights {
     WeightRef qkv_w, attproj_w, fc_w, fcproj_w;
   };
@@ -170,12 +165,9 @@ class Gpt2 {
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0;
   std::unique_ptr<cpu::GemmWorkspace> ws_;
-  FloatBuffer copy_buf_;  // every weight copy, carved in parameter-table order
+  WeightCopies copies_;  // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
-  bool copies_stale_ = true;
-  // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.
-  bool dlogits_lp_ready_ = false;
 };
 
 }  // namespace mptrain

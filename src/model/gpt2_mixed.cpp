@@ -34,26 +34,10 @@ cpu::GemmLayout transposed(int Cc) { return {0, 0, 1, Cc}; }
 }  // namespace
 
 void Gpt2::setup_weight_copies() {
-  // Carve one buffer for every copy, in parameter-table order (64-byte aligned entries).
-  std::vector<std::pair<size_t, StorageType>> where(table_.specs().size(), {0, F32});
-  size_t bytes = 0;
-  for (size_t s = 0; s < table_.specs().size(); ++s) {
-    const ParamSpec& spec = table_.specs()[s];
-    if (!gpt2_is_gemm_weight(spec) || gpt2_weight_compute(spec, policy_) == ComputeType::F32) continue;
-    const StorageType t = ws_->operand_storage(gemm_math(gpt2_weight_compute(spec, policy_)));
-    where[s] = {bytes, t};
-    bytes += (spec.numel * storage_bytes(t) + 63) / 64 * 64;
-  }
-  MPT_CHECK(bytes == gpt2_weight_copy_bytes(config_, policy_, ws_->fp16_native()),
-            "weight copy size mismatch");
-  copy_buf_.resize(bytes / sizeof(float));
-  auto ref = [&](const std::string& name) {
-    const ParamSpec& spec = table_.get(name);
-    const size_t s = static_cast<size_t>(&spec - table_.specs().data());
-    if (gpt2_weight_compute(spec, policy_) == ComputeType::F32)
-      return WeightRef{params_.data() + spec.offset, F32};
-    return WeightRef{reinterpret_cast<char*>(copy_buf_.data()) + where[s].first, where[s].second};
-  };
+  // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
+  // by forward_impl when params() marked it stale); here only the GEMMs' operands are bound.
+  copies_.setup(table_, gpt2_gemm_reader, policy_, *ws_);
+  auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
   wte_c_ = ref("wte.weight");
   wc_.clear();
   for (int l = 0; l < config_.n_layer; ++l) {
@@ -61,32 +45,6 @@ void Gpt2::setup_weight_copies() {
     wc_.push_back({ref(p + "attn.c_attn.weight"), ref(p + "attn.c_proj.weight"), ref(p + "mlp.c_fc.weight"),
                    ref(p + "mlp.c_proj.weight")});
   }
-  copies_stale_ = true;
-}
-
-void Gpt2::refresh_weight_copies() {
-  for (const ParamSpec& spec : table_.specs()) {
-    if (!gpt2_is_gemm_weight(spec)) continue;
-    const ComputeType c = gpt2_weight_compute(spec, policy_);
-    if (c == ComputeType::F32) continue;
-    WeightRef dst;
-    if (spec.name == "wte.weight") {
-      dst = wte_c_;
-    } else {
-      // "h.<l>.<rest>": find the layer's copy of this weight.
-      const size_t dot = spec.name.find('.', 2);
-      const int l = std::stoi(spec.name.substr(2, dot - 2));
-      const std::string rest = spec.name.substr(dot + 1);
-      const LayerWeights& lw = wc_[l];
-      dst = rest == "attn.c_attn.weight"   ? lw.qkv_w
-            : rest == "attn.c_proj.weight" ? lw.attproj_w
-            : rest == "mlp.c_fc.weight"    ? lw.fc_w
-                                           : lw.fcproj_w;
-    }
-    cpu::to_gemm_operand(const_cast<void*>(dst.ptr), params_.data() + spec.offset, F32, spec.numel,
-                         gemm_math(c), *ws_);
-  }
-  copies_stale_ = false;
 }
 
 void Gpt2::forward_mixed(const int* tokens, int B, int T) {
@@ -136,7 +94,8 @@ void Gpt2::forward_mixed(const int* tokens, int B, int T) {
     cpu::layernorm_forward_typed(ln2, ln_s, acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), residual2,
                                  w.ln2_w, w.ln2_b, N, C, eps);
     linear(ln2, ln_s, wc.fc_w, C, 4 * C);
-    cpu::bias_gelu_forward_typed(fch, lin_s, fch_gelu, gelu_s, acc, w.fc_b, N, 4 * C);  // one pass
+    cpu::bias_forward_typed(fch, lin_s, acc, w.fc_b, N, 4 * C);
+    cpu::gelu_forward_typed(fch_gelu, gelu_s, fch, lin_s, static_cast<size_t>(N) * 4 * C);
     linear(fch_gelu, gelu_s, wc.fcproj_w, 4 * C, C);
     cpu::residual_bias_forward(residual3, residual2, acc, w.fcproj_b, lin_s, N, C);
     residual = residual3;
@@ -182,8 +141,7 @@ void Gpt2::backward_mixed(const int* tokens, int B, int T) {
 
   // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf
   void* dlogits = acts_.raw(a_.dlogits_lp);
-  if (!dlogits_lp_ready_)  // else the loss wrote it (Gpt2::loss_impl)
-    cpu::to_gemm_operand(dlogits, acts_.get(a_.logits), F32, static_cast<size_t>(N) * Vp, head, *ws_);
+  cpu::to_gemm_operand(dlogits, acts_.get(a_.logits), F32, static_cast<size_t>(N) * Vp, head, *ws_);
   cpu::gemm_mixed(dln, F32, rows(C), {dlogits, head_op, rows(Vp), true},
                   {wte_c_.ptr, wte_c_.type, rows(C), true}, head, 1, 1, N, C, Vp, false, *ws_, ctx_);
   cpu::gemm_mixed(g_.wte, F32, rows(C), {dlogits, head_op, transposed(Vp), true}, {lnf, ln_s, rows(C)}, head,
