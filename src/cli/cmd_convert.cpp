@@ -42,8 +42,9 @@ void run_convert(const ConvertOptions& o) {
           c.max_position, c.type_vocab_size);
       print_tensor_report(r);
       if (!r.vocab_source.empty())
-        std::printf("vocabulary: %s (%d tokens, %s)\n", r.vocab_source.c_str(), r.vocab_tokens,
-                    r.lower_case ? "lower-cased" : "cased");
+        std::printf("vocabulary: %s (%d tokens, %s)%s\n", r.vocab_source.c_str(), r.vocab_tokens,
+                    r.lower_case ? "lower-cased" : "cased",
+                    r.vocab_tokens < c.vocab_size ? "; fewer than vocab_size: the ids above have no text" : "");
       else
         std::printf("vocabulary: none (no vocab.txt in %s): fill-mask will need --vocab, or convert again with --vocab\n",
                     o.from_hf.c_str());
