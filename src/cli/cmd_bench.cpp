@@ -10,10 +10,16 @@
 namespace mptrain {
 
 void register_bench(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("bench", "Time GPT-2 training steps (and PyTorch on the same work); --ladder: every precision");
+  auto* cmd = app.add_subcommand(
+      "bench", "Time GPT-2 or BERT training steps (and PyTorch on the same work); --ladder: every precision");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("--preset", o->preset)->capture_default_str();
-  cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--model", o->model,
+                  "Model family: gpt2 (random tokens) or bert (BertForPreTraining on synthetic masked instances)")
+      ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
+  cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-multiple", o->vocab_multiple, "Pad the vocabulary to a multiple of this (BERT default: 64)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
@@ -36,10 +42,14 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--peak-tflops", o->peak_tflops, "Peak TFLOP/s for MFU (default: an estimate for this CPU)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
-  cmd->add_option("--peer-script", o->peer_script, "Path of bench/pytorch_gpt2.py");
+  cmd->add_option("--peer-script", o->peer_script, "Path of the peer (default bench/pytorch_gpt2.py or pytorch_bert.py)");
   cmd->callback([cmd, o, progress, &exit_code]() {
     o->progress = parse_progress_mode(*progress);
     parse_precision(o->precision);  // an unknown name: one clear error before any work
+    if (o->model == "bert") {  // BERT's own defaults where the GPT-2 ones were left in place
+      if (cmd->count("--preset") == 0) o->preset = "bert-base";
+      if (cmd->count("--vocab-multiple") == 0) o->vocab_multiple = 64;
+    }
     MPT_CHECK(!o->ladder || cmd->count("--precision") == 0,
               "--ladder runs every precision; drop --precision (or drop --ladder to time one)");
     run_bench(*o);

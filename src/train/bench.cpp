@@ -1,4 +1,4 @@
-// Training-step benchmark with an in-process-run PyTorch comparison.
+// Training-step benchmark (GPT-2 or BERT) with an in-process-run PyTorch comparison.
 #include "train/bench.h"
 
 #include <omp.h>
@@ -11,11 +11,14 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/bert.h"
+#include "model/bert_config.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
@@ -37,15 +40,120 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string default_peer_script() {
+std::string default_peer_script(const std::string& name) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   for (const fs::path& base : {exe.parent_path().parent_path(), fs::current_path()}) {
-    const fs::path p = base / "bench" / "pytorch_gpt2.py";
+    const fs::path p = base / "bench" / name;
     if (fs::exists(p)) return p.string();
   }
   return "";
 }
+
+bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
+
+// BERT's synthetic recipe (bench.h), shared by the batch generator, the FLOP count and the plan.
+int bert_row_length(int b, int T) { return T - (b % 4) * (T / 8); }
+int bert_row_masked(int length) {
+  const int content = length - 3;  // [CLS] A [SEP] B [SEP]
+  return std::max(1, static_cast<int>(0.15 * content + 0.5));  // round half up (pytorch_bert.py does the same)
+}
+
+BertConfig bench_bert_config(const BenchOptions& o) { return bert_preset(o.preset, 30522, o.vocab_multiple); }
+
+// What the ladder, the peer and the table need to know about the model, without building it.
+// Also where a bad preset or sequence length fails, once, before any child process starts.
+struct ModelInfo {
+  size_t n_params = 0;
+  double flops_per_step = 0.0;
+  std::string flops_note;  // how the FLOPs were counted, for the table's footnote
+  std::string peer_name;   // the peer's file under bench/
+  std::string peer_args;   // the peer's model-specific arguments
+};
+
+ModelInfo model_info(const BenchOptions& o) {
+  ModelInfo m;
+  const double tokens = static_cast<double>(o.batch) * o.seq;
+  if (is_bert(o)) {
+    const BertConfig config = bench_bert_config(o);
+    MPT_CHECK(o.seq <= config.max_position, "--seq " + std::to_string(o.seq) + " is longer than the model's " +
+                                                std::to_string(config.max_position) + " positions");
+    MPT_CHECK(o.seq >= 8, "--seq " + std::to_string(o.seq) +
+                              " is too short for BERT's synthetic instances ([CLS] A [SEP] B [SEP] and padding): "
+                              "use 8 or more");
+    const int masked = bert_bench_masked_positions(o.batch, o.seq);
+    m.n_params = bert_param_table(config).total();
+    m.flops_per_step = bert_flops_per_token(config, o.seq, masked / tokens) * tokens;
+    char note[160];
+    std::snprintf(note, sizeof(note),
+                  "6 x GEMM parameters per token, the MLM head on the %d masked positions only, + 12LCT; %zu "
+                  "parameters",
+                  masked, m.n_params);
+    m.flops_note = note;
+    m.peer_name = "pytorch_bert.py";
+    m.peer_args = " --vocab " + std::to_string(config.vocab_size) + " --padded-vocab " +
+                  std::to_string(config.padded_vocab_size);
+    return m;
+  }
+  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
+                                            std::to_string(config.block_size));
+  m.n_params = gpt2_param_table(config).total();
+  m.flops_per_step = gpt2_flops_per_token(config, o.seq) * tokens;
+  m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
+  m.peer_name = "pytorch_gpt2.py";
+  m.peer_args = " --vocab " + std::to_string(config.padded_vocab_size);
+  return m;
+}
+
+// Fresh synthetic BERT instances every call (the recipe in bench.h), as the views Bert reads.
+class BertSynthetic {
+ public:
+  static constexpr int kPad = 0, kCls = 101, kSep = 102, kMask = 103, kFirstWord = 999;
+  BertSynthetic(int B, int T, int vocab)
+      : B_(B), T_(T), vocab_(vocab), tokens_(size_t(B) * T), types_(tokens_.size()), mask_(tokens_.size()),
+        labels_(tokens_.size()), nsp_(B) {}
+
+  void next() {
+    const int first = std::min(kFirstWord, vocab_ / 2);
+    std::vector<int> content;
+    for (int b = 0; b < B_; ++b) {
+      int* tok = &tokens_[size_t(b) * T_];
+      int* typ = &types_[size_t(b) * T_];
+      int* msk = &mask_[size_t(b) * T_];
+      int* lab = &labels_[size_t(b) * T_];
+      const int len = bert_row_length(b, T_), a_len = (len - 3) / 2;
+      content.clear();
+      for (int t = 0; t < T_; ++t) {
+        const bool sep = t == a_len + 1 || t == len - 1;
+        tok[t] = t >= len ? kPad : t == 0 ? kCls : sep ? kSep : first + int(draw() * (vocab_ - first));
+        tok[t] = std::min(tok[t], vocab_ - 1);
+        typ[t] = t > a_len + 1 && t < len ? 1 : 0;
+        msk[t] = t < len ? 1 : 0;
+        lab[t] = -1;
+        if (t > 0 && t < len - 1 && !sep) content.push_back(t);
+      }
+      // The masked positions: the first bert_row_masked of a partial Fisher-Yates shuffle.
+      const int n_mask = bert_row_masked(len);
+      for (int i = 0; i < n_mask; ++i) {
+        const int j = i + std::min(int(draw() * (content.size() - i)), int(content.size()) - i - 1);
+        std::swap(content[i], content[j]);
+        lab[content[i]] = tok[content[i]];
+        tok[content[i]] = kMask;
+      }
+      nsp_[b] = draw() < 0.5f ? 0 : 1;
+    }
+  }
+  BertInputs inputs() const {
+    return {tokens_.data(), types_.data(), mask_.data(), labels_.data(), nsp_.data()};
+  }
+
+ private:
+  float draw() { return uniform01(42, 3, draw_++); }
+  int B_, T_, vocab_;
+  std::vector<int> tokens_, types_, mask_, labels_, nsp_;
+  uint64_t draw_ = 0;
+};
 
 // What the peer printed on its RESULT line.
 struct PeerResult {
@@ -61,17 +169,17 @@ double result_field(const char* line, const char* key) {
 
 // Runs the peer in `precision` (fp32, or bf16 = torch's CPU autocast) and returns its median
 // ms/step and peak memory, parsed from its "RESULT ms_per_step=…" line.
-PeerResult run_peer(const BenchOptions& o, int threads, int vocab, const std::string& precision, bool echo) {
-  const std::string script = o.peer_script.empty() ? default_peer_script() : o.peer_script;
+PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, const std::string& precision,
+                    bool echo) {
+  const std::string script = o.peer_script.empty() ? default_peer_script(info.peer_name) : o.peer_script;
   if (script.empty() || !fs::exists(script)) {
-    std::printf("peer: bench/pytorch_gpt2.py not found; skipping the PyTorch comparison\n");
+    std::printf("peer: bench/%s not found; skipping the PyTorch comparison\n", info.peer_name.c_str());
     return {};
   }
   const std::string cmd = "ATEN_CPU_CAPABILITY=avx512 " + o.python + " " + script + " --preset " + o.preset +
                           " --batch " + std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
                           std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --precision " +
-                          precision + " --threads " + std::to_string(threads) + " --vocab " + std::to_string(vocab) +
-                          " 2>&1";
+                          precision + " --threads " + std::to_string(threads) + info.peer_args + " 2>&1";
   if (echo) std::printf("peer: %s\n", cmd.c_str());
   std::fflush(stdout);
   FILE* pipe = ::popen(cmd.c_str(), "r");
@@ -97,35 +205,76 @@ PeerResult run_peer(const BenchOptions& o, int threads, int vocab, const std::st
 BenchResult bench_one(const BenchOptions& o) {
   const Precision precision = parse_precision(o.precision);
   const int threads = omp_get_max_threads();
-  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
-                                            std::to_string(config.block_size));
+  const ModelInfo info = model_info(o);
   cpu::Context ctx;
-  Gpt2 model(config, ctx, precision);
-  model.init_weights(1337);
-  model.plan(o.batch, o.seq);
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
+  // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
+  std::unique_ptr<Gpt2> gpt2;
+  std::unique_ptr<Bert> bert;
+  std::unique_ptr<BertSynthetic> bert_data;
+  if (is_bert(o)) {
+    const BertConfig config = bench_bert_config(o);
+    bert = std::make_unique<Bert>(config, ctx, precision);
+    bert->init_weights(1337);
+    bert->plan(o.batch, o.seq, bert_bench_masked_positions(o.batch, o.seq));
+    bert_data = std::make_unique<BertSynthetic>(o.batch, o.seq, config.vocab_size);
+  } else {
+    gpt2 = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), ctx, precision);
+    gpt2->init_weights(1337);
+    gpt2->plan(o.batch, o.seq);
+  }
+  const ParamTable& table = bert ? bert->table() : gpt2->table();
+  const size_t num_params = bert ? bert->num_params() : gpt2->num_params();
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
   std::unique_ptr<Optimizer> optimizer =
-      make_optimizer(kind, model.table(), AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337);
+      make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337);
   // fp16 times the loss scaler's work too (unscale + inf check every step), as training does.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) scaler = std::make_unique<LossScaler>();
-  std::vector<int> inputs(n), targets(n);
+  std::function<StepStats(int64_t t)> step;
+  std::vector<int> inputs, targets;
   uint64_t draw = 0;
-  auto next = [&](int* in, int* tg) {
-    for (size_t i = 0; i < n; ++i) {
-      in[i] = static_cast<int>(uniform01(42, 1, draw++) * config.vocab_size);
-      tg[i] = static_cast<int>(uniform01(42, 2, draw++) * config.vocab_size);
-    }
-  };
+  NextBatchFn next;
+  StepModel bert_step;
+  if (bert) {
+    Bert* model = bert.get();
+    BertSynthetic* data = bert_data.get();
+    const int B = o.batch, T = o.seq;
+    bert_step.table = &model->table();
+    bert_step.params = [model]() -> FloatBuffer& { return model->params(); };
+    bert_step.grads = &model->grads();
+    bert_step.micro_step = [model, data, B, T](float grad_scale) {
+      data->next();
+      return model->forward_backward(data->inputs(), B, T, grad_scale).loss();
+    };
+    bert_step.curvature = [model, data, B, T](float grad_scale, uint64_t seed, uint64_t counter) {
+      return model->forward_backward_sampled(data->inputs(), B, T, grad_scale, seed, counter).loss();
+    };
+    step = [&](int64_t t) { return train_step(bert_step, *optimizer, 1, 1e-4f, 1.0f, t, scaler.get()); };
+  } else {
+    inputs.resize(n), targets.resize(n);
+    const int vocab = gpt2->config().vocab_size;
+    next = [&draw, n, vocab](int* in, int* tg) {
+      for (size_t i = 0; i < n; ++i) {
+        in[i] = static_cast<int>(uniform01(42, 1, draw++) * vocab);
+        tg[i] = static_cast<int>(uniform01(42, 2, draw++) * vocab);
+      }
+    };
+    step = [&](int64_t t) {
+      return train_step(*gpt2, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(), targets.data(),
+                        scaler.get());
+    };
+  }
   const double tokens = static_cast<double>(n);
-  const double flops = gpt2_flops_per_token(config, o.seq) * tokens;
+  const double flops = info.flops_per_step;
   const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops);
   if (!o.quiet) {
     std::printf("bench: %s (%zu params), batch %d x %d, %s, %s, %d threads, %d warmup + %d timed steps\n",
-                o.preset.c_str(), model.num_params(), o.batch, o.seq, precision_name(precision), optimizer->name(),
+                o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
                 threads, o.warmup, o.steps);
+    if (bert)
+      std::printf("synthetic BERT instances: %d of %d positions masked per step, padding on 3 rows in 4, NSP labels\n",
+                  bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
     std::printf("MFU against a peak of %.3f TFLOP/s (fp32 FMA) = %s\n", peak.tflops, peak.formula.c_str());
   }
   Progress progress({.label = "bench",
@@ -136,8 +285,7 @@ BenchResult bench_one(const BenchOptions& o) {
   BenchResult r;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
-    const StepStats st = train_step(model, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, s + 1, inputs.data(),
-                                    targets.data(), scaler.get());
+    const StepStats st = step(s + 1);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     char line[200], status[160];
     std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, s < o.warmup ? " (warmup)" : "",
@@ -153,7 +301,9 @@ BenchResult bench_one(const BenchOptions& o) {
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
   r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
-  size_t model_bytes = 2 * model.num_params() * sizeof(float) + model.weight_copy_bytes() + model.activation_bytes();
+  size_t model_bytes = 2 * num_params * sizeof(float) +
+                       (bert ? bert->weight_copy_bytes() + bert->activation_bytes()
+                             : gpt2->weight_copy_bytes() + gpt2->activation_bytes());
   for (const auto& st : optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
   r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
@@ -173,12 +323,13 @@ BenchResult bench_one(const BenchOptions& o) {
   const bool peer_precision = precision == Precision::Fp32 || precision == Precision::Bf16;
   if (!o.peer) {
   } else if (kind != OptimizerKind::AdamW) {
-    std::printf("peer: skipped (bench/pytorch_gpt2.py runs AdamW; no like-for-like %s peer)\n", optimizer->name());
+    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
+                optimizer->name());
   } else if (!peer_precision) {
     std::printf("peer: skipped (torch %s has no CPU %s autocast; the peer runs fp32 or bf16)\n", "1.13",
                 precision_name(precision));
   } else {
-    const PeerResult peer = run_peer(o, threads, config.padded_vocab_size, precision_name(precision), !o.quiet);
+    const PeerResult peer = run_peer(o, threads, info, precision_name(precision), !o.quiet);
     r.peer_ms_per_step = peer.ms;
     if (peer.ms > 0.0) {
       std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB\n", precision_name(precision), peer.ms,
@@ -199,7 +350,7 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
   MPT_CHECK(!ec, "cannot find the mptrain executable (/proc/self/exe) to run the ladder's rungs");
   char peak[64] = "";
   if (o.peak_tflops > 0) std::snprintf(peak, sizeof(peak), " --peak-tflops %g", o.peak_tflops);
-  const std::string cmd = self.string() + " bench --preset " + o.preset + " --vocab-multiple " +
+  const std::string cmd = self.string() + " bench --model " + o.model + " --preset " + o.preset + " --vocab-multiple " +
                           std::to_string(o.vocab_multiple) + " --batch " + std::to_string(o.batch) + " --seq " +
                           std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --warmup " +
                           std::to_string(o.warmup) + " --threads " + std::to_string(threads) + " --optimizer " +
@@ -238,18 +389,21 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
 
 }  // namespace
 
+int bert_bench_masked_positions(int B, int T) {
+  int masked = 0;
+  for (int b = 0; b < B; ++b) masked += bert_row_masked(bert_row_length(b, T));
+  return masked;
+}
+
 std::vector<LadderRung> run_ladder(const BenchOptions& o) {
+  MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
-  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);  // an unknown preset fails here, once
-  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
-                                            std::to_string(config.block_size));
+  const ModelInfo info = model_info(o);  // an unknown preset or a bad --seq fails here, once
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
-  const double tokens = static_cast<double>(o.batch) * o.seq;
-  const double flops = gpt2_flops_per_token(config, o.seq) * tokens;
+  const double flops = info.flops_per_step;
   const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops);
-  const size_t n_params = gpt2_param_table(config).total();
   std::printf("precision ladder: %s, batch %d x %d, %s, %d threads, %d warmup + %d timed steps (median) per precision\n",
               o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads, o.warmup, o.steps);
   std::fflush(stdout);
@@ -264,13 +418,14 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   // The PyTorch peer in the precisions it has on the CPU: fp32 and bf16 autocast.
   PeerResult torch_fp32, torch_bf16;
   const bool peer = o.peer && kind == OptimizerKind::AdamW;
-  if (o.peer && !peer) std::printf("peer: skipped (bench/pytorch_gpt2.py runs AdamW; no like-for-like %s peer)\n",
-                                   o.optimizer.c_str());
+  if (o.peer && !peer)
+    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
+                o.optimizer.c_str());
   if (peer) {
     if (!o.quiet) std::printf("ladder: PyTorch fp32 and bf16 (autocast) ...\n");
     std::fflush(stdout);
-    torch_fp32 = run_peer(o, threads, config.padded_vocab_size, "fp32", false);
-    torch_bf16 = run_peer(o, threads, config.padded_vocab_size, "bf16", false);
+    torch_fp32 = run_peer(o, threads, info, "fp32", false);
+    torch_bf16 = run_peer(o, threads, info, "bf16", false);
   }
 
   const double fp32_ms = rungs[0].error.empty() ? rungs[0].result.ms_per_step : 0.0;
@@ -294,19 +449,19 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
                 b.skipped_steps > 0 ? " (skipped steps!)" : "", b.ms_per_step, b.tokens_per_s, b.tflops,
                 mfu(b.tflops * 1e12, peak) * 100.0, b.peak_rss_mb, b.model_mb, speedup, tms, ratio);
   }
-  std::printf("\nTFLOP/s = %.4g model FLOPs per step (6N + 6LCT per token, %zu parameters) / step time; MFU against "
-              "the fp32 FMA peak %.3f TFLOP/s = %s.\n",
-              flops, n_params, peak.tflops, peak.formula.c_str());
+  std::printf("\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU against the fp32 FMA peak %.3f "
+              "TFLOP/s = %s.\n",
+              flops, info.flops_note.c_str(), peak.tflops, peak.formula.c_str());
   std::printf("peak RSS = the resident-set high-water mark (VmHWM) of each precision's own process: parameters, "
               "gradients, optimizer state, activations, weight copies and library workspaces. model = the model's own "
               "accounting: fp32 parameters + gradients + optimizer state + GEMM weight copies + planned activations.\n");
   if (peer)
-    std::printf("PyTorch = bench/pytorch_gpt2.py (torch %s) on the same model, batch and AdamW; bf16 = "
+    std::printf("PyTorch = bench/%s (torch %s) on the same model, batch and AdamW; bf16 = "
                 "torch.autocast('cpu', torch.bfloat16) around forward + loss (peak RSS fp32 %.0f MB, bf16 %.0f MB).\n",
-                "1.13", torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
-  // The issue's targets, stated against what was measured (never adjusted).
+                info.peer_name.c_str(), "1.13", torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
+  // Issue 4's targets (GPT-2), stated against what was measured (never adjusted).
   const LadderRung& bf16 = rungs[2];
-  if (fp32_ms > 0 && bf16.error.empty()) {
+  if (!is_bert(o) && fp32_ms > 0 && bf16.error.empty()) {
     const double s = fp32_ms / bf16.result.ms_per_step;
     std::printf("target bf16 >= 3x fp32: %s (%.2fx)\n", s >= 3.0 ? "met" : "NOT met", s);
     if (torch_bf16.ms > 0) {
@@ -323,6 +478,7 @@ BenchResult run_bench(const BenchOptions& o) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;
   }
+  MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   return bench_one(o);

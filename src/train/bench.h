@@ -1,6 +1,9 @@
-// `mptrain bench`: times full GPT-2 training steps on synthetic tokens and, in the
-// same invocation, the PyTorch peer (bench/pytorch_gpt2.py) on the same model, batch
-// and optimizer, printing both and their ratio.
+// `mptrain bench`: times full training steps of a model family on synthetic data and, in the
+// same invocation, the PyTorch peer on the same model, batch and optimizer, printing both and
+// their ratio. --model gpt2 (default): random tokens, bench/pytorch_gpt2.py. --model bert:
+// BertForPreTraining steps (MLM + NSP) on synthetic instances (see BenchOptions::model),
+// bench/pytorch_bert.py (the same model written in plain torch). Everything below (one
+// precision, the ladder, the peer, the table) is the same machinery for both families.
 //
 // --precision P times one precision (the peer runs fp32, or bf16 under torch's CPU
 // autocast; torch 1.13 has no CPU fp16/TF32 autocast, so those have no peer).
@@ -20,8 +23,14 @@
 namespace mptrain {
 
 struct BenchOptions {
-  std::string preset = "gpt2";
-  int vocab_multiple = 128;
+  // gpt2 | bert. BERT's synthetic instances (the same recipe in bench/pytorch_bert.py, so both
+  // sides do the same work): row b holds T - (b mod 4)·(T/8) real tokens ([CLS] A [SEP] B [SEP],
+  // then [PAD]s, attention mask 0 there), segment A the first half of the content, random
+  // WordPiece ids >= 999, round(15%) of each row's content positions masked ([MASK], labels the
+  // original ids), a random NSP label per row; fresh ids, positions and labels every step.
+  std::string model = "gpt2";
+  std::string preset = "gpt2";  // GPT-2 preset, or BERT preset (model/bert_config.h)
+  int vocab_multiple = 128;     // the CLI defaults it to 64 for BERT (bert_preset's default)
   int batch = 4;
   int seq = 256;
   int steps = 5;    // timed steps
@@ -36,7 +45,7 @@ struct BenchOptions {
   bool quiet = false;        // only the results
   double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string python = "/usr/bin/python3";
-  std::string peer_script;  // default: bench/pytorch_gpt2.py next to the build
+  std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
 
 struct BenchResult {
@@ -51,6 +60,9 @@ struct BenchResult {
   int64_t skipped_steps = 0;  // fp16: steps the loss scaler skipped
   double peer_ms_per_step = 0.0;  // 0 when the peer did not run
 };
+
+// BERT's synthetic batch shape (the recipe above): masked positions in all of a B x T batch.
+int bert_bench_masked_positions(int B, int T);
 
 // One rung of the ladder: a precision's result, or why it has none.
 struct LadderRung {
