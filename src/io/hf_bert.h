@@ -26,7 +26,8 @@ inline constexpr int kBertVocabMultiple = 64;
 
 const HfNameMap& bert_hf_name_map();
 
-// A BertConfig from config.json's fields: vocab_size, hidden_size, num_hidden_layers,
+// A BertConfig from config.json's fields (architectures, when present, must name a Bert* class;
+// the file's tensors must still be BertForPreTraining's): vocab_size, hidden_size, num_hidden_layers,
 // num_attention_heads, intermediate_size (required); max_position_embeddings (512),
 // type_vocab_size (2), layer_norm_eps (1e-12), initializer_range (0.02), pad_token_id (0)
 // (Hugging Face's defaults when absent). Settings this BERT does not implement (another

@@ -164,6 +164,23 @@ TEST_F(HfBertImport, EveryNamingVariantAndDtypeLoads) {
   }
 }
 
+TEST_F(HfBertImport, AnyBertArchitectureWithBothHeadsLoads) {
+  TempDir tmp;
+  // The hub's bert-base-uncased: architectures BertForMaskedLM, a file with both heads.
+  nlohmann::json config = testing::hf_bert_config_for(cfg_);
+  config["architectures"] = {"BertForMaskedLM"};
+  write_folder(tmp / "mlm", plain(), config);
+  auto r = run_mptrain("convert --from-hf " + (tmp / "mlm") + " -o " + (tmp / "out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // A file without the pooler and NSP head (BertForMaskedLM.save_pretrained) cannot be one.
+  auto t = plain();
+  std::erase_if(t, [](const HfTensor& x) {
+    return x.name.starts_with("bert.pooler.") || x.name.starts_with("cls.seq_relationship.");
+  });
+  write_folder(tmp / "heads", t, config);
+  expect_import_error(tmp / "heads", "missing tensors 'cls.seq_relationship.bias', 'cls.seq_relationship.weight', 'bert.pooler.dense.bias'");
+}
+
 TEST_F(HfBertImport, VocabularyFromTheFolderTheFlagOrNone) {
   TempDir tmp;
   write_folder(tmp / "hf", plain());
@@ -258,7 +275,7 @@ TEST_F(HfBertImport, UnsupportedConfigAndVocabularyGiveOneClearError) {
   };
   const Case cases[] = {
       {"hidden_act", "gelu_new", "hidden_act 'gelu_new' is not supported"},
-      {"architectures", nlohmann::json::array({"BertForMaskedLM"}), "name no BertForPreTraining"},
+      {"architectures", nlohmann::json::array({"RobertaForMaskedLM"}), "name no BERT class"},
       {"position_embedding_type", "relative_key", "position_embedding_type 'relative_key' is not supported"},
       {"is_decoder", true, "is_decoder is not supported"},
       {"tie_word_embeddings", false, "tie_word_embeddings false is not supported"},

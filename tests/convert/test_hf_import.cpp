@@ -263,7 +263,7 @@ TEST_F(HfImport, BadConfigGivesOneClearError) {
   expect_import_error(with("t5", [](auto& c) { c["model_type"] = "t5"; }),
                       "model_type 't5' cannot be imported (supported: gpt2, bert)");
   // A GPT-2 folder labelled BERT goes to the BERT importer, which says what it misses.
-  expect_import_error(with("bert", [](auto& c) { c["model_type"] = "bert"; }), "name no BertForPreTraining");
+  expect_import_error(with("bert", [](auto& c) { c["model_type"] = "bert"; }), "name no BERT class");
   expect_import_error(with("arch", [](auto& c) { c["architectures"] = {"GPT2ForSequenceClassification"}; }),
                       "name no GPT2LMHeadModel");
 }
