@@ -216,7 +216,7 @@ TEST_F(HfBertImport, BrokenFoldersGiveOneClearError) {
   // Corrupt header: not JSON.
   write_folder(tmp / "corrupt", good);
   testing::write_raw_safetensors(tmp / "corrupt/model.safetensors", "{not json", 16);
-  expect_import_error(tmp / "corrupt", "model.safetensors");
+  expect_import_error(tmp / "corrupt", "model.safetensors': header is not valid JSON");
 
   // Overlapping offsets: two [2] F32 tensors sharing bytes.
   write_folder(tmp / "overlap", good);
