@@ -15,6 +15,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/attention_views.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/ops/gemm.h"
 #include "core/error.h"
@@ -30,29 +31,6 @@ constexpr int kRowBlock = 128;
 // chunks keep the threads balanced.
 constexpr int kRowsPerTask = 16;
 
-void check_sizes(const char* op, int B, int T, int C, int NH) {
-  MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0 && C % NH == 0,
-            std::string("[") + op + "] bad size B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                " C=" + std::to_string(C) + " NH=" + std::to_string(NH) + " (C must be a multiple of NH)");
-}
-
-// Strides, in floats, of the per-(b, h) views used below.
-struct Views {
-  GemmLayout rows_qkv;  // a head of q, k or v inside qkv: [T, HS], row stride 3C
-  GemmLayout cols_qkv;  // the same head transposed: [HS, T]
-  GemmLayout rows_bt;   // a head of out / dout: [T, HS], row stride C
-  GemmLayout rows_tt;   // att / dS: [T, T] per (b, h)
-  GemmLayout cols_tt;   // att / dS transposed
-  Views(int NH, int T, int C) {
-    const std::int64_t HS = C / NH, t = T, c = C;
-    rows_qkv = {t * 3 * c, HS, 3 * c, 1};
-    cols_qkv = {t * 3 * c, HS, 1, 3 * c};
-    rows_bt = {t * c, HS, c, 1};
-    rows_tt = {NH * t * t, t * t, t, 1};
-    cols_tt = {NH * t * t, t * t, 1, t};
-  }
-};
-
 inline int block_end(int t, int T) { return std::min(T, (t / kRowBlock + 1) * kRowBlock); }
 
 }  // namespace
@@ -66,12 +44,12 @@ size_t attention_scratch_floats(int B, int T, int /*C*/, int NH) {
 
 void attention_forward(float* out, float* saved, const float* qkv, float* /*scratch*/, int B, int T, int C,
                        int NH, Context& ctx) {
-  check_sizes("attention_forward", B, T, C, NH);
+  check_attention_sizes("attention_forward", B, T, C, NH);
   MPT_CHECK(out && saved && qkv, "[attention_forward] null pointer");
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C);
-  const Views v(NH, T, C);
+  const AttentionViews v(NH, T, C);
   float* att = saved;
 
   // Raw scores Q·K^T for each block's rows and its keys [0, r1).
@@ -112,13 +90,13 @@ void attention_forward(float* out, float* saved, const float* qkv, float* /*scra
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved, float* scratch,
                         int B, int T, int C, int NH, Context& ctx) {
-  check_sizes("attention_backward", B, T, C, NH);
+  check_attention_sizes("attention_backward", B, T, C, NH);
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward] null pointer");
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C);
   const size_t Cs = static_cast<size_t>(C);
-  const Views v(NH, T, C);
+  const AttentionViews v(NH, T, C);
   const float* att = saved;
   float* ds = scratch;
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/attention_views.h"
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/ops/attention.h"
@@ -23,18 +24,6 @@ namespace {
 constexpr int kRowBlock = 128;  // as attention.cpp
 constexpr int kRowsPerTask = 16;
 
-struct Views {
-  GemmLayout rows_qkv, cols_qkv, rows_bt, rows_tt, cols_tt;
-  Views(int NH, int T, int C) {
-    const std::int64_t HS = C / NH, t = T, c = C;
-    rows_qkv = {t * 3 * c, HS, 3 * c, 1};
-    cols_qkv = {t * 3 * c, HS, 1, 3 * c};
-    rows_bt = {t * c, HS, c, 1};
-    rows_tt = {NH * t * t, t * t, t, 1};
-    cols_tt = {NH * t * t, t * t, 1, t};
-  }
-};
-
 inline int block_end(int t, int T) { return std::min(T, (t / kRowBlock + 1) * kRowBlock); }
 
 // Element `i` of a buffer of dtype t.
@@ -42,12 +31,6 @@ template <class P>
 P* at(P* base, size_t i, StorageType t) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
   return reinterpret_cast<Byte*>(base) + i * storage_bytes(t);
-}
-
-void check(const char* op, int B, int T, int C, int NH) {
-  MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0 && C % NH == 0,
-            std::string("[") + op + "] bad size B=" + std::to_string(B) + " T=" + std::to_string(T) +
-                " C=" + std::to_string(C) + " NH=" + std::to_string(NH) + " (C must be a multiple of NH)");
 }
 
 size_t tt(int B, int T, int NH) { return static_cast<size_t>(B) * NH * T * T; }
@@ -80,7 +63,7 @@ void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const 
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
-  const Views v(NH, T, C);
+  const AttentionViews v(NH, T, C);
   float* scores = static_cast<float*>(scratch);
 
   const int RB = mask.rows_per_block(T);
@@ -148,7 +131,7 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
-  const Views v(NH, T, C);
+  const AttentionViews v(NH, T, C);
   float* dp = static_cast<float*>(scratch);
   void* ds = dp + tt(B, T, NH);
 
@@ -221,7 +204,7 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
 
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
                              int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
-  check("attention_forward_typed", B, T, C, NH);
+  check_attention_sizes("attention_forward_typed", B, T, C, NH);
   MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
   forward_impl(out, saved, qkv, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
 }
@@ -229,7 +212,7 @@ void attention_forward_typed(void* out, void* saved, const void* qkv, void* scra
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
                               Context& ctx) {
-  check("attention_backward_typed", B, T, C, NH);
+  check_attention_sizes("attention_backward_typed", B, T, C, NH);
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
   backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
 }
@@ -237,7 +220,7 @@ void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, con
 void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask, void* scratch,
                                     const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
                                     Context& ctx) {
-  check("attention_masked_forward_typed", B, T, C, NH);
+  check_attention_sizes("attention_masked_forward_typed", B, T, C, NH);
   MPT_CHECK(out && saved && qkv && scratch, "[attention_masked_forward_typed] null pointer");
   check_key_mask("attention_masked_forward_typed", key_mask, B, T);
   forward_impl(out, saved, qkv, scratch, ty, Mask{false, key_mask}, B, T, C, NH, ws, ctx);
@@ -246,7 +229,7 @@ void attention_masked_forward_typed(void* out, void* saved, const void* qkv, con
 void attention_masked_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved,
                                      void* scratch, const AttentionTypes& ty, int B, int T, int C, int NH,
                                      GemmWorkspace& ws, Context& ctx) {
-  check("attention_masked_backward_typed", B, T, C, NH);
+  check_attention_sizes("attention_masked_backward_typed", B, T, C, NH);
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_masked_backward_typed] null pointer");
   backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{false, nullptr}, B, T, C, NH, ws, ctx);
 }
