@@ -1,4 +1,5 @@
-// `mptrain train`: GPT-2 training from token shards (see train/trainer.h).
+// `mptrain train`: GPT-2 training from token shards, or BERT pretraining from an instance file;
+// one loop for both (train/trainer.h, train/train_task.h).
 #include <CLI/CLI.hpp>
 #include <memory>
 
@@ -6,13 +7,14 @@
 #include "cli/vocab.h"
 #include "core/error.h"
 #include "train/interrupt.h"
-#include "train/bert_trainer.h"
+#include "train/bert_task.h"
+#include "train/gpt2_task.h"
 #include "train/trainer.h"
 
 namespace mptrain {
 
 void register_train(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards");
+  auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards, or BERT on an instance file");
   auto opt = std::make_shared<TrainOptions>();
   auto model_kind = std::make_shared<std::string>("gpt2");
   cmd->add_option("--model", *model_kind,
@@ -38,6 +40,10 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--lr", opt->lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str();
+  cmd->add_option("--schedule", opt->schedule,
+                  "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine (GPT-2's "
+                  "default, and BERT's) or linear (the original BERT recipe)")
+      ->capture_default_str()->check(CLI::IsMember({"cosine", "linear"}));
   cmd->add_option("--optimizer", opt->optimizer, "Optimizer: adamw, or sophia (Sophia-G)")
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
   // --weight-decay, --beta1, --beta2 set the chosen optimizer's value (parsed into adamw's
@@ -117,22 +123,23 @@ void register_train(CLI::App& app, int& exit_code) {
     if (given("--weight-decay")) opt->sophia.weight_decay = opt->adamw.weight_decay;
     MPT_CHECK(opt->optimizer == "sophia" || (!given("--sophia-rho") && !given("--sophia-k")),
               "--sophia-rho and --sophia-k only apply with --optimizer sophia");
+    std::unique_ptr<TrainTask> task;
     if (*model_kind == "bert") {
       bert->seq_given = given("--seq");
       if (!given("--preset")) opt->preset = "bert-mini";
-      const TrainSummary summary = run_bert_training(*opt, *bert);
-      exit_code = summary.stopped_by_signal ? exit_status_for_signal(summary.stopped_by_signal) : 0;
-      return;
-    }
-    const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
-    DecodeFn decode;
-    int eot = 0;
-    if (tokenizer) {
-      decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
-      eot = tokenizer->eot();
+      task = make_bert_task(*bert);
+    } else {
+      const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
+      DecodeFn decode;
+      int eot = 0;
+      if (tokenizer) {
+        decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
+        eot = tokenizer->eot();
+      }
+      task = make_gpt2_task(decode, eot);
     }
     // A run stopped by SIGINT/SIGTERM has checkpointed; its status is 128 + the signal (130, 143).
-    const TrainSummary summary = run_training(*opt, decode, eot);
+    const TrainSummary summary = run_training(*opt, *task);
     exit_code = summary.stopped_by_signal ? exit_status_for_signal(summary.stopped_by_signal) : 0;
   });
 }

@@ -1,10 +1,20 @@
-// Warmup + cosine schedule.
+// Warmup, then cosine or linear decay.
 #include "optim/schedule.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace mptrain {
+
+LrShape parse_lr_shape(const std::string& name) {
+  if (name == "cosine") return LrShape::Cosine;
+  if (name == "linear") return LrShape::Linear;
+  throw Error("unknown --schedule '" + name + "' (expected cosine or linear)");
+}
+
+const char* lr_shape_name(LrShape shape) { return shape == LrShape::Linear ? "linear" : "cosine"; }
 
 float LrSchedule::at(int64_t step) const {
   const double min_lr = static_cast<double>(lr) * min_lr_frac;
@@ -12,7 +22,7 @@ float LrSchedule::at(int64_t step) const {
   if (step >= max_steps) return static_cast<float>(min_lr);
   const double span = static_cast<double>(std::max<int64_t>(1, max_steps - warmup));
   const double ratio = static_cast<double>(step - warmup) / span;
-  const double coeff = 0.5 * (1.0 + std::cos(3.14159265358979323846 * ratio));
+  const double coeff = shape == LrShape::Linear ? 1.0 - ratio : 0.5 * (1.0 + std::cos(3.14159265358979323846 * ratio));
   return static_cast<float>(min_lr + coeff * (static_cast<double>(lr) - min_lr));
 }
 

@@ -9,15 +9,14 @@
 #include "io/fileutil.h"
 #include "io/hf_folder.h"
 #include "io/safetensors.h"
-#include "train/numeric_guard.h"
+#include "train/checkpoint.h"
+#include "train/checkpoint_json.h"
 
 namespace mptrain {
 
 namespace {
 
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kStateFile = kCheckpointStateFile;
-constexpr const char* kConfigFile = "config.json";
 constexpr const char* kModelKey = "mptrain_model";
 
 // How BertForPreTraining tensors may be spelled in files (see the header comment).
@@ -29,24 +28,6 @@ HfNameMap bert_name_map() {
   map.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
               {"cls.predictions.decoder.bias", "cls.predictions.bias"}};
   return map;
-}
-
-nlohmann::json parse_json(const std::string& text, const std::string& what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what + " is not valid JSON: " + e.what());
-  }
-}
-
-template <typename T>
-T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
-  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw Error(what + ": field '" + key + "' has the wrong type");
-  }
 }
 
 }  // namespace
@@ -100,49 +81,23 @@ nlohmann::json hf_bert_config(const BertConfig& c) {
 
 void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
                           const BertTrainState& state, int keep_last) {
-  // A checkpoint holding a NaN/inf is refused before anything is written (docs/HARDENING.md).
-  std::vector<std::pair<std::string, const float*>> tensors;
-  for (const auto& st : optimizer.state()) tensors.emplace_back(st.prefix, st.buffer.data());
-  check_finite_before_save(checkpoint_name(state.step), model.table(), model.params().data(), tensors);
-  const std::string dir = begin_checkpoint(run_dir, state.step);
-  try {
-    const ParamTable& table = model.table();
-    const float* params = model.params().data();
-    SafetensorsWriter weights;
-    for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
-    weights.set_metadata("format", "pt");
-    weights.set_metadata(kModelKey, "bert");
-    weights.set_metadata("mptrain_config", bert_config_json(model.config()).dump());
-    weights.write(dir + "/" + kCheckpointModelFile);
-
-    SafetensorsWriter opt;
-    for (const auto& st : optimizer.state())
-      for (const auto& spec : table.specs())
-        opt.add(st.prefix + "." + spec.name, DType::F32, spec.shape, st.buffer.data() + spec.offset);
-    for (const auto& [key, value] : optimizer.scalar_state()) opt.set_metadata(key, value);
-    opt.set_metadata("optimizer", optimizer.name());
-    opt.write(dir + "/" + kOptimizerFile);
-
-    write_file_atomic(dir + "/" + kConfigFile, hf_bert_config(model.config()).dump(2) + "\n");
-    const nlohmann::json st = {{"model", "bert"},
-                               {"step", state.step},
-                               {"train_index", state.train_pos.index},
-                               {"train_epoch", state.train_pos.epoch},
-                               {"seed", state.seed},
-                               {"options", state.options}};
-    write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
-    if (!state.vocab_text.empty()) {
-      write_file_atomic(dir + "/vocab.txt", state.vocab_text);
-      write_file_atomic(dir + "/tokenizer_config.json",
-                        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
-                            "\n");
-    }
-  } catch (...) {
-    abort_checkpoint(run_dir, state.step);
-    throw;
+  nlohmann::json st = run_state_json(state);
+  st["model"] = "bert";
+  st["train_index"] = state.train_pos.index;
+  st["train_epoch"] = state.train_pos.epoch;
+  CheckpointContents c{&model.table(),
+                       model.params().data(),
+                       {{kModelKey, "bert"}, {"mptrain_config", bert_config_json(model.config()).dump()}},
+                       hf_bert_config(model.config()),
+                       std::move(st),
+                       {}};
+  if (!state.vocab_text.empty()) {
+    c.extra_files.emplace_back("vocab.txt", state.vocab_text);
+    c.extra_files.emplace_back(
+        "tokenizer_config.json",
+        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) + "\n");
   }
-  commit_checkpoint(run_dir, state.step);
-  if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
+  save_training_checkpoint(run_dir, state.step, c, optimizer, keep_last);
 }
 
 bool is_bert_checkpoint(const std::string& ckpt_dir) {
@@ -167,18 +122,22 @@ void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model) {
   load_hf_params(file, bert_name_map(), model.table(), model.params().data());
 }
 
-BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir) {
-  const std::string path = ckpt_dir + "/" + kStateFile;
-  const std::string what = "'" + path + "'";
-  const nlohmann::json j = parse_json(read_file(path), what);
-  MPT_CHECK(j.is_object() && j.value("model", "") == "bert", what + " is not the state of a BERT run");
+BertTrainState parse_bert_checkpoint_state(const std::string& text, const std::string& what) {
+  const nlohmann::json j = parse_json(text, what);
+  MPT_CHECK(j.is_object() && j.contains("model") && j["model"].is_string() && j["model"] == "bert",
+            what + " is not the state of a BERT run");
   BertTrainState s;
-  s.step = json_get<int64_t>(j, "step", what);
+  parse_run_state(j, what, s);
   s.train_pos.index = json_get<int64_t>(j, "train_index", what);
   s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
-  s.seed = json_get<uint64_t>(j, "seed", what);
-  if (j.contains("options")) s.options = j["options"];
+  MPT_CHECK(s.step >= 0 && s.train_pos.index >= 0 && s.train_pos.epoch >= 0,
+            what + ": step, train_index and train_epoch must be non-negative");
   return s;
+}
+
+BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/" + kStateFile;
+  return parse_bert_checkpoint_state(read_file(path), "'" + path + "'");
 }
 
 std::string bert_checkpoint_vocab(const std::string& ckpt_dir) {

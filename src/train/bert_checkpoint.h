@@ -1,12 +1,14 @@
-// What a BERT training checkpoint holds, on the directory protocol of io/checkpoint_dir.h
-// (atomic step_N dirs, `latest`, checksums):
+// What a BERT training checkpoint holds, written by train/checkpoint.h's save_training_checkpoint
+// on the directory protocol of io/checkpoint_dir.h (atomic step_N dirs, `latest`, checksums):
 //   model.safetensors      parameters under Hugging Face BertForPreTraining names and layouts
 //                          (nn.Linear [out, in]; word embeddings and cls.predictions.bias with
 //                          the real V rows); metadata: format "pt", mptrain_model "bert" and
 //                          mptrain_config (BertConfig as JSON)
 //   config.json            Hugging Face BertConfig fields, so the folder reads like a HF model
 //   optimizer.safetensors  as GPT-2's (train/checkpoint.h): "<prefix>.<name>" per parameter
-//   state.json             step, the BERT loader's position (epoch, index), seed, options
+//   state.json             the run state of train/checkpoint.h (step, seed, precision, fp16 loss
+//                          scaler, lr_scale, nan_rollbacks, options), "model": "bert" and the
+//                          BERT loader's position (train_index, train_epoch)
 //   vocab.txt, tokenizer_config.json   the WordPiece vocabulary and {"do_lower_case": ...}
 // Loading goes through io/hf_folder's name map, so a BertForPreTraining file written by
 // Hugging Face or converted from Google's TF checkpoints loads too: LayerNorm "gamma"/"beta"
@@ -21,17 +23,17 @@
 #include "data/bert_loader.h"
 #include "model/bert.h"
 #include "optim/optimizer.h"
+#include "train/checkpoint.h"
 
 namespace mptrain {
 
-struct BertTrainState {
-  int64_t step = 0;               // optimizer steps completed
+// BERT's state: the run state (train/checkpoint.h: step, seed, precision, loss scaler,
+// rollback fields, options) and where the next training instance starts.
+struct BertTrainState : RunState {
   BertLoaderPosition train_pos;   // where the next training batch starts
-  uint64_t seed = 0;
-  nlohmann::json options;         // the training options of the run that wrote it (informational)
   // The WordPiece vocabulary the ids index (vocab.txt text; from the instance file) and its
   // casing, written beside the weights as vocab.txt and tokenizer_config.json, so fill-mask
-  // and eval need nothing but the checkpoint. Empty: not written.
+  // and eval need nothing but the checkpoint. Empty: not written. (Not read back into the state.)
   std::string vocab_text;
   bool lower_case = true;
 };
@@ -46,7 +48,10 @@ bool is_bert_checkpoint(const std::string& ckpt_dir);
 BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir);
 // Loads parameters into model (whose config must match); padded rows are zeroed.
 void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model);
+// state.json of a BERT run (model "bert"); every field checked, one Error for a malformed file.
 BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir);
+// The parser behind it, on text already read (`what` names the source in errors).
+BertTrainState parse_bert_checkpoint_state(const std::string& text, const std::string& what);
 // ckpt_dir/vocab.txt's path and tokenizer_config.json's do_lower_case (true when absent).
 // Throws Error when the checkpoint has no vocab.txt.
 std::string bert_checkpoint_vocab(const std::string& ckpt_dir);

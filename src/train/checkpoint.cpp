@@ -54,22 +54,12 @@ void write_model_file(const std::string& dir, const Gpt2Config& config, const Pa
   weights.write(dir + "/" + kCheckpointModelFile);
 }
 
-void write_state_file(const std::string& dir, const TrainState& state) {
-  nlohmann::json st = {{"step", state.step},
-                       {"train_shard", state.train_pos.shard},
-                       {"train_offset", state.train_pos.offset},
-                       {"train_epoch", state.train_pos.epoch},
-                       {"seed", state.seed},
-                       {"sample_counter", state.sample_counter},
-                       {"lr_scale", state.lr_scale},
-                       {"nan_rollbacks", state.nan_rollbacks},
-                       {"precision", state.precision},
-                       {"options", state.options}};
-  if (state.has_loss_scaler)
-    st["loss_scaler"] = {{"scale", state.loss_scale},
-                         {"growth_tracker", state.growth_tracker},
-                         {"skipped_steps", state.skipped_steps}};
-  write_file_atomic(dir + "/" + kStateFile, st.dump(2) + "\n");
+nlohmann::json state_json(const TrainState& state) {
+  nlohmann::json st = run_state_json(state);
+  st["train_shard"] = state.train_pos.shard;
+  st["train_offset"] = state.train_pos.offset;
+  st["train_epoch"] = state.train_pos.epoch;
+  return st;
 }
 
 }  // namespace
@@ -102,13 +92,16 @@ struct OptimizerFile {
   std::map<std::string, std::string> scalars;
 };
 
-void write_checkpoint(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
-                      const TrainState& state, int keep_last) {
-  const std::string dir = begin_checkpoint(run_dir, state.step);
-  const ParamTable& table = model.table();
-  const float* params = model.params().data();
+void write_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& c,
+                      const OptimizerFile& optimizer, int keep_last) {
+  const std::string dir = begin_checkpoint(run_dir, step);
+  const ParamTable& table = *c.table;
 
-  write_model_file(dir, model.config(), table, params);
+  SafetensorsWriter weights;
+  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, c.params + spec.offset);
+  weights.set_metadata("format", "pt");
+  for (const auto& [key, value] : c.model_metadata) weights.set_metadata(key, value);
+  weights.write(dir + "/" + kCheckpointModelFile);
 
   SafetensorsWriter opt;
   for (const auto& spec : table.specs())
@@ -118,48 +111,59 @@ void write_checkpoint(const std::string& run_dir, const Gpt2& model, const Optim
   opt.set_metadata("optimizer", optimizer.name);
   opt.write(dir + "/" + kOptimizerFile);
 
-  write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(model.config()).dump(2) + "\n");
-  write_state_file(dir, state);
-  commit_checkpoint(run_dir, state.step);
+  write_file_atomic(dir + "/" + kConfigFile, c.hf_config.dump(2) + "\n");
+  write_file_atomic(dir + "/" + kStateFile, c.state.dump(2) + "\n");
+  for (const auto& [name, contents] : c.extra_files) write_file_atomic(dir + "/" + name, contents);
+  commit_checkpoint(run_dir, step);
   if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
 }
 
 // Hardening (docs/HARDENING.md): a checkpoint holding a NaN/inf is refused before anything is
 // written; a failed write (full disk, EFBIG, EIO) removes the partial dir and says that the
 // previous checkpoint is kept ('latest' still names it).
-void save_checkpoint_impl(const std::string& run_dir, const Gpt2& model, const OptimizerFile& optimizer,
-                          const TrainState& state, int keep_last) {
-  const std::string name = checkpoint_name(state.step);
-  check_finite_before_save(name, model.table(), model.params().data(), optimizer.tensors);
+void save_checkpoint_impl(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
+                          const OptimizerFile& optimizer, int keep_last) {
+  const std::string name = checkpoint_name(step);
+  check_finite_before_save(name, *contents.table, contents.params, optimizer.tensors);
   try {
-    write_checkpoint(run_dir, model, optimizer, state, keep_last);
+    write_checkpoint(run_dir, step, contents, optimizer, keep_last);
   } catch (const Error& e) {
-    abort_checkpoint(run_dir, state.step);
+    abort_checkpoint(run_dir, step);
     throw Error("saving checkpoint " + name + " in '" + run_dir + "' failed (the previous checkpoint is kept): " +
                 e.what());
   }
 }
 
+CheckpointContents gpt2_contents(const Gpt2& model, const TrainState& state) {
+  return {&model.table(), model.params().data(), {{"mptrain_config", config_json(model.config()).dump()}},
+          hf_gpt2_config(model.config()), state_json(state), {}};
+}
+
 }  // namespace
+
+void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
+                              const Optimizer& optimizer, int keep_last) {
+  OptimizerFile file{optimizer.name(), {}, optimizer.scalar_state()};
+  for (const auto& st : optimizer.state()) file.tensors.emplace_back(st.prefix, st.buffer.data());
+  save_checkpoint_impl(run_dir, step, contents, file, keep_last);
+}
 
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
                      const TrainState& state, int keep_last) {
-  save_checkpoint_impl(run_dir, model, {"adamw", {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, {}}, state,
-                       keep_last);
+  save_checkpoint_impl(run_dir, state.step, gpt2_contents(model, state),
+                       {"adamw", {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, {}}, keep_last);
 }
 
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last) {
-  OptimizerFile file{optimizer.name(), {}, optimizer.scalar_state()};
-  for (const auto& st : optimizer.state()) file.tensors.emplace_back(st.prefix, st.buffer.data());
-  save_checkpoint_impl(run_dir, model, file, state, keep_last);
+  save_training_checkpoint(run_dir, state.step, gpt2_contents(model, state), optimizer, keep_last);
 }
 
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
                              const float* params, const TrainState& state) {
   write_model_file(dir, config, table, params);
   write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(config).dump(2) + "\n");
-  write_state_file(dir, state);
+  write_file_atomic(dir + "/" + kStateFile, state_json(state).dump(2) + "\n");
   write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
 }
 

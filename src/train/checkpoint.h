@@ -13,9 +13,13 @@
 //                          for fp16, "loss_scaler": {scale, growth_tracker, skipped_steps};
 //                          "lr_scale", "nan_rollbacks" (--on-nan rollback; absent: 1, 0)
 //   checksums.json         XXH3-64 of each file above (io/checksum.h), verified on load
+// BERT's checkpoints (train/bert_checkpoint.h) are written by the same save_training_checkpoint
+// and carry the same run state.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,11 +30,12 @@
 
 namespace mptrain {
 
-struct TrainState {
+// What every training run's state.json records beside its data position (GPT-2 and BERT alike;
+// train/trainer.cpp's loop keeps it).
+struct RunState {
   int64_t step = 0;            // optimizer steps completed
-  LoaderPosition train_pos;    // where the next training window starts
   uint64_t seed = 0;
-  uint64_t sample_counter = 0; // RNG counter of the sampler
+  uint64_t sample_counter = 0; // RNG counter of the sampler (GPT-2's samples; 0 for BERT)
   // --on-nan rollback (train/numeric_guard.h): the schedule's learning rate is multiplied by
   // lr_scale (1 until a rollback lowers it); nan_rollbacks counts the rollbacks so far.
   float lr_scale = 1.0f;
@@ -43,6 +48,33 @@ struct TrainState {
   int64_t skipped_steps = 0;
   nlohmann::json options;      // the training options of the run that wrote it (informational)
 };
+
+// GPT-2's state: the run state and where the next training window starts.
+struct TrainState : RunState {
+  LoaderPosition train_pos;
+};
+
+// The run state's fields of state.json (both directions; the reader checks every field,
+// accepts the older files without precision, loss_scaler, lr_scale, nan_rollbacks or
+// sample_counter, and throws Error naming `what`).
+nlohmann::json run_state_json(const RunState& state);
+void parse_run_state(const nlohmann::json& j, const std::string& what, RunState& state);
+
+// Everything but the optimizer state that a training checkpoint of any model writes.
+struct CheckpointContents {
+  const ParamTable* table = nullptr;  // names and shapes (hf_shape: the rows files hold)
+  const float* params = nullptr;
+  std::vector<std::pair<std::string, std::string>> model_metadata;  // model.safetensors' besides "format": "pt"
+  nlohmann::json hf_config;  // config.json
+  nlohmann::json state;      // state.json
+  std::vector<std::pair<std::string, std::string>> extra_files;  // (name, contents), e.g. BERT's vocab.txt
+};
+// Writes a complete checkpoint for `step` into run_dir with the directory protocol (atomic,
+// checksummed), refusing non-finite parameters or optimizer state first (numeric_guard.h); a
+// failed write removes the partial dir and says that the previous checkpoint is kept. Then
+// keeps only the newest keep_last (0 = all).
+void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
+                              const Optimizer& optimizer, int keep_last);
 
 // Writes a complete checkpoint for `state.step` into run_dir (atomic: a crash leaves the
 // previous checkpoint as `latest`), then keeps only the newest keep_last (0 = all).

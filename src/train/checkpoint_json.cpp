@@ -1,5 +1,5 @@
-// The JSON a checkpoint carries that mptrain reads back: state.json (TrainState) and the
-// "mptrain_config" metadata of model.safetensors (Gpt2Config). Kept apart from checkpoint.cpp
+// The JSON a checkpoint carries that mptrain reads back: state.json (RunState, and GPT-2's
+// TrainState) and the "mptrain_config" metadata of model.safetensors (Gpt2Config). Kept apart from checkpoint.cpp
 // so that these parsers link without the model (fuzz/checkpoint_state_fuzz.cpp,
 // fuzz/model_config_fuzz.cpp).
 #include <cmath>
@@ -10,48 +10,9 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_json.h"
 
 namespace mptrain {
-
-namespace {
-
-nlohmann::json parse_json(const std::string& text, const std::string& what) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(what + " is not valid JSON: " + e.what());
-  }
-}
-
-// A field as T. Numbers are range-checked here because nlohmann's get<T>() converts with a plain
-// static_cast: 1e300 read as an int64 is undefined behaviour (found by fuzz_checkpoint_state),
-// and -1 read as a uint64 silently becomes 2^64 - 1.
-template <typename T>
-T json_get(const nlohmann::json& j, const char* key, const std::string& what) {
-  if (!j.is_object() || !j.contains(key)) throw Error(what + ": missing field '" + key + "'");
-  const nlohmann::json& v = j.at(key);
-  if constexpr (std::is_integral_v<T>) {
-    const bool fits = v.is_number_unsigned()  ? std::in_range<T>(v.get<uint64_t>())
-                      : v.is_number_integer() ? std::in_range<T>(v.get<int64_t>())
-                                              : false;
-    if (!fits)
-      throw Error(what + ": field '" + key + "' must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) +
-                  ", " + std::to_string(std::numeric_limits<T>::max()) + "], not " + v.dump());
-    return v.is_number_unsigned() ? static_cast<T>(v.get<uint64_t>()) : static_cast<T>(v.get<int64_t>());
-  } else if constexpr (std::is_floating_point_v<T>) {
-    if (!v.is_number() || !(std::fabs(v.get<double>()) <= std::numeric_limits<T>::max()))
-      throw Error(what + ": field '" + key + "' must be a finite number, not " + v.dump());
-    return static_cast<T>(v.get<double>());
-  } else {
-    try {
-      return v.get<T>();
-    } catch (const nlohmann::json::exception&) {
-      throw Error(what + ": field '" + key + "' has the wrong type");
-    }
-  }
-}
-
-}  // namespace
 
 Gpt2Config parse_checkpoint_config(const std::string& text, const std::string& what) {
   nlohmann::json j = parse_json(text, what);
@@ -68,15 +29,25 @@ Gpt2Config parse_checkpoint_config(const std::string& text, const std::string& w
   return c;
 }
 
-TrainState parse_checkpoint_state(const std::string& text, const std::string& what) {
-  nlohmann::json j = parse_json(text, what);
-  TrainState s;
+nlohmann::json run_state_json(const RunState& state) {
+  nlohmann::json st = {{"step", state.step},
+                       {"seed", state.seed},
+                       {"sample_counter", state.sample_counter},
+                       {"lr_scale", state.lr_scale},
+                       {"nan_rollbacks", state.nan_rollbacks},
+                       {"precision", state.precision},
+                       {"options", state.options}};
+  if (state.has_loss_scaler)
+    st["loss_scaler"] = {{"scale", state.loss_scale},
+                         {"growth_tracker", state.growth_tracker},
+                         {"skipped_steps", state.skipped_steps}};
+  return st;
+}
+
+void parse_run_state(const nlohmann::json& j, const std::string& what, RunState& s) {
   s.step = json_get<int64_t>(j, "step", what);
-  s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
-  s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
-  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
   s.seed = json_get<uint64_t>(j, "seed", what);
-  s.sample_counter = json_get<uint64_t>(j, "sample_counter", what);
+  if (j.contains("sample_counter")) s.sample_counter = json_get<uint64_t>(j, "sample_counter", what);
   if (j.contains("options")) s.options = j["options"];
   if (j.contains("precision")) {  // older checkpoints and imported ones: fp32
     s.precision = json_get<std::string>(j, "precision", what);
@@ -105,6 +76,20 @@ TrainState parse_checkpoint_state(const std::string& text, const std::string& wh
     s.nan_rollbacks = json_get<int>(j, "nan_rollbacks", what);
     MPT_CHECK(s.nan_rollbacks >= 0, what + ": nan_rollbacks must be >= 0");
   }
+}
+
+TrainState parse_checkpoint_state(const std::string& text, const std::string& what) {
+  nlohmann::json j = parse_json(text, what);
+  MPT_CHECK(j.is_object(), what + " is not a JSON object");
+  MPT_CHECK(!j.contains("model") || (j["model"].is_string() && j["model"] == "gpt2"),
+            what + " is the state of a " + (j["model"].is_string() ? j["model"].get<std::string>() : "non-GPT-2") +
+                " run, not a GPT-2 one");
+  TrainState s;
+  parse_run_state(j, what, s);
+  (void)json_get<uint64_t>(j, "sample_counter", what);  // required in GPT-2 states (the sampler resumes from it)
+  s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
+  s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
+  s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
   return s;
 }
 

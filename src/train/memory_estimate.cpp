@@ -110,30 +110,47 @@ MemoryBudget available_memory(const std::string& limit) {
   return budget;  // bytes 0, source "": nothing known (no check)
 }
 
-MemoryEstimate estimate_training_memory(const TrainOptions& o, const Gpt2Config& config, Precision precision,
-                                        int world) {
-  const size_t n = gpt2_param_table(config).total();
+ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
+  // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
+  // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
+  // larger), so the estimate errs high.
+  const Policy policy = make_policy(precision);
+  ModelFootprint f;
+  f.num_params = gpt2_param_table(config).total();
+  f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  f.activation_bytes = [config, policy](int B, int T) {
+    return gpt2_activation_plan(config, policy, /*fp16_gemm_native=*/false, B, T).total_bytes();
+  };
+  return f;
+}
+
+MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world) {
+  const size_t n = model.num_params;
   constexpr size_t kOptimizerStates = 2;  // AdamW: m, v; Sophia: m, h (optim/*.h)
   MemoryEstimate e;
   e.params = n * sizeof(float);
   e.grads = n * sizeof(float);
   e.optimizer = kOptimizerStates * n * sizeof(float);
   if (o.zero == 1 && world > 1) e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
-  // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
-  // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
-  // larger), so the estimate errs high.
-  const Policy policy = make_policy(precision);
-  const ActivationPlan plan = gpt2_activation_plan(config, policy, /*fp16_gemm_native=*/false, o.batch, o.seq);
-  e.activations = plan.total_bytes();
-  e.weight_copies = gpt2_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  e.activations = model.activation_bytes(o.batch, o.seq);
+  e.weight_copies = model.weight_copy_bytes;
   e.other = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int) + kRuntimeAllowanceBytes;
   return e;
 }
 
+MemoryEstimate estimate_training_memory(const TrainOptions& o, const Gpt2Config& config, Precision precision,
+                                        int world) {
+  return estimate_training_memory(o, gpt2_footprint(config, precision), world);
+}
+
 void check_memory_fits(const TrainOptions& o, const Gpt2Config& config, Precision precision, int world) {
+  check_memory_fits(o, gpt2_footprint(config, precision), world);
+}
+
+void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int world) {
   const MemoryBudget budget = available_memory(o.memory_limit);
   if (budget.bytes == 0) return;  // nothing to check against (no /proc, no cgroup, no limit)
-  const MemoryEstimate e = estimate_training_memory(o, config, precision, world);
+  const MemoryEstimate e = estimate_training_memory(o, model, world);
   if (e.total() <= budget.bytes) return;
 
   // The largest micro-batch that fits (the estimate grows with B), and one that also divides
@@ -141,7 +158,7 @@ void check_memory_fits(const TrainOptions& o, const Gpt2Config& config, Precisio
   auto fits = [&](int B) {
     TrainOptions trial = o;
     trial.batch = B;
-    return estimate_training_memory(trial, config, precision, world).total() <= budget.bytes;
+    return estimate_training_memory(trial, model, world).total() <= budget.bytes;
   };
   int lo = 0, hi = o.batch - 1;  // lo fits (0: nothing does), hi + 1 does not
   while (lo < hi) {

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "model/gpt2_config.h"
@@ -41,8 +42,21 @@ struct MemoryEstimate {
 inline constexpr size_t kRuntimeAllowanceBytes = size_t{64} << 20;
 inline constexpr int kMaxThreadsPerCore = 4;
 
+// What the estimate needs to know of a model (any family; train/train_task.h supplies it):
+// its fp32 parameter count, the bytes of its low-precision weight copies, and its activation
+// plan's bytes for a B x T micro-batch (built without allocating).
+struct ModelFootprint {
+  size_t num_params = 0;
+  size_t weight_copy_bytes = 0;
+  std::function<size_t(int B, int T)> activation_bytes;
+};
+// GPT-2's, from its own plan and weight copies (model/gpt2.h).
+ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
+
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.
+MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world);
+// GPT-2: the same with gpt2_footprint(config, precision).
 MemoryEstimate estimate_training_memory(const TrainOptions& options, const Gpt2Config& config, Precision precision,
                                         int world);
 
@@ -62,6 +76,7 @@ std::string format_bytes(size_t bytes);
 
 // Throws Error when the run cannot fit: "batch 64 x 256 needs an estimated 3.1 GiB (...) but
 // 2.0 GiB is available (--memory-limit); the largest batch that fits is --batch 37".
+void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world);
 void check_memory_fits(const TrainOptions& options, const Gpt2Config& config, Precision precision, int world);
 
 // Cores this process may run on (its CPU affinity mask).

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
+#include "train/train_task.h"
 
 namespace mptrain {
 
@@ -90,22 +91,22 @@ std::string rollback_target(const NanGuardOptions& o, const std::string& what, c
   }
 }
 
-TrainState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const TrainState& current,
-                                  Gpt2& model, Optimizer& optimizer, DataParallel& dp,
-                                  const OptimizerFactory& make_optimizer) {
-  load_checkpoint_model(ckpt_dir, model);
+RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const RunState& current,
+                                TrainTask& task, Optimizer& optimizer, DataParallel& dp,
+                                const OptimizerFactory& make_optimizer) {
+  const RunState loaded = task.read_state(ckpt_dir);  // checked before anything is overwritten
+  task.load_weights(ckpt_dir);
   if (dp.zero() == ZeroStage::Off) {
-    load_checkpoint_optimizer(ckpt_dir, model.table(), optimizer);
+    load_checkpoint_optimizer(ckpt_dir, task.table(), optimizer);
   } else {
-    std::unique_ptr<Optimizer> whole = make_optimizer(model.table());
-    load_checkpoint_optimizer(ckpt_dir, model.table(), *whole);
+    std::unique_ptr<Optimizer> whole = make_optimizer(task.table());
+    load_checkpoint_optimizer(ckpt_dir, task.table(), *whole);
     dp.scatter_optimizer(*whole, optimizer);
   }
-  dp.broadcast_params(model.params().data());
-  const TrainState loaded = load_checkpoint_state(ckpt_dir);
-  TrainState next = current;
+  dp.broadcast_params(task.params().data());
+  task.seek_to_checkpoint();
+  RunState next = current;
   next.step = loaded.step;
-  next.train_pos = loaded.train_pos;
   next.sample_counter = loaded.sample_counter;
   next.lr_scale = current.lr_scale * lr_factor;
   next.nan_rollbacks = current.nan_rollbacks + 1;

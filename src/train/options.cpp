@@ -30,6 +30,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"lr", lr},
           {"min_lr_frac", min_lr_frac},
           {"warmup", warmup},
+          {"schedule", schedule},
           {"beta1", adamw.beta1},
           {"beta2", adamw.beta2},
           {"eps", adamw.eps},

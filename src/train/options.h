@@ -28,6 +28,7 @@ struct TrainOptions {
   float lr = 6e-4f;
   float min_lr_frac = 0.1f;
   int64_t warmup = 0;
+  std::string schedule = "cosine";  // cosine | linear (optim/schedule.h): the decay after warmup
   std::string optimizer = "adamw";  // adamw | sophia
   AdamWHyper adamw;
   SophiaHyper sophia;

@@ -21,14 +21,6 @@ std::string iso_time_utc() {
   return buf;
 }
 
-nlohmann::json gpt2_model_json(const Gpt2Config& c) {
-  return {{"n_layer", c.n_layer},
-          {"n_head", c.n_head},
-          {"n_embd", c.n_embd},
-          {"vocab_size", c.vocab_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"block_size", c.block_size}};
-}
 
 nlohmann::json run_config(const TrainOptions& opt, const nlohmann::json& model, const RunShape& s,
                           const PeakFlops& peak) {
@@ -50,6 +42,15 @@ nlohmann::json run_config(const TrainOptions& opt, const nlohmann::json& model, 
 }
 
 }  // namespace
+
+nlohmann::json gpt2_model_json(const Gpt2Config& c) {
+  return {{"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"block_size", c.block_size}};
+}
 
 RunMonitor::RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape)
     : RunMonitor(options, gpt2_model_json(config), shape) {}

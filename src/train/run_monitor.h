@@ -25,6 +25,9 @@
 
 namespace mptrain {
 
+// GPT-2's config as config.json's "model" object.
+nlohmann::json gpt2_model_json(const Gpt2Config& config);
+
 struct RunShape {
   size_t num_params = 0;
   double tokens_per_step = 0;

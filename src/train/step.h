@@ -17,8 +17,9 @@ namespace mptrain {
 using NextBatchFn = std::function<void(int* inputs, int* targets)>;
 
 // A model as one optimizer step sees it (Gpt2, Bert): flat fp32 parameters and gradients laid
-// out by one parameter table, and what one micro-batch does. The GPT-2 overload of train_step
-// below builds one; BERT's trainer (train/bert_trainer.cpp) builds its own.
+// out by one parameter table, and what one micro-batch does. Each model family's TrainTask
+// (train/train_task.h) builds one for the training loop; the GPT-2 overload of train_step below
+// builds GPT-2's for the benchmark and the tests.
 struct StepModel {
   const ParamTable* table = nullptr;
   // The parameters, asked for again at every write (the optimizer update): Gpt2's non-const

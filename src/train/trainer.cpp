@@ -1,4 +1,5 @@
-// The GPT-2 training loop on the CPU backend.
+// The training loop on the CPU backend, one for every model family: what differs between GPT-2
+// and BERT is a TrainTask (train/train_task.h).
 #include "train/trainer.h"
 
 #include <omp.h>
@@ -15,11 +16,9 @@
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
-#include "data/loader.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "io/checkpoint_dir.h"
-#include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
@@ -27,10 +26,11 @@
 #include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/run_monitor.h"
-#include "train/sampler.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
 #include "train/step.h"
+#include "train/gpt2_task.h"
+#include "train/train_task.h"
 
 namespace mptrain {
 
@@ -42,50 +42,26 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Ranks take turns over the same `steps` windows, so the loss is the same whatever the world size.
-float evaluate(Gpt2& model, TokenLoader& loader, int steps, std::vector<int>& inputs, std::vector<int>& targets,
-               Communicator& comm) {
-  loader.reset();
-  double sum = 0.0;
-  for (int i = 0; i < steps; ++i) {
-    loader.next(inputs.data(), targets.data());
-    if (i % comm.world_size() == comm.rank()) sum += model.forward(inputs.data(), targets.data(), loader.B(), loader.T());
-  }
-  return static_cast<float>(comm.sum(sum) / steps);
-}
-
-std::string sample_text(Gpt2& model, int eot, const DecodeFn& decode, int n, uint64_t seed, uint64_t& counter) {
-  SampleOptions so;
-  so.max_new_tokens = n;
-  so.temperature = 1.0f;
-  so.top_k = 40;
-  so.seed = seed;
-  const int prompt = eot >= 0 && eot < model.config().vocab_size ? eot : 0;
-  std::vector<int> out = sample_tokens(model, {prompt}, so, counter);
-  std::string text;
-  if (decode) {
-    text = decode(out);
-  } else {
-    for (int t : out) text += std::to_string(t) + " ";
-  }
-  return "---- sample ----\n" + text + "\n----------------";
-}
-
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token) {
+  const std::unique_ptr<TrainTask> task = make_gpt2_task(decode, eot_token);
+  return run_training(options, *task);
+}
+
+TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // The run's options with its precision resolved (given, the checkpoint's on --resume, or fp32):
   // config.json, state.json and the log show the precision actually used.
   TrainOptions opt = options;
   // An unknown name fails here, before any output.
   std::optional<Precision> given_precision;
   if (!opt.precision.empty()) given_precision = parse_precision(opt.precision);
-  MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
   const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
   if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
+  const LrShape lr_shape = parse_lr_shape(opt.schedule);
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   const NanGuardOptions nan_guard{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
@@ -95,38 +71,34 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
-  const int accum = opt.grad_accum_steps(world);
-  const int B = opt.batch, T = opt.seq;
-  const double tokens_per_step = static_cast<double>(B) * T * accum * world;  // global
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
   MPT_CHECK(opt.resume.empty() || opt.init_from.empty(),
             "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one of them");
   std::string resume_dir, init_dir;
-  Gpt2Config config;
-  TrainState resumed;  // the checkpoint's state when resuming
+  RunState resumed;  // the checkpoint's state when resuming
   if (!opt.resume.empty()) {
     resume_dir = resolve_checkpoint(opt.resume);
     MPT_CHECK(checkpoint_has_optimizer_state(resume_dir),
               "checkpoint '" + resume_dir + "' holds weights only (no optimizer state), so it cannot be resumed; "
               "start a new run from its weights with --init-from " + opt.resume);
-    config = load_checkpoint_config(resume_dir);
-    resumed = load_checkpoint_state(resume_dir);
   } else if (!opt.init_from.empty()) {
     init_dir = resolve_checkpoint(opt.init_from);
-    config = load_checkpoint_config(init_dir);
-  } else {
-    config = gpt2_preset(opt.preset, opt.vocab_multiple);
   }
-  MPT_CHECK(T <= config.block_size, "--seq " + std::to_string(T) + " is longer than the model's context of " +
-                                        std::to_string(config.block_size) + " positions");
+  // The config (and, for BERT, the sequence length), then the resumed state.
+  task.configure(opt, resume_dir.empty() ? init_dir : resume_dir);
+  if (!resume_dir.empty()) resumed = task.read_state(resume_dir);
+  const int accum = opt.grad_accum_steps(world);
+  const int B = opt.batch, T = opt.seq;
+  const double tokens_per_step = static_cast<double>(B) * T * accum * world;  // global
   // Precision: --precision when given, else the resumed run's own, else fp32. Master weights,
   // gradients and optimizer state are fp32 in every precision, so a checkpoint resumes (or
   // --init-from starts) in any of them; only the loss scaler is fp16's alone.
   const Precision ckpt_precision = resume_dir.empty() ? Precision::Fp32 : parse_precision(resumed.precision);
   const Precision precision = given_precision ? *given_precision : ckpt_precision;
   opt.precision = precision_name(precision);
+  task.check_supported(precision, optimizer_kind);
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
   MPT_CHECK(!needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
@@ -134,8 +106,9 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
   cpu::Context ctx;
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h).
-  check_memory_fits(opt, config, precision, world);
-  Gpt2 model(config, ctx, precision);
+  const ModelFootprint footprint = task.footprint(opt, precision);
+  if (footprint.activation_bytes) check_memory_fits(opt, footprint, world);
+  task.build(ctx, precision);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) {
@@ -149,59 +122,51 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
     return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed);
   };
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h).
-  DataParallel dp(*comm, model.table(), zero_stage_from_int(opt.zero));
+  DataParallel dp(*comm, task.table(), zero_stage_from_int(opt.zero));
   std::unique_ptr<Optimizer> optimizer = make_opt(dp.optimizer_table());
-  TrainState state;
+  RunState state;
   state.seed = opt.seed;
   if (!resume_dir.empty()) {
     // Every rank reads the checkpoint (written whole by rank 0, whatever the world size then)
     // and keeps its range of the optimizer state.
-    load_checkpoint_model(resume_dir, model);
+    task.load_weights(resume_dir);
     if (dp.zero() == ZeroStage::Off) {
-      load_checkpoint_optimizer(resume_dir, model.table(), *optimizer);
+      load_checkpoint_optimizer(resume_dir, task.table(), *optimizer);
     } else {
-      std::unique_ptr<Optimizer> whole = make_opt(model.table());
-      load_checkpoint_optimizer(resume_dir, model.table(), *whole);
+      std::unique_ptr<Optimizer> whole = make_opt(task.table());
+      load_checkpoint_optimizer(resume_dir, task.table(), *whole);
       dp.scatter_optimizer(*whole, *optimizer);
     }
     state = resumed;
   } else if (!init_dir.empty()) {
-    load_checkpoint_model(init_dir, model);
+    task.load_weights(init_dir);
   } else {
-    model.init_weights(opt.seed);
+    task.init_weights(opt.seed);
   }
-  dp.broadcast_params(model.params().data());  // every rank starts from rank 0's bits
+  dp.broadcast_params(task.params().data());  // every rank starts from rank 0's bits
   state.options = opt.to_json();
   state.precision = opt.precision;
   state.has_loss_scaler = false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
-  model.plan(B, T);
+  task.open_data(opt, state, comm->rank(), world);  // plans activations; at the resumed position
 
-  TokenLoader train_loader(opt.train_data, B, T, config.vocab_size, comm->rank(), world);
-  if (!resume_dir.empty()) train_loader.set_position(state.train_pos);
-  std::unique_ptr<TokenLoader> val_loader;
-  if (!opt.val_data.empty()) val_loader = std::make_unique<TokenLoader>(opt.val_data, B, T, config.vocab_size);
+  const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, lr_shape};
 
-  LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps};
-
-  const double flops_per_step = gpt2_flops_per_token(config, T) * tokens_per_step;
+  const double flops_per_step = task.flops_per_token(opt) * tokens_per_step;
   // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
-  RunMonitor monitor(opt, config,
-                     {model.num_params(), tokens_per_step, flops_per_step, omp_get_max_threads(), state.step, resume_dir,
-                      comm->rank(), world});
-  monitor.sayf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
-              resume_dir.empty() && init_dir.empty() ? opt.preset.c_str() : "from checkpoint", model.num_params(),
-              config.n_layer,
-              config.n_head, config.n_embd, config.vocab_size, config.padded_vocab_size);
-  monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu shard(s)\n",
-              B, T, accum, tokens_per_step, omp_get_max_threads(), train_loader.total_tokens(),
-              train_loader.num_shards());
+  RunMonitor monitor(opt, task.model_json(),
+                     {task.table().total(), tokens_per_step, flops_per_step, omp_get_max_threads(), state.step,
+                      resume_dir, comm->rank(), world});
+  task.describe(monitor, opt, !resume_dir.empty() || !init_dir.empty(), accum, tokens_per_step);
   if (optimizer_kind == OptimizerKind::Sophia)
-    monitor.sayf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g, Hessian every %lld steps, b = %.0f\n",
-                opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, (long long)opt.sophia.k,
-                tokens_per_step);
+    monitor.sayf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = %.0f\n",
+                 opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
+                 (long long)opt.sophia.k, tokens_per_step);
   else
-    monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g\n", opt.adamw.beta1, opt.adamw.beta2,
-                opt.adamw.eps, opt.adamw.weight_decay);
+    monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1, opt.adamw.beta2,
+                 opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());
+  if (lr_shape != LrShape::Cosine)
+    monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n", lr_shape_name(lr_shape),
+                 (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (world > 1)
     monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s\n", world, comm->backend(),
                  comm->topology().launcher.c_str(),
@@ -219,35 +184,34 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
     monitor.sayf("precision %s\n", precision_name(precision));
   monitor.start();
 
-  std::vector<int> inputs(static_cast<size_t>(B) * T), targets(static_cast<size_t>(B) * T);
+  const StepModel step_model = task.step_model(opt);
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
     const float lr = schedule.at(step) * state.lr_scale;  // lr_scale < 1 after a NaN rollback
+    task.begin_step();
     const StepStats stats = train_step(
-        model, *optimizer, [&](int* in, int* tg) { train_loader.next(in, tg); }, B, T, accum, lr, opt.grad_clip, step + 1,
-        inputs.data(), targets.data(), scaler.get(), &dp,
+        step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
         std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
             opt.fault_inf_grad_steps.end());
     if (stats.non_finite) {
       // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
       // reload the last checkpoint and continue from it with a lower learning rate.
-      const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, model.table(),
-                                                       model.grads().data(), dp.begin(), dp.end());
+      const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, task.table(),
+                                                       task.grads().data(), dp.begin(), dp.end());
       const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
-      state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, model, *optimizer, dp, make_opt);
-      train_loader.set_position(state.train_pos);
+      state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
       monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on", what.c_str(),
                    ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
       continue;
     }
+    const StepExtras extras = task.step_extras(*comm);  // collective: before anything rank 0 alone does
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
     const double dt = now_seconds() - t0;
     const int64_t done = step + 1;
     state.step = done;
-    state.train_pos = train_loader.position();
     if (scaler) {
       state.has_loss_scaler = true;
       state.loss_scale = scaler->scale();
@@ -267,10 +231,11 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
       if (scaler)
         std::snprintf(scaling, sizeof(scaling), " | scale %g skipped %lld", stats.loss_scale,
                       (long long)scaler->skipped_steps());
-      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + scaling + curvature);
+      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + extras.log + scaling + curvature);
     }
-    // metrics.jsonl: the standard fields, then each feature's own (train/metrics.h).
+    // metrics.jsonl: the standard fields, then the model's and each feature's own (train/metrics.h).
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
+    for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
     if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
     // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
@@ -280,15 +245,17 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
     if (stats.curvature)
       record.add("win_rate", stats.win_rate).add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
-    if (val_loader && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
-      const float val = evaluate(model, *val_loader, opt.val_steps, inputs, targets, *comm);
-      monitor.sayf("step %6lld | val loss %.6f", (long long)done, val);
-      summary.final_val_loss = val;
-      record.add("val_loss", val);
+    if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
+      const ValResult val = task.validate(opt, *comm, done);
+      monitor.say(val.line);
+      summary.final_val_loss = val.loss;
+      for (const auto& [key, value] : val.metrics) record.add(key, value);
     }
     monitor.step_done(done, loss, dt, record);
-    if (((opt.sample_every > 0 && done % opt.sample_every == 0) || last) && comm->is_root())
-      monitor.say(sample_text(model, eot_token, decode, opt.sample_tokens, opt.seed, state.sample_counter));
+    if (((opt.sample_every > 0 && done % opt.sample_every == 0) || last) && comm->is_root()) {
+      const std::string text = task.sample(opt, state.sample_counter);
+      if (!text.empty()) monitor.say(text);
+    }
     // SIGINT/SIGTERM: this step is complete; checkpoint it and stop (a signal during the last step changes nothing).
     int stop = last ? 0 : monitor.stop_requested();
     // Every rank stops after the same step (mpirun forwards signals, but not at the same instant).
@@ -296,7 +263,7 @@ TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, i
     if ((opt.save_every > 0 && done % opt.save_every == 0) || last || stop) {
       // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
       std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
-      if (comm->is_root()) save_checkpoint(opt.run_dir, model, whole ? *whole : *optimizer, state, opt.keep_last);
+      if (comm->is_root()) task.save(opt.run_dir, whole ? *whole : *optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);
       monitor.sayf("saved checkpoint %s", summary.last_checkpoint.c_str());
     }

@@ -1,5 +1,6 @@
-// The training loop: data, gradient accumulation, clipping, AdamW with a warmup +
-// cosine schedule, validation, sampling, checkpoints, resume, and a log line per step.
+// The training loop, one for every model family: data, gradient accumulation, clipping, the
+// optimizer with a warmup + cosine or linear schedule, precision and fp16 loss scaling, data
+// parallelism, numeric guards, validation, sampling, checkpoints, resume, and a log line per step.
 #pragma once
 #include <functional>
 #include <memory>
@@ -22,6 +23,12 @@ struct TrainSummary {
   int stopped_by_signal = 0;  // SIGINT/SIGTERM that ended the run early (checkpoint written); 0 = ran to the end
 };
 
+class TrainTask;
+
+// Trains the model family `task` stands for (train/train_task.h): GPT-2 (train/gpt2_task.h) or
+// BERT (train/bert_task.h). Every flag means the same for both.
+TrainSummary run_training(const TrainOptions& options, TrainTask& task);
+// GPT-2 (decode/eot_token: the samples' text and prompt).
 TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token);
 
 }  // namespace mptrain

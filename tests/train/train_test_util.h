@@ -44,4 +44,17 @@ inline std::vector<std::pair<int64_t, double>> read_losses(const std::string& ru
   return out;
 }
 
+// BERT instance files (dir/b_train.bert, dir/b_val.bert; T = 32, a 512-token vocabulary) made by
+// `mptrain prepare --task bert` from one of Debian's fortune files. False when that corpus is
+// missing (the caller skips); a failed prepare is a test failure.
+inline bool prepare_bert_data(const std::string& dir) {
+  const std::string corpus = "/usr/share/games/fortunes/computers";
+  if (!std::ifstream(corpus)) return false;
+  const RunResult r = run_mptrain("prepare --task bert " + corpus +
+                                  " --doc-delimiter '%' --val-fraction 0.1 --max-seq-len 32 --vocab-size 512"
+                                  " --dupe-factor 1 --name b -q --out " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0;
+}
+
 }  // namespace mptrain::testing

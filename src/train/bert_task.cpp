@@ -1,0 +1,195 @@
+// BERT's part of the training loop: model, instance loaders, MLM/NSP statistics, evaluation,
+// checkpoints.
+#include "train/bert_task.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <optional>
+
+#include "backend/cpu/context.h"
+#include "core/error.h"
+#include "data/bert_instances.h"
+#include "data/bert_loader.h"
+#include "dist/communicator.h"
+#include "model/bert.h"
+#include "train/bert_checkpoint.h"
+#include "train/bert_eval.h"
+#include "train/run_monitor.h"
+
+namespace mptrain {
+
+namespace {
+
+BertInputs inputs_of(const BertBatch& b) {
+  return {b.input_ids.data(), b.token_type_ids.data(), b.attention_mask.data(), b.mlm_labels.data(),
+          b.nsp_labels.data()};
+}
+
+class BertTask final : public TrainTask {
+ public:
+  explicit BertTask(const BertTrainOptions& bert) : bert_(bert) {
+    MPT_CHECK(bert.max_predictions > 0, "--max-predictions must be positive");
+  }
+
+  // Model config: the checkpoint's when resuming or initialising from one, else the preset
+  // sized to the instance file's vocabulary.
+  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
+    MPT_CHECK(!opt.train_data.empty(),
+              "no training data: pass --train-data with an instance file of 'prepare --task bert'");
+    const BertInstanceFile probe(opt.train_data);  // validates the file (format version included)
+    if (!ckpt_dir.empty()) {
+      config_ = load_bert_checkpoint_config(ckpt_dir);
+    } else {
+      if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
+      config_ = bert_preset(opt.preset, static_cast<int>(probe.header().vocab_size));
+      config_.pad_token_id = probe.header().pad_id;
+    }
+    MPT_CHECK(static_cast<int>(probe.header().vocab_size) <= config_.vocab_size,
+              "instance file '" + opt.train_data + "' has a vocabulary of " +
+                  std::to_string(probe.header().vocab_size) + " tokens, more than the model's " +
+                  std::to_string(config_.vocab_size));
+    if (!bert_.seq_given) opt.seq = probe.max_seq_len();
+    MPT_CHECK(opt.seq <= config_.max_position, "sequence length " + std::to_string(opt.seq) +
+                                                   " is longer than the BERT model's " +
+                                                   std::to_string(config_.max_position) + " positions");
+    vocab_text_ = probe.vocab().to_text();
+    lower_case_ = probe.lower_case();
+  }
+  RunState read_state(const std::string& ckpt_dir) override {
+    const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
+    pending_ = s.train_pos;
+    return s;
+  }
+  ModelFootprint footprint(const TrainOptions&, Precision) const override {
+    // No activation plan without allocating yet: the loop skips the memory check.
+    ModelFootprint f;
+    f.num_params = bert_param_table(config_).total();
+    return f;
+  }
+  double flops_per_token(const TrainOptions& opt) const override { return bert_flops_per_token(config_, opt.seq); }
+  nlohmann::json model_json() const override {
+    nlohmann::json j = bert_config_json(config_);
+    j["model"] = "bert";
+    return j;
+  }
+  void check_supported(Precision precision, OptimizerKind optimizer) const override {
+    MPT_CHECK(optimizer == OptimizerKind::AdamW,
+              "BERT trains with --optimizer adamw (Sophia's Hessian estimate is GPT-2's only)");
+    MPT_CHECK(precision == Precision::Fp32, std::string("BERT trains in fp32 for now (--precision ") +
+                                                precision_name(precision) + " is GPT-2's only)");
+  }
+  const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
+
+  void build(cpu::Context& ctx, Precision) override { model_ = std::make_unique<Bert>(config_, ctx); }
+  const ParamTable& table() const override { return model_->table(); }
+  FloatBuffer& params() override { return model_->params(); }
+  FloatBuffer& grads() override { return model_->grads(); }
+  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
+  void load_weights(const std::string& ckpt_dir) override { load_bert_checkpoint_model(ckpt_dir, *model_); }
+
+  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
+    B_ = opt.batch, T_ = opt.seq;
+    model_->plan(B_, T_, B_ * bert_.max_predictions);
+    // Masking is seeded by the run's seed: a resumed run draws the same masks.
+    BertMaskingOptions masking;
+    masking.max_predictions = bert_.max_predictions;
+    masking.seed = state.seed;
+    train_ = std::make_unique<BertLoader>(opt.train_data, B_, T_, config_.vocab_size, masking, rank, world);
+    if (pending_) train_->set_position(*pending_);
+    if (!opt.val_data.empty()) {
+      BertMaskingOptions val_masking = masking;
+      val_masking.shuffle = false;
+      val_ = std::make_unique<BertLoader>(opt.val_data, B_, T_, config_.vocab_size, val_masking);
+    }
+  }
+  void seek_to_checkpoint() override {
+    if (pending_) train_->set_position(*pending_);
+  }
+  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
+                double tokens_per_step) const override {
+    monitor.sayf("model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d padded to %d)\n",
+                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(), config_.n_layer,
+                 config_.n_head, config_.hidden, config_.vocab_size, config_.padded_vocab_size);
+    monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training instances, "
+                 "%d masked positions per sequence at most\n",
+                 B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->num_instances(), bert_.max_predictions);
+  }
+
+  StepModel step_model(const TrainOptions&) override {
+    StepModel m;
+    m.table = &model_->table();
+    Bert* model = model_.get();
+    m.params = [model]() -> FloatBuffer& { return model->params(); };
+    m.grads = &model_->grads();
+    m.micro_step = [this](float grad_scale) {
+      train_->next(batch_);
+      const BertStats st = model_->forward_backward(inputs_of(batch_), B_, T_, grad_scale);
+      mlm_sum_ += static_cast<double>(st.mlm_loss) * st.mlm_count;
+      mlm_n_ += st.mlm_count;
+      nsp_sum_ += static_cast<double>(st.nsp_loss) * st.nsp_count;
+      nsp_n_ += st.nsp_count;
+      nsp_ok_ += st.nsp_correct;
+      return st.loss();
+    };
+    return m;
+  }
+  void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = 0.0; }
+  // The step's MLM and NSP means over its micro-batches, combined over ranks.
+  StepExtras step_extras(Communicator& comm) override {
+    double mlm_sum = mlm_sum_, mlm_n = mlm_n_, nsp_sum = nsp_sum_, nsp_n = nsp_n_, nsp_ok = nsp_ok_;
+    if (comm.world_size() > 1) {
+      mlm_sum = comm.sum(mlm_sum), mlm_n = comm.sum(mlm_n), nsp_sum = comm.sum(nsp_sum);
+      nsp_n = comm.sum(nsp_n), nsp_ok = comm.sum(nsp_ok);
+    }
+    const double mlm_loss = mlm_n > 0 ? mlm_sum / mlm_n : 0.0, nsp_loss = nsp_n > 0 ? nsp_sum / nsp_n : 0.0;
+    const double nsp_acc = nsp_n > 0 ? nsp_ok / nsp_n : 0.0;
+    char extra[96];
+    std::snprintf(extra, sizeof(extra), " | mlm %.4f | nsp %.4f | nsp acc %.3f", mlm_loss, nsp_loss, nsp_acc);
+    return {extra, {{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"nsp_acc", nsp_acc}}};
+  }
+
+  bool has_validation() const override { return val_ != nullptr; }
+  ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
+    const BertEvalResult v = evaluate_bert(*model_, *val_, opt.val_steps, &comm);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "step %6lld | val mlm loss %.4f | mlm acc %.4f (most frequent token %.4f) | nsp loss %.4f | "
+                  "nsp acc %.4f",
+                  static_cast<long long>(step), v.mlm_loss, v.mlm_accuracy(), v.mlm_baseline, v.nsp_loss,
+                  v.nsp_accuracy());
+    return {static_cast<float>(v.mlm_loss + v.nsp_loss),
+            line,
+            {{"val_loss", v.mlm_loss + v.nsp_loss},
+             {"val_mlm_loss", v.mlm_loss},
+             {"val_mlm_acc", v.mlm_accuracy()},
+             {"val_nsp_loss", v.nsp_loss},
+             {"val_nsp_acc", v.nsp_accuracy()}}};
+  }
+  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state, int keep_last) override {
+    BertTrainState s;
+    static_cast<RunState&>(s) = state;
+    s.train_pos = train_->position();
+    s.vocab_text = vocab_text_;
+    s.lower_case = lower_case_;
+    save_bert_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+  }
+
+ private:
+  BertTrainOptions bert_;
+  BertConfig config_;
+  std::string vocab_text_;  // the instance file's vocabulary and casing, saved beside the weights
+  bool lower_case_ = true;
+  std::unique_ptr<Bert> model_;
+  std::unique_ptr<BertLoader> train_, val_;
+  std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
+  BertBatch batch_;
+  int B_ = 0, T_ = 0;
+  double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0, nsp_ok_ = 0.0;  // this step's, this rank's
+};
+
+}  // namespace
+
+std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) { return std::make_unique<BertTask>(bert); }
+
+}  // namespace mptrain

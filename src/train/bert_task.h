@@ -1,0 +1,25 @@
+// BERT pretraining (masked LM + next-sentence prediction) as a TrainTask (train/train_task.h),
+// from an instance file of `mptrain prepare --task bert` with dynamic masking
+// (data/bert_loader.h). The shared loop (train/trainer.cpp) gives it everything GPT-2 has:
+// accumulation, clipping, the optimizers, data parallelism, precision and the numeric guards.
+// BERT's own parts: the log line adds MLM loss, NSP loss and NSP accuracy; validation reports
+// MLM and NSP accuracy (train/bert_eval.h); checkpoints use Hugging Face BertForPreTraining
+// names (train/bert_checkpoint.h) and resume exactly.
+#pragma once
+#include <memory>
+
+#include "train/train_task.h"
+
+namespace mptrain {
+
+struct BertTrainOptions {
+  int max_predictions = 20;  // masked positions per sequence at most (the recipe's 20 at seq 128)
+  bool seq_given = false;    // --seq given: T is that; else the instance file's max_seq_len
+};
+
+// options.preset names a BERT preset (bert-mini if it names none); options.train_data is an
+// instance file (val_data optional). A sequence length T over the model's positions, or a
+// file of another format version: clear errors.
+std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert);
+
+}  // namespace mptrain

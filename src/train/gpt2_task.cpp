@@ -1,0 +1,150 @@
+// GPT-2's part of the training loop: model, token loaders, evaluation, samples, checkpoints.
+#include "train/gpt2_task.h"
+
+#include <omp.h>
+
+#include <optional>
+#include <vector>
+
+#include "backend/cpu/context.h"
+#include "core/error.h"
+#include "data/loader.h"
+#include "dist/communicator.h"
+#include "model/gpt2.h"
+#include "train/run_monitor.h"
+#include "train/sampler.h"
+
+namespace mptrain {
+
+namespace {
+
+class Gpt2Task final : public TrainTask {
+ public:
+  Gpt2Task(DecodeFn decode, int eot) : decode_(std::move(decode)), eot_(eot) {}
+
+  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
+    MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
+    config_ = ckpt_dir.empty() ? gpt2_preset(opt.preset, opt.vocab_multiple) : load_checkpoint_config(ckpt_dir);
+    MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
+                                                 " is longer than the model's context of " +
+                                                 std::to_string(config_.block_size) + " positions");
+  }
+  RunState read_state(const std::string& ckpt_dir) override {
+    const TrainState s = load_checkpoint_state(ckpt_dir);
+    pending_ = s.train_pos;
+    return s;
+  }
+  ModelFootprint footprint(const TrainOptions&, Precision precision) const override {
+    return gpt2_footprint(config_, precision);
+  }
+  double flops_per_token(const TrainOptions& opt) const override { return gpt2_flops_per_token(config_, opt.seq); }
+  nlohmann::json model_json() const override { return gpt2_model_json(config_); }
+  void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
+
+  void build(cpu::Context& ctx, Precision precision) override { model_ = std::make_unique<Gpt2>(config_, ctx, precision); }
+  const ParamTable& table() const override { return model_->table(); }
+  FloatBuffer& params() override { return model_->params(); }
+  FloatBuffer& grads() override { return model_->grads(); }
+  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
+  void load_weights(const std::string& ckpt_dir) override { load_checkpoint_model(ckpt_dir, *model_); }
+
+  void open_data(const TrainOptions& opt, const RunState&, int rank, int world) override {
+    B_ = opt.batch, T_ = opt.seq;
+    model_->plan(B_, T_);
+    train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world);
+    if (pending_) train_->set_position(*pending_);
+    if (!opt.val_data.empty()) val_ = std::make_unique<TokenLoader>(opt.val_data, B_, T_, config_.vocab_size);
+    inputs_.resize(static_cast<size_t>(B_) * T_);
+    targets_.resize(static_cast<size_t>(B_) * T_);
+  }
+  void seek_to_checkpoint() override {
+    if (pending_) train_->set_position(*pending_);
+  }
+  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
+                double tokens_per_step) const override {
+    monitor.sayf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
+                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(), config_.n_layer,
+                 config_.n_head, config_.n_embd, config_.vocab_size, config_.padded_vocab_size);
+    monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
+                 "shard(s)\n",
+                 B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards());
+  }
+
+  StepModel step_model(const TrainOptions&) override {
+    StepModel m;
+    m.table = &model_->table();
+    Gpt2* model = model_.get();
+    m.params = [model]() -> FloatBuffer& { return model->params(); };  // marks GPT-2's weight copies stale
+    m.grads = &model_->grads();
+    m.micro_step = [this](float grad_scale) {
+      train_->next(inputs_.data(), targets_.data());
+      return model_->forward_backward(inputs_.data(), targets_.data(), B_, T_, grad_scale);
+    };
+    // Sophia's estimate reuses the step's last micro-batch (inputs_ still holds it) and targets_
+    // as the buffer for the sampled labels.
+    m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
+      return model_->forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, grad_scale, seed, counter);
+    };
+    return m;
+  }
+  StepExtras step_extras(Communicator&) override { return {}; }
+
+  bool has_validation() const override { return val_ != nullptr; }
+  // Ranks take turns over the same `val_steps` windows, so the loss is the same whatever the world size.
+  ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
+    val_->reset();
+    double sum = 0.0;
+    for (int i = 0; i < opt.val_steps; ++i) {
+      val_->next(inputs_.data(), targets_.data());
+      if (i % comm.world_size() == comm.rank())
+        sum += model_->forward(inputs_.data(), targets_.data(), val_->B(), val_->T());
+    }
+    ValResult r;
+    r.loss = static_cast<float>(comm.sum(sum) / opt.val_steps);
+    char line[64];
+    std::snprintf(line, sizeof(line), "step %6lld | val loss %.6f", static_cast<long long>(step), r.loss);
+    r.line = line;
+    r.metrics = {{"val_loss", r.loss}};
+    return r;
+  }
+  std::string sample(const TrainOptions& opt, uint64_t& counter) override {
+    SampleOptions so;
+    so.max_new_tokens = opt.sample_tokens;
+    so.temperature = 1.0f;
+    so.top_k = 40;
+    so.seed = opt.seed;
+    const int prompt = eot_ >= 0 && eot_ < config_.vocab_size ? eot_ : 0;
+    std::vector<int> out = sample_tokens(*model_, {prompt}, so, counter);
+    std::string text;
+    if (decode_) {
+      text = decode_(out);
+    } else {
+      for (int t : out) text += std::to_string(t) + " ";
+    }
+    return "---- sample ----\n" + text + "\n----------------";
+  }
+  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state, int keep_last) override {
+    TrainState s;
+    static_cast<RunState&>(s) = state;
+    s.train_pos = train_->position();
+    save_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+  }
+
+ private:
+  DecodeFn decode_;
+  int eot_ = 0;
+  Gpt2Config config_;
+  std::unique_ptr<Gpt2> model_;
+  std::unique_ptr<TokenLoader> train_, val_;
+  std::optional<LoaderPosition> pending_;  // the data position of the last read_state
+  std::vector<int> inputs_, targets_;
+  int B_ = 0, T_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainTask> make_gpt2_task(const DecodeFn& decode, int eot_token) {
+  return std::make_unique<Gpt2Task>(decode, eot_token);
+}
+
+}  // namespace mptrain
