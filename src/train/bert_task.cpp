@@ -13,6 +13,7 @@
 #include "data/bert_loader.h"
 #include "dist/communicator.h"
 #include "model/bert.h"
+#include "precision/policy.h"
 #include "train/bert_checkpoint.h"
 #include "train/bert_eval.h"
 #include "train/run_monitor.h"
@@ -61,11 +62,8 @@ class BertTask final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, Precision) const override {
-    // No activation plan without allocating yet: the loop skips the memory check.
-    ModelFootprint f;
-    f.num_params = bert_param_table(config_).total();
-    return f;
+  ModelFootprint footprint(const TrainOptions&, Precision precision) const override {
+    return bert_footprint(config_, precision, bert_.max_predictions);
   }
   double flops_per_token(const TrainOptions& opt) const override { return bert_flops_per_token(config_, opt.seq); }
   nlohmann::json model_json() const override {
@@ -73,15 +71,12 @@ class BertTask final : public TrainTask {
     j["model"] = "bert";
     return j;
   }
-  void check_supported(Precision precision, OptimizerKind optimizer) const override {
-    MPT_CHECK(optimizer == OptimizerKind::AdamW,
-              "BERT trains with --optimizer adamw (Sophia's Hessian estimate is GPT-2's only)");
-    MPT_CHECK(precision == Precision::Fp32, std::string("BERT trains in fp32 for now (--precision ") +
-                                                precision_name(precision) + " is GPT-2's only)");
-  }
+  void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
   const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
 
-  void build(cpu::Context& ctx, Precision) override { model_ = std::make_unique<Bert>(config_, ctx); }
+  void build(cpu::Context& ctx, Precision precision) override {
+    model_ = std::make_unique<Bert>(config_, ctx, precision);
+  }
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
   FloatBuffer& grads() override { return model_->grads(); }
@@ -131,6 +126,11 @@ class BertTask final : public TrainTask {
       nsp_n_ += st.nsp_count;
       nsp_ok_ += st.nsp_correct;
       return st.loss();
+    };
+    // Sophia's estimate on the step's last micro-batch (batch_ still holds it): MLM and NSP labels
+    // drawn from the model's own softmax (model/bert.h).
+    m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
+      return model_->forward_backward_sampled(inputs_of(batch_), B_, T_, grad_scale, seed, counter).loss();
     };
     return m;
   }
@@ -189,6 +189,19 @@ class BertTask final : public TrainTask {
 };
 
 }  // namespace
+
+ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int max_predictions) {
+  // The model's own plan and weight copies (model/bert.h), built without allocating; fp16 GEMMs
+  // assumed not native (fp32 operands, the larger), as for GPT-2 (train/memory_estimate.cpp).
+  const Policy policy = make_policy(precision);
+  ModelFootprint f;
+  f.num_params = bert_param_table(config).total();
+  f.weight_copy_bytes = bert_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  f.activation_bytes = [config, policy, max_predictions](int B, int T) {
+    return bert_activation_plan(config, policy, /*fp16_gemm_native=*/false, B, T, B * max_predictions).total_bytes();
+  };
+  return f;
+}
 
 std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) { return std::make_unique<BertTask>(bert); }
 

@@ -1,13 +1,16 @@
 // BERT pretraining (masked LM + next-sentence prediction) as a TrainTask (train/train_task.h),
 // from an instance file of `mptrain prepare --task bert` with dynamic masking
 // (data/bert_loader.h). The shared loop (train/trainer.cpp) gives it everything GPT-2 has:
-// accumulation, clipping, the optimizers, data parallelism, precision and the numeric guards.
+// accumulation, clipping, AdamW and Sophia (whose curvature pass is Bert::forward_backward_sampled),
+// data parallelism, every precision (Bert's mixed path; fp16 with the loss scaler), the memory
+// check and the numeric guards.
 // BERT's own parts: the log line adds MLM loss, NSP loss and NSP accuracy; validation reports
 // MLM and NSP accuracy (train/bert_eval.h); checkpoints use Hugging Face BertForPreTraining
 // names (train/bert_checkpoint.h) and resume exactly.
 #pragma once
 #include <memory>
 
+#include "model/bert_config.h"
 #include "train/train_task.h"
 
 namespace mptrain {
@@ -21,5 +24,10 @@ struct BertTrainOptions {
 // instance file (val_data optional). A sequence length T over the model's positions, or a
 // file of another format version: clear errors.
 std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert);
+
+// BERT's memory footprint (train/memory_estimate.h): its parameters, weight copies and
+// activation plan (model/bert.h, max_predictions masked positions per sequence), as Bert
+// allocates them.
+ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int max_predictions);
 
 }  // namespace mptrain
