@@ -11,6 +11,7 @@
 #include "data/loader.h"
 #include "dist/communicator.h"
 #include "model/gpt2.h"
+#include "train/bert_checkpoint.h"
 #include "train/run_monitor.h"
 #include "train/sampler.h"
 
@@ -24,6 +25,8 @@ class Gpt2Task final : public TrainTask {
 
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
+    MPT_CHECK(ckpt_dir.empty() || !is_bert_checkpoint(ckpt_dir),
+              "checkpoint '" + ckpt_dir + "' is a BERT model; train it with --model bert");
     config_ = ckpt_dir.empty() ? gpt2_preset(opt.preset, opt.vocab_multiple) : load_checkpoint_config(ckpt_dir);
     MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
                                                  " is longer than the model's context of " +
