@@ -72,7 +72,9 @@ void run_fill_mask(const FillMaskOptions& o) {
     const float mx = *std::max_element(logits, logits + V);
     double sum = 0.0;
     for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(logits[v] - mx));
-    std::vector<int> order(V);
+    // Candidates are the ids the vocabulary can spell: an imported model may have more rows
+    // than its vocab.txt has tokens (those rows still count in the softmax's denominator).
+    std::vector<int> order(tok.vocab_size());
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });

@@ -207,6 +207,10 @@ TEST_F(HfBertImport, VocabularyFromTheFolderTheFlagOrNone) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(read_file(tmp / "flag/vocab.txt"), small);
   EXPECT_TRUE(bert_checkpoint_lower_case(tmp / "flag"));
+  // fill-mask ranks only the ids that vocabulary spells (the model's other rows have no text).
+  r = run_mptrain("fill-mask --checkpoint " + (tmp / "flag") + " -k 10 'the [MASK] sat'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\n  10  "), std::string::npos) << r.output;
 }
 
 TEST_F(HfBertImport, BrokenFoldersGiveOneClearError) {
