@@ -260,8 +260,17 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   for (int i = 0; i < N; ++i) dloss[i] = d;
   float* logits = acts_.get(a_.logits);
   float* losses = acts_.get(a_.losses);
-  cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
-                                     config_.vocab_size, config_.padded_vocab_size);
+  // Mixed path with a 16-bit LM-head operand: the loss writes dlogits straight into that
+  // operand (one rounding, no fp32 dlogits pass); backward_mixed then uses it as is.
+  const StorageType head_op =
+      mixed_ ? ws_->operand_storage(gemm_math(policy_.rule(OpKind::LmHead).compute)) : StorageType::F32;
+  dlogits_lp_ready_ = backward && head_op != StorageType::F32;
+  if (dlogits_lp_ready_)
+    cpu::crossentropy_forward_backward_typed(losses, acts_.raw(a_.dlogits_lp), head_op, logits, targets, dloss,
+                                             N, config_.vocab_size, config_.padded_vocab_size);
+  else
+    cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
+                                       config_.vocab_size, config_.padded_vocab_size);
   double sum = 0.0;  // fixed order: deterministic
   for (int i = 0; i < N; ++i) sum += losses[i];
   return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
@@ -289,6 +298,7 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
   for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
   float* logits = acts_.get(a_.logits);
   float* losses = acts_.get(a_.losses);
+  dlogits_lp_ready_ = false;  // dlogits in place, fp32: backward_mixed converts them
   cpu::crossentropy_sampled_forward_backward(losses, logits, sampled, logits, dloss, N, config_.vocab_size,
                                              config_.padded_vocab_size, seed, counter);
   double sum = 0.0;  // fixed order: deterministic

@@ -168,6 +168,8 @@ class Gpt2 {
   WeightCopies copies_;  // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
+  // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.
+  bool dlogits_lp_ready_ = false;
 };
 
 }  // namespace mptrain

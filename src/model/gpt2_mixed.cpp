@@ -94,8 +94,7 @@ void Gpt2::forward_mixed(const int* tokens, int B, int T) {
     cpu::layernorm_forward_typed(ln2, ln_s, acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), residual2,
                                  w.ln2_w, w.ln2_b, N, C, eps);
     linear(ln2, ln_s, wc.fc_w, C, 4 * C);
-    cpu::bias_forward_typed(fch, lin_s, acc, w.fc_b, N, 4 * C);
-    cpu::gelu_forward_typed(fch_gelu, gelu_s, fch, lin_s, static_cast<size_t>(N) * 4 * C);
+    cpu::bias_gelu_forward_typed(fch, lin_s, fch_gelu, gelu_s, acc, w.fc_b, N, 4 * C);  // one pass
     linear(fch_gelu, gelu_s, wc.fcproj_w, 4 * C, C);
     cpu::residual_bias_forward(residual3, residual2, acc, w.fcproj_b, lin_s, N, C);
     residual = residual3;
@@ -141,7 +140,8 @@ void Gpt2::backward_mixed(const int* tokens, int B, int T) {
 
   // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf
   void* dlogits = acts_.raw(a_.dlogits_lp);
-  cpu::to_gemm_operand(dlogits, acts_.get(a_.logits), F32, static_cast<size_t>(N) * Vp, head, *ws_);
+  if (!dlogits_lp_ready_)  // else the loss wrote it (Gpt2::loss_impl)
+    cpu::to_gemm_operand(dlogits, acts_.get(a_.logits), F32, static_cast<size_t>(N) * Vp, head, *ws_);
   cpu::gemm_mixed(dln, F32, rows(C), {dlogits, head_op, rows(Vp), true},
                   {wte_c_.ptr, wte_c_.type, rows(C), true}, head, 1, 1, N, C, Vp, false, *ws_, ctx_);
   cpu::gemm_mixed(g_.wte, F32, rows(C), {dlogits, head_op, transposed(Vp), true}, {lnf, ln_s, rows(C)}, head,
