@@ -7,6 +7,8 @@
 //  - `train --resume` of it fails with one clear error (it holds no optimizer state)
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 
 #include "convert/bert_convert_test_util.h"
@@ -77,6 +79,20 @@ TEST(HfBertUse, ImportedModelFillsMasksEvaluatesAndFineTunes) {
                                          batch.nsp_labels.data()},
                                         B, T);
   EXPECT_NEAR(losses[0].second, st.loss(), 1e-5 * st.loss()) << "step 1 trains on the imported weights";
+
+  // Fine-tuning from the import works in every precision: step 1 is the same loss up to that
+  // precision's rounding (bf16's 8-bit mantissa the loosest).
+  for (const char* precision : {"tf32", "bf16", "fp16"}) {
+    const fs::path run = tmp / (std::string("run_") + precision);
+    auto lp = run_mptrain("train --model bert --init-from " + (tmp / "imported") + " --data " + (tmp / "data.bert") +
+                          " --batch 8 --steps 2 --lr 1e-3 --warmup 1 --max-predictions 4 --seed 5 --threads 2"
+                          " --progress lines --precision " + precision + " --run-dir " + run.string());
+    ASSERT_EQ(lp.exit_code, 0) << precision << ": " << lp.output;
+    const auto lp_losses = testing::read_losses(run);
+    ASSERT_EQ(lp_losses.size(), 2u) << precision;
+    EXPECT_NEAR(lp_losses[0].second, st.loss(), 2e-2 * st.loss()) << precision;
+    EXPECT_TRUE(std::isfinite(lp_losses[1].second)) << precision;
+  }
 
   // The imported checkpoint holds weights only: --resume cannot continue it.
   const auto resume = run_mptrain("train --model bert --resume " + (tmp / "imported") + " --data " +

@@ -5,6 +5,8 @@
 //  - `train --resume` refuses it (no optimizer state) with one clear error naming --init-from
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <regex>
 
@@ -61,6 +63,20 @@ TEST(HfUse, ImportedModelGeneratesEvaluatesAndFineTunes) {
   ASSERT_EQ(losses.size(), 3u);
   EXPECT_EQ(losses[0].first, 1);
   EXPECT_NEAR(losses[0].second, eval_loss, 2e-6 * eval_loss) << "step 1 trains on the imported weights";
+
+  // Fine-tuning from the import works in every precision: step 1 is the imported weights' loss
+  // up to that precision's rounding (bf16's 8-bit mantissa the loosest).
+  for (const char* precision : {"tf32", "bf16", "fp16"}) {
+    const fs::path run = tmp / (std::string("run_") + precision);
+    auto lp = run_mptrain("train --init-from " + (tmp / "imported") + " --train-data '" + (tmp / "train_*.bin") +
+                          "'" + shape + " --steps 2 --lr 1e-3 --sample-tokens 4 --precision " + precision +
+                          " --run-dir " + run.string());
+    ASSERT_EQ(lp.exit_code, 0) << precision << ": " << lp.output;
+    const auto lp_losses = testing::read_losses(run);
+    ASSERT_EQ(lp_losses.size(), 2u) << precision;
+    EXPECT_NEAR(lp_losses[0].second, eval_loss, 2e-2 * eval_loss) << precision;
+    EXPECT_TRUE(std::isfinite(lp_losses[1].second)) << precision;
+  }
 
   // The fine-tuned run is a normal run: it resumes; the imported checkpoint does not.
   auto more = run_mptrain("train --resume " + (tmp / "run") + " --train-data '" + (tmp / "train_*.bin") +
