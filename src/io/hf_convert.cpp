@@ -91,38 +91,12 @@ std::string model_file_of(const std::string& hf_dir) {
               "' not found: a Hugging Face model folder holds config.json and model.safetensors");
 }
 
-// config.json sizes the parameter table and buffer, so before either is built the folder's
-// model.safetensors must be able to hold what it claims: every layer has at least one tensor,
-// and every parameter element takes at least 2 bytes (F16/BF16). Otherwise a config claiming
-// 10^6 layers or a 600 GB model had the import build millions of table entries or allocate and
-// zero the buffer before finding the tensors missing (hardening audit).
-void check_layers_fit(const std::string& hf_dir, int n_layer) {
-  const SafetensorsFile file(model_file_of(hf_dir));
-  MPT_CHECK(static_cast<size_t>(n_layer) <= file.names().size(),
-            "'" + hf_dir + "/" + kHfConfigFile + "' describes " + std::to_string(n_layer) + " layers but '" +
-                file.path() + "' holds only " + std::to_string(file.names().size()) + " tensors");
-}
-
-void check_params_fit(const SafetensorsFile& file, const ParamTable& table) {
-  double stored = 0.0, wanted = 0.0;  // double: a config's shapes may overflow size_t products
-  for (const auto& name : file.names()) stored += static_cast<double>(file.get(name).nbytes);
-  for (const auto& spec : table.specs()) {
-    double n = 1.0;
-    for (int64_t d : spec.hf_shape) n *= static_cast<double>(d);
-    wanted += n;
-  }
-  MPT_CHECK(2.0 * wanted <= stored, "config.json describes " +
-                                        std::to_string(static_cast<uint64_t>(std::min(wanted, 1e19))) +
-                                        " parameters but '" + file.path() + "' holds only " +
-                                        std::to_string(static_cast<uint64_t>(stored)) + " bytes of tensors");
-}
-
 // What every family's import does with the folder's model.safetensors: the parameters laid
 // out by `table`, filled through the family's name map, and the report copied into r.
 std::vector<float> load_hf_folder_params(const std::string& hf_dir, const HfNameMap& map, const ParamTable& table,
                                          HfImportResult& r) {
   SafetensorsFile file(model_file_of(hf_dir));
-  check_params_fit(file, table);
+  check_params_fit(file, table, kHfConfigFile);
   std::vector<float> params(table.total());
   const HfLoadReport report = load_hf_params(file, map, table, params.data());
   r.ignored = report.ignored;
@@ -141,7 +115,7 @@ HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir,
   r.model_type = "gpt2";
   r.config = gpt2_config_from_hf(cfg, "'" + hf_dir + "/" + kHfConfigFile + "'",
                                  vocab_multiple > 0 ? vocab_multiple : kGpt2VocabMultiple);
-  check_layers_fit(hf_dir, r.config.n_layer);
+  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.config.n_layer, "'" + hf_dir + "/" + kHfConfigFile + "'");
   const ParamTable table = gpt2_param_table(r.config);
   const std::vector<float> params = load_hf_folder_params(hf_dir, gpt2_hf_name_map(), table, r);
 
@@ -164,7 +138,7 @@ HfImportResult import_bert(const nlohmann::json& cfg, const std::string& hf_dir,
   r.vocab_source = vocab.source;
   r.vocab_tokens = vocab.size;
   r.lower_case = vocab.lower_case;
-  check_layers_fit(hf_dir, r.bert.n_layer);
+  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.bert.n_layer, "'" + hf_dir + "/" + kHfConfigFile + "'");
   const ParamTable table = bert_param_table(r.bert);
   const std::vector<float> params = load_hf_folder_params(hf_dir, bert_hf_name_map(), table, r);
 

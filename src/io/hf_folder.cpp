@@ -84,6 +84,26 @@ void hf_read_f32(const SafetensorsFile& file, const TensorView& t, std::span<con
   }
 }
 
+void check_layers_fit(const SafetensorsFile& file, int n_layer, const std::string& config_source) {
+  MPT_CHECK(n_layer >= 0 && static_cast<size_t>(n_layer) <= file.names().size(),
+            config_source + " describes " + std::to_string(n_layer) + " layers but '" + file.path() +
+                "' holds only " + std::to_string(file.names().size()) + " tensors");
+}
+
+void check_params_fit(const SafetensorsFile& file, const ParamTable& table, const std::string& config_source) {
+  double stored = 0.0, wanted = 0.0;  // double: a config's shapes may overflow size_t products
+  for (const auto& name : file.names()) stored += static_cast<double>(file.get(name).nbytes);
+  for (const auto& spec : table.specs()) {
+    double n = 1.0;
+    for (int64_t d : spec.hf_shape) n *= static_cast<double>(d);
+    wanted += n;
+  }
+  MPT_CHECK(2.0 * wanted <= stored, config_source + " describes " +
+                                        std::to_string(static_cast<uint64_t>(std::min(wanted, 1e19))) +
+                                        " parameters but '" + file.path() + "' holds only " +
+                                        std::to_string(static_cast<uint64_t>(stored)) + " bytes of tensors");
+}
+
 HfLoadReport load_hf_params(const SafetensorsFile& file, const HfNameMap& map, const ParamTable& table,
                             float* params) {
   const std::string where = "'" + file.path() + "'";

@@ -61,6 +61,15 @@ struct HfLoadReport {
   std::map<std::string, size_t> dtypes;  // stored dtype name of the parameters → how many
 };
 
+// A model config sizes the parameter table and buffer, so before either is built the file
+// that should hold the weights must be able to: every layer has at least one tensor, and
+// every parameter element takes at least 2 bytes (F16/BF16). Otherwise a config (config.json,
+// or a checkpoint's mptrain_config) claiming 10^6 layers or a 600 GB model had the reader
+// build millions of table entries or allocate and zero the buffer before finding the tensors
+// missing (hardening audit). `config_source` names the config in the error.
+void check_layers_fit(const SafetensorsFile& file, int n_layer, const std::string& config_source);
+void check_params_fit(const SafetensorsFile& file, const ParamTable& table, const std::string& config_source);
+
 // Fills params (table.total() floats) from the file: every spec's hf_shape is read into its slot
 // and the rest of the slot (padding, e.g. wte's rows beyond V) is zeroed. Throws Error for a
 // missing parameter, a wrong shape, a name present twice (with and without the prefix), a

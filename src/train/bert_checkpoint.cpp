@@ -113,8 +113,12 @@ BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir) {
             "'" + file.path() + "' is not a BERT checkpoint (no mptrain_model = bert metadata)");
   auto it = file.metadata().find("mptrain_config");
   MPT_CHECK(it != file.metadata().end(), "'" + file.path() + "' has no mptrain_config metadata");
-  const std::string what = "model config in '" + file.path() + "'";
-  return bert_config_from_json(parse_json(it->second, what), what);
+  const std::string what = "the model config in '" + file.path() + "'";
+  const BertConfig config = bert_config_from_json(parse_json(it->second, what), what);
+  // The config sizes the model: a corrupt one must not allocate before the tensors are read.
+  check_layers_fit(file, config.n_layer, what);
+  check_params_fit(file, bert_param_table(config), what);
+  return config;
 }
 
 void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model) {

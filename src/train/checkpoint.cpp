@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
+#include "io/hf_folder.h"
 #include "io/checksum.h"
 #include "io/fileutil.h"
 #include "io/safetensors.h"
@@ -176,7 +177,12 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
   auto it = file.metadata().find("mptrain_config");
   if (it == file.metadata().end())
     throw Error("'" + file.path() + "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
-  return parse_checkpoint_config(it->second, "model config in '" + file.path() + "'");
+  const std::string what = "the model config in '" + file.path() + "'";
+  const Gpt2Config config = parse_checkpoint_config(it->second, what);
+  // The config sizes the model: a corrupt one must not allocate before the tensors are read.
+  check_layers_fit(file, config.n_layer, what);
+  check_params_fit(file, gpt2_param_table(config), what);
+  return config;
 }
 
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {

@@ -4,12 +4,15 @@
 // was undefined behaviour; -1 read as the uint64 seed became 2^64 - 1).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/fuzz_corpus.h"
+#include "common/test_util.h"
 #include "core/error.h"
 #include "io/hf_gpt2.h"
+#include "model/gpt2.h"
 #include "train/checkpoint.h"
 
 namespace mptrain {
@@ -68,6 +71,36 @@ TEST(CheckpointJson, NumbersOutOfRangeAreErrors) {
   EXPECT_EQ(parse_checkpoint_config(config + "}", "'c'").n_embd, 64);
   EXPECT_THROW(parse_checkpoint_config(config + R"(, "ln_eps": 1e300})", "'c'"), Error);
   EXPECT_THROW(parse_checkpoint_config(config + R"(, "n_layer": 2.5e10})", "'c'"), Error);
+}
+
+// A checkpoint whose mptrain_config claims more than its model.safetensors holds (a corrupt or
+// hand-edited file) is refused before the model is sized from it: no table of 10^5 layers, no
+// multi-gigabyte buffer allocated and zeroed only to find the tensors missing.
+TEST(CheckpointConfig, ClaimsBeyondTheFileFailBeforeAnythingIsSized) {
+  testing::TempDir tmp;
+  const Gpt2Config small = gpt2_preset("d2");
+  const ParamTable table = gpt2_param_table(small);
+  std::vector<float> params(table.total(), 0.0f);
+  auto expect_refused = [&](const Gpt2Config& claimed, const std::string& name, const std::string& needle) {
+    std::filesystem::create_directories(tmp / name);
+    save_weights_checkpoint(tmp / name, claimed, table, params.data(), TrainState{});
+    try {
+      load_checkpoint_config(tmp / name);
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  Gpt2Config layers = small;
+  layers.n_layer = 100000;
+  expect_refused(layers, "layers", "describes 100000 layers");
+  Gpt2Config wide = small;
+  wide.n_embd = 65536, wide.n_head = 1;
+  expect_refused(wide, "wide", "parameters but");
+  // The honest checkpoint still loads.
+  std::filesystem::create_directories(tmp / "ok");
+  save_weights_checkpoint(tmp / "ok", small, table, params.data(), TrainState{});
+  EXPECT_EQ(load_checkpoint_config(tmp / "ok").n_layer, small.n_layer);
 }
 
 }  // namespace
