@@ -91,7 +91,9 @@ TEST(MpiWorker, GatherBroadcastBarrier) {
       std::vector<float> shard(p.count(R));
       for (size_t k = 0; k < shard.size(); ++k) shard[k] = static_cast<float>(R) + 0.25f * static_cast<float>(k);
       std::vector<float> whole(n, -7.0f);
-      if (R == root && in_place) std::memcpy(whole.data() + p.begin(R), shard.data(), shard.size() * sizeof(float));
+      // An empty shard's data() may be null, and memcpy's pointers must not be, even for 0 bytes.
+      if (R == root && in_place && !shard.empty())
+        std::memcpy(whole.data() + p.begin(R), shard.data(), shard.size() * sizeof(float));
       const float* send = R == root && in_place ? whole.data() + p.begin(R) : shard.data();
       c.gather(R == root ? whole.data() : nullptr, send, p, root);
       if (R == root) {
