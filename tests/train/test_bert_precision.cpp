@@ -40,24 +40,8 @@ std::vector<nlohmann::json> metrics(const std::string& run) {
   return out;
 }
 
-class BertPrecision : public ::testing::Test {
+class BertPrecision : public testing::BertDataSuite {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    if (!testing::prepare_bert_data(*tmp_ / "data")) {
-      delete tmp_;
-      tmp_ = nullptr;
-    }
-  }
-  static void TearDownTestSuite() {
-    delete tmp_;
-    tmp_ = nullptr;
-  }
-  void SetUp() override {
-    if (!tmp_) GTEST_SKIP() << "Debian's fortunes missing (scripts/setup.sh installs them)";
-  }
-  static std::string data() { return *tmp_ / "data/b_train.bert"; }
-  static std::string run_dir(const std::string& run) { return *tmp_ / run; }
   // bert-tiny sized to the instance file's vocabulary, as the trainer builds it.
   static BertConfig tiny_config() {
     const BertInstanceFile file(data());
@@ -71,9 +55,7 @@ class BertPrecision : public ::testing::Test {
            " --progress lines --log-every 1 --steps " + std::to_string(steps) + " --run-dir " + run_dir(run) + " " +
            extra;
   }
-  static TempDir* tmp_;
 };
-TempDir* BertPrecision::tmp_ = nullptr;
 
 TEST_F(BertPrecision, Bf16TrainsAndRecordsItsPrecision) {
   auto r = run_mptrain(args("bf16", 4, "--precision bf16"));

@@ -45,33 +45,16 @@ std::map<int64_t, nlohmann::json> records(const std::string& run) {
   return out;
 }
 
-class BertTraining : public ::testing::Test {
+class BertTraining : public testing::BertDataSuite {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    if (!testing::prepare_bert_data(*tmp_ / "data")) {
-      delete tmp_;
-      tmp_ = nullptr;
-    }
-  }
-  static void TearDownTestSuite() {
-    delete tmp_;
-    tmp_ = nullptr;
-  }
-  void SetUp() override {
-    if (!tmp_) GTEST_SKIP() << "Debian's fortunes missing (scripts/setup.sh installs them)";
-  }
   // A tiny deterministic BERT run of `steps` steps into run dir `run` (under the suite's tmp).
   static std::string args(const std::string& run, int steps, const std::string& extra = "") {
-    return "train --model bert --preset bert-tiny --data " + (*tmp_ / "data/b_train.bert") +
+    return "train --model bert --preset bert-tiny --data " + data() +
            " --batch 8 --lr 3e-3 --warmup 2 --max-predictions 5 --seed 7 --threads 2 --deterministic"
-           " --progress lines --log-every 1 --steps " + std::to_string(steps) + " --run-dir " + (*tmp_ / run) + " " +
+           " --progress lines --log-every 1 --steps " + std::to_string(steps) + " --run-dir " + run_dir(run) + " " +
            extra;
   }
-  static std::string run_dir(const std::string& run) { return *tmp_ / run; }
-  static TempDir* tmp_;
 };
-TempDir* BertTraining::tmp_ = nullptr;
 
 TEST_F(BertTraining, LinearScheduleDecaysInAStraightLine) {
   auto r = run_mptrain(args("linear", 6, "--schedule linear --min-lr-frac 0.1"));

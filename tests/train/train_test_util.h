@@ -57,4 +57,27 @@ inline bool prepare_bert_data(const std::string& dir) {
   return r.exit_code == 0;
 }
 
+// A test suite over the instance files of prepare_bert_data, made once per suite in its own
+// temporary folder; its tests skip when Debian's fortunes are missing.
+class BertDataSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    if (!prepare_bert_data(*tmp_ / "data")) {
+      delete tmp_;
+      tmp_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete tmp_;
+    tmp_ = nullptr;
+  }
+  void SetUp() override {
+    if (!tmp_) GTEST_SKIP() << "Debian's fortunes missing (scripts/setup.sh installs them)";
+  }
+  static std::string data() { return *tmp_ / "data/b_train.bert"; }
+  static std::string run_dir(const std::string& run) { return *tmp_ / run; }
+  inline static TempDir* tmp_ = nullptr;
+};
+
 }  // namespace mptrain::testing
