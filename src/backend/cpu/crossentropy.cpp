@@ -39,6 +39,25 @@ inline float row_max(const float* z, int V) {
   return m;
 }
 
+// e[j] = exp(z[j] - m) for j < V, returning their sum: fp32 within blocks of kSumBlock, the
+// block sums added in double, in order. The loss and its 16-bit-gradient twin share it, so
+// their exps and sums agree bit for bit.
+inline double exp_shifted_sum(float* e, const float* z, int V, float m) {
+  double sum = 0.0;
+  for (int j0 = 0; j0 < V; j0 += kSumBlock) {
+    const int j1 = std::min(V, j0 + kSumBlock);
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int j = j0; j < j1; ++j) {
+      float ej = vexp(z[j] - m);
+      e[j] = ej;
+      s += ej;
+    }
+    sum += s;
+  }
+  return sum;
+}
+
 }  // namespace
 
 void crossentropy_forward_backward(float* losses, float* dlogits, const float* logits, const int* targets,
@@ -67,17 +86,7 @@ void crossentropy_forward_backward(float* losses, float* dlogits, const float* l
     const float m = row_max(z, V);
     double sum = 0.0;
     if (dz) {
-      for (int j0 = 0; j0 < V; j0 += kSumBlock) {
-        const int j1 = std::min(V, j0 + kSumBlock);
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int j = j0; j < j1; ++j) {
-          float e = vexp(z[j] - m);
-          dz[j] = e;
-          s += e;
-        }
-        sum += s;
-      }
+      sum = exp_shifted_sum(dz, z, V, m);
     } else {
       for (int j0 = 0; j0 < V; j0 += kSumBlock) {
         const int j1 = std::min(V, j0 + kSumBlock);
@@ -131,18 +140,7 @@ void crossentropy_forward_backward_typed(float* losses, void* dlogits, StorageTy
         // Exactly crossentropy_forward_backward's arithmetic, into e instead of dlogits.
         const float zt = z[target];
         const float m = row_max(z, V);
-        double sum = 0.0;
-        for (int j0 = 0; j0 < V; j0 += kSumBlock) {
-          const int j1 = std::min(V, j0 + kSumBlock);
-          float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-          for (int j = j0; j < j1; ++j) {
-            float ej = vexp(z[j] - m);
-            e[j] = ej;
-            s += ej;
-          }
-          sum += s;
-        }
+        const double sum = exp_shifted_sum(e, z, V, m);
         losses[n] = static_cast<float>(m + std::log(sum) - zt);
         g = dloss[n];
         scale = static_cast<float>(g / sum);
