@@ -37,14 +37,13 @@ Environment notes go to stderr.
 import argparse
 import math
 import os
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import torch_peer_step  # bench/, this script's folder
 
 PRESETS = {  # n_layer, hidden (heads = hidden/64, FFN = 4*hidden), as mptrain's bert_preset
     "bert-base": (12, 768), "bert-large": (24, 1024), "bert-tiny": (2, 128), "bert-mini": (4, 256),
@@ -196,40 +195,17 @@ def main(argv=None):
           f"{n_masked} masked, {a.precision}, {torch.get_num_threads()} threads, {a.warmup} warmup + {a.steps} "
           f"timed steps", flush=True)
 
-    def step(first):
-        batch = make_batch(B, T, a.vocab, gen)  # outside the timed region's model work, but timed as mptrain's is
-        opt.zero_grad(set_to_none=True)
-        if bf16:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits, loss = model(*batch)
-        else:
-            logits, loss = model(*batch)
-        if first:
-            log(f"torch: dtypes: mlm logits {logits.dtype}, loss {loss.dtype}, params {params[0].dtype}")
-        del logits
-        loss.backward()
-        if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, a.clip)
-        opt.step()
-        return loss.item()
+    def step(s):
+        batch = make_batch(B, T, a.vocab, gen)  # outside the model work, but timed as mptrain's is
+        out_dtype, loss = torch_peer_step.train_step(lambda: model(*batch), opt, params, a.clip, bf16)
+        if s == 0:
+            log(f"torch: dtypes: mlm logits {out_dtype}, params {params[0].dtype}")
+        return loss
 
-    times = []
-    for s in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        loss = step(s == 0)
-        ms = (time.perf_counter() - t0) * 1e3
-        warm = s < a.warmup
-        print(f"  step {s + 1}{' (warmup)' if warm else ''}: {ms:.1f} ms (loss {loss:.4f})", flush=True)
-        if not warm:
-            times.append(ms)
-    med = statistics.median(times)
-    tps = B * T / (med / 1e3)
-    print(f"pytorch: {med:.1f} ms/step | {tps:.0f} tok/s (median of {len(times)}; "
-          f"min {min(times):.1f}, max {max(times):.1f})", flush=True)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"RESULT ms_per_step={med:.3f} tokens_per_s={tps:.1f} precision={a.precision} "
-          f"threads={torch.get_num_threads()} preset={a.preset} batch={B} seq={T} vocab={padded} "
-          f"masked={n_masked} peak_rss_mb={peak_mb:.1f}", flush=True)
+    times = torch_peer_step.time_steps(step, a.warmup, a.steps)
+    torch_peer_step.report(times, B * T, [("precision", a.precision), ("threads", torch.get_num_threads()),
+                                          ("preset", a.preset), ("batch", B), ("seq", T), ("vocab", padded),
+                                          ("masked", n_masked)])
     return 0
 
 

@@ -38,18 +38,15 @@ BLAS / build information goes to stderr.
 
 import argparse
 import os
-import resource
-import statistics
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "ref"))
 
 import gpt2_model  # noqa: E402
+import torch_peer_step  # noqa: E402  (bench/, this script's folder)
 
 REAL_VOCAB = 50257
 PRESETS = {  # n_layer, n_head, n_embd (the same table as mptrain's gpt2_preset)
@@ -149,42 +146,18 @@ def main(argv=None):
     print(f"pytorch: {a.preset} ({n_params} params, vocab {a.vocab}), batch {B} x {T}, {a.precision}, "
           f"{torch.get_num_threads()} threads, {a.warmup} warmup + {a.steps} timed steps", flush=True)
 
-    def step(first):
+    def step(s):
         x = torch.randint(0, tok_vocab, (B, T), generator=gen)
         y = torch.randint(0, tok_vocab, (B, T), generator=gen)
-        opt.zero_grad(set_to_none=True)
-        if bf16:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                logits, loss = step_model(x, y)
-        else:
-            logits, loss = step_model(x, y)
-        if first:
-            log(f"torch: dtypes: logits {logits.dtype}, loss {loss.dtype}, params {params[0].dtype}")
-        del logits
-        loss.backward()
-        if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, a.clip)
-        opt.step()
-        return loss.item()
+        out_dtype, loss = torch_peer_step.train_step(lambda: step_model(x, y), opt, params, a.clip, bf16)
+        if s == 0:
+            log(f"torch: dtypes: logits {out_dtype}, params {params[0].dtype}")
+        return loss
 
-    times = []
-    for s in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        loss = step(s == 0)
-        ms = (time.perf_counter() - t0) * 1e3
-        warm = s < a.warmup
-        print(f"  step {s + 1}{' (warmup)' if warm else ''}: {ms:.1f} ms (loss {loss:.4f})", flush=True)
-        if not warm:
-            times.append(ms)
-    med = statistics.median(times)
-    tps = B * T / (med / 1e3)
-    print(f"pytorch: {med:.1f} ms/step | {tps:.0f} tok/s (median of {len(times)}; "
-          f"min {min(times):.1f}, max {max(times):.1f})", flush=True)
-    # Peak resident memory of this process (ru_maxrss is in KiB on Linux), as mptrain bench reports its own.
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"RESULT ms_per_step={med:.3f} tokens_per_s={tps:.1f} precision={a.precision} "
-          f"threads={torch.get_num_threads()} preset={a.preset} batch={B} seq={T} vocab={a.vocab} "
-          f"compile={compile_state} peak_rss_mb={peak_mb:.1f}", flush=True)
+    times = torch_peer_step.time_steps(step, a.warmup, a.steps)
+    torch_peer_step.report(times, B * T, [("precision", a.precision), ("threads", torch.get_num_threads()),
+                                          ("preset", a.preset), ("batch", B), ("seq", T), ("vocab", a.vocab),
+                                          ("compile", compile_state)])
     return 0
 
 
