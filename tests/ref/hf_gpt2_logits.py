@@ -60,18 +60,13 @@ def main(argv):
         cfg = json.load(f)
     check_config(cfg)
 
-    tensors, metadata, dtypes = safetensors_np.load_with_dtypes(os.path.join(hf_dir, "model.safetensors"))
-    if metadata != {"format": "pt"}:
-        fail("model.safetensors metadata is %r, not {'format': 'pt'}" % metadata)
     config = gpt2_model.GPT2Config(n_layer=cfg["n_layer"], n_head=cfg["n_head"], n_embd=cfg["n_embd"],
                                    vocab_size=cfg["vocab_size"], block_size=cfg["n_positions"])
-    expected = gpt2_model.param_shapes(config)
-    if set(tensors) != set(expected):
-        fail("tensor names differ from the hub's: extra %s, missing %s"
-             % (sorted(set(tensors) - set(expected))[:5], sorted(set(expected) - set(tensors))[:5]))
-    for name, shape in expected.items():
-        if dtypes[name] != "F32" or tuple(tensors[name].shape) != tuple(shape):
-            fail("%s is %s %s, expected F32 %s" % (name, dtypes[name], list(tensors[name].shape), list(shape)))
+    try:
+        tensors = safetensors_np.load_hf_model(os.path.join(hf_dir, "model.safetensors"),
+                                               gpt2_model.param_shapes(config), "the hub's GPT-2")
+    except safetensors_np.SafetensorsError as e:
+        fail(str(e))
 
     model = gpt2_model.GPT2(config)
     gpt2_model.load_state(model, tensors, strict=True)

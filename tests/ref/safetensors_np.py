@@ -113,6 +113,24 @@ def load(path):
     return tensors, metadata
 
 
+def load_hf_model(path, expected, family):
+    """Reads a Hugging Face model.safetensors that must be what `from_pretrained` of `family`
+    expects: metadata {"format": "pt"} and exactly the tensors of `expected` (name -> shape), F32.
+    Returns name -> np.ndarray; raises SafetensorsError naming the first mismatch."""
+    tensors, metadata, dtypes = load_with_dtypes(path)
+    if metadata != {"format": "pt"}:
+        raise SafetensorsError("model.safetensors metadata is %r, not {'format': 'pt'}" % metadata)
+    if set(tensors) != set(expected):
+        raise SafetensorsError("tensor names differ from %s's: extra %s, missing %s"
+                               % (family, sorted(set(tensors) - set(expected))[:5],
+                                  sorted(set(expected) - set(tensors))[:5]))
+    for name, shape in expected.items():
+        if dtypes[name] != "F32" or tuple(tensors[name].shape) != tuple(shape):
+            raise SafetensorsError("%s is %s %s, expected F32 %s"
+                                   % (name, dtypes[name], list(tensors[name].shape), list(shape)))
+    return tensors
+
+
 def save(path, tensors, metadata=None, dtypes=None):
     """Writes tensors (name -> array-like) and metadata (str -> str) to path, atomically
     (temporary file, fsync, rename). dtypes optionally overrides a tensor's safetensors
