@@ -49,23 +49,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
   }
 }
 
-// Typed variants: chunks widened to fp32 on the stack, the same math, one rounding on output.
+// Typed variants: chunks widened to fp32 on the stack (lowp.h's map_chunks_typed), the same math,
+// one rounding on output.
 void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
-  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((N + kChunk - 1) / kChunk);
-  const size_t eo = storage_bytes(to), ei = storage_bytes(ti);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const size_t i0 = static_cast<size_t>(c) * kChunk, len = std::min(kChunk, N - i0);
-    float x[kChunk];
-    dispatch_storage(ti, [&](auto t) {
-      widen_span(x, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(inp) + i0 * ei), len);
-    });
+  map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
 #pragma omp simd
     for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
-    dispatch_storage(to, [&](auto t) {
-      narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + i0 * eo), x, len);
-    });
-  }
+  });
 }
 
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
@@ -100,15 +90,7 @@ void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType t
 }
 
 void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout, size_t N) {
-  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((N + kChunk - 1) / kChunk);
-  const size_t ed = storage_bytes(td), ei = storage_bytes(ti);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const size_t i0 = static_cast<size_t>(c) * kChunk, len = std::min(kChunk, N - i0);
-    float x[kChunk];
-    dispatch_storage(ti, [&](auto t) {
-      widen_span(x, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(inp) + i0 * ei), len);
-    });
+  map_chunks_typed(dinp, td, inp, ti, N, [dout](float* x, size_t i0, size_t len) {
     const float* dy = dout + i0;
 #pragma omp simd
     for (size_t i = 0; i < len; ++i) {
@@ -117,10 +99,7 @@ void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageTyp
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
       x[i] = (s + 2.0f * v * s * (1.0f - s) * du) * dy[i];
     }
-    dispatch_storage(td, [&](auto t) {
-      narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(dinp) + i0 * ed), x, len);
-    });
-  }
+  });
 }
 
 }  // namespace mptrain::cpu

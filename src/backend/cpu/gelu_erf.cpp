@@ -38,40 +38,18 @@ void gelu_erf_backward(float* dinp, const float* inp, const float* dout, size_t 
   for (std::ptrdiff_t i = 0; i < n; ++i) dinp[i] = gelu_erf_grad(inp[i], dout[i]);
 }
 
-// Chunks of kChunk: widen the input, fp32 math, narrow the result once (as gelu.cpp's typed ops).
+// Chunks widened to fp32, the same math, one rounding on output (lowp.h's map_chunks_typed).
 void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
-  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((N + kChunk - 1) / kChunk);
-  const size_t eo = storage_bytes(to), ei = storage_bytes(ti);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const size_t i0 = static_cast<size_t>(c) * kChunk, len = std::min(kChunk, N - i0);
-    float x[kChunk];
-    dispatch_storage(ti, [&](auto t) {
-      widen_span(x, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(inp) + i0 * ei), len);
-    });
+  map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
     for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
-    dispatch_storage(to, [&](auto t) {
-      narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + i0 * eo), x, len);
-    });
-  }
+  });
 }
 
 void gelu_erf_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
                              size_t N) {
-  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((N + kChunk - 1) / kChunk);
-  const size_t ed = storage_bytes(td), ei = storage_bytes(ti);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const size_t i0 = static_cast<size_t>(c) * kChunk, len = std::min(kChunk, N - i0);
-    float x[kChunk];
-    dispatch_storage(ti, [&](auto t) {
-      widen_span(x, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(inp) + i0 * ei), len);
-    });
+  map_chunks_typed(dinp, td, inp, ti, N, [dout](float* x, size_t i0, size_t len) {
     for (size_t i = 0; i < len; ++i) x[i] = gelu_erf_grad(x[i], dout[i0 + i]);
-    dispatch_storage(td, [&](auto t) {
-      narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(dinp) + i0 * ed), x, len);
-    });
-  }
+  });
 }
 
 }  // namespace mptrain::cpu

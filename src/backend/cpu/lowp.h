@@ -12,6 +12,7 @@
 //         dtype.h's scalar functions otherwise and for the tails. (The masked forms with a zero
 //         source sidestep GCC 12's false -Wmaybe-uninitialized inside the unmasked intrinsics.)
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -88,5 +89,27 @@ inline void tf32_span(float* dst, const float* src, size_t n) {
 
 // Elements per chunk of the typed elementwise ops: 4 KiB of fp32 per array, in L1.
 constexpr size_t kChunk = 1024;
+
+// The loop every typed unary op shares: out (dtype to) = f over inp (dtype ti), in parallel
+// chunks of kChunk: widen the chunk into fp32 on the stack, f(x, i0, len) transforms x[0, len)
+// in place (i0 = the chunk's first element, for ops that also read an fp32 operand such as a
+// gradient), narrow once. f runs concurrently on distinct chunks.
+template <class F>
+void map_chunks_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N, F&& f) {
+  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((N + kChunk - 1) / kChunk);
+  const size_t eo = storage_bytes(to), ei = storage_bytes(ti);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
+    const size_t i0 = static_cast<size_t>(c) * kChunk, len = std::min(kChunk, N - i0);
+    float x[kChunk];
+    dispatch_storage(ti, [&](auto t) {
+      widen_span(x, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(inp) + i0 * ei), len);
+    });
+    f(x, i0, len);
+    dispatch_storage(to, [&](auto t) {
+      narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + i0 * eo), x, len);
+    });
+  }
+}
 
 }  // namespace mptrain::cpu
