@@ -88,13 +88,14 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e, bool has_bias) {
 }
 
 // Largest power of two dividing the address, capped at 256 (cuBLASLt's default assumption).
-int alignment_of(const void* p) {
-  if (p == nullptr) return 256;
-  const auto u = reinterpret_cast<uintptr_t>(p);
+// Also of a byte offset (a batch stride): 0 constrains nothing.
+int alignment_of_offset(uintptr_t u) {
+  if (u == 0) return 256;
   int a = 1;
   while (a < 256 && (u & static_cast<uintptr_t>(a)) == 0) a <<= 1;
   return a;
 }
+int alignment_of(const void* p) { return alignment_of_offset(reinterpret_cast<uintptr_t>(p)); }
 
 std::string describe(const GemmKey& k) {
   return "M=" + std::to_string(k.M) + " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K) +
@@ -103,7 +104,18 @@ std::string describe(const GemmKey& k) {
          " A/B=" + storage_name(static_cast<StorageType>(k.tab)) +
          " math=" + math_name(static_cast<MathMode>(k.math)) +
          " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue)) +
-         " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment);
+         " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment) +
+         (k.batch == 1 ? std::string()
+                       : " batch=" + std::to_string(k.batch) + " strides=" + std::to_string(k.stride_a) + "," +
+                             std::to_string(k.stride_b) + "," + std::to_string(k.stride_c));
+}
+
+// A strided batch on one layout (cuBLASLt: every layout of the product carries the count).
+void set_batch(cublasLtMatrixLayout_t layout, int count, int64_t stride) {
+  MPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                    sizeof(count)));
+  MPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                    &stride, sizeof(stride)));
 }
 
 void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* value, size_t size) {
@@ -147,6 +159,11 @@ GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
   else
     MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, dab, k.K, k.M, k.K));
   MPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, dc, k.N, k.M, k.N));
+  if (k.batch > 1) {
+    set_batch(p.a, k.batch, k.stride_b);  // cuBLAS's A is our B
+    set_batch(p.b, k.batch, k.stride_a);
+    set_batch(p.c, k.batch, k.stride_c);
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   MPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -170,21 +187,26 @@ GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
   return p;
 }
 
-}  // namespace
-
-void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
-  MPT_PROFILE_RANGE("gemm");
+// gemm() and gemm_batched(): one product (batch.count 1) or a strided batch.
+void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+               bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep,
+               const GemmBatch& batch, Context& ctx) {
   GemmKey k;
   k.M = M, k.N = N, k.K = K;
   k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;
   k.tc = static_cast<int>(tc), k.tab = static_cast<int>(tab);
   k.math = static_cast<int>(tab == StorageType::F32 ? math : MathMode::Fp32);
   k.epilogue = static_cast<int>(ep.kind);
+  k.batch = batch.count;
+  if (batch.count != 1) k.stride_a = batch.stride_a, k.stride_b = batch.stride_b, k.stride_c = batch.stride_c;
   MPT_CHECK(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size: " + describe(k));
+  MPT_CHECK(batch.count >= 0 && k.stride_a >= 0 && k.stride_b >= 0 && k.stride_c >= 0,
+            "[gemm] negative batch count or stride: " + describe(k));
+  MPT_CHECK(batch.count <= 1 || ep.kind == Epilogue::None,
+            "[gemm] a batched product takes no epilogue: " + describe(k));
   MPT_CHECK(tc == tab || tc == StorageType::F32,
             "[gemm] C must have the operands' type or fp32: " + describe(k));
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0 || batch.count == 0) return;
   // An empty sum (K == 0) would need cuBLASLt layouts with a zero dimension; no caller has one.
   MPT_CHECK(K > 0, "[gemm] K must be positive: " + describe(k));
   MPT_CHECK(c && a && b, "[gemm] null pointer: " + describe(k));
@@ -202,6 +224,13 @@ void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab
   for (const void* p : {static_cast<const void*>(c), a, b, ep.bias, static_cast<const void*>(ep.bias_grad),
                         static_cast<const void*>(ep.aux)})
     align = std::min(align, alignment_of(p));
+  // Every matrix of a batch must have the promised alignment, not just the first.
+  if (batch.count > 1) {
+    const size_t sab = storage_bytes(tab), sc = storage_bytes(tc);
+    for (size_t stride_bytes : {static_cast<size_t>(k.stride_a) * sab, static_cast<size_t>(k.stride_b) * sab,
+                                static_cast<size_t>(k.stride_c) * sc})
+      align = std::min(align, alignment_of_offset(stride_bytes));
+  }
   k.alignment = align;
   // GeluBias without a bias is another cuBLASLt epilogue: keep it a distinct plan.
   if (ep.kind == Epilogue::GeluBias && !has_bias) k.epilogue = 100 + static_cast<int>(ep.kind);
@@ -218,6 +247,21 @@ void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   MPT_CUBLAS_CHECK(cublasLtMatmul(im.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                   im.workspace, im.workspace_bytes, im.stream));
+}
+
+}  // namespace
+
+void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
+  MPT_PROFILE_RANGE("gemm");
+  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, accumulate, math, ep, GemmBatch{}, ctx);
+}
+
+void gemm_batched(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+                  bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
+                  Context& ctx) {
+  MPT_PROFILE_RANGE("gemm_batched");
+  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, accumulate, math, GemmEpilogue{}, batch, ctx);
 }
 
 size_t gemm_plan_count(Context& ctx) { return ctx.impl().plans.size(); }

@@ -16,6 +16,8 @@
 // Every distinct (sizes, transposes, types, math, epilogue, accumulate, pointer alignment) is
 // planned once and cached in the Context. All pointers are device pointers; asynchronous.
 #pragma once
+#include <cstdint>
+
 #include "backend/cuda/context.h"
 #include "core/dtype.h"
 
@@ -37,6 +39,19 @@ const char* epilogue_name(Epilogue e);
 void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
           bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& epilogue,
           Context& ctx);
+
+// A strided batch of `count` independent products of the same shape: product i reads
+// a + i·stride_a, b + i·stride_b and writes c + i·stride_c (strides in elements of the
+// operand's own type; count 1 is a plain product). The batch is part of the plan cache key.
+struct GemmBatch {
+  int count = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// gemm() over a strided batch, without an epilogue (the attention products).
+void gemm_batched(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+                  bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
+                  Context& ctx);
 
 // Number of cached plans (tests check that repeated shapes reuse them).
 size_t gemm_plan_count(Context& ctx);
