@@ -85,4 +85,16 @@ inline double relative_error(const float* a, const float* b, size_t n) {
   return den > 0.0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+// Cosine similarity of a and b over n values (1 when both are all zero): the direction check of
+// the mixed-precision gradient comparisons (issue 4: "per-parameter gradient cosine similarity").
+inline double cosine(const float* a, const float* b, size_t n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
+}
+
 }  // namespace mptrain::testing

@@ -83,16 +83,6 @@ Result run(const Case& k, const Policy& policy, uint64_t seed = 7) {
   return {st, std::vector<float>(model.grads().data(), model.grads().data() + model.num_params())};
 }
 
-double cosine(const float* a, const float* b, size_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
-}
-
 void expect_close(const Case& k, const Result& ours, const Result& ref, double loss_tol, double min_cos,
                   const std::string& what) {
   ASSERT_TRUE(std::isfinite(ours.stats.loss())) << what;
@@ -106,7 +96,8 @@ void expect_close(const Case& k, const Result& ours, const Result& ref, double l
   const ParamTable table = bert_param_table(k.config);
   for (const ParamSpec& spec : table.specs()) {
     if (spec.name.ends_with("attention.self.key.bias")) continue;
-    const double c = cosine(ours.grads.data() + spec.offset, ref.grads.data() + spec.offset, spec.hf_numel());
+    const double c =
+        testing::cosine(ours.grads.data() + spec.offset, ref.grads.data() + spec.offset, spec.hf_numel());
     worst = std::min(worst, c);
     EXPECT_GT(c, min_cos) << what << ": " << spec.name;
     for (size_t i = spec.hf_numel(); i < spec.numel; ++i)  // padded vocabulary rows stay exactly 0

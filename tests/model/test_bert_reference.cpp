@@ -198,16 +198,6 @@ TEST(BertReference, LossesLogitsGradientsAndAdamWStepsMatchPyTorch) {
   }
 }
 
-double cosine(const float* a, const float* b, size_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
-}
-
 TEST(BertReference, Bf16MatchesPyTorchCpuAutocast) {
   if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
   const Case k = make_case();
@@ -249,7 +239,7 @@ TEST(BertReference, Bf16MatchesPyTorchCpuAutocast) {
     ref.read_f32("bf16.grad." + spec.name, spec.hf_shape, g.data());
     const float* ours = model.grads().data() + spec.offset;
     for (size_t i = 0; i < spec.numel; ++i) ASSERT_TRUE(std::isfinite(ours[i])) << spec.name;
-    const double c = cosine(ours, g.data(), g.size());
+    const double c = testing::cosine(ours, g.data(), g.size());
     worst = std::min(worst, c);
     EXPECT_GT(c, 0.99) << spec.name;
   }

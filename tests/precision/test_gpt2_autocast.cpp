@@ -22,16 +22,6 @@
 namespace mptrain {
 namespace {
 
-double cosine(const float* a, const float* b, size_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
-}
-
 TEST(Gpt2Autocast, MixedPrecisionMatchesPyTorchCpuAutocast) {
   if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
   Gpt2Config cfg;
@@ -98,7 +88,7 @@ TEST(Gpt2Autocast, MixedPrecisionMatchesPyTorchCpuAutocast) {
       ref.read_f32(tag + ".grad." + spec.name, spec.hf_shape, g.data());
       const float* ours = m.grads().data() + spec.offset;
       for (size_t i = 0; i < g.size(); ++i) ASSERT_TRUE(std::isfinite(ours[i])) << what << ": " << spec.name;
-      EXPECT_GT(cosine(ours, g.data(), g.size()), min_cos) << what << ": " << spec.name;
+      EXPECT_GT(testing::cosine(ours, g.data(), g.size()), min_cos) << what << ": " << spec.name;
     }
   };
   check(Precision::Fp32, "fp32", 1e-5, 0.99999);

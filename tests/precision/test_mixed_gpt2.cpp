@@ -60,16 +60,6 @@ Result run(const Batch& k, const Policy& policy, uint64_t seed = 7) {
   return {loss, std::vector<float>(model.grads().data(), model.grads().data() + model.num_params())};
 }
 
-double cosine(const float* a, const float* b, size_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ab += static_cast<double>(a[i]) * b[i];
-    aa += static_cast<double>(a[i]) * a[i];
-    bb += static_cast<double>(b[i]) * b[i];
-  }
-  return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
-}
-
 void expect_close(const Batch& k, const Result& ours, const Result& ref, double loss_tol, double min_cos,
                   const std::string& what) {
   EXPECT_TRUE(std::isfinite(ours.loss)) << what;
@@ -78,7 +68,8 @@ void expect_close(const Batch& k, const Result& ours, const Result& ref, double 
   for (float g : ours.grads) ASSERT_TRUE(std::isfinite(g)) << what << ": non-finite gradient";
   const ParamTable table = gpt2_param_table(k.config);
   for (const ParamSpec& spec : table.specs()) {
-    const double c = cosine(ours.grads.data() + spec.offset, ref.grads.data() + spec.offset, spec.hf_numel());
+    const double c =
+        testing::cosine(ours.grads.data() + spec.offset, ref.grads.data() + spec.offset, spec.hf_numel());
     EXPECT_GT(c, min_cos) << what << ": " << spec.name;
   }
 }
