@@ -1,6 +1,9 @@
 // `mptrain eval --data`: the loss it prints is the mean of the model's forward losses over the
 // shard's consecutive B×T windows, computed here window by window without the loader;
-// the default is one full pass over every shard, --steps N takes the first N windows.
+// the default is one full pass over every shard, --steps N takes the first N windows. With
+// --precision P the same checkpoint and shards give the fp32 loss within that precision's rounding
+// (the low-precision modes compute the GEMMs on rounded inputs, so the loss moves a little, and
+// only a little); the model line names the precision.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -37,21 +40,34 @@ Printed parse(const std::string& out) {
   return p;
 }
 
-TEST(EvalLoss, EqualsTheMeanOfForwardLossesOverTheShardWindows) {
-  omp_set_num_threads(2);  // as the command below: reductions are split by thread count
-  TempDir tmp;
+// A GPT-2 over a 300-token vocabulary (padded to 384) with a 64-token context.
+Gpt2Config small_config(int n_layer, int n_embd) {
   Gpt2Config cfg;
-  cfg.n_layer = 2;
+  cfg.n_layer = n_layer;
   cfg.n_head = 2;
-  cfg.n_embd = 32;
+  cfg.n_embd = n_embd;
   cfg.vocab_size = 300;
   cfg.padded_vocab_size = 384;
   cfg.block_size = 64;
+  return cfg;
+}
+
+// The model's weights as a checkpoint folder that `mptrain eval --checkpoint` reads.
+std::string save_checkpoint(const TempDir& tmp, Gpt2& model) {
+  const std::string dir = tmp / "ckpt";
+  fs::create_directories(dir);
+  save_weights_checkpoint(dir, model.config(), model.table(), model.params().data(), TrainState{});
+  return dir;
+}
+
+TEST(EvalLoss, EqualsTheMeanOfForwardLossesOverTheShardWindows) {
+  omp_set_num_threads(2);  // as the command below: reductions are split by thread count
+  TempDir tmp;
+  const Gpt2Config cfg = small_config(2, 32);
   cpu::Context ctx;
   Gpt2 model(cfg, ctx);
   model.init_weights(4);
-  fs::create_directories(tmp / "ckpt");
-  save_weights_checkpoint(tmp / "ckpt", cfg, model.table(), model.params().data(), TrainState{});
+  save_checkpoint(tmp, model);
 
   // Two shards of token streams with some structure; 1000 and 700 tokens.
   std::vector<std::vector<uint16_t>> shards = {std::vector<uint16_t>(1000), std::vector<uint16_t>(700)};
@@ -108,18 +124,10 @@ TEST(EvalLoss, EqualsTheMeanOfForwardLossesOverTheShardWindows) {
 
 TEST(EvalLoss, UsageErrorsAreOneLine) {
   TempDir tmp;
-  Gpt2Config cfg;
-  cfg.n_layer = 1;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.vocab_size = 300;
-  cfg.padded_vocab_size = 384;
-  cfg.block_size = 64;
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(small_config(1, 32), ctx);
   model.init_weights(4);
-  fs::create_directories(tmp / "ckpt");
-  save_weights_checkpoint(tmp / "ckpt", cfg, model.table(), model.params().data(), TrainState{});
+  save_checkpoint(tmp, model);
   write_shard(tmp / "val_000000.bin", std::vector<uint16_t>(100, 7));
   auto expect_error = [](const testing::RunResult& r, const std::string& needle) {
     EXPECT_NE(r.exit_code, 0) << r.output;
@@ -135,6 +143,35 @@ TEST(EvalLoss, UsageErrorsAreOneLine) {
                "fewer than one batch");
   expect_error(run_mptrain(ck + " --data '" + (tmp / "none_*.bin") + "' --seq 16"), "no token shards match");
   expect_error(run_mptrain("eval --checkpoint " + (tmp / "nowhere") + " --data x"), "nowhere");
+}
+
+TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
+  TempDir tmp;
+  cpu::Context ctx;
+  Gpt2 model(small_config(2, 64), ctx);
+  model.init_weights(11);
+  save_checkpoint(tmp, model);
+  std::vector<uint16_t> tokens(3000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * i * 5 + i * 17) % 300);
+  write_shard(tmp / "val_000000.bin", tokens);
+
+  const std::string base = "eval --checkpoint " + (tmp / "ckpt") + " --data '" + (tmp / "val_*.bin") +
+                           "' --batch 4 --seq 32 --threads 2";
+  auto ref = run_mptrain(base);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const double fp32 = parse(ref.output).loss;
+  ASSERT_GT(fp32, 0.0) << ref.output;
+  EXPECT_NE(ref.output.find("; fp32"), std::string::npos) << ref.output;
+  // Relative tolerance per precision: tf32 and bf16 round GEMM inputs to 10 and 7 mantissa
+  // bits, fp16 to 10 (its range is no issue at these magnitudes); the loss averages out the
+  // rounding, so it moves far less than a single element's relative error.
+  for (const auto& [p, tol] : std::vector<std::pair<std::string, double>>{
+           {"fp32", 0.0}, {"tf32", 2e-3}, {"bf16", 1e-2}, {"fp16", 2e-3}}) {
+    auto r = run_mptrain(base + " --precision " + p);
+    ASSERT_EQ(r.exit_code, 0) << p << "\n" << r.output;
+    EXPECT_NE(r.output.find("; " + p), std::string::npos) << r.output;
+    EXPECT_NEAR(parse(r.output).loss, fp32, tol * fp32 + 1e-6) << p;
+  }
 }
 
 }  // namespace
