@@ -24,6 +24,7 @@
 #include "optim/make_optimizer.h"
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"
+#include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
 #include "train/step.h"
@@ -474,6 +475,8 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
+  if (o.device == "cuda") return run_cuda_bench(o);  // its own ladder, in one process
+  MPT_CHECK(o.device == "cpu", "--device must be cpu or cuda, not '" + o.device + "'");
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;

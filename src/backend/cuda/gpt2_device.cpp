@@ -1,0 +1,432 @@
+// GPT-2 training on one GPU (gpt2_device.h): the buffer plan, and the forward, backward and
+// optimizer step of model/gpt2.cpp written out with the CUDA launchers, templated on the one
+// storage type T of the precision (gpt2_device.h states the mapping and the deviations).
+#include "backend/cuda/gpt2_device.h"
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/adamw.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/crossentropy.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/dispatch.h"
+#include "backend/cuda/encoder.h"
+#include "backend/cuda/gelu.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/grad_norm.h"
+#include "backend/cuda/layernorm.h"
+#include "backend/cuda/loss_scale.h"
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/residual.h"
+#include "core/error.h"
+#include "model/gpt2.h"
+
+namespace mptrain::cuda {
+
+namespace {
+
+// Byte offsets into one device allocation, each 256-byte aligned (cuBLASLt's and the packed
+// kernels' alignment needs are all smaller).
+class Arena {
+ public:
+  size_t add(size_t bytes) {
+    const size_t at = size_;
+    size_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  size_t size_ = 0;
+};
+
+// Offsets of one layer's saved activations.
+struct LayerActs {
+  size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
+};
+
+// Typed pointers to one flat buffer laid out by the parameter table (params or gradients).
+template <class T>
+struct LayerTensors {
+  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+};
+template <class T>
+struct Tensors {
+  T *wte, *wpe, *lnf_w, *lnf_b;
+  std::vector<LayerTensors<T>> layers;
+};
+
+template <class T>
+Tensors<T> bind(const ParamTable& table, T* base, int n_layer) {
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  Tensors<T> t;
+  t.wte = at("wte.weight");
+  t.wpe = at("wpe.weight");
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    t.layers.push_back({at(p + "ln_1.weight"), at(p + "ln_1.bias"), at(p + "attn.c_attn.weight"),
+                        at(p + "attn.c_attn.bias"), at(p + "attn.c_proj.weight"), at(p + "attn.c_proj.bias"),
+                        at(p + "ln_2.weight"), at(p + "ln_2.bias"), at(p + "mlp.c_fc.weight"), at(p + "mlp.c_fc.bias"),
+                        at(p + "mlp.c_proj.weight"), at(p + "mlp.c_proj.bias")});
+  }
+  t.lnf_w = at("ln_f.weight");
+  t.lnf_b = at("ln_f.bias");
+  return t;
+}
+
+StorageType storage_for(Precision p) {
+  return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
+}
+
+}  // namespace
+
+struct Gpt2Device::Impl {
+  Gpt2Config config;
+  Precision precision;
+  StorageType t;   // activations and the parameter copy the forward reads
+  MathMode math;   // Fp32 or Tf32 when t is F32; ignored by 16-bit products
+  bool lowp;       // t != F32: a 16-bit parameter copy and 16-bit gradients exist
+  Context& ctx;
+  ParamTable table;
+  size_t n = 0;
+  int plan_B = 0, plan_T = 0;
+  std::unique_ptr<LossScaler> scaler;  // fp16 only
+
+  // One allocation per role: fp32 masters, fp32 gradients, m, v; the 16-bit parameter copy
+  // and gradients (lowp only); the decay mask; activations + scratch (one arena).
+  DeviceMemory params, grads, m, v, params_lp, grads_lp, mask, acts;
+  Arena arena;
+  std::vector<LayerActs> layers;
+  size_t encoded = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, inputs = 0, proj = 0,
+         dresidual = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, attn_scratch = 0, ln_scratch = 0, enc_scratch = 0,
+         norm_scratch = 0, norm = 0, clip = 0, found_inf = 0;
+  size_t enc_scratch_bytes = 0;
+  // Host staging of one batch: tokens, targets and dloss as 4-byte words, uploaded in one copy.
+  std::vector<int32_t> staging;
+  std::vector<float> host_losses;
+
+  Impl(const Gpt2Config& c, Precision p, int B, int T, Context& cx)
+      : config(c),
+        precision(p),
+        t(storage_for(p)),
+        math(p == Precision::Tf32 ? MathMode::Tf32 : MathMode::Fp32),
+        lowp(storage_for(p) != StorageType::F32),
+        ctx(cx),
+        table(gpt2_param_table(c)),
+        n(table.total()),
+        plan_B(B),
+        plan_T(T) {}
+
+  template <class U>
+  U* at(size_t offset) const {
+    return reinterpret_cast<U*>(static_cast<char*>(acts.get()) + offset);
+  }
+  // The batch region holds tokens[N] | targets[N] | dloss[N] for the current N = B·T.
+  int* tokens_dev() const { return at<int>(inputs); }
+  int* targets_dev(int N) const { return at<int>(inputs) + N; }
+  float* dloss_dev(int N) const { return reinterpret_cast<float*>(at<int>(inputs) + 2 * static_cast<size_t>(N)); }
+
+  void plan_buffers();
+  template <class T>
+  void forward_backward(int B, int Tn);
+};
+
+void Gpt2Device::Impl::plan_buffers() {
+  const size_t BT = static_cast<size_t>(plan_B) * plan_T, C = config.n_embd, Vp = config.padded_vocab_size;
+  const size_t es = storage_bytes(t), f = sizeof(float);
+  const int NH = config.n_head;
+  encoded = arena.add(BT * C * es);
+  for (int l = 0; l < config.n_layer; ++l) {
+    LayerActs la{};
+    la.ln1 = arena.add(BT * C * es);
+    la.ln1_mean = arena.add(BT * f);
+    la.ln1_rstd = arena.add(BT * f);
+    la.qkv = arena.add(BT * 3 * C * es);
+    la.att = arena.add(attention_saved_bytes(plan_B, plan_T, config.n_embd, NH, t));
+    la.atty = arena.add(BT * C * es);
+    la.residual2 = arena.add(BT * C * es);
+    la.ln2 = arena.add(BT * C * es);
+    la.ln2_mean = arena.add(BT * f);
+    la.ln2_rstd = arena.add(BT * f);
+    la.fch = arena.add(BT * 4 * C * es);
+    la.fch_gelu = arena.add(BT * 4 * C * es);
+    la.residual3 = arena.add(BT * C * es);
+    layers.push_back(la);
+  }
+  lnf = arena.add(BT * C * es);
+  lnf_mean = arena.add(BT * f);
+  lnf_rstd = arena.add(BT * f);
+  logits = arena.add(BT * Vp * es);  // dlogits in place (fused loss)
+  losses = arena.add(BT * f);
+  inputs = arena.add(3 * BT * sizeof(int32_t));  // tokens | targets | dloss
+  // Scratch shared by every layer (not saved for backward).
+  proj = arena.add(BT * C * es);
+  dresidual = arena.add(BT * C * es);
+  dln = arena.add(BT * C * es);
+  dqkv = arena.add(BT * 3 * C * es);
+  datty = arena.add(BT * C * es);
+  dfch = arena.add(BT * 4 * C * es);
+  attn_scratch = arena.add(attention_scratch_bytes(plan_B, plan_T, config.n_embd, NH, t));
+  ln_scratch = arena.add(layernorm_backward_scratch_floats(static_cast<int>(BT), config.n_embd) * f);
+  enc_scratch_bytes = encoder_backward_scratch_bytes(plan_B, plan_T);
+  enc_scratch = arena.add(enc_scratch_bytes);
+  norm_scratch = arena.add(grad_norm_scratch_doubles() * sizeof(double));
+  norm = arena.add(sizeof(double));
+  clip = arena.add(sizeof(float));
+  found_inf = arena.add(sizeof(int));
+
+  params = DeviceMemory(n * f);
+  grads = DeviceMemory(n * f);
+  m = DeviceMemory(n * f);
+  v = DeviceMemory(n * f);
+  if (lowp) {
+    params_lp = DeviceMemory(n * es);
+    grads_lp = DeviceMemory(n * es);
+  }
+  std::vector<std::pair<size_t, size_t>> decayed;
+  for (const ParamSpec& s : table.specs())
+    if (s.decay) decayed.emplace_back(s.offset, s.offset + s.numel);
+  const std::vector<uint32_t> host_mask = adamw_decay_mask(n, decayed);
+  mask = DeviceMemory(host_mask.size() * sizeof(uint32_t));
+  copy_to_device(mask.get(), host_mask.data(), host_mask.size() * sizeof(uint32_t), ctx);
+  acts = DeviceMemory(arena.size());
+  fill_bytes(params.get(), 0, n * f, ctx);
+  fill_bytes(m.get(), 0, n * f, ctx);
+  fill_bytes(v.get(), 0, n * f, ctx);
+  fill_bytes(grads.get(), 0, n * f, ctx);
+  if (lowp) fill_bytes(params_lp.get(), 0, n * es, ctx);
+  ctx.synchronize();
+}
+
+// The step of model/gpt2.cpp (forward_impl, loss_impl, backward_impl) on the device; the batch
+// is already uploaded. Gradients (=) land in the fp32 gradient buffer.
+template <class T>
+void Gpt2Device::Impl::forward_backward(int B, int Tn) {
+  const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
+  const int V = config.vocab_size, Vp = config.padded_vocab_size;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float eps = config.ln_eps;
+  constexpr StorageType ts = storage_of<T>();
+  constexpr bool is_float = std::is_same_v<T, float>;
+  // The fused bias+GELU epilogue pays off in 16 bits but is slower than the unfused pair in
+  // fp32/TF32 on an H100 (docs/dev/cuda.md, measured): use it only for 16-bit T.
+  constexpr bool fuse_gelu = !is_float;
+  T* wbase = is_float ? static_cast<T*>(params.get()) : static_cast<T*>(params_lp.get());
+  T* gbase = is_float ? static_cast<T*>(grads.get()) : static_cast<T*>(grads_lp.get());
+  const Tensors<T> w = bind<T>(table, wbase, L);
+  const Tensors<T> g = bind<T>(table, gbase, L);
+  const int* tokens = tokens_dev();
+  const int* targets = targets_dev(N);
+  float* ln_scr = at<float>(ln_scratch);
+  T* proj_out = at<T>(proj);
+
+  // ---- forward: encoder, then per layer ln1 → qkv → attention → c_proj → residual + ln2 →
+  // c_fc + GELU → c_proj → residual + the next LayerNorm (ln1 of l+1, or ln_f), fused.
+  encoder_forward<T>(at<T>(encoded), tokens, w.wte, w.wpe, B, Tn, C, ctx);
+  if (L > 0) {
+    const LayerActs& a0 = layers[0];
+    layernorm_forward<T>(at<T>(a0.ln1), at<float>(a0.ln1_mean), at<float>(a0.ln1_rstd), at<T>(encoded),
+                         w.layers[0].ln1_w, w.layers[0].ln1_b, N, C, eps, ctx);
+  } else {
+    layernorm_forward<T>(at<T>(lnf), at<float>(lnf_mean), at<float>(lnf_rstd), at<T>(encoded), w.lnf_w, w.lnf_b, N,
+                         C, eps, ctx);
+  }
+  for (int l = 0; l < L; ++l) {
+    const LayerTensors<T>& wl = w.layers[l];
+    const LayerActs& a = layers[l];
+    const T* residual = l == 0 ? at<T>(encoded) : at<T>(layers[l - 1].residual3);
+    matmul_forward<T>(at<T>(a.qkv), at<T>(a.ln1), wl.qkv_w, wl.qkv_b, N, C, 3 * C, math, ctx);
+    attention_forward<T>(at<T>(a.atty), at<char>(a.att), at<T>(a.qkv), at<char>(attn_scratch), B, Tn, C, NH, math,
+                         ctx);
+    matmul_forward<T>(proj_out, at<T>(a.atty), wl.attproj_w, wl.attproj_b, N, C, C, math, ctx);
+    residual_layernorm_forward<T>(at<T>(a.residual2), at<T>(a.ln2), at<float>(a.ln2_mean), at<float>(a.ln2_rstd),
+                                  residual, proj_out, wl.ln2_w, wl.ln2_b, N, C, eps, ctx);
+    if (fuse_gelu) {
+      matmul_forward<T>(at<T>(a.fch_gelu), at<T>(a.ln2), wl.fc_w, wl.fc_b, N, C, 4 * C, math, ctx, at<T>(a.fch));
+    } else {
+      matmul_forward<T>(at<T>(a.fch), at<T>(a.ln2), wl.fc_w, wl.fc_b, N, C, 4 * C, math, ctx);
+      gelu_forward<T>(at<T>(a.fch_gelu), at<T>(a.fch), 4 * NC, ctx);
+    }
+    matmul_forward<T>(proj_out, at<T>(a.fch_gelu), wl.fcproj_w, wl.fcproj_b, N, 4 * C, C, math, ctx);
+    if (l + 1 < L) {
+      const LayerActs& an = layers[l + 1];
+      residual_layernorm_forward<T>(at<T>(a.residual3), at<T>(an.ln1), at<float>(an.ln1_mean),
+                                    at<float>(an.ln1_rstd), at<T>(a.residual2), proj_out, w.layers[l + 1].ln1_w,
+                                    w.layers[l + 1].ln1_b, N, C, eps, ctx);
+    } else {
+      residual_layernorm_forward<T>(at<T>(a.residual3), at<T>(lnf), at<float>(lnf_mean), at<float>(lnf_rstd),
+                                    at<T>(a.residual2), proj_out, w.lnf_w, w.lnf_b, N, C, eps, ctx);
+    }
+  }
+  // LM head tied to wte: logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T.
+  T* logit = at<T>(logits);
+  gemm(logit, ts, at<T>(lnf), w.wte, ts, N, Vp, C, false, true, false, math, GemmEpilogue{}, ctx);
+
+  // ---- loss: per-token losses (fp32) and dlogits in place, dloss = loss_scale / valid each.
+  crossentropy_forward_backward<T>(at<float>(losses), logit, logit, targets, dloss_dev(N), N, V, Vp, ctx);
+
+  // ---- backward. Every gradient buffer is +=: start from zero.
+  fill_bytes(gbase, 0, n * sizeof(T), ctx);
+  T* dres = at<T>(dresidual);
+  T* dl = at<T>(dln);
+  // dlnf = dlogits · wte ;  dwte += dlogits^T · lnf
+  gemm(dl, ts, logit, w.wte, ts, N, C, Vp, false, false, false, math, GemmEpilogue{}, ctx);
+  gemm(g.wte, ts, logit, at<T>(lnf), ts, Vp, C, N, true, false, true, math, GemmEpilogue{}, ctx);
+  const T* last_residual = L > 0 ? at<T>(layers[L - 1].residual3) : at<T>(encoded);
+  fill_bytes(dres, 0, NC * sizeof(T), ctx);
+  layernorm_backward<T>(dres, g.lnf_w, g.lnf_b, dl, last_residual, w.lnf_w, at<float>(lnf_mean),
+                        at<float>(lnf_rstd), ln_scr, N, C, ctx);
+  // dres holds the gradient of the current layer's output; each LayerNorm backward adds the
+  // branch's contribution to it (the residual connection).
+  for (int l = L - 1; l >= 0; --l) {
+    const LayerTensors<T>& wl = w.layers[l];
+    const LayerTensors<T>& gl = g.layers[l];
+    const LayerActs& a = layers[l];
+    const T* residual = l == 0 ? at<T>(encoded) : at<T>(layers[l - 1].residual3);
+    T* dfc = at<T>(dfch);
+    T* dq = at<T>(dqkv);
+    T* da = at<T>(datty);
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    if (fuse_gelu) {  // dfc (=) the gradient w.r.t. the pre-GELU activation
+      matmul_backward<T>(dfc, gl.fcproj_w, gl.fcproj_b, dres, at<T>(a.fch_gelu), wl.fcproj_w, N, 4 * C, C, math, ctx,
+                         at<T>(a.fch));
+    } else {
+      fill_bytes(dfc, 0, 4 * NC * sizeof(T), ctx);
+      matmul_backward<T>(dfc, gl.fcproj_w, gl.fcproj_b, dres, at<T>(a.fch_gelu), wl.fcproj_w, N, 4 * C, C, math, ctx);
+      gelu_backward<T>(dfc, at<T>(a.fch), dfc, 4 * NC, ctx);
+    }
+    fill_bytes(dl, 0, NC * sizeof(T), ctx);
+    matmul_backward<T>(dl, gl.fc_w, gl.fc_b, dfc, at<T>(a.ln2), wl.fc_w, N, C, 4 * C, math, ctx);
+    layernorm_backward<T>(dres, gl.ln2_w, gl.ln2_b, dl, at<T>(a.residual2), wl.ln2_w, at<float>(a.ln2_mean),
+                          at<float>(a.ln2_rstd), ln_scr, N, C, ctx);
+    // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+    fill_bytes(da, 0, NC * sizeof(T), ctx);
+    matmul_backward<T>(da, gl.attproj_w, gl.attproj_b, dres, at<T>(a.atty), wl.attproj_w, N, C, C, math, ctx);
+    attention_backward<T>(dq, da, at<T>(a.qkv), at<char>(a.att), at<char>(attn_scratch), B, Tn, C, NH, math, ctx);
+    fill_bytes(dl, 0, NC * sizeof(T), ctx);
+    matmul_backward<T>(dl, gl.qkv_w, gl.qkv_b, dq, at<T>(a.ln1), wl.qkv_w, N, C, 3 * C, math, ctx);
+    layernorm_backward<T>(dres, gl.ln1_w, gl.ln1_b, dl, residual, wl.ln1_w, at<float>(a.ln1_mean),
+                          at<float>(a.ln1_rstd), ln_scr, N, C, ctx);
+  }
+  encoder_backward<T>(g.wte, g.wpe, dres, tokens, at<char>(enc_scratch), enc_scratch_bytes, B, Tn, C, ctx);
+
+  // 16-bit gradients to the fp32 buffer the optimizer reads (same rounding as the host).
+  if constexpr (std::is_same_v<T, Bf16>)
+    cast_bf16_to_f32(static_cast<float*>(grads.get()), gbase, n, ctx.stream());
+  else if constexpr (std::is_same_v<T, Fp16>)
+    cast_f16_to_f32(static_cast<float*>(grads.get()), gbase, n, ctx.stream());
+}
+
+Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx)
+    : impl_(std::make_unique<Impl>(config, precision, B, T, ctx)) {
+  MPT_CHECK(B > 0 && T > 0, "[gpt2-cuda] batch size and sequence length must be positive");
+  MPT_CHECK(T <= config.block_size, "[gpt2-cuda] sequence length " + std::to_string(T) +
+                                        " is longer than the model's context (" + std::to_string(config.block_size) +
+                                        " positions)");
+  if (needs_loss_scaler(precision)) impl_->scaler = std::make_unique<LossScaler>();
+  impl_->plan_buffers();
+}
+
+Gpt2Device::~Gpt2Device() = default;
+
+const Gpt2Config& Gpt2Device::config() const { return impl_->config; }
+Precision Gpt2Device::precision() const { return impl_->precision; }
+const ParamTable& Gpt2Device::table() const { return impl_->table; }
+size_t Gpt2Device::num_params() const { return impl_->n; }
+const LossScaler* Gpt2Device::loss_scaler() const { return impl_->scaler.get(); }
+
+size_t Gpt2Device::device_bytes() const {
+  const Impl& im = *impl_;
+  return im.params.bytes() + im.grads.bytes() + im.m.bytes() + im.v.bytes() + im.params_lp.bytes() +
+         im.grads_lp.bytes() + im.mask.bytes() + im.acts.bytes();
+}
+
+void Gpt2Device::upload_params(const float* host) {
+  Impl& im = *impl_;
+  copy_to_device(im.params.get(), host, im.n * sizeof(float), im.ctx);
+  fill_bytes(im.m.get(), 0, im.n * sizeof(float), im.ctx);
+  fill_bytes(im.v.get(), 0, im.n * sizeof(float), im.ctx);
+  if (im.t == StorageType::BF16)
+    cast_f32_to_bf16(static_cast<Bf16*>(im.params_lp.get()), static_cast<const float*>(im.params.get()), im.n,
+                     im.ctx.stream());
+  else if (im.t == StorageType::F16)
+    cast_f32_to_f16(static_cast<Fp16*>(im.params_lp.get()), static_cast<const float*>(im.params.get()), im.n,
+                    im.ctx.stream());
+  im.ctx.synchronize();
+}
+
+void Gpt2Device::download_params(float* host) { copy_to_host(host, impl_->params.get(), impl_->n * sizeof(float), impl_->ctx); }
+
+void Gpt2Device::download_grads(float* host) { copy_to_host(host, impl_->grads.get(), impl_->n * sizeof(float), impl_->ctx); }
+
+float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B, int T) {
+  Impl& im = *impl_;
+  MPT_CHECK(tokens != nullptr && targets != nullptr, "[gpt2-cuda] forward_backward needs tokens and targets");
+  MPT_CHECK(B > 0 && T > 0 && B <= im.plan_B && T <= im.plan_T,
+            "[gpt2-cuda] batch " + std::to_string(B) + "x" + std::to_string(T) + " exceeds the planned " +
+                std::to_string(im.plan_B) + "x" + std::to_string(im.plan_T));
+  const int N = B * T;
+  int valid = 0;
+  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
+  const float scale = im.scaler ? im.scaler->scale() : 1.0f;
+  const float d = valid > 0 ? scale / static_cast<float>(valid) : 0.0f;
+  // One upload: tokens | targets | dloss (the model's per-token loss weights, as loss_impl).
+  im.staging.resize(3 * static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) {
+    im.staging[i] = tokens[i];
+    im.staging[N + i] = targets[i];
+    std::memcpy(&im.staging[2 * static_cast<size_t>(N) + i], &d, sizeof(float));
+  }
+  copy_to_device(im.tokens_dev(), im.staging.data(), im.staging.size() * sizeof(int32_t), im.ctx);
+  dispatch_storage(im.t, [&](auto tag) {
+    using T_ = typename decltype(tag)::type;
+    im.forward_backward<T_>(B, T);
+  });
+  im.host_losses.resize(N);
+  copy_to_host(im.host_losses.data(), im.at<float>(im.losses), N * sizeof(float), im.ctx);
+  double sum = 0.0;  // fixed order, as Gpt2::loss_impl
+  for (int i = 0; i < N; ++i) sum += im.host_losses[i];
+  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
+}
+
+bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_t t) {
+  Impl& im = *impl_;
+  float* grads = static_cast<float*>(im.grads.get());
+  int* found_inf = im.at<int>(im.found_inf);
+  if (im.scaler) {
+    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
+    unscale_and_check(grads, im.n, im.scaler->scale(), found_inf, im.ctx);
+  }
+  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
+            im.ctx);
+  AdamWArgs args;
+  args.lr = lr;
+  args.beta1 = hyper.beta1;
+  args.beta2 = hyper.beta2;
+  args.eps = hyper.eps;
+  args.weight_decay = hyper.weight_decay;
+  args.t = t;
+  args.grad_scale = im.at<float>(im.clip);
+  args.skip = im.scaler ? found_inf : nullptr;
+  adamw_update(static_cast<float*>(im.params.get()), grads, static_cast<float*>(im.m.get()),
+               static_cast<float*>(im.v.get()), static_cast<const uint32_t*>(im.mask.get()), im.n, args,
+               im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16, im.ctx);
+  if (!im.scaler) return true;
+  int found = 0;
+  copy_to_host(&found, found_inf, sizeof(int), im.ctx);
+  im.scaler->update(found != 0);
+  return found == 0;
+}
+
+double Gpt2Device::last_grad_norm() {
+  double norm = 0.0;
+  copy_to_host(&norm, impl_->at<double>(impl_->norm), sizeof(double), impl_->ctx);
+  return norm;
+}
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,82 @@
+// GPT-2 training on one GPU: every buffer of a step on the device (allocated once, at
+// construction, for a planned B×T), the forward and backward of model/gpt2.cpp through the
+// CUDA launchers, and the optimizer step (grad_norm + clip factor + one AdamW launch, fp16 loss
+// scaling) without leaving the device. The host only uploads a batch and reads the loss.
+//
+// Precision mapping (docs/dev/cuda.md, "GPT-2 on the device"): one storage type T for every
+// activation and for the parameter copy the forward reads:
+//   fp32 -> T = float, MathMode::Fp32 (no tensor cores)
+//   tf32 -> T = float, MathMode::Tf32
+//   bf16 -> T = Bf16 (activations, logits, residual stream, parameter copy, gradients)
+//   fp16 -> T = Fp16, as bf16, plus dynamic loss scaling (precision/loss_scaler.h's GradScaler)
+// Master parameters, AdamW moments and the gradients the optimizer reads are fp32 in every mode.
+// For 16-bit T the launchers' one-T-per-op contract means the backward writes gradients in T
+// (llm.c's scheme); they are cast to the fp32 gradient buffer at the end of forward_backward.
+// Deviations from the CPU mixed policy (precision/policy.h): the residual stream, its gradient,
+// the logits and dlogits are stored in T (the CPU keeps them fp32); gradients are rounded to T
+// once before the fp32 optimizer. No gradient accumulation over micro-batches yet: each
+// forward_backward overwrites the gradients.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/cuda/context.h"
+#include "model/gpt2_config.h"
+#include "model/param_table.h"
+#include "optim/adamw.h"
+#include "precision/loss_scaler.h"
+#include "precision/precision.h"
+
+namespace mptrain::cuda {
+
+class Gpt2Device {
+ public:
+  // Allocates every device buffer for micro-batches of up to B×T tokens (T <= block_size).
+  // Parameters start as zeros: upload_params before training. Throws Error on bad sizes and
+  // LibraryError when the device is out of memory.
+  Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx);
+  ~Gpt2Device();
+  Gpt2Device(const Gpt2Device&) = delete;
+  Gpt2Device& operator=(const Gpt2Device&) = delete;
+
+  const Gpt2Config& config() const;
+  Precision precision() const;
+  const ParamTable& table() const;  // gpt2_param_table(config): the layout of every flat buffer
+  size_t num_params() const;
+  size_t device_bytes() const;  // everything this object allocated on the device
+
+  // host[num_params()] in the table's layout (e.g. Gpt2::params() after init_weights). Also
+  // zeroes the AdamW moments and writes the low-precision copy. Synchronous.
+  void upload_params(const float* host);
+  void download_params(float* host);  // the fp32 masters; synchronous
+  // The fp32 gradients of the last forward_backward (before clipping; multiplied by the loss
+  // scale under fp16 until step() unscales them). Synchronous.
+  void download_grads(float* host);
+
+  // tokens[B*T] (ids < V) and targets[B*T] (< V, or -1 = ignored), host arrays. Forward,
+  // fused loss, backward; the gradients (=, not accumulated) of the mean loss over targets !=
+  // -1 (times the loss scale under fp16) end in the fp32 gradient buffer. Returns that mean
+  // loss (host syncs: the input upload, the loss download).
+  float forward_backward(const int* tokens, const int* targets, int B, int T);
+
+  // One optimizer step on the last gradients, as train/step.cpp does on the CPU: fp16 unscale
+  // and inf/NaN check (GradScaler: a non-finite step leaves parameters and moments untouched
+  // and halves the scale), global norm, clip factor min(1, grad_clip / (norm + 1e-6)) (none
+  // when grad_clip <= 0), AdamW with weight decay where the table says `decay`, and the
+  // refreshed low-precision copy. t: the 1-based optimizer step. Returns false when the step
+  // was skipped (fp16 only). No host sync except fp16's one read of the overflow flag.
+  bool step(float lr, const AdamWHyper& hyper, float grad_clip, int64_t t);
+
+  // The gradient norm of the last step (before clipping; synchronous).
+  double last_grad_norm();
+  // The fp16 loss scaler (null in other precisions).
+  const LossScaler* loss_scaler() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mptrain::cuda

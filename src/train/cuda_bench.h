@@ -1,0 +1,15 @@
+// `mptrain bench --device cuda`: GPT-2 training steps timed on GPU 0 (cuda::Gpt2Device), one
+// precision or, with --ladder, fp32, tf32 and bf16 in this one process. Implemented by
+// src/backend/cuda/gpt2_bench.cpp, and by src/backend/nocuda/gpt2_bench.cpp in a build without
+// the CUDA backend (there it throws one clear Error), so bench.cpp calls it without an #ifdef.
+#pragma once
+#include "train/bench.h"
+
+namespace mptrain {
+
+// Prints one line per precision (and the ladder's table); returns the first precision's result.
+// Throws Error when this build has no CUDA backend or the machine has no GPU, and for options
+// the device bench does not support (--model bert, --optimizer sophia).
+BenchResult run_cuda_bench(const BenchOptions& options);
+
+}  // namespace mptrain
