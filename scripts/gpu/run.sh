@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs the GPU checks on a lent GPU machine, from what scripts/gpu/pack.sh packed into .gpu/.
+# Writes logs under $OUT (the device tool brings them back) and prints a short summary last.
+#
+#   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder peer):
+#     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
+#     nccl       the NCCL communicator's tests (a world of one on one GPU)   -> $OUT/nccl.log
+#     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
+#     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
+#     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024)        -> $OUT/ladder.log
+#     peer       bench/pytorch_gpt2_cuda.py: PyTorch (+ torch.compile, SDPA) -> $OUT/peer.log
+# Environment: MPTRAIN_GPU_BATCH (default 16) for ladder and peer.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/mptrain-gpu-out}
+mkdir -p "$out"
+[[ -f .gpu/libs.tar.xz && -d .gpu/bin ]] || { echo "run.sh: no .gpu/ (run scripts/gpu/pack.sh here and carry .gpu)"; exit 2; }
+
+libs=/tmp/mptrain-gpu-libs
+rm -rf "$libs" && mkdir -p "$libs" && tar -C "$libs" -xJf .gpu/libs.tar.xz
+cuda_lib=$(ls -d /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/targets/x86_64-linux/lib 2>/dev/null | head -1)
+# NCCL comes with PyTorch's pip packages there (nvidia-nccl-cu13).
+nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+# Only our binaries see the packed libraries (python3 and torch keep the image's own zlib etc.).
+ours=(env LD_LIBRARY_PATH="$libs/lib:${cuda_lib}:${nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+export PATH="/usr/local/cuda/bin:$PATH"
+B=${MPTRAIN_GPU_BATCH:-16}
+
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; git log -1 --format='commit %h %s' 2>/dev/null; } \
+  | tee "$out/device.log"
+
+run_step() {
+  case "$1" in
+    tests)
+      "${ours[@]}" .gpu/bin/mptrain_tests_cuda 2>&1 | tee "$out/cuda_tests.log" | tail -25
+      note "tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/cuda_tests.log" | tr '\n' ' ')"
+      ;;
+    nccl)
+      "${ours[@]}" .gpu/bin/mptrain_tests_dist --gtest_filter='Nccl*' 2>&1 | tee "$out/nccl.log" | tail -15
+      note "nccl: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl.log" | tr '\n' ' ')"
+      ;;
+    sanitize)
+      { "${ours[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
+          --gtest_filter='-CudaBuffer.ImpossibleAllocationIsALibraryError'
+        echo "memcheck exit $?"
+        "${ours[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
+          --gtest_filter='CudaLayerNorm*:CudaCrossEntropy*:*Attention*:*Sophia*'
+        echo "racecheck exit $?"; } >"$out/sanitize.log" 2>&1
+      note "sanitize: $(grep -E 'exit [0-9]+|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tr '\n' ' ')"
+      ;;
+    ops)
+      "${ours[@]}" .gpu/bin/bench_cuda_ops 20 2>&1 | tee "$out/ops_bench.log" | tail -40
+      note "ops: $(wc -l <"$out/ops_bench.log") lines in ops_bench.log"
+      ;;
+    ladder)
+      "${ours[@]}" .gpu/bin/mptrain bench --device cuda --ladder --preset gpt2 --batch "$B" --seq 1024 --steps 10 --warmup 3 \
+        2>&1 | tee "$out/ladder.log" | tail -20
+      note "ladder: $(tail -3 "$out/ladder.log" | tr '\n' ' ')"
+      ;;
+    peer)
+      python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20
+      note "peer: $(grep -E '^RESULT' "$out/peer.log" | tr '\n' ' ')"
+      ;;
+    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops ladder peer)"; exit 2 ;;
+  esac
+}
+
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests nccl ops ladder peer)
+for s in "${steps[@]}"; do run_step "$s"; done
+echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
