@@ -1,0 +1,788 @@
+// The fused attention behind flash_attention.h: tensor-core tiles (mma.sync m16n8k16, 16-bit
+// operands, fp32 accumulators) over shared-memory tiles of q, k, v read straight from qkv.
+//
+// Every kernel runs 4 warps (128 threads); a warp owns 16 rows of its block's 64-row tile and
+// keeps that tile's accumulators in registers. Shared-memory rows are padded by 16 bytes
+// (HS + 8 elements), which makes every fragment load below free of bank conflicts.
+//   forward   block = (b·h, 64 queries); loop over 64-key tiles (causal: up to the diagonal);
+//             S = Q·Kᵀ, online softmax in fp32 (row max and sum in registers, a quad of lanes
+//             per row), P rounded to T straight from the S accumulators into the A operand of
+//             P·V; out = O / l and lse = scale·m + ln(l) at the end.
+//   D         one warp per (token, head): D = Σ dO ⊙ O in fp32.
+//   dK, dV    block = (b·h, 64 keys); loop over query tiles (64 queries for HS 64, 32 for HS 128,
+//             to stay within the register file; causal: from the diagonal on); recompute
+//             Sᵀ = K·Qᵀ, Pᵀ = exp(scale·Sᵀ − lse), dV += Pᵀ·dO, dPᵀ = V·dOᵀ,
+//             dSᵀ = scale·Pᵀ ⊙ (dPᵀ − D), dK += dSᵀ·Q.
+//   dQ        block = (b·h, 64 queries); loop over key tiles: recompute S, P, dP, dS and
+//             accumulate dQ = dS·K. Two passes instead of FlashAttention-2's atomic dQ: every
+//             output element has one writer and a fixed summation order, so repeated runs are
+//             bit-identical (the backend's no-float-atomics rule).
+// Masking: a key is valid when key < T and key_mask (if any) is nonzero; causal adds key ≤ query.
+// Invalid scores are −inf before the softmax (forward) and P is exactly 0 for them (backward),
+// so padded keys get exactly 0 dK and dV. Rows and keys past T are zero-filled in shared memory
+// and never stored. Causal tiles entirely above the diagonal are skipped by the loop bounds; key
+// tiles with no valid key (padding) by a block vote.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/dispatch.h"
+#include "backend/cuda/flash_attention.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/profiling.h"
+#include "core/error.h"
+
+namespace mptrain::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTile = 64;       // query rows per forward / dQ block, keys per tile and per dK/dV block
+constexpr int kRowsPerWarp = 16;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kDotThreads = 256;  // D kernel: 8 warps, one (token, head) row per warp at a time
+static_assert(kTile == kWarps * kRowsPerWarp, "each warp owns 16 rows of a 64-row tile");
+
+// Query rows per tile of the dK/dV kernel: its accumulators (dK and dV, 16 × HS each per warp)
+// plus Sᵀ and dPᵀ (16 × BQ each) must fit in registers.
+template <int HS>
+constexpr int bwd_query_tile() {
+  return HS <= 64 ? 64 : 32;
+}
+
+// --- tensor-core helpers -----------------------------------------------------------------
+// Fragment layouts of mma.m16n8k16 (PTX ISA), lane = 4·g + c (g = lane/4, c = lane%4):
+//   A 16×16 row-major: a0 (g, 2c..2c+1), a1 (g+8, 2c..), a2 (g, 2c+8..), a3 (g+8, 2c+8..)
+//   B 16×8 (k × n):    b0 (k = 2c..2c+1, n = g), b1 (k = 2c+8.., n = g)
+//   C 16×8 fp32:       c0, c1 (g, 2c..2c+1), c2, c3 (g+8, 2c..2c+1)
+// Two 16-bit values per 32-bit register, the lower column (or k) in the low half.
+template <class T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mma16816<Bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void mma16816<Fp16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two fp32 values rounded (to nearest even) to T and packed, lo in the low half.
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+
+template <>
+__device__ __forceinline__ uint32_t pack2<Bf16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return static_cast<uint32_t>(__bfloat16_as_ushort(v.x)) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(v.y)) << 16);
+}
+
+template <>
+__device__ __forceinline__ uint32_t pack2<Fp16>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return static_cast<uint32_t>(__half_as_ushort(v.x)) | (static_cast<uint32_t>(__half_as_ushort(v.y)) << 16);
+}
+
+__device__ __forceinline__ uint32_t ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// A fragment of the 16×16 block at (r0, k0) of a row-major shared tile with leading dimension LD.
+template <int LD>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* s, int r0, int k0, int lane) {
+  const int g = lane >> 2, c = (lane & 3) * 2;
+  const uint16_t* p = s + (r0 + g) * LD + k0 + c;
+  a[0] = ld32(p);
+  a[1] = ld32(p + 8 * LD);
+  a[2] = ld32(p + 8);
+  a[3] = ld32(p + 8 * LD + 8);
+}
+
+// B fragment (k0.., n0..) of B = Mᵀ for a row-major shared M (B[k][n] = M[n][k]): each register
+// is two neighbours of one row of M.
+template <int LD>
+__device__ __forceinline__ void load_b_t(uint32_t& b0, uint32_t& b1, const uint16_t* s, int n0, int k0, int lane) {
+  const int g = lane >> 2, c = (lane & 3) * 2;
+  const uint16_t* p = s + (n0 + g) * LD + k0 + c;
+  b0 = ld32(p);
+  b1 = ld32(p + 8);
+}
+
+// B fragment (k0.., n0..) of B = M itself (B[k][n] = M[k][n]): each register gathers two rows.
+template <int LD>
+__device__ __forceinline__ void load_b(uint32_t& b0, uint32_t& b1, const uint16_t* s, int k0, int n0, int lane) {
+  const int g = lane >> 2, c = (lane & 3) * 2;
+  const uint16_t* p = s + (k0 + c) * LD + n0 + g;
+  b0 = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[LD]) << 16);
+  b1 = static_cast<uint32_t>(p[8 * LD]) | (static_cast<uint32_t>(p[9 * LD]) << 16);
+}
+
+// The A fragment of a 16×16 block of P (or dS) held as two 16×8 accumulators: the C layout of
+// columns 0-7 and 8-15 is exactly the A layout of k 0-7 and 8-15.
+template <class T>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+  a[0] = pack2<T>(lo[0], lo[1]);
+  a[1] = pack2<T>(lo[2], lo[3]);
+  a[2] = pack2<T>(hi[0], hi[1]);
+  a[3] = pack2<T>(hi[2], hi[3]);
+}
+
+// --- shared-memory tiles ----------------------------------------------------------------------
+// ROWS rows of HS elements from global rows t0.. (stride `stride` elements) into a shared tile
+// (leading dimension HS + 8) with 16-byte loads; rows at or past Tn are zero-filled, so products
+// over them are finite and exactly 0 where P is 0.
+template <int HS, int ROWS>
+__device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, size_t stride, int t0, int Tn) {
+  constexpr int kPacks = HS / 8, LD = HS + 8;
+  for (int i = threadIdx.x; i < ROWS * kPacks; i += kThreads) {
+    const int r = i / kPacks, c = (i % kPacks) * 8;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (t0 + r < Tn) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(t0 + r) * stride + c);
+    *reinterpret_cast<uint4*>(dst + r * LD + c) = v;
+  }
+}
+
+// A warp's 16 × HS fp32 accumulators, multiplied by the row factors f[0] (row g) and f[1]
+// (row g+8), rounded to T into the warp's own 16 rows of a shared tile, then stored as 16-byte
+// rows to dst rows t0.. (stride elements; rows at or past Tn skipped). Only this warp touches
+// those shared rows, so warp barriers suffice.
+template <class T, int HS>
+__device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_t* tile, const float (&acc)[HS / 8][4],
+                                           const float (&f)[2], int t0, int Tn, int warp, int lane) {
+  constexpr int LD = HS + 8, kPacks = HS / 8;
+  const int g = lane >> 2, c = (lane & 3) * 2;
+  uint16_t* rows = tile + warp * kRowsPerWarp * LD;
+  __syncwarp();  // every lane is done reading these rows as operands
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) {
+    *reinterpret_cast<uint32_t*>(rows + g * LD + n * 8 + c) = pack2<T>(acc[n][0] * f[0], acc[n][1] * f[0]);
+    *reinterpret_cast<uint32_t*>(rows + (g + 8) * LD + n * 8 + c) = pack2<T>(acc[n][2] * f[1], acc[n][3] * f[1]);
+  }
+  __syncwarp();
+  for (int i = lane; i < kRowsPerWarp * kPacks; i += 32) {
+    const int r = i / kPacks, col = (i % kPacks) * 8, t = t0 + warp * kRowsPerWarp + r;
+    if (t < Tn)
+      *reinterpret_cast<uint4*>(dst + static_cast<size_t>(t) * stride + col) =
+          *reinterpret_cast<const uint4*>(rows + r * LD + col);
+  }
+}
+
+// 1 where key k0 + i is valid (inside the sequence and not padding), for i < kTile; returns
+// whether the tile has any valid key (a block vote: every thread must call it).
+__device__ __forceinline__ bool load_key_valid(int* valid, const int* key_mask, int b, int k0, int Tn) {
+  int any = 0;
+  if (threadIdx.x < kTile) {
+    const int key = k0 + static_cast<int>(threadIdx.x);
+    any = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
+    valid[threadIdx.x] = any;
+  }
+  return __syncthreads_or(any) != 0;
+}
+
+// --- forward -------------------------------------------------------------------------------
+template <int HS>
+constexpr size_t fwd_smem_bytes() {
+  return static_cast<size_t>(3 * kTile) * (HS + 8) * sizeof(uint16_t) + kTile * sizeof(int);
+}
+
+// grid (B·NH, query tiles), heaviest causal tiles first; lse in natural-log units of scale·s.
+template <class T, int HS, bool kCausal>
+__global__ void __launch_bounds__(kThreads) flash_fwd_kernel(T* out, float* lse, const T* qkv, const int* key_mask,
+                                                             int Tn, int NH, float scale, float scale_log2) {
+  constexpr int LD = HS + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* ks = qs + kTile * LD;
+  uint16_t* vs = ks + kTile * LD;
+  int* kvalid = reinterpret_cast<int*>(vs + kTile * LD);
+
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  const int C = NH * HS;
+  const size_t rs = 3 * static_cast<size_t>(C);
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+  const int row0 = q0 + warp * kRowsPerWarp + g;  // this lane's rows: row0 and row0 + 8
+
+  load_tile<HS, kTile>(qs, base, rs, q0, Tn);
+  __syncthreads();
+  uint32_t qf[HS / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) load_a<LD>(qf[kk], qs, warp * kRowsPerWarp, kk * 16, lane);
+
+  float o[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  for (int k0 = 0; k0 < kv_end; k0 += kTile) {
+    __syncthreads();  // the previous tile is consumed before it is overwritten
+    load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
+    load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
+    if (!load_key_valid(kvalid, key_mask, b, k0, Tn)) continue;  // all padding (block-uniform)
+
+    float s[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk)
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b0, b1;
+        load_b_t<LD>(b0, b1, ks, n * 8, kk * 16, lane);
+        mma16816<T>(s[n], qf[kk], b0, b1);
+      }
+
+    // Masking is needed only on tiles with padding, the sequence end or the diagonal.
+    const bool need_mask = key_mask != nullptr || k0 + kTile > Tn || (kCausal && k0 + kTile > q0);
+    if (need_mask) {
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = n * 8 + c + (e & 1), row = row0 + (e >> 1) * 8;
+          if (!kvalid[j] || (kCausal && k0 + j > row)) s[n][e] = -INFINITY;
+        }
+    }
+
+    // Online softmax per row (r = 0: row g, r = 1: row g+8), over the quad of lanes that hold it.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      // A row with no valid key so far keeps m = −inf; subtracting 0 then keeps every p at 0
+      // instead of exp(−inf + inf) = NaN.
+      const float m_sub = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
+      const float alpha = exp2f(m[r] * scale_log2 - m_sub);  // 0 while m[r] = −inf
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -m_sub));
+        s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -m_sub));
+        sum += s[n][2 * r] + s[n][2 * r + 1];
+      }
+      l[r] = l[r] * alpha + sum;  // this lane's partial; the quad is summed once at the end
+      m[r] = m_new;
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        o[n][2 * r] *= alpha;
+        o[n][2 * r + 1] *= alpha;
+      }
+    }
+
+    // O += P·V
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      uint32_t a[4];
+      acc_to_a<T>(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        uint32_t b0, b1;
+        load_b<LD>(b0, b1, vs, kk * 16, n * 8, lane);
+        mma16816<T>(o[n], a, b0, b1);
+      }
+    }
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // Fixed butterfly: every lane of the quad ends with the same sum, so the result is exact
+    // run to run. l = 0 (no valid key) gives 0·inf = NaN outputs, the documented behaviour.
+    float lt = l[r];
+    lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+    inv[r] = 1.0f / lt;
+    const int row = row0 + r * 8;
+    if ((lane & 3) == 0 && row < Tn) lse[static_cast<size_t>(bh) * Tn + row] = m[r] * scale + logf(lt);
+  }
+  const size_t C_ = static_cast<size_t>(C);
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(out) + static_cast<size_t>(b) * Tn * C_ + h * HS, C_, qs, o, inv,
+                    q0, Tn, warp, lane);
+}
+
+// --- backward ------------------------------------------------------------------------------
+// D[b,h,t] = Σ_d dO[b,t,h,d]·O[b,t,h,d] in fp32; rows are (b, t, h) in memory order.
+template <class T, int HS>
+__global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, int NH, size_t rows) {
+  const int lane = threadIdx.x & 31;
+  const size_t step = static_cast<size_t>(gridDim.x) * (kDotThreads / 32);
+  for (size_t r = static_cast<size_t>(blockIdx.x) * (kDotThreads / 32) + (threadIdx.x >> 5); r < rows; r += step) {
+    const T* a = dout + r * HS;
+    const T* o = out + r * HS;
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = lane; d < HS; d += 32) acc += to_f32(a[d]) * to_f32(o[d]);
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      const size_t h = r % NH, bt = r / NH, t = bt % Tn, b = bt / Tn;
+      D[(b * NH + h) * Tn + t] = acc;
+    }
+  }
+}
+
+template <int HS>
+constexpr size_t dkdv_smem_bytes() {
+  constexpr int BQ = bwd_query_tile<HS>();
+  return static_cast<size_t>(2 * kTile + 2 * BQ) * (HS + 8) * sizeof(uint16_t) + 2 * BQ * sizeof(float);
+}
+
+// grid (B·NH, key tiles); causal blocks with the first keys have the most query tiles and run
+// first. dK and dV rows of padded or out-of-range keys come out exactly 0 (or are not stored).
+template <class T, int HS, bool kCausal>
+__global__ void __launch_bounds__(kThreads)
+    flash_bwd_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D,
+                          const int* key_mask, int Tn, int NH, float scale, float scale_log2) {
+  constexpr int LD = HS + 8, BQ = bwd_query_tile<HS>();
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* ks = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* vs = ks + kTile * LD;
+  uint16_t* qs = vs + kTile * LD;
+  uint16_t* dos = qs + BQ * LD;
+  float* lse_s = reinterpret_cast<float*>(dos + BQ * LD);  // lse·log2(e); +inf past Tn (P = 0)
+  float* d_s = lse_s + BQ;
+
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int k0 = blockIdx.y * kTile;
+  const int C = NH * HS;
+  const size_t rs = 3 * static_cast<size_t>(C), C_ = static_cast<size_t>(C);
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
+  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + static_cast<size_t>(b) * Tn * C_ + h * HS;
+  const float* lse_bh = lse + static_cast<size_t>(bh) * Tn;
+  const float* d_bh = D + static_cast<size_t>(bh) * Tn;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+  const int key0 = k0 + warp * kRowsPerWarp + g;  // this lane's keys: key0 and key0 + 8
+
+  load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
+  load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
+  bool kv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 8 * r;
+    kv[r] = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
+  }
+  const bool any_key = __syncthreads_or(kv[0] || kv[1]) != 0;  // also orders the K, V tile loads
+
+  float dk[HS / 8][4], dv[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+
+  // Causal: queries before k0 see none of these keys (k0 is a multiple of BQ).
+  const int q_begin = kCausal ? k0 : 0;
+  for (int q0 = any_key ? q_begin : Tn; q0 < Tn; q0 += BQ) {
+    __syncthreads();  // the previous query tile is consumed
+    load_tile<HS, BQ>(qs, base, rs, q0, Tn);
+    load_tile<HS, BQ>(dos, dbase, C_, q0, Tn);
+    if (threadIdx.x < BQ) {
+      const int q = q0 + static_cast<int>(threadIdx.x);
+      lse_s[threadIdx.x] = q < Tn ? lse_bh[q] * kLog2e : INFINITY;
+      d_s[threadIdx.x] = q < Tn ? d_bh[q] : 0.0f;
+    }
+    __syncthreads();
+
+    // Sᵀ = K·Qᵀ (this warp's 16 keys × BQ queries)
+    float st[BQ / 8][4];
+#pragma unroll
+    for (int n = 0; n < BQ / 8; ++n) st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t a[4];
+      load_a<LD>(a, ks, warp * kRowsPerWarp, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < BQ / 8; ++n) {
+        uint32_t b0, b1;
+        load_b_t<LD>(b0, b1, qs, n * 8, kk * 16, lane);
+        mma16816<T>(st[n], a, b0, b1);
+      }
+    }
+    // Pᵀ = exp(scale·Sᵀ − lse), exactly 0 where the pair is masked.
+#pragma unroll
+    for (int n = 0; n < BQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = n * 8 + c + (e & 1), key = key0 + (e >> 1) * 8, q = q0 + j;
+        const bool ok = kv[e >> 1] && q < Tn && (!kCausal || q >= key);
+        st[n][e] = ok ? exp2f(fmaf(st[n][e], scale_log2, -lse_s[j])) : 0.0f;
+      }
+    // dV += Pᵀ·dO
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk) {
+      uint32_t a[4];
+      acc_to_a<T>(a, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        uint32_t b0, b1;
+        load_b<LD>(b0, b1, dos, kk * 16, n * 8, lane);
+        mma16816<T>(dv[n], a, b0, b1);
+      }
+    }
+    // dPᵀ = V·dOᵀ
+    float dpt[BQ / 8][4];
+#pragma unroll
+    for (int n = 0; n < BQ / 8; ++n) dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t a[4];
+      load_a<LD>(a, vs, warp * kRowsPerWarp, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < BQ / 8; ++n) {
+        uint32_t b0, b1;
+        load_b_t<LD>(b0, b1, dos, n * 8, kk * 16, lane);
+        mma16816<T>(dpt[n], a, b0, b1);
+      }
+    }
+    // dSᵀ = scale·Pᵀ ⊙ (dPᵀ − D) (the naive path's factor order), in place of Pᵀ
+#pragma unroll
+    for (int n = 0; n < BQ / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = scale * st[n][e] * (dpt[n][e] - d_s[n * 8 + c + (e & 1)]);
+    // dK += dSᵀ·Q
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk) {
+      uint32_t a[4];
+      acc_to_a<T>(a, st[2 * kk], st[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        uint32_t b0, b1;
+        load_b<LD>(b0, b1, qs, kk * 16, n * 8, lane);
+        mma16816<T>(dk[n], a, b0, b1);
+      }
+    }
+  }
+
+  const float one[2] = {1.0f, 1.0f};
+  uint16_t* dbh = reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
+  store_rows<T, HS>(dbh + C, rs, ks, dk, one, k0, Tn, warp, lane);
+  store_rows<T, HS>(dbh + 2 * C, rs, vs, dv, one, k0, Tn, warp, lane);
+}
+
+template <int HS>
+constexpr size_t dq_smem_bytes() {
+  return static_cast<size_t>(4 * kTile) * (HS + 8) * sizeof(uint16_t) + kTile * sizeof(int);
+}
+
+// grid (B·NH, query tiles), heaviest causal tiles first.
+template <class T, int HS, bool kCausal>
+__global__ void __launch_bounds__(kThreads)
+    flash_bwd_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, const int* key_mask,
+                        int Tn, int NH, float scale, float scale_log2) {
+  constexpr int LD = HS + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* dos = qs + kTile * LD;
+  uint16_t* ks = dos + kTile * LD;
+  uint16_t* vs = ks + kTile * LD;
+  int* kvalid = reinterpret_cast<int*>(vs + kTile * LD);
+
+  const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  const int C = NH * HS;
+  const size_t rs = 3 * static_cast<size_t>(C), C_ = static_cast<size_t>(C);
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
+  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + static_cast<size_t>(b) * Tn * C_ + h * HS;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+  const int row0 = q0 + warp * kRowsPerWarp + g;
+
+  load_tile<HS, kTile>(qs, base, rs, q0, Tn);
+  load_tile<HS, kTile>(dos, dbase, C_, q0, Tn);
+  float lse2[2], drow[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + 8 * r;
+    const bool in = row < Tn;
+    lse2[r] = in ? lse[static_cast<size_t>(bh) * Tn + row] * kLog2e : INFINITY;
+    drow[r] = in ? D[static_cast<size_t>(bh) * Tn + row] : 0.0f;
+  }
+
+  float dq[HS / 8][4];
+#pragma unroll
+  for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  for (int k0 = 0; k0 < kv_end; k0 += kTile) {
+    __syncthreads();  // the previous key tile is consumed (and, first time, Q and dO are stored)
+    load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
+    load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
+    if (!load_key_valid(kvalid, key_mask, b, k0, Tn)) continue;
+
+    // S = Q·Kᵀ and dP = dO·Vᵀ (this warp's 16 queries × 64 keys)
+    float s[kTile / 8][4], dp[kTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; ++kk) {
+      uint32_t aq[4], ad[4];
+      load_a<LD>(aq, qs, warp * kRowsPerWarp, kk * 16, lane);
+      load_a<LD>(ad, dos, warp * kRowsPerWarp, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < kTile / 8; ++n) {
+        uint32_t b0, b1;
+        load_b_t<LD>(b0, b1, ks, n * 8, kk * 16, lane);
+        mma16816<T>(s[n], aq, b0, b1);
+        load_b_t<LD>(b0, b1, vs, n * 8, kk * 16, lane);
+        mma16816<T>(dp[n], ad, b0, b1);
+      }
+    }
+    // dS = scale·P ⊙ (dP − D), P = exp(scale·S − lse), exactly 0 where the pair is masked
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = n * 8 + c + (e & 1), r = e >> 1, row = row0 + 8 * r;
+        const bool ok = kvalid[j] && (!kCausal || k0 + j <= row);
+        const float p = ok ? exp2f(fmaf(s[n][e], scale_log2, -lse2[r])) : 0.0f;
+        s[n][e] = scale * p * (dp[n][e] - drow[r]);
+      }
+    // dQ += dS·K
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      uint32_t a[4];
+      acc_to_a<T>(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+      for (int n = 0; n < HS / 8; ++n) {
+        uint32_t b0, b1;
+        load_b<LD>(b0, b1, ks, kk * 16, n * 8, lane);
+        mma16816<T>(dq[n], a, b0, b1);
+      }
+    }
+  }
+
+  const float one[2] = {1.0f, 1.0f};
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS, rs, qs, dq, one,
+                    q0, Tn, warp, lane);
+}
+
+// --- host side -------------------------------------------------------------------------------
+std::string dims(int B, int T, int C, int NH) {
+  return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+         " NH=" + std::to_string(NH);
+}
+
+bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+void check_sizes(const char* op, int B, int T, int C, int NH, StorageType t) {
+  const std::string pre = std::string("[flash attention] ") + op + ": ";
+  MPT_CHECK(t != StorageType::F32, pre + "fp32 storage is not supported (bf16 or fp16; attention.h is the fp32 "
+                                         "path): " + dims(B, T, C, NH));
+  MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0, pre + "sizes must be positive: " + dims(B, T, C, NH));
+  MPT_CHECK(C % NH == 0, pre + "C must be a multiple of NH (C % NH = " + std::to_string(C % NH) +
+                             "): " + dims(B, T, C, NH));
+  const int HS = C / NH;
+  MPT_CHECK(HS == 64 || HS == 128, pre + "head size HS = C/NH = " + std::to_string(HS) +
+                                       " is not supported (64 or 128): " + dims(B, T, C, NH));
+  // Grid: B·NH in x, tiles of 64 in y (at most 65535); 3C and B·T·3C index in size_t.
+  MPT_CHECK(static_cast<int64_t>(B) * NH <= INT_MAX && (static_cast<int64_t>(T) + kTile - 1) / kTile <= 65535 &&
+                static_cast<int64_t>(C) * 3 <= INT_MAX,
+            pre + "too large: " + dims(B, T, C, NH));
+}
+
+// 16-bit tensors 16-byte aligned (whole-row 16-byte loads; C % 8 == 0 keeps every row aligned,
+// which HS ∈ {64, 128} implies); fp32 and int tensors 4-byte aligned.
+void check_pointers(const char* op, std::initializer_list<const void*> tensors16,
+                    std::initializer_list<const void*> tensors4, int B, int T, int C, int NH) {
+  const std::string pre = std::string("[flash attention] ") + op + ": ";
+  for (const void* p : tensors16) {
+    MPT_CHECK(p != nullptr, pre + "null pointer: " + dims(B, T, C, NH));
+    MPT_CHECK(aligned_to(p, 16), pre + "a bf16/fp16 tensor (qkv, out, dout, dqkv) is not 16-byte aligned "
+                                       "(rows are read with 16-byte loads)");
+  }
+  for (const void* p : tensors4) {
+    MPT_CHECK(p != nullptr, pre + "null pointer (lse or scratch): " + dims(B, T, C, NH));
+    MPT_CHECK(aligned_to(p, 4), pre + "lse and scratch must be 4-byte aligned");
+  }
+}
+
+// Dynamic shared memory over the default 48 KiB needs the kernel's opt-in attribute (set on
+// every launch: cheap, and no static state to get wrong across devices).
+template <class K>
+void prepare_smem(K kernel, size_t bytes, const char* op, Context& ctx) {
+  MPT_CHECK(bytes <= ctx.info().smem_per_block_optin,
+            std::string("[flash attention] ") + op + ": needs " + std::to_string(bytes) +
+                " bytes of shared memory per block; this GPU allows " +
+                std::to_string(ctx.info().smem_per_block_optin));
+  if (bytes > 48 * 1024)
+    MPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression
+
+template <class T, int HS, bool kCausal>
+void forward_launch(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int NH, Context& ctx) {
+  const size_t smem = fwd_smem_bytes<HS>();
+  auto kernel = flash_fwd_kernel<T, HS, kCausal>;
+  prepare_smem(kernel, smem, "forward", ctx);
+  const float scale = softmax_scale(HS);
+  const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((Tn + kTile - 1) / kTile));
+  kernel<<<grid, kThreads, smem, ctx.stream()>>>(out, lse, qkv, key_mask, Tn, NH, scale, scale * kLog2e);
+  MPT_CUDA_CHECK_LAUNCH("flash_fwd_kernel");
+}
+
+template <class T, int HS, bool kCausal>
+void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const int* key_mask,
+                     float* D, int B, int Tn, int NH, Context& ctx) {
+  const float scale = softmax_scale(HS);
+  const size_t rows = static_cast<size_t>(B) * Tn * NH;
+  flash_dot_kernel<T, HS><<<grid_for(rows, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(
+      D, dout, out, Tn, NH, rows);
+  MPT_CUDA_CHECK_LAUNCH("flash_dot_kernel");
+
+  const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((Tn + kTile - 1) / kTile));
+  const size_t smem_kv = dkdv_smem_bytes<HS>();
+  auto kv_kernel = flash_bwd_dkdv_kernel<T, HS, kCausal>;
+  prepare_smem(kv_kernel, smem_kv, "backward", ctx);
+  kv_kernel<<<grid, kThreads, smem_kv, ctx.stream()>>>(dqkv, dout, qkv, lse, D, key_mask, Tn, NH, scale,
+                                                       scale * kLog2e);
+  MPT_CUDA_CHECK_LAUNCH("flash_bwd_dkdv_kernel");
+
+  const size_t smem_q = dq_smem_bytes<HS>();
+  auto q_kernel = flash_bwd_dq_kernel<T, HS, kCausal>;
+  prepare_smem(q_kernel, smem_q, "backward", ctx);
+  q_kernel<<<grid, kThreads, smem_q, ctx.stream()>>>(dqkv, dout, qkv, lse, D, key_mask, Tn, NH, scale,
+                                                     scale * kLog2e);
+  MPT_CUDA_CHECK_LAUNCH("flash_bwd_dq_kernel");
+}
+
+template <class T>
+void forward_impl(T* out, float* lse, const T* qkv, const int* key_mask, bool causal, int B, int Tn, int C, int NH,
+                  Context& ctx) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)out, (void)lse, (void)qkv, (void)key_mask, (void)causal, (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
+  } else {
+    const int HS = C / NH;
+    if (HS == 64) {
+      if (causal)
+        forward_launch<T, 64, true>(out, lse, qkv, nullptr, B, Tn, NH, ctx);
+      else
+        forward_launch<T, 64, false>(out, lse, qkv, key_mask, B, Tn, NH, ctx);
+    } else {
+      if (causal)
+        forward_launch<T, 128, true>(out, lse, qkv, nullptr, B, Tn, NH, ctx);
+      else
+        forward_launch<T, 128, false>(out, lse, qkv, key_mask, B, Tn, NH, ctx);
+    }
+  }
+}
+
+template <class T>
+void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const int* key_mask,
+                   bool causal, void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
+  if constexpr (std::is_same_v<T, float>) {
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)key_mask, (void)causal, (void)scratch, (void)B,
+        (void)Tn, (void)C, (void)NH, (void)ctx;
+  } else {
+    float* D = static_cast<float*>(scratch);
+    const int HS = C / NH;
+    if (HS == 64) {
+      if (causal)
+        backward_launch<T, 64, true>(dqkv, dout, qkv, out, lse, nullptr, D, B, Tn, NH, ctx);
+      else
+        backward_launch<T, 64, false>(dqkv, dout, qkv, out, lse, key_mask, D, B, Tn, NH, ctx);
+    } else {
+      if (causal)
+        backward_launch<T, 128, true>(dqkv, dout, qkv, out, lse, nullptr, D, B, Tn, NH, ctx);
+      else
+        backward_launch<T, 128, false>(dqkv, dout, qkv, out, lse, key_mask, D, B, Tn, NH, ctx);
+    }
+  }
+}
+
+}  // namespace
+
+bool flash_attention_supported(int C, int NH, StorageType t) {
+  if (t == StorageType::F32 || C <= 0 || NH <= 0 || C % NH != 0) return false;
+  const int HS = C / NH;
+  return HS == 64 || HS == 128;
+}
+
+size_t flash_attention_saved_bytes(int B, int T, int NH) {
+  MPT_CHECK(B > 0 && T > 0 && NH > 0, "[flash attention] saved_bytes: sizes must be positive: B=" +
+                                          std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
+  return static_cast<size_t>(B) * NH * T * sizeof(float);
+}
+
+size_t flash_attention_scratch_bytes(int B, int T, int NH) {
+  MPT_CHECK(B > 0 && T > 0 && NH > 0, "[flash attention] scratch_bytes: sizes must be positive: B=" +
+                                          std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
+  return static_cast<size_t>(B) * NH * T * sizeof(float);
+}
+
+template <class T>
+void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_forward");
+  check_sizes("forward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("forward", {out, qkv}, {lse}, B, Tn, C, NH);
+  forward_impl<T>(out, lse, qkv, nullptr, true, B, Tn, C, NH, ctx);
+}
+
+template <class T>
+void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, void* scratch,
+                              int B, int Tn, int C, int NH, Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_backward");
+  check_sizes("backward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
+  backward_impl<T>(dqkv, dout, qkv, out, lse, nullptr, true, scratch, B, Tn, C, NH, ctx);
+}
+
+template <class T>
+void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int C,
+                                    int NH, Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_masked_forward");
+  check_sizes("masked forward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("masked forward", {out, qkv}, {lse}, B, Tn, C, NH);
+  MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
+            "[flash attention] masked forward: key_mask is not aligned to int");
+  forward_impl<T>(out, lse, qkv, key_mask, false, B, Tn, C, NH, ctx);
+}
+
+template <class T>
+void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                                     const int* key_mask, void* scratch, int B, int Tn, int C, int NH,
+                                     Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_masked_backward");
+  check_sizes("masked backward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("masked backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
+  MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
+            "[flash attention] masked backward: key_mask is not aligned to int");
+  backward_impl<T>(dqkv, dout, qkv, out, lse, key_mask, false, scratch, B, Tn, C, NH, ctx);
+}
+
+// float is instantiated so that dispatch_storage callers link; it is refused by check_sizes.
+#define MPT_INSTANTIATE(T)                                                                                         \
+  template void flash_attention_forward<T>(T*, float*, const T*, int, int, int, int, Context&);                   \
+  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const float*, void*, int, int, int, \
+                                            int, Context&);                                                       \
+  template void flash_attention_masked_forward<T>(T*, float*, const T*, const int*, int, int, int, int, Context&); \
+  template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*, const int*,    \
+                                                   void*, int, int, int, int, Context&);
+MPT_INSTANTIATE(float)
+MPT_INSTANTIATE(Bf16)
+MPT_INSTANTIATE(Fp16)
+#undef MPT_INSTANTIATE
+
+}  // namespace mptrain::cuda

@@ -1,0 +1,51 @@
+// Fused ("flash") multi-head self-attention on the GPU: the T×T scores and probabilities never
+// reach global memory. Forward saves only the output and the log-sum-exp of each query row;
+// backward recomputes the probabilities tile by tile from it (FlashAttention-2's scheme, with dQ
+// in a second pass so that no float atomics are needed and repeated runs are bit-identical).
+//
+// Same contract as the naive path in attention.h (which is the reference and the ladder's
+// "before" row): qkv[B,T,3C] is c_attn's output (q | k | v per token, NH heads of HS = C/NH),
+// out[B,T,C] has the heads concatenated, scale = 1/sqrt(HS), causal or under a key padding mask
+// (key_mask[B,T] device ints, Hugging Face's attention_mask: nonzero = a real key, 0 = padding;
+// null = no padding; query rows at padded positions are computed over the real keys, a row with
+// no real key gives NaN). Storage T ∈ {Bf16, Fp16}: tensor-core products (mma.sync m16n8k16)
+// with fp32 accumulation, fp32 online softmax, P and dS rounded to T once as product operands.
+// T = float is refused with an Error (use attention.h). HS ∈ {64, 128}; C must be a multiple of
+// 8 and every T pointer 16-byte aligned (16-byte row loads). Saved state: lse[B,NH,T] fp32, the
+// natural log of Σ_j exp(scale·s_ij) over the keys row i attends to. Device pointers;
+// asynchronous on ctx.stream(); capture-safe (no allocation, no sync).
+#pragma once
+#include <cstddef>
+
+#include "backend/cuda/context.h"
+#include "core/dtype.h"
+
+namespace mptrain::cuda {
+
+// Whether the fused kernels take this shape and type (HS = C/NH ∈ {64, 128}, 16-bit T); a caller
+// falls back to attention.h where they do not. Never throws.
+bool flash_attention_supported(int C, int NH, StorageType t);
+
+// Bytes of the state forward saves for backward: lse [B,NH,T] fp32.
+size_t flash_attention_saved_bytes(int B, int T, int NH);
+// Bytes of device scratch backward uses (D = rowsum(dO ⊙ O), [B,NH,T] fp32); forward uses none.
+size_t flash_attention_scratch_bytes(int B, int T, int NH);
+
+// Causal. out (=), lse (=).
+template <class T>
+void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, Context& ctx);
+// dqkv[B,T,3C] (=), must not overlap the inputs. Reads the qkv, out and lse of the forward.
+template <class T>
+void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, void* scratch,
+                              int B, int Tn, int C, int NH, Context& ctx);
+
+// Bidirectional under key_mask (null = no padding). The backward takes the same mask.
+template <class T>
+void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int C,
+                                    int NH, Context& ctx);
+template <class T>
+void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                                     const int* key_mask, void* scratch, int B, int Tn, int C, int NH,
+                                     Context& ctx);
+
+}  // namespace mptrain::cuda
