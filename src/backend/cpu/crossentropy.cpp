@@ -165,25 +165,13 @@ void crossentropy_forward_backward_typed(float* losses, void* dlogits, StorageTy
   }
 }
 
-namespace {
-
-// A 53-bit uniform in [0, 1) for row n of call (seed, counter). Finer than rng.h's 24-bit
-// uniform01, so that tokens far down a 50k-way softmax keep their share of the draws. The
-// salt gives label sampling a stream of its own (init and the sampler use the same seed).
-inline double label_uniform(uint64_t seed, uint64_t counter, uint64_t n) {
-  constexpr uint64_t kSalt = 0x50f1a6e55a3b1e5ull;
-  const uint64_t h = mix64(mix64(seed ^ mix64(counter ^ kSalt)) + n);
-  return static_cast<double>(h >> 11) * (1.0 / 9007199254740992.0);
-}
-
-}  // namespace
-
 // Per row, the same arithmetic as crossentropy_forward_backward (max, blocked exp sums, scale)
-// with one addition: the block sums are kept, and the label is found by inverse CDF — first
-// the block where the running sum passes u·S (the same double additions that made S, so
-// some block always does), then the column inside that block (at most kSumBlock exps that
-// are still in cache). The loss is log S − log e_label, since e_label = exp(z_label − max)
-// is all that remains of the logit once dlogits aliases logits.
+// with one addition: the block sums are kept, and the label is found by inverse CDF (u is
+// core/rng.h's label_uniform, which the GPU kernel shares) — first the block where the
+// running sum passes u·S (the same double additions that made S, so some block always does),
+// then the column inside that block (at most kSumBlock exps that are still in cache). The
+// loss is log S − log e_label, since e_label = exp(z_label − max) is all that remains of the
+// logit once dlogits aliases logits.
 void crossentropy_sampled_forward_backward(float* losses, float* dlogits, int* sampled, const float* logits,
                                            const float* dloss, int N, int V, int Vp, uint64_t seed,
                                            uint64_t counter) {
