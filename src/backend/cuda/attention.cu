@@ -7,14 +7,13 @@
 // even for the causal form (the upper triangle of P and dS is exactly 0, so the values are
 // right; skipping it is a later optimisation). No atomics: every output element has one writer
 // and the warp reductions have a fixed order, so repeated runs are bit-identical.
-#include "backend/cuda/attention.h"
-
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -142,12 +141,12 @@ void move_heads(bool to_heads, T* rows, T* h0, T* h1, T* h2, int parts, int B, i
     using U = Pack<T>;
     Heads<U> hp{{reinterpret_cast<U*>(h0), reinterpret_cast<U*>(h1), reinterpret_cast<U*>(h2)}};
     if (to_heads) {
-      to_heads_kernel<U><<<grid, kMoveThreads, 0, ctx.stream()>>>(hp, reinterpret_cast<const U*>(rows), parts, Tn,
-                                                                  NH, HSu, n);
+      to_heads_kernel<U><<<grid, kMoveThreads, 0, ctx.stream()>>>(hp, reinterpret_cast<const U*>(rows), parts,
+                                                                  Tn, NH, HSu, n);
       MPT_CUDA_CHECK_LAUNCH("to_heads_kernel");
     } else {
-      from_heads_kernel<U><<<grid, kMoveThreads, 0, ctx.stream()>>>(reinterpret_cast<U*>(rows), hp, parts, Tn,
-                                                                    NH, HSu, n);
+      from_heads_kernel<U>
+          <<<grid, kMoveThreads, 0, ctx.stream()>>>(reinterpret_cast<U*>(rows), hp, parts, Tn, NH, HSu, n);
       MPT_CUDA_CHECK_LAUNCH("from_heads_kernel");
     }
   } else {
@@ -214,7 +213,8 @@ __global__ void softmax_backward_rows_kernel(T* ds, const float* dp, const T* pr
     float dot = 0.0f;
     for (int j = lane; j < n; j += 32) dot += to_f32(p[j]) * d[j];
     dot = warp_sum(dot);
-    for (int j = lane; j < Tn; j += 32) out[j] = from_f32<T>(j < n ? scale * to_f32(p[j]) * (d[j] - dot) : 0.0f);
+    for (int j = lane; j < Tn; j += 32)
+      out[j] = from_f32<T>(j < n ? scale * to_f32(p[j]) * (d[j] - dot) : 0.0f);
   }
 }
 
@@ -226,8 +226,8 @@ T* region(void* scratch, size_t offset) {
 }
 
 template <class T>
-void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool causal, void* scratch, int B, int Tn,
-                  int C, int NH, MathMode math, Context& ctx) {
+void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool causal, void* scratch, int B,
+                  int Tn, int C, int NH, MathMode math, Context& ctx) {
   const ScratchLayout l = scratch_layout(B, Tn, C, NH, sizeof(T));
   T *q = region<T>(scratch, l.q), *k = region<T>(scratch, l.k), *v = region<T>(scratch, l.v);
   T* y = region<T>(scratch, l.heads);
@@ -239,7 +239,8 @@ void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool caus
 
   move_heads<T>(true, const_cast<T*>(qkv), q, k, v, 3, B, Tn, C, NH, ctx);  // read only
   // S = Q·K^T (unscaled, fp32)
-  gemm_batched(scores, StorageType::F32, q, k, st, Tn, Tn, HS, false, true, false, math, {BH, th, th, tt}, ctx);
+  gemm_batched(scores, StorageType::F32, q, k, st, Tn, Tn, HS, false, true, false, math, {BH, th, th, tt},
+               ctx);
   const size_t rows = static_cast<size_t>(BH) * Tn;
   if (causal) {
     softmax_rows_kernel<T, true>
@@ -338,13 +339,13 @@ void attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const void*
   backward_impl<T>(dqkv, dout, qkv, static_cast<const T*>(saved), false, scratch, B, Tn, C, NH, math, ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                                                                    \
-  template void attention_forward<T>(T*, void*, const T*, void*, int, int, int, int, MathMode, Context&);   \
-  template void attention_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int, MathMode, \
-                                      Context&);                                                              \
-  template void attention_masked_forward<T>(T*, void*, const T*, const int*, void*, int, int, int, int,       \
-                                            MathMode, Context&);                                              \
-  template void attention_masked_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int,  \
+#define MPT_INSTANTIATE(T)                                                                                   \
+  template void attention_forward<T>(T*, void*, const T*, void*, int, int, int, int, MathMode, Context&);    \
+  template void attention_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int,        \
+                                      MathMode, Context&);                                                   \
+  template void attention_masked_forward<T>(T*, void*, const T*, const int*, void*, int, int, int, int,      \
+                                            MathMode, Context&);                                             \
+  template void attention_masked_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int, \
                                              MathMode, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

@@ -106,14 +106,14 @@ std::string describe(const GemmKey& k) {
          " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue)) +
          " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment) +
          (k.batch == 1 ? std::string()
-                       : " batch=" + std::to_string(k.batch) + " strides=" + std::to_string(k.stride_a) + "," +
-                             std::to_string(k.stride_b) + "," + std::to_string(k.stride_c));
+                       : " batch=" + std::to_string(k.batch) + " strides=" + std::to_string(k.stride_a) +
+                             "," + std::to_string(k.stride_b) + "," + std::to_string(k.stride_c));
 }
 
 // A strided batch on one layout (cuBLASLt: every layout of the product carries the count).
 void set_batch(cublasLtMatrixLayout_t layout, int count, int64_t stride) {
-  MPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                    sizeof(count)));
+  MPT_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
   MPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                     &stride, sizeof(stride)));
 }

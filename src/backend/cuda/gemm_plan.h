@@ -1,7 +1,7 @@
 // A cached cuBLASLt matmul: the descriptor, the three layouts and the chosen algorithm,
 // keyed by everything that decides them (sizes, transposes, dtypes, math mode, epilogue,
-// accumulate, pointer alignment, batch count and strides). Built on the first call of a key and reused afterwards,
-// so no descriptor or heuristic query happens inside a steady-state training step.
+// accumulate, pointer alignment, batch count and strides). Built on the first call of a key and reused
+// afterwards, so no descriptor or heuristic query happens inside a steady-state training step.
 #pragma once
 #include <cublasLt.h>
 
@@ -26,8 +26,8 @@ struct GemmKey {
 
 struct GemmKeyHash {
   size_t operator()(const GemmKey& k) const {
-    const int64_t parts[] = {k.M,  k.N,   k.K,    k.trans_a,  k.trans_b, k.accumulate,
-                             k.tc, k.tab, k.math, k.epilogue, k.aux_ld,  k.alignment,
+    const int64_t parts[] = {k.M,     k.N,        k.K,        k.trans_a,  k.trans_b, k.accumulate,
+                             k.tc,    k.tab,      k.math,     k.epilogue, k.aux_ld,  k.alignment,
                              k.batch, k.stride_a, k.stride_b, k.stride_c};
     size_t h = 0;
     for (int64_t p : parts) h = h * 1000003u ^ std::hash<int64_t>{}(p);
