@@ -45,7 +45,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 64;       // query rows per forward / dQ block, keys per tile and per dK/dV block
+constexpr int kTile = 64;  // query rows per forward / dQ block, keys per tile and per dK/dV block
 constexpr int kRowsPerWarp = 16;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDotThreads = 256;  // D kernel: 8 warps, one (token, head) row per warp at a time
@@ -68,7 +68,8 @@ template <class T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 
 template <>
-__device__ __forceinline__ void mma16816<Bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816<Bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -77,7 +78,8 @@ __device__ __forceinline__ void mma16816<Bf16>(float (&d)[4], const uint32_t (&a
 }
 
 template <>
-__device__ __forceinline__ void mma16816<Fp16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816<Fp16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -118,7 +120,8 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* s, int 
 // B fragment (k0.., n0..) of B = Mᵀ for a row-major shared M (B[k][n] = M[n][k]): each register
 // is two neighbours of one row of M.
 template <int LD>
-__device__ __forceinline__ void load_b_t(uint32_t& b0, uint32_t& b1, const uint16_t* s, int n0, int k0, int lane) {
+__device__ __forceinline__ void load_b_t(uint32_t& b0, uint32_t& b1, const uint16_t* s, int n0, int k0,
+                                         int lane) {
   const int g = lane >> 2, c = (lane & 3) * 2;
   const uint16_t* p = s + (n0 + g) * LD + k0 + c;
   b0 = ld32(p);
@@ -127,7 +130,8 @@ __device__ __forceinline__ void load_b_t(uint32_t& b0, uint32_t& b1, const uint1
 
 // B fragment (k0.., n0..) of B = M itself (B[k][n] = M[k][n]): each register gathers two rows.
 template <int LD>
-__device__ __forceinline__ void load_b(uint32_t& b0, uint32_t& b1, const uint16_t* s, int k0, int n0, int lane) {
+__device__ __forceinline__ void load_b(uint32_t& b0, uint32_t& b1, const uint16_t* s, int k0, int n0,
+                                       int lane) {
   const int g = lane >> 2, c = (lane & 3) * 2;
   const uint16_t* p = s + (k0 + c) * LD + n0 + g;
   b0 = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[LD]) << 16);
@@ -164,8 +168,9 @@ __device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, si
 // rows to dst rows t0.. (stride elements; rows at or past Tn skipped). Only this warp touches
 // those shared rows, so warp barriers suffice.
 template <class T, int HS>
-__device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_t* tile, const float (&acc)[HS / 8][4],
-                                           const float (&f)[2], int t0, int Tn, int warp, int lane) {
+__device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_t* tile,
+                                           const float (&acc)[HS / 8][4], const float (&f)[2], int t0, int Tn,
+                                           int warp, int lane) {
   constexpr int LD = HS + 8, kPacks = HS / 8;
   const int g = lane >> 2, c = (lane & 3) * 2;
   uint16_t* rows = tile + warp * kRowsPerWarp * LD;
@@ -173,7 +178,8 @@ __device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_
 #pragma unroll
   for (int n = 0; n < HS / 8; ++n) {
     *reinterpret_cast<uint32_t*>(rows + g * LD + n * 8 + c) = pack2<T>(acc[n][0] * f[0], acc[n][1] * f[0]);
-    *reinterpret_cast<uint32_t*>(rows + (g + 8) * LD + n * 8 + c) = pack2<T>(acc[n][2] * f[1], acc[n][3] * f[1]);
+    *reinterpret_cast<uint32_t*>(rows + (g + 8) * LD + n * 8 + c) =
+        pack2<T>(acc[n][2] * f[1], acc[n][3] * f[1]);
   }
   __syncwarp();
   for (int i = lane; i < kRowsPerWarp * kPacks; i += 32) {
@@ -204,8 +210,9 @@ constexpr size_t fwd_smem_bytes() {
 
 // grid (B·NH, query tiles), heaviest causal tiles first; lse in natural-log units of scale·s.
 template <class T, int HS, bool kCausal>
-__global__ void __launch_bounds__(kThreads) flash_fwd_kernel(T* out, float* lse, const T* qkv, const int* key_mask,
-                                                             int Tn, int NH, float scale, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    flash_fwd_kernel(T* out, float* lse, const T* qkv, const int* key_mask, int Tn, int NH, float scale,
+                     float scale_log2) {
   constexpr int LD = HS + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
@@ -319,8 +326,8 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(T* out, float* lse,
     if ((lane & 3) == 0 && row < Tn) lse[static_cast<size_t>(bh) * Tn + row] = m[r] * scale + logf(lt);
   }
   const size_t C_ = static_cast<size_t>(C);
-  store_rows<T, HS>(reinterpret_cast<uint16_t*>(out) + static_cast<size_t>(b) * Tn * C_ + h * HS, C_, qs, o, inv,
-                    q0, Tn, warp, lane);
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(out) + static_cast<size_t>(b) * Tn * C_ + h * HS, C_, qs, o,
+                    inv, q0, Tn, warp, lane);
 }
 
 // --- backward ------------------------------------------------------------------------------
@@ -329,7 +336,8 @@ template <class T, int HS>
 __global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, int NH, size_t rows) {
   const int lane = threadIdx.x & 31;
   const size_t step = static_cast<size_t>(gridDim.x) * (kDotThreads / 32);
-  for (size_t r = static_cast<size_t>(blockIdx.x) * (kDotThreads / 32) + (threadIdx.x >> 5); r < rows; r += step) {
+  for (size_t r = static_cast<size_t>(blockIdx.x) * (kDotThreads / 32) + (threadIdx.x >> 5); r < rows;
+       r += step) {
     const T* a = dout + r * HS;
     const T* o = out + r * HS;
     float acc = 0.0f;
@@ -428,7 +436,7 @@ __global__ void __launch_bounds__(kThreads)
         const bool ok = kv[e >> 1] && q < Tn && (!kCausal || q >= key);
         st[n][e] = ok ? exp2f(fmaf(st[n][e], scale_log2, -lse_s[j])) : 0.0f;
       }
-    // dV += Pᵀ·dO
+      // dV += Pᵀ·dO
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; ++kk) {
       uint32_t a[4];
@@ -460,7 +468,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < BQ / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) st[n][e] = scale * st[n][e] * (dpt[n][e] - d_s[n * 8 + c + (e & 1)]);
-    // dK += dSᵀ·Q
+        // dK += dSᵀ·Q
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; ++kk) {
       uint32_t a[4];
@@ -488,8 +496,8 @@ constexpr size_t dq_smem_bytes() {
 // grid (B·NH, query tiles), heaviest causal tiles first.
 template <class T, int HS, bool kCausal>
 __global__ void __launch_bounds__(kThreads)
-    flash_bwd_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D, const int* key_mask,
-                        int Tn, int NH, float scale, float scale_log2) {
+    flash_bwd_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D,
+                        const int* key_mask, int Tn, int NH, float scale, float scale_log2) {
   constexpr int LD = HS + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
@@ -559,7 +567,7 @@ __global__ void __launch_bounds__(kThreads)
         const float p = ok ? exp2f(fmaf(s[n][e], scale_log2, -lse2[r])) : 0.0f;
         s[n][e] = scale * p * (dp[n][e] - drow[r]);
       }
-    // dQ += dS·K
+      // dQ += dS·K
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       uint32_t a[4];
@@ -574,8 +582,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const float one[2] = {1.0f, 1.0f};
-  store_rows<T, HS>(reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS, rs, qs, dq, one,
-                    q0, Tn, warp, lane);
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS, rs, qs, dq,
+                    one, q0, Tn, warp, lane);
 }
 
 // --- host side -------------------------------------------------------------------------------
@@ -588,8 +596,10 @@ bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p)
 
 void check_sizes(const char* op, int B, int T, int C, int NH, StorageType t) {
   const std::string pre = std::string("[flash attention] ") + op + ": ";
-  MPT_CHECK(t != StorageType::F32, pre + "fp32 storage is not supported (bf16 or fp16; attention.h is the fp32 "
-                                         "path): " + dims(B, T, C, NH));
+  MPT_CHECK(t != StorageType::F32, pre +
+                                       "fp32 storage is not supported (bf16 or fp16; attention.h is the fp32 "
+                                       "path): " +
+                                       dims(B, T, C, NH));
   MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0, pre + "sizes must be positive: " + dims(B, T, C, NH));
   MPT_CHECK(C % NH == 0, pre + "C must be a multiple of NH (C % NH = " + std::to_string(C % NH) +
                              "): " + dims(B, T, C, NH));
@@ -597,7 +607,8 @@ void check_sizes(const char* op, int B, int T, int C, int NH, StorageType t) {
   MPT_CHECK(HS == 64 || HS == 128, pre + "head size HS = C/NH = " + std::to_string(HS) +
                                        " is not supported (64 or 128): " + dims(B, T, C, NH));
   // Grid: B·NH in x, tiles of 64 in y (at most 65535); 3C and B·T·3C index in size_t.
-  MPT_CHECK(static_cast<int64_t>(B) * NH <= INT_MAX && (static_cast<int64_t>(T) + kTile - 1) / kTile <= 65535 &&
+  MPT_CHECK(static_cast<int64_t>(B) * NH <= INT_MAX &&
+                (static_cast<int64_t>(T) + kTile - 1) / kTile <= 65535 &&
                 static_cast<int64_t>(C) * 3 <= INT_MAX,
             pre + "too large: " + dims(B, T, C, NH));
 }
@@ -609,8 +620,9 @@ void check_pointers(const char* op, std::initializer_list<const void*> tensors16
   const std::string pre = std::string("[flash attention] ") + op + ": ";
   for (const void* p : tensors16) {
     MPT_CHECK(p != nullptr, pre + "null pointer: " + dims(B, T, C, NH));
-    MPT_CHECK(aligned_to(p, 16), pre + "a bf16/fp16 tensor (qkv, out, dout, dqkv) is not 16-byte aligned "
-                                       "(rows are read with 16-byte loads)");
+    MPT_CHECK(aligned_to(p, 16), pre +
+                                     "a bf16/fp16 tensor (qkv, out, dout, dqkv) is not 16-byte aligned "
+                                     "(rows are read with 16-byte loads)");
   }
   for (const void* p : tensors4) {
     MPT_CHECK(p != nullptr, pre + "null pointer (lse or scratch): " + dims(B, T, C, NH));
@@ -627,13 +639,15 @@ void prepare_smem(K kernel, size_t bytes, const char* op, Context& ctx) {
                 " bytes of shared memory per block; this GPU allows " +
                 std::to_string(ctx.info().smem_per_block_optin));
   if (bytes > 48 * 1024)
-    MPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    MPT_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression
 
 template <class T, int HS, bool kCausal>
-void forward_launch(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int NH, Context& ctx) {
+void forward_launch(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int NH,
+                    Context& ctx) {
   const size_t smem = fwd_smem_bytes<HS>();
   auto kernel = flash_fwd_kernel<T, HS, kCausal>;
   prepare_smem(kernel, smem, "forward", ctx);
@@ -644,12 +658,13 @@ void forward_launch(T* out, float* lse, const T* qkv, const int* key_mask, int B
 }
 
 template <class T, int HS, bool kCausal>
-void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const int* key_mask,
-                     float* D, int B, int Tn, int NH, Context& ctx) {
+void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                     const int* key_mask, float* D, int B, int Tn, int NH, Context& ctx) {
   const float scale = softmax_scale(HS);
   const size_t rows = static_cast<size_t>(B) * Tn * NH;
-  flash_dot_kernel<T, HS><<<grid_for(rows, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(
-      D, dout, out, Tn, NH, rows);
+  flash_dot_kernel<T, HS>
+      <<<grid_for(rows, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(D, dout, out,
+                                                                                                Tn, NH, rows);
   MPT_CUDA_CHECK_LAUNCH("flash_dot_kernel");
 
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((Tn + kTile - 1) / kTile));
@@ -669,10 +684,11 @@ void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const f
 }
 
 template <class T>
-void forward_impl(T* out, float* lse, const T* qkv, const int* key_mask, bool causal, int B, int Tn, int C, int NH,
-                  Context& ctx) {
+void forward_impl(T* out, float* lse, const T* qkv, const int* key_mask, bool causal, int B, int Tn, int C,
+                  int NH, Context& ctx) {
   if constexpr (std::is_same_v<T, float>) {
-    (void)out, (void)lse, (void)qkv, (void)key_mask, (void)causal, (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
+    (void)out, (void)lse, (void)qkv, (void)key_mask, (void)causal, (void)B, (void)Tn, (void)C, (void)NH,
+        (void)ctx;
   } else {
     const int HS = C / NH;
     if (HS == 64) {
@@ -693,8 +709,8 @@ template <class T>
 void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const int* key_mask,
                    bool causal, void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
   if constexpr (std::is_same_v<T, float>) {
-    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)key_mask, (void)causal, (void)scratch, (void)B,
-        (void)Tn, (void)C, (void)NH, (void)ctx;
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)key_mask, (void)causal, (void)scratch,
+        (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
   } else {
     float* D = static_cast<float*>(scratch);
     const int HS = C / NH;
@@ -721,14 +737,16 @@ bool flash_attention_supported(int C, int NH, StorageType t) {
 }
 
 size_t flash_attention_saved_bytes(int B, int T, int NH) {
-  MPT_CHECK(B > 0 && T > 0 && NH > 0, "[flash attention] saved_bytes: sizes must be positive: B=" +
-                                          std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
+  MPT_CHECK(B > 0 && T > 0 && NH > 0,
+            "[flash attention] saved_bytes: sizes must be positive: B=" + std::to_string(B) +
+                " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
   return static_cast<size_t>(B) * NH * T * sizeof(float);
 }
 
 size_t flash_attention_scratch_bytes(int B, int T, int NH) {
-  MPT_CHECK(B > 0 && T > 0 && NH > 0, "[flash attention] scratch_bytes: sizes must be positive: B=" +
-                                          std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
+  MPT_CHECK(B > 0 && T > 0 && NH > 0,
+            "[flash attention] scratch_bytes: sizes must be positive: B=" + std::to_string(B) +
+                " T=" + std::to_string(T) + " NH=" + std::to_string(NH));
   return static_cast<size_t>(B) * NH * T * sizeof(float);
 }
 
@@ -741,8 +759,8 @@ void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, in
 }
 
 template <class T>
-void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, void* scratch,
-                              int B, int Tn, int C, int NH, Context& ctx) {
+void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                              void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
   MPT_PROFILE_RANGE("flash_attention_backward");
   check_sizes("backward", B, Tn, C, NH, storage_of<T>());
   check_pointers("backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
@@ -750,8 +768,8 @@ void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out
 }
 
 template <class T>
-void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int C,
-                                    int NH, Context& ctx) {
+void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn,
+                                    int C, int NH, Context& ctx) {
   MPT_PROFILE_RANGE("flash_attention_masked_forward");
   check_sizes("masked forward", B, Tn, C, NH, storage_of<T>());
   check_pointers("masked forward", {out, qkv}, {lse}, B, Tn, C, NH);
@@ -773,13 +791,14 @@ void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const
 }
 
 // float is instantiated so that dispatch_storage callers link; it is refused by check_sizes.
-#define MPT_INSTANTIATE(T)                                                                                         \
-  template void flash_attention_forward<T>(T*, float*, const T*, int, int, int, int, Context&);                   \
-  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const float*, void*, int, int, int, \
-                                            int, Context&);                                                       \
-  template void flash_attention_masked_forward<T>(T*, float*, const T*, const int*, int, int, int, int, Context&); \
-  template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*, const int*,    \
-                                                   void*, int, int, int, int, Context&);
+#define MPT_INSTANTIATE(T)                                                                                   \
+  template void flash_attention_forward<T>(T*, float*, const T*, int, int, int, int, Context&);              \
+  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const float*, void*, int, int, \
+                                            int, int, Context&);                                             \
+  template void flash_attention_masked_forward<T>(T*, float*, const T*, const int*, int, int, int, int,      \
+                                                  Context&);                                                 \
+  template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*,           \
+                                                   const int*, void*, int, int, int, int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

@@ -36,13 +36,13 @@ template <class T>
 void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, Context& ctx);
 // dqkv[B,T,3C] (=), must not overlap the inputs. Reads the qkv, out and lse of the forward.
 template <class T>
-void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, void* scratch,
-                              int B, int Tn, int C, int NH, Context& ctx);
+void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                              void* scratch, int B, int Tn, int C, int NH, Context& ctx);
 
 // Bidirectional under key_mask (null = no padding). The backward takes the same mask.
 template <class T>
-void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int C,
-                                    int NH, Context& ctx);
+void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn,
+                                    int C, int NH, Context& ctx);
 template <class T>
 void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
                                      const int* key_mask, void* scratch, int B, int Tn, int C, int NH,
