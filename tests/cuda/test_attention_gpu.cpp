@@ -1,6 +1,6 @@
 // GPU attention (cuda/attention.h) against the CPU typed op (cpu::attention_forward_typed and
 // its masked twin) on the same rounded inputs, every storage type: forward output, saved P and
-// dqkv for shapes that straddle warp and tile edges (T 1/31/64/129, HS 6/12/16/64, B·NH > 1),
+// dqkv for shapes that straddle warp and tile edges (T 1/31/64/129, HS 6/12/16/64/128, B·NH > 1),
 // P exactly 0 above the diagonal and on padded keys, padded keys' k and v get exactly 0
 // gradient, an all-padding sequence gives NaN (the documented behaviour), repeated runs are
 // bit-identical, argument errors are clear. Also gemm_batched (the strided batched products
@@ -45,9 +45,10 @@ struct Shape {
 };
 
 // T 1, 31, 64, 129 (one query, under a warp, a warp multiple, just over a 128 tile) with HS 16
-// and 64 (16-byte head copies) and 6, 12 (scalar head copies in some or all types).
-const Shape kShapes[] = {{2, 1, 32, 2},   {2, 31, 64, 1},   {1, 64, 32, 2}, {2, 64, 128, 2},
-                         {2, 129, 48, 3}, {1, 129, 128, 2}, {2, 33, 36, 3}, {3, 17, 12, 2}};
+// and 64 (16-byte head copies), 6 and 12 (scalar head copies in some or all types), and HS 128
+// (the flash kernel's other head size).
+const Shape kShapes[] = {{2, 1, 32, 2},    {2, 31, 64, 1}, {1, 64, 32, 2}, {2, 64, 128, 2}, {2, 129, 48, 3},
+                         {1, 129, 128, 2}, {2, 33, 36, 3}, {3, 17, 12, 2}, {2, 65, 256, 2}};
 
 struct Result {
   std::vector<float> y, p, dqkv;
