@@ -106,15 +106,39 @@ __device__ __forceinline__ uint32_t pack2<Fp16>(float lo, float hi) {
 
 __device__ __forceinline__ uint32_t ld32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+// Fragments come from shared memory through ldmatrix (one instruction loads a whole fragment; .trans
+// transposes 8×8 blocks on the way) or, with kLdmatrix = false, through plain 32- and 16-bit loads
+// that spell out the layouts above: the fallback to isolate a suspected ldmatrix addressing bug on
+// a GPU (both compile; the tests exercise whichever is selected). ldmatrix: lanes 8i..8i+7 give the
+// row addresses (16-byte aligned: LD·2 and every column offset are multiples of 16 bytes) of 8×8
+// block i; register i of every lane receives block i in the A/B/C pair layout (row lane/4, columns
+// 2·(lane%4), +1; .trans: column lane/4, rows 2·(lane%4), +1). The "memory" clobber keeps the
+// compiler from moving these loads across the barriers that order the shared tiles.
+constexpr bool kLdmatrix = true;
+
+__device__ __forceinline__ uint32_t smem_addr(const uint16_t* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // A fragment of the 16×16 block at (r0, k0) of a row-major shared tile with leading dimension LD.
 template <int LD>
 __device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* s, int r0, int k0, int lane) {
-  const int g = lane >> 2, c = (lane & 3) * 2;
-  const uint16_t* p = s + (r0 + g) * LD + k0 + c;
-  a[0] = ld32(p);
-  a[1] = ld32(p + 8 * LD);
-  a[2] = ld32(p + 8);
-  a[3] = ld32(p + 8 * LD + 8);
+  if constexpr (kLdmatrix) {
+    // blocks: 0 (r0, k0), 1 (r0+8, k0), 2 (r0, k0+8), 3 (r0+8, k0+8) = a0..a3
+    const int i = lane & 7, blk = lane >> 3;
+    const uint32_t addr = smem_addr(s + (r0 + i + (blk & 1) * 8) * LD + k0 + (blk >> 1) * 8);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr)
+                 : "memory");
+  } else {
+    const int g = lane >> 2, c = (lane & 3) * 2;
+    const uint16_t* p = s + (r0 + g) * LD + k0 + c;
+    a[0] = ld32(p);
+    a[1] = ld32(p + 8 * LD);
+    a[2] = ld32(p + 8);
+    a[3] = ld32(p + 8 * LD + 8);
+  }
 }
 
 // B fragment (k0.., n0..) of B = Mᵀ for a row-major shared M (B[k][n] = M[n][k]): each register
@@ -122,20 +146,40 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* s, int 
 template <int LD>
 __device__ __forceinline__ void load_b_t(uint32_t& b0, uint32_t& b1, const uint16_t* s, int n0, int k0,
                                          int lane) {
-  const int g = lane >> 2, c = (lane & 3) * 2;
-  const uint16_t* p = s + (n0 + g) * LD + k0 + c;
-  b0 = ld32(p);
-  b1 = ld32(p + 8);
+  if constexpr (kLdmatrix) {
+    // blocks of M: 0 (n0, k0) = b0, 1 (n0, k0+8) = b1; lanes 16-31 repeat 0-15 (ignored by .x2)
+    const int i = lane & 7, blk = (lane >> 3) & 1;
+    const uint32_t addr = smem_addr(s + (n0 + i) * LD + k0 + blk * 8);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b0), "=r"(b1)
+                 : "r"(addr)
+                 : "memory");
+  } else {
+    const int g = lane >> 2, c = (lane & 3) * 2;
+    const uint16_t* p = s + (n0 + g) * LD + k0 + c;
+    b0 = ld32(p);
+    b1 = ld32(p + 8);
+  }
 }
 
 // B fragment (k0.., n0..) of B = M itself (B[k][n] = M[k][n]): each register gathers two rows.
 template <int LD>
 __device__ __forceinline__ void load_b(uint32_t& b0, uint32_t& b1, const uint16_t* s, int k0, int n0,
                                        int lane) {
-  const int g = lane >> 2, c = (lane & 3) * 2;
-  const uint16_t* p = s + (k0 + c) * LD + n0 + g;
-  b0 = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[LD]) << 16);
-  b1 = static_cast<uint32_t>(p[8 * LD]) | (static_cast<uint32_t>(p[9 * LD]) << 16);
+  if constexpr (kLdmatrix) {
+    // blocks of M, transposed: 0 (k0, n0) = b0, 1 (k0+8, n0) = b1
+    const int i = lane & 7, blk = (lane >> 3) & 1;
+    const uint32_t addr = smem_addr(s + (k0 + i + blk * 8) * LD + n0);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b0), "=r"(b1)
+                 : "r"(addr)
+                 : "memory");
+  } else {
+    const int g = lane >> 2, c = (lane & 3) * 2;
+    const uint16_t* p = s + (k0 + c) * LD + n0 + g;
+    b0 = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[LD]) << 16);
+    b1 = static_cast<uint32_t>(p[8 * LD]) | (static_cast<uint32_t>(p[9 * LD]) << 16);
+  }
 }
 
 // The A fragment of a 16×16 block of P (or dS) held as two 16×8 accumulators: the C layout of
