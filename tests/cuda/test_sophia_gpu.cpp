@@ -65,6 +65,12 @@ void cpu_step(const Table& t, State& s, float lr, const SophiaHyper& hy, float r
   }
 }
 
+// p·decay rounded once to fp32, whatever the host compiler contracts: the product of two
+// floats is exact in double, so rounding it to float is the correctly rounded product.
+float decayed_param(float p, float decay, bool decayed) {
+  return decayed ? static_cast<float>(static_cast<double>(p) * decay) : p;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -131,9 +137,10 @@ TEST(CudaSophia, ZeroHessianStepIsLrTimesSignOfM) {
   int moved = 0;
   for (size_t i = 0; i < t.n; ++i) {
     const bool decayed = (bits[i >> 5] >> (i & 31)) & 1u;
-    const float pd = decayed ? s.p[i] * decay : s.p[i];
+    const float pd = decayed_param(s.p[i], decay, decayed);
     const float sign = m[i] > 0.0f ? 1.0f : (m[i] < 0.0f ? -1.0f : 0.0f);
-    const float want = pd - a.lr * sign;  // lr·sign is exact: one rounding
+    // pd − lr·sign is exact in double (|pd| ≲ 5, lr = 1e-2): one rounding, as on the GPU.
+    const float want = static_cast<float>(static_cast<double>(pd) - static_cast<double>(a.lr) * sign);
     ASSERT_EQ(p[i], want) << i << " m=" << m[i];
     moved += sign != 0.0f;
   }
@@ -161,7 +168,7 @@ TEST(CudaSophia, ClipBoundHoldsForEveryCoordinate) {
   int clipped = 0, unclipped = 0;
   for (size_t i = 0; i < t.n; ++i) {
     const bool decayed = (bits[i >> 5] >> (i & 31)) & 1u;
-    const float pd = decayed ? s.p[i] * decay : s.p[i];
+    const float pd = decayed_param(s.p[i], decay, decayed);
     const double step = std::fabs(static_cast<double>(p[i]) - pd);
     // The final add rounds once: at most half an ulp of |p·decay| + lr.
     const float big = std::fabs(pd) + a.lr;
