@@ -5,8 +5,9 @@
 // end by different amounts), T 1/63/64/65/200/1024 (one query, tile edges ±1, several tiles with
 // a ragged last one, GPT-2's length), HS 64 and 128, B·NH > 1. Outputs, lse and scratch are
 // NaN-poisoned first, so an element no kernel wrote fails. Also: padded keys get exactly 0 dk
-// and dv, repeated runs are bit-identical, argument errors are clear, and the size functions
-// (which need no GPU, so they run everywhere).
+// and dv, an all-padding sequence is NaN without touching its neighbour, repeated runs are
+// bit-identical, argument errors are clear, and the size functions (no GPU needed: they run
+// everywhere).
 //
 // Tolerance 1e-2 (relative norm) for bf16 and fp16, the backend's 16-bit tolerance: the flash
 // and the naive path round different intermediates to T (flash rounds P, then dS, as product
@@ -62,12 +63,13 @@ struct Result {
   std::vector<float> y, lse, dqkv;
 };
 
-// Real lengths per sequence: the first is whole, the others lose a growing tail (at least one
-// real key remains, or the row would be the documented NaN).
+// Real lengths per sequence: sequence 1 is whole, the others lose a growing tail (T=1024 loses
+// whole 64-key tiles, which the kernels skip); at least one real key remains, or the row would be
+// the documented NaN.
 std::vector<int> padding_mask(const Shape& s) {
   std::vector<int> m(static_cast<size_t>(s.B) * s.T, 0);
   for (int b = 0; b < s.B; ++b) {
-    const int real = std::max(1, s.T - b * (s.T / 3 + 1));
+    const int real = b == 1 ? s.T : std::max(1, s.T - (b + 1) * (s.T / 4 + 1));
     for (int t = 0; t < real; ++t) m[static_cast<size_t>(b) * s.T + t] = 1;
   }
   return m;
@@ -303,6 +305,25 @@ TYPED_TEST(CudaFlashAttention, RepeatedRunsAreBitIdentical) {
     EXPECT_TRUE(std::all_of(a.y.begin(), a.y.end(), [](float x) { return std::isfinite(x); }));
     EXPECT_TRUE(std::all_of(a.dqkv.begin(), a.dqkv.end(), [](float x) { return std::isfinite(x); }));
   }
+}
+
+// A sequence with no real key gives NaN outputs (documented, as the naive path; NaN is also the
+// poison, so this checks the launch survives it and the other sequence stays finite).
+TYPED_TEST(CudaFlashAttention, AllPaddingSequenceIsNaNOthersFinite) {
+  SKIP_WITHOUT_GPU();
+  using T = TypeParam;
+  const Shape s{2, 70, 2, 64};
+  std::vector<float> qkv, dout;
+  make_inputs<T>(s, 11, qkv, dout);
+  std::vector<int> mask(static_cast<size_t>(s.B) * s.T, 1);
+  std::fill(mask.begin() + s.T, mask.end(), 0);
+  cuda::DeviceBuffer<int> gmask(mask, ctx());
+  const Result r = flash_run<T>(s, qkv, dout, gmask.data(), false);
+  const size_t half = r.y.size() / 2;
+  EXPECT_TRUE(std::all_of(r.y.begin(), r.y.begin() + static_cast<std::ptrdiff_t>(half),
+                          [](float x) { return std::isfinite(x); }));
+  EXPECT_TRUE(std::all_of(r.y.begin() + static_cast<std::ptrdiff_t>(half), r.y.end(),
+                          [](float x) { return std::isnan(x); }));
 }
 
 TEST(CudaFlashAttentionArgs, ClearErrors) {
