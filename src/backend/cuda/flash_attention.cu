@@ -207,6 +207,54 @@ __device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, si
   }
 }
 
+// The forward's K/V tiles are double-buffered: the next tile is requested with cp.async (16 bytes
+// per thread, global → shared without registers; src-size 0 zero-fills rows past Tn) before the
+// current one is used, so the copy overlaps the products. kCpAsync = false loads the next tile
+// synchronously into the same two buffers (same barriers): the fallback to isolate a suspected
+// cp.async problem on a GPU.
+constexpr bool kCpAsync = true;
+
+__device__ __forceinline__ void cp_async16(uint16_t* dst, const uint16_t* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  if constexpr (kCpAsync) asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most one committed group (the most recent) is still in flight.
+__device__ __forceinline__ void cp_async_wait_all_but_one() {
+  if constexpr (kCpAsync) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+template <int HS, int ROWS>
+__device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, size_t stride, int t0,
+                                                int Tn) {
+  if constexpr (kCpAsync) {
+    constexpr int kPacks = HS / 8, LD = HS + 8;
+    for (int i = threadIdx.x; i < ROWS * kPacks; i += kThreads) {
+      const int r = i / kPacks, c = (i % kPacks) * 8;
+      const bool ok = t0 + r < Tn;
+      // a row past Tn reads nothing (src-size 0) but still names a valid address: row 0
+      cp_async16(dst + r * LD + c, src + static_cast<size_t>(ok ? t0 + r : 0) * stride + c, ok);
+    }
+  } else {
+    load_tile<HS, ROWS>(dst, src, stride, t0, Tn);
+  }
+}
+
+// Key validity for the tile at k0 into valid[0..kTile) by plain stores (threads < kTile); returns
+// this thread's vote (whether its key is valid), to be combined later by __syncthreads_or.
+__device__ __forceinline__ int write_key_valid(int* valid, const int* key_mask, int b, int k0, int Tn) {
+  int ok = 0;
+  if (threadIdx.x < kTile) {
+    const int key = k0 + static_cast<int>(threadIdx.x);
+    ok = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
+    valid[threadIdx.x] = ok;
+  }
+  return ok;
+}
+
 // A warp's 16 × HS fp32 accumulators, multiplied by the row factors f[0] (row g) and f[1]
 // (row g+8), rounded to T into the warp's own 16 rows of a shared tile, then stored as 16-byte
 // rows to dst rows t0.. (stride elements; rows at or past Tn skipped). Only this warp touches
@@ -248,8 +296,8 @@ __device__ __forceinline__ bool load_key_valid(int* valid, const int* key_mask, 
 
 // --- forward -------------------------------------------------------------------------------
 template <int HS>
-constexpr size_t fwd_smem_bytes() {
-  return static_cast<size_t>(3 * kTile) * (HS + 8) * sizeof(uint16_t) + kTile * sizeof(int);
+constexpr size_t fwd_smem_bytes() {  // Q, two K and two V tiles, two key-validity rows
+  return static_cast<size_t>(5 * kTile) * (HS + 8) * sizeof(uint16_t) + 2 * kTile * sizeof(int);
 }
 
 // grid (B·NH, query tiles), heaviest causal tiles first; lse in natural-log units of scale·s.
@@ -260,9 +308,9 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int LD = HS + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* ks = qs + kTile * LD;
-  uint16_t* vs = ks + kTile * LD;
-  int* kvalid = reinterpret_cast<int*>(vs + kTile * LD);
+  uint16_t* ks_buf = qs + kTile * LD;                                 // stage st at ks_buf + st·kTile·LD
+  uint16_t* vs_buf = ks_buf + 2 * kTile * LD;                         // likewise
+  int* kvalid_buf = reinterpret_cast<int*>(vs_buf + 2 * kTile * LD);  // stage st at + st·kTile
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
@@ -271,7 +319,14 @@ __global__ void __launch_bounds__(kThreads)
   const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
   const int row0 = q0 + warp * kRowsPerWarp + g;  // this lane's rows: row0 and row0 + 8
+  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  const int n_tiles = (kv_end + kTile - 1) / kTile;
 
+  // Prologue: request key tile 0 into stage 0, then load Q (synchronously) while it flies.
+  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, Tn);
+  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, Tn);
+  cp_async_commit();
+  int vote = write_key_valid(kvalid_buf, key_mask, b, 0, Tn);
   load_tile<HS, kTile>(qs, base, rs, q0, Tn);
   __syncthreads();
   uint32_t qf[HS / 16][4];
@@ -283,12 +338,28 @@ __global__ void __launch_bounds__(kThreads)
   for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
-  for (int k0 = 0; k0 < kv_end; k0 += kTile) {
-    __syncthreads();  // the previous tile is consumed before it is overwritten
-    load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
-    load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
-    if (!load_key_valid(kvalid, key_mask, b, k0, Tn)) continue;  // all padding (block-uniform)
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = it * kTile, st = it & 1;
+    const uint16_t* ks = ks_buf + st * kTile * LD;
+    const uint16_t* vs = vs_buf + st * kTile * LD;
+    const int* kvalid = kvalid_buf + st * kTile;
+    // Request tile it+1 into the other stage: every thread passed the barrier that ended
+    // iteration it−1, the last reader of that stage. An empty group keeps the count uniform.
+    int next_vote = 0;
+    if (it + 1 < n_tiles) {
+      const int nst = st ^ 1;
+      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, Tn);
+      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, Tn);
+      next_vote = write_key_valid(kvalid_buf + nst * kTile, key_mask, b, k0 + kTile, Tn);
+    }
+    cp_async_commit();
+    cp_async_wait_all_but_one();  // this thread's copies of tile it have landed
+    // The barrier makes every thread's copies (and validity stores) of tile it visible; a tile
+    // with no valid key (all padding) is skipped by every thread alike. Nothing reads stage st
+    // after a skip, so the next iteration may refill it without another barrier.
+    const bool any = __syncthreads_or(vote) != 0;
+    vote = next_vote;
+    if (!any) continue;
 
     float s[kTile / 8][4];
 #pragma unroll
@@ -355,6 +426,7 @@ __global__ void __launch_bounds__(kThreads)
         mma16816<T>(o[n], a, b0, b1);
       }
     }
+    __syncthreads();  // stage st is consumed: iteration it+1 requests tile it+2 into it
   }
 
   float inv[2];
