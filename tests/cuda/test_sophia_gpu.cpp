@@ -263,6 +263,31 @@ TEST(CudaSophia, UnclippedCountEqualsCpu) {
   EXPECT_EQ(count.download(ctx())[0], 0u);
 }
 
+TEST(CudaSophia, BadArgumentsAreClearErrors) {
+  SKIP_WITHOUT_GPU();
+  const size_t n = 8;
+  cuda::DeviceBuffer<float> buf(4 * n);
+  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(n, {}), ctx());
+  float* p = buf.data();
+  cuda::SophiaArgs a;
+  a.lr = 1e-3f;
+  a.rho_b = 0.0f;  // ρ·b must be positive
+  EXPECT_THROW(cuda::sophia_update(p, p + n, p + 2 * n, p + 3 * n, mask.data(), n, a, nullptr,
+                                   StorageType::F32, ctx()),
+               Error);
+  a.rho_b = 1.0f;
+  EXPECT_THROW(
+      cuda::sophia_update(p, p + n, p + 2 * n, p + 3 * n, mask.data(), n, a, p, StorageType::F32, ctx()),
+      Error)
+      << "an fp32 low-precision copy";
+  EXPECT_THROW(cuda::sophia_update(p + 1, p + n, p + 2 * n, p + 3 * n, mask.data(), n - 1, a, nullptr,
+                                   StorageType::F32, ctx()),
+               Error)
+      << "unaligned params";
+  EXPECT_THROW(cuda::sophia_hessian_update(p, p + n, n, 1.0f, nullptr, nullptr, ctx()), Error) << "beta2 = 1";
+  EXPECT_THROW(cuda::sophia_unclipped_count(nullptr, p, p + n, n, 1.0f, false, ctx()), Error);
+}
+
 // ---- sampled cross-entropy -------------------------------------------------------------
 
 template <class T>

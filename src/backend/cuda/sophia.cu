@@ -6,6 +6,7 @@
 // block: exact, so the result does not depend on the order blocks finish in.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -137,6 +138,8 @@ void sophia_update(float* params, const float* grads, float* m, const float* h, 
             "[sophia] params, grads, m and h must be 16-byte aligned: " + what(n));
   MPT_CHECK(!lowp || lowp_type != StorageType::F32,
             "[sophia] the low-precision copy must be bf16 or fp16, got fp32: " + what(n));
+  MPT_CHECK(a.rho_b > 0.0f && std::isfinite(a.rho_b),
+            "[sophia] rho_b (rho times tokens per step) must be positive, got " + std::to_string(a.rho_b));
   // The factors as cpu sophia_update forms them: in double, rounded once.
   const UpdateCoeffs k{static_cast<float>(1.0 - static_cast<double>(a.lr) * a.weight_decay), a.beta1,
                        static_cast<float>(1.0 - static_cast<double>(a.beta1)), -a.lr, a.rho_b};
@@ -158,6 +161,8 @@ void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, c
   MPT_CHECK(h && ghat, "[sophia_hessian] null pointer: " + what(n));
   MPT_CHECK(aligned16(h) && aligned16(ghat),
             "[sophia_hessian] h and ghat must be 16-byte aligned: " + what(n));
+  MPT_CHECK(beta2 >= 0.0f && beta2 < 1.0f,
+            "[sophia_hessian] beta2 must be in [0, 1), got " + std::to_string(beta2));
   const float one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(beta2));
   const int threads = 256;
   const unsigned grid = grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count);
