@@ -21,7 +21,8 @@
 // Invalid scores are −inf before the softmax (forward) and P is exactly 0 for them (backward),
 // so padded keys get exactly 0 dK and dV. Rows and keys past T are zero-filled in shared memory
 // and never stored. Causal tiles entirely above the diagonal are skipped by the loop bounds; key
-// tiles with no valid key (padding) by a block vote.
+// tiles with no valid key (padding) by a block vote. The forward and dQ kernels double-buffer
+// their K/V tiles with cp.async; fragments come through ldmatrix (switches kCpAsync, kLdmatrix).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -280,18 +281,6 @@ __device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_
       *reinterpret_cast<uint4*>(dst + static_cast<size_t>(t) * stride + col) =
           *reinterpret_cast<const uint4*>(rows + r * LD + col);
   }
-}
-
-// 1 where key k0 + i is valid (inside the sequence and not padding), for i < kTile; returns
-// whether the tile has any valid key (a block vote: every thread must call it).
-__device__ __forceinline__ bool load_key_valid(int* valid, const int* key_mask, int b, int k0, int Tn) {
-  int any = 0;
-  if (threadIdx.x < kTile) {
-    const int key = k0 + static_cast<int>(threadIdx.x);
-    any = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
-    valid[threadIdx.x] = any;
-  }
-  return __syncthreads_or(any) != 0;
 }
 
 // --- forward -------------------------------------------------------------------------------
@@ -605,8 +594,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HS>
-constexpr size_t dq_smem_bytes() {
-  return static_cast<size_t>(4 * kTile) * (HS + 8) * sizeof(uint16_t) + kTile * sizeof(int);
+constexpr size_t dq_smem_bytes() {  // Q, dO, two K and two V tiles, two key-validity rows
+  return static_cast<size_t>(6 * kTile) * (HS + 8) * sizeof(uint16_t) + 2 * kTile * sizeof(int);
 }
 
 // grid (B·NH, query tiles), heaviest causal tiles first.
@@ -618,9 +607,9 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
   uint16_t* dos = qs + kTile * LD;
-  uint16_t* ks = dos + kTile * LD;
-  uint16_t* vs = ks + kTile * LD;
-  int* kvalid = reinterpret_cast<int*>(vs + kTile * LD);
+  uint16_t* ks_buf = dos + kTile * LD;                                // stage st at + st·kTile·LD
+  uint16_t* vs_buf = ks_buf + 2 * kTile * LD;                         // likewise
+  int* kvalid_buf = reinterpret_cast<int*>(vs_buf + 2 * kTile * LD);  // stage st at + st·kTile
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
@@ -630,7 +619,15 @@ __global__ void __launch_bounds__(kThreads)
   const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + static_cast<size_t>(b) * Tn * C_ + h * HS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
   const int row0 = q0 + warp * kRowsPerWarp + g;
+  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  const int n_tiles = (kv_end + kTile - 1) / kTile;
 
+  // The forward's pipeline: key tile 0 requested into stage 0 first, Q and dO loaded meanwhile
+  // (made visible by the first iteration's barrier).
+  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, Tn);
+  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, Tn);
+  cp_async_commit();
+  int vote = write_key_valid(kvalid_buf, key_mask, b, 0, Tn);
   load_tile<HS, kTile>(qs, base, rs, q0, Tn);
   load_tile<HS, kTile>(dos, dbase, C_, q0, Tn);
   float lse2[2], drow[2];
@@ -646,12 +643,23 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
-  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
-  for (int k0 = 0; k0 < kv_end; k0 += kTile) {
-    __syncthreads();  // the previous key tile is consumed (and, first time, Q and dO are stored)
-    load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
-    load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
-    if (!load_key_valid(kvalid, key_mask, b, k0, Tn)) continue;
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = it * kTile, st = it & 1;
+    const uint16_t* ks = ks_buf + st * kTile * LD;
+    const uint16_t* vs = vs_buf + st * kTile * LD;
+    const int* kvalid = kvalid_buf + st * kTile;
+    int next_vote = 0;
+    if (it + 1 < n_tiles) {  // the other stage's last readers passed iteration it−1's barrier
+      const int nst = st ^ 1;
+      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, Tn);
+      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, Tn);
+      next_vote = write_key_valid(kvalid_buf + nst * kTile, key_mask, b, k0 + kTile, Tn);
+    }
+    cp_async_commit();
+    cp_async_wait_all_but_one();
+    const bool any = __syncthreads_or(vote) != 0;  // tile it (and Q, dO) visible to all
+    vote = next_vote;
+    if (!any) continue;  // all padding; stage st is not read after the barrier
 
     // S = Q·Kᵀ and dP = dO·Vᵀ (this warp's 16 queries × 64 keys)
     float s[kTile / 8][4], dp[kTile / 8][4];
@@ -695,6 +703,7 @@ __global__ void __launch_bounds__(kThreads)
         mma16816<T>(dq[n], a, b0, b1);
       }
     }
+    __syncthreads();  // stage st is consumed: iteration it+1 requests tile it+2 into it
   }
 
   const float one[2] = {1.0f, 1.0f};
