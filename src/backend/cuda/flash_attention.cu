@@ -21,8 +21,8 @@
 // Invalid scores are −inf before the softmax (forward) and P is exactly 0 for them (backward),
 // so padded keys get exactly 0 dK and dV. Rows and keys past T are zero-filled in shared memory
 // and never stored. Causal tiles entirely above the diagonal are skipped by the loop bounds; key
-// tiles with no valid key (padding) by a block vote. The forward and dQ kernels double-buffer
-// their K/V tiles with cp.async; fragments come through ldmatrix (switches kCpAsync, kLdmatrix).
+// tiles with no valid key (padding) by a block vote. Every kernel double-buffers the tiles it
+// loops over with cp.async; fragments come through ldmatrix (switches kCpAsync, kLdmatrix).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -458,8 +458,8 @@ __global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, 
 
 template <int HS>
 constexpr size_t dkdv_smem_bytes() {
-  constexpr int BQ = bwd_query_tile<HS>();
-  return static_cast<size_t>(2 * kTile + 2 * BQ) * (HS + 8) * sizeof(uint16_t) + 2 * BQ * sizeof(float);
+  constexpr int BQ = bwd_query_tile<HS>();  // K, V; two stages of Q, dO, lse and D
+  return static_cast<size_t>(2 * kTile + 4 * BQ) * (HS + 8) * sizeof(uint16_t) + 4 * BQ * sizeof(float);
 }
 
 // grid (B·NH, key tiles); causal blocks with the first keys have the most query tiles and run
@@ -472,10 +472,10 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* ks = reinterpret_cast<uint16_t*>(smem);
   uint16_t* vs = ks + kTile * LD;
-  uint16_t* qs = vs + kTile * LD;
-  uint16_t* dos = qs + BQ * LD;
-  float* lse_s = reinterpret_cast<float*>(dos + BQ * LD);  // lse·log2(e); +inf past Tn (P = 0)
-  float* d_s = lse_s + BQ;
+  uint16_t* qs_buf = vs + kTile * LD;                                // stage st at + st·BQ·LD
+  uint16_t* dos_buf = qs_buf + 2 * BQ * LD;                          // likewise
+  float* lse_buf = reinterpret_cast<float*>(dos_buf + 2 * BQ * LD);  // lse·log2(e); +inf past Tn (P = 0)
+  float* d_buf = lse_buf + 2 * BQ;                                   // stage st at + st·BQ (both)
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int k0 = blockIdx.y * kTile;
@@ -504,18 +504,32 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
 
-  // Causal: queries before k0 see none of these keys (k0 is a multiple of BQ).
-  const int q_begin = kCausal ? k0 : 0;
-  for (int q0 = any_key ? q_begin : Tn; q0 < Tn; q0 += BQ) {
-    __syncthreads();  // the previous query tile is consumed
-    load_tile<HS, BQ>(qs, base, rs, q0, Tn);
-    load_tile<HS, BQ>(dos, dbase, C_, q0, Tn);
+  // Causal: queries before k0 see none of these keys (k0 is a multiple of BQ). Query tiles are
+  // double-buffered as the forward's key tiles: tile it+1 is requested (Q, dO by cp.async; lse, D
+  // by plain stores) before tile it is used; a barrier ends every iteration.
+  const int q_start = any_key ? (kCausal ? k0 : 0) : Tn;
+  const int n_q = (Tn - q_start + BQ - 1) / BQ;
+  auto request = [&](int stage, int q0) {
+    load_tile_async<HS, BQ>(qs_buf + stage * BQ * LD, base, rs, q0, Tn);
+    load_tile_async<HS, BQ>(dos_buf + stage * BQ * LD, dbase, C_, q0, Tn);
     if (threadIdx.x < BQ) {
       const int q = q0 + static_cast<int>(threadIdx.x);
-      lse_s[threadIdx.x] = q < Tn ? lse_bh[q] * kLog2e : INFINITY;
-      d_s[threadIdx.x] = q < Tn ? d_bh[q] : 0.0f;
+      lse_buf[stage * BQ + threadIdx.x] = q < Tn ? lse_bh[q] * kLog2e : INFINITY;
+      d_buf[stage * BQ + threadIdx.x] = q < Tn ? d_bh[q] : 0.0f;
     }
-    __syncthreads();
+  };
+  if (n_q > 0) request(0, q_start);
+  cp_async_commit();
+  for (int it = 0; it < n_q; ++it) {
+    const int q0 = q_start + it * BQ, stage = it & 1;
+    const uint16_t* qs = qs_buf + stage * BQ * LD;
+    const uint16_t* dos = dos_buf + stage * BQ * LD;
+    const float* lse_s = lse_buf + stage * BQ;
+    const float* d_s = d_buf + stage * BQ;
+    if (it + 1 < n_q) request(stage ^ 1, q0 + BQ);  // its last readers passed iteration it−1's barrier
+    cp_async_commit();
+    cp_async_wait_all_but_one();
+    __syncthreads();  // tile it visible to all
 
     // Sᵀ = K·Qᵀ (this warp's 16 keys × BQ queries)
     float st[BQ / 8][4];
@@ -585,6 +599,7 @@ __global__ void __launch_bounds__(kThreads)
         mma16816<T>(dk[n], a, b0, b1);
       }
     }
+    __syncthreads();  // this stage is consumed: iteration it+1 requests tile it+2 into it
   }
 
   const float one[2] = {1.0f, 1.0f};
