@@ -548,14 +548,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     // Pᵀ = exp(scale·Sᵀ − lse), exactly 0 where the pair is masked.
 #pragma unroll
-    for (int n = 0; n < BQ / 8; ++n)
+    for (int n = 0; n < BQ / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = n * 8 + c + (e & 1), key = key0 + (e >> 1) * 8, q = q0 + j;
         const bool ok = kv[e >> 1] && q < Tn && (!kCausal || q >= key);
         st[n][e] = ok ? exp2f(fmaf(st[n][e], scale_log2, -lse_s[j])) : 0.0f;
       }
-      // dV += Pᵀ·dO
+    }
+    // dV += Pᵀ·dO
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; ++kk) {
       uint32_t a[4];
@@ -698,7 +699,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     // dS = scale·P ⊙ (dP − D), P = exp(scale·S − lse), exactly 0 where the pair is masked
 #pragma unroll
-    for (int n = 0; n < kTile / 8; ++n)
+    for (int n = 0; n < kTile / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = n * 8 + c + (e & 1), r = e >> 1, row = row0 + 8 * r;
@@ -706,7 +707,8 @@ __global__ void __launch_bounds__(kThreads)
         const float p = ok ? exp2f(fmaf(s[n][e], scale_log2, -lse2[r])) : 0.0f;
         s[n][e] = scale * p * (dp[n][e] - drow[r]);
       }
-      // dQ += dS·K
+    }
+    // dQ += dS·K
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       uint32_t a[4];
