@@ -1,12 +1,14 @@
 // BERT end to end through the CLI on the default corpus (Debian's fortunes): `prepare --task bert`
-// (WordPiece vocabulary trained on the corpus, sentence-pair instances of 32 tokens), then
+// (WordPiece vocabulary trained on the corpus, sentence-pair instances of up to 128 tokens), then
 // `train --model bert` on a tiny model, then `eval` on the held-out instances: MLM accuracy well
-// above always predicting the most frequent token, NSP better than chance; `fill-mask`
+// above always predicting the most frequent token, NSP accuracy well above 50%; `fill-mask`
 // answers from the checkpoint; a resumed run continues the exact trajectory; bad input (a sequence
 // over the model's positions, a GPT-2 shard as BERT data, a text without [MASK]) gives one clear line.
 //
-// Sizes: bert-tiny (L2 H128), vocab 1024, T = 32, B = 64, 300 steps: ~0.1 s of CPU per step, so
-// the whole test stays near a minute on 2 cores.
+// Sizes: bert-tiny (L2 H128), vocab 1024, T = 128, B = 64, 500 steps at lr 1e-3. T = 128 and not
+// 32 because NSP needs it: a fortune cut to 2 × 14 tokens leaves next to nothing that tells its
+// own continuation from a random one (docs/BERT.md, "NSP on fortunes"); lr 1e-3 and not 3e-3
+// because at 3e-3 the NSP head stalls near chance while the MLM loss falls.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -39,7 +41,7 @@ class BertEndToEnd : public ::testing::Test {
     tmp_ = new testing::TempDir();
     const auto prep = run_mptrain(std::string("prepare --task bert ") + kCorpus +
                                   " --exclude '*.dat' --exclude '*.u8' --doc-delimiter '%' --val-fraction 0.05"
-                                  " --max-seq-len 32 --vocab-size 1024 --dupe-factor 1 --name f -q --out " +
+                                  " --max-seq-len 128 --vocab-size 1024 --dupe-factor 5 --name f -q --out " +
                                   (*tmp_ / "data"));
     ASSERT_EQ(prep.exit_code, 0) << prep.output;
   }
@@ -52,7 +54,7 @@ class BertEndToEnd : public ::testing::Test {
   }
   static std::string train_args(const std::string& run, int steps) {
     return "train --model bert --preset bert-tiny --data " + (*tmp_ / "data/f_train.bert") +
-           " --batch 64 --lr 3e-3 --warmup 30 --weight-decay 0.01 --beta2 0.999 --max-predictions 5 --seed 7" +
+           " --batch 64 --lr 1e-3 --warmup 50 --weight-decay 0.01 --beta2 0.999 --seed 7" +
            " --threads 2 --progress lines --steps " + std::to_string(steps) + " --run-dir " + (*tmp_ / run);
   }
   static testing::TempDir* tmp_;
@@ -60,13 +62,13 @@ class BertEndToEnd : public ::testing::Test {
 testing::TempDir* BertEndToEnd::tmp_ = nullptr;
 
 TEST_F(BertEndToEnd, LearnsMaskedWordsAndNextSentenceThenFillsMasks) {
-  const auto train = run_mptrain(train_args("run", 300) + " --log-every 50");
+  const auto train = run_mptrain(train_args("run", 500) + " --log-every 50");
   ASSERT_EQ(train.exit_code, 0) << train.output;
   EXPECT_NE(train.output.find("| mlm "), std::string::npos) << train.output;
   EXPECT_NE(train.output.find("| nsp acc "), std::string::npos) << train.output;
   // The checkpoint reads like a Hugging Face BERT folder.
-  EXPECT_TRUE(fs::exists(*tmp_ / "run/step_00000300/config.json"));
-  EXPECT_TRUE(fs::exists(*tmp_ / "run/step_00000300/vocab.txt"));
+  EXPECT_TRUE(fs::exists(*tmp_ / "run/step_00000500/config.json"));
+  EXPECT_TRUE(fs::exists(*tmp_ / "run/step_00000500/vocab.txt"));
 
   const auto eval = run_mptrain("eval --checkpoint " + (*tmp_ / "run") + " --data " + (*tmp_ / "data/f_val.bert") +
                                 " --batch 64");
@@ -75,16 +77,16 @@ TEST_F(BertEndToEnd, LearnsMaskedWordsAndNextSentenceThenFillsMasks) {
   const double nsp = number_after(eval.output, "nsp accuracy ");
   std::printf("[bert e2e] held-out MLM accuracy %.4f (most frequent token %.4f), NSP accuracy %.4f, NSP loss %.4f\n", mlm,
               base, nsp, number_after(eval.output, "nsp loss "));
-  // "Well above the baseline" as a ratio: the absolute margin depends on rounding (an -O1
-  // sanitizer build lands at 0.080, the -O3 build at 0.085, against a baseline of 0.032).
+  // "Well above the baseline" as a ratio: the absolute margin depends on rounding (measured 0.130
+  // against a baseline of 0.041 with --threads 1).
   EXPECT_GT(mlm, 2.0 * base) << eval.output;
-  // NSP on fortunes is the hard half: pairs from one short fortune share few words, and a 2-layer
-  // model's pooler learns slowly. Within this budget its held-out loss drops below chance (ln 2)
-  // and its accuracy stays above 50%; the "well above 50%" of the issue needs a longer run
-  // (docs/BERT.md has the numbers).
+  // NSP "well above 50%": measured 0.694 (loss 0.607) over the 640 held-out pairs (majority label
+  // 0.53) with --threads 1; the bound leaves ~3.5 standard errors of a 640-pair estimate. (At T 32
+  // the same model stalls near 0.59, where surface cues alone get: tests/ref/bert_nsp_cues.py;
+  // docs/BERT.md has the runs.)
   const double nsp_loss = number_after(eval.output, "nsp loss ");
-  EXPECT_LT(nsp_loss, 0.6931) << eval.output;
-  EXPECT_GT(nsp, 0.50) << eval.output;
+  EXPECT_LT(nsp_loss, 0.66) << eval.output;
+  EXPECT_GT(nsp, 0.62) << eval.output;
 
   const auto fill = run_mptrain("fill-mask --checkpoint " + (*tmp_ / "run") + " -k 3 \"the [MASK] of the land\"");
   ASSERT_EQ(fill.exit_code, 0) << fill.output;
