@@ -3,7 +3,9 @@
 // storage type T of the precision (gpt2_device.h states the mapping and the deviations).
 #include "backend/cuda/gpt2_device.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -96,6 +98,11 @@ struct Gpt2Device::Impl {
   size_t n = 0;
   int plan_B = 0, plan_T = 0;
   std::unique_ptr<LossScaler> scaler;  // fp16 only
+  LossScaler* external_scaler = nullptr;  // use_loss_scaler: the caller's, instead of scaler
+  LossScaler* active_scaler() const { return external_scaler ? external_scaler : scaler.get(); }
+  // 16-bit T with accumulation: one micro-batch's gradients cast to fp32 before the add
+  // (allocated on the first accumulating call).
+  DeviceMemory grads_acc;
 
   // One allocation per role: fp32 masters, fp32 gradients, m, v; the 16-bit parameter copy
   // and gradients (lowp only); the decay mask; activations + scratch (one arena).
@@ -133,7 +140,7 @@ struct Gpt2Device::Impl {
 
   void plan_buffers();
   template <class T>
-  void forward_backward(int B, int Tn);
+  void forward_backward(int B, int Tn, bool accumulate);
 };
 
 void Gpt2Device::Impl::plan_buffers() {
@@ -206,7 +213,7 @@ void Gpt2Device::Impl::plan_buffers() {
 // The step of model/gpt2.cpp (forward_impl, loss_impl, backward_impl) on the device; the batch
 // is already uploaded. Gradients (=) land in the fp32 gradient buffer.
 template <class T>
-void Gpt2Device::Impl::forward_backward(int B, int Tn) {
+void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
   const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
   const int V = config.vocab_size, Vp = config.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
@@ -270,8 +277,9 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn) {
   // ---- loss: per-token losses (fp32) and dlogits in place, dloss = loss_scale / valid each.
   crossentropy_forward_backward<T>(at<float>(losses), logit, logit, targets, dloss_dev(N), N, V, Vp, ctx);
 
-  // ---- backward. Every gradient buffer is +=: start from zero.
-  fill_bytes(gbase, 0, n * sizeof(T), ctx);
+  // ---- backward. Every gradient buffer is +=: start from zero (fp32 accumulating: from the
+  // micro-batches before; 16-bit gradients are added to the fp32 buffer at the end).
+  if (!(accumulate && is_float)) fill_bytes(gbase, 0, n * sizeof(T), ctx);
   T* dres = at<T>(dresidual);
   T* dl = at<T>(dln);
   // dlnf = dlogits · wte ;  dwte += dlogits^T · lnf
@@ -315,11 +323,20 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn) {
   }
   encoder_backward<T>(g.wte, g.wpe, dres, tokens, at<char>(enc_scratch), enc_scratch_bytes, B, Tn, C, ctx);
 
-  // 16-bit gradients to the fp32 buffer the optimizer reads (same rounding as the host).
-  if constexpr (std::is_same_v<T, Bf16>)
-    cast_bf16_to_f32(static_cast<float*>(grads.get()), gbase, n, ctx.stream());
-  else if constexpr (std::is_same_v<T, Fp16>)
-    cast_f16_to_f32(static_cast<float*>(grads.get()), gbase, n, ctx.stream());
+  // 16-bit gradients to the fp32 buffer the optimizer reads (same rounding as the host);
+  // accumulating: through the fp32 scratch, then added.
+  if constexpr (!is_float) {
+    float* dst = static_cast<float*>(grads.get());
+    if (accumulate) {
+      if (!grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
+      dst = static_cast<float*>(grads_acc.get());
+    }
+    if constexpr (std::is_same_v<T, Bf16>)
+      cast_bf16_to_f32(dst, gbase, n, ctx.stream());
+    else
+      cast_f16_to_f32(dst, gbase, n, ctx.stream());
+    if (accumulate) cuda::accumulate<float>(static_cast<float*>(grads.get()), dst, n, ctx);
+  }
 }
 
 Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx)
@@ -338,12 +355,12 @@ const Gpt2Config& Gpt2Device::config() const { return impl_->config; }
 Precision Gpt2Device::precision() const { return impl_->precision; }
 const ParamTable& Gpt2Device::table() const { return impl_->table; }
 size_t Gpt2Device::num_params() const { return impl_->n; }
-const LossScaler* Gpt2Device::loss_scaler() const { return impl_->scaler.get(); }
+const LossScaler* Gpt2Device::loss_scaler() const { return impl_->active_scaler(); }
 
 size_t Gpt2Device::device_bytes() const {
   const Impl& im = *impl_;
   return im.params.bytes() + im.grads.bytes() + im.m.bytes() + im.v.bytes() + im.params_lp.bytes() +
-         im.grads_lp.bytes() + im.mask.bytes() + im.acts.bytes();
+         im.grads_lp.bytes() + im.grads_acc.bytes() + im.mask.bytes() + im.acts.bytes();
 }
 
 void Gpt2Device::upload_params(const float* host) {
@@ -365,6 +382,12 @@ void Gpt2Device::download_params(float* host) { copy_to_host(host, impl_->params
 void Gpt2Device::download_grads(float* host) { copy_to_host(host, impl_->grads.get(), impl_->n * sizeof(float), impl_->ctx); }
 
 float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B, int T) {
+  const LossScaler* scaler = impl_->active_scaler();
+  return forward_backward(tokens, targets, B, T, scaler ? scaler->scale() : 1.0f, false);
+}
+
+float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale,
+                                   bool accumulate) {
   Impl& im = *impl_;
   MPT_CHECK(tokens != nullptr && targets != nullptr, "[gpt2-cuda] forward_backward needs tokens and targets");
   MPT_CHECK(B > 0 && T > 0 && B <= im.plan_B && T <= im.plan_T,
@@ -373,8 +396,7 @@ float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B,
   const int N = B * T;
   int valid = 0;
   for (int i = 0; i < N; ++i) valid += targets[i] != -1;
-  const float scale = im.scaler ? im.scaler->scale() : 1.0f;
-  const float d = valid > 0 ? scale / static_cast<float>(valid) : 0.0f;
+  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
   // One upload: tokens | targets | dloss (the model's per-token loss weights, as loss_impl).
   im.staging.resize(3 * static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
@@ -385,7 +407,7 @@ float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B,
   copy_to_device(im.tokens_dev(), im.staging.data(), im.staging.size() * sizeof(int32_t), im.ctx);
   dispatch_storage(im.t, [&](auto tag) {
     using T_ = typename decltype(tag)::type;
-    im.forward_backward<T_>(B, T);
+    im.forward_backward<T_>(B, T, accumulate);
   });
   im.host_losses.resize(N);
   copy_to_host(im.host_losses.data(), im.at<float>(im.losses), N * sizeof(float), im.ctx);
@@ -398,9 +420,10 @@ bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_
   Impl& im = *impl_;
   float* grads = static_cast<float*>(im.grads.get());
   int* found_inf = im.at<int>(im.found_inf);
-  if (im.scaler) {
+  LossScaler* scaler = im.active_scaler();
+  if (scaler) {
     fill_bytes(found_inf, 0, sizeof(int), im.ctx);
-    unscale_and_check(grads, im.n, im.scaler->scale(), found_inf, im.ctx);
+    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
   }
   grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
             im.ctx);
@@ -412,15 +435,75 @@ bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_
   args.weight_decay = hyper.weight_decay;
   args.t = t;
   args.grad_scale = im.at<float>(im.clip);
-  args.skip = im.scaler ? found_inf : nullptr;
+  args.skip = scaler ? found_inf : nullptr;
   adamw_update(static_cast<float*>(im.params.get()), grads, static_cast<float*>(im.m.get()),
                static_cast<float*>(im.v.get()), static_cast<const uint32_t*>(im.mask.get()), im.n, args,
                im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16, im.ctx);
-  if (!im.scaler) return true;
+  if (!scaler) return true;
   int found = 0;
   copy_to_host(&found, found_inf, sizeof(int), im.ctx);
-  im.scaler->update(found != 0);
+  scaler->update(found != 0);
   return found == 0;
+}
+
+void Gpt2Device::use_loss_scaler(LossScaler* external) {
+  MPT_CHECK(external == nullptr || needs_loss_scaler(impl_->precision),
+            "[gpt2-cuda] a loss scaler is fp16's alone");
+  impl_->external_scaler = external;
+}
+
+Gpt2Device::GuardedStep Gpt2Device::guarded_step(float loss, float lr, const AdamWHyper& hyper, float grad_clip,
+                                                 int64_t t) {
+  Impl& im = *impl_;
+  float* grads = static_cast<float*>(im.grads.get());
+  LossScaler* scaler = im.active_scaler();
+  GuardedStep r;
+  if (scaler) {  // train/step.cpp: unscale, check, update the scale; a hit skips the step
+    int* found_inf = im.at<int>(im.found_inf);
+    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
+    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
+    int found = 0;
+    copy_to_host(&found, found_inf, sizeof(int), im.ctx);
+    scaler->update(found != 0);
+    if (found != 0) {
+      r.skipped = true;
+      r.grad_norm = std::numeric_limits<double>::infinity();
+      return r;
+    }
+  }
+  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
+            im.ctx);
+  r.grad_norm = last_grad_norm();
+  if (!std::isfinite(r.grad_norm) || !std::isfinite(loss)) {  // the numeric guard: no update
+    r.non_finite = true;
+    return r;
+  }
+  AdamWArgs args;
+  args.lr = lr;
+  args.beta1 = hyper.beta1;
+  args.beta2 = hyper.beta2;
+  args.eps = hyper.eps;
+  args.weight_decay = hyper.weight_decay;
+  args.t = t;
+  args.grad_scale = im.at<float>(im.clip);
+  args.skip = nullptr;
+  adamw_update(static_cast<float*>(im.params.get()), grads, static_cast<float*>(im.m.get()),
+               static_cast<float*>(im.v.get()), static_cast<const uint32_t*>(im.mask.get()), im.n, args,
+               im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16, im.ctx);
+  return r;
+}
+
+void Gpt2Device::upload_moments(const float* m, const float* v) {
+  Impl& im = *impl_;
+  copy_to_device(im.m.get(), m, im.n * sizeof(float), im.ctx);
+  copy_to_device(im.v.get(), v, im.n * sizeof(float), im.ctx);
+  im.ctx.synchronize();
+}
+
+void Gpt2Device::download_moments(float* m, float* v) {
+  Impl& im = *impl_;
+  copy_to_host(m, im.m.get(), im.n * sizeof(float), im.ctx);
+  copy_to_host(v, im.v.get(), im.n * sizeof(float), im.ctx);
 }
 
 double Gpt2Device::last_grad_norm() {

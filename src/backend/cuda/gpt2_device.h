@@ -14,8 +14,8 @@
 // (llm.c's scheme); they are cast to the fp32 gradient buffer at the end of forward_backward.
 // Deviations from the CPU mixed policy (precision/policy.h): the residual stream, its gradient,
 // the logits and dlogits are stored in T (the CPU keeps them fp32); gradients are rounded to T
-// once before the fp32 optimizer. No gradient accumulation over micro-batches yet: each
-// forward_backward overwrites the gradients.
+// once before the fp32 optimizer. Gradient accumulation over micro-batches: the 6-argument
+// forward_backward (16-bit T: each micro-batch's gradients are cast and added in fp32).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +70,29 @@ class Gpt2Device {
 
   // The gradient norm of the last step (before clipping; synchronous).
   double last_grad_norm();
+
+  // --- the training loop's step (train/device_step.h) ---
+  // forward_backward with StepModel::micro_step's contract (train/step.h): the gradients of
+  // grad_scale · the mean loss, ADDED (+=) to the fp32 gradient buffer when accumulate, else
+  // written (=). grad_scale = loss_scale / accum; the scaler is not read here.
+  float forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale, bool accumulate);
+  // Uses `external` (owned by the caller, e.g. the trainer's, whose state checkpoints carry)
+  // instead of this object's own fp16 scaler; null restores the own one. fp16 only.
+  void use_loss_scaler(LossScaler* external);
+  // step() with train/step.cpp's order and numeric guard: fp16 unscale + inf check (a hit
+  // skips the step and halves the scale), then the global norm read to the host; a
+  // non-finite norm or `loss` makes no update (parameters and moments untouched); else clip
+  // and AdamW. One host sync more than step() (the norm).
+  struct GuardedStep {
+    double grad_norm = 0.0;   // before clipping; inf when skipped
+    bool skipped = false;     // fp16 overflow
+    bool non_finite = false;  // non-finite loss or norm without a scaler hit
+  };
+  GuardedStep guarded_step(float loss, float lr, const AdamWHyper& hyper, float grad_clip, int64_t t);
+  // The AdamW moments (host m[num_params()], v[num_params()], the table's layout, as
+  // optim/adamw.h's AdamW::m()/v()). upload_moments after upload_params (which zeroes them).
+  void upload_moments(const float* m, const float* v);
+  void download_moments(float* m, float* v);
   // The fp16 loss scaler (null in other precisions).
   const LossScaler* loss_scaler() const;
 
