@@ -1,6 +1,6 @@
 // GPU op timings at GPT-2 124M sizes (B·T = 8192 tokens, C = 768, Vp = 50304): each fused op
-// beside its unfused twin, the linear layer in every math mode, and the bandwidth-bound
-// kernels in GB/s. CUDA events around `iters` launches after warm-up; one line per op.
+// beside its unfused twin, the linear layer in every math mode, the naive attention, and the
+// bandwidth-bound kernels in GB/s. CUDA events around `iters` launches after warm-up; one line per op.
 // Built only with the CUDA backend (target bench_cuda_ops); run on a GPU machine:
 //   build/bench_cuda_ops [iters]
 #include <cuda_runtime.h>
@@ -12,18 +12,22 @@
 #include <vector>
 
 #include "backend/cuda/adamw.h"
+#include "backend/cuda/attention.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/encoder.h"
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
 #include "backend/cuda/softmax.h"
+#include "backend/cuda/sophia.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 using namespace mptrain;
 using namespace mptrain::cuda;
@@ -53,6 +57,82 @@ void report(const std::string& name, double ms, double bytes, double flops) {
   if (bytes > 0) std::printf("  %8.1f GB/s", bytes / ms / 1e6);
   if (flops > 0) std::printf("  %8.1f TFLOP/s", flops / ms / 1e9);
   std::printf("\n");
+}
+
+// Naive attention (attention.h) at GPT-2 124M sizes, causal, forward and backward. FLOPs count
+// the full T×T products the naive path computes (2 products forward, 4 backward).
+template <class T>
+void bench_attention(Context& ctx, const std::string& p, const std::vector<MathMode>& modes) {
+  const int B = 8, Tn = 1024, C = 768, NH = 12;
+  const StorageType st = std::is_same_v<T, float> ? StorageType::F32 : StorageType::BF16;
+  const size_t BTC = static_cast<size_t>(B) * Tn * C;
+  DeviceBuffer<T> qkv(3 * BTC), out(BTC), dout(BTC), dqkv(3 * BTC);
+  DeviceBuffer<char> saved(attention_saved_bytes(B, Tn, C, NH, st)),
+      scratch(attention_scratch_bytes(B, Tn, C, NH, st));
+  for (auto* buf : {&qkv, &out, &dout, &dqkv}) buf->zero(ctx);
+  const double fl = 2.0 * 2.0 * B * NH * static_cast<double>(Tn) * Tn * (C / NH);
+  for (MathMode m : modes) {
+    const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + math_name(m) : "");
+    report("attention fwd (naive, B=8 T=1024 NH=12)" + mp,
+           time_ms(ctx,
+                   [&] {
+                     attention_forward<T>(out.data(), saved.data(), qkv.data(), scratch.data(), B, Tn, C, NH,
+                                          m, ctx);
+                   }),
+           0, fl);
+    report("attention bwd (naive, B=8 T=1024 NH=12)" + mp,
+           time_ms(ctx,
+                   [&] {
+                     attention_backward<T>(dqkv.data(), dout.data(), qkv.data(), saved.data(), scratch.data(),
+                                           B, Tn, C, NH, m, ctx);
+                   }),
+           0, 2 * fl);
+  }
+}
+
+// Flash attention (flash_attention.h) against the naive path, bf16, GPT-2 124M sizes, causal,
+// on random inputs (zeros can time faster). TFLOP/s count the useful causal work for both:
+// forward 4·B·NH·T²·HS/2 (two products over the lower triangle), backward 2.5× that (five
+// products; the flash backward recomputes S and dP in its dQ pass, so it does seven).
+void bench_flash_attention(Context& ctx) {
+  const int B = 8, Tn = 1024, C = 768, NH = 12;
+  const size_t BTC = static_cast<size_t>(B) * Tn * C;
+  std::vector<Bf16> h(3 * BTC);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_bf16(0.8f * normal01(42, 3, i));
+  DeviceBuffer<Bf16> qkv(h, ctx), dout(std::vector<Bf16>(h.begin(), h.begin() + BTC), ctx), out(BTC),
+      dqkv(3 * BTC);
+  DeviceBuffer<float> lse(flash_attention_saved_bytes(B, Tn, NH) / sizeof(float)),
+      dscratch(flash_attention_scratch_bytes(B, Tn, NH) / sizeof(float));
+  DeviceBuffer<char> saved(attention_saved_bytes(B, Tn, C, NH, StorageType::BF16)),
+      scratch(attention_scratch_bytes(B, Tn, C, NH, StorageType::BF16));
+  const double fl = 4.0 * B * NH * static_cast<double>(Tn) * Tn * (C / NH) / 2.0;
+  const MathMode m = MathMode::Fp32;
+  report("attention fwd causal, naive (useful FLOPs)/bf16",
+         time_ms(ctx,
+                 [&] {
+                   attention_forward<Bf16>(out.data(), saved.data(), qkv.data(), scratch.data(), B, Tn, C, NH,
+                                           m, ctx);
+                 }),
+         0, fl);
+  report("attention bwd causal, naive (useful FLOPs)/bf16",
+         time_ms(ctx,
+                 [&] {
+                   attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), saved.data(),
+                                            scratch.data(), B, Tn, C, NH, m, ctx);
+                 }),
+         0, 2.5 * fl);
+  report(
+      "flash attention fwd causal (B=8 T=1024 NH=12)/bf16",
+      time_ms(ctx,
+              [&] { flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), B, Tn, C, NH, ctx); }),
+      0, fl);
+  report("flash attention bwd causal (B=8 T=1024 NH=12)/bf16",
+         time_ms(ctx,
+                 [&] {
+                   flash_attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(),
+                                                  lse.data(), dscratch.data(), B, Tn, C, NH, ctx);
+                 }),
+         0, 2.5 * fl);
 }
 
 template <class T>
@@ -125,6 +205,14 @@ void bench_dtype(Context& ctx, const char* tn) {
                                                  dloss.data(), N, V, Vp, ctx);
                  }),
          2.0 * N * Vp * e, 0);
+  DeviceBuffer<int> sampled(N);
+  report("crossentropy sampled labels fwd+bwd (Sophia)" + p,
+         time_ms(ctx,
+                 [&] {
+                   crossentropy_sampled_forward_backward(losses.data(), logits.data(), sampled.data(),
+                                                         logits.data(), dloss.data(), N, V, Vp, 1234, 0, ctx);
+                 }),
+         2.0 * N * Vp * e, 0);
   DeviceBuffer<float> probs(static_cast<size_t>(N) * Vp);
   report("crossentropy unfused twin (softmax, from probs)" + p,
          time_ms(ctx,
@@ -160,6 +248,7 @@ void bench_dtype(Context& ctx, const char* tn) {
                    }),
            0, 2 * fl);
   }
+  bench_attention<T>(ctx, p, modes);
 }
 
 }  // namespace
@@ -176,6 +265,7 @@ int main(int argc, char** argv) {
                 ctx.info().major, ctx.info().minor, ctx.info().sm_count, g_iters);
     bench_dtype<float>(ctx, "fp32");
     bench_dtype<Bf16>(ctx, "bf16");
+    bench_flash_attention(ctx);
     // AdamW over 124M fp32 parameters with a bf16 copy: reads p,g,m,v, writes p,m,v,copy.
     const size_t n = 124439808;
     DeviceBuffer<float> p(n), g(n), m(n), v(n);
@@ -192,6 +282,28 @@ int main(int argc, char** argv) {
                                   StorageType::BF16, ctx);
                    }),
            n * (7 * 4.0 + 2.0), 0);
+    // Sophia-G over the same buffers (v as h): reads p,g,m,h, writes p,m,copy; the Hessian EMA
+    // reads h,g and writes h; the unclipped count reads m,h.
+    SophiaArgs sa;
+    sa.lr = 1e-4f;
+    sa.rho_b = 0.05f * 480.0f;
+    report("sophia_update 124M params (+bf16 copy)",
+           time_ms(ctx,
+                   [&] {
+                     sophia_update(p.data(), g.data(), m.data(), v.data(), mask.data(), n, sa, low.data(),
+                                   StorageType::BF16, ctx);
+                   }),
+           n * (6 * 4.0 + 2.0), 0);
+    report("sophia_hessian_update 124M",
+           time_ms(ctx, [&] { sophia_hessian_update(v.data(), g.data(), n, 0.99f, nullptr, nullptr, ctx); }),
+           n * 3 * 4.0, 0);
+    DeviceBuffer<unsigned long long> unclipped(1);
+    report("sophia_unclipped_count 124M",
+           time_ms(ctx,
+                   [&] {
+                     sophia_unclipped_count(unclipped.data(), m.data(), v.data(), n, sa.rho_b, false, ctx);
+                   }),
+           n * 2 * 4.0, 0);
     DeviceBuffer<double> norm(1), scratch(grad_norm_scratch_doubles());
     report("grad_norm 124M",
            time_ms(ctx, [&] { grad_norm(norm.data(), nullptr, g.data(), n, 1.0f, scratch.data(), ctx); }),
