@@ -61,6 +61,11 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", opt->precision,
                   "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
                   "loss scaling). Default fp32; on --resume, the checkpoint's");
+  cmd->add_option("--device", opt->device,
+                  "Where the training step runs: cpu, or cuda (GPT-2 with AdamW on GPU 0, any precision, one "
+                  "process; data, validation, samples and checkpoints stay on the CPU). Default cpu (auto-selection "
+                  "comes once the GPU path has run on a GPU)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--loss-scale-init", opt->loss_scale_init, "fp16: initial loss scale (GradScaler's init_scale)")
       ->capture_default_str();
   cmd->add_option("--loss-scale-growth-interval", opt->loss_scale_growth_interval,

@@ -91,6 +91,14 @@ class Gpt2Task final : public TrainTask {
     return m;
   }
   StepExtras step_extras(Communicator&) override { return {}; }
+  bool has_device_step() const override { return true; }
+  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& opt, Precision precision,
+                                                     LossScaler* scaler) override {
+    return make_gpt2_cuda_stepper(config_, precision, B_, T_, opt.adamw, scaler);
+  }
+  NextBatchFn next_batch() override {
+    return [this](int* inputs, int* targets) { train_->next(inputs, targets); };
+  }
 
   bool has_validation() const override { return val_ != nullptr; }
   // Ranks take turns over the same `val_steps` windows, so the loss is the same whatever the world size.

@@ -45,6 +45,7 @@ nlohmann::json TrainOptions::to_json() const {
             {"k", sophia.k}}},
           {"grad_clip", grad_clip},
           {"precision", precision.empty() ? "fp32" : precision},
+          {"device", device},
           {"loss_scale_init", loss_scale_init},
           {"loss_scale_growth_interval", loss_scale_growth_interval},
           {"val_every", val_every},

@@ -11,6 +11,7 @@
 // Implementations: train/gpt2_task.h, train/bert_task.h.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "optim/optimizer.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
+#include "train/device_step.h"
 #include "train/memory_estimate.h"
 #include "train/options.h"
 #include "train/step.h"
@@ -96,6 +98,14 @@ class TrainTask {
   // loader through forward and backward; curvature (Sophia) reuses the step's last one.
   virtual StepModel step_model(const TrainOptions& opt) = 0;
   virtual void begin_step() {}
+  // --device cuda (train/device_step.h): whether this family has a GPU step, and the stepper
+  // (after open_data) with the training loader's next micro-batch to feed it.
+  virtual bool has_device_step() const { return false; }
+  virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/, Precision /*precision*/,
+                                                             LossScaler* /*scaler*/) {
+    return nullptr;
+  }
+  virtual NextBatchFn next_batch() { return {}; }
   // After a completed step: what it adds to the log line and record (collective under data
   // parallelism: every rank calls it).
   virtual StepExtras step_extras(Communicator& comm) = 0;

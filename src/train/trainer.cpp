@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/device.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
@@ -25,6 +26,7 @@
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
+#include "train/device_step.h"
 #include "train/run_monitor.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
@@ -40,6 +42,22 @@ namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// --device cuda (train/device_step.h): what the GPU step cannot do yet is refused from the
+// options alone, before any data is read or a GPU is touched; then a machine without one.
+void check_device(const TrainOptions& opt, OptimizerKind optimizer, int world, const TrainTask& task) {
+  MPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "--device must be cpu or cuda, not '" + opt.device + "'");
+  if (opt.device != "cuda") return;
+  MPT_CHECK(task.has_device_step(), "[train] --device cuda trains GPT-2 only (--model bert has no GPU step yet)");
+  MPT_CHECK(optimizer == OptimizerKind::AdamW,
+            "[train] --device cuda runs AdamW only (--optimizer sophia has no GPU step yet)");
+  MPT_CHECK(world == 1 && opt.zero == 0,
+            "[train] --device cuda trains in one process (data parallelism and --zero have no GPU path yet)");
+  MPT_CHECK(opt.fault_inf_grad_steps.empty(), "[train] --fault-inf-grad is not supported with --device cuda");
+  MPT_CHECK(cuda_compiled(), "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
+  const int devices = cuda_device_count();
+  MPT_CHECK(devices > 0, "[train] --device cuda: no CUDA device is visible (" + std::to_string(devices) + " devices)");
 }
 
 }  // namespace
@@ -71,6 +89,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
+  check_device(opt, optimizer_kind, world, task);
+  const bool on_cuda = opt.device == "cuda";
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
@@ -185,22 +205,38 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   monitor.start();
 
   const StepModel step_model = task.step_model(opt);
+  // --device cuda: the step runs on the GPU from the params and AdamW moments above (fresh,
+  // --init-from or resumed); the host copies are refreshed from it only when the loop reads them.
+  std::unique_ptr<DeviceStepper> stepper;
+  NextBatchFn next_batch;
+  AdamW* adamw = on_cuda ? dynamic_cast<AdamW*>(optimizer.get()) : nullptr;
+  const auto upload_to_device = [&] { stepper->upload(task.params().data(), adamw->m().data(), adamw->v().data()); };
+  if (on_cuda) {
+    MPT_CHECK(adamw != nullptr, "[train] --device cuda runs AdamW only");
+    stepper = task.make_device_stepper(opt, precision, scaler.get());
+    next_batch = task.next_batch();
+    upload_to_device();
+    monitor.say("device cuda: the step (forward, backward, AdamW) runs on GPU 0: " + cuda_device_name(0));
+  }
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
     const float lr = schedule.at(step) * state.lr_scale;  // lr_scale < 1 after a NaN rollback
     task.begin_step();
-    const StepStats stats = train_step(
-        step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
-        std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
-            opt.fault_inf_grad_steps.end());
+    const StepStats stats =
+        on_cuda ? stepper->step(next_batch, accum, lr, opt.grad_clip, step + 1)
+                : train_step(step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
+                             std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
+                                 opt.fault_inf_grad_steps.end());
     if (stats.non_finite) {
+      if (on_cuda) stepper->download_grads(task.grads().data());  // the message names the bad tensors
       // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
       // reload the last checkpoint and continue from it with a lower learning rate.
       const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, task.table(),
                                                        task.grads().data(), dp.begin(), dp.end());
       const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
       state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
+      if (on_cuda) upload_to_device();  // the checkpoint's params and moments
       monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on", what.c_str(),
                    ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
@@ -222,6 +258,13 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     summary.steps_done = done;
 
     const bool last = done == opt.steps;
+    // --device cuda: the CPU model validates, samples and saves; bring its params (and, for
+    // a checkpoint, the AdamW moments) up from the GPU first. SIGINT's stop is decided below.
+    bool params_fresh = !on_cuda;
+    const auto fresh_params = [&] {
+      if (!params_fresh) stepper->download_params(task.params().data());
+      params_fresh = true;
+    };
     if (monitor.log_due(done)) {
       // Sophia's Hessian steps add the win rate: the fraction of unclipped coordinates.
       char curvature[64] = "";
@@ -246,6 +289,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       record.add("win_rate", stats.win_rate).add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
     if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
+      fresh_params();
       const ValResult val = task.validate(opt, *comm, done);
       monitor.say(val.line);
       summary.final_val_loss = val.loss;
@@ -253,6 +297,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     }
     monitor.step_done(done, loss, dt, record);
     if (((opt.sample_every > 0 && done % opt.sample_every == 0) || last) && comm->is_root()) {
+      fresh_params();
       const std::string text = task.sample(opt, state.sample_counter);
       if (!text.empty()) monitor.say(text);
     }
@@ -262,6 +307,10 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     if (world > 1 && !last && comm->any(stop != 0) && !stop) stop = SIGTERM;
     if ((opt.save_every > 0 && done % opt.save_every == 0) || last || stop) {
       // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
+      if (on_cuda) {
+        fresh_params();
+        stepper->download_moments(adamw->m().data(), adamw->v().data());
+      }
       std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
       if (comm->is_root()) task.save(opt.run_dir, whole ? *whole : *optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);
