@@ -1,0 +1,63 @@
+// `mptrain train --device cuda` where it cannot run: on a machine (or build) without a GPU it
+// stops with one clear error line and a non-zero exit, and what the GPU step does not support
+// (BERT, Sophia, --zero, --fault-inf-grad) is refused by name before any GPU is looked for, so
+// these checks run here. The GPU runs themselves: tests/cuda/test_train_device_gpu.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "backend/device.h"
+#include "train/train_test_util.h"
+
+namespace mptrain::testing {
+namespace {
+
+std::string tiny_args(const TempDir& tmp) {
+  const std::string train = write_small_shards(tmp.path(), 4000, 1000);
+  return "train --train-data '" + train + "' --preset d2 -b 2 -t 16 --steps 2 --run-dir " + (tmp / "run") + " -q";
+}
+
+TEST(TrainDevice, NoGpuIsOneClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is visible: tests/cuda/test_train_device_gpu.cpp runs it";
+  TempDir tmp;
+  const RunResult r = run_mptrain(tiny_args(tmp) + " --device cuda");
+  // A CUDA build names the missing device, a CPU-only build the missing backend.
+  expect_clear_error(r, cuda_compiled() ? "--device cuda: no CUDA device is visible (0 devices)"
+                                        : "this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "run/metrics.jsonl")) << "nothing may be trained";
+}
+
+TEST(TrainDevice, UnsupportedOptionsAreRefusedByName) {
+  TempDir tmp;
+  const std::string args = tiny_args(tmp) + " --device cuda";
+  expect_clear_error(run_mptrain(args + " --optimizer sophia"), "--device cuda runs AdamW only");
+  expect_clear_error(run_mptrain(args + " --zero 1"), "data parallelism and --zero");
+  expect_clear_error(run_mptrain(args + " --precision fp16 --fault-inf-grad 1"),
+                     "--fault-inf-grad is not supported with --device cuda");
+  // BERT is refused before its (here missing) instance file is read.
+  expect_clear_error(run_mptrain("train --model bert --train-data " + (tmp / "none.bert") + " --device cuda -q"),
+                     "--device cuda trains GPT-2 only");
+}
+
+TEST(TrainDevice, UnknownDeviceIsRefused) {
+  TempDir tmp;
+  const RunResult r = run_mptrain(tiny_args(tmp) + " --device tpu");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 128) << r.output;
+  EXPECT_NE(r.output.find("--device"), std::string::npos) << r.output;
+}
+
+TEST(TrainDevice, CpuIsTheDefaultAndRecorded) {
+  TempDir tmp;
+  const RunResult r = run_mptrain(tiny_args(tmp));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(tmp / "run/config.json");
+  ASSERT_TRUE(in) << "no config.json";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::string dump = j.dump();
+  EXPECT_NE(dump.find("\"device\":\"cpu\""), std::string::npos) << dump;
+}
+
+}  // namespace
+}  // namespace mptrain::testing
