@@ -45,23 +45,6 @@ ParamTable gpt2_param_table(const Gpt2Config& c) {
   return t;
 }
 
-Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n_layer) {
-  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  Gpt2Tensors t;
-  t.wte = at("wte.weight");
-  t.wpe = at("wpe.weight");
-  for (int l = 0; l < n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    t.layers.push_back({at(p + "ln_1.weight"), at(p + "ln_1.bias"), at(p + "attn.c_attn.weight"),
-                        at(p + "attn.c_attn.bias"), at(p + "attn.c_proj.weight"), at(p + "attn.c_proj.bias"),
-                        at(p + "ln_2.weight"), at(p + "ln_2.bias"), at(p + "mlp.c_fc.weight"),
-                        at(p + "mlp.c_fc.bias"), at(p + "mlp.c_proj.weight"), at(p + "mlp.c_proj.bias")});
-  }
-  t.lnf_w = at("ln_f.weight");
-  t.lnf_b = at("ln_f.bias");
-  return t;
-}
-
 double gpt2_flops_per_token(const Gpt2Config& c, int T) {
   const double C = c.n_embd, L = c.n_layer;
   const double matmul_params = L * (12.0 * C * C) + static_cast<double>(c.padded_vocab_size) * C;

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/ops/gemm_mixed.h"
@@ -35,18 +36,40 @@ namespace mptrain {
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);
 
-// Pointers into a flat buffer laid out by gpt2_param_table (parameters or their gradients).
-struct Gpt2LayerTensors {
-  float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
-  float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+// Pointers into a flat buffer laid out by gpt2_param_table (parameters or their gradients), of
+// element type T: float here, the storage type of a typed copy on the GPU (backend/cuda/gpt2_device).
+template <class T>
+struct Gpt2LayerTensorsOf {
+  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
+  T *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
 };
-struct Gpt2Tensors {
-  float* wte;  // [Vp, C]
-  float* wpe;  // [block_size, C]
-  std::vector<Gpt2LayerTensors> layers;
-  float *lnf_w, *lnf_b;
+template <class T>
+struct Gpt2TensorsOf {
+  T* wte;  // [Vp, C]
+  T* wpe;  // [block_size, C]
+  std::vector<Gpt2LayerTensorsOf<T>> layers;
+  T *lnf_w, *lnf_b;
 };
-Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n_layer);
+using Gpt2LayerTensors = Gpt2LayerTensorsOf<float>;
+using Gpt2Tensors = Gpt2TensorsOf<float>;
+
+template <class T>
+Gpt2TensorsOf<T> bind_gpt2_tensors(const ParamTable& table, T* base, int n_layer) {
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  Gpt2TensorsOf<T> t;
+  t.wte = at("wte.weight");
+  t.wpe = at("wpe.weight");
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    t.layers.push_back({at(p + "ln_1.weight"), at(p + "ln_1.bias"), at(p + "attn.c_attn.weight"),
+                        at(p + "attn.c_attn.bias"), at(p + "attn.c_proj.weight"), at(p + "attn.c_proj.bias"),
+                        at(p + "ln_2.weight"), at(p + "ln_2.bias"), at(p + "mlp.c_fc.weight"),
+                        at(p + "mlp.c_fc.bias"), at(p + "mlp.c_proj.weight"), at(p + "mlp.c_proj.bias")});
+  }
+  t.lnf_w = at("ln_f.weight");
+  t.lnf_b = at("ln_f.bias");
+  return t;
+}
 
 // FLOPs of one training step (forward + backward) per token: 6·N for the matrix
 // products over all N parameters that take part in GEMMs (wpe excluded; wte counted

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/context.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dispatch.h"
@@ -32,6 +33,12 @@ inline cuda::Context& ctx() {
   static std::unique_ptr<cuda::Context> c;
   if (!c) c = std::make_unique<cuda::Context>(0);
   return *c;
+}
+
+// One CPU backend context for the reference ops the GPU results are compared with.
+inline cpu::Context& cpu_ctx() {
+  static cpu::Context c;
+  return c;
 }
 
 inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {

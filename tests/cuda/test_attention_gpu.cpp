@@ -28,11 +28,6 @@ namespace {
 
 using namespace gputest;
 
-cpu::Context& cpu_ctx() {
-  static cpu::Context c;
-  return c;
-}
-
 struct Shape {
   int B, T, C, NH;
   int HS() const { return C / NH; }

@@ -39,11 +39,6 @@ namespace {
 
 using namespace gputest;
 
-cpu::Context& cpu_ctx() {
-  static cpu::Context c;
-  return c;
-}
-
 struct Shape {
   int B, T, NH, HS;
   int C() const { return NH * HS; }

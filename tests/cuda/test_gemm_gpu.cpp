@@ -17,11 +17,6 @@ namespace {
 
 using namespace gputest;
 
-cpu::Context& cpu_ctx() {
-  static cpu::Context c;
-  return c;
-}
-
 struct Dims {
   int M, N, K;
 };

@@ -52,35 +52,6 @@ struct LayerActs {
   size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
 };
 
-// Typed pointers to one flat buffer laid out by the parameter table (params or gradients).
-template <class T>
-struct LayerTensors {
-  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
-};
-template <class T>
-struct Tensors {
-  T *wte, *wpe, *lnf_w, *lnf_b;
-  std::vector<LayerTensors<T>> layers;
-};
-
-template <class T>
-Tensors<T> bind(const ParamTable& table, T* base, int n_layer) {
-  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  Tensors<T> t;
-  t.wte = at("wte.weight");
-  t.wpe = at("wpe.weight");
-  for (int l = 0; l < n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    t.layers.push_back({at(p + "ln_1.weight"), at(p + "ln_1.bias"), at(p + "attn.c_attn.weight"),
-                        at(p + "attn.c_attn.bias"), at(p + "attn.c_proj.weight"), at(p + "attn.c_proj.bias"),
-                        at(p + "ln_2.weight"), at(p + "ln_2.bias"), at(p + "mlp.c_fc.weight"), at(p + "mlp.c_fc.bias"),
-                        at(p + "mlp.c_proj.weight"), at(p + "mlp.c_proj.bias")});
-  }
-  t.lnf_w = at("ln_f.weight");
-  t.lnf_b = at("ln_f.bias");
-  return t;
-}
-
 StorageType storage_for(Precision p) {
   return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
 }
@@ -139,6 +110,22 @@ struct Gpt2Device::Impl {
   float* dloss_dev(int N) const { return reinterpret_cast<float*>(at<int>(inputs) + 2 * static_cast<size_t>(N)); }
 
   void plan_buffers();
+  // One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
+  // the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
+  void adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip) {
+    AdamWArgs args;
+    args.lr = lr;
+    args.beta1 = hyper.beta1;
+    args.beta2 = hyper.beta2;
+    args.eps = hyper.eps;
+    args.weight_decay = hyper.weight_decay;
+    args.t = step;
+    args.grad_scale = at<float>(clip);
+    args.skip = skip;
+    adamw_update(static_cast<float*>(params.get()), static_cast<const float*>(grads.get()),
+                 static_cast<float*>(m.get()), static_cast<float*>(v.get()), static_cast<const uint32_t*>(mask.get()),
+                 n, args, lowp ? params_lp.get() : nullptr, lowp ? t : StorageType::BF16, ctx);
+  }
   template <class T>
   void forward_backward(int B, int Tn, bool accumulate);
 };
@@ -225,8 +212,8 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
   constexpr bool fuse_gelu = !is_float;
   T* wbase = is_float ? static_cast<T*>(params.get()) : static_cast<T*>(params_lp.get());
   T* gbase = is_float ? static_cast<T*>(grads.get()) : static_cast<T*>(grads_lp.get());
-  const Tensors<T> w = bind<T>(table, wbase, L);
-  const Tensors<T> g = bind<T>(table, gbase, L);
+  const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, wbase, L);
+  const Gpt2TensorsOf<T> g = bind_gpt2_tensors<T>(table, gbase, L);
   const int* tokens = tokens_dev();
   const int* targets = targets_dev(N);
   float* ln_scr = at<float>(ln_scratch);
@@ -244,7 +231,7 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
                          C, eps, ctx);
   }
   for (int l = 0; l < L; ++l) {
-    const LayerTensors<T>& wl = w.layers[l];
+    const Gpt2LayerTensorsOf<T>& wl = w.layers[l];
     const LayerActs& a = layers[l];
     const T* residual = l == 0 ? at<T>(encoded) : at<T>(layers[l - 1].residual3);
     matmul_forward<T>(at<T>(a.qkv), at<T>(a.ln1), wl.qkv_w, wl.qkv_b, N, C, 3 * C, math, ctx);
@@ -292,8 +279,8 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
   // dres holds the gradient of the current layer's output; each LayerNorm backward adds the
   // branch's contribution to it (the residual connection).
   for (int l = L - 1; l >= 0; --l) {
-    const LayerTensors<T>& wl = w.layers[l];
-    const LayerTensors<T>& gl = g.layers[l];
+    const Gpt2LayerTensorsOf<T>& wl = w.layers[l];
+    const Gpt2LayerTensorsOf<T>& gl = g.layers[l];
     const LayerActs& a = layers[l];
     const T* residual = l == 0 ? at<T>(encoded) : at<T>(layers[l - 1].residual3);
     T* dfc = at<T>(dfch);
@@ -427,18 +414,7 @@ bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_
   }
   grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
             im.ctx);
-  AdamWArgs args;
-  args.lr = lr;
-  args.beta1 = hyper.beta1;
-  args.beta2 = hyper.beta2;
-  args.eps = hyper.eps;
-  args.weight_decay = hyper.weight_decay;
-  args.t = t;
-  args.grad_scale = im.at<float>(im.clip);
-  args.skip = scaler ? found_inf : nullptr;
-  adamw_update(static_cast<float*>(im.params.get()), grads, static_cast<float*>(im.m.get()),
-               static_cast<float*>(im.v.get()), static_cast<const uint32_t*>(im.mask.get()), im.n, args,
-               im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16, im.ctx);
+  im.adamw(lr, hyper, t, scaler ? found_inf : nullptr);
   if (!scaler) return true;
   int found = 0;
   copy_to_host(&found, found_inf, sizeof(int), im.ctx);
@@ -478,18 +454,7 @@ Gpt2Device::GuardedStep Gpt2Device::guarded_step(float loss, float lr, const Ada
     r.non_finite = true;
     return r;
   }
-  AdamWArgs args;
-  args.lr = lr;
-  args.beta1 = hyper.beta1;
-  args.beta2 = hyper.beta2;
-  args.eps = hyper.eps;
-  args.weight_decay = hyper.weight_decay;
-  args.t = t;
-  args.grad_scale = im.at<float>(im.clip);
-  args.skip = nullptr;
-  adamw_update(static_cast<float*>(im.params.get()), grads, static_cast<float*>(im.m.get()),
-               static_cast<float*>(im.v.get()), static_cast<const uint32_t*>(im.mask.get()), im.n, args,
-               im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16, im.ctx);
+  im.adamw(lr, hyper, t, nullptr);
   return r;
 }
 
