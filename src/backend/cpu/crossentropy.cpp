@@ -39,17 +39,17 @@ inline float row_max(const float* z, int V) {
   return m;
 }
 
-// e[j] = exp(z[j] - m) for j < V, returning their sum: fp32 within blocks of kSumBlock, the
-// block sums added in double, in order. The loss and its 16-bit-gradient twin share it, so
-// their exps and sums agree bit for bit.
-inline double exp_shifted_sum(float* e, const float* z, int V, float m) {
+// e[j] = exp((z[j] - m)·scale) for j < V, returning their sum: fp32 within blocks of kSumBlock,
+// the block sums added in double, in order. The loss and its 16-bit-gradient twin share it (scale
+// 1, exact: x·1 = x), so their exps and sums agree bit for bit; the softmax passes 1/temperature.
+inline double exp_shifted_sum(float* e, const float* z, int V, float m, float scale = 1.0f) {
   double sum = 0.0;
   for (int j0 = 0; j0 < V; j0 += kSumBlock) {
     const int j1 = std::min(V, j0 + kSumBlock);
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int j = j0; j < j1; ++j) {
-      float ej = vexp(z[j] - m);
+      float ej = vexp((z[j] - m) * scale);
       e[j] = ej;
       s += ej;
     }
@@ -248,18 +248,7 @@ void softmax_forward(float* probs, const float* logits, int N, int V, int Vp, fl
     float* p = probs + static_cast<size_t>(n) * Vp;
     // max(z)/T == max(z/T) for T > 0, so the shift is taken before scaling.
     const float m = row_max(z, V);
-    double sum = 0.0;
-    for (int j0 = 0; j0 < V; j0 += kSumBlock) {
-      const int j1 = std::min(V, j0 + kSumBlock);
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int j = j0; j < j1; ++j) {
-        float e = vexp((z[j] - m) * inv_t);
-        p[j] = e;
-        s += e;
-      }
-      sum += s;
-    }
+    const double sum = exp_shifted_sum(p, z, V, m, inv_t);
     const float inv_sum = static_cast<float>(1.0 / sum);
     for (int j = 0; j < V; ++j) p[j] *= inv_sum;
     for (int j = V; j < Vp; ++j) p[j] = 0.0f;
