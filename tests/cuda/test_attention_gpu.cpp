@@ -21,6 +21,7 @@
 #include "backend/ops/convert.h"
 #include "backend/ops/gemm.h"
 #include "core/error.h"
+#include "cuda/attention_test_util.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {
@@ -49,42 +50,12 @@ struct Result {
   std::vector<float> y, p, dqkv;
 };
 
-cpu::GemmMath cpu_math(StorageType t, cuda::MathMode m) {
-  if (t == StorageType::BF16) return cpu::GemmMath::BF16;
-  if (t == StorageType::F16) return cpu::GemmMath::F16;
-  return m == cuda::MathMode::Tf32 ? cpu::GemmMath::TF32 : cpu::GemmMath::F32;
-}
-
 // The CPU typed op with every tensor (P and dS included) in T, as the GPU stores them.
 template <class T>
 Result cpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, const int* mask,
                bool causal, cuda::MathMode m) {
-  const StorageType t = cuda::storage_of<T>();
-  const cpu::GemmMath math = cpu_math(t, m);
-  cpu::GemmWorkspace ws(cpu_ctx());
-  const cpu::AttentionTypes ty{t, t, t, t, math, math};
-  const size_t eb = storage_bytes(t);
-  std::vector<char> q(qkv.size() * eb), y(s.btc() * eb), d(dout.size() * eb), dq(qkv.size() * eb);
-  std::vector<char> saved(cpu::attention_saved_bytes_typed(s.B, s.T, s.C, s.NH, ty));
-  std::vector<float> scratch(cpu::attention_scratch_bytes_typed(s.B, s.T, s.C, s.NH, ty) / sizeof(float) + 1);
-  cpu::convert(q.data(), t, qkv.data(), StorageType::F32, qkv.size());
-  cpu::convert(d.data(), t, dout.data(), StorageType::F32, dout.size());
-  if (causal) {
-    cpu::attention_forward_typed(y.data(), saved.data(), q.data(), scratch.data(), ty, s.B, s.T, s.C, s.NH,
-                                 ws, cpu_ctx());
-    cpu::attention_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, s.B, s.T,
-                                  s.C, s.NH, ws, cpu_ctx());
-  } else {
-    cpu::attention_masked_forward_typed(y.data(), saved.data(), q.data(), mask, scratch.data(), ty, s.B, s.T,
-                                        s.C, s.NH, ws, cpu_ctx());
-    cpu::attention_masked_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, s.B,
-                                         s.T, s.C, s.NH, ws, cpu_ctx());
-  }
-  Result r{std::vector<float>(s.btc()), std::vector<float>(s.tt()), std::vector<float>(qkv.size())};
-  cpu::convert(r.y.data(), StorageType::F32, y.data(), t, r.y.size());
-  cpu::convert(r.p.data(), StorageType::F32, saved.data(), t, r.p.size());
-  cpu::convert(r.dqkv.data(), StorageType::F32, dq.data(), t, r.dqkv.size());
-  return r;
+  AttentionReference r = cpu_attention<T>(s.B, s.T, s.C, s.NH, qkv, dout, mask, causal, m);
+  return Result{std::move(r.y), std::move(r.p), std::move(r.dqkv)};
 }
 
 // The GPU op on poisoned outputs, saved state and scratch; mask null = causal op, else masked
@@ -125,11 +96,9 @@ double tol(cuda::MathMode m) {
   return std::is_same_v<T, float> && m == cuda::MathMode::Tf32 ? 1e-3 : tolerance<T>();
 }
 
-// Inputs rounded to T: scores of order a few units, so the softmax is neither flat nor one-hot.
 template <class T>
 void make_inputs(const Shape& s, uint64_t seed, std::vector<float>& qkv, std::vector<float>& dout) {
-  qkv = rounded<T>(randn(3 * s.btc(), seed, 0.8f));
-  dout = rounded<T>(randn(s.btc(), seed + 1));
+  make_attention_inputs<T>(s.btc(), seed, qkv, dout);
 }
 
 template <class T>

@@ -32,6 +32,7 @@
 #include "backend/ops/convert.h"
 #include "backend/ops/gemm.h"
 #include "core/error.h"
+#include "cuda/attention_test_util.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {
@@ -74,32 +75,8 @@ std::vector<int> padding_mask(const Shape& s) {
 template <class T>
 Result cpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, const int* mask,
                bool causal) {
-  const StorageType t = cuda::storage_of<T>();
-  const cpu::GemmMath math = t == StorageType::BF16 ? cpu::GemmMath::BF16 : cpu::GemmMath::F16;
-  cpu::GemmWorkspace ws(cpu_ctx());
-  const cpu::AttentionTypes ty{t, t, t, t, math, math};
-  const size_t eb = storage_bytes(t);
-  const int B = s.B, Tn = s.T, C = s.C(), NH = s.NH;
-  std::vector<char> q(qkv.size() * eb), y(s.btc() * eb), d(dout.size() * eb), dq(qkv.size() * eb);
-  std::vector<char> saved(cpu::attention_saved_bytes_typed(B, Tn, C, NH, ty));
-  std::vector<float> scratch(cpu::attention_scratch_bytes_typed(B, Tn, C, NH, ty) / sizeof(float) + 1);
-  cpu::convert(q.data(), t, qkv.data(), StorageType::F32, qkv.size());
-  cpu::convert(d.data(), t, dout.data(), StorageType::F32, dout.size());
-  if (causal) {
-    cpu::attention_forward_typed(y.data(), saved.data(), q.data(), scratch.data(), ty, B, Tn, C, NH, ws,
-                                 cpu_ctx());
-    cpu::attention_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B, Tn, C,
-                                  NH, ws, cpu_ctx());
-  } else {
-    cpu::attention_masked_forward_typed(y.data(), saved.data(), q.data(), mask, scratch.data(), ty, B, Tn, C,
-                                        NH, ws, cpu_ctx());
-    cpu::attention_masked_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B,
-                                         Tn, C, NH, ws, cpu_ctx());
-  }
-  Result r{std::vector<float>(s.btc()), {}, std::vector<float>(qkv.size())};
-  cpu::convert(r.y.data(), StorageType::F32, y.data(), t, r.y.size());
-  cpu::convert(r.dqkv.data(), StorageType::F32, dq.data(), t, r.dqkv.size());
-  return r;
+  AttentionReference r = cpu_attention<T>(s.B, s.T, s.C(), s.NH, qkv, dout, mask, causal, cuda::MathMode::Fp32);
+  return Result{std::move(r.y), {}, std::move(r.dqkv)};
 }
 
 // The naive GPU path (out and dqkv).
@@ -202,8 +179,7 @@ std::vector<float> part(const std::vector<float>& dqkv, const Shape& s, int whic
 // Scores of a few units (q, k ~ 0.8·N(0,1), HS terms, scale 1/sqrt(HS)): neither flat nor one-hot.
 template <class T>
 void make_inputs(const Shape& s, uint64_t seed, std::vector<float>& qkv, std::vector<float>& dout) {
-  qkv = rounded<T>(randn(3 * s.btc(), seed, 0.8f));
-  dout = rounded<T>(randn(s.btc(), seed + 1));
+  make_attention_inputs<T>(s.btc(), seed, qkv, dout);
 }
 
 template <class T>
