@@ -1,11 +1,10 @@
-// GPT-2 training on one GPU (gpt2_device.h): the buffer plan, and the forward, backward and
-// optimizer step of model/gpt2.cpp written out with the CUDA launchers, templated on the one
-// storage type T of the precision (gpt2_device.h states the mapping and the deviations).
+// GPT-2 training on one GPU (gpt2_device.h): the buffer plan, and the forward and backward of
+// model/gpt2.cpp written out with the CUDA launchers, templated on the one storage type T of
+// the precision (gpt2_device.h states the mapping and the deviations). The optimizer step is in
+// gpt2_device_optim.cpp; the private state both share in gpt2_device_impl.h.
 #include "backend/cuda/gpt2_device.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -20,115 +19,15 @@
 #include "backend/cuda/encoder.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gpt2_device_impl.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
-#include "backend/cuda/loss_scale.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 
 namespace mptrain::cuda {
-
-namespace {
-
-// Byte offsets into one device allocation, each 256-byte aligned (cuBLASLt's and the packed
-// kernels' alignment needs are all smaller).
-class Arena {
- public:
-  size_t add(size_t bytes) {
-    const size_t at = size_;
-    size_ += (bytes + 255) / 256 * 256;
-    return at;
-  }
-  size_t size() const { return size_; }
-
- private:
-  size_t size_ = 0;
-};
-
-// Offsets of one layer's saved activations.
-struct LayerActs {
-  size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
-};
-
-StorageType storage_for(Precision p) {
-  return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
-}
-
-}  // namespace
-
-struct Gpt2Device::Impl {
-  Gpt2Config config;
-  Precision precision;
-  StorageType t;   // activations and the parameter copy the forward reads
-  MathMode math;   // Fp32 or Tf32 when t is F32; ignored by 16-bit products
-  bool lowp;       // t != F32: a 16-bit parameter copy and 16-bit gradients exist
-  Context& ctx;
-  ParamTable table;
-  size_t n = 0;
-  int plan_B = 0, plan_T = 0;
-  std::unique_ptr<LossScaler> scaler;  // fp16 only
-  LossScaler* external_scaler = nullptr;  // use_loss_scaler: the caller's, instead of scaler
-  LossScaler* active_scaler() const { return external_scaler ? external_scaler : scaler.get(); }
-  // 16-bit T with accumulation: one micro-batch's gradients cast to fp32 before the add
-  // (allocated on the first accumulating call).
-  DeviceMemory grads_acc;
-
-  // One allocation per role: fp32 masters, fp32 gradients, m, v; the 16-bit parameter copy
-  // and gradients (lowp only); the decay mask; activations + scratch (one arena).
-  DeviceMemory params, grads, m, v, params_lp, grads_lp, mask, acts;
-  Arena arena;
-  std::vector<LayerActs> layers;
-  size_t encoded = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, inputs = 0, proj = 0,
-         dresidual = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, attn_scratch = 0, ln_scratch = 0, enc_scratch = 0,
-         norm_scratch = 0, norm = 0, clip = 0, found_inf = 0;
-  size_t enc_scratch_bytes = 0;
-  // Host staging of one batch: tokens, targets and dloss as 4-byte words, uploaded in one copy.
-  std::vector<int32_t> staging;
-  std::vector<float> host_losses;
-
-  Impl(const Gpt2Config& c, Precision p, int B, int T, Context& cx)
-      : config(c),
-        precision(p),
-        t(storage_for(p)),
-        math(p == Precision::Tf32 ? MathMode::Tf32 : MathMode::Fp32),
-        lowp(storage_for(p) != StorageType::F32),
-        ctx(cx),
-        table(gpt2_param_table(c)),
-        n(table.total()),
-        plan_B(B),
-        plan_T(T) {}
-
-  template <class U>
-  U* at(size_t offset) const {
-    return reinterpret_cast<U*>(static_cast<char*>(acts.get()) + offset);
-  }
-  // The batch region holds tokens[N] | targets[N] | dloss[N] for the current N = B·T.
-  int* tokens_dev() const { return at<int>(inputs); }
-  int* targets_dev(int N) const { return at<int>(inputs) + N; }
-  float* dloss_dev(int N) const { return reinterpret_cast<float*>(at<int>(inputs) + 2 * static_cast<size_t>(N)); }
-
-  void plan_buffers();
-  // One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
-  // the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
-  void adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip) {
-    AdamWArgs args;
-    args.lr = lr;
-    args.beta1 = hyper.beta1;
-    args.beta2 = hyper.beta2;
-    args.eps = hyper.eps;
-    args.weight_decay = hyper.weight_decay;
-    args.t = step;
-    args.grad_scale = at<float>(clip);
-    args.skip = skip;
-    adamw_update(static_cast<float*>(params.get()), static_cast<const float*>(grads.get()),
-                 static_cast<float*>(m.get()), static_cast<float*>(v.get()), static_cast<const uint32_t*>(mask.get()),
-                 n, args, lowp ? params_lp.get() : nullptr, lowp ? t : StorageType::BF16, ctx);
-  }
-  template <class T>
-  void forward_backward(int B, int Tn, bool accumulate);
-};
 
 void Gpt2Device::Impl::plan_buffers() {
   const size_t BT = static_cast<size_t>(plan_B) * plan_T, C = config.n_embd, Vp = config.padded_vocab_size;
@@ -401,80 +300,6 @@ float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B,
   double sum = 0.0;  // fixed order, as Gpt2::loss_impl
   for (int i = 0; i < N; ++i) sum += im.host_losses[i];
   return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
-}
-
-bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_t t) {
-  Impl& im = *impl_;
-  float* grads = static_cast<float*>(im.grads.get());
-  int* found_inf = im.at<int>(im.found_inf);
-  LossScaler* scaler = im.active_scaler();
-  if (scaler) {
-    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
-    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
-  }
-  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
-            im.ctx);
-  im.adamw(lr, hyper, t, scaler ? found_inf : nullptr);
-  if (!scaler) return true;
-  int found = 0;
-  copy_to_host(&found, found_inf, sizeof(int), im.ctx);
-  scaler->update(found != 0);
-  return found == 0;
-}
-
-void Gpt2Device::use_loss_scaler(LossScaler* external) {
-  MPT_CHECK(external == nullptr || needs_loss_scaler(impl_->precision),
-            "[gpt2-cuda] a loss scaler is fp16's alone");
-  impl_->external_scaler = external;
-}
-
-Gpt2Device::GuardedStep Gpt2Device::guarded_step(float loss, float lr, const AdamWHyper& hyper, float grad_clip,
-                                                 int64_t t) {
-  Impl& im = *impl_;
-  float* grads = static_cast<float*>(im.grads.get());
-  LossScaler* scaler = im.active_scaler();
-  GuardedStep r;
-  if (scaler) {  // train/step.cpp: unscale, check, update the scale; a hit skips the step
-    int* found_inf = im.at<int>(im.found_inf);
-    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
-    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
-    int found = 0;
-    copy_to_host(&found, found_inf, sizeof(int), im.ctx);
-    scaler->update(found != 0);
-    if (found != 0) {
-      r.skipped = true;
-      r.grad_norm = std::numeric_limits<double>::infinity();
-      return r;
-    }
-  }
-  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
-            im.ctx);
-  r.grad_norm = last_grad_norm();
-  if (!std::isfinite(r.grad_norm) || !std::isfinite(loss)) {  // the numeric guard: no update
-    r.non_finite = true;
-    return r;
-  }
-  im.adamw(lr, hyper, t, nullptr);
-  return r;
-}
-
-void Gpt2Device::upload_moments(const float* m, const float* v) {
-  Impl& im = *impl_;
-  copy_to_device(im.m.get(), m, im.n * sizeof(float), im.ctx);
-  copy_to_device(im.v.get(), v, im.n * sizeof(float), im.ctx);
-  im.ctx.synchronize();
-}
-
-void Gpt2Device::download_moments(float* m, float* v) {
-  Impl& im = *impl_;
-  copy_to_host(m, im.m.get(), im.n * sizeof(float), im.ctx);
-  copy_to_host(v, im.v.get(), im.n * sizeof(float), im.ctx);
-}
-
-double Gpt2Device::last_grad_norm() {
-  double norm = 0.0;
-  copy_to_host(&norm, impl_->at<double>(impl_->norm), sizeof(double), impl_->ctx);
-  return norm;
 }
 
 }  // namespace mptrain::cuda

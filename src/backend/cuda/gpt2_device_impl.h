@@ -1,0 +1,108 @@
+// The private state of cuda::Gpt2Device (gpt2_device.h), shared by the files that implement
+// it: gpt2_device.cpp (the buffer plan, forward and backward, uploads) and
+// gpt2_device_optim.cpp (the optimizer step). Not for other code: include gpt2_device.h.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gpt2_device.h"
+#include "model/gpt2.h"
+
+namespace mptrain::cuda {
+
+namespace gpt2_device_detail {
+
+// Byte offsets into one device allocation, each 256-byte aligned (cuBLASLt's and the packed
+// kernels' alignment needs are all smaller).
+class Arena {
+ public:
+  size_t add(size_t bytes) {
+    const size_t at = size_;
+    size_ += (bytes + 255) / 256 * 256;
+    return at;
+  }
+  size_t size() const { return size_; }
+
+ private:
+  size_t size_ = 0;
+};
+
+// Offsets of one layer's saved activations.
+struct LayerActs {
+  size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
+};
+
+inline StorageType storage_for(Precision p) {
+  return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
+}
+
+}  // namespace gpt2_device_detail
+
+using gpt2_device_detail::Arena;
+using gpt2_device_detail::LayerActs;
+using gpt2_device_detail::storage_for;
+
+struct Gpt2Device::Impl {
+  Gpt2Config config;
+  Precision precision;
+  StorageType t;   // activations and the parameter copy the forward reads
+  MathMode math;   // Fp32 or Tf32 when t is F32; ignored by 16-bit products
+  bool lowp;       // t != F32: a 16-bit parameter copy and 16-bit gradients exist
+  Context& ctx;
+  ParamTable table;
+  size_t n = 0;
+  int plan_B = 0, plan_T = 0;
+  std::unique_ptr<LossScaler> scaler;  // fp16 only
+  LossScaler* external_scaler = nullptr;  // use_loss_scaler: the caller's, instead of scaler
+  LossScaler* active_scaler() const { return external_scaler ? external_scaler : scaler.get(); }
+  // 16-bit T with accumulation: one micro-batch's gradients cast to fp32 before the add
+  // (allocated on the first accumulating call).
+  DeviceMemory grads_acc;
+
+  // One allocation per role: fp32 masters, fp32 gradients, m, v; the 16-bit parameter copy
+  // and gradients (lowp only); the decay mask; activations + scratch (one arena).
+  DeviceMemory params, grads, m, v, params_lp, grads_lp, mask, acts;
+  Arena arena;
+  std::vector<LayerActs> layers;
+  size_t encoded = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, inputs = 0, proj = 0,
+         dresidual = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, attn_scratch = 0, ln_scratch = 0, enc_scratch = 0,
+         norm_scratch = 0, norm = 0, clip = 0, found_inf = 0;
+  size_t enc_scratch_bytes = 0;
+  // Host staging of one batch: tokens, targets and dloss as 4-byte words, uploaded in one copy.
+  std::vector<int32_t> staging;
+  std::vector<float> host_losses;
+
+  Impl(const Gpt2Config& c, Precision p, int B, int T, Context& cx)
+      : config(c),
+        precision(p),
+        t(storage_for(p)),
+        math(p == Precision::Tf32 ? MathMode::Tf32 : MathMode::Fp32),
+        lowp(storage_for(p) != StorageType::F32),
+        ctx(cx),
+        table(gpt2_param_table(c)),
+        n(table.total()),
+        plan_B(B),
+        plan_T(T) {}
+
+  template <class U>
+  U* at(size_t offset) const {
+    return reinterpret_cast<U*>(static_cast<char*>(acts.get()) + offset);
+  }
+  // The batch region holds tokens[N] | targets[N] | dloss[N] for the current N = B·T.
+  int* tokens_dev() const { return at<int>(inputs); }
+  int* targets_dev(int N) const { return at<int>(inputs) + N; }
+  float* dloss_dev(int N) const { return reinterpret_cast<float*>(at<int>(inputs) + 2 * static_cast<size_t>(N)); }
+
+  void plan_buffers();
+  // One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
+  // the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
+  void adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip);
+  template <class T>
+  void forward_backward(int B, int Tn, bool accumulate);
+};
+
+}  // namespace mptrain::cuda
