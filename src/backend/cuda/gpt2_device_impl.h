@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cuda/arena.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gpt2_device.h"
@@ -15,21 +16,6 @@
 namespace mptrain::cuda {
 
 namespace gpt2_device_detail {
-
-// Byte offsets into one device allocation, each 256-byte aligned (cuBLASLt's and the packed
-// kernels' alignment needs are all smaller).
-class Arena {
- public:
-  size_t add(size_t bytes) {
-    const size_t at = size_;
-    size_ += (bytes + 255) / 256 * 256;
-    return at;
-  }
-  size_t size() const { return size_; }
-
- private:
-  size_t size_ = 0;
-};
 
 // Offsets of one layer's saved activations.
 struct LayerActs {
@@ -42,7 +28,6 @@ inline StorageType storage_for(Precision p) {
 
 }  // namespace gpt2_device_detail
 
-using gpt2_device_detail::Arena;
 using gpt2_device_detail::LayerActs;
 using gpt2_device_detail::storage_for;
 
