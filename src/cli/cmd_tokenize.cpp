@@ -3,9 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "cli/subcommands.h"
+#include "cli/token_ids.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
 #include "data/tokenizer_bench.h"
@@ -62,23 +62,7 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       return;
     }
     if (a->decode) {
-      std::string spaced = a->text;
-      for (char& c : spaced)
-        if (c == ',') c = ' ';
-      std::istringstream in(spaced);
-      std::vector<int> ids;
-      std::string word;
-      while (in >> word) {
-        size_t used = 0;
-        int id = -1;
-        try {
-          id = std::stoi(word, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != word.size()) throw Error("tokenize --decode: '" + word + "' is not a token id");
-        ids.push_back(id);
-      }
+      const std::vector<int> ids = parse_token_ids(a->text, "tokenize --decode");
       std::string bytes = tok.decode(ids);
       std::fwrite(bytes.data(), 1, bytes.size(), stdout);
       exit_code = 0;

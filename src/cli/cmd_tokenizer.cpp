@@ -8,9 +8,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 
 #include "cli/subcommands.h"
+#include "cli/token_ids.h"
 #include "data/bert_loader.h"
 #include "data/prepare.h"
 #include "data/wordpiece.h"
@@ -18,31 +18,6 @@
 #include "io/fileutil.h"
 
 namespace mptrain {
-
-namespace {
-
-std::vector<int> parse_ids(const std::string& text) {
-  std::string spaced = text;
-  for (char& c : spaced)
-    if (c == ',') c = ' ';
-  std::istringstream in(spaced);
-  std::vector<int> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    int id = -1;
-    try {
-      id = std::stoi(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size()) throw Error("tokenizer decode: '" + word + "' is not a token id");
-    ids.push_back(id);
-  }
-  return ids;
-}
-
-}  // namespace
 
 void register_tokenizer(CLI::App& app, int& exit_code) {
   struct Args {
@@ -131,7 +106,7 @@ void register_tokenizer(CLI::App& app, int& exit_code) {
   td->add_flag("--skip-special", a->skip_special, "Drop [PAD] [CLS] [SEP] [MASK] and [unusedN]");
   td->callback([a, &exit_code]() {
     const WordpieceTokenizer tok = WordpieceTokenizer::load(a->vocab);
-    std::puts(tok.decode(parse_ids(a->text), a->skip_special).c_str());
+    std::puts(tok.decode(parse_token_ids(a->text, "tokenizer decode"), a->skip_special).c_str());
     exit_code = 0;
   });
 
