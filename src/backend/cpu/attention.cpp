@@ -64,20 +64,7 @@ void attention_forward(float* out, float* saved, const float* qkv, float* /*scra
 #pragma omp parallel for schedule(static, kRowsPerTask)
   for (long long r = 0; r < rows; ++r) {
     const int t = static_cast<int>(r % T);
-    float* p = att + static_cast<size_t>(r) * T;
-    float m = p[0];
-#pragma omp simd reduction(max : m)
-    for (int j = 1; j <= t; ++j) m = p[j] > m ? p[j] : m;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j <= t; ++j) {
-      float e = vexp((p[j] - m) * scale);
-      p[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-    for (int j = 0; j <= t; ++j) p[j] *= inv;
-    for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
+    causal_softmax_row(att + static_cast<size_t>(r) * T, t, T, scale);
   }
 
   // Y = P·V, written into the head's columns of out.

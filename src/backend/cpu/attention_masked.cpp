@@ -44,19 +44,7 @@ void attention_masked_forward(float* out, float* saved, const float* qkv, const 
   for (long long r = 0; r < rows; ++r) {
     const int b = static_cast<int>(r / (static_cast<long long>(NH) * T));
     const int* m = key_mask ? key_mask + static_cast<size_t>(b) * T : nullptr;
-    float* p = att + static_cast<size_t>(r) * T;
-    float mx = -INFINITY;
-    for (int j = 0; j < T; ++j)
-      if (!m || m[j]) mx = p[j] > mx ? p[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j < T; ++j) {
-      const float e = (!m || m[j]) ? vexp((p[j] - mx) * scale) : 0.0f;
-      p[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j < T; ++j) p[j] *= inv;
+    masked_softmax_row(att + static_cast<size_t>(r) * T, m, T, scale);
   }
 
   gemm_batched(out, v.rows_bt, att, v.rows_tt, qkv + 2 * static_cast<size_t>(C), v.rows_qkv, B, NH, T, HS, T,

@@ -81,35 +81,10 @@ void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const 
     const int t = static_cast<int>(r % T);
     float* p = scores + static_cast<size_t>(r) * T;
     if (mask.causal) {
-      float m = p[0];
-#pragma omp simd reduction(max : m)
-      for (int j = 1; j <= t; ++j) m = p[j] > m ? p[j] : m;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j <= t; ++j) {
-        float e = vexp((p[j] - m) * scale);
-        p[j] = e;
-        sum += e;
-      }
-      const float inv = 1.0f / sum;
-      for (int j = 0; j <= t; ++j) p[j] *= inv;
-      for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
+      causal_softmax_row(p, t, T, scale);
     } else {
-      // Padded keys get probability exactly 0 (attention_masked.cpp's softmax).
       const int b = static_cast<int>(r / (static_cast<long long>(NH) * T));
-      const int* m = mask.keys ? mask.keys + static_cast<size_t>(b) * T : nullptr;
-      float mx = -INFINITY;
-      for (int j = 0; j < T; ++j)
-        if (!m || m[j]) mx = p[j] > mx ? p[j] : mx;
-      float sum = 0.0f;
-      for (int j = 0; j < T; ++j) {
-        const float e = (!m || m[j]) ? vexp((p[j] - mx) * scale) : 0.0f;
-        p[j] = e;
-        sum += e;
-      }
-      const float inv = 1.0f / sum;
-#pragma omp simd
-      for (int j = 0; j < T; ++j) p[j] *= inv;
+      masked_softmax_row(p, mask.keys ? mask.keys + static_cast<size_t>(b) * T : nullptr, T, scale);
     }
     dispatch_storage(ty.probs, [&](auto tag) {
       narrow_span(reinterpret_cast<decltype(tag)*>(at(saved, static_cast<size_t>(r) * T, ty.probs)), p, T);
