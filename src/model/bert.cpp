@@ -66,39 +66,6 @@ ParamTable bert_param_table(const BertConfig& c) {
   return t;
 }
 
-BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer) {
-  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  BertTensors t;
-  t.word = at("bert.embeddings.word_embeddings.weight");
-  t.pos = at("bert.embeddings.position_embeddings.weight");
-  t.type = at("bert.embeddings.token_type_embeddings.weight");
-  t.emb_ln_w = at("bert.embeddings.LayerNorm.weight");
-  t.emb_ln_b = at("bert.embeddings.LayerNorm.bias");
-  for (int l = 0; l < n_layer; ++l) {
-    const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
-    const std::string s = p + "attention.self.";
-    const size_t CC = table.get(s + "query.weight").numel, C = table.get(s + "query.bias").numel;
-    MPT_CHECK(at(s + "key.weight") == at(s + "query.weight") + CC && at(s + "value.weight") == at(s + "key.weight") + CC &&
-                  at(s + "key.bias") == at(s + "query.bias") + C && at(s + "value.bias") == at(s + "key.bias") + C,
-              "BERT parameter table: query/key/value of layer " + std::to_string(l) + " are not consecutive");
-    t.layers.push_back({at(s + "query.weight"), at(s + "query.bias"), at(p + "attention.output.dense.weight"),
-                        at(p + "attention.output.dense.bias"), at(p + "attention.output.LayerNorm.weight"),
-                        at(p + "attention.output.LayerNorm.bias"), at(p + "intermediate.dense.weight"),
-                        at(p + "intermediate.dense.bias"), at(p + "output.dense.weight"), at(p + "output.dense.bias"),
-                        at(p + "output.LayerNorm.weight"), at(p + "output.LayerNorm.bias")});
-  }
-  t.pool_w = at("bert.pooler.dense.weight");
-  t.pool_b = at("bert.pooler.dense.bias");
-  t.mlm_w = at("cls.predictions.transform.dense.weight");
-  t.mlm_b = at("cls.predictions.transform.dense.bias");
-  t.mlm_ln_w = at("cls.predictions.transform.LayerNorm.weight");
-  t.mlm_ln_b = at("cls.predictions.transform.LayerNorm.bias");
-  t.mlm_bias = at("cls.predictions.bias");
-  t.nsp_w = at("cls.seq_relationship.weight");
-  t.nsp_b = at("cls.seq_relationship.bias");
-  return t;
-}
-
 double bert_flops_per_token(const BertConfig& c, int T, double masked_fraction) {
   const double C = c.hidden, I = c.intermediate, L = c.n_layer, Vp = c.padded_vocab_size;
   const double encoder = L * (4.0 * C * C + 2.0 * C * I);
@@ -286,22 +253,22 @@ void Bert::plan(int B, int T, int max_predictions) {
   plan_M_ = static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
 }
 
-void Bert::validate_batch(const BertInputs& b, int B, int T) const {
+void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, int T, int plan_B, int plan_T) {
   MPT_CHECK(b.tokens != nullptr, "BERT batch without token ids");
-  MPT_CHECK(T <= config_.max_position, "sequence length " + std::to_string(T) + " is longer than the BERT model's " +
-                                           std::to_string(config_.max_position) + " positions");
-  MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
-                                              " exceeds the planned " + std::to_string(plan_B_) + "x" +
-                                              std::to_string(plan_T_));
-  const int N = B * T, V = config_.vocab_size;
+  MPT_CHECK(T <= config.max_position, "sequence length " + std::to_string(T) + " is longer than the BERT model's " +
+                                          std::to_string(config.max_position) + " positions");
+  MPT_CHECK(B <= plan_B && T <= plan_T, "batch " + std::to_string(B) + "x" + std::to_string(T) +
+                                            " exceeds the planned " + std::to_string(plan_B) + "x" +
+                                            std::to_string(plan_T));
+  const int N = B * T, V = config.vocab_size;
   auto where = [&](int i) { return " at sequence " + std::to_string(i / T) + ", position " + std::to_string(i % T); };
   for (int i = 0; i < N; ++i) {
     MPT_CHECK(b.tokens[i] >= 0 && b.tokens[i] < V, "token id " + std::to_string(b.tokens[i]) + where(i) +
                                                        " is outside the BERT vocabulary of " + std::to_string(V));
     if (b.token_types)
-      MPT_CHECK(b.token_types[i] >= 0 && b.token_types[i] < config_.type_vocab_size,
+      MPT_CHECK(b.token_types[i] >= 0 && b.token_types[i] < config.type_vocab_size,
                 "token type " + std::to_string(b.token_types[i]) + where(i) + " is outside [0, " +
-                    std::to_string(config_.type_vocab_size) + ")");
+                    std::to_string(config.type_vocab_size) + ")");
     if (b.mlm_labels)
       MPT_CHECK(b.mlm_labels[i] >= -1 && b.mlm_labels[i] < V,
                 "masked-LM label " + std::to_string(b.mlm_labels[i]) + where(i) + " is neither -1 nor a token id below " +
@@ -312,6 +279,10 @@ void Bert::validate_batch(const BertInputs& b, int B, int T) const {
       MPT_CHECK(b.nsp_labels[i] == 0 || b.nsp_labels[i] == 1,
                 "next-sentence label " + std::to_string(b.nsp_labels[i]) + " of sequence " + std::to_string(i) +
                     " is neither 0 nor 1");
+}
+
+void Bert::validate_batch(const BertInputs& b, int B, int T) const {
+  validate_bert_batch(config_, b, B, T, plan_B_, plan_T_);
 }
 
 void Bert::collect_masked(const BertInputs& batch, int N) {

@@ -26,10 +26,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/ops/attention.h"
 #include "core/buffer.h"
+#include "core/error.h"
 #include "model/activation_plan.h"
 #include "model/bert_config.h"
 #include "model/param_table.h"
@@ -49,26 +51,64 @@ class GemmWorkspace;
 // tied to the word embeddings and has no entry of its own.
 ParamTable bert_param_table(const BertConfig& config);
 
-// Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients).
-struct BertLayerTensors {
-  float *qkv_w, *qkv_b;        // [3C, C], [3C]: query | key | value
-  float *attout_w, *attout_b;  // attention.output.dense [C, C]
-  float *ln1_w, *ln1_b;        // attention.output.LayerNorm
-  float *fc_w, *fc_b;          // intermediate.dense [I, C]
-  float *fcout_w, *fcout_b;    // output.dense [C, I]
-  float *ln2_w, *ln2_b;        // output.LayerNorm
+// Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients), of
+// element type T: float here, the storage type of a typed copy on the GPU (backend/cuda/bert_device).
+template <class T>
+struct BertLayerTensorsOf {
+  T *qkv_w, *qkv_b;        // [3C, C], [3C]: query | key | value
+  T *attout_w, *attout_b;  // attention.output.dense [C, C]
+  T *ln1_w, *ln1_b;        // attention.output.LayerNorm
+  T *fc_w, *fc_b;          // intermediate.dense [I, C]
+  T *fcout_w, *fcout_b;    // output.dense [C, I]
+  T *ln2_w, *ln2_b;        // output.LayerNorm
 };
-struct BertTensors {
-  float *word, *pos, *type;    // [Vp, C], [max_position, C], [type_vocab, C]
-  float *emb_ln_w, *emb_ln_b;
-  std::vector<BertLayerTensors> layers;
-  float *pool_w, *pool_b;      // [C, C]
-  float *mlm_w, *mlm_b;        // cls.predictions.transform.dense [C, C]
-  float *mlm_ln_w, *mlm_ln_b;
-  float* mlm_bias;             // cls.predictions.bias [Vp]
-  float *nsp_w, *nsp_b;        // cls.seq_relationship [2, C]
+template <class T>
+struct BertTensorsOf {
+  T *word, *pos, *type;    // [Vp, C], [max_position, C], [type_vocab, C]
+  T *emb_ln_w, *emb_ln_b;
+  std::vector<BertLayerTensorsOf<T>> layers;
+  T *pool_w, *pool_b;      // [C, C]
+  T *mlm_w, *mlm_b;        // cls.predictions.transform.dense [C, C]
+  T *mlm_ln_w, *mlm_ln_b;
+  T* mlm_bias;             // cls.predictions.bias [Vp]
+  T *nsp_w, *nsp_b;        // cls.seq_relationship [2, C]
 };
-BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer);
+using BertLayerTensors = BertLayerTensorsOf<float>;
+using BertTensors = BertTensorsOf<float>;
+
+template <class T>
+BertTensorsOf<T> bind_bert_tensors(const ParamTable& table, T* base, int n_layer) {
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  BertTensorsOf<T> t;
+  t.word = at("bert.embeddings.word_embeddings.weight");
+  t.pos = at("bert.embeddings.position_embeddings.weight");
+  t.type = at("bert.embeddings.token_type_embeddings.weight");
+  t.emb_ln_w = at("bert.embeddings.LayerNorm.weight");
+  t.emb_ln_b = at("bert.embeddings.LayerNorm.bias");
+  for (int l = 0; l < n_layer; ++l) {
+    const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
+    const std::string s = p + "attention.self.";
+    const size_t CC = table.get(s + "query.weight").numel, C = table.get(s + "query.bias").numel;
+    MPT_CHECK(at(s + "key.weight") == at(s + "query.weight") + CC && at(s + "value.weight") == at(s + "key.weight") + CC &&
+                  at(s + "key.bias") == at(s + "query.bias") + C && at(s + "value.bias") == at(s + "key.bias") + C,
+              "BERT parameter table: query/key/value of layer " + std::to_string(l) + " are not consecutive");
+    t.layers.push_back({at(s + "query.weight"), at(s + "query.bias"), at(p + "attention.output.dense.weight"),
+                        at(p + "attention.output.dense.bias"), at(p + "attention.output.LayerNorm.weight"),
+                        at(p + "attention.output.LayerNorm.bias"), at(p + "intermediate.dense.weight"),
+                        at(p + "intermediate.dense.bias"), at(p + "output.dense.weight"), at(p + "output.dense.bias"),
+                        at(p + "output.LayerNorm.weight"), at(p + "output.LayerNorm.bias")});
+  }
+  t.pool_w = at("bert.pooler.dense.weight");
+  t.pool_b = at("bert.pooler.dense.bias");
+  t.mlm_w = at("cls.predictions.transform.dense.weight");
+  t.mlm_b = at("cls.predictions.transform.dense.bias");
+  t.mlm_ln_w = at("cls.predictions.transform.LayerNorm.weight");
+  t.mlm_ln_b = at("cls.predictions.transform.LayerNorm.bias");
+  t.mlm_bias = at("cls.predictions.bias");
+  t.nsp_w = at("cls.seq_relationship.weight");
+  t.nsp_b = at("cls.seq_relationship.bias");
+  return t;
+}
 
 // FLOPs of one training step per token: 6·(matrix-product parameters) with the encoder's
 // L·(4C² + 2·C·I) on every token, the MLM head (C² + C·Vp) on masked_fraction of the tokens
@@ -85,6 +125,12 @@ struct BertInputs {
   const int* mlm_labels = nullptr;   // original id at masked positions, -1 elsewhere; null = no MLM loss
   const int* nsp_labels = nullptr;   // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
 };
+
+// Checks one batch before any model reads it: token ids, token types, MLM labels (-1 or a token
+// id) and NSP labels (0/1) against `config`, T against its positions and B×T against the plan.
+// Throws Error naming the first bad value and where it is. The CPU model and the device model
+// (backend/cuda/bert_device.h) share it.
+void validate_bert_batch(const BertConfig& config, const BertInputs& batch, int B, int T, int plan_B, int plan_T);
 
 // What one forward measured. Losses are means (0 when there was nothing to average).
 struct BertStats {

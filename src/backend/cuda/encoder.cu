@@ -65,14 +65,14 @@ __global__ void iota_kernel(int* v, int n) {
 
 // Block i of the sorted order: if it starts a run of equal tokens, it sums the run's rows of
 // dout (positions ascending, as the stable sort left them) and adds the sum to that token's
-// row of dwte. Blocks inside a run exit at once (the test is uniform over the block, so no
-// thread can miss a barrier: there is none).
+// row of dwte (none for pad_token's run). Blocks inside a run exit at once (the test is
+// uniform over the block, so no thread can miss a barrier: there is none).
 template <class T>
 __global__ void encoder_dwte_kernel(T* dwte, const T* dout, const int* sorted_tokens, const int* sorted_pos,
-                                    int BT, int C) {
+                                    int BT, int C, int pad_token) {
   const int i = blockIdx.x;
   const int tok = sorted_tokens[i];
-  if (i > 0 && sorted_tokens[i - 1] == tok) return;
+  if (tok == pad_token || (i > 0 && sorted_tokens[i - 1] == tok)) return;
   int end = i + 1;
   while (end < BT && sorted_tokens[end] == tok) ++end;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
@@ -125,7 +125,7 @@ size_t encoder_backward_scratch_bytes(int B, int Tn) {
 
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* scratch, size_t scratch_bytes,
-                      int B, int Tn, int C, Context& ctx) {
+                      int B, int Tn, int C, Context& ctx, int pad_token) {
   MPT_PROFILE_RANGE("encoder_backward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[encoder_backward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
@@ -154,13 +154,13 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* 
   MPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, pos_in, pos_out, BT,
                                                  0, static_cast<int>(sizeof(int) * 8), s));
   // One block per sorted position (most exit at once); 256 threads stride over C.
-  encoder_dwte_kernel<T><<<BT, threads, 0, s>>>(dwte, dout, sorted_tokens, pos_out, BT, C);
+  encoder_dwte_kernel<T><<<BT, threads, 0, s>>>(dwte, dout, sorted_tokens, pos_out, BT, C, pad_token);
   MPT_CUDA_CHECK_LAUNCH("encoder_dwte_kernel");
 }
 
 #define MPT_INSTANTIATE(T)                                                                       \
   template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, Context&); \
-  template void encoder_backward<T>(T*, T*, const T*, const int*, void*, size_t, int, int, int, Context&);
+  template void encoder_backward<T>(T*, T*, const T*, const int*, void*, size_t, int, int, int, Context&, int);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

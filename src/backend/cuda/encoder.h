@@ -19,8 +19,10 @@ size_t encoder_backward_scratch_bytes(int B, int Tn);
 // dwte[tokens[b,t], :] += dout[b,t,:];  dwpe[t,:] += Σ_b dout[b,t,:]  (accumulated, +=).
 // Deterministic without atomics: positions are sorted by token (stable radix sort), and each
 // distinct token's row adds its positions' gradients in increasing (b,t) order.
+// pad_token >= 0: that row of dwte gets nothing (nn.Embedding's padding_idx, BERT's [PAD];
+// dwpe still takes those positions), as cpu::embeddings_backward; -1 = every row.
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int* tokens, void* scratch, size_t scratch_bytes,
-                      int B, int Tn, int C, Context& ctx);
+                      int B, int Tn, int C, Context& ctx, int pad_token = -1);
 
 }  // namespace mptrain::cuda
