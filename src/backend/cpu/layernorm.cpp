@@ -25,6 +25,22 @@ constexpr int kChunks = 64;
 constexpr int kStrip = 64;  // channels per task in the final reduction (256 bytes)
 
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+
+// Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes: the one
+// definition both forwards use, so the typed forward's statistics are the fp32 one's bits.
+void row_mean_rstd(const float* x, int C, float inv_c, float eps, float& m, float& s) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int c = 0; c < C; ++c) sum += x[c];
+  m = sum * inv_c;
+  float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+  for (int c = 0; c < C; ++c) {
+    float d = x[c] - m;
+    sq += d * d;
+  }
+  s = 1.0f / std::sqrt(sq * inv_c + eps);
+}
 }  // namespace
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -36,17 +52,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   for (int n = 0; n < N; ++n) {
     const float* x = inp + static_cast<size_t>(n) * C;
     float* y = out + static_cast<size_t>(n) * C;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < C; ++c) sum += x[c];
-    const float m = sum * inv_c;
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (int c = 0; c < C; ++c) {
-      float d = x[c] - m;
-      sq += d * d;
-    }
-    const float s = 1.0f / std::sqrt(sq * inv_c + eps);
+    float m, s;
+    row_mean_rstd(x, C, inv_c, eps, m, s);
     for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
     mean[n] = m;
     rstd[n] = s;
@@ -67,17 +74,8 @@ void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd
   for (int n = 0; n < N; ++n) {
     const float* x = inp + static_cast<size_t>(n) * C;
     char* y = static_cast<char*>(out) + static_cast<size_t>(n) * C * eo;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < C; ++c) sum += x[c];
-    const float m = sum * inv_c;
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (int c = 0; c < C; ++c) {
-      float d = x[c] - m;
-      sq += d * d;
-    }
-    const float s = 1.0f / std::sqrt(sq * inv_c + eps);
+    float m, s;
+    row_mean_rstd(x, C, inv_c, eps, m, s);
     float tmp[kChunk];
     for (int c0 = 0; c0 < C; c0 += static_cast<int>(kChunk)) {
       const int len = std::min(static_cast<int>(kChunk), C - c0);
