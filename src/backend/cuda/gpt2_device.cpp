@@ -4,6 +4,7 @@
 // gpt2_device_optim.cpp; the private state both share in gpt2_device_impl.h.
 #include "backend/cuda/gpt2_device.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -96,31 +97,49 @@ void Gpt2Device::Impl::plan_buffers() {
   ctx.synchronize();
 }
 
-// The step of model/gpt2.cpp (forward_impl, loss_impl, backward_impl) on the device; the batch
-// is already uploaded. Gradients (=) land in the fp32 gradient buffer.
+// The gradient-ready ranges (gpt2_device.h): each layer's tensors are contiguous in the table
+// (gpt2_param_table: wte, wpe, h.0 ... h.L-1, ln_f), which is checked here, not assumed.
+void Gpt2Device::Impl::plan_grad_ranges() {
+  const int L = config.n_layer;
+  auto range_of = [&](const std::string& prefix) {
+    ParamRange r{n, 0};
+    size_t numel = 0;
+    for (const ParamSpec& s : table.specs())
+      if (s.name.compare(0, prefix.size(), prefix) == 0) {
+        r.begin = std::min(r.begin, s.offset);
+        r.end = std::max(r.end, s.offset + s.numel);
+        numel += s.numel;
+      }
+    MPT_CHECK(numel > 0 && numel == r.end - r.begin,
+              "[gpt2-cuda] the parameters named " + prefix + "* are not one contiguous range of the table");
+    return r;
+  };
+  lnf_range = range_of("ln_f.");
+  layer_ranges.clear();
+  for (int l = 0; l < L; ++l) layer_ranges.push_back(range_of("h." + std::to_string(l) + "."));
+  embed_range = {0, L > 0 ? layer_ranges[0].begin : lnf_range.begin};
+  MPT_CHECK(lnf_range.end == n && (L == 0 || layer_ranges[L - 1].end == lnf_range.begin),
+            "[gpt2-cuda] the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
+}
+
+// The forward of model/gpt2.cpp (forward_impl) on the device, up to the logits; the batch is
+// already uploaded.
 template <class T>
-void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
+void Gpt2Device::Impl::forward(int B, int Tn) {
   const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
-  const int V = config.vocab_size, Vp = config.padded_vocab_size;
+  const int Vp = config.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
   const float eps = config.ln_eps;
   constexpr StorageType ts = storage_of<T>();
-  constexpr bool is_float = std::is_same_v<T, float>;
   // The fused bias+GELU epilogue pays off in 16 bits but is slower than the unfused pair in
   // fp32/TF32 on an H100 (docs/dev/cuda.md, measured): use it only for 16-bit T.
-  constexpr bool fuse_gelu = !is_float;
-  T* wbase = is_float ? static_cast<T*>(params.get()) : static_cast<T*>(params_lp.get());
-  T* gbase = is_float ? static_cast<T*>(grads.get()) : static_cast<T*>(grads_lp.get());
-  const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, wbase, L);
-  const Gpt2TensorsOf<T> g = bind_gpt2_tensors<T>(table, gbase, L);
-  const int* tokens = tokens_dev();
-  const int* targets = targets_dev(N);
-  float* ln_scr = at<float>(ln_scratch);
+  constexpr bool fuse_gelu = !std::is_same_v<T, float>;
+  const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, param_copy<T>(), L);
   T* proj_out = at<T>(proj);
 
-  // ---- forward: encoder, then per layer ln1 → qkv → attention → c_proj → residual + ln2 →
-  // c_fc + GELU → c_proj → residual + the next LayerNorm (ln1 of l+1, or ln_f), fused.
-  encoder_forward<T>(at<T>(encoded), tokens, w.wte, w.wpe, B, Tn, C, ctx);
+  // Encoder, then per layer ln1 → qkv → attention → c_proj → residual + ln2 → c_fc + GELU →
+  // c_proj → residual + the next LayerNorm (ln1 of l+1, or ln_f), fused.
+  encoder_forward<T>(at<T>(encoded), tokens_dev(), w.wte, w.wpe, B, Tn, C, ctx);
   if (L > 0) {
     const LayerActs& a0 = layers[0];
     layernorm_forward<T>(at<T>(a0.ln1), at<float>(a0.ln1_mean), at<float>(a0.ln1_rstd), at<T>(encoded),
@@ -157,14 +176,60 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
     }
   }
   // LM head tied to wte: logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T.
+  gemm(at<T>(logits), ts, at<T>(lnf), w.wte, ts, N, Vp, C, false, true, false, math, GemmEpilogue{}, ctx);
+}
+
+// The loss of model/gpt2.cpp (loss_impl): per-token losses (fp32) and dlogits in place, dloss
+// (already uploaded) per token. Sampled: the labels are drawn into the targets region, from
+// where run_step downloads them (the backward does not read targets).
+template <class T>
+void Gpt2Device::Impl::loss(int N, LossKind kind, uint64_t seed, uint64_t counter) {
+  const int V = config.vocab_size, Vp = config.padded_vocab_size;
   T* logit = at<T>(logits);
-  gemm(logit, ts, at<T>(lnf), w.wte, ts, N, Vp, C, false, true, false, math, GemmEpilogue{}, ctx);
+  if (kind == LossKind::Sampled)
+    crossentropy_sampled_forward_backward<T>(at<float>(losses), logit, targets_dev(N), logit, dloss_dev(N), N, V, Vp,
+                                             seed, counter, ctx);
+  else
+    crossentropy_forward_backward<T>(at<float>(losses), logit, logit, targets_dev(N), dloss_dev(N), N, V, Vp, ctx);
+}
 
-  // ---- loss: per-token losses (fp32) and dlogits in place, dloss = loss_scale / valid each.
-  crossentropy_forward_backward<T>(at<float>(losses), logit, logit, targets, dloss_dev(N), N, V, Vp, ctx);
+template <class T>
+void Gpt2Device::Impl::grads_ready(ParamRange r, bool accumulate) {
+  if constexpr (!std::is_same_v<T, float>) {
+    // 16-bit gradients to the fp32 buffer the optimizer reads (core/dtype.h's rounding);
+    // accumulating: through the fp32 scratch, then added.
+    const size_t len = r.end - r.begin;
+    const T* src = static_cast<const T*>(grads_lp.get()) + r.begin;
+    float* fp32 = static_cast<float*>(grads.get()) + r.begin;
+    float* dst = accumulate ? static_cast<float*>(grads_acc.get()) + r.begin : fp32;
+    if constexpr (std::is_same_v<T, Bf16>)
+      cast_bf16_to_f32(dst, src, len, ctx.stream());
+    else
+      cast_f16_to_f32(dst, src, len, ctx.stream());
+    if (accumulate) cuda::accumulate<float>(fp32, dst, len, ctx);
+  }
+  if (grad_ready) grad_ready(r.begin, r.end);
+}
 
-  // ---- backward. Every gradient buffer is +=: start from zero (fp32 accumulating: from the
-  // micro-batches before; 16-bit gradients are added to the fp32 buffer at the end).
+// The backward of model/gpt2.cpp (backward_impl) from the dlogits the loss left in place. The
+// gradients (=, or += into the fp32 buffer when accumulating) end in the fp32 gradient buffer,
+// announced range by range (grads_ready) as soon as each is final.
+template <class T>
+void Gpt2Device::Impl::backward(int B, int Tn, bool accumulate) {
+  const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
+  const int Vp = config.padded_vocab_size;
+  const size_t NC = static_cast<size_t>(N) * C;
+  constexpr StorageType ts = storage_of<T>();
+  constexpr bool is_float = std::is_same_v<T, float>;
+  constexpr bool fuse_gelu = !is_float;  // as in forward
+  T* gbase = is_float ? static_cast<T*>(grads.get()) : static_cast<T*>(grads_lp.get());
+  const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, param_copy<T>(), L);
+  const Gpt2TensorsOf<T> g = bind_gpt2_tensors<T>(table, gbase, L);
+  float* ln_scr = at<float>(ln_scratch);
+  const T* logit = at<T>(logits);  // dlogits, in place
+
+  // Every gradient buffer is +=: start from zero (fp32 accumulating: from the micro-batches
+  // before; 16-bit gradients are added to the fp32 buffer range by range in grads_ready).
   if (!(accumulate && is_float)) fill_bytes(gbase, 0, n * sizeof(T), ctx);
   T* dres = at<T>(dresidual);
   T* dl = at<T>(dln);
@@ -175,6 +240,7 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
   fill_bytes(dres, 0, NC * sizeof(T), ctx);
   layernorm_backward<T>(dres, g.lnf_w, g.lnf_b, dl, last_residual, w.lnf_w, at<float>(lnf_mean),
                         at<float>(lnf_rstd), ln_scr, N, C, ctx);
+  grads_ready<T>(lnf_range, accumulate);
   // dres holds the gradient of the current layer's output; each LayerNorm backward adds the
   // branch's contribution to it (the residual connection).
   for (int l = L - 1; l >= 0; --l) {
@@ -206,23 +272,51 @@ void Gpt2Device::Impl::forward_backward(int B, int Tn, bool accumulate) {
     matmul_backward<T>(dl, gl.qkv_w, gl.qkv_b, dq, at<T>(a.ln1), wl.qkv_w, N, C, 3 * C, math, ctx);
     layernorm_backward<T>(dres, gl.ln1_w, gl.ln1_b, dl, residual, wl.ln1_w, at<float>(a.ln1_mean),
                           at<float>(a.ln1_rstd), ln_scr, N, C, ctx);
+    grads_ready<T>(layer_ranges[l], accumulate);
   }
-  encoder_backward<T>(g.wte, g.wpe, dres, tokens, at<char>(enc_scratch), enc_scratch_bytes, B, Tn, C, ctx);
+  encoder_backward<T>(g.wte, g.wpe, dres, tokens_dev(), at<char>(enc_scratch), enc_scratch_bytes, B, Tn, C, ctx);
+  grads_ready<T>(embed_range, accumulate);
+}
 
-  // 16-bit gradients to the fp32 buffer the optimizer reads (same rounding as the host);
-  // accumulating: through the fp32 scratch, then added.
-  if constexpr (!is_float) {
-    float* dst = static_cast<float*>(grads.get());
-    if (accumulate) {
-      if (!grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
-      dst = static_cast<float*>(grads_acc.get());
-    }
-    if constexpr (std::is_same_v<T, Bf16>)
-      cast_bf16_to_f32(dst, gbase, n, ctx.stream());
-    else
-      cast_f16_to_f32(dst, gbase, n, ctx.stream());
-    if (accumulate) cuda::accumulate<float>(static_cast<float*>(grads.get()), dst, n, ctx);
+float Gpt2Device::Impl::run_step(const int* tokens, const int* targets, int* sampled, int B, int Tn, float grad_scale,
+                                 bool accumulate, LossKind kind, uint64_t seed, uint64_t counter) {
+  MPT_CHECK(tokens != nullptr && (targets != nullptr || kind == LossKind::Sampled) &&
+                (sampled != nullptr || kind == LossKind::Targets),
+            "[gpt2-cuda] forward_backward needs tokens, and targets (or a buffer for the sampled labels)");
+  MPT_CHECK(B > 0 && Tn > 0 && B <= plan_B && Tn <= plan_T,
+            "[gpt2-cuda] batch " + std::to_string(B) + "x" + std::to_string(Tn) + " exceeds the planned " +
+                std::to_string(plan_B) + "x" + std::to_string(plan_T));
+  const int N = B * Tn;
+  // The mean is over the targets != -1, or over every position for sampled labels (as on the CPU).
+  int counted = N;
+  if (kind == LossKind::Targets) {
+    counted = 0;
+    for (int i = 0; i < N; ++i) counted += targets[i] != -1;
   }
+  const float d = counted > 0 ? grad_scale / static_cast<float>(counted) : 0.0f;
+  // One upload: tokens | targets | dloss (the model's per-token loss weights, as loss_impl).
+  staging.resize(3 * static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) {
+    staging[i] = tokens[i];
+    staging[N + i] = targets ? targets[i] : -1;
+    std::memcpy(&staging[2 * static_cast<size_t>(N) + i], &d, sizeof(float));
+  }
+  copy_to_device(tokens_dev(), staging.data(), staging.size() * sizeof(int32_t), ctx);
+  // 16-bit accumulation casts each range through an fp32 scratch (allocated once, here: never
+  // inside the enqueued step, which a CUDA graph may capture).
+  if (lowp && accumulate && !grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
+  dispatch_storage(t, [&](auto tag) {
+    using T_ = typename decltype(tag)::type;
+    forward<T_>(B, Tn);
+    loss<T_>(N, kind, seed, counter);
+    backward<T_>(B, Tn, accumulate);
+  });
+  host_losses.resize(N);
+  copy_to_host(host_losses.data(), at<float>(losses), N * sizeof(float), ctx);
+  if (kind == LossKind::Sampled) copy_to_host(sampled, targets_dev(N), N * sizeof(int), ctx);
+  double sum = 0.0;  // fixed order, as Gpt2::loss_impl
+  for (int i = 0; i < N; ++i) sum += host_losses[i];
+  return counted > 0 ? static_cast<float>(sum / counted) : 0.0f;
 }
 
 Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx)
@@ -233,6 +327,7 @@ Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int
                                         " positions)");
   if (needs_loss_scaler(precision)) impl_->scaler = std::make_unique<LossScaler>();
   impl_->plan_buffers();
+  impl_->plan_grad_ranges();
 }
 
 Gpt2Device::~Gpt2Device() = default;
@@ -274,32 +369,14 @@ float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B,
 
 float Gpt2Device::forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale,
                                    bool accumulate) {
-  Impl& im = *impl_;
-  MPT_CHECK(tokens != nullptr && targets != nullptr, "[gpt2-cuda] forward_backward needs tokens and targets");
-  MPT_CHECK(B > 0 && T > 0 && B <= im.plan_B && T <= im.plan_T,
-            "[gpt2-cuda] batch " + std::to_string(B) + "x" + std::to_string(T) + " exceeds the planned " +
-                std::to_string(im.plan_B) + "x" + std::to_string(im.plan_T));
-  const int N = B * T;
-  int valid = 0;
-  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
-  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
-  // One upload: tokens | targets | dloss (the model's per-token loss weights, as loss_impl).
-  im.staging.resize(3 * static_cast<size_t>(N));
-  for (int i = 0; i < N; ++i) {
-    im.staging[i] = tokens[i];
-    im.staging[N + i] = targets[i];
-    std::memcpy(&im.staging[2 * static_cast<size_t>(N) + i], &d, sizeof(float));
-  }
-  copy_to_device(im.tokens_dev(), im.staging.data(), im.staging.size() * sizeof(int32_t), im.ctx);
-  dispatch_storage(im.t, [&](auto tag) {
-    using T_ = typename decltype(tag)::type;
-    im.forward_backward<T_>(B, T, accumulate);
-  });
-  im.host_losses.resize(N);
-  copy_to_host(im.host_losses.data(), im.at<float>(im.losses), N * sizeof(float), im.ctx);
-  double sum = 0.0;  // fixed order, as Gpt2::loss_impl
-  for (int i = 0; i < N; ++i) sum += im.host_losses[i];
-  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
+  return impl_->run_step(tokens, targets, nullptr, B, T, grad_scale, accumulate, LossKind::Targets, 0, 0);
 }
+
+float Gpt2Device::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
+                                           uint64_t seed, uint64_t counter) {
+  return impl_->run_step(tokens, nullptr, sampled, B, T, grad_scale, false, LossKind::Sampled, seed, counter);
+}
+
+void Gpt2Device::set_grad_ready(GradReadyFn fn) { impl_->grad_ready = std::move(fn); }
 
 }  // namespace mptrain::cuda

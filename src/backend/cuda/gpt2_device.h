@@ -11,7 +11,8 @@
 //   fp16 -> T = Fp16, as bf16, plus dynamic loss scaling (precision/loss_scaler.h's GradScaler)
 // Master parameters, AdamW moments and the gradients the optimizer reads are fp32 in every mode.
 // For 16-bit T the launchers' one-T-per-op contract means the backward writes gradients in T
-// (llm.c's scheme); they are cast to the fp32 gradient buffer at the end of forward_backward.
+// (llm.c's scheme); each layer's range is cast to the fp32 gradient buffer right after that
+// layer's backward (so that a data-parallel all-reduce can start on it: set_grad_ready).
 // Deviations from the CPU mixed policy (precision/policy.h): the residual stream, its gradient,
 // the logits and dlogits are stored in T (the CPU keeps them fp32); gradients are rounded to T
 // once before the fp32 optimizer. Gradient accumulation over micro-batches: the 6-argument
@@ -19,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/cuda/context.h"
@@ -95,6 +97,31 @@ class Gpt2Device {
   void download_moments(float* m, float* v);
   // The fp16 loss scaler (null in other precisions).
   const LossScaler* loss_scaler() const;
+
+  // --- Sophia (optim/sophia.h) ---
+  // Sophia's Gauss-Newton-Bartlett pass, model/gpt2.h's Gpt2::forward_backward_sampled on the
+  // device: forward; each position's label drawn from the model's own softmax inside the fused
+  // loss (cuda::crossentropy_sampled_forward_backward, RNG (seed, counter): the CPU's labels
+  // except where a row's uniform lies within fp32 rounding of a CDF boundary); backward. The
+  // gradients of grad_scale · the mean loss over all B·T positions on those labels are WRITTEN
+  // (=; the CPU adds) to the fp32 gradient buffer. sampled[B*T] (host, =) the drawn labels.
+  // Returns that mean loss. Host syncs: the batch upload, the loss and label downloads.
+  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
+                                 uint64_t counter);
+
+  // --- data-parallel overlap: the gradient-ready hook ---
+  // While set (null = none), every forward_backward / forward_backward_sampled call invokes
+  // fn(begin, end) on the host, in this order: ln_f's range, then each layer's contiguous range
+  // of the parameter table (layer L-1 down to 0), then [0, start of h.0) = wte + wpe. The
+  // ranges are disjoint and cover [0, num_params()) exactly once per call. Each call comes
+  // right after the work that makes the fp32 gradients [begin, end) final has been ENQUEUED on
+  // ctx.stream() (16-bit modes: including their cast to fp32 and, accumulating, the add): the
+  // device may not have run it yet, so the consumer records an event on ctx.stream() and
+  // orders its own work (an all-reduce on another stream) after it; it must not read the
+  // gradients on the host in the hook. Nothing in the rest of the call writes a range after it
+  // was announced. The stepper sets the hook for the last micro-batch only.
+  using GradReadyFn = std::function<void(size_t begin, size_t end)>;
+  void set_grad_ready(GradReadyFn fn);
 
   struct Impl;
 

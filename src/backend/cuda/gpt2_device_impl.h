@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/arena.h"
@@ -22,6 +23,15 @@ struct LayerActs {
   size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, residual3;
 };
 
+// Which loss the step computes: cross-entropy on the given targets, or on labels drawn from the
+// model's own softmax (Sophia; forward_backward_sampled).
+enum class LossKind { Targets, Sampled };
+
+// A half-open range [begin, end) of the flat parameter table.
+struct ParamRange {
+  size_t begin = 0, end = 0;
+};
+
 inline StorageType storage_for(Precision p) {
   return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
 }
@@ -29,6 +39,8 @@ inline StorageType storage_for(Precision p) {
 }  // namespace gpt2_device_detail
 
 using gpt2_device_detail::LayerActs;
+using gpt2_device_detail::LossKind;
+using gpt2_device_detail::ParamRange;
 using gpt2_device_detail::storage_for;
 
 struct Gpt2Device::Impl {
@@ -60,6 +72,11 @@ struct Gpt2Device::Impl {
   // Host staging of one batch: tokens, targets and dloss as 4-byte words, uploaded in one copy.
   std::vector<int32_t> staging;
   std::vector<float> host_losses;
+  // The gradient-ready hook (gpt2_device.h) and the ranges it is called with, in backward
+  // order: ln_f, layer L-1 ... layer 0 (layer_ranges[l]), then wte + wpe.
+  GradReadyFn grad_ready;
+  ParamRange lnf_range, embed_range;
+  std::vector<ParamRange> layer_ranges;
 
   Impl(const Gpt2Config& c, Precision p, int B, int T, Context& cx)
       : config(c),
@@ -77,17 +94,35 @@ struct Gpt2Device::Impl {
   U* at(size_t offset) const {
     return reinterpret_cast<U*>(static_cast<char*>(acts.get()) + offset);
   }
+  // The parameters the forward reads: the fp32 masters (T = float) or their 16-bit copy.
+  template <class T>
+  T* param_copy() const {
+    return static_cast<T*>(std::is_same_v<T, float> ? params.get() : params_lp.get());
+  }
   // The batch region holds tokens[N] | targets[N] | dloss[N] for the current N = B·T.
   int* tokens_dev() const { return at<int>(inputs); }
   int* targets_dev(int N) const { return at<int>(inputs) + N; }
   float* dloss_dev(int N) const { return reinterpret_cast<float*>(at<int>(inputs) + 2 * static_cast<size_t>(N)); }
 
   void plan_buffers();
+  void plan_grad_ranges();
+  // Uploads the batch, runs the step, downloads the per-token losses (and the sampled labels);
+  // returns the mean loss. targets: null for LossKind::Sampled.
+  float run_step(const int* tokens, const int* targets, int* sampled, int B, int Tn, float grad_scale,
+                 bool accumulate, LossKind loss, uint64_t seed, uint64_t counter);
   // One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
   // the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
   void adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip);
   template <class T>
-  void forward_backward(int B, int Tn, bool accumulate);
+  void forward(int B, int Tn);
+  template <class T>
+  void loss(int N, LossKind kind, uint64_t seed, uint64_t counter);
+  template <class T>
+  void backward(int B, int Tn, bool accumulate);
+  // The fp32 gradients [r.begin, r.end) are final once this is enqueued: 16-bit T casts (and,
+  // accumulating, adds) them from the T gradients; then the gradient-ready hook.
+  template <class T>
+  void grads_ready(ParamRange r, bool accumulate);
 };
 
 }  // namespace mptrain::cuda
