@@ -24,11 +24,15 @@ double global_norm(const float* grads, size_t n) {
   return std::sqrt(total);
 }
 
-float clip_grad_norm(float* grads, size_t n, double norm, float max_norm) {
+float clip_coefficient(double norm, float max_norm) {
   if (max_norm <= 0.0f) return 1.0f;
   const double coef = static_cast<double>(max_norm) / (norm + 1e-6);
-  if (coef >= 1.0) return 1.0f;
-  const float c = static_cast<float>(coef);
+  return coef >= 1.0 ? 1.0f : static_cast<float>(coef);
+}
+
+float clip_grad_norm(float* grads, size_t n, double norm, float max_norm) {
+  const float c = clip_coefficient(norm, max_norm);
+  if (c == 1.0f) return 1.0f;
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) grads[i] *= c;
   return c;

@@ -9,7 +9,11 @@ namespace mptrain {
 // result does not depend on the number of threads.
 double global_norm(const float* grads, size_t n);
 
-// Scales grads by min(1, max_norm / (norm + 1e-6)); returns the factor applied.
+// min(1, max_norm / (norm + 1e-6)), and 1 when max_norm <= 0: the factor clip_grad_norm
+// applies (also the device optimizer's, so that its clipping is the CPU's to the bit).
+float clip_coefficient(double norm, float max_norm);
+
+// Scales grads by clip_coefficient(norm, max_norm); returns the factor applied.
 float clip_grad_norm(float* grads, size_t n, double norm, float max_norm);
 
 }  // namespace mptrain

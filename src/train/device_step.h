@@ -4,8 +4,9 @@
 // backend, by src/backend/nocuda/gpt2_device_step.cpp (one clear Error), so trainer.cpp and
 // gpt2_task.cpp call it without an #ifdef.
 //
-// The device holds the fp32 master parameters and the AdamW moments between steps; the host
-// copies (the task's params, the AdamW optimizer's m/v) are only brought up to date when the
+// The device holds the fp32 master parameters and the optimizer state (AdamW m, v or Sophia
+// m, h and its Hessian counter) between steps; the host copies (the task's params, the host
+// optimizer's state, in the CPU layout checkpoints use) are only brought up to date when the
 // loop asks (before validation, samples and checkpoints), and uploaded at the start and after
 // a rollback.
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "model/gpt2_config.h"
 #include "optim/adamw.h"
+#include "optim/optimizer.h"
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"
 #include "train/step.h"
@@ -23,23 +25,26 @@ namespace mptrain {
 class DeviceStepper {
  public:
   virtual ~DeviceStepper() = default;
-  // host arrays of the table's total size: parameters, AdamW m and v (zeros for a new run).
-  virtual void upload(const float* params, const float* m, const float* v) = 0;
-  // One optimizer step with train_step's contract (train/step.h, AdamW, no data parallelism):
-  // accum micro-batches from next_batch, their gradients accumulated with loss_scale/accum,
-  // fp16 unscale/skip through the scaler given at creation, the numeric guard (non_finite:
-  // no update), clip, AdamW. t: the 1-based optimizer step.
+  // params: a host array of the table's total size; optimizer: the run's host optimizer of
+  // the stepper's kind over the whole table (its state zeros for a new run).
+  virtual void upload(const float* params, const Optimizer& optimizer) = 0;
+  // One optimizer step with train_step's contract (train/step.h): accum micro-batches from
+  // next_batch, their gradients accumulated with loss_scale/accum, fp16 unscale/skip through
+  // the scaler given at creation, the numeric guard (non_finite: no update), clip, the update;
+  // Sophia's curvature pass when due (StepStats' curvature fields). t: the 1-based step.
   virtual StepStats step(const NextBatchFn& next_batch, int accum, float lr, float grad_clip, int64_t t) = 0;
   virtual void download_params(float* params) = 0;
-  virtual void download_moments(float* m, float* v) = 0;
+  // The optimizer state (and Sophia's Hessian counter) into the host optimizer, for checkpoints.
+  virtual void download_state(Optimizer& optimizer) = 0;
   // The fp32 gradients of the last step (the numeric guard's message names the bad tensors).
   virtual void download_grads(float* grads) = 0;
 };
 
-// GPT-2 with AdamW on GPU 0 for micro-batches of B×T. scaler: the trainer's fp16 loss scaler
-// (its state goes into checkpoints; null in other precisions). Throws Error when this build has
-// no CUDA backend or no GPU is visible.
+// GPT-2 on GPU 0 for micro-batches of B×T, with the kind and hyper-parameters of `optimizer`
+// (AdamW or Sophia; the host one, whose state checkpoints carry). scaler: the trainer's fp16
+// loss scaler (its state goes into checkpoints; null in other precisions). Throws Error when
+// this build has no CUDA backend or no GPU is visible.
 std::unique_ptr<DeviceStepper> make_gpt2_cuda_stepper(const Gpt2Config& config, Precision precision, int B, int T,
-                                                      const AdamWHyper& hyper, LossScaler* scaler);
+                                                      const Optimizer& optimizer, LossScaler* scaler);
 
 }  // namespace mptrain

@@ -101,8 +101,9 @@ class TrainTask {
   // --device cuda (train/device_step.h): whether this family has a GPU step, and the stepper
   // (after open_data) with the training loader's next micro-batch to feed it.
   virtual bool has_device_step() const { return false; }
+  // optimizer: the run's host optimizer (its kind and hyper-parameters; checkpoints carry its state).
   virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/, Precision /*precision*/,
-                                                             LossScaler* /*scaler*/) {
+                                                             const Optimizer& /*optimizer*/, LossScaler* /*scaler*/) {
     return nullptr;
   }
   virtual NextBatchFn next_batch() { return {}; }

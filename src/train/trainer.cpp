@@ -46,12 +46,10 @@ double now_seconds() {
 
 // --device cuda (train/device_step.h): what the GPU step cannot do yet is refused from the
 // options alone, before any data is read or a GPU is touched; then a machine without one.
-void check_device(const TrainOptions& opt, OptimizerKind optimizer, int world, const TrainTask& task) {
+void check_device(const TrainOptions& opt, int world, const TrainTask& task) {
   MPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "--device must be cpu or cuda, not '" + opt.device + "'");
   if (opt.device != "cuda") return;
   MPT_CHECK(task.has_device_step(), "[train] --device cuda trains GPT-2 only (--model bert has no GPU step yet)");
-  MPT_CHECK(optimizer == OptimizerKind::AdamW,
-            "[train] --device cuda runs AdamW only (--optimizer sophia has no GPU step yet)");
   MPT_CHECK(world == 1 && opt.zero == 0,
             "[train] --device cuda trains in one process (data parallelism and --zero have no GPU path yet)");
   MPT_CHECK(opt.fault_inf_grad_steps.empty(), "[train] --fault-inf-grad is not supported with --device cuda");
@@ -89,7 +87,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
-  check_device(opt, optimizer_kind, world, task);
+  check_device(opt, world, task);
   const bool on_cuda = opt.device == "cuda";
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
@@ -205,18 +203,17 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   monitor.start();
 
   const StepModel step_model = task.step_model(opt);
-  // --device cuda: the step runs on the GPU from the params and AdamW moments above (fresh,
+  // --device cuda: the step runs on the GPU from the params and optimizer state above (fresh,
   // --init-from or resumed); the host copies are refreshed from it only when the loop reads them.
   std::unique_ptr<DeviceStepper> stepper;
   NextBatchFn next_batch;
-  AdamW* adamw = on_cuda ? dynamic_cast<AdamW*>(optimizer.get()) : nullptr;
-  const auto upload_to_device = [&] { stepper->upload(task.params().data(), adamw->m().data(), adamw->v().data()); };
+  const auto upload_to_device = [&] { stepper->upload(task.params().data(), *optimizer); };
   if (on_cuda) {
-    MPT_CHECK(adamw != nullptr, "[train] --device cuda runs AdamW only");
-    stepper = task.make_device_stepper(opt, precision, scaler.get());
+    stepper = task.make_device_stepper(opt, precision, *optimizer, scaler.get());
     next_batch = task.next_batch();
     upload_to_device();
-    monitor.say("device cuda: the step (forward, backward, AdamW) runs on GPU 0: " + cuda_device_name(0));
+    monitor.say(std::string("device cuda: the step (forward, backward, ") + optimizer->name() + ") runs on GPU 0: " +
+                cuda_device_name(0));
   }
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
@@ -259,7 +256,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
 
     const bool last = done == opt.steps;
     // --device cuda: the CPU model validates, samples and saves; bring its params (and, for
-    // a checkpoint, the AdamW moments) up from the GPU first. SIGINT's stop is decided below.
+    // a checkpoint, the optimizer state) up from the GPU first. SIGINT's stop is decided below.
     bool params_fresh = !on_cuda;
     const auto fresh_params = [&] {
       if (!params_fresh) stepper->download_params(task.params().data());
@@ -309,7 +306,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
       if (on_cuda) {
         fresh_params();
-        stepper->download_moments(adamw->m().data(), adamw->v().data());
+        stepper->download_state(*optimizer);
       }
       std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
       if (comm->is_root()) task.save(opt.run_dir, whole ? *whole : *optimizer, state, opt.keep_last);

@@ -4,10 +4,15 @@
 // test_gpt2_device_gpu.cpp). Two micro-batches per step (--total-batch) run the gradient
 // accumulation path. A run resumed on the GPU from its step-10 checkpoint reproduces the
 // uninterrupted run's losses (relative 1e-6; AdamW moments restarted from zero, or a lost fp16
-// loss scale, move them by far more). Skipped without a GPU.
+// loss scale, move them by far more). Sophia (--sophia-k 5, so steps 5, 10, 15, 20 make a
+// curvature pass on the device): the same comparisons, plus the Hessian records (hessian_loss,
+// win_rate) at the same steps as the CPU's and close to them, and a resume from step 10 that
+// carries m, h and the label counter. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,12 +35,40 @@ std::string args(const TempDir& tmp, const std::string& precision, const std::st
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-12); }
 
-void compare_with_cpu(const std::string& precision, double tol) {
+const char* kSophia = " --optimizer sophia --sophia-k 5 --lr 3e-4";
+
+// A metrics.jsonl field of every record that has it, by step.
+std::map<int64_t, double> read_field(const std::string& run_dir, const std::string& key) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::map<int64_t, double> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains(key)) out[j["step"].get<int64_t>()] = j[key].get<double>();
+  }
+  return out;
+}
+
+// Sophia: the curvature steps and their records agree (the win rate is a count over coordinates
+// near the clip bound, so it gets an absolute tolerance).
+void compare_curvature(const std::string& gpu_dir, const std::string& cpu_dir, double tol) {
+  const auto hg = read_field(gpu_dir, "hessian_loss"), hc = read_field(cpu_dir, "hessian_loss");
+  const auto wg = read_field(gpu_dir, "win_rate"), wc = read_field(cpu_dir, "win_rate");
+  ASSERT_EQ(hc.size(), 4u) << "the CPU run made no curvature pass every 5 steps";
+  ASSERT_EQ(hg.size(), hc.size()) << "the GPU run's curvature steps differ from the CPU's";
+  for (const auto& [step, loss] : hc) {
+    ASSERT_TRUE(hg.count(step)) << "no curvature pass on the GPU at step " << step;
+    EXPECT_LT(rel(hg.at(step), loss), tol) << "hessian_loss at step " << step;
+    EXPECT_NEAR(wg.at(step), wc.at(step), 0.05) << "win_rate at step " << step;
+  }
+}
+
+void compare_with_cpu(const std::string& precision, double tol, const std::string& more = "") {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
   // fp16: a loss scale low enough that neither run skips a step (a skip on one side only
   // would be a trajectory difference, not an error).
-  const std::string extra = precision == "fp16" ? " --loss-scale-init 1024" : "";
+  const std::string extra = (precision == "fp16" ? " --loss-scale-init 1024" : "") + more;
   const auto gpu = run_mptrain(args(tmp, precision, "cuda", "gpu") + extra);
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
   EXPECT_NE(gpu.output.find("device cuda"), std::string::npos) << gpu.output;
@@ -51,6 +84,7 @@ void compare_with_cpu(const std::string& precision, double tol) {
         << precision << " step " << lg[i].first << ": gpu " << lg[i].second << " cpu " << lc[i].second;
   }
   EXPECT_LT(lg.back().second, lg.front().second) << "the GPU run did not learn";
+  if (!more.empty()) compare_curvature(tmp / "gpu", tmp / "cpu", tol);
 }
 
 TEST(TrainDeviceGpu, Fp32LossesMatchTheCpu) {
@@ -70,12 +104,12 @@ TEST(TrainDeviceGpu, Fp16LossesMatchTheCpu) {
   compare_with_cpu("fp16", 3e-2);
 }
 
-void resume_reproduces(const std::string& precision) {
+void resume_reproduces(const std::string& precision, const std::string& more = "") {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  const auto a = run_mptrain(args(tmp, precision, "cuda", "a") + " --save-every 10");
+  const auto a = run_mptrain(args(tmp, precision, "cuda", "a") + more + " --save-every 10");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  const auto b = run_mptrain(args(tmp, precision, "cuda", "b") + " --resume " + (tmp / "a/step_00000010"));
+  const auto b = run_mptrain(args(tmp, precision, "cuda", "b") + more + " --resume " + (tmp / "a/step_00000010"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const auto la = read_losses(tmp / "a"), lb = read_losses(tmp / "b");
   ASSERT_EQ(la.size(), 20u);
@@ -95,6 +129,23 @@ TEST(TrainDeviceGpu, Fp32ResumeReproducesTheRun) {
 TEST(TrainDeviceGpu, Fp16ResumeReproducesTheRun) {  // the loss scaler's state travels too
   SKIP_WITHOUT_GPU();
   resume_reproduces("fp16");
+}
+
+TEST(TrainDeviceGpu, SophiaFp32MatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  compare_with_cpu("fp32", 1e-4, kSophia);
+}
+TEST(TrainDeviceGpu, SophiaBf16MatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  compare_with_cpu("bf16", 3e-2, kSophia);
+}
+TEST(TrainDeviceGpu, SophiaFp16MatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  compare_with_cpu("fp16", 3e-2, kSophia);
+}
+TEST(TrainDeviceGpu, SophiaResumeReproducesTheRun) {  // m, h and the label counter travel
+  SKIP_WITHOUT_GPU();
+  resume_reproduces("fp32", kSophia);
 }
 
 }  // namespace

@@ -11,20 +11,20 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cast.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/encoder.h"
+#include "backend/cuda/flash_attention.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gpt2_device_impl.h"
-#include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
+#include "backend/cuda/softmax.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 
@@ -34,6 +34,13 @@ void Gpt2Device::Impl::plan_buffers() {
   const size_t BT = static_cast<size_t>(plan_B) * plan_T, C = config.n_embd, Vp = config.padded_vocab_size;
   const size_t es = storage_bytes(t), f = sizeof(float);
   const int NH = config.n_head;
+  // Flash saves lse [B,NH,T] (its other input, the output, is atty, saved anyway); the naive
+  // path the probabilities [B,NH,T,T].
+  const bool flash = options.attention == Gpt2Attention::Flash;
+  const size_t att_saved = flash ? flash_attention_saved_bytes(plan_B, plan_T, NH)
+                                 : attention_saved_bytes(plan_B, plan_T, config.n_embd, NH, t);
+  const size_t att_scratch = flash ? flash_attention_scratch_bytes(plan_B, plan_T, NH)
+                                   : attention_scratch_bytes(plan_B, plan_T, config.n_embd, NH, t);
   encoded = arena.add(BT * C * es);
   for (int l = 0; l < config.n_layer; ++l) {
     LayerActs la{};
@@ -41,7 +48,7 @@ void Gpt2Device::Impl::plan_buffers() {
     la.ln1_mean = arena.add(BT * f);
     la.ln1_rstd = arena.add(BT * f);
     la.qkv = arena.add(BT * 3 * C * es);
-    la.att = arena.add(attention_saved_bytes(plan_B, plan_T, config.n_embd, NH, t));
+    la.att = arena.add(att_saved);
     la.atty = arena.add(BT * C * es);
     la.residual2 = arena.add(BT * C * es);
     la.ln2 = arena.add(BT * C * es);
@@ -55,7 +62,8 @@ void Gpt2Device::Impl::plan_buffers() {
   lnf = arena.add(BT * C * es);
   lnf_mean = arena.add(BT * f);
   lnf_rstd = arena.add(BT * f);
-  logits = arena.add(BT * Vp * es);  // dlogits in place (fused loss)
+  logits = arena.add(BT * Vp * es);  // dlogits in place
+  if (!options.fused) probs = arena.add(BT * Vp * f);
   losses = arena.add(BT * f);
   inputs = arena.add(3 * BT * sizeof(int32_t));  // tokens | targets | dloss
   // Scratch shared by every layer (not saved for backward).
@@ -65,33 +73,19 @@ void Gpt2Device::Impl::plan_buffers() {
   dqkv = arena.add(BT * 3 * C * es);
   datty = arena.add(BT * C * es);
   dfch = arena.add(BT * 4 * C * es);
-  attn_scratch = arena.add(attention_scratch_bytes(plan_B, plan_T, config.n_embd, NH, t));
+  attn_scratch = arena.add(att_scratch);
   ln_scratch = arena.add(layernorm_backward_scratch_floats(static_cast<int>(BT), config.n_embd) * f);
   enc_scratch_bytes = encoder_backward_scratch_bytes(plan_B, plan_T);
   enc_scratch = arena.add(enc_scratch_bytes);
-  norm_scratch = arena.add(grad_norm_scratch_doubles() * sizeof(double));
-  norm = arena.add(sizeof(double));
-  clip = arena.add(sizeof(float));
-  found_inf = arena.add(sizeof(int));
 
   params = DeviceMemory(n * f);
   grads = DeviceMemory(n * f);
-  m = DeviceMemory(n * f);
-  v = DeviceMemory(n * f);
   if (lowp) {
     params_lp = DeviceMemory(n * es);
     grads_lp = DeviceMemory(n * es);
   }
-  std::vector<std::pair<size_t, size_t>> decayed;
-  for (const ParamSpec& s : table.specs())
-    if (s.decay) decayed.emplace_back(s.offset, s.offset + s.numel);
-  const std::vector<uint32_t> host_mask = adamw_decay_mask(n, decayed);
-  mask = DeviceMemory(host_mask.size() * sizeof(uint32_t));
-  copy_to_device(mask.get(), host_mask.data(), host_mask.size() * sizeof(uint32_t), ctx);
   acts = DeviceMemory(arena.size());
   fill_bytes(params.get(), 0, n * f, ctx);
-  fill_bytes(m.get(), 0, n * f, ctx);
-  fill_bytes(v.get(), 0, n * f, ctx);
   fill_bytes(grads.get(), 0, n * f, ctx);
   if (lowp) fill_bytes(params_lp.get(), 0, n * es, ctx);
   ctx.synchronize();
@@ -122,23 +116,54 @@ void Gpt2Device::Impl::plan_grad_ranges() {
             "[gpt2-cuda] the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
 }
 
+template <class T>
+void Gpt2Device::Impl::residual_layernorm(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
+                                          const T* weight, const T* bias, int N) {
+  const int C = config.n_embd;
+  if (options.fused) {
+    residual_layernorm_forward<T>(residual_out, out, mean, rstd, a, b, weight, bias, N, C, config.ln_eps, ctx);
+  } else {
+    residual_forward<T>(residual_out, a, b, static_cast<size_t>(N) * C, ctx);
+    layernorm_forward<T>(out, mean, rstd, residual_out, weight, bias, N, C, config.ln_eps, ctx);
+  }
+}
+
+// out (=) atty; saved state into a.att (flash: lse; naive: the probabilities).
+template <class T>
+void Gpt2Device::Impl::attention_fwd(const LayerActs& a, int B, int Tn) {
+  const int C = config.n_embd, NH = config.n_head;
+  if (options.attention == Gpt2Attention::Flash)
+    flash_attention_forward<T>(at<T>(a.atty), at<float>(a.att), at<T>(a.qkv), B, Tn, C, NH, ctx);
+  else
+    attention_forward<T>(at<T>(a.atty), at<char>(a.att), at<T>(a.qkv), at<char>(attn_scratch), B, Tn, C, NH, math,
+                         ctx);
+}
+
+// dqkv (=) from dout = d atty.
+template <class T>
+void Gpt2Device::Impl::attention_bwd(T* dqkv, const T* dout, const LayerActs& a, int B, int Tn) {
+  const int C = config.n_embd, NH = config.n_head;
+  if (options.attention == Gpt2Attention::Flash)
+    flash_attention_backward<T>(dqkv, dout, at<T>(a.qkv), at<T>(a.atty), at<float>(a.att), at<char>(attn_scratch), B,
+                                Tn, C, NH, ctx);
+  else
+    attention_backward<T>(dqkv, dout, at<T>(a.qkv), at<char>(a.att), at<char>(attn_scratch), B, Tn, C, NH, math, ctx);
+}
+
 // The forward of model/gpt2.cpp (forward_impl) on the device, up to the logits; the batch is
 // already uploaded.
 template <class T>
 void Gpt2Device::Impl::forward(int B, int Tn) {
-  const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
+  const int N = B * Tn, C = config.n_embd, L = config.n_layer;
   const int Vp = config.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
   const float eps = config.ln_eps;
   constexpr StorageType ts = storage_of<T>();
-  // The fused bias+GELU epilogue pays off in 16 bits but is slower than the unfused pair in
-  // fp32/TF32 on an H100 (docs/dev/cuda.md, measured): use it only for 16-bit T.
-  constexpr bool fuse_gelu = !std::is_same_v<T, float>;
   const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, param_copy<T>(), L);
   T* proj_out = at<T>(proj);
 
   // Encoder, then per layer ln1 → qkv → attention → c_proj → residual + ln2 → c_fc + GELU →
-  // c_proj → residual + the next LayerNorm (ln1 of l+1, or ln_f), fused.
+  // c_proj → residual + the next LayerNorm (ln1 of l+1, or ln_f).
   encoder_forward<T>(at<T>(encoded), tokens_dev(), w.wte, w.wpe, B, Tn, C, ctx);
   if (L > 0) {
     const LayerActs& a0 = layers[0];
@@ -153,12 +178,11 @@ void Gpt2Device::Impl::forward(int B, int Tn) {
     const LayerActs& a = layers[l];
     const T* residual = l == 0 ? at<T>(encoded) : at<T>(layers[l - 1].residual3);
     matmul_forward<T>(at<T>(a.qkv), at<T>(a.ln1), wl.qkv_w, wl.qkv_b, N, C, 3 * C, math, ctx);
-    attention_forward<T>(at<T>(a.atty), at<char>(a.att), at<T>(a.qkv), at<char>(attn_scratch), B, Tn, C, NH, math,
-                         ctx);
+    attention_fwd<T>(a, B, Tn);
     matmul_forward<T>(proj_out, at<T>(a.atty), wl.attproj_w, wl.attproj_b, N, C, C, math, ctx);
-    residual_layernorm_forward<T>(at<T>(a.residual2), at<T>(a.ln2), at<float>(a.ln2_mean), at<float>(a.ln2_rstd),
-                                  residual, proj_out, wl.ln2_w, wl.ln2_b, N, C, eps, ctx);
-    if (fuse_gelu) {
+    residual_layernorm<T>(at<T>(a.residual2), at<T>(a.ln2), at<float>(a.ln2_mean), at<float>(a.ln2_rstd), residual,
+                          proj_out, wl.ln2_w, wl.ln2_b, N);
+    if (fuse_gelu<T>()) {
       matmul_forward<T>(at<T>(a.fch_gelu), at<T>(a.ln2), wl.fc_w, wl.fc_b, N, C, 4 * C, math, ctx, at<T>(a.fch));
     } else {
       matmul_forward<T>(at<T>(a.fch), at<T>(a.ln2), wl.fc_w, wl.fc_b, N, C, 4 * C, math, ctx);
@@ -167,12 +191,11 @@ void Gpt2Device::Impl::forward(int B, int Tn) {
     matmul_forward<T>(proj_out, at<T>(a.fch_gelu), wl.fcproj_w, wl.fcproj_b, N, 4 * C, C, math, ctx);
     if (l + 1 < L) {
       const LayerActs& an = layers[l + 1];
-      residual_layernorm_forward<T>(at<T>(a.residual3), at<T>(an.ln1), at<float>(an.ln1_mean),
-                                    at<float>(an.ln1_rstd), at<T>(a.residual2), proj_out, w.layers[l + 1].ln1_w,
-                                    w.layers[l + 1].ln1_b, N, C, eps, ctx);
+      residual_layernorm<T>(at<T>(a.residual3), at<T>(an.ln1), at<float>(an.ln1_mean), at<float>(an.ln1_rstd),
+                            at<T>(a.residual2), proj_out, w.layers[l + 1].ln1_w, w.layers[l + 1].ln1_b, N);
     } else {
-      residual_layernorm_forward<T>(at<T>(a.residual3), at<T>(lnf), at<float>(lnf_mean), at<float>(lnf_rstd),
-                                    at<T>(a.residual2), proj_out, w.lnf_w, w.lnf_b, N, C, eps, ctx);
+      residual_layernorm<T>(at<T>(a.residual3), at<T>(lnf), at<float>(lnf_mean), at<float>(lnf_rstd),
+                            at<T>(a.residual2), proj_out, w.lnf_w, w.lnf_b, N);
     }
   }
   // LM head tied to wte: logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T.
@@ -186,11 +209,16 @@ template <class T>
 void Gpt2Device::Impl::loss(int N, LossKind kind, uint64_t seed, uint64_t counter) {
   const int V = config.vocab_size, Vp = config.padded_vocab_size;
   T* logit = at<T>(logits);
-  if (kind == LossKind::Sampled)
+  if (kind == LossKind::Sampled) {
     crossentropy_sampled_forward_backward<T>(at<float>(losses), logit, targets_dev(N), logit, dloss_dev(N), N, V, Vp,
                                              seed, counter, ctx);
-  else
+  } else if (options.fused) {
     crossentropy_forward_backward<T>(at<float>(losses), logit, logit, targets_dev(N), dloss_dev(N), N, V, Vp, ctx);
+  } else {  // the unfused twin: probabilities stored, then read back
+    softmax_forward<T>(at<float>(probs), logit, N, V, Vp, 1.0f, ctx);
+    crossentropy_from_probs<T>(at<float>(losses), logit, at<float>(probs), targets_dev(N), dloss_dev(N), N, V, Vp,
+                               ctx);
+  }
 }
 
 template <class T>
@@ -216,12 +244,11 @@ void Gpt2Device::Impl::grads_ready(ParamRange r, bool accumulate) {
 // announced range by range (grads_ready) as soon as each is final.
 template <class T>
 void Gpt2Device::Impl::backward(int B, int Tn, bool accumulate) {
-  const int N = B * Tn, C = config.n_embd, NH = config.n_head, L = config.n_layer;
+  const int N = B * Tn, C = config.n_embd, L = config.n_layer;
   const int Vp = config.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
   constexpr StorageType ts = storage_of<T>();
   constexpr bool is_float = std::is_same_v<T, float>;
-  constexpr bool fuse_gelu = !is_float;  // as in forward
   T* gbase = is_float ? static_cast<T*>(grads.get()) : static_cast<T*>(grads_lp.get());
   const Gpt2TensorsOf<T> w = bind_gpt2_tensors<T>(table, param_copy<T>(), L);
   const Gpt2TensorsOf<T> g = bind_gpt2_tensors<T>(table, gbase, L);
@@ -252,7 +279,7 @@ void Gpt2Device::Impl::backward(int B, int Tn, bool accumulate) {
     T* dq = at<T>(dqkv);
     T* da = at<T>(datty);
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    if (fuse_gelu) {  // dfc (=) the gradient w.r.t. the pre-GELU activation
+    if (fuse_gelu<T>()) {  // dfc (=) the gradient w.r.t. the pre-GELU activation
       matmul_backward<T>(dfc, gl.fcproj_w, gl.fcproj_b, dres, at<T>(a.fch_gelu), wl.fcproj_w, N, 4 * C, C, math, ctx,
                          at<T>(a.fch));
     } else {
@@ -267,7 +294,7 @@ void Gpt2Device::Impl::backward(int B, int Tn, bool accumulate) {
     // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
     fill_bytes(da, 0, NC * sizeof(T), ctx);
     matmul_backward<T>(da, gl.attproj_w, gl.attproj_b, dres, at<T>(a.atty), wl.attproj_w, N, C, C, math, ctx);
-    attention_backward<T>(dq, da, at<T>(a.qkv), at<char>(a.att), at<char>(attn_scratch), B, Tn, C, NH, math, ctx);
+    attention_bwd<T>(dq, da, a, B, Tn);
     fill_bytes(dl, 0, NC * sizeof(T), ctx);
     matmul_backward<T>(dl, gl.qkv_w, gl.qkv_b, dq, at<T>(a.ln1), wl.qkv_w, N, C, 3 * C, math, ctx);
     layernorm_backward<T>(dres, gl.ln1_w, gl.ln1_b, dl, residual, wl.ln1_w, at<float>(a.ln1_mean),
@@ -319,13 +346,26 @@ float Gpt2Device::Impl::run_step(const int* tokens, const int* targets, int* sam
   return counted > 0 ? static_cast<float>(sum / counted) : 0.0f;
 }
 
-Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx)
+const char* attention_name(Gpt2Attention a) { return a == Gpt2Attention::Flash ? "flash" : "naive"; }
+
+namespace {
+// The options as applied: flash attention only where its kernels take the shape and type.
+Gpt2DeviceOptions applied_options(Gpt2DeviceOptions o, const Gpt2Config& c, StorageType t) {
+  if (o.attention == Gpt2Attention::Flash && !flash_attention_supported(c.n_embd, c.n_head, t))
+    o.attention = Gpt2Attention::Naive;
+  return o;
+}
+}  // namespace
+
+Gpt2Device::Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx,
+                       const Gpt2DeviceOptions& options)
     : impl_(std::make_unique<Impl>(config, precision, B, T, ctx)) {
   MPT_CHECK(B > 0 && T > 0, "[gpt2-cuda] batch size and sequence length must be positive");
   MPT_CHECK(T <= config.block_size, "[gpt2-cuda] sequence length " + std::to_string(T) +
                                         " is longer than the model's context (" + std::to_string(config.block_size) +
                                         " positions)");
   if (needs_loss_scaler(precision)) impl_->scaler = std::make_unique<LossScaler>();
+  impl_->options = applied_options(options, config, impl_->t);
   impl_->plan_buffers();
   impl_->plan_grad_ranges();
 }
@@ -334,21 +374,21 @@ Gpt2Device::~Gpt2Device() = default;
 
 const Gpt2Config& Gpt2Device::config() const { return impl_->config; }
 Precision Gpt2Device::precision() const { return impl_->precision; }
+const Gpt2DeviceOptions& Gpt2Device::options() const { return impl_->options; }
 const ParamTable& Gpt2Device::table() const { return impl_->table; }
 size_t Gpt2Device::num_params() const { return impl_->n; }
 const LossScaler* Gpt2Device::loss_scaler() const { return impl_->active_scaler(); }
 
 size_t Gpt2Device::device_bytes() const {
   const Impl& im = *impl_;
-  return im.params.bytes() + im.grads.bytes() + im.m.bytes() + im.v.bytes() + im.params_lp.bytes() +
-         im.grads_lp.bytes() + im.grads_acc.bytes() + im.mask.bytes() + im.acts.bytes();
+  return im.params.bytes() + im.grads.bytes() + im.params_lp.bytes() + im.grads_lp.bytes() + im.grads_acc.bytes() +
+         im.acts.bytes() + (im.optimizer ? im.optimizer->device_bytes() : 0);
 }
 
 void Gpt2Device::upload_params(const float* host) {
   Impl& im = *impl_;
   copy_to_device(im.params.get(), host, im.n * sizeof(float), im.ctx);
-  fill_bytes(im.m.get(), 0, im.n * sizeof(float), im.ctx);
-  fill_bytes(im.v.get(), 0, im.n * sizeof(float), im.ctx);
+  if (im.optimizer) im.optimizer->zero_state();
   if (im.t == StorageType::BF16)
     cast_f32_to_bf16(static_cast<Bf16*>(im.params_lp.get()), static_cast<const float*>(im.params.get()), im.n,
                      im.ctx.stream());

@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/device_optimizer.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
 #include "optim/adamw.h"
@@ -32,24 +33,49 @@
 
 namespace mptrain::cuda {
 
+// Which attention the step runs: naive (attention.h: materialised T×T scores, every precision)
+// or flash (flash_attention.h: fused, 16-bit T and head size 64 or 128 only).
+enum class Gpt2Attention { Naive, Flash };
+const char* attention_name(Gpt2Attention a);  // "naive" | "flash"
+
+// How a step is computed: the rungs of `mptrain bench --device cuda --ladder` as data. Every
+// combination gives the same training (tests/cuda/test_gpt2_device_gpu.cpp checks each against
+// the CPU model); only speed and memory differ. The default is the fastest measured setting.
+struct Gpt2DeviceOptions {
+  // Flash where flash_attention_supported(C, NH, T) holds; elsewhere (fp32/TF32, other head
+  // sizes) the naive path runs instead: Gpt2Device::options().attention says which one did.
+  // Flash saves out + lse per layer instead of the naive path's probabilities [B,NH,T,T].
+  Gpt2Attention attention = Gpt2Attention::Flash;
+  // true: residual add + LayerNorm in one kernel, the fused softmax-cross-entropy, and (16-bit
+  // T only: slower in fp32/TF32, measured) the bias+GELU GEMM epilogue. false: their unfused
+  // twins, residual_forward + layernorm_forward, softmax_forward + crossentropy_from_probs
+  // (through an fp32 [B·T, Vp] probability buffer, planned only then) and GEMM + gelu_forward.
+  // Sophia's sampled loss has no unfused twin: forward_backward_sampled always fuses it.
+  bool fused = true;
+  // Replay each step as CUDA graphs (gpt2_device_graphs.cpp): off until run on a GPU.
+  bool graphs = false;
+};
+
 class Gpt2Device {
  public:
   // Allocates every device buffer for micro-batches of up to B×T tokens (T <= block_size).
   // Parameters start as zeros: upload_params before training. Throws Error on bad sizes and
-  // LibraryError when the device is out of memory.
-  Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx);
+  // LibraryError when the device is out of memory. `options` picks the kernels (above).
+  Gpt2Device(const Gpt2Config& config, Precision precision, int B, int T, Context& ctx,
+             const Gpt2DeviceOptions& options = {});
   ~Gpt2Device();
   Gpt2Device(const Gpt2Device&) = delete;
   Gpt2Device& operator=(const Gpt2Device&) = delete;
 
   const Gpt2Config& config() const;
   Precision precision() const;
+  const Gpt2DeviceOptions& options() const;  // as applied: attention is what runs
   const ParamTable& table() const;  // gpt2_param_table(config): the layout of every flat buffer
   size_t num_params() const;
   size_t device_bytes() const;  // everything this object allocated on the device
 
   // host[num_params()] in the table's layout (e.g. Gpt2::params() after init_weights). Also
-  // zeroes the AdamW moments and writes the low-precision copy. Synchronous.
+  // zeroes the moments of step()'s AdamW and writes the low-precision copy. Synchronous.
   void upload_params(const float* host);
   void download_params(float* host);  // the fp32 masters; synchronous
   // The fp32 gradients of the last forward_backward (before clipping; multiplied by the loss
@@ -85,11 +111,7 @@ class Gpt2Device {
   // skips the step and halves the scale), then the global norm read to the host; a
   // non-finite norm or `loss` makes no update (parameters and moments untouched); else clip
   // and AdamW. One host sync more than step() (the norm).
-  struct GuardedStep {
-    double grad_norm = 0.0;   // before clipping; inf when skipped
-    bool skipped = false;     // fp16 overflow
-    bool non_finite = false;  // non-finite loss or norm without a scaler hit
-  };
+  using GuardedStep = DeviceOptimizer::GuardedStep;
   GuardedStep guarded_step(float loss, float lr, const AdamWHyper& hyper, float grad_clip, int64_t t);
   // The AdamW moments (host m[num_params()], v[num_params()], the table's layout, as
   // optim/adamw.h's AdamW::m()/v()). upload_moments after upload_params (which zeroes them).
@@ -97,6 +119,10 @@ class Gpt2Device {
   void download_moments(float* m, float* v);
   // The fp16 loss scaler (null in other precisions).
   const LossScaler* loss_scaler() const;
+  // Points a caller's optimizer (device_optimizer.h, e.g. Sophia's) at this model's fp32
+  // masters, fp32 gradients and 16-bit copy, so that its updates are what forward reads next.
+  // step() and the moments above use this object's own AdamW instead.
+  void bind_optimizer(DeviceOptimizer& optimizer);
 
   // --- Sophia (optim/sophia.h) ---
   // Sophia's Gauss-Newton-Bartlett pass, model/gpt2.h's Gpt2::forward_backward_sampled on the

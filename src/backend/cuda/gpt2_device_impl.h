@@ -10,6 +10,7 @@
 
 #include "backend/cuda/arena.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gpt2_device.h"
 #include "model/gpt2.h"
@@ -60,18 +61,25 @@ struct Gpt2Device::Impl {
   // (allocated on the first accumulating call).
   DeviceMemory grads_acc;
 
-  // One allocation per role: fp32 masters, fp32 gradients, m, v; the 16-bit parameter copy
-  // and gradients (lowp only); the decay mask; activations + scratch (one arena).
-  DeviceMemory params, grads, m, v, params_lp, grads_lp, mask, acts;
+  // One allocation per role: fp32 masters, fp32 gradients; the 16-bit parameter copy and
+  // gradients (lowp only); activations + scratch (one arena).
+  DeviceMemory params, grads, params_lp, grads_lp, acts;
+  // The AdamW of step()/guarded_step() (device_optimizer.h), made on first use: a stepper with
+  // an optimizer of its own (Sophia) never pays for these moments.
+  std::unique_ptr<DeviceOptimizer> optimizer;
+  DeviceOptimizer& own_optimizer();
   Arena arena;
   std::vector<LayerActs> layers;
   size_t encoded = 0, lnf = 0, lnf_mean = 0, lnf_rstd = 0, logits = 0, losses = 0, inputs = 0, proj = 0,
-         dresidual = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, attn_scratch = 0, ln_scratch = 0, enc_scratch = 0,
-         norm_scratch = 0, norm = 0, clip = 0, found_inf = 0;
+         dresidual = 0, dln = 0, dqkv = 0, datty = 0, dfch = 0, attn_scratch = 0, ln_scratch = 0, enc_scratch = 0;
   size_t enc_scratch_bytes = 0;
   // Host staging of one batch: tokens, targets and dloss as 4-byte words, uploaded in one copy.
   std::vector<int32_t> staging;
   std::vector<float> host_losses;
+  // The kernels a step runs (gpt2_device.h), as applied: attention is Naive where flash is
+  // unsupported. probs: the unfused loss's fp32 [B·T, Vp] probabilities (unfused only).
+  Gpt2DeviceOptions options;
+  size_t probs = 0;
   // The gradient-ready hook (gpt2_device.h) and the ranges it is called with, in backward
   // order: ln_f, layer L-1 ... layer 0 (layer_ranges[l]), then wte + wpe.
   GradReadyFn grad_ready;
@@ -110,9 +118,20 @@ struct Gpt2Device::Impl {
   // returns the mean loss. targets: null for LossKind::Sampled.
   float run_step(const int* tokens, const int* targets, int* sampled, int B, int Tn, float grad_scale,
                  bool accumulate, LossKind loss, uint64_t seed, uint64_t counter);
-  // One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
-  // the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
-  void adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip);
+  // The option-dependent pieces of forward and backward (fused kernel or unfused twin).
+  template <class T>
+  bool fuse_gelu() const {
+    // The bias+GELU epilogue pays off in 16 bits but is slower than the unfused pair in
+    // fp32/TF32 on an H100 (docs/dev/cuda.md, measured): 16-bit T only.
+    return options.fused && !std::is_same_v<T, float>;
+  }
+  template <class T>
+  void residual_layernorm(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b, const T* weight,
+                          const T* bias, int N);
+  template <class T>
+  void attention_fwd(const LayerActs& a, int B, int Tn);
+  template <class T>
+  void attention_bwd(T* dqkv, const T* dout, const LayerActs& a, int B, int Tn);
   template <class T>
   void forward(int B, int Tn);
   template <class T>

@@ -1,51 +1,31 @@
-// cuda::Gpt2Device's optimizer step (gpt2_device.h): fp16 unscale and inf check, the global
-// gradient norm and clip factor, the numeric guard and one AdamW launch over every parameter,
-// all on the device; and the AdamW moments' uploads and downloads.
-#include <cmath>
-#include <limits>
-
-#include "backend/cuda/adamw.h"
-#include "backend/cuda/grad_norm.h"
+// cuda::Gpt2Device's optimizer step (gpt2_device.h): a thin front for device_optimizer.h's
+// AdamW over the model's buffers (made on first use), plus binding another optimizer to them.
+#include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gpt2_device_impl.h"
-#include "backend/cuda/loss_scale.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
 
-// One AdamW launch over every parameter: the clip factor grad_norm left on the device scales
-// the gradients; skip (nullable, device) is fp16's overflow flag; writes the 16-bit copy.
-void Gpt2Device::Impl::adamw(float lr, const AdamWHyper& hyper, int64_t step, const int* skip) {
-  AdamWArgs args;
-  args.lr = lr;
-  args.beta1 = hyper.beta1;
-  args.beta2 = hyper.beta2;
-  args.eps = hyper.eps;
-  args.weight_decay = hyper.weight_decay;
-  args.t = step;
-  args.grad_scale = at<float>(clip);
-  args.skip = skip;
-  adamw_update(static_cast<float*>(params.get()), static_cast<const float*>(grads.get()),
-               static_cast<float*>(m.get()), static_cast<float*>(v.get()), static_cast<const uint32_t*>(mask.get()),
-               n, args, lowp ? params_lp.get() : nullptr, lowp ? t : StorageType::BF16, ctx);
+DeviceOptimizer& Gpt2Device::Impl::own_optimizer() {
+  if (!optimizer) {
+    optimizer = std::make_unique<DeviceOptimizer>(table, DeviceOptimizerConfig{}, ctx);
+    optimizer->bind(static_cast<float*>(params.get()), static_cast<float*>(grads.get()),
+                    lowp ? params_lp.get() : nullptr, lowp ? t : StorageType::BF16);
+  }
+  optimizer->set_loss_scaler(active_scaler());
+  return *optimizer;
+}
+
+void Gpt2Device::bind_optimizer(DeviceOptimizer& optimizer) {
+  Impl& im = *impl_;
+  optimizer.bind(static_cast<float*>(im.params.get()), static_cast<float*>(im.grads.get()),
+                 im.lowp ? im.params_lp.get() : nullptr, im.lowp ? im.t : StorageType::BF16);
 }
 
 bool Gpt2Device::step(float lr, const AdamWHyper& hyper, float grad_clip, int64_t t) {
-  Impl& im = *impl_;
-  float* grads = static_cast<float*>(im.grads.get());
-  int* found_inf = im.at<int>(im.found_inf);
-  LossScaler* scaler = im.active_scaler();
-  if (scaler) {
-    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
-    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
-  }
-  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
-            im.ctx);
-  im.adamw(lr, hyper, t, scaler ? found_inf : nullptr);
-  if (!scaler) return true;
-  int found = 0;
-  copy_to_host(&found, found_inf, sizeof(int), im.ctx);
-  scaler->update(found != 0);
-  return found == 0;
+  DeviceOptimizer& opt = impl_->own_optimizer();
+  opt.set_adamw_hyper(hyper);
+  return opt.step(lr, grad_clip, t);
 }
 
 void Gpt2Device::use_loss_scaler(LossScaler* external) {
@@ -56,51 +36,18 @@ void Gpt2Device::use_loss_scaler(LossScaler* external) {
 
 Gpt2Device::GuardedStep Gpt2Device::guarded_step(float loss, float lr, const AdamWHyper& hyper, float grad_clip,
                                                  int64_t t) {
-  Impl& im = *impl_;
-  float* grads = static_cast<float*>(im.grads.get());
-  LossScaler* scaler = im.active_scaler();
-  GuardedStep r;
-  if (scaler) {  // train/step.cpp: unscale, check, update the scale; a hit skips the step
-    int* found_inf = im.at<int>(im.found_inf);
-    fill_bytes(found_inf, 0, sizeof(int), im.ctx);
-    unscale_and_check(grads, im.n, scaler->scale(), found_inf, im.ctx);
-    int found = 0;
-    copy_to_host(&found, found_inf, sizeof(int), im.ctx);
-    scaler->update(found != 0);
-    if (found != 0) {
-      r.skipped = true;
-      r.grad_norm = std::numeric_limits<double>::infinity();
-      return r;
-    }
-  }
-  grad_norm(im.at<double>(im.norm), im.at<float>(im.clip), grads, im.n, grad_clip, im.at<double>(im.norm_scratch),
-            im.ctx);
-  r.grad_norm = last_grad_norm();
-  if (!std::isfinite(r.grad_norm) || !std::isfinite(loss)) {  // the numeric guard: no update
-    r.non_finite = true;
-    return r;
-  }
-  im.adamw(lr, hyper, t, nullptr);
-  return r;
+  DeviceOptimizer& opt = impl_->own_optimizer();
+  opt.set_adamw_hyper(hyper);
+  return opt.guarded_step(loss, lr, grad_clip, t);
 }
 
 void Gpt2Device::upload_moments(const float* m, const float* v) {
-  Impl& im = *impl_;
-  copy_to_device(im.m.get(), m, im.n * sizeof(float), im.ctx);
-  copy_to_device(im.v.get(), v, im.n * sizeof(float), im.ctx);
-  im.ctx.synchronize();
+  impl_->own_optimizer().upload_state(std::vector<const float*>{m, v});
+  impl_->ctx.synchronize();
 }
 
-void Gpt2Device::download_moments(float* m, float* v) {
-  Impl& im = *impl_;
-  copy_to_host(m, im.m.get(), im.n * sizeof(float), im.ctx);
-  copy_to_host(v, im.v.get(), im.n * sizeof(float), im.ctx);
-}
+void Gpt2Device::download_moments(float* m, float* v) { impl_->own_optimizer().download_state({m, v}); }
 
-double Gpt2Device::last_grad_norm() {
-  double norm = 0.0;
-  copy_to_host(&norm, impl_->at<double>(impl_->norm), sizeof(double), impl_->ctx);
-  return norm;
-}
+double Gpt2Device::last_grad_norm() { return impl_->own_optimizer().last_grad_norm(); }
 
 }  // namespace mptrain::cuda

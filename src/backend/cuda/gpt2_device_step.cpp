@@ -1,10 +1,12 @@
 // train/device_step.h on the GPU: cuda::Gpt2Device driven with train_step's order (zero,
-// accumulate micro-batches with loss_scale/accum, fp16 unscale/skip, numeric guard, clip,
-// AdamW), the trainer's LossScaler in place of the device's own.
+// accumulate micro-batches with loss_scale/accum, then cuda::DeviceOptimizer: fp16
+// unscale/skip, numeric guard, clip, AdamW or Sophia, and Sophia's curvature pass on the last
+// micro-batch), the trainer's LossScaler in place of the device's own.
 #include <string>
 #include <vector>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gpt2_device.h"
 #include "backend/device.h"
 #include "core/error.h"
@@ -16,19 +18,27 @@ namespace {
 
 class Gpt2CudaStepper final : public DeviceStepper {
  public:
-  Gpt2CudaStepper(const Gpt2Config& config, Precision precision, int B, int T, const AdamWHyper& hyper,
+  Gpt2CudaStepper(const Gpt2Config& config, Precision precision, int B, int T, const Optimizer& optimizer,
                   LossScaler* scaler)
-      : ctx_(0), device_(config, precision, B, T, ctx_), hyper_(hyper), scaler_(scaler), B_(B), T_(T) {
+      : ctx_(0),
+        device_(config, precision, B, T, ctx_),
+        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_),
+        scaler_(scaler),
+        B_(B),
+        T_(T) {
     MPT_CHECK(needs_loss_scaler(precision) == (scaler != nullptr),
               "[train] --device cuda: fp16 needs the run's loss scaler, other precisions none");
     if (scaler) device_.use_loss_scaler(scaler);
+    device_.bind_optimizer(optimizer_);
+    optimizer_.set_loss_scaler(scaler);
     inputs_.resize(static_cast<size_t>(B) * T);
     targets_.resize(static_cast<size_t>(B) * T);
   }
 
-  void upload(const float* params, const float* m, const float* v) override {
-    device_.upload_params(params);  // zeroes the moments: theirs follow
-    device_.upload_moments(m, v);
+  void upload(const float* params, const Optimizer& optimizer) override {
+    device_.upload_params(params);
+    optimizer_.upload_state(optimizer);
+    ctx_.synchronize();
   }
 
   StepStats step(const NextBatchFn& next_batch, int accum, float lr, float grad_clip, int64_t t) override {
@@ -43,21 +53,36 @@ class Gpt2CudaStepper final : public DeviceStepper {
                                            stats.loss_scale / static_cast<float>(accum), micro > 0);
     }
     stats.loss = static_cast<float>(loss_sum / accum);
-    const cuda::Gpt2Device::GuardedStep g = device_.guarded_step(stats.loss, lr, hyper_, grad_clip, t);
+    const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
     stats.grad_norm = g.grad_norm;
     stats.skipped = g.skipped;
     stats.non_finite = g.non_finite;
+    if (!g.skipped && !g.non_finite && optimizer_.curvature_due(t)) curvature(stats, grad_clip);
     return stats;
   }
 
   void download_params(float* params) override { device_.download_params(params); }
-  void download_moments(float* m, float* v) override { device_.download_moments(m, v); }
+  void download_state(Optimizer& optimizer) override { optimizer_.download_state(optimizer); }
   void download_grads(float* grads) override { device_.download_grads(grads); }
 
  private:
+  // train/step.cpp's curvature pass: the step's last micro-batch (inputs_ still holds it),
+  // labels drawn with the optimizer's (seed, counter) into targets_, the gradient of their
+  // mean loss times the step's loss scale (written over the training gradients, which the
+  // update has consumed), then the optimizer's unscale/norm/clip/Hessian update.
+  void curvature(StepStats& stats, float grad_clip) {
+    stats.curvature_loss =
+        device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, stats.loss_scale,
+                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
+    const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
+    stats.curvature = c.made;
+    stats.curvature_norm = c.norm;
+    stats.win_rate = c.win_rate;
+  }
+
   cuda::Context ctx_;
   cuda::Gpt2Device device_;
-  AdamWHyper hyper_;
+  cuda::DeviceOptimizer optimizer_;
   LossScaler* scaler_;
   int B_, T_;
   std::vector<int> inputs_, targets_;
@@ -66,11 +91,11 @@ class Gpt2CudaStepper final : public DeviceStepper {
 }  // namespace
 
 std::unique_ptr<DeviceStepper> make_gpt2_cuda_stepper(const Gpt2Config& config, Precision precision, int B, int T,
-                                                      const AdamWHyper& hyper, LossScaler* scaler) {
+                                                      const Optimizer& optimizer, LossScaler* scaler) {
   const int devices = cuda_device_count();
   if (devices == 0)
     throw Error("[train] --device cuda: no CUDA device is visible (" + std::to_string(devices) + " devices)");
-  return std::make_unique<Gpt2CudaStepper>(config, precision, B, T, hyper, scaler);
+  return std::make_unique<Gpt2CudaStepper>(config, precision, B, T, optimizer, scaler);
 }
 
 }  // namespace mptrain
