@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "backend/cuda/dispatch.h"
 #include "backend/device.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/rng.h"
 
 #define SKIP_WITHOUT_GPU()                                                                      \
@@ -115,5 +117,15 @@ std::string type_name() {
 }
 
 using StorageTypes = ::testing::Types<float, Bf16, Fp16>;
+
+// f must throw mptrain::Error whose message contains `text` (the op's "[name]" prefix, a size).
+inline void expect_error_contains(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace mptrain::gputest
