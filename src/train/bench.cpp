@@ -268,7 +268,7 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   const double tokens = static_cast<double>(n);
   const double flops = info.flops_per_step;
-  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops);
+  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops, precision);
   if (!o.quiet) {
     std::printf("bench: %s (%zu params), batch %d x %d, %s, %s, %d threads, %d warmup + %d timed steps\n",
                 o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
@@ -276,7 +276,7 @@ BenchResult bench_one(const BenchOptions& o) {
     if (bert)
       std::printf("synthetic BERT instances: %d of %d positions masked per step, padding on 3 rows in 4, NSP labels\n",
                   bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
-    std::printf("MFU against a peak of %.3f TFLOP/s (fp32 FMA) = %s\n", peak.tflops, peak.formula.c_str());
+    std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", peak.tflops, peak.formula.c_str());
   }
   Progress progress({.label = "bench",
                      .total = static_cast<double>(o.warmup + o.steps),
@@ -404,7 +404,9 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   const ModelInfo info = model_info(o);  // an unknown preset or a bad --seq fails here, once
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
   const double flops = info.flops_per_step;
-  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops);
+  // One peak for every row, the bf16 GEMMs' (as the GPU ladder's MFU is against the bf16 tensor
+  // cores for every row), so the MFU column compares rows.
+  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops, Precision::Bf16);
   std::printf("precision ladder: %s, batch %d x %d, %s, %d threads, %d warmup + %d timed steps (median) per precision\n",
               o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads, o.warmup, o.steps);
   std::fflush(stdout);
@@ -450,8 +452,8 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
                 b.skipped_steps > 0 ? " (skipped steps!)" : "", b.ms_per_step, b.tokens_per_s, b.tflops,
                 mfu(b.tflops * 1e12, peak) * 100.0, b.peak_rss_mb, b.model_mb, speedup, tms, ratio);
   }
-  std::printf("\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU against the fp32 FMA peak %.3f "
-              "TFLOP/s = %s.\n",
+  std::printf("\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU, every row against the "
+              "bf16 peak %.3f TFLOP/s = %s.\n",
               flops, info.flops_note.c_str(), peak.tflops, peak.formula.c_str());
   std::printf("peak RSS = the resident-set high-water mark (VmHWM) of each precision's own process: parameters, "
               "gradients, optimizer state, activations, weight copies and library workspaces. model = the model's own "

@@ -1,7 +1,10 @@
-// The CPU peak estimate of peak_flops.h: /proc/cpuinfo parsing and the formula.
+// The CPU peak estimate of peak_flops.h: /proc/cpuinfo parsing, the clock measurement and the
+// formula.
 #include "train/peak_flops.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -68,8 +71,8 @@ bool has_flag(const CpuEntry& c, const char* flag) {
   return c.flags.find(" " + std::string(flag) + " ") != std::string::npos;
 }
 
-// FLOP/cycle/core and the reason, from the first CPU's vector extensions.
-std::pair<int, std::string> flops_per_cycle(const CpuEntry& c) {
+// fp32 FLOP/cycle/core and the reason, from the first CPU's vector extensions.
+std::pair<int, std::string> fp32_flops_per_cycle(const CpuEntry& c) {
   if (has_flag(c, "avx512f")) {
     if (c.vendor == "AuthenticAMD" && c.family == 0x19) return {32, "AVX-512 on Zen 4: 2 x 256-bit FMA"};
     return {64, "AVX-512: 2 x 512-bit FMA"};
@@ -77,6 +80,15 @@ std::pair<int, std::string> flops_per_cycle(const CpuEntry& c) {
   if (has_flag(c, "avx2") && has_flag(c, "fma")) return {32, "AVX2: 2 x 256-bit FMA"};
   if (has_flag(c, "avx")) return {16, "AVX: 256-bit add + multiply"};
   return {8, "SSE: 128-bit add + multiply"};
+}
+
+// FLOP/cycle/core of `precision`'s GEMMs (the table in peak_flops.h) and the reason.
+std::pair<int, std::string> flops_per_cycle(const CpuEntry& c, Precision precision) {
+  const auto [fp32, why] = fp32_flops_per_cycle(c);
+  if (precision != Precision::Bf16) return {fp32, why};
+  if (has_flag(c, "amx_bf16")) return {1024, "AMX-BF16: a 16x16x32 tile product per 16 cycles"};
+  if (has_flag(c, "avx512_bf16")) return {2 * fp32, "AVX512-BF16: VDPBF16PS, 2 bf16 products per fp32 lane of " + why};
+  return {fp32, "no bf16 units: bf16 GEMMs at the fp32 rate of " + why};
 }
 
 // "Intel(R) Xeon(R) CPU @ 2.20GHz" -> 2200 MHz; 0 when the name holds no clock.
@@ -89,7 +101,8 @@ double mhz_from_model_name(const std::string& name) {
 
 }  // namespace
 
-PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int threads) {
+PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int threads, double measured_ghz,
+                            Precision precision) {
   PeakFlops p;
   const std::vector<CpuEntry> cpus = parse_cpuinfo(cpuinfo);
   if (cpus.empty() || threads <= 0) {
@@ -110,8 +123,12 @@ PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int t
   }
   const int physical = have_ids ? static_cast<int>(cores.size()) : static_cast<int>(cpus.size());
   const int used = std::min(threads, std::max(physical, 1));
-  double mhz = max_freq_khz > 0 ? max_freq_khz / 1000.0 : 0.0;
-  const char* clock_source = "cpufreq max";
+  double mhz = measured_ghz > 0 ? measured_ghz * 1000.0 : 0.0;
+  const char* clock_source = "measured";
+  if (mhz <= 0 && max_freq_khz > 0) {
+    mhz = max_freq_khz / 1000.0;
+    clock_source = "cpufreq max";
+  }
   if (mhz <= 0 && mhz_n > 0) {
     mhz = mhz_sum / mhz_n;
     clock_source = "cpu MHz";
@@ -120,20 +137,46 @@ PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int t
     mhz = mhz_from_model_name(cpus.front().model_name);
     clock_source = "model name";
   }
-  const auto [fpc, why] = flops_per_cycle(cpus.front());
+  const auto [fpc, why] = flops_per_cycle(cpus.front(), precision);
   if (mhz <= 0) {
     p.formula = "unknown CPU clock: pass --peak-tflops";
     return p;
   }
   p.tflops = used * (mhz / 1000.0) * fpc / 1000.0;
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "%d core%s x %.2f GHz (%s) x %d FLOP/cycle (%s)", used,
-                used == 1 ? "" : "s", mhz / 1000.0, clock_source, fpc, why.c_str());
+  char buf[320];
+  std::snprintf(buf, sizeof(buf), "%s: %d core%s x %.2f GHz (%s) x %d FLOP/cycle (%s)", precision_name(precision),
+                used, used == 1 ? "" : "s", mhz / 1000.0, clock_source, fpc, why.c_str());
   p.formula = buf;
   return p;
 }
 
-PeakFlops cpu_peak_flops(int threads, double user_tflops) {
+double measure_core_clock_ghz() {
+#if defined(__x86_64__)
+  // Hand-written because no library measures the running clock: 16 dependent adds per
+  // iteration take 16 cycles (add's latency is one cycle on every x86-64 core); the loop's own
+  // increment and branch run beside them. The best of a few short runs skips preemptions.
+  constexpr long kIterations = 100000;  // 1.6 M cycles: ~0.5 ms at 3 GHz
+  double best = 0.0;
+  for (int run = 0; run < 5; ++run) {
+    uint64_t x = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < kIterations; ++i)
+      asm volatile(
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+          : "+r"(x));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) best = std::max(best, 16.0 * kIterations / s / 1e9);
+  }
+  return best;
+#else
+  return 0.0;
+#endif
+}
+
+PeakFlops cpu_peak_flops(int threads, double user_tflops, Precision precision) {
   if (user_tflops > 0) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "--peak-tflops %g", user_tflops);
@@ -145,7 +188,7 @@ PeakFlops cpu_peak_flops(int threads, double user_tflops) {
   long khz = 0;
   std::ifstream freq("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
   if (freq) freq >> khz;
-  return estimate_cpu_peak(text.str(), khz, threads);
+  return estimate_cpu_peak(text.str(), khz, threads, measure_core_clock_ghz(), precision);
 }
 
 }  // namespace mptrain

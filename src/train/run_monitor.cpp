@@ -58,7 +58,7 @@ RunMonitor::RunMonitor(const TrainOptions& options, const Gpt2Config& config, co
 RunMonitor::RunMonitor(const TrainOptions& options, const nlohmann::json& model, const RunShape& shape)
     : opt_(options),
       shape_(shape),
-      peak_(cpu_peak_flops(shape.threads * shape.world_size, options.peak_tflops)) {
+      peak_(cpu_peak_flops(shape.threads * shape.world_size, options.peak_tflops, shape.precision)) {
   const bool root = shape.rank == 0;
   if (root && !shape.resumed_from.empty()) trim_metrics(opt_.run_dir, shape.first_step);
   if (root) write_run_files(opt_.run_dir, run_config(opt_, model, shape_, peak_), process_arguments());
@@ -89,7 +89,7 @@ void RunMonitor::sayf(const char* format, ...) {
 
 void RunMonitor::start() {
   if (peak_.tflops > 0)
-    sayf("MFU against a peak of %.3f TFLOP/s fp32 = %s%s", peak_.tflops, peak_.formula.c_str(),
+    sayf("MFU against a peak of %.3f TFLOP/s = %s%s", peak_.tflops, peak_.formula.c_str(),
          peak_.user_given ? "" : " (an estimate; set --peak-tflops)");
   else
     sayf("MFU not shown: %s", peak_.formula.c_str());

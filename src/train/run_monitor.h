@@ -17,6 +17,7 @@
 
 #include "core/progress.h"
 #include "model/gpt2_config.h"
+#include "precision/precision.h"
 #include "train/interrupt.h"
 #include "train/metrics.h"
 #include "train/options.h"
@@ -40,6 +41,7 @@ struct RunShape {
   // MFU peak counts threads x world_size.
   int rank = 0;
   int world_size = 1;
+  Precision precision = Precision::Fp32;  // the MFU peak is that of this precision's GEMMs
 };
 
 class RunMonitor {

@@ -173,7 +173,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
   RunMonitor monitor(opt, task.model_json(),
                      {task.table().total(), tokens_per_step, flops_per_step, omp_get_max_threads(), state.step,
-                      resume_dir, comm->rank(), world});
+                      resume_dir, comm->rank(), world, precision});
   task.describe(monitor, opt, !resume_dir.empty() || !init_dir.empty(), accum, tokens_per_step);
   if (optimizer_kind == OptimizerKind::Sophia)
     monitor.sayf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = %.0f\n",

@@ -151,9 +151,37 @@ TEST(PeakFlops, FormulaFromCpuinfo) {
     zen4.replace(q, 15, "cpu family\t: 25\n");
   EXPECT_NEAR(estimate_cpu_peak(zen4, 0, 1).tflops, 0.064, 1e-9);
   EXPECT_EQ(estimate_cpu_peak("", 0, 4).tflops, 0.0);
+  // A measured clock wins over every reported one.
+  EXPECT_NEAR(estimate_cpu_peak(two_cores_ht, 3000000, 1, 3.5).tflops, 0.224, 1e-9);
+  EXPECT_NE(estimate_cpu_peak(two_cores_ht, 3000000, 1, 3.5).formula.find("measured"), std::string::npos);
+  // bf16: the fp32 rate without bf16 units, twice it with AVX512-BF16, 1024 FLOP/cycle with AMX.
+  EXPECT_NEAR(estimate_cpu_peak(two_cores_ht, 0, 1, 0.0, Precision::Bf16).tflops, 0.128, 1e-9);
+  std::string bf16 = two_cores_ht;
+  for (size_t q = 0; (q = bf16.find(" avx512f\n", q)) != std::string::npos; q += 20) bf16.replace(q, 9, " avx512f avx512_bf16\n");
+  EXPECT_NEAR(estimate_cpu_peak(bf16, 0, 1, 0.0, Precision::Bf16).tflops, 0.256, 1e-9);
+  EXPECT_NEAR(estimate_cpu_peak(bf16, 0, 1, 0.0, Precision::Fp32).tflops, 0.128, 1e-9);
+  EXPECT_NEAR(estimate_cpu_peak(bf16, 0, 1, 0.0, Precision::Fp16).tflops, 0.128, 1e-9);
+  std::string amx = bf16;
+  for (size_t q = 0; (q = amx.find(" avx512_bf16\n", q)) != std::string::npos; q += 20) amx.replace(q, 13, " avx512_bf16 amx_bf16\n");
+  EXPECT_NEAR(estimate_cpu_peak(amx, 0, 2, 0.0, Precision::Bf16).tflops, 2 * 2.0 * 1024 / 1000, 1e-9);
+  EXPECT_NE(estimate_cpu_peak(amx, 0, 2, 0.0, Precision::Bf16).formula.find("bf16: 2 cores"), std::string::npos);
   // --peak-tflops overrides.
   EXPECT_EQ(cpu_peak_flops(2, 1.5).tflops, 1.5);
+  EXPECT_EQ(cpu_peak_flops(2, 1.5, Precision::Bf16).tflops, 1.5);
   EXPECT_NEAR(mfu(0.75e12, cpu_peak_flops(2, 1.5)), 0.5, 1e-12);
+}
+
+TEST(PeakFlops, MeasuredClockIsPlausible) {
+#if defined(__x86_64__)
+  // Every x86-64 server core of the last decade runs between 1 and 6 GHz; the bounds leave room
+  // for a loaded machine (the best of five runs must be preempted for the figure to fall) and
+  // catch a chain the compiler removed (absurdly high) or a broken timer (0).
+  const double ghz = measure_core_clock_ghz();
+  EXPECT_GT(ghz, 0.5);
+  EXPECT_LT(ghz, 7.0);
+#else
+  EXPECT_EQ(measure_core_clock_ghz(), 0.0);
+#endif
 }
 
 TEST(Metrics, RecordsAreJsonInFieldOrderAndNonFiniteIsNull) {
