@@ -9,7 +9,7 @@
 namespace mptrain {
 
 int run_cli(int argc, char** argv) {
-  CLI::App app{"mptrain: GPT-2 training (fp32 on the CPU today; mixed precision, BERT and CUDA are being added)"};
+  CLI::App app{"mptrain: GPT-2 and BERT training in fp32, TF32, bf16 and fp16 (CPU; MPI data parallelism; a CUDA backend not yet run on a GPU)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   int exit_code = 0;
