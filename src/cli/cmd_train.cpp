@@ -92,6 +92,10 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--zero", opt->zero,
                   "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
       ->capture_default_str()->check(CLI::Range(0, 1));
+  cmd->add_option("--dist-backend", opt->dist_backend,
+                  "--device cuda collectives: auto = NCCL when there is more than one rank, nccl = NCCL even "
+                  "for one (runs every GPU data-parallel path on one GPU)")
+      ->capture_default_str();
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "dist/data_parallel.h"
 #include "model/gpt2_config.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
@@ -22,11 +23,21 @@
 
 namespace mptrain {
 
+// Data parallelism of a device step (docs/dev/cuda.md, "NCCL data parallelism"): the run's host
+// DataParallel (ranks, ZeRO stage and this rank's optimizer range: the CPU's partition, so that
+// its gather/scatter of the optimizer state make checkpoints whole and resumable on any world
+// size), and whether the NCCL path runs even for a world of one (--dist-backend nccl).
+struct DeviceParallel {
+  DataParallel* dp = nullptr;  // null: one process, no collectives
+  bool nccl = false;
+};
+
 class DeviceStepper {
  public:
   virtual ~DeviceStepper() = default;
   // params: a host array of the table's total size; optimizer: the run's host optimizer of
-  // the stepper's kind over the whole table (its state zeros for a new run).
+  // the stepper's kind over the whole table, or with ZeRO-1 over this rank's range (its state
+  // zeros for a new run).
   virtual void upload(const float* params, const Optimizer& optimizer) = 0;
   // One optimizer step with train_step's contract (train/step.h): accum micro-batches from
   // next_batch, their gradients accumulated with loss_scale/accum, fp16 unscale/skip through
@@ -34,17 +45,21 @@ class DeviceStepper {
   // Sophia's curvature pass when due (StepStats' curvature fields). t: the 1-based step.
   virtual StepStats step(const NextBatchFn& next_batch, int accum, float lr, float grad_clip, int64_t t) = 0;
   virtual void download_params(float* params) = 0;
-  // The optimizer state (and Sophia's Hessian counter) into the host optimizer, for checkpoints.
+  // The optimizer state (and Sophia's Hessian counter) into the host optimizer, for checkpoints
+  // (ZeRO-1: this rank's range; the trainer gathers it).
   virtual void download_state(Optimizer& optimizer) = 0;
   // The fp32 gradients of the last step (the numeric guard's message names the bad tensors).
   virtual void download_grads(float* grads) = 0;
 };
 
-// GPT-2 on GPU 0 for micro-batches of B×T, with the kind and hyper-parameters of `optimizer`
-// (AdamW or Sophia; the host one, whose state checkpoints carry). scaler: the trainer's fp16
-// loss scaler (its state goes into checkpoints; null in other precisions). Throws Error when
-// this build has no CUDA backend or no GPU is visible.
+// GPT-2 for micro-batches of B×T on this rank's GPU (the local rank's; GPU 0 in one process),
+// with the kind and hyper-parameters of `optimizer` (AdamW or Sophia; the host one, whose state
+// checkpoints carry). scaler: the trainer's fp16 loss scaler (its state goes into checkpoints;
+// null in other precisions). par: data parallelism over NCCL (a collective: every rank creates
+// its stepper at the same point). Throws Error when this build has no CUDA backend or no GPU
+// is visible.
 std::unique_ptr<DeviceStepper> make_gpt2_cuda_stepper(const Gpt2Config& config, Precision precision, int B, int T,
-                                                      const Optimizer& optimizer, LossScaler* scaler);
+                                                      const Optimizer& optimizer, LossScaler* scaler,
+                                                      const DeviceParallel& par = {});
 
 }  // namespace mptrain

@@ -93,8 +93,8 @@ class Gpt2Task final : public TrainTask {
   StepExtras step_extras(Communicator&) override { return {}; }
   bool has_device_step() const override { return true; }
   std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision, const Optimizer& optimizer,
-                                                     LossScaler* scaler) override {
-    return make_gpt2_cuda_stepper(config_, precision, B_, T_, optimizer, scaler);
+                                                     LossScaler* scaler, const DeviceParallel& par) override {
+    return make_gpt2_cuda_stepper(config_, precision, B_, T_, optimizer, scaler, par);
   }
   NextBatchFn next_batch() override {
     return [this](int* inputs, int* targets) { train_->next(inputs, targets); };

@@ -56,6 +56,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"threads", threads},
           {"zero", zero},
           {"collective_timeout", collective_timeout},
+          {"dist_backend", dist_backend},
           {"on_nan", on_nan},
           {"nan_lr_factor", nan_lr_factor},
           {"nan_max_rollbacks", nan_max_rollbacks},

@@ -76,6 +76,9 @@ struct TrainOptions {
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks
   double collective_timeout = 300;  // seconds a collective may wait for the other ranks (0 = forever)
+  // --device cuda: "auto" = NCCL when there is more than one rank; "nccl" = NCCL even for one
+  // (every GPU data-parallel code path on a single GPU: tests, first runs on a new machine).
+  std::string dist_backend = "auto";
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
   // same whatever the number of ranks (0: one micro-batch per rank per step).

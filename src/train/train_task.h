@@ -103,7 +103,8 @@ class TrainTask {
   virtual bool has_device_step() const { return false; }
   // optimizer: the run's host optimizer (its kind and hyper-parameters; checkpoints carry its state).
   virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/, Precision /*precision*/,
-                                                             const Optimizer& /*optimizer*/, LossScaler* /*scaler*/) {
+                                                             const Optimizer& /*optimizer*/, LossScaler* /*scaler*/,
+                                                             const DeviceParallel& /*par*/) {
     return nullptr;
   }
   virtual NextBatchFn next_batch() { return {}; }

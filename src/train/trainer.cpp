@@ -46,12 +46,14 @@ double now_seconds() {
 
 // --device cuda (train/device_step.h): what the GPU step cannot do yet is refused from the
 // options alone, before any data is read or a GPU is touched; then a machine without one.
-void check_device(const TrainOptions& opt, int world, const TrainTask& task) {
+void check_device(const TrainOptions& opt, const TrainTask& task) {
   MPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "--device must be cpu or cuda, not '" + opt.device + "'");
+  MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "nccl",
+            "--dist-backend must be auto or nccl, not '" + opt.dist_backend + "'");
+  MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
+            "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
   if (opt.device != "cuda") return;
   MPT_CHECK(task.has_device_step(), "[train] --device cuda trains GPT-2 only (--model bert has no GPU step yet)");
-  MPT_CHECK(world == 1 && opt.zero == 0,
-            "[train] --device cuda trains in one process (data parallelism and --zero have no GPU path yet)");
   MPT_CHECK(opt.fault_inf_grad_steps.empty(), "[train] --fault-inf-grad is not supported with --device cuda");
   MPT_CHECK(cuda_compiled(), "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
   const int devices = cuda_device_count();
@@ -87,7 +89,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
-  check_device(opt, world, task);
+  check_device(opt, task);
   const bool on_cuda = opt.device == "cuda";
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
@@ -209,11 +211,15 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   NextBatchFn next_batch;
   const auto upload_to_device = [&] { stepper->upload(task.params().data(), *optimizer); };
   if (on_cuda) {
-    stepper = task.make_device_stepper(opt, precision, *optimizer, scaler.get());
+    stepper = task.make_device_stepper(opt, precision, *optimizer, scaler.get(),
+                                       DeviceParallel{&dp, opt.dist_backend == "nccl"});
     next_batch = task.next_batch();
     upload_to_device();
-    monitor.say(std::string("device cuda: the step (forward, backward, ") + optimizer->name() + ") runs on GPU 0: " +
-                cuda_device_name(0));
+    // One process per GPU: the local rank's (train/device_step.h).
+    const int gpu = comm->local_rank() % std::max(1, cuda_device_count());
+    monitor.sayf("device cuda: the step (forward, backward, %s) runs on GPU %d: %s%s", optimizer->name(), gpu,
+                 cuda_device_name(gpu).c_str(),
+                 world > 1 || opt.dist_backend == "nccl" ? ", gradients averaged over NCCL" : "");
   }
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {

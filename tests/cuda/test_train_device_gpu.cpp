@@ -7,7 +7,11 @@
 // loss scale, move them by far more). Sophia (--sophia-k 5, so steps 5, 10, 15, 20 make a
 // curvature pass on the device): the same comparisons, plus the Hessian records (hessian_loss,
 // win_rate) at the same steps as the CPU's and close to them, and a resume from step 10 that
-// carries m, h and the label counter. Skipped without a GPU.
+// carries m, h and the label counter. NCCL data parallelism on one GPU (--dist-backend nccl, a
+// world of one: every collective runs): equal to the plain run (AdamW and Sophia; ZeRO-1 too),
+// and a ZeRO-1 checkpoint resumed without NCCL/ZeRO reproduces the run (the state gathered
+// whole, in the CPU's layout); with two GPUs, the same under mpirun -np 2 against one rank.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "cuda/gpu_test_util.h"
+#include "dist/dist_test_util.h"
 #include "train/train_test_util.h"
 
 namespace mptrain {
@@ -129,6 +134,76 @@ TEST(TrainDeviceGpu, Fp32ResumeReproducesTheRun) {
 TEST(TrainDeviceGpu, Fp16ResumeReproducesTheRun) {  // the loss scaler's state travels too
   SKIP_WITHOUT_GPU();
   resume_reproduces("fp16");
+}
+
+// Two runs' losses, step by step, within tol (relative).
+void expect_same_losses(const std::string& a_dir, const std::string& b_dir, double tol, size_t steps = 20) {
+  const auto la = read_losses(a_dir), lb = read_losses(b_dir);
+  ASSERT_EQ(la.size(), steps);
+  ASSERT_EQ(lb.size(), steps);
+  for (size_t i = 0; i < steps; ++i)
+    EXPECT_LT(rel(la[i].second, lb[i].second), tol)
+        << "step " << la[i].first << ": " << la[i].second << " vs " << lb[i].second;
+}
+
+// --dist-backend nccl on one GPU against the plain device run: a world of one averages nothing,
+// so the losses agree to rounding (NCCL's Avg of one rank divides by 1).
+void nccl_world_one_equals_plain(const std::string& precision, const std::string& more) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const auto plain = run_mptrain(args(tmp, precision, "cuda", "plain") + more);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto nccl = run_mptrain(args(tmp, precision, "cuda", "nccl") + more + " --dist-backend nccl");
+  ASSERT_EQ(nccl.exit_code, 0) << nccl.output;
+  EXPECT_NE(nccl.output.find("averaged over NCCL"), std::string::npos) << nccl.output;
+  const auto zero = run_mptrain(args(tmp, precision, "cuda", "zero") + more + " --dist-backend nccl --zero 1");
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  expect_same_losses(tmp / "nccl", tmp / "plain", 1e-6);
+  expect_same_losses(tmp / "zero", tmp / "plain", 1e-6);
+}
+
+TEST(TrainDeviceGpu, NcclWorldOneEqualsThePlainRun) {
+  SKIP_WITHOUT_GPU();
+  nccl_world_one_equals_plain("fp32", "");
+}
+TEST(TrainDeviceGpu, NcclWorldOneSophiaBf16EqualsThePlainRun) {
+  SKIP_WITHOUT_GPU();
+  nccl_world_one_equals_plain("bf16", kSophia);
+}
+
+// A ZeRO-1 NCCL run's step-10 checkpoint resumed by a plain run (another world layout) gives the
+// uninterrupted run's losses: the checkpoint holds the whole optimizer state.
+TEST(TrainDeviceGpu, ZeroCheckpointResumesWithoutZero) {
+  SKIP_WITHOUT_GPU();
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const std::string zero = std::string(kSophia) + " --dist-backend nccl --zero 1";
+  const auto a = run_mptrain(args(tmp, "fp32", "cuda", "a") + zero + " --save-every 10");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto b = run_mptrain(args(tmp, "fp32", "cuda", "b") + kSophia + " --resume " + (tmp / "a/step_00000010"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto la = read_losses(tmp / "a"), lb = read_losses(tmp / "b");
+  ASSERT_EQ(lb.size(), 10u);
+  for (size_t i = 0; i < lb.size(); ++i)
+    EXPECT_LT(rel(lb[i].second, la[10 + i].second), 1e-6) << "step " << lb[i].first;
+}
+
+// Two GPUs: mpirun -np 2 (each rank its GPU and half of each global batch) against one rank with
+// the same global batch; ZeRO-1 and not. Reduction order differs: the CPU DP tolerance.
+TEST(TrainDeviceGpu, TwoRanksMatchOneRank) {
+  SKIP_WITHOUT_GPU();
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  if (!testing::have_mpirun()) GTEST_SKIP() << "no mpirun";
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const auto one = run_mptrain(args(tmp, "fp32", "cuda", "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const std::string zero : {"0", "1"}) {
+    const auto two = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
+                                 args(tmp, "fp32", "cuda", "two" + zero) + " --zero " + zero);
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    expect_same_losses(tmp / ("two" + zero), tmp / "one", 1e-4);
+  }
 }
 
 TEST(TrainDeviceGpu, SophiaFp32MatchesTheCpu) {

@@ -1,7 +1,8 @@
 // `mptrain train --device cuda` where it cannot run: on a machine (or build) without a GPU it
-// stops with one clear error line and a non-zero exit (Sophia included: it has a GPU step), and
-// what the GPU step does not support (BERT, --zero, --fault-inf-grad) is refused by name before
-// any GPU is looked for, so these checks run here. The GPU runs themselves: tests/cuda/test_train_device_gpu.cpp.
+// stops with one clear error line and a non-zero exit (Sophia, --zero 1 and --dist-backend nccl
+// included: they have a GPU path), and what the GPU step does not support (BERT,
+// --fault-inf-grad) or a --dist-backend that makes no sense is refused by name before any GPU is
+// looked for, so these checks run here. The GPU runs themselves: tests/cuda/test_train_device_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -27,14 +28,16 @@ TEST(TrainDevice, NoGpuIsOneClearError) {
                                               : "this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)";
   expect_clear_error(r, missing);
   EXPECT_FALSE(std::filesystem::exists(tmp / "run/metrics.jsonl")) << "nothing may be trained";
-  // Sophia has a GPU step: it gets as far as looking for the device.
+  // Sophia, ZeRO-1 and the NCCL path have a GPU step: they get as far as looking for the device.
   expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --optimizer sophia"), missing);
+  expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --zero 1 --dist-backend nccl"), missing);
 }
 
 TEST(TrainDevice, UnsupportedOptionsAreRefusedByName) {
   TempDir tmp;
   const std::string args = tiny_args(tmp) + " --device cuda";
-  expect_clear_error(run_mptrain(args + " --zero 1"), "data parallelism and --zero");
+  expect_clear_error(run_mptrain(args + " --dist-backend gloo"), "--dist-backend must be auto or nccl, not 'gloo'");
+  expect_clear_error(run_mptrain(tiny_args(tmp) + " --dist-backend nccl"), "--dist-backend nccl needs --device cuda");
   expect_clear_error(run_mptrain(args + " --precision fp16 --fault-inf-grad 1"),
                      "--fault-inf-grad is not supported with --device cuda");
   // BERT is refused before its (here missing) instance file is read.

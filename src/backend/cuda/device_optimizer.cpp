@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda/adamw.h"
+#include "backend/cuda/cast.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/loss_scale.h"
 #include "backend/cuda/sophia.h"
@@ -294,50 +295,63 @@ double DeviceOptimizer::win_rate() {
   return total > 0.0 ? unclipped / total : 0.0;
 }
 
+void DeviceOptimizer::refresh_param_copy() {
+  if (!lowp_) return;
+  const size_t n = table_.total();
+  if (lowp_type_ == StorageType::BF16)
+    cast_f32_to_bf16(static_cast<Bf16*>(lowp_), params_, n, ctx_.stream());
+  else
+    cast_f32_to_f16(static_cast<Fp16*>(lowp_), params_, n, ctx_.stream());
+}
+
 void DeviceOptimizer::zero_state() {
   fill_bytes(state_.get(), 0, state_.bytes(), ctx_);
   ctx_.synchronize();
 }
 
-void DeviceOptimizer::upload_state(const std::vector<const float*>& host) {
+void DeviceOptimizer::upload_state(const std::vector<const float*>& host, size_t host_begin) {
   MPT_CHECK(host.size() == roles(), "[cuda optimizer] expected " + std::to_string(roles()) + " state arrays");
   for (size_t r = 0; r < roles(); ++r)
     for (const Segment& s : segments_vec_)
-      copy_to_device(role(static_cast<int>(r)) + s.state, host[r] + s.range.begin, s.range.size() * sizeof(float),
-                     ctx_);
+      copy_to_device(role(static_cast<int>(r)) + s.state, host[r] + (s.range.begin - host_begin),
+                     s.range.size() * sizeof(float), ctx_);
 }
 
-void DeviceOptimizer::download_state(const std::vector<float*>& host) {
+void DeviceOptimizer::download_state(const std::vector<float*>& host, size_t host_begin) {
   MPT_CHECK(host.size() == roles(), "[cuda optimizer] expected " + std::to_string(roles()) + " state arrays");
   for (size_t r = 0; r < roles(); ++r)
     for (const Segment& s : segments_vec_)
-      copy_to_host(host[r] + s.range.begin, role(static_cast<int>(r)) + s.state, s.range.size() * sizeof(float), ctx_);
+      copy_to_host(host[r] + (s.range.begin - host_begin), role(static_cast<int>(r)) + s.state,
+                   s.range.size() * sizeof(float), ctx_);
 }
 
-// The host optimizer's state buffers, checked to be this kind's over the whole table.
-static void check_host(const Optimizer& host, OptimizerKind kind, size_t total, size_t roles) {
-  MPT_CHECK(host.kind() == kind, std::string("[cuda optimizer] state of a ") + host.name() + " optimizer given to " +
-                                     optimizer_name(kind));
-  MPT_CHECK(host.state().size() == roles, "[cuda optimizer] the host optimizer has an unexpected state layout");
+size_t DeviceOptimizer::host_begin_of(const Optimizer& host) const {
+  MPT_CHECK(host.kind() == config_.kind, std::string("[cuda optimizer] state of a ") + host.name() +
+                                             " optimizer given to " + optimizer_name(config_.kind));
+  MPT_CHECK(host.state().size() == roles(), "[cuda optimizer] the host optimizer has an unexpected state layout");
+  const size_t size = host.state()[0].buffer.size();
   for (const OptimizerState& s : host.state())
-    MPT_CHECK(s.buffer.size() == total, "[cuda optimizer] host state '" + s.prefix + "' holds " +
-                                            std::to_string(s.buffer.size()) + " values, not the table's " +
-                                            std::to_string(total));
+    MPT_CHECK(s.buffer.size() == size, "[cuda optimizer] the host optimizer's state buffers differ in size");
+  if (size == table_.total()) return 0;
+  MPT_CHECK(segments_vec_.size() == 1 && size == segments_vec_[0].range.size(),
+            "[cuda optimizer] host state of " + std::to_string(size) + " values covers neither the table (" +
+                std::to_string(table_.total()) + ") nor this optimizer's one segment");
+  return segments_vec_[0].range.begin;
 }
 
 void DeviceOptimizer::upload_state(const Optimizer& host) {
-  check_host(host, config_.kind, table_.total(), roles());
+  const size_t begin = host_begin_of(host);
   std::vector<const float*> roles_host;
   for (const OptimizerState& s : host.state()) roles_host.push_back(s.buffer.data());
-  upload_state(roles_host);
+  upload_state(roles_host, begin);
   hessian_updates_ = host.curvature_counter();  // Sophia's label RNG counter (0 for AdamW)
 }
 
 void DeviceOptimizer::download_state(Optimizer& host) {
-  check_host(host, config_.kind, table_.total(), roles());
+  const size_t begin = host_begin_of(host);
   std::vector<float*> roles_host;
   for (OptimizerState& s : host.state()) roles_host.push_back(s.buffer.data());
-  download_state(roles_host);
+  download_state(roles_host, begin);
   if (config_.kind == OptimizerKind::Sophia)
     host.set_scalar_state({{"hessian_updates", std::to_string(hessian_updates_)}});
 }

@@ -14,8 +14,9 @@
 // a segment may cut a tensor anywhere its begin is a multiple of 16.
 //
 // Checkpoints stay the CPU's: upload/download exchange the state with a host Optimizer of the
-// same kind over the whole table (optim/adamw.h's m, v; optim/sophia.h's m, h and its Hessian
-// counter), each segment in place.
+// same kind (optim/adamw.h's m, v; optim/sophia.h's m, h and its Hessian counter) over the
+// whole table, or, for a one-segment object, over that segment alone (the CPU's ZeRO-1 shard
+// optimizer of dist/data_parallel.h, whose gather/scatter then make checkpoints whole).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +80,12 @@ class DeviceOptimizer {
   void set_adamw_hyper(const AdamWHyper& hyper) { config_.adamw = hyper; }
 
   const DeviceOptimizerConfig& config() const { return config_; }
+  float* params() const { return params_; }
+  float* grads() const { return grads_; }
+  // Rewrites the whole 16-bit copy from the fp32 masters (after an all-gather brought in the
+  // other ranks' updates; this object's own segments are written by every update). No-op
+  // without a copy.
+  void refresh_param_copy();
   const std::vector<FlatRange>& segments() const { return segments_; }
   size_t device_bytes() const;
 
@@ -112,14 +119,16 @@ class DeviceOptimizer {
   };
   Curvature update_curvature(float grad_clip);
 
-  // The state from/to a host optimizer of the same kind over the whole table (its state()
-  // buffers and scalar state); only this object's segments are read/written. Synchronous.
+  // The state from/to a host optimizer of the same kind over the whole table, or over this
+  // object's one segment (its state() buffers and scalar state); only this object's segments
+  // are read/written. Synchronous.
   void upload_state(const Optimizer& host);
   void download_state(Optimizer& host);
   // The state roles as host arrays of table.total() floats (state()'s order: AdamW m, v;
   // Sophia m, h); only the segments are read/written.
-  void upload_state(const std::vector<const float*>& roles);
-  void download_state(const std::vector<float*>& roles);
+  // host_begin: the flat index of the arrays' first element (a segment's begin for a shard).
+  void upload_state(const std::vector<const float*>& roles, size_t host_begin = 0);
+  void download_state(const std::vector<float*>& roles, size_t host_begin = 0);
   void zero_state();
 
   // The gradient norm of the last step (before clipping; a host sync after step()).
@@ -132,6 +141,9 @@ class DeviceOptimizer {
     std::vector<FlatRange> real;  // real (unpadded) coordinates, table-absolute, merged
   };
   size_t roles() const { return 2; }
+  // Where a host optimizer's arrays start in the flat table (0, or the one segment's begin);
+  // throws when it is of another kind or covers neither.
+  size_t host_begin_of(const Optimizer& host) const;
   float* role(int r) const;
   float rho_b() const;
   // fp16: unscale every segment's gradients and check them (over ranks with a reducer);

@@ -2,6 +2,14 @@
 // accumulate micro-batches with loss_scale/accum, then cuda::DeviceOptimizer: fp16
 // unscale/skip, numeric guard, clip, AdamW or Sophia, and Sophia's curvature pass on the last
 // micro-batch), the trainer's LossScaler in place of the device's own.
+//
+// Data parallelism (train/device_step.h's DeviceParallel) over an NCCL communicator bootstrapped
+// over the run's host one: after the micro-batches, the loss is summed and the fp32 gradients
+// averaged over ranks (ZeRO off: all-reduce; ZeRO-1: reduce-scatter onto the CPU's partition,
+// this rank's DeviceOptimizer over its range, the norm/overflow/win-rate reduced over ranks),
+// then after a ZeRO-1 update the all-gather of the parameters and the refreshed 16-bit copy.
+// The collectives run after the backward (no overlap yet: docs/dev/cuda.md).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,19 +18,35 @@
 #include "backend/cuda/gpt2_device.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "dist/nccl_communicator.h"
 #include "train/device_step.h"
 
 namespace mptrain {
 
 namespace {
 
+// One process per GPU: the local rank picks it (as make_nccl_communicator does).
+int device_of(const DeviceParallel& par) {
+  const int devices = cuda_device_count();
+  return par.dp && devices > 0 ? par.dp->comm().local_rank() % devices : 0;
+}
+
+bool sharded(const DeviceParallel& par) { return par.dp && par.dp->zero() == ZeroStage::One; }
+
+// ZeRO-1: the optimizer owns this rank's range of the CPU's partition; else every coordinate.
+std::vector<cuda::FlatRange> owned_segments(const DeviceParallel& par) {
+  if (!sharded(par)) return {};
+  return {{par.dp->begin(), par.dp->end()}};
+}
+
 class Gpt2CudaStepper final : public DeviceStepper {
  public:
   Gpt2CudaStepper(const Gpt2Config& config, Precision precision, int B, int T, const Optimizer& optimizer,
-                  LossScaler* scaler)
-      : ctx_(0),
+                  LossScaler* scaler, const DeviceParallel& par)
+      : par_(par),
+        ctx_(device_of(par)),
         device_(config, precision, B, T, ctx_),
-        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_),
+        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_, owned_segments(par)),
         scaler_(scaler),
         B_(B),
         T_(T) {
@@ -33,6 +57,14 @@ class Gpt2CudaStepper final : public DeviceStepper {
     optimizer_.set_loss_scaler(scaler);
     inputs_.resize(static_cast<size_t>(B) * T);
     targets_.resize(static_cast<size_t>(B) * T);
+    if (par.dp && (par.nccl || par.dp->world_size() > 1)) {
+      Communicator& host = par.dp->comm();
+      nccl_ = make_nccl_communicator(host, host.timeout_seconds());
+      world_ = nccl_->world_size();
+      // Sharded state: the norm, the overflow flag and the win rate's counts are per rank.
+      if (sharded(par))
+        optimizer_.set_reducer({[this](double x) { return nccl_->sum(x); }, [this](bool f) { return nccl_->any(f); }});
+    }
   }
 
   void upload(const float* params, const Optimizer& optimizer) override {
@@ -52,11 +84,13 @@ class Gpt2CudaStepper final : public DeviceStepper {
       loss_sum += device_.forward_backward(inputs_.data(), targets_.data(), B_, T_,
                                            stats.loss_scale / static_cast<float>(accum), micro > 0);
     }
-    stats.loss = static_cast<float>(loss_sum / accum);
+    loss_sum = average_over_ranks(loss_sum);
+    stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world_));
     const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
     stats.grad_norm = g.grad_norm;
     stats.skipped = g.skipped;
     stats.non_finite = g.non_finite;
+    if (!g.skipped && !g.non_finite) gather_params();
     if (!g.skipped && !g.non_finite && optimizer_.curvature_due(t)) curvature(stats, grad_clip);
     return stats;
   }
@@ -71,18 +105,42 @@ class Gpt2CudaStepper final : public DeviceStepper {
   // mean loss times the step's loss scale (written over the training gradients, which the
   // update has consumed), then the optimizer's unscale/norm/clip/Hessian update.
   void curvature(StepStats& stats, float grad_clip) {
-    stats.curvature_loss =
-        device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, stats.loss_scale,
-                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
+    const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, stats.loss_scale,
+                                                        optimizer_.curvature_seed(), optimizer_.curvature_counter());
+    stats.curvature_loss = static_cast<float>(average_over_ranks(loss) / world_);
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;
     stats.curvature_norm = c.norm;
     stats.win_rate = c.win_rate;
   }
 
+  // With NCCL: waits for the backward, averages the gradients over ranks (this rank's range
+  // under ZeRO-1) and returns the sum of `local` over ranks. Without: `local`.
+  double average_over_ranks(double local) {
+    if (!nccl_) return local;
+    ctx_.synchronize();  // the NCCL stream must see the finished gradients
+    float* grads = optimizer_.grads();
+    if (sharded(par_))
+      nccl_->reduce_scatter(grads, par_.dp->partition(), ReduceOp::Avg);
+    else
+      nccl_->all_reduce(grads, device_.num_params(), ReduceOp::Avg);
+    return nccl_->sum(local);
+  }
+
+  // ZeRO-1 after an update: every rank's parameters whole again, and the 16-bit copy with them.
+  void gather_params() {
+    if (!nccl_ || !sharded(par_)) return;
+    ctx_.synchronize();
+    nccl_->all_gather(optimizer_.params(), par_.dp->partition());
+    optimizer_.refresh_param_copy();
+  }
+
+  DeviceParallel par_;
   cuda::Context ctx_;
   cuda::Gpt2Device device_;
   cuda::DeviceOptimizer optimizer_;
+  std::unique_ptr<Communicator> nccl_;  // null: one process without NCCL
+  int world_ = 1;
   LossScaler* scaler_;
   int B_, T_;
   std::vector<int> inputs_, targets_;
@@ -91,11 +149,12 @@ class Gpt2CudaStepper final : public DeviceStepper {
 }  // namespace
 
 std::unique_ptr<DeviceStepper> make_gpt2_cuda_stepper(const Gpt2Config& config, Precision precision, int B, int T,
-                                                      const Optimizer& optimizer, LossScaler* scaler) {
+                                                      const Optimizer& optimizer, LossScaler* scaler,
+                                                      const DeviceParallel& par) {
   const int devices = cuda_device_count();
   if (devices == 0)
     throw Error("[train] --device cuda: no CUDA device is visible (" + std::to_string(devices) + " devices)");
-  return std::make_unique<Gpt2CudaStepper>(config, precision, B, T, optimizer, scaler);
+  return std::make_unique<Gpt2CudaStepper>(config, precision, B, T, optimizer, scaler, par);
 }
 
 }  // namespace mptrain

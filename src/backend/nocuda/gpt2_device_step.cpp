@@ -5,7 +5,7 @@
 namespace mptrain {
 
 std::unique_ptr<DeviceStepper> make_gpt2_cuda_stepper(const Gpt2Config&, Precision, int, int, const Optimizer&,
-                                                      LossScaler*) {
+                                                      LossScaler*, const DeviceParallel&) {
   throw Error("[train] this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
 }
 
