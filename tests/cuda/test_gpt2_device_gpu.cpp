@@ -302,6 +302,53 @@ TEST(Gpt2DeviceOptions, MemoryFollowsTheOptions) {
   EXPECT_GE(bytes(kUnfused), bytes(kDefault) + static_cast<size_t>(kB) * kT * 320 * sizeof(float));
 }
 
+// ---- CUDA graphs ---------------------------------------------------------------------------------
+
+// The first call of a shape runs eagerly, the second captures and replays, later ones replay:
+// the same batch gives bit-identical losses and gradients every time (no optimizer step in
+// between), for both losses; a new shape is eager once, then captured; a Context::scratch that
+// another user reallocated makes the step capture again (the old graph's pointer is stale).
+TEST(Gpt2DeviceGraphs, CapturedOncePerShapeAndReplayedBitIdentically) {
+  SKIP_WITHOUT_GPU();
+  const Training& ref = cpu_run(true);
+  cuda::Gpt2Device dev(small_config(), Precision::Bf16, kB, kT, gputest::ctx(), kGraphs);
+  ASSERT_TRUE(dev.options().graphs);
+  dev.upload_params(ref.init.data());
+  std::vector<int> tokens, targets;
+  make_batch(0, tokens, targets);
+  auto grads = [&] {
+    std::vector<float> g(dev.num_params());
+    dev.download_grads(g.data());
+    return g;
+  };
+  const float eager = dev.forward_backward(tokens.data(), targets.data(), kB, kT);
+  const std::vector<float> eager_grads = grads();
+  EXPECT_EQ(dev.captured_graphs(), 0u) << "the first call of a shape must run eagerly (warm-up)";
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(dev.forward_backward(tokens.data(), targets.data(), kB, kT), eager) << "replay " << call;
+    EXPECT_EQ(grads(), eager_grads) << "replay " << call;
+  }
+  EXPECT_EQ(dev.captured_graphs(), 1u);
+  // A smaller batch: eager once, then its own graph.
+  const float small = dev.forward_backward(tokens.data(), targets.data(), 2, kT);
+  EXPECT_EQ(dev.captured_graphs(), 1u);
+  EXPECT_EQ(dev.forward_backward(tokens.data(), targets.data(), 2, kT), small);
+  EXPECT_EQ(dev.captured_graphs(), 2u);
+  // Sampled labels under the graphs: the loss kernel runs eagerly with this call's counter.
+  std::vector<int> l1(kB * kT), l2(kB * kT);
+  const float s1 = dev.forward_backward_sampled(tokens.data(), l1.data(), kB, kT, 1.0f, 9, 1);
+  const float s2 = dev.forward_backward_sampled(tokens.data(), l2.data(), kB, kT, 1.0f, 9, 2);
+  std::vector<int> l1b(kB * kT);
+  EXPECT_EQ(dev.forward_backward_sampled(tokens.data(), l1b.data(), kB, kT, 1.0f, 9, 1), s1);
+  EXPECT_EQ(l1b, l1);
+  EXPECT_NE(l2, l1) << "counter 2 drew the labels of counter 1: the counter is frozen in a graph";
+  (void)s2;
+  // Another user grows the shared scratch: the next step captures again, same results.
+  gputest::ctx().scratch(64u << 20);
+  EXPECT_EQ(dev.forward_backward(tokens.data(), targets.data(), kB, kT), eager);
+  EXPECT_EQ(grads(), eager_grads);
+}
+
 // ---- Sophia's sampled-label pass against the CPU's ---------------------------------------------
 
 class Gpt2DeviceSampledTest : public ::testing::TestWithParam<Precision> {};

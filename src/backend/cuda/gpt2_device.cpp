@@ -236,7 +236,10 @@ void Gpt2Device::Impl::grads_ready(ParamRange r, bool accumulate) {
       cast_f16_to_f32(dst, src, len, ctx.stream());
     if (accumulate) cuda::accumulate<float>(fp32, dst, len, ctx);
   }
-  if (grad_ready) grad_ready(r.begin, r.end);
+  if (cut_capture)
+    cut_capture(r);  // capturing a graph: the hook is called when the segment is launched
+  else if (grad_ready)
+    grad_ready(r.begin, r.end);
 }
 
 // The backward of model/gpt2.cpp (backward_impl) from the dlogits the loss left in place. The
@@ -332,12 +335,7 @@ float Gpt2Device::Impl::run_step(const int* tokens, const int* targets, int* sam
   // 16-bit accumulation casts each range through an fp32 scratch (allocated once, here: never
   // inside the enqueued step, which a CUDA graph may capture).
   if (lowp && accumulate && !grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
-  dispatch_storage(t, [&](auto tag) {
-    using T_ = typename decltype(tag)::type;
-    forward<T_>(B, Tn);
-    loss<T_>(N, kind, seed, counter);
-    backward<T_>(B, Tn, accumulate);
-  });
+  enqueue_step(B, Tn, accumulate, kind, seed, counter);
   host_losses.resize(N);
   copy_to_host(host_losses.data(), at<float>(losses), N * sizeof(float), ctx);
   if (kind == LossKind::Sampled) copy_to_host(sampled, targets_dev(N), N * sizeof(int), ctx);
@@ -345,6 +343,16 @@ float Gpt2Device::Impl::run_step(const int* tokens, const int* targets, int* sam
   for (int i = 0; i < N; ++i) sum += host_losses[i];
   return counted > 0 ? static_cast<float>(sum / counted) : 0.0f;
 }
+
+// gpt2_device_graphs.cpp enqueues the step's pieces for each storage type.
+#define MPT_INSTANTIATE(T)                                                                       \
+  template void Gpt2Device::Impl::forward<T>(int, int);                                         \
+  template void Gpt2Device::Impl::loss<T>(int, LossKind, uint64_t, uint64_t);                   \
+  template void Gpt2Device::Impl::backward<T>(int, int, bool);
+MPT_INSTANTIATE(float)
+MPT_INSTANTIATE(Bf16)
+MPT_INSTANTIATE(Fp16)
+#undef MPT_INSTANTIATE
 
 const char* attention_name(Gpt2Attention a) { return a == Gpt2Attention::Flash ? "flash" : "naive"; }
 
@@ -375,6 +383,7 @@ Gpt2Device::~Gpt2Device() = default;
 const Gpt2Config& Gpt2Device::config() const { return impl_->config; }
 Precision Gpt2Device::precision() const { return impl_->precision; }
 const Gpt2DeviceOptions& Gpt2Device::options() const { return impl_->options; }
+size_t Gpt2Device::captured_graphs() const { return impl_->step_graphs.size(); }
 const ParamTable& Gpt2Device::table() const { return impl_->table; }
 size_t Gpt2Device::num_params() const { return impl_->n; }
 const LossScaler* Gpt2Device::loss_scaler() const { return impl_->active_scaler(); }

@@ -70,6 +70,9 @@ class Gpt2Device {
   const Gpt2Config& config() const;
   Precision precision() const;
   const Gpt2DeviceOptions& options() const;  // as applied: attention is what runs
+  // Steps captured as CUDA graphs so far (options.graphs: one per (B, T, accumulate) after its
+  // eager first call; a recapture replaces one). For tests and the bench's report.
+  size_t captured_graphs() const;
   const ParamTable& table() const;  // gpt2_param_table(config): the layout of every flat buffer
   size_t num_params() const;
   size_t device_bytes() const;  // everything this object allocated on the device

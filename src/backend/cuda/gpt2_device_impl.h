@@ -4,7 +4,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <type_traits>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/graph.h"
 #include "backend/cuda/gpt2_device.h"
 #include "model/gpt2.h"
 
@@ -33,6 +37,26 @@ struct ParamRange {
   size_t begin = 0, end = 0;
 };
 
+// CUDA graphs of a step (Gpt2DeviceOptions::graphs; gpt2_device_graphs.cpp), one per
+// (B, T, accumulate): what the captured kernels' frozen arguments depend on.
+struct StepGraphKey {
+  int B = 0, T = 0;
+  bool accumulate = false;
+  auto operator<=>(const StepGraphKey&) const = default;
+};
+// The forward, then the backward cut after each gradient-ready range (so that the hook can be
+// called between launches). The loss runs eagerly between segment 0 and 1: the sampled loss's
+// seed and counter change every call, and a kernel argument cannot change in a graph.
+struct StepGraph {
+  struct Segment {
+    ExecGraph graph;
+    bool announces = false;  // the range below is final once this segment has run
+    ParamRange range;
+  };
+  std::vector<Segment> segments;
+  void* scratch = nullptr;  // Context::scratch when captured: another area means capture again
+};
+
 inline StorageType storage_for(Precision p) {
   return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
 }
@@ -42,6 +66,8 @@ inline StorageType storage_for(Precision p) {
 using gpt2_device_detail::LayerActs;
 using gpt2_device_detail::LossKind;
 using gpt2_device_detail::ParamRange;
+using gpt2_device_detail::StepGraph;
+using gpt2_device_detail::StepGraphKey;
 using gpt2_device_detail::storage_for;
 
 struct Gpt2Device::Impl {
@@ -85,6 +111,12 @@ struct Gpt2Device::Impl {
   GradReadyFn grad_ready;
   ParamRange lnf_range, embed_range;
   std::vector<ParamRange> layer_ranges;
+  // CUDA graphs (options.graphs): the shapes already run eagerly (the warm-up that plans every
+  // GEMM and grows Context::scratch), the captured steps, and, while capturing, what
+  // grads_ready does instead of calling the hook (cut the capture there).
+  std::set<StepGraphKey> warmed;
+  std::map<StepGraphKey, StepGraph> step_graphs;
+  std::function<void(ParamRange)> cut_capture;
 
   Impl(const Gpt2Config& c, Precision p, int B, int T, Context& cx)
       : config(c),
@@ -132,6 +164,11 @@ struct Gpt2Device::Impl {
   void attention_fwd(const LayerActs& a, int B, int Tn);
   template <class T>
   void attention_bwd(T* dqkv, const T* dout, const LayerActs& a, int B, int Tn);
+  // Enqueues forward, loss and backward of an uploaded batch: eagerly, or (options.graphs) as
+  // graph launches after one eager warm-up per StepGraphKey (gpt2_device_graphs.cpp).
+  void enqueue_step(int B, int Tn, bool accumulate, LossKind kind, uint64_t seed, uint64_t counter);
+  template <class T>
+  StepGraph capture_step(int B, int Tn, bool accumulate);
   template <class T>
   void forward(int B, int Tn);
   template <class T>
