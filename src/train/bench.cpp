@@ -24,6 +24,8 @@
 #include "optim/make_optimizer.h"
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"
+#include "train/bert_synthetic.h"
+#include "train/child_result.h"
 #include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
@@ -41,24 +43,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string default_peer_script(const std::string& name) {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& base : {exe.parent_path().parent_path(), fs::current_path()}) {
-    const fs::path p = base / "bench" / name;
-    if (fs::exists(p)) return p.string();
-  }
-  return "";
-}
-
 bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
-
-// BERT's synthetic recipe (bench.h), shared by the batch generator, the FLOP count and the plan.
-int bert_row_length(int b, int T) { return T - (b % 4) * (T / 8); }
-int bert_row_masked(int length) {
-  const int content = length - 3;  // [CLS] A [SEP] B [SEP]
-  return std::max(1, static_cast<int>(0.15 * content + 0.5));  // round half up (pytorch_bert.py does the same)
-}
 
 BertConfig bench_bert_config(const BenchOptions& o) { return bert_preset(o.preset, 30522, o.vocab_multiple); }
 
@@ -107,66 +92,11 @@ ModelInfo model_info(const BenchOptions& o) {
   return m;
 }
 
-// Fresh synthetic BERT instances every call (the recipe in bench.h), as the views Bert reads.
-class BertSynthetic {
- public:
-  static constexpr int kPad = 0, kCls = 101, kSep = 102, kMask = 103, kFirstWord = 999;
-  BertSynthetic(int B, int T, int vocab)
-      : B_(B), T_(T), vocab_(vocab), tokens_(size_t(B) * T), types_(tokens_.size()), mask_(tokens_.size()),
-        labels_(tokens_.size()), nsp_(B) {}
-
-  void next() {
-    const int first = std::min(kFirstWord, vocab_ / 2);
-    std::vector<int> content;
-    for (int b = 0; b < B_; ++b) {
-      int* tok = &tokens_[size_t(b) * T_];
-      int* typ = &types_[size_t(b) * T_];
-      int* msk = &mask_[size_t(b) * T_];
-      int* lab = &labels_[size_t(b) * T_];
-      const int len = bert_row_length(b, T_), a_len = (len - 3) / 2;
-      content.clear();
-      for (int t = 0; t < T_; ++t) {
-        const bool sep = t == a_len + 1 || t == len - 1;
-        tok[t] = t >= len ? kPad : t == 0 ? kCls : sep ? kSep : first + int(draw() * (vocab_ - first));
-        tok[t] = std::min(tok[t], vocab_ - 1);
-        typ[t] = t > a_len + 1 && t < len ? 1 : 0;
-        msk[t] = t < len ? 1 : 0;
-        lab[t] = -1;
-        if (t > 0 && t < len - 1 && !sep) content.push_back(t);
-      }
-      // The masked positions: the first bert_row_masked of a partial Fisher-Yates shuffle.
-      const int n_mask = bert_row_masked(len);
-      for (int i = 0; i < n_mask; ++i) {
-        const int j = i + std::min(int(draw() * (content.size() - i)), int(content.size()) - i - 1);
-        std::swap(content[i], content[j]);
-        lab[content[i]] = tok[content[i]];
-        tok[content[i]] = kMask;
-      }
-      nsp_[b] = draw() < 0.5f ? 0 : 1;
-    }
-  }
-  BertInputs inputs() const {
-    return {tokens_.data(), types_.data(), mask_.data(), labels_.data(), nsp_.data()};
-  }
-
- private:
-  float draw() { return uniform01(42, 3, draw_++); }
-  int B_, T_, vocab_;
-  std::vector<int> tokens_, types_, mask_, labels_, nsp_;
-  uint64_t draw_ = 0;
-};
-
 // What the peer printed on its RESULT line.
 struct PeerResult {
   double ms = 0.0;  // 0: the peer did not run or failed
   double peak_rss_mb = 0.0;
 };
-
-double result_field(const char* line, const char* key) {
-  const std::string k = std::string(" ") + key + "=";
-  const char* p = std::strstr(line, k.c_str());
-  return p ? std::atof(p + k.size()) : 0.0;
-}
 
 // Runs the peer in `precision` (fp32, or bf16 = torch's CPU autocast) and returns its median
 // ms/step and peak memory, parsed from its "RESULT ms_per_step=…" line.
@@ -182,21 +112,12 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
                           std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --precision " +
                           precision + " --threads " + std::to_string(threads) + info.peer_args + " 2>&1";
   if (echo) std::printf("peer: %s\n", cmd.c_str());
-  std::fflush(stdout);
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  MPT_CHECK(pipe != nullptr, "cannot start the PyTorch peer");
-  std::array<char, 4096> buf{};
-  PeerResult r;
-  while (std::fgets(buf.data(), buf.size(), pipe)) {
-    if (echo) std::printf("  [torch] %s", buf.data());
-    if (std::strncmp(buf.data(), "RESULT ", 7) == 0) {
-      r.ms = result_field(buf.data(), "ms_per_step");
-      r.peak_rss_mb = result_field(buf.data(), "peak_rss_mb");
-    }
-  }
-  const int rc = ::pclose(pipe);
-  if (rc != 0 || r.ms <= 0.0) {
-    std::printf("peer: PyTorch %s run failed (exit status %d); no ratio\n", precision.c_str(), rc);
+  const ChildResult c = run_child(cmd, [&](const char* line) {
+    if (echo) std::printf("  [torch] %s", line);
+  });
+  PeerResult r{c.field("ms_per_step"), c.field("peak_rss_mb")};
+  if (!c.ok() || r.ms <= 0.0) {
+    std::printf("peer: PyTorch %s run failed (exit status %d); no ratio\n", precision.c_str(), c.exit_status);
     return {};
   }
   return r;
@@ -359,32 +280,18 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
                           " --no-peer --quiet --progress none --result-line 2>&1";
   LadderRung rung;
   rung.precision = precision;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  MPT_CHECK(pipe != nullptr, "cannot start the ladder's " + precision + " run");
-  std::array<char, 4096> buf{};
-  std::string last;
-  bool got = false;
-  while (std::fgets(buf.data(), buf.size(), pipe)) {
-    const char* line = buf.data();
-    if (std::strncmp(line, "RESULT ", 7) == 0) {
-      rung.result.ms_per_step = result_field(line, "ms_per_step");
-      rung.result.tokens_per_s = result_field(line, "tokens_per_s");
-      rung.result.tflops = result_field(line, "tflops");
-      rung.result.peak_rss_mb = result_field(line, "peak_rss_mb");
-      rung.result.model_mb = result_field(line, "model_mb");
-      rung.result.last_loss = static_cast<float>(result_field(line, "loss"));
-      rung.result.skipped_steps = static_cast<int64_t>(result_field(line, "skipped"));
-      got = rung.result.ms_per_step > 0.0;
-    } else if (!o.quiet && std::strncmp(line, "mptrain ", 8) == 0) {
-      std::printf("  %s", line);
-    }
-    last = line;
-  }
-  const int rc = ::pclose(pipe);
-  if (rc != 0 || !got) {
-    while (!last.empty() && (last.back() == '\n' || last.back() == '\r')) last.pop_back();
-    rung.error = last.empty() ? "exit status " + std::to_string(rc) : last;
-  }
+  const ChildResult c = run_child(cmd, [&](const char* line) {
+    if (!o.quiet && std::strncmp(line, "mptrain ", 8) == 0) std::printf("  %s", line);
+  });
+  rung.result.ms_per_step = c.field("ms_per_step");
+  rung.result.tokens_per_s = c.field("tokens_per_s");
+  rung.result.tflops = c.field("tflops");
+  rung.result.peak_rss_mb = c.field("peak_rss_mb");
+  rung.result.model_mb = c.field("model_mb");
+  rung.result.last_loss = static_cast<float>(c.field("loss"));
+  rung.result.skipped_steps = static_cast<int64_t>(c.field("skipped"));
+  if (!c.ok() || rung.result.ms_per_step <= 0.0)
+    rung.error = c.last_line.empty() ? "exit status " + std::to_string(c.exit_status) : c.last_line;
   return rung;
 }
 
@@ -477,7 +384,7 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
-  if (o.device == "cuda") return run_cuda_bench(o);  // its own ladder, in one process
+  if (o.device == "cuda") return is_bert(o) ? run_cuda_bert_bench(o) : run_cuda_bench(o);  // own ladders, one process
   MPT_CHECK(o.device == "cpu", "--device must be cpu or cuda, not '" + o.device + "'");
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);

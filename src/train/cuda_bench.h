@@ -12,4 +12,9 @@ namespace mptrain {
 // the device bench does not support (--model bert, --optimizer sophia).
 BenchResult run_cuda_bench(const BenchOptions& options);
 
+// `--model bert`: BERT's forward + losses + backward on GPU 0 (cuda::BertDevice; no optimizer
+// step yet) on the CPU bench's synthetic instances, one precision or, with --ladder, fp32, tf32,
+// bf16 and fp16 (src/backend/cuda/bert_bench.cpp; the nocuda twin throws).
+BenchResult run_cuda_bert_bench(const BenchOptions& options);
+
 }  // namespace mptrain

@@ -80,8 +80,8 @@ struct CpuResult {
 };
 
 // The CPU model's stats and gradients of grad_scale·loss for each batch in turn, accumulated.
-CpuResult cpu_run(const BertConfig& config, const std::vector<float>& params, const std::vector<HostBatch>& batches,
-                  float grad_scale) {
+CpuResult cpu_run(const BertConfig& config, const std::vector<float>& params,
+                  const std::vector<HostBatch>& batches, float grad_scale) {
   cpu::Context cctx;
   Bert model(config, cctx, Precision::Fp32);
   std::copy(params.begin(), params.end(), model.params().data());
@@ -118,8 +118,8 @@ Tolerances tolerances(Precision p) {
 }
 float grad_scale_for(Precision p) { return p == Precision::Fp16 ? 1024.0f : 1.0f; }
 
-void expect_grads_near(const ParamTable& table, std::vector<float> got, float unscale, const std::vector<float>& want,
-                       double tol, const std::string& what) {
+void expect_grads_near(const ParamTable& table, std::vector<float> got, float unscale,
+                       const std::vector<float>& want, double tol, const std::string& what) {
   for (float& x : got) x *= unscale;
   for (const ParamSpec& spec : table.specs()) {
     const std::vector<float> g(got.begin() + spec.offset, got.begin() + spec.offset + spec.numel);
@@ -181,7 +181,8 @@ TEST_P(BertDeviceTest, LossesAndGradientsMatchTheCpuModel) {
   EXPECT_EQ(ev.mlm_correct, st.mlm_correct) << what;
   std::vector<float> g2(dev.num_params());
   dev.download_grads(g2.data());
-  EXPECT_EQ(0, std::memcmp(g.data(), g2.data(), g.size() * sizeof(float))) << what << ": evaluate wrote gradients";
+  EXPECT_EQ(0, std::memcmp(g.data(), g2.data(), g.size() * sizeof(float)))
+      << what << ": evaluate wrote gradients";
 }
 
 // Two micro-batches at grad_scale 0.5 each: the second call accumulates (+=), the CPU model
@@ -255,15 +256,18 @@ TEST(BertDevice, RefusesBadSizesAndBatchesWithOneClearError) {
   expect_error_contains([&] { cuda::BertDevice(config, Precision::Fp32, 1, 65, 0, ctx()); }, "64 positions");
   expect_error_contains([&] { cuda::BertDevice(config, Precision::Fp32, 0, 8, 0, ctx()); }, "[bert-cuda]");
   cuda::BertDevice dev(config, Precision::Fp32, 2, 16, 4, ctx());  // at most 4 masked positions
-  HostBatch big = make_batch(0);                                  // 4x32 tokens
-  expect_error_contains([&] { dev.forward_backward(big.view(), 4, 16, 1.0f, false); }, "exceeds the planned 2x16");
-  expect_error_contains([&] { dev.forward_backward(big.view(), 2, 17, 1.0f, false); }, "exceeds the planned 2x16");
+  HostBatch big = make_batch(0);                                   // 4x32 tokens
+  expect_error_contains([&] { dev.forward_backward(big.view(), 4, 16, 1.0f, false); },
+                        "exceeds the planned 2x16");
+  expect_error_contains([&] { dev.forward_backward(big.view(), 2, 17, 1.0f, false); },
+                        "exceeds the planned 2x16");
   HostBatch h = make_batch(0);
   for (int i = 0; i < 2 * 16; ++i) h.mlm[i] = i % 3 == 0 ? h.tokens[i] : -1;  // 11 masked positions
   expect_error_contains([&] { dev.forward_backward(h.view(), 2, 16, 1.0f, false); }, "masked positions");
   h = make_batch(0);
   h.tokens[3] = kV;
-  expect_error_contains([&] { dev.forward_backward(h.view(), 2, 16, 1.0f, false); }, "outside the BERT vocabulary");
+  expect_error_contains([&] { dev.forward_backward(h.view(), 2, 16, 1.0f, false); },
+                        "outside the BERT vocabulary");
   h = make_batch(0);
   for (int t = 0; t < 16; ++t) h.mask[16 + t] = 0;
   expect_error_contains([&] { dev.forward_backward(h.view(), 2, 16, 1.0f, false); }, "all padding");
@@ -288,15 +292,15 @@ TEST(BertDevicePlan, ArenaBytesMatchAHandCount) {
     // qkv; P or lse; atty, res1, ln1, res2, ln2; two (mean, rstd) pairs; fch, fch_gelu
     const size_t layer = r(BT * 3 * C * e) + r(att) + r(BT * C * e) * 5 + r(BT * f) * 4 + r(BT * I * e) * 2;
     want += c.n_layer * layer;
-    want += r(B * C * e) * 2 + r(B * 2 * e);                                // cls_in, pooled, nsp logits
-    want += r(M * C * e) * 4 + r(M * f) * 2 + r(M * Vp * e);               // MLM head
-    want += r((3 * BT + 3 * M + 3 * B) * 4) + r((2 * M + 2 * B) * 4);      // batch words, stats words
-    want += r(BT * C * e) * 4 + r(BT * 3 * C * e) + r(BT * I * e);         // proj, dh, dres, datty; dqkv; dfch
-    want += r(B * C * e) * 2 + r(M * C * e) * 2;                           // dpooled, dcls; dmlm_a, dmlm_b
-    want += r(attn_scratch) + r(enc) + r(BT * e);                          // attention, encoder sort, ones
+    want += r(B * C * e) * 2 + r(B * 2 * e);                           // cls_in, pooled, nsp logits
+    want += r(M * C * e) * 4 + r(M * f) * 2 + r(M * Vp * e);           // MLM head
+    want += r((3 * BT + 3 * M + 3 * B) * 4) + r((2 * M + 2 * B) * 4);  // batch words, stats words
+    want += r(BT * C * e) * 4 + r(BT * 3 * C * e) + r(BT * I * e);     // proj, dh, dres, datty; dqkv; dfch
+    want += r(B * C * e) * 2 + r(M * C * e) * 2;                       // dpooled, dcls; dmlm_a, dmlm_b
+    want += r(attn_scratch) + r(enc) + r(BT * e);                      // attention, encoder sort, ones
     want += r(BT * 2 * C * f);  // LayerNorm backward's (dweight, dbias) partial sums: one chunk per row here
-    EXPECT_EQ(cuda::bert_device_arena_bytes(c, flash ? Precision::Bf16 : Precision::Fp32, cuda::BertAttention::Auto,
-                                            B, T, M, enc),
+    EXPECT_EQ(cuda::bert_device_arena_bytes(c, flash ? Precision::Bf16 : Precision::Fp32,
+                                            cuda::BertAttention::Auto, B, T, M, enc),
               want)
         << (flash ? "bf16 flash" : "fp32 naive");
   }

@@ -64,7 +64,8 @@ TYPED_TEST(CudaBertOps, InPlaceActivationsEqualOutOfPlace) {
   using T = TypeParam;
   const size_t n = 260;
   const std::vector<float> x = rounded<T>(randn(n, 13, 2.0f)), dy = rounded<T>(randn(n, 14));
-  auto dx = upload<T>(x), d = upload<T>(dy), sep = poisoned<T>(n), t_in = upload<T>(x), t_sep = poisoned<T>(n);
+  auto dx = upload<T>(x), d = upload<T>(dy), sep = poisoned<T>(n), t_in = upload<T>(x),
+       t_sep = poisoned<T>(n);
   cuda::gelu_erf_backward(sep.data(), dx.data(), d.data(), n, ctx());
   cuda::gelu_erf_backward(d.data(), dx.data(), d.data(), n, ctx());  // dinp aliases dout
   EXPECT_EQ(rel_err(download(d), download(sep)), 0.0);
@@ -93,25 +94,28 @@ TYPED_TEST(CudaBertOps, EmbeddingsMatchCpuAndSkipThePadRow) {
   auto dtok = upload_ints(tokens), dtypes = upload_ints(types);
   auto dword = upload<T>(word), dpos = upload<T>(pos), dtype = upload<T>(type), ddout = upload<T>(dout);
   auto out = poisoned<T>(static_cast<size_t>(N) * C);
-  cuda::embeddings_forward(out.data(), dtok.data(), dtypes.data(), dword.data(), dpos.data(), dtype.data(), B, Tn, C,
-                           ctx());
+  cuda::embeddings_forward(out.data(), dtok.data(), dtypes.data(), dword.data(), dpos.data(), dtype.data(), B,
+                           Tn, C, ctx());
   std::vector<float> ref(static_cast<size_t>(N) * C);
-  cpu::embeddings_forward(ref.data(), tokens.data(), types.data(), word.data(), pos.data(), type.data(), B, Tn, C);
+  cpu::embeddings_forward(ref.data(), tokens.data(), types.data(), word.data(), pos.data(), type.data(), B,
+                          Tn, C);
   EXPECT_LT(rel_err(download(out), ref), tolerance<T>()) << "embeddings forward";
 
   // Backward accumulates into random gradients (the weights reused as the starting values).
   const size_t scratch_bytes = cuda::embeddings_backward_scratch_bytes(B, Tn);
   cuda::DeviceBuffer<char> scratch(scratch_bytes);
-  cuda::embeddings_backward(dword.data(), dpos.data(), dtype.data(), ddout.data(), dtok.data(), dtypes.data(), pad,
-                            scratch.data(), scratch_bytes, B, Tn, C, TV, ctx());
+  cuda::embeddings_backward(dword.data(), dpos.data(), dtype.data(), ddout.data(), dtok.data(), dtypes.data(),
+                            pad, scratch.data(), scratch_bytes, B, Tn, C, TV, ctx());
   std::vector<float> gw = word, gp = pos, gt = type;
-  cpu::embeddings_backward(gw.data(), gp.data(), gt.data(), dout.data(), tokens.data(), types.data(), pad, B, Tn, C);
+  cpu::embeddings_backward(gw.data(), gp.data(), gt.data(), dout.data(), tokens.data(), types.data(), pad, B,
+                           Tn, C);
   const std::vector<float> got_w = download(dword);
   EXPECT_LT(rel_err(got_w, gw), tolerance<T>()) << "dword";
   EXPECT_LT(rel_err(download(dpos), gp), tolerance<T>()) << "dpos";
   EXPECT_LT(rel_err(download(dtype), gt), tolerance<T>()) << "dtype (token types)";
-  for (int c = 0; c < C; ++c) ASSERT_EQ(got_w[static_cast<size_t>(pad) * C + c], word[static_cast<size_t>(pad) * C + c])
-      << "the [PAD] row took gradient at channel " << c;
+  for (int c = 0; c < C; ++c)
+    ASSERT_EQ(got_w[static_cast<size_t>(pad) * C + c], word[static_cast<size_t>(pad) * C + c])
+        << "the [PAD] row took gradient at channel " << c;
 }
 
 TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
@@ -124,7 +128,8 @@ TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
   cuda::gather_rows(g.data(), din.data(), didx.data(), R, R_out, C, ctx());
   std::vector<float> want(static_cast<size_t>(R_out) * C, 0.0f);
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) want[static_cast<size_t>(r) * C + c] = in[static_cast<size_t>(idx[r]) * C + c];
+    for (int c = 0; c < C; ++c)
+      want[static_cast<size_t>(r) * C + c] = in[static_cast<size_t>(idx[r]) * C + c];
   EXPECT_EQ(rel_err(download(g), want), 0.0) << "gather_rows (padding rows must be 0)";
 
   const std::vector<float> src = rounded<T>(randn(static_cast<size_t>(R) * C, 32));
@@ -132,7 +137,8 @@ TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
   cuda::scatter_add_rows(din.data(), dsrc.data(), didx.data(), R, C, ctx());
   std::vector<float> sum = in;
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) sum[static_cast<size_t>(idx[r]) * C + c] += src[static_cast<size_t>(r) * C + c];
+    for (int c = 0; c < C; ++c)
+      sum[static_cast<size_t>(idx[r]) * C + c] += src[static_cast<size_t>(r) * C + c];
   EXPECT_LT(rel_err(download(din), sum), tolerance<T>()) << "scatter_add_rows";
 
   // Arg-max over the first V of `stride` columns: padding columns hold the largest values (must
@@ -164,8 +170,8 @@ TYPED_TEST(CudaBertOps, LinearLayerMatchesCpu) {
     int N, C, OC;
   };
   for (const Shape& s : {Shape{33, 64, 2}, Shape{127, 96, 128}, Shape{260, 64, 129}}) {
-    SCOPED_TRACE("N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " OC=" + std::to_string(s.OC) + " " +
-                 type_name<T>());
+    SCOPED_TRACE("N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " OC=" + std::to_string(s.OC) +
+                 " " + type_name<T>());
     const size_t NC = static_cast<size_t>(s.N) * s.C, NO = static_cast<size_t>(s.N) * s.OC,
                  W = static_cast<size_t>(s.OC) * s.C;
     const std::vector<float> x = rounded<T>(randn(NC, 41)), w = rounded<T>(randn(W, 42, 0.1f)),
@@ -174,17 +180,19 @@ TYPED_TEST(CudaBertOps, LinearLayerMatchesCpu) {
                              db0 = rounded<T>(randn(s.OC, 47));
     auto dxin = upload<T>(x), dw = upload<T>(w), dbias = upload<T>(b), ddy = upload<T>(dy);
     auto out = poisoned<T>(NO);
-    cuda::linear_forward(out.data(), dxin.data(), dw.data(), dbias.data(), s.N, s.C, s.OC, cuda::MathMode::Fp32,
-                         ctx());
+    cuda::linear_forward(out.data(), dxin.data(), dw.data(), dbias.data(), s.N, s.C, s.OC,
+                         cuda::MathMode::Fp32, ctx());
     std::vector<float> ref(NO);
     cpu::linear_forward(ref.data(), x.data(), w.data(), b.data(), s.N, s.C, s.OC, cpu_ctx());
     EXPECT_LT(rel_err(download(out), ref), tolerance<T>()) << "linear forward";
 
-    auto gx = upload<T>(dx0), gw = upload<T>(dw0), gb = upload<T>(db0), ones = upload<T>(std::vector<float>(s.N, 1.0f));
-    cuda::linear_backward(gx.data(), gw.data(), gb.data(), ddy.data(), dxin.data(), dw.data(), ones.data(), s.N, s.C,
-                          s.OC, cuda::MathMode::Fp32, ctx());
+    auto gx = upload<T>(dx0), gw = upload<T>(dw0), gb = upload<T>(db0),
+         ones = upload<T>(std::vector<float>(s.N, 1.0f));
+    cuda::linear_backward(gx.data(), gw.data(), gb.data(), ddy.data(), dxin.data(), dw.data(), ones.data(),
+                          s.N, s.C, s.OC, cuda::MathMode::Fp32, ctx());
     std::vector<float> rx = dx0, rw = dw0, rb = db0;
-    cpu::linear_backward(rx.data(), rw.data(), rb.data(), dy.data(), x.data(), w.data(), s.N, s.C, s.OC, cpu_ctx());
+    cpu::linear_backward(rx.data(), rw.data(), rb.data(), dy.data(), x.data(), w.data(), s.N, s.C, s.OC,
+                         cpu_ctx());
     EXPECT_LT(rel_err(download(gx), rx), tolerance<T>()) << "dinp (+=)";
     EXPECT_LT(rel_err(download(gw), rw), tolerance<T>()) << "dweight (+=)";
     EXPECT_LT(rel_err(download(gb), rb), tolerance<T>()) << "dbias (+=, the ones product)";
@@ -195,10 +203,14 @@ TEST(CudaBertOpsArgs, BadSizesAreOneClearError) {
   SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> a(64), b(64);
   cuda::DeviceBuffer<int> idx(4);
-  expect_error_contains([&] { cuda::gather_rows(a.data(), b.data(), idx.data(), 5, 4, 8, ctx()); }, "[gather_rows]");
+  expect_error_contains([&] { cuda::gather_rows(a.data(), b.data(), idx.data(), 5, 4, 8, ctx()); },
+                        "[gather_rows]");
   expect_error_contains([&] { cuda::row_argmax(idx.data(), a.data(), 4, 9, 8, ctx()); }, "[row_argmax]");
   expect_error_contains(
-      [&] { cuda::linear_forward<float>(a.data(), nullptr, b.data(), nullptr, 2, 8, 8, cuda::MathMode::Fp32, ctx()); },
+      [&] {
+        cuda::linear_forward<float>(a.data(), nullptr, b.data(), nullptr, 2, 8, 8, cuda::MathMode::Fp32,
+                                    ctx());
+      },
       "[linear_forward]");
 }
 

@@ -26,6 +26,10 @@ TEST(BenchDevice, CudaWithoutAGpuIsOneClearErrorLine) {
                      expected_reason());
   expect_clear_error(run_mptrain("bench --device cuda --ladder --preset d2 --batch 1 --seq 8 --steps 1 --no-peer"),
                      expected_reason());
+  // BERT's device bench (backend/cuda/bert_bench.cpp) refuses the same way.
+  expect_clear_error(run_mptrain("bench --device cuda --model bert --preset bert-tiny --batch 1 --seq 16 --steps 1 "
+                                 "--no-peer"),
+                     expected_reason());
 }
 
 TEST(BenchDevice, UnknownDeviceIsOneClearErrorLine) {

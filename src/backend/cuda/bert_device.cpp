@@ -33,7 +33,9 @@ constexpr int kNsp = Bert::kNspClasses;
 constexpr int kMlmRowMultiple = 64;
 
 StorageType storage_for(Precision p) {
-  return p == Precision::Bf16 ? StorageType::BF16 : p == Precision::Fp16 ? StorageType::F16 : StorageType::F32;
+  return p == Precision::Bf16   ? StorageType::BF16
+         : p == Precision::Fp16 ? StorageType::F16
+                                : StorageType::F32;
 }
 }  // namespace
 
@@ -83,7 +85,8 @@ Plan bert_device_plan(const BertConfig& config, StorageType t, bool flash, int B
     LayerSlots s{};
     s.qkv = a.add(BT * 3 * C * es);
     // flash saves lse [B,NH,T] (fp32) beside its output atty; the naive path saves P.
-    s.att = a.add(flash ? flash_attention_saved_bytes(B, T, NH) : attention_saved_bytes(B, T, config.hidden, NH, t));
+    s.att = a.add(flash ? flash_attention_saved_bytes(B, T, NH)
+                        : attention_saved_bytes(B, T, config.hidden, NH, t));
     s.atty = a.add(BT * C * es);
     s.res1 = a.add(BT * C * es);
     s.ln1 = a.add(BT * C * es);
@@ -123,7 +126,8 @@ Plan bert_device_plan(const BertConfig& config, StorageType t, bool flash, int B
                                : attention_scratch_bytes(B, T, config.hidden, NH, t));
   const int rows = static_cast<int>(BT);  // LayerNorm backward runs on B·T rows, or the MLM head's <= B·T
   p.ln_scratch = a.add(std::max(layernorm_backward_scratch_floats(rows, config.hidden),
-                                layernorm_backward_scratch_floats(PM, config.hidden)) * f);
+                                layernorm_backward_scratch_floats(PM, config.hidden)) *
+                       f);
   p.enc_scratch_bytes = encoder_scratch_bytes;
   p.enc_scratch = a.add(encoder_scratch_bytes);
   p.ones = a.add(BT * es);  // linear_backward's bias-gradient operand, for up to B·T rows
@@ -147,8 +151,8 @@ namespace {
 // The parameter table, once the plan's sizes are known to be valid (the first member that
 // depends on them).
 ParamTable checked_table(const BertConfig& config, int B, int T, int max_predictions) {
-  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" + std::to_string(B) +
-                                " T=" + std::to_string(T) + ")");
+  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" +
+                                std::to_string(B) + " T=" + std::to_string(T) + ")");
   MPT_CHECK(T <= config.max_position, "[bert-cuda] sequence length " + std::to_string(T) +
                                           " is longer than the BERT model's " +
                                           std::to_string(config.max_position) + " positions");
@@ -225,8 +229,8 @@ StorageType BertDevice::storage() const { return impl_->t; }
 
 size_t BertDevice::device_bytes() const {
   const Impl& im = *impl_;
-  return im.params.bytes() + im.grads.bytes() + im.params_lp.bytes() + im.grads_lp.bytes() + im.grads_acc.bytes() +
-         im.acts.bytes();
+  return im.params.bytes() + im.grads.bytes() + im.params_lp.bytes() + im.grads_lp.bytes() +
+         im.grads_acc.bytes() + im.acts.bytes();
 }
 
 void BertDevice::upload_params(const float* host) {
@@ -248,11 +252,14 @@ void BertDevice::download_grads(float* host) {
   copy_to_host(host, impl_->grads.get(), impl_->n * sizeof(float), impl_->ctx);
 }
 
-BertStats BertDevice::forward_backward(const BertInputs& batch, int B, int T, float grad_scale, bool accumulate) {
+BertStats BertDevice::forward_backward(const BertInputs& batch, int B, int T, float grad_scale,
+                                       bool accumulate) {
   return run(batch, B, T, grad_scale, true, accumulate);
 }
 
-BertStats BertDevice::evaluate(const BertInputs& batch, int B, int T) { return run(batch, B, T, 1.0f, false, false); }
+BertStats BertDevice::evaluate(const BertInputs& batch, int B, int T) {
+  return run(batch, B, T, 1.0f, false, false);
+}
 
 namespace {
 
@@ -265,10 +272,11 @@ float get_float(const int32_t* word) {
 
 }  // namespace
 
-BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, bool backward, bool accumulate) {
+BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, bool backward,
+                          bool accumulate) {
   Impl& im = *impl_;
-  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" + std::to_string(B) +
-                                " T=" + std::to_string(T) + ")");
+  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" +
+                                std::to_string(B) + " T=" + std::to_string(T) + ")");
   validate_bert_batch(im.config, b, B, T, im.plan_B, im.plan_T);
   cpu::check_key_mask("bert-cuda", b.attention_mask, B, T);
   StepShape s;

@@ -46,7 +46,8 @@ struct Plan {
   size_t mlm_in = 0, mlm_t = 0, mlm_tg = 0, mlm_tl = 0, mlm_mean = 0, mlm_rstd = 0, mlm_logits = 0;
   size_t inputs = 0, stats = 0;
   // Scratch shared by every layer (not saved for backward).
-  size_t proj = 0, dh = 0, dres = 0, dqkv = 0, datty = 0, dfch = 0, dpooled = 0, dcls = 0, dmlm_a = 0, dmlm_b = 0;
+  size_t proj = 0, dh = 0, dres = 0, dqkv = 0, datty = 0, dfch = 0, dpooled = 0, dcls = 0, dmlm_a = 0,
+         dmlm_b = 0;
   size_t attn_scratch = 0, ln_scratch = 0, enc_scratch = 0, ones = 0;
   size_t enc_scratch_bytes = 0;
 };
@@ -64,10 +65,10 @@ int planned_predictions(int B, int T, int max_predictions);
 // The shape of one step, from the batch (host).
 struct StepShape {
   int B = 0, Tn = 0, N = 0;
-  int M = 0;           // masked positions (MLM loss rows)
-  int Mr = 0;          // rows the MLM head runs on: M rounded up (bert_device.cpp), padding rows after
-  bool nsp = false;    // the batch has NSP labels: NSP loss, pooler and NSP backward
-  bool masked = false; // the batch has an attention mask (else no key is padding)
+  int M = 0;            // masked positions (MLM loss rows)
+  int Mr = 0;           // rows the MLM head runs on: M rounded up (bert_device.cpp), padding rows after
+  bool nsp = false;     // the batch has NSP labels: NSP loss, pooler and NSP backward
+  bool masked = false;  // the batch has an attention mask (else no key is padding)
   bool backward = false;
 };
 
@@ -76,10 +77,10 @@ struct StepShape {
 struct BertDevice::Impl {
   BertConfig config;
   Precision precision;
-  StorageType t;   // activations and the parameter copy the forward reads
-  MathMode math;   // Fp32 or Tf32 when t is F32; ignored by 16-bit products
-  bool lowp;       // t != F32: a 16-bit parameter copy and 16-bit gradients exist
-  bool flash;      // the fused attention kernels (else the naive path)
+  StorageType t;  // activations and the parameter copy the forward reads
+  MathMode math;  // Fp32 or Tf32 when t is F32; ignored by 16-bit products
+  bool lowp;      // t != F32: a 16-bit parameter copy and 16-bit gradients exist
+  bool flash;     // the fused attention kernels (else the naive path)
   Context& ctx;
   ParamTable table;
   size_t n = 0;

@@ -30,7 +30,8 @@ constexpr int kNsp = Bert::kNspClasses;
 // The parameters (or gradients) the passes read and write: fp32 for T = float, else the
 // 16-bit copy (gradients: the 16-bit buffer cast to fp32 at the end of the backward).
 template <class T>
-BertTensorsOf<T> bind(const ParamTable& table, const DeviceMemory& f32, const DeviceMemory& lowp, int n_layer) {
+BertTensorsOf<T> bind(const ParamTable& table, const DeviceMemory& f32, const DeviceMemory& lowp,
+                      int n_layer) {
   T* base = static_cast<T*>(std::is_same_v<T, float> ? f32.get() : lowp.get());
   return bind_bert_tensors<T>(table, base, n_layer);
 }
@@ -47,10 +48,10 @@ void BertDevice::Impl::forward(const StepShape& s) {
   const int* mask = s.masked ? in<int>(batch.mask) : nullptr;
   T* proj = at<T>(plan.proj);
 
-  embeddings_forward<T>(at<T>(plan.emb), in<int>(batch.tokens), in<int>(batch.types), w.word, w.pos, w.type, B, Tn,
-                        C, ctx);
-  layernorm_forward<T>(at<T>(plan.emb_ln), at<float>(plan.emb_mean), at<float>(plan.emb_rstd), at<T>(plan.emb),
-                       w.emb_ln_w, w.emb_ln_b, N, C, eps, ctx);
+  embeddings_forward<T>(at<T>(plan.emb), in<int>(batch.tokens), in<int>(batch.types), w.word, w.pos, w.type,
+                        B, Tn, C, ctx);
+  layernorm_forward<T>(at<T>(plan.emb_ln), at<float>(plan.emb_mean), at<float>(plan.emb_rstd),
+                       at<T>(plan.emb), w.emb_ln_w, w.emb_ln_b, N, C, eps, ctx);
   const T* h = at<T>(plan.emb_ln);
   for (int l = 0; l < config.n_layer; ++l) {
     const BertLayerTensorsOf<T>& wl = w.layers[l];
@@ -61,11 +62,11 @@ void BertDevice::Impl::forward(const StepShape& s) {
     if (flash)
       flash_attention_masked_forward<T>(atty, at<float>(a.att), qkv, mask, B, Tn, C, NH, ctx);
     else
-      attention_masked_forward<T>(atty, at<char>(a.att), qkv, mask, at<char>(plan.attn_scratch), B, Tn, C, NH, math,
-                                  ctx);
+      attention_masked_forward<T>(atty, at<char>(a.att), qkv, mask, at<char>(plan.attn_scratch), B, Tn, C, NH,
+                                  math, ctx);
     linear_forward<T>(proj, atty, wl.attout_w, wl.attout_b, N, C, C, math, ctx);
-    residual_layernorm_forward<T>(at<T>(a.res1), at<T>(a.ln1), at<float>(a.ln1_mean), at<float>(a.ln1_rstd), h, proj,
-                                  wl.ln1_w, wl.ln1_b, N, C, eps, ctx);
+    residual_layernorm_forward<T>(at<T>(a.res1), at<T>(a.ln1), at<float>(a.ln1_mean), at<float>(a.ln1_rstd),
+                                  h, proj, wl.ln1_w, wl.ln1_b, N, C, eps, ctx);
     linear_forward<T>(at<T>(a.fch), at<T>(a.ln1), wl.fc_w, wl.fc_b, N, C, I, math, ctx);
     gelu_erf_forward<T>(at<T>(a.fch_gelu), at<T>(a.fch), static_cast<size_t>(N) * I, ctx);
     linear_forward<T>(proj, at<T>(a.fch_gelu), wl.fcout_w, wl.fcout_b, N, I, C, math, ctx);
@@ -88,10 +89,10 @@ void BertDevice::Impl::forward(const StepShape& s) {
   gather_rows<T>(at<T>(plan.mlm_in), h, in<int>(batch.mlm_pos), s.M, Mr, C, ctx);
   linear_forward<T>(at<T>(plan.mlm_t), at<T>(plan.mlm_in), w.mlm_w, w.mlm_b, Mr, C, C, math, ctx);
   gelu_erf_forward<T>(at<T>(plan.mlm_tg), at<T>(plan.mlm_t), static_cast<size_t>(Mr) * C, ctx);
-  layernorm_forward<T>(at<T>(plan.mlm_tl), at<float>(plan.mlm_mean), at<float>(plan.mlm_rstd), at<T>(plan.mlm_tg),
-                       w.mlm_ln_w, w.mlm_ln_b, Mr, C, eps, ctx);
-  linear_forward<T>(at<T>(plan.mlm_logits), at<T>(plan.mlm_tl), w.word, w.mlm_bias, Mr, C, config.padded_vocab_size,
-                    math, ctx);
+  layernorm_forward<T>(at<T>(plan.mlm_tl), at<float>(plan.mlm_mean), at<float>(plan.mlm_rstd),
+                       at<T>(plan.mlm_tg), w.mlm_ln_w, w.mlm_ln_b, Mr, C, eps, ctx);
+  linear_forward<T>(at<T>(plan.mlm_logits), at<T>(plan.mlm_tl), w.word, w.mlm_bias, Mr, C,
+                    config.padded_vocab_size, math, ctx);
 }
 
 // Arg-maxes first (the fused pass overwrites the logits with their gradient), then the fused
@@ -105,13 +106,15 @@ void BertDevice::Impl::losses(const StepShape& s) {
     T* logits = at<T>(plan.mlm_logits);
     row_argmax<T>(out<int>(stats.mlm_best), logits, s.M, V, Vp, ctx);
     crossentropy_forward_backward<T>(out<float>(stats.mlm_losses), s.backward ? logits : nullptr, logits,
-                                     in<int>(batch.mlm_targets), in<float>(batch.mlm_dloss), s.Mr, V, Vp, ctx);
+                                     in<int>(batch.mlm_targets), in<float>(batch.mlm_dloss), s.Mr, V, Vp,
+                                     ctx);
   }
   if (s.nsp) {
     T* logits = at<T>(plan.nsp_logits);
     row_argmax<T>(out<int>(stats.nsp_best), logits, s.B, kNsp, kNsp, ctx);
     crossentropy_forward_backward<T>(out<float>(stats.nsp_losses), s.backward ? logits : nullptr, logits,
-                                     in<int>(batch.nsp_labels), in<float>(batch.nsp_dloss), s.B, kNsp, kNsp, ctx);
+                                     in<int>(batch.nsp_labels), in<float>(batch.nsp_dloss), s.B, kNsp, kNsp,
+                                     ctx);
   }
 }
 
@@ -147,11 +150,11 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
     T* da = at<T>(plan.dmlm_a);
     T* db = at<T>(plan.dmlm_b);
     zero(da, MC);
-    linear_backward<T>(da, g.word, g.mlm_bias, at<T>(plan.mlm_logits), at<T>(plan.mlm_tl), w.word, ones, Mr, C, Vp,
-                       math, ctx);
+    linear_backward<T>(da, g.word, g.mlm_bias, at<T>(plan.mlm_logits), at<T>(plan.mlm_tl), w.word, ones, Mr,
+                       C, Vp, math, ctx);
     zero(db, MC);
-    layernorm_backward<T>(db, g.mlm_ln_w, g.mlm_ln_b, da, at<T>(plan.mlm_tg), w.mlm_ln_w, at<float>(plan.mlm_mean),
-                          at<float>(plan.mlm_rstd), ln_scr, Mr, C, ctx);
+    layernorm_backward<T>(db, g.mlm_ln_w, g.mlm_ln_b, da, at<T>(plan.mlm_tg), w.mlm_ln_w,
+                          at<float>(plan.mlm_mean), at<float>(plan.mlm_rstd), ln_scr, Mr, C, ctx);
     gelu_erf_backward<T>(db, at<T>(plan.mlm_t), db, MC, ctx);
     zero(da, MC);
     linear_backward<T>(da, g.mlm_w, g.mlm_b, db, at<T>(plan.mlm_in), w.mlm_w, ones, Mr, C, C, math, ctx);
@@ -165,11 +168,12 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
     T* dpooled = at<T>(plan.dpooled);
     T* dcls = at<T>(plan.dcls);
     zero(dpooled, BC);
-    linear_backward<T>(dpooled, g.nsp_w, g.nsp_b, at<T>(plan.nsp_logits), at<T>(plan.pooled), w.nsp_w, ones, B, C,
-                       kNsp, math, ctx);
+    linear_backward<T>(dpooled, g.nsp_w, g.nsp_b, at<T>(plan.nsp_logits), at<T>(plan.pooled), w.nsp_w, ones,
+                       B, C, kNsp, math, ctx);
     tanh_backward<T>(dpooled, at<T>(plan.pooled), dpooled, BC, ctx);
     zero(dcls, BC);
-    linear_backward<T>(dcls, g.pool_w, g.pool_b, dpooled, at<T>(plan.cls_in), w.pool_w, ones, B, C, C, math, ctx);
+    linear_backward<T>(dcls, g.pool_w, g.pool_b, dpooled, at<T>(plan.cls_in), w.pool_w, ones, B, C, C, math,
+                       ctx);
     scatter_add_rows<T>(cur, dcls, in<int>(batch.cls_pos), B, C, ctx);
   }
 
@@ -186,7 +190,8 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
     layernorm_backward<T>(nxt, gl.ln2_w, gl.ln2_b, cur, at<T>(a.res2), wl.ln2_w, at<float>(a.ln2_mean),
                           at<float>(a.ln2_rstd), ln_scr, N, C, ctx);
     zero(dfch, static_cast<size_t>(N) * I);
-    linear_backward<T>(dfch, gl.fcout_w, gl.fcout_b, nxt, at<T>(a.fch_gelu), wl.fcout_w, ones, N, I, C, math, ctx);
+    linear_backward<T>(dfch, gl.fcout_w, gl.fcout_b, nxt, at<T>(a.fch_gelu), wl.fcout_w, ones, N, I, C, math,
+                       ctx);
     gelu_erf_backward<T>(dfch, at<T>(a.fch), dfch, static_cast<size_t>(N) * I, ctx);
     linear_backward<T>(nxt, gl.fc_w, gl.fc_b, dfch, at<T>(a.ln1), wl.fc_w, ones, N, C, I, math, ctx);
     // ln1 = LN(res1), res1 = h_in + attout(attention(qkv(h_in))):  cur = d res1, then += d h_in.
@@ -194,22 +199,24 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
     layernorm_backward<T>(cur, gl.ln1_w, gl.ln1_b, nxt, at<T>(a.res1), wl.ln1_w, at<float>(a.ln1_mean),
                           at<float>(a.ln1_rstd), ln_scr, N, C, ctx);
     zero(datty, NC);
-    linear_backward<T>(datty, gl.attout_w, gl.attout_b, cur, at<T>(a.atty), wl.attout_w, ones, N, C, C, math, ctx);
+    linear_backward<T>(datty, gl.attout_w, gl.attout_b, cur, at<T>(a.atty), wl.attout_w, ones, N, C, C, math,
+                       ctx);
     if (flash)
       flash_attention_masked_backward<T>(dqkv, datty, at<T>(a.qkv), at<T>(a.atty), at<float>(a.att), mask,
                                          at<char>(plan.attn_scratch), B, Tn, C, NH, ctx);
     else
-      attention_masked_backward<T>(dqkv, datty, at<T>(a.qkv), at<char>(a.att), at<char>(plan.attn_scratch), B, Tn, C,
-                                   NH, math, ctx);
+      attention_masked_backward<T>(dqkv, datty, at<T>(a.qkv), at<char>(a.att), at<char>(plan.attn_scratch), B,
+                                   Tn, C, NH, math, ctx);
     linear_backward<T>(cur, gl.qkv_w, gl.qkv_b, dqkv, h_in, wl.qkv_w, ones, N, C, 3 * C, math, ctx);
   }
 
   // Embeddings: emb_ln = LN(word + type + pos); the [PAD] word row takes no gradient.
   zero(nxt, NC);
-  layernorm_backward<T>(nxt, g.emb_ln_w, g.emb_ln_b, cur, at<T>(plan.emb), w.emb_ln_w, at<float>(plan.emb_mean),
-                        at<float>(plan.emb_rstd), ln_scr, N, C, ctx);
-  embeddings_backward<T>(g.word, g.pos, g.type, nxt, in<int>(batch.tokens), in<int>(batch.types), config.pad_token_id,
-                         at<char>(plan.enc_scratch), plan.enc_scratch_bytes, B, Tn, C, config.type_vocab_size, ctx);
+  layernorm_backward<T>(nxt, g.emb_ln_w, g.emb_ln_b, cur, at<T>(plan.emb), w.emb_ln_w,
+                        at<float>(plan.emb_mean), at<float>(plan.emb_rstd), ln_scr, N, C, ctx);
+  embeddings_backward<T>(g.word, g.pos, g.type, nxt, in<int>(batch.tokens), in<int>(batch.types),
+                         config.pad_token_id, at<char>(plan.enc_scratch), plan.enc_scratch_bytes, B, Tn, C,
+                         config.type_vocab_size, ctx);
 
   // 16-bit gradients to the fp32 buffer (the host's rounding); accumulating: through the fp32
   // scratch, then added (as Gpt2Device).
@@ -227,9 +234,9 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
   }
 }
 
-#define MPT_INSTANTIATE(T)                                                     \
-  template void BertDevice::Impl::forward<T>(const StepShape&);                \
-  template void BertDevice::Impl::losses<T>(const StepShape&);                 \
+#define MPT_INSTANTIATE(T)                                      \
+  template void BertDevice::Impl::forward<T>(const StepShape&); \
+  template void BertDevice::Impl::losses<T>(const StepShape&);  \
   template void BertDevice::Impl::backward<T>(const StepShape&, bool);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)

@@ -54,16 +54,18 @@ __global__ void token_type_backward_kernel(T* dtype, const T* dout, const int* t
 }  // namespace
 
 template <class T>
-void embeddings_forward(T* out, const int* tokens, const int* types, const T* word, const T* pos, const T* type,
-                        int B, int Tn, int C, Context& ctx) {
+void embeddings_forward(T* out, const int* tokens, const int* types, const T* word, const T* pos,
+                        const T* type, int B, int Tn, int C, Context& ctx) {
   MPT_PROFILE_RANGE("embeddings_forward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[embeddings_forward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
   if (BT == 0) return;
-  MPT_CHECK(out && tokens && types && word && pos && type, "[embeddings_forward] null pointer: " + dims(B, Tn, C));
+  MPT_CHECK(out && tokens && types && word && pos && type,
+            "[embeddings_forward] null pointer: " + dims(B, Tn, C));
   const int threads = 256;  // a warp multiple; grid-stride over (position, channel)
-  embeddings_forward_kernel<T><<<grid_for(static_cast<size_t>(BT) * C, threads, ctx.info().sm_count), threads, 0,
-                                 ctx.stream()>>>(out, tokens, types, word, pos, type, BT, Tn, C);
+  embeddings_forward_kernel<T>
+      <<<grid_for(static_cast<size_t>(BT) * C, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
+          out, tokens, types, word, pos, type, BT, Tn, C);
   MPT_CUDA_CHECK_LAUNCH("embeddings_forward_kernel");
 }
 
@@ -71,8 +73,8 @@ size_t embeddings_backward_scratch_bytes(int B, int Tn) { return encoder_backwar
 
 template <class T>
 void embeddings_backward(T* dword, T* dpos, T* dtype, const T* dout, const int* tokens, const int* types,
-                         int pad_token, void* scratch, size_t scratch_bytes, int B, int Tn, int C, int n_types,
-                         Context& ctx) {
+                         int pad_token, void* scratch, size_t scratch_bytes, int B, int Tn, int C,
+                         int n_types, Context& ctx) {
   MPT_PROFILE_RANGE("embeddings_backward");
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0 && n_types > 0,
             "[embeddings_backward] bad size: " + dims(B, Tn, C) + " types=" + std::to_string(n_types));
@@ -81,17 +83,16 @@ void embeddings_backward(T* dword, T* dpos, T* dtype, const T* dout, const int* 
   MPT_CHECK(dtype && types, "[embeddings_backward] null pointer: " + dims(B, Tn, C));
   encoder_backward<T>(dword, dpos, dout, tokens, scratch, scratch_bytes, B, Tn, C, ctx, pad_token);
   const int threads = 128;  // n_types·C threads (1536 for BERT-base): small blocks spread them over SMs
-  token_type_backward_kernel<T>
-      <<<grid_for(static_cast<size_t>(n_types) * C, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
-          dtype, dout, types, BT, C, n_types);
+  token_type_backward_kernel<T><<<grid_for(static_cast<size_t>(n_types) * C, threads, ctx.info().sm_count),
+                                  threads, 0, ctx.stream()>>>(dtype, dout, types, BT, C, n_types);
   MPT_CUDA_CHECK_LAUNCH("token_type_backward_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                                        \
-  template void embeddings_forward<T>(T*, const int*, const int*, const T*, const T*, const T*, int, int, int,   \
-                                      Context&);                                                                  \
-  template void embeddings_backward<T>(T*, T*, T*, const T*, const int*, const int*, int, void*, size_t, int, int, \
-                                       int, int, Context&);
+#define MPT_INSTANTIATE(T)                                                                                \
+  template void embeddings_forward<T>(T*, const int*, const int*, const T*, const T*, const T*, int, int, \
+                                      int, Context&);                                                     \
+  template void embeddings_backward<T>(T*, T*, T*, const T*, const int*, const int*, int, void*, size_t,  \
+                                       int, int, int, int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

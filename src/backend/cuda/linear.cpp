@@ -34,8 +34,8 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 }
 
 template <class T>
-void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* ones,
-                     int N, int C, int OC, MathMode math, Context& ctx) {
+void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     const T* ones, int N, int C, int OC, MathMode math, Context& ctx) {
   MPT_PROFILE_RANGE("linear_backward");
   constexpr StorageType t = storage_of<T>();
   MPT_CHECK(N >= 0 && C > 0 && OC > 0, dims("linear_backward", N, C, OC, t) + ": bad size");
@@ -50,10 +50,10 @@ void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (dbias) gemm(dbias, t, ones, dout, t, 1, OC, N, false, false, true, math, GemmEpilogue{}, ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                                                                        \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int, MathMode, Context&);          \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int, int, int, MathMode, \
-                                   Context&);
+#define MPT_INSTANTIATE(T)                                                                              \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, int, int, int, MathMode, Context&); \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int, int, int,   \
+                                   MathMode, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
 MPT_INSTANTIATE(Fp16)

@@ -21,7 +21,7 @@ void linear_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 // against ones is deterministic and needs no kernel of its own. ones: N elements equal to 1
 // (device; the caller keeps one for its largest N).
 template <class T>
-void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* ones,
-                     int N, int C, int OC, MathMode math, Context& ctx);
+void linear_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                     const T* ones, int N, int C, int OC, MathMode math, Context& ctx);
 
 }  // namespace mptrain::cuda

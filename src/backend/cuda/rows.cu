@@ -38,7 +38,9 @@ __global__ void scatter_add_rows_kernel(T* dst, const T* src, const int* rows, i
 }
 
 // (a, ia) beats (b, ib): larger, or equal and earlier.
-__device__ __forceinline__ bool beats(float a, int ia, float b, int ib) { return a > b || (a == b && ia < ib); }
+__device__ __forceinline__ bool beats(float a, int ia, float b, int ib) {
+  return a > b || (a == b && ia < ib);
+}
 
 template <class T>
 __global__ void row_argmax_kernel(int* best, const T* x, int R, int V, int stride) {
@@ -72,13 +74,14 @@ std::string dims(const char* op, int R, int C) {
 template <class T>
 void gather_rows(T* out, const T* in, const int* rows, int R, int R_out, int C, Context& ctx) {
   MPT_PROFILE_RANGE("gather_rows");
-  MPT_CHECK(R >= 0 && R_out >= R && C > 0,
-            dims("gather_rows", R, C) + " R_out=" + std::to_string(R_out) + ": bad size (0 <= R <= R_out, C > 0)");
+  MPT_CHECK(R >= 0 && R_out >= R && C > 0, dims("gather_rows", R, C) + " R_out=" + std::to_string(R_out) +
+                                               ": bad size (0 <= R <= R_out, C > 0)");
   if (R_out == 0) return;
   MPT_CHECK(out && (R == 0 || (in && rows)), dims("gather_rows", R, C) + ": null pointer");
   const int threads = 256;  // a warp multiple; grid-stride over (row, channel)
-  gather_rows_kernel<T><<<grid_for(static_cast<size_t>(R_out) * C, threads, ctx.info().sm_count), threads, 0,
-                          ctx.stream()>>>(out, in, rows, R, R_out, C);
+  gather_rows_kernel<T>
+      <<<grid_for(static_cast<size_t>(R_out) * C, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
+          out, in, rows, R, R_out, C);
   MPT_CUDA_CHECK_LAUNCH("gather_rows_kernel");
 }
 
@@ -89,8 +92,9 @@ void scatter_add_rows(T* dst, const T* src, const int* rows, int R, int C, Conte
   if (R == 0) return;
   MPT_CHECK(dst && src && rows, dims("scatter_add_rows", R, C) + ": null pointer");
   const int threads = 256;  // a warp multiple; grid-stride over (row, channel)
-  scatter_add_rows_kernel<T><<<grid_for(static_cast<size_t>(R) * C, threads, ctx.info().sm_count), threads, 0,
-                               ctx.stream()>>>(dst, src, rows, R, C);
+  scatter_add_rows_kernel<T>
+      <<<grid_for(static_cast<size_t>(R) * C, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
+          dst, src, rows, R, C);
   MPT_CUDA_CHECK_LAUNCH("scatter_add_rows_kernel");
 }
 
@@ -107,9 +111,9 @@ void row_argmax(int* best, const T* x, int R, int V, int stride, Context& ctx) {
   MPT_CUDA_CHECK_LAUNCH("row_argmax_kernel");
 }
 
-#define MPT_INSTANTIATE(T)                                                                  \
-  template void gather_rows<T>(T*, const T*, const int*, int, int, int, Context&);          \
-  template void scatter_add_rows<T>(T*, const T*, const int*, int, int, Context&);          \
+#define MPT_INSTANTIATE(T)                                                         \
+  template void gather_rows<T>(T*, const T*, const int*, int, int, int, Context&); \
+  template void scatter_add_rows<T>(T*, const T*, const int*, int, int, Context&); \
   template void row_argmax<T>(int*, const T*, int, int, int, Context&);
 MPT_INSTANTIATE(float)
 MPT_INSTANTIATE(Bf16)
