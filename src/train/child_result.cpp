@@ -1,0 +1,49 @@
+// Running a child process and reading its "RESULT key=value ..." line (child_result.h).
+#include "train/child_result.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace mptrain {
+
+namespace fs = std::filesystem;
+
+double ChildResult::field(const char* key) const {
+  const std::string k = std::string(" ") + key + "=";
+  const char* p = std::strstr(result_line.c_str(), k.c_str());
+  return p ? std::atof(p + k.size()) : 0.0;
+}
+
+ChildResult run_child(const std::string& command, const std::function<void(const char* line)>& echo) {
+  std::fflush(stdout);  // the child's echoed lines come after ours
+  FILE* pipe = ::popen(command.c_str(), "r");
+  MPT_CHECK(pipe != nullptr, "cannot start a child process: " + command);
+  std::array<char, 4096> buf{};
+  ChildResult r;
+  while (std::fgets(buf.data(), buf.size(), pipe)) {
+    const char* line = buf.data();
+    if (echo) echo(line);
+    if (std::strncmp(line, "RESULT ", 7) == 0) r.result_line = line;
+    r.last_line = line;
+  }
+  r.exit_status = ::pclose(pipe);
+  while (!r.last_line.empty() && (r.last_line.back() == '\n' || r.last_line.back() == '\r')) r.last_line.pop_back();
+  return r;
+}
+
+std::string default_peer_script(const std::string& name) {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  for (const fs::path& base : {exe.parent_path().parent_path(), fs::current_path()}) {
+    const fs::path p = base / "bench" / name;
+    if (fs::exists(p)) return p.string();
+  }
+  return "";
+}
+
+}  // namespace mptrain
