@@ -28,7 +28,8 @@ Ladder rows (one process, same batch, each row a fresh model):
     bf16+flash+compile   + torch.compile(model)
 Each row prints ms/step (median of --steps timed steps after --warmup), tokens/s,
 MFU against the GPU's bf16 dense peak (table below, keyed by the device name),
-peak allocated memory and the speed-up over the previous row, and a JSON line.
+peak allocated memory and the speed-up over the previous row, a JSON line and a
+"RESULT key=value ..." line (what `mptrain bench --device cuda` reads when it runs this peer).
 
 FLOPs per token (as gpt2_flops_per_token in src/model/gpt2.cpp):
     6 * (L*12*C^2 + V_pad*C) + 6*L*C*T      (matmul weights incl. the tied LM head;
@@ -332,6 +333,9 @@ def main(argv=None):
               f"{mfu:>6} {r['peak_mem_gib']:>8.2f} {(f'{speed:.2f}x' if speed else '-'):>8} "
               f"{r['first_step_ms'] / 1e3:>10.1f}", flush=True)
         print(json.dumps(r), flush=True)
+        # The line `mptrain bench --device cuda` parses (train/child_result.h), one per row.
+        print(f"RESULT row={name} ms_per_step={r['ms_per_step']} tokens_per_s={r['tokens_per_s']} "
+              f"tflops={r['tflops']} peak_mem_gib={r['peak_mem_gib']}", flush=True)
         prev = r["ms_per_step"]
         results.append(r)
     return 0 if results else 1
