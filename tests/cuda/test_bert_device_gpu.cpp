@@ -20,6 +20,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cuda/bert_device.h"
+#include "backend/cuda/bert_device_impl.h"  // the host half of a step, tested without a GPU
 #include "cuda/gpu_test_util.h"
 #include "model/bert.h"
 #include "model/gpt2_config.h"
@@ -304,6 +305,81 @@ TEST(BertDevicePlan, ArenaBytesMatchAHandCount) {
               want)
         << (flash ? "bf16 flash" : "fp32 naive");
   }
+}
+
+// The host half of a step (runs without a GPU): the batch words BertDevice uploads and the stats
+// it reads back.
+TEST(BertDeviceStaging, BatchWordsFollowTheCpuConventions) {
+  namespace d = cuda::bert_device_detail;
+  const HostBatch h = make_batch(0);
+  const int PN = kB * kT, PM = 100;
+  const d::BatchLayout L(PN, PM, kB);
+  std::vector<int32_t> w;
+  std::vector<int> targets;
+  const d::StepShape s = d::stage_batch(L, PM, h.view(), kB, kT, 2.0f, w, targets);
+  ASSERT_EQ(w.size(), L.words);
+  std::vector<int> want_pos;
+  for (int i = 0; i < PN; ++i)
+    if (h.mlm[i] != -1) want_pos.push_back(i);
+  const int M = static_cast<int>(want_pos.size());
+  ASSERT_EQ(s.M, M);
+  EXPECT_EQ(s.Mr, 64) << "M rounded up to a multiple of 64";
+  EXPECT_TRUE(s.nsp && s.masked && !s.backward);
+  auto as_float = [&](size_t word) {
+    float x;
+    std::memcpy(&x, &w[word], sizeof(float));
+    return x;
+  };
+  for (int r = 0; r < M; ++r) {
+    EXPECT_EQ(w[L.mlm_pos + r], want_pos[r]) << "masked row " << r;
+    EXPECT_EQ(w[L.mlm_targets + r], h.mlm[want_pos[r]]);
+    EXPECT_EQ(targets[r], h.mlm[want_pos[r]]);
+    EXPECT_EQ(as_float(L.mlm_dloss + r), 2.0f / M);
+  }
+  for (int r = M; r < s.Mr; ++r) EXPECT_EQ(w[L.mlm_targets + r], -1) << "padding row " << r;
+  for (int b = 0; b < kB; ++b) {
+    EXPECT_EQ(w[L.cls_pos + b], b * kT);
+    EXPECT_EQ(w[L.nsp_labels + b], h.nsp[b]);
+    EXPECT_EQ(as_float(L.nsp_dloss + b), 2.0f / kB);
+  }
+  for (int i = 0; i < PN; ++i) {
+    ASSERT_EQ(w[L.tokens + i], h.tokens[i]);
+    ASSERT_EQ(w[L.types + i], h.types[i]);
+    ASSERT_EQ(w[L.mask + i], h.mask[i]);
+  }
+
+  // Only tokens: type 0, every key real, no loss rows. A plan of fewer rows caps Mr; one of
+  // fewer masked positions than the batch has is an Error.
+  BertInputs tokens_only;
+  tokens_only.tokens = h.tokens.data();
+  const d::StepShape t = d::stage_batch(L, PM, tokens_only, kB, kT, 1.0f, w, targets);
+  EXPECT_TRUE(t.M == 0 && t.Mr == 0 && !t.nsp && !t.masked);
+  EXPECT_EQ(w[L.types + 5], 0);
+  EXPECT_EQ(w[L.mask + PN - 1], 1);
+  EXPECT_EQ(d::stage_batch(L, M + 1, h.view(), kB, kT, 1.0f, w, targets).Mr, M + 1);
+  gputest::expect_error_contains([&] { d::stage_batch(L, M - 1, h.view(), kB, kT, 1.0f, w, targets); },
+                                 "more masked positions than the planned");
+
+  // Stats: means over the M and B rows in order, arg-max hits against the labels.
+  const d::StatsLayout O(PM, kB);
+  std::vector<int32_t> words(O.words, 0);
+  auto put = [&](size_t word, float x) { std::memcpy(&words[word], &x, sizeof(float)); };
+  for (int r = 0; r < M; ++r) {
+    put(O.mlm_losses + r, static_cast<float>(r + 1));
+    words[O.mlm_best + r] = r % 2 == 0 ? targets[r] : -5;
+  }
+  for (int b = 0; b < kB; ++b) {
+    put(O.nsp_losses + b, 0.5f);
+    words[O.nsp_best + b] = b == 0 ? h.nsp[0] : 1 - h.nsp[b];
+  }
+  const d::StepShape full = d::stage_batch(L, PM, h.view(), kB, kT, 1.0f, w, targets);
+  const BertStats st = d::collect_stats(O, full, words, targets, h.nsp.data());
+  EXPECT_FLOAT_EQ(st.mlm_loss, (M + 1) / 2.0f);
+  EXPECT_EQ(st.mlm_count, M);
+  EXPECT_EQ(st.mlm_correct, (M + 1) / 2);
+  EXPECT_FLOAT_EQ(st.nsp_loss, 0.5f);
+  EXPECT_EQ(st.nsp_count, kB);
+  EXPECT_EQ(st.nsp_correct, 1);
 }
 
 // The CPU reference on the test batch (runs without a GPU): the batch exercises what the device

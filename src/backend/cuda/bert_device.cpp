@@ -272,39 +272,30 @@ float get_float(const int32_t* word) {
 
 }  // namespace
 
-BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, bool backward,
-                          bool accumulate) {
-  Impl& im = *impl_;
-  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" +
-                                std::to_string(B) + " T=" + std::to_string(T) + ")");
-  validate_bert_batch(im.config, b, B, T, im.plan_B, im.plan_T);
-  cpu::check_key_mask("bert-cuda", b.attention_mask, B, T);
+namespace bert_device_detail {
+
+StepShape stage_batch(const BatchLayout& L, int plan_M, const BertInputs& b, int B, int T, float grad_scale,
+                      std::vector<int32_t>& w, std::vector<int>& mlm_targets) {
   StepShape s;
   s.B = B, s.Tn = T, s.N = B * T;
   s.nsp = b.nsp_labels != nullptr;
   s.masked = b.attention_mask != nullptr;
-  s.backward = backward;
-
-  // The batch words (BatchLayout): ids, the masked positions (row-major (b, t) order, as the
-  // CPU's collect_masked) with their labels, the [CLS] rows, the loss weights.
-  const BatchLayout& L = im.batch;
-  std::vector<int32_t>& w = im.staging;
   w.assign(L.words, 0);
-  im.mlm_targets.clear();
+  mlm_targets.clear();
   for (int i = 0; i < s.N; ++i) {
     w[L.tokens + i] = b.tokens[i];
     w[L.types + i] = b.token_types ? b.token_types[i] : 0;
     w[L.mask + i] = b.attention_mask ? b.attention_mask[i] : 1;
     if (b.mlm_labels && b.mlm_labels[i] != -1) {
-      MPT_CHECK(s.M < im.plan_M, "[bert-cuda] the batch has more masked positions than the planned " +
-                                     std::to_string(im.plan_M));
+      MPT_CHECK(s.M < plan_M,
+                "[bert-cuda] the batch has more masked positions than the planned " + std::to_string(plan_M));
       w[L.mlm_pos + s.M] = i;
       w[L.mlm_targets + s.M] = b.mlm_labels[i];
-      im.mlm_targets.push_back(b.mlm_labels[i]);
+      mlm_targets.push_back(b.mlm_labels[i]);
       ++s.M;
     }
   }
-  s.Mr = s.M == 0 ? 0 : std::min(im.plan_M, (s.M + kMlmRowMultiple - 1) / kMlmRowMultiple * kMlmRowMultiple);
+  s.Mr = s.M == 0 ? 0 : std::min(plan_M, (s.M + kMlmRowMultiple - 1) / kMlmRowMultiple * kMlmRowMultiple);
   for (int r = s.M; r < s.Mr; ++r) w[L.mlm_targets + r] = -1;  // padding rows: no loss, no gradient
   for (int r = 0; r < s.M; ++r) put_float(&w[L.mlm_dloss + r], grad_scale / static_cast<float>(s.M));
   for (int i = 0; i < B; ++i) {
@@ -314,41 +305,55 @@ BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, b
       put_float(&w[L.nsp_dloss + i], grad_scale / static_cast<float>(B));
     }
   }
-  copy_to_device(im.at<char>(im.plan.inputs), w.data(), w.size() * sizeof(int32_t), im.ctx);
+  return s;
+}
 
-  dispatch_storage(im.t, [&](auto tag) {
-    using T_ = typename decltype(tag)::type;
-    im.forward<T_>(s);
-    im.losses<T_>(s);
-    if (backward) im.backward<T_>(s, accumulate);
-  });
-
-  // One download of the per-row losses and arg-maxes; means in double in a fixed order (the
-  // CPU's loss_impl).
-  const StatsLayout& O = im.stats;
-  im.host_stats.resize(O.words);
-  copy_to_host(im.host_stats.data(), im.at<char>(im.plan.stats), O.words * sizeof(int32_t), im.ctx);
-  const std::vector<int32_t>& h = im.host_stats;
+BertStats collect_stats(const StatsLayout& O, const StepShape& s, const std::vector<int32_t>& h,
+                        const std::vector<int>& mlm_targets, const int* nsp_labels) {
   BertStats st;
   if (s.M > 0) {
-    double sum = 0.0;
+    double sum = 0.0;  // fixed order: the CPU's loss_impl
     for (int r = 0; r < s.M; ++r) {
       sum += get_float(&h[O.mlm_losses + r]);
-      st.mlm_correct += h[O.mlm_best + r] == im.mlm_targets[r];
+      st.mlm_correct += h[O.mlm_best + r] == mlm_targets[r];
     }
     st.mlm_loss = static_cast<float>(sum / s.M);
     st.mlm_count = s.M;
   }
   if (s.nsp) {
     double sum = 0.0;
-    for (int i = 0; i < B; ++i) {
+    for (int i = 0; i < s.B; ++i) {
       sum += get_float(&h[O.nsp_losses + i]);
-      st.nsp_correct += h[O.nsp_best + i] == b.nsp_labels[i];
+      st.nsp_correct += h[O.nsp_best + i] == nsp_labels[i];
     }
-    st.nsp_loss = static_cast<float>(sum / B);
-    st.nsp_count = B;
+    st.nsp_loss = static_cast<float>(sum / s.B);
+    st.nsp_count = s.B;
   }
   return st;
+}
+
+}  // namespace bert_device_detail
+
+BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, bool backward,
+                          bool accumulate) {
+  Impl& im = *impl_;
+  MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" +
+                                std::to_string(B) + " T=" + std::to_string(T) + ")");
+  validate_bert_batch(im.config, b, B, T, im.plan_B, im.plan_T);
+  cpu::check_key_mask("bert-cuda", b.attention_mask, B, T);
+  StepShape s = stage_batch(im.batch, im.plan_M, b, B, T, grad_scale, im.staging, im.mlm_targets);
+  s.backward = backward;
+  copy_to_device(im.at<char>(im.plan.inputs), im.staging.data(), im.staging.size() * sizeof(int32_t), im.ctx);
+  dispatch_storage(im.t, [&](auto tag) {
+    using T_ = typename decltype(tag)::type;
+    im.forward<T_>(s);
+    im.losses<T_>(s);
+    if (backward) im.backward<T_>(s, accumulate);
+  });
+  // One download of the per-row losses and arg-maxes.
+  im.host_stats.resize(im.stats.words);
+  copy_to_host(im.host_stats.data(), im.at<char>(im.plan.stats), im.stats.words * sizeof(int32_t), im.ctx);
+  return collect_stats(im.stats, s, im.host_stats, im.mlm_targets, b.nsp_labels);
 }
 
 }  // namespace mptrain::cuda

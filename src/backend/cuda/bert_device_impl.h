@@ -72,6 +72,17 @@ struct StepShape {
   bool backward = false;
 };
 
+// The host half of a step, without a GPU (tested alone): stage_batch fills the batch words
+// (BatchLayout) from host arrays already validated, with the masked positions in row-major
+// (b, t) order (the CPU's collect_masked), their labels in mlm_targets, M rounded up to Mr, the
+// [CLS] rows and the loss weights grad_scale/M and grad_scale/B, and returns the step's shape
+// (backward left false). Throws Error when there are more masked positions than plan_M.
+// collect_stats turns the downloaded stats words into the CPU's BertStats.
+StepShape stage_batch(const BatchLayout& layout, int plan_M, const BertInputs& batch, int B, int T,
+                      float grad_scale, std::vector<int32_t>& words, std::vector<int>& mlm_targets);
+BertStats collect_stats(const StatsLayout& layout, const StepShape& shape, const std::vector<int32_t>& words,
+                        const std::vector<int>& mlm_targets, const int* nsp_labels);
+
 }  // namespace bert_device_detail
 
 struct BertDevice::Impl {
