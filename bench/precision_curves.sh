@@ -10,6 +10,9 @@
 #              moving average (what a plotted curve shows)
 #   val        the validation loss at the end (--val-steps batches of the val shard)
 #   skipped    steps the fp16 loss scaler skipped; any NaN/inf loss is reported
+# The stated tolerance (exit status 1 when a precision misses it): final loss within
+# FINAL_TOL (0.005 = 0.5%) of fp32's, moving average within SMOOTH_TOL (0.05) nats at every
+# step, no non-finite loss.
 #
 # usage: bench/precision_curves.sh [path/to/mptrain]
 #   env: PRESET (d2), B (8), T (128), STEPS (300), LR (1e-3), WARMUP (20), THREADS (0 = all),
@@ -37,9 +40,11 @@ for p in $PRECISIONS; do
     --run-dir "$OUT/$p" > "$OUT.$p.log" 2>&1 || { echo "precision_curves: $p failed (see $OUT.$p.log)" >&2; exit 1; }
 done
 
-python3 - "$OUT" $PRECISIONS <<'PY'
-import json, math, re, sys
+FINAL_TOL=${FINAL_TOL:-0.005} SMOOTH_TOL=${SMOOTH_TOL:-0.05} python3 - "$OUT" $PRECISIONS <<'PY'
+import json, math, os, re, sys
 out, precisions = sys.argv[1], sys.argv[2:]
+final_tol, smooth_tol = float(os.environ["FINAL_TOL"]), float(os.environ["SMOOTH_TOL"])
+failed = []
 def losses(p):
     rows = [json.loads(l) for l in open(f"{out}/{p}/metrics.jsonl")]
     return [r["train_loss"] if r["train_loss"] is not None else math.nan for r in rows]
@@ -62,4 +67,9 @@ for p in precisions:
     bad = sum(1 for x in xs if not math.isfinite(x))
     val, skips = val_and_skips(p)
     print(f"| {p} | {final:.4f} | {100 * (final - final_ref) / final_ref:+.3f}% | {step_d:.4f} | {smooth_d:.4f} | {val} | {skips} | {bad} |")
+    if bad or abs(final - final_ref) > final_tol * abs(final_ref) or smooth_d > smooth_tol:
+        failed.append(p)
+print(f"tolerance: final within {100 * final_tol:g}%, moving average within {smooth_tol:g} nats, no non-finite loss: "
+      + ("missed by " + ", ".join(failed) if failed else "met"))
+sys.exit(1 if failed else 0)
 PY

@@ -4,7 +4,7 @@
 #
 #   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder peer):
 #     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
-#     nccl       the NCCL communicator's tests (a world of one on one GPU)   -> $OUT/nccl.log
+#     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
 #     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
 #     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024)        -> $OUT/ladder.log
@@ -40,6 +40,11 @@ run_step() {
     nccl)
       "${ours[@]}" .gpu/bin/mptrain_tests_dist --gtest_filter='Nccl*' 2>&1 | tee "$out/nccl.log" | tail -15
       note "nccl: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl.log" | tr '\n' ' ')"
+      # train --device cuda over NCCL at world 1 (+ ZeRO-1, resume), and two ranks if two GPUs.
+      "${ours[@]}" .gpu/bin/mptrain_tests_cuda \
+        --gtest_filter='TrainDeviceGpu.Nccl*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*' 2>&1 \
+        | tee "$out/nccl_train.log" | tail -15
+      note "nccl train: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl_train.log" | tr '\n' ' ')"
       ;;
     sanitize)
       { "${ours[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
