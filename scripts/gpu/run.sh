@@ -2,13 +2,17 @@
 # Runs the GPU checks on a lent GPU machine, from what scripts/gpu/pack.sh packed into .gpu/.
 # Writes logs under $OUT (the device tool brings them back) and prints a short summary last.
 #
-#   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder peer):
+#   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder):
 #     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
 #     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
 #     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
-#     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024)        -> $OUT/ladder.log
-#     peer       bench/pytorch_gpt2_cuda.py: PyTorch (+ torch.compile, SDPA) -> $OUT/peer.log
+#     gpt2       the GPT-2 device model's tests, one feature at a time        -> $OUT/gpt2.log
+#                (docs/dev/cuda.md checklist item 1 a-e: ops, naive, flash/unfused/unpadded,
+#                sampled + hook, graphs; stops at the first failing feature)
+#     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024), 7 rows, then the PyTorch
+#                peer and llm.c's published figure, in one invocation          -> $OUT/ladder.log
+#     peer       bench/pytorch_gpt2_cuda.py alone: PyTorch's own ladder        -> $OUT/peer.log
 # Environment: MPTRAIN_GPU_BATCH (default 16) for ladder and peer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,20 +63,35 @@ run_step() {
       "${ours[@]}" .gpu/bin/bench_cuda_ops 20 2>&1 | tee "$out/ops_bench.log" | tail -40
       note "ops: $(wc -l <"$out/ops_bench.log") lines in ops_bench.log"
       ;;
+    gpt2)
+      : >"$out/gpt2.log"
+      for filter in \
+        'CudaAttention*:CudaFlashAttention*:FlashAttentionSizes*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
+        'Variants/Gpt2DeviceTest.*/fp32:Variants/Gpt2DeviceTest.*/tf32:Variants/Gpt2DeviceTest.*/*_naive:Gpt2Device.*:Gpt2DeviceOptions.*:Gpt2DeviceReference.*' \
+        'Variants/Gpt2DeviceTest.*:Pairs/Gpt2DevicePairTest.*flash*:Pairs/Gpt2DevicePairTest.*unfused*' \
+        'Precisions/Gpt2DeviceSampledTest.*:Variants/Gpt2DeviceHookTest.*/fp32:Variants/Gpt2DeviceHookTest.*/bf16' \
+        'Gpt2DeviceGraphs.*:Pairs/Gpt2DevicePairTest.*graphs*:Variants/Gpt2DeviceHookTest.*/bf16_graphs'; do
+        echo "=== $filter" >>"$out/gpt2.log"
+        if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/gpt2.log" 2>&1; then
+          note "gpt2: FAILED at $filter (later features not run; see gpt2.log)"; break
+        fi
+        note "gpt2: passed $filter"
+      done
+      ;;
     ladder)
       "${ours[@]}" .gpu/bin/mptrain bench --device cuda --ladder --preset gpt2 --batch "$B" --seq 1024 --steps 10 --warmup 3 \
-        2>&1 | tee "$out/ladder.log" | tail -20
-      note "ladder: $(tail -3 "$out/ladder.log" | tr '\n' ' ')"
+        --python "$(command -v python3)" 2>&1 | tee "$out/ladder.log" | tail -30
+      note "ladder: $(grep -E '^\| |^best row|^PyTorch|^llm.c' "$out/ladder.log" | tr '\n' ' ')"
       ;;
     peer)
       python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20
       note "peer: $(grep -E '^RESULT' "$out/peer.log" | tr '\n' ' ')"
       ;;
-    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops ladder peer)"; exit 2 ;;
+    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 ladder peer)"; exit 2 ;;
   esac
 }
 
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests nccl ops ladder peer)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests nccl ops ladder)
 for s in "${steps[@]}"; do run_step "$s"; done
 echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
