@@ -2,6 +2,7 @@
 // between it and MPI.
 #include "dist/communicator.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,18 @@ size_t Partition::begin(int rank) const {
 size_t Partition::end(int rank) const {
   const size_t e = shard_ * (static_cast<size_t>(rank) + 1);
   return e < n_ ? e : n_;
+}
+
+std::vector<PartitionSlice> slices_of(const Partition& part, size_t begin, size_t end) {
+  MPT_CHECK(begin <= end && end <= part.total(), "[partition] range [" + std::to_string(begin) + ", " +
+                                                    std::to_string(end) + ") is not within the " +
+                                                    std::to_string(part.total()) + " partitioned elements");
+  std::vector<PartitionSlice> out;
+  for (int r = 0; r < part.world(); ++r) {
+    const size_t lo = std::max(begin, part.begin(r)), hi = std::min(end, part.end(r));
+    if (lo < hi) out.push_back({r, lo, hi});
+  }
+  return out;
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mptrain {
 
@@ -47,6 +48,15 @@ class Partition {
   int world_ = 1;
   size_t shard_ = 0;
 };
+
+// The pieces of [begin, end) that fall in each rank's shard, in rank order, empty ones left
+// out: where one range of the buffer goes when it is reduced on its own (a layer's gradients
+// under ZeRO-1, as soon as the backward has made them final). Throws Error past total().
+struct PartitionSlice {
+  int rank = 0;
+  size_t begin = 0, end = 0;
+};
+std::vector<PartitionSlice> slices_of(const Partition& part, size_t begin, size_t end);
 
 // Where this process sits in the job, as the launcher describes it.
 struct Topology {

@@ -333,6 +333,7 @@ size_t DeviceOptimizer::host_begin_of(const Optimizer& host) const {
   for (const OptimizerState& s : host.state())
     MPT_CHECK(s.buffer.size() == size, "[cuda optimizer] the host optimizer's state buffers differ in size");
   if (size == table_.total()) return 0;
+  if (size == 0 && segments_vec_.empty()) return 0;  // a ZeRO-1 rank whose shard is empty
   MPT_CHECK(segments_vec_.size() == 1 && size == segments_vec_[0].range.size(),
             "[cuda optimizer] host state of " + std::to_string(size) + " values covers neither the table (" +
                 std::to_string(table_.total()) + ") nor this optimizer's one segment");

@@ -8,7 +8,10 @@
 // averaged over ranks (ZeRO off: all-reduce; ZeRO-1: reduce-scatter onto the CPU's partition,
 // this rank's DeviceOptimizer over its range, the norm/overflow/win-rate reduced over ranks),
 // then after a ZeRO-1 update the all-gather of the parameters and the refreshed 16-bit copy.
-// The collectives run after the backward (no overlap yet: docs/dev/cuda.md).
+// Overlap: during the last micro-batch (and the curvature pass) Gpt2Device's gradient-ready
+// hook hands each range (ln_f, layer L-1 ... 0, embeddings) to NCCL's stream as soon as the
+// backward has enqueued it (nccl_async.h), so the reduction of a layer's gradients runs while
+// the backward of the layers before it computes; the optimizer waits for all of them.
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gpt2_device.h"
+#include "backend/cuda/nccl_async.h"
 #include "backend/device.h"
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
@@ -60,6 +64,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
     if (par.dp && (par.nccl || par.dp->world_size() > 1)) {
       Communicator& host = par.dp->comm();
       nccl_ = make_nccl_communicator(host, host.timeout_seconds());
+      async_ = cuda::nccl_async(*nccl_);
       world_ = nccl_->world_size();
       // Sharded state: the norm, the overflow flag and the win rate's counts are per rank.
       if (sharded(par))
@@ -80,10 +85,13 @@ class Gpt2CudaStepper final : public DeviceStepper {
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
       next_batch(inputs_.data(), targets_.data());
+      // The last micro-batch's ranges are final as its backward goes: reduce them meanwhile.
+      if (micro == accum - 1) overlap_reduction(true);
       // The first micro-batch writes the gradients (the CPU step's zero), the rest add.
       loss_sum += device_.forward_backward(inputs_.data(), targets_.data(), B_, T_,
                                            stats.loss_scale / static_cast<float>(accum), micro > 0);
     }
+    overlap_reduction(false);
     loss_sum = average_over_ranks(loss_sum);
     stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world_));
     const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
@@ -105,8 +113,10 @@ class Gpt2CudaStepper final : public DeviceStepper {
   // mean loss times the step's loss scale (written over the training gradients, which the
   // update has consumed), then the optimizer's unscale/norm/clip/Hessian update.
   void curvature(StepStats& stats, float grad_clip) {
+    overlap_reduction(true);
     const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, stats.loss_scale,
                                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
+    overlap_reduction(false);
     stats.curvature_loss = static_cast<float>(average_over_ranks(loss) / world_);
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;
@@ -114,16 +124,25 @@ class Gpt2CudaStepper final : public DeviceStepper {
     stats.win_rate = c.win_rate;
   }
 
-  // With NCCL: waits for the backward, averages the gradients over ranks (this rank's range
-  // under ZeRO-1) and returns the sum of `local` over ranks. Without: `local`.
+  // With NCCL, on: each gradient range the backward finishes is averaged over ranks on NCCL's
+  // stream (every rank, or under ZeRO-1 the ranks whose shards hold it); off: no hook.
+  void overlap_reduction(bool on) {
+    if (!async_) return;
+    if (!on) {
+      device_.set_grad_ready(nullptr);
+      return;
+    }
+    const Partition* part = sharded(par_) ? &par_.dp->partition() : nullptr;
+    device_.set_grad_ready([this, part](size_t begin, size_t end) {
+      async_->reduce_async(optimizer_.grads(), begin, end, part, ReduceOp::Avg, ctx_.stream());
+    });
+  }
+
+  // With NCCL: waits for the overlapped reductions (the gradients are then the mean over ranks,
+  // this rank's range under ZeRO-1) and returns the sum of `local` over ranks. Without: `local`.
   double average_over_ranks(double local) {
     if (!nccl_) return local;
-    ctx_.synchronize();  // the NCCL stream must see the finished gradients
-    float* grads = optimizer_.grads();
-    if (sharded(par_))
-      nccl_->reduce_scatter(grads, par_.dp->partition(), ReduceOp::Avg);
-    else
-      nccl_->all_reduce(grads, device_.num_params(), ReduceOp::Avg);
+    async_->wait_async();
     return nccl_->sum(local);
   }
 
@@ -140,6 +159,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
   cuda::Gpt2Device device_;
   cuda::DeviceOptimizer optimizer_;
   std::unique_ptr<Communicator> nccl_;  // null: one process without NCCL
+  cuda::NcclAsync* async_ = nullptr;    // nccl_'s asynchronous side
   int world_ = 1;
   LossScaler* scaler_;
   int B_, T_;

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/cuda/nccl_async.h"
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
 #include "dist/watchdog.h"
@@ -60,7 +61,7 @@ class DeviceScope {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
  public:
   NcclCommunicator(const Topology& t, double timeout_s, int device)
       : Communicator(t, timeout_s),
@@ -73,6 +74,7 @@ class NcclCommunicator final : public Communicator {
     DeviceScope scope(device_);
     MPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MPT_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(double)));
+    MPT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     MPT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, world_size(), id, rank(), &config));
@@ -95,6 +97,7 @@ class NcclCommunicator final : public Communicator {
       }
     }
     if (scratch_) cudaFree(scratch_);
+    if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -185,6 +188,35 @@ class NcclCommunicator final : public Communicator {
     finish("barrier", 0);
   }
 
+  void reduce_async(float* data, size_t begin, size_t end, const Partition* part, ReduceOp op,
+                    CUstream_st* after) override {
+    if (part) check(*part, "reduce_async");
+    DeviceScope scope(device_);
+    // One event suffices: a wait takes the event's state when it is enqueued, so re-recording
+    // it for the next range does not disturb this one.
+    MPT_CUDA_CHECK(cudaEventRecord(ready_, after));
+    MPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    float* p = data + begin;
+    if (!part) {
+      MPT_NCCL_CHECK(ncclAllReduce(p, p, end - begin, ncclFloat32, nccl_op(op), comm_, stream_));
+    } else {
+      MPT_NCCL_CHECK(ncclGroupStart());
+      for (const PartitionSlice& s : slices_of(*part, begin, end))
+        MPT_NCCL_CHECK(ncclReduce(data + s.begin, data + s.begin, s.end - s.begin, ncclFloat32, nccl_op(op), s.rank,
+                                  comm_, stream_));
+      MPT_NCCL_CHECK(ncclGroupEnd());
+    }
+    // A non-blocking communicator must have accepted one call before the next is made.
+    finish("reduce_async", end - begin, /*sync_stream=*/false);
+    pending_ += end - begin;
+  }
+
+  void wait_async() override {
+    DeviceScope scope(device_);
+    finish("overlapped gradient reduction", pending_);
+    pending_ = 0;
+  }
+
   // Host scalars go through the device scratch value.
   double sum(double x) override {
     DeviceScope scope(device_);
@@ -257,9 +289,13 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   double* scratch_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // the compute stream's progress, for reduce_async
+  size_t pending_ = 0;           // elements enqueued by reduce_async since the last wait
 };
 
 }  // namespace
+
+cuda::NcclAsync* cuda::nccl_async(Communicator& comm) { return dynamic_cast<NcclAsync*>(&comm); }
 
 bool nccl_compiled() { return true; }
 
