@@ -57,7 +57,9 @@ StatsLayout::StatsLayout(int PM, int PB) {
   nsp_losses = static_cast<size_t>(PM);
   mlm_best = nsp_losses + PB;
   nsp_best = mlm_best + PM;
-  words = nsp_best + PB;
+  mlm_sampled = nsp_best + PB;
+  nsp_sampled = mlm_sampled + PM;
+  words = nsp_sampled + PB;
 }
 
 bool use_flash(const BertConfig& config, StorageType t, BertAttention attention) {
@@ -254,11 +256,11 @@ void BertDevice::download_grads(float* host) {
 
 BertStats BertDevice::forward_backward(const BertInputs& batch, int B, int T, float grad_scale,
                                        bool accumulate) {
-  return run(batch, B, T, grad_scale, true, accumulate);
+  return run(batch, B, T, grad_scale, Pass::Train, accumulate);
 }
 
 BertStats BertDevice::evaluate(const BertInputs& batch, int B, int T) {
-  return run(batch, B, T, 1.0f, false, false);
+  return run(batch, B, T, 1.0f, Pass::Evaluate, false);
 }
 
 namespace {
@@ -309,13 +311,13 @@ StepShape stage_batch(const BatchLayout& L, int plan_M, const BertInputs& b, int
 }
 
 BertStats collect_stats(const StatsLayout& O, const StepShape& s, const std::vector<int32_t>& h,
-                        const std::vector<int>& mlm_targets, const int* nsp_labels) {
+                        const int* mlm_labels, const int* nsp_labels) {
   BertStats st;
   if (s.M > 0) {
     double sum = 0.0;  // fixed order: the CPU's loss_impl
     for (int r = 0; r < s.M; ++r) {
       sum += get_float(&h[O.mlm_losses + r]);
-      st.mlm_correct += h[O.mlm_best + r] == mlm_targets[r];
+      st.mlm_correct += h[O.mlm_best + r] == mlm_labels[r];
     }
     st.mlm_loss = static_cast<float>(sum / s.M);
     st.mlm_count = s.M;
@@ -334,26 +336,41 @@ BertStats collect_stats(const StatsLayout& O, const StepShape& s, const std::vec
 
 }  // namespace bert_device_detail
 
-BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, bool backward,
-                          bool accumulate) {
+BertStats BertDevice::forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale,
+                                               uint64_t seed, uint64_t counter) {
+  return run(batch, B, T, grad_scale, Pass::Sampled, false, seed, counter);
+}
+
+const std::vector<int>& BertDevice::sampled_mlm_labels() const { return impl_->sampled_mlm; }
+const std::vector<int>& BertDevice::sampled_nsp_labels() const { return impl_->sampled_nsp; }
+
+BertStats BertDevice::run(const BertInputs& b, int B, int T, float grad_scale, Pass pass, bool accumulate,
+                          uint64_t seed, uint64_t counter) {
   Impl& im = *impl_;
   MPT_CHECK(B > 0 && T > 0, "[bert-cuda] batch size and sequence length must be positive (B=" +
                                 std::to_string(B) + " T=" + std::to_string(T) + ")");
   validate_bert_batch(im.config, b, B, T, im.plan_B, im.plan_T);
   cpu::check_key_mask("bert-cuda", b.attention_mask, B, T);
   StepShape s = stage_batch(im.batch, im.plan_M, b, B, T, grad_scale, im.staging, im.mlm_targets);
-  s.backward = backward;
+  s.backward = pass != Pass::Evaluate;
+  s.sampled = pass == Pass::Sampled;
+  s.seed = seed, s.counter = counter;
   copy_to_device(im.at<char>(im.plan.inputs), im.staging.data(), im.staging.size() * sizeof(int32_t), im.ctx);
   dispatch_storage(im.t, [&](auto tag) {
     using T_ = typename decltype(tag)::type;
     im.forward<T_>(s);
     im.losses<T_>(s);
-    if (backward) im.backward<T_>(s, accumulate);
+    if (s.backward) im.backward<T_>(s, accumulate);
   });
-  // One download of the per-row losses and arg-maxes.
-  im.host_stats.resize(im.stats.words);
-  copy_to_host(im.host_stats.data(), im.at<char>(im.plan.stats), im.stats.words * sizeof(int32_t), im.ctx);
-  return collect_stats(im.stats, s, im.host_stats, im.mlm_targets, b.nsp_labels);
+  // One download of the per-row losses, arg-maxes and drawn labels.
+  const StatsLayout& O = im.stats;
+  im.host_stats.resize(O.words);
+  copy_to_host(im.host_stats.data(), im.at<char>(im.plan.stats), O.words * sizeof(int32_t), im.ctx);
+  if (!s.sampled) return collect_stats(O, s, im.host_stats, im.mlm_targets.data(), b.nsp_labels);
+  const int32_t* h = im.host_stats.data();
+  im.sampled_mlm.assign(h + O.mlm_sampled, h + O.mlm_sampled + s.M);
+  im.sampled_nsp.assign(h + O.nsp_sampled, h + O.nsp_sampled + (s.nsp ? B : 0));
+  return collect_stats(O, s, im.host_stats, im.sampled_mlm.data(), im.sampled_nsp.data());
 }
 
 }  // namespace mptrain::cuda

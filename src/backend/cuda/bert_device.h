@@ -20,7 +20,9 @@
 // unless BertAttention::Naive asks for the naive one.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "core/dtype.h"
@@ -75,6 +77,19 @@ class BertDevice {
   BertStats forward_backward(const BertInputs& batch, int B, int T, float grad_scale, bool accumulate);
   // Forward and losses only (validation); gradients untouched.
   BertStats evaluate(const BertInputs& batch, int B, int T);
+  // Sophia-G's Gauss-Newton-Bartlett pass, Bert::forward_backward_sampled's contract except that
+  // the gradients are WRITTEN (=, the curvature estimate's own buffer contents): the MLM labels
+  // at the masked positions (batch.mlm_labels != -1; their values are not read) and, when
+  // batch.nsp_labels is set, the NSP labels are drawn from the model's softmax inside the fused
+  // loss (crossentropy.h's sampled variant: MLM rows from (seed, counter), NSP rows from
+  // (seed ^ Bert::kNspSeedSalt, counter), the CPU's uniforms, so the labels equal the CPU's but
+  // where a uniform lies within fp32 rounding of a CDF boundary). Stats are against the drawn
+  // labels, which sampled_mlm_labels() (masked positions in (b, t) order) and
+  // sampled_nsp_labels() [B] return afterwards.
+  BertStats forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale, uint64_t seed,
+                                     uint64_t counter);
+  const std::vector<int>& sampled_mlm_labels() const;
+  const std::vector<int>& sampled_nsp_labels() const;
 
   // The device buffers a device optimizer works on (num_params() elements, the table's layout):
   // fp32 masters and gradients; the 16-bit copy the forward reads (null for fp32/tf32), which
@@ -87,7 +102,9 @@ class BertDevice {
   struct Impl;
 
  private:
-  BertStats run(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool accumulate);
+  enum class Pass { Evaluate, Train, Sampled };
+  BertStats run(const BertInputs& batch, int B, int T, float grad_scale, Pass pass, bool accumulate,
+                uint64_t seed = 0, uint64_t counter = 0);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -31,9 +31,10 @@ struct BatchLayout {
 };
 
 // The stats region, one download per step: mlm losses[PM] | nsp losses[PB] (fp32) |
-// mlm arg-max[PM] | nsp arg-max[PB] (ints).
+// mlm arg-max[PM] | nsp arg-max[PB] | drawn mlm labels[PM] | drawn nsp labels[PB] (ints; the
+// last two written by the sampled pass only).
 struct StatsLayout {
-  size_t mlm_losses, nsp_losses, mlm_best, nsp_best, words;
+  size_t mlm_losses, nsp_losses, mlm_best, nsp_best, mlm_sampled, nsp_sampled, words;
   StatsLayout(int PM, int PB);
 };
 
@@ -70,6 +71,8 @@ struct StepShape {
   bool nsp = false;     // the batch has NSP labels: NSP loss, pooler and NSP backward
   bool masked = false;  // the batch has an attention mask (else no key is padding)
   bool backward = false;
+  bool sampled = false;  // Sophia's pass: labels drawn from the model (seed, counter)
+  uint64_t seed = 0, counter = 0;
 };
 
 // The host half of a step, without a GPU (tested alone): stage_batch fills the batch words
@@ -77,11 +80,12 @@ struct StepShape {
 // (b, t) order (the CPU's collect_masked), their labels in mlm_targets, M rounded up to Mr, the
 // [CLS] rows and the loss weights grad_scale/M and grad_scale/B, and returns the step's shape
 // (backward left false). Throws Error when there are more masked positions than plan_M.
-// collect_stats turns the downloaded stats words into the CPU's BertStats.
+// collect_stats turns the downloaded stats words into the CPU's BertStats, the arg-max hits
+// counted against mlm_labels[M] and nsp_labels[B] (the batch's, or the drawn ones).
 StepShape stage_batch(const BatchLayout& layout, int plan_M, const BertInputs& batch, int B, int T,
                       float grad_scale, std::vector<int32_t>& words, std::vector<int>& mlm_targets);
 BertStats collect_stats(const StatsLayout& layout, const StepShape& shape, const std::vector<int32_t>& words,
-                        const std::vector<int>& mlm_targets, const int* nsp_labels);
+                        const int* mlm_labels, const int* nsp_labels);
 
 }  // namespace bert_device_detail
 
@@ -106,7 +110,8 @@ struct BertDevice::Impl {
   DeviceMemory params, grads, params_lp, grads_lp, grads_acc, acts;
   // Host staging: the batch words (one upload) and the stats words (one download).
   std::vector<int32_t> staging, host_stats;
-  std::vector<int> mlm_targets;  // the masked positions' labels, for the accuracy
+  std::vector<int> mlm_targets;               // the masked positions' labels, for the accuracy
+  std::vector<int> sampled_mlm, sampled_nsp;  // the last sampled pass's labels
 
   Impl(const BertConfig& c, Precision p, int B, int T, int max_predictions, Context& cx, BertAttention a);
 

@@ -98,23 +98,38 @@ void BertDevice::Impl::forward(const StepShape& s) {
 // Arg-maxes first (the fused pass overwrites the logits with their gradient), then the fused
 // cross-entropies: MLM over the Mr rows (padding rows have target -1: loss 0, gradient 0), NSP
 // as a 2-class cross-entropy (V = Vp = 2: the kernel's scalar path). dlogits only when the step
-// has a backward.
+// has a backward. Sophia's pass draws the labels inside the same fused kernels, over the M
+// masked rows only (the CPU's row indices, so its uniforms), then zeroes the padding rows'
+// gradient.
 template <class T>
 void BertDevice::Impl::losses(const StepShape& s) {
   const int V = config.vocab_size, Vp = config.padded_vocab_size;
   if (s.M > 0) {
     T* logits = at<T>(plan.mlm_logits);
     row_argmax<T>(out<int>(stats.mlm_best), logits, s.M, V, Vp, ctx);
-    crossentropy_forward_backward<T>(out<float>(stats.mlm_losses), s.backward ? logits : nullptr, logits,
-                                     in<int>(batch.mlm_targets), in<float>(batch.mlm_dloss), s.Mr, V, Vp,
-                                     ctx);
+    if (s.sampled) {
+      crossentropy_sampled_forward_backward<T>(
+          out<float>(stats.mlm_losses), logits, out<int>(stats.mlm_sampled), logits,
+          in<float>(batch.mlm_dloss), s.M, V, Vp, s.seed, s.counter, ctx);
+      fill_bytes(logits + static_cast<size_t>(s.M) * Vp, 0, static_cast<size_t>(s.Mr - s.M) * Vp * sizeof(T),
+                 ctx);
+    } else {
+      crossentropy_forward_backward<T>(out<float>(stats.mlm_losses), s.backward ? logits : nullptr, logits,
+                                       in<int>(batch.mlm_targets), in<float>(batch.mlm_dloss), s.Mr, V, Vp,
+                                       ctx);
+    }
   }
   if (s.nsp) {
     T* logits = at<T>(plan.nsp_logits);
     row_argmax<T>(out<int>(stats.nsp_best), logits, s.B, kNsp, kNsp, ctx);
-    crossentropy_forward_backward<T>(out<float>(stats.nsp_losses), s.backward ? logits : nullptr, logits,
-                                     in<int>(batch.nsp_labels), in<float>(batch.nsp_dloss), s.B, kNsp, kNsp,
-                                     ctx);
+    if (s.sampled)
+      crossentropy_sampled_forward_backward<T>(
+          out<float>(stats.nsp_losses), logits, out<int>(stats.nsp_sampled), logits,
+          in<float>(batch.nsp_dloss), s.B, kNsp, kNsp, s.seed ^ Bert::kNspSeedSalt, s.counter, ctx);
+    else
+      crossentropy_forward_backward<T>(out<float>(stats.nsp_losses), s.backward ? logits : nullptr, logits,
+                                       in<int>(batch.nsp_labels), in<float>(batch.nsp_dloss), s.B, kNsp, kNsp,
+                                       ctx);
   }
 }
 
