@@ -1,5 +1,7 @@
 // `mptrain bench --device cuda`: GPT-2 training steps timed on GPU 0 (cuda::Gpt2Device), one
-// precision or, with --ladder, fp32, tf32 and bf16 in this one process. Implemented by
+// precision or, with --ladder, issue 8's rows (fp32 → tf32 → bf16 → fused kernels → flash
+// attention → padded vocabulary → CUDA graphs) in this one process, then the PyTorch GPU peer
+// unless --no-peer. Implemented by
 // src/backend/cuda/gpt2_bench.cpp, and by src/backend/nocuda/gpt2_bench.cpp in a build without
 // the CUDA backend (there it throws one clear Error), so bench.cpp calls it without an #ifdef.
 #pragma once
@@ -7,7 +9,7 @@
 
 namespace mptrain {
 
-// Prints one line per precision (and the ladder's table); returns the first precision's result.
+// Prints one line per row (and the ladder's table); returns the first row's result.
 // Throws Error when this build has no CUDA backend or the machine has no GPU, and for options
 // the device bench does not support (--model bert, --optimizer sophia).
 BenchResult run_cuda_bench(const BenchOptions& options);
