@@ -50,6 +50,9 @@ class DeviceStepper {
   virtual void download_state(Optimizer& optimizer) = 0;
   // The fp32 gradients of the last step (the numeric guard's message names the bad tensors).
   virtual void download_grads(float* grads) = 0;
+  // Seconds the host waited for collectives since the last call (then reset): with the
+  // reduction overlapped, the communication the backward did not hide. 0 without NCCL.
+  virtual double take_comm_seconds() { return 0.0; }
 };
 
 // GPT-2 for micro-batches of B×T on this rank's GPU (the local rank's; GPU 0 in one process),

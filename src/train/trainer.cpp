@@ -283,7 +283,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
     for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
-    if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
+    if (world > 1) record.add("comm_ms", (on_cuda ? stepper->take_comm_seconds() : dp.take_comm_seconds()) * 1e3);
     // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
     if (scaler)
       record.add("loss_scale", stats.loss_scale).add("skipped", stats.skipped)

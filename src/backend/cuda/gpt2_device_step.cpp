@@ -12,6 +12,7 @@
 // hook hands each range (ln_f, layer L-1 ... 0, embeddings) to NCCL's stream as soon as the
 // backward has enqueued it (nccl_async.h), so the reduction of a layer's gradients runs while
 // the backward of the layers before it computes; the optimizer waits for all of them.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ namespace {
 int device_of(const DeviceParallel& par) {
   const int devices = cuda_device_count();
   return par.dp && devices > 0 ? par.dp->comm().local_rank() % devices : 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 bool sharded(const DeviceParallel& par) { return par.dp && par.dp->zero() == ZeroStage::One; }
@@ -106,6 +111,11 @@ class Gpt2CudaStepper final : public DeviceStepper {
   void download_params(float* params) override { device_.download_params(params); }
   void download_state(Optimizer& optimizer) override { optimizer_.download_state(optimizer); }
   void download_grads(float* grads) override { device_.download_grads(grads); }
+  double take_comm_seconds() override {
+    const double s = comm_seconds_;
+    comm_seconds_ = 0.0;
+    return s;
+  }
 
  private:
   // train/step.cpp's curvature pass: the step's last micro-batch (inputs_ still holds it),
@@ -142,15 +152,20 @@ class Gpt2CudaStepper final : public DeviceStepper {
   // this rank's range under ZeRO-1) and returns the sum of `local` over ranks. Without: `local`.
   double average_over_ranks(double local) {
     if (!nccl_) return local;
+    const auto start = std::chrono::steady_clock::now();
     async_->wait_async();
-    return nccl_->sum(local);
+    const double sum = nccl_->sum(local);
+    comm_seconds_ += seconds_since(start);
+    return sum;
   }
 
   // ZeRO-1 after an update: every rank's parameters whole again, and the 16-bit copy with them.
   void gather_params() {
     if (!nccl_ || !sharded(par_)) return;
     ctx_.synchronize();
+    const auto start = std::chrono::steady_clock::now();
     nccl_->all_gather(optimizer_.params(), par_.dp->partition());
+    comm_seconds_ += seconds_since(start);
     optimizer_.refresh_param_copy();
   }
 
@@ -161,6 +176,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
   std::unique_ptr<Communicator> nccl_;  // null: one process without NCCL
   cuda::NcclAsync* async_ = nullptr;    // nccl_'s asynchronous side
   int world_ = 1;
+  double comm_seconds_ = 0.0;  // host waits for collectives since take_comm_seconds
   LossScaler* scaler_;
   int B_, T_;
   std::vector<int> inputs_, targets_;
