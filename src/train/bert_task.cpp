@@ -5,7 +5,9 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
@@ -15,6 +17,7 @@
 #include "model/bert.h"
 #include "precision/policy.h"
 #include "train/bert_checkpoint.h"
+#include "train/bert_device_step.h"
 #include "train/bert_eval.h"
 #include "train/run_monitor.h"
 
@@ -120,11 +123,7 @@ class BertTask final : public TrainTask {
     m.micro_step = [this](float grad_scale) {
       train_->next(batch_);
       const BertStats st = model_->forward_backward(inputs_of(batch_), B_, T_, grad_scale);
-      mlm_sum_ += static_cast<double>(st.mlm_loss) * st.mlm_count;
-      mlm_n_ += st.mlm_count;
-      nsp_sum_ += static_cast<double>(st.nsp_loss) * st.nsp_count;
-      nsp_n_ += st.nsp_count;
-      nsp_ok_ += st.nsp_correct;
+      record(st);
       return st.loss();
     };
     // Sophia's estimate on the step's last micro-batch (batch_ still holds it): MLM and NSP labels
@@ -135,6 +134,20 @@ class BertTask final : public TrainTask {
     return m;
   }
   void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = 0.0; }
+  // --device cuda: the same micro-batches (the training loader) and sums (record) on GPU 0.
+  bool has_device_step() const override { return true; }
+  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision,
+                                                     const Optimizer& optimizer, LossScaler* scaler,
+                                                     const DeviceParallel& par) override {
+    BertMicroBatches batches;
+    batches.next = [this] {
+      train_->next(batch_);
+      return inputs_of(batch_);
+    };
+    batches.record = [this](const BertStats& st) { record(st); };
+    return make_bert_cuda_stepper(config_, precision, B_, T_, B_ * bert_.max_predictions, optimizer, scaler, par,
+                                  std::move(batches));
+  }
   // The step's MLM and NSP means over its micro-batches, combined over ranks.
   StepExtras step_extras(Communicator& comm) override {
     double mlm_sum = mlm_sum_, mlm_n = mlm_n_, nsp_sum = nsp_sum_, nsp_n = nsp_n_, nsp_ok = nsp_ok_;
@@ -177,6 +190,15 @@ class BertTask final : public TrainTask {
 
  private:
   BertTrainOptions bert_;
+  // One micro-batch's stats into this step's MLM/NSP sums (the log line's mlm, nsp, nsp acc).
+  void record(const BertStats& st) {
+    mlm_sum_ += static_cast<double>(st.mlm_loss) * st.mlm_count;
+    mlm_n_ += st.mlm_count;
+    nsp_sum_ += static_cast<double>(st.nsp_loss) * st.nsp_count;
+    nsp_n_ += st.nsp_count;
+    nsp_ok_ += st.nsp_correct;
+  }
+
   BertConfig config_;
   std::string vocab_text_;  // the instance file's vocabulary and casing, saved beside the weights
   bool lower_case_ = true;
