@@ -1,6 +1,7 @@
 // The private state of cuda::Gpt2Device (gpt2_device.h), shared by the files that implement
-// it: gpt2_device.cpp (the buffer plan, forward and backward, uploads) and
-// gpt2_device_optim.cpp (the optimizer step). Not for other code: include gpt2_device.h.
+// it: gpt2_device.cpp (the buffer plan, forward and backward, uploads), gpt2_device_graphs.cpp
+// (the step as CUDA graphs) and gpt2_device_optim.cpp (the optimizer step). Not for other code:
+// include gpt2_device.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
