@@ -38,8 +38,8 @@ struct TrainOptions {
   // a new run (also with --init-from), the checkpoint's precision on --resume. A value given
   // on --resume wins over the checkpoint's (the trajectory then differs from the original run).
   std::string precision;
-  // Where the step runs: cpu, or cuda (GPT-2 + AdamW on GPU 0, train/device_step.h; the CPU
-  // keeps data, init, validation, samples and checkpoints).
+  // Where the step runs: cpu, or cuda (GPT-2 or BERT, AdamW or Sophia, on the rank's GPU:
+  // train/device_step.h; the CPU keeps data, init, validation, samples and checkpoints).
   std::string device = "cpu";
   // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
   // growth_interval. On --resume the checkpoint's scale and counter are restored instead.

@@ -53,7 +53,7 @@ void check_device(const TrainOptions& opt, const TrainTask& task) {
   MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
             "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
   if (opt.device != "cuda") return;
-  MPT_CHECK(task.has_device_step(), "[train] --device cuda trains GPT-2 only (--model bert has no GPU step yet)");
+  MPT_CHECK(task.has_device_step(), "[train] --device cuda: this model has no GPU step");
   MPT_CHECK(opt.fault_inf_grad_steps.empty(), "[train] --fault-inf-grad is not supported with --device cuda");
   MPT_CHECK(cuda_compiled(), "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
   const int devices = cuda_device_count();
