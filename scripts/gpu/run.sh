@@ -10,6 +10,9 @@
 #     gpt2       the GPT-2 device model's tests, one feature at a time        -> $OUT/gpt2.log
 #                (docs/dev/cuda.md checklist item 1 a-e: ops, naive, flash/unfused/unpadded,
 #                sampled + hook, graphs; stops at the first failing feature)
+#     bert       the BERT device model's tests, one feature at a time, then its bench ladder
+#                (docs/dev/cuda.md "BERT on the device"; stops at the first failing feature)
+#                                                                            -> $OUT/bert.log
 #     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024), 7 rows, then the PyTorch
 #                peer and llm.c's published figure, in one invocation          -> $OUT/ladder.log
 #     peer       bench/pytorch_gpt2_cuda.py alone: PyTorch's own ladder        -> $OUT/peer.log
@@ -78,6 +81,26 @@ run_step() {
         note "gpt2: passed $filter"
       done
       ;;
+    bert)
+      : >"$out/bert.log"
+      local ok=1
+      for filter in \
+        'CudaBertOps*:CudaAttention*:CudaFlashAttention*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
+        'Precisions/BertDeviceTest.*/fp32_hs16:Precisions/BertDeviceTest.*/tf32_hs16:BertDevice.ABatch*:BertDevice.Refuses*:BertDevicePlan.*:BertDeviceStaging.*' \
+        'Precisions/BertDeviceTest.*' \
+        'BertDevice.SampledPass*:TrainBertDeviceGpu*'; do
+        echo "=== $filter" >>"$out/bert.log"
+        if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/bert.log" 2>&1; then
+          note "bert: FAILED at $filter (later features not run; see bert.log)"; ok=0; break
+        fi
+        note "bert: passed $filter"
+      done
+      if [[ $ok == 1 ]]; then
+        "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --ladder --preset bert-base --batch 32 --seq 128 \
+          --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bert.log" | tail -8
+        note "bert bench: $(grep -E '^mptrain cuda bert' "$out/bert.log" | tr '\n' ' ')"
+      fi
+      ;;
     ladder)
       "${ours[@]}" .gpu/bin/mptrain bench --device cuda --ladder --preset gpt2 --batch "$B" --seq 1024 --steps 10 --warmup 3 \
         --python "$(command -v python3)" 2>&1 | tee "$out/ladder.log" | tail -30
@@ -87,7 +110,7 @@ run_step() {
       python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20
       note "peer: $(grep -E '^RESULT' "$out/peer.log" | tr '\n' ' ')"
       ;;
-    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 ladder peer)"; exit 2 ;;
+    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 bert ladder peer)"; exit 2 ;;
   esac
 }
 
