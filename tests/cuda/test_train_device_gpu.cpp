@@ -40,7 +40,7 @@ std::string args(const TempDir& tmp, const std::string& precision, const std::st
 
 double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-12); }
 
-const char* kSophia = " --optimizer sophia --sophia-k 5 --lr 3e-4";
+const char* kSophia = " --optimizer sophia --sophia-k 5";
 
 // A metrics.jsonl field of every record that has it, by step.
 std::map<int64_t, double> read_field(const std::string& run_dir, const std::string& key) {
