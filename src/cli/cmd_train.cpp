@@ -62,10 +62,11 @@ void register_train(CLI::App& app, int& exit_code) {
                   "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
                   "loss scaling). Default fp32; on --resume, the checkpoint's");
   cmd->add_option("--device", opt->device,
-                  "Where the training step runs: cpu, or cuda (GPT-2 with AdamW on GPU 0, any precision, one "
-                  "process; data, validation, samples and checkpoints stay on the CPU). Default cpu (auto-selection "
-                  "comes once the GPU path has run on a GPU)")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+                  "Where the training step runs: cpu; cuda (GPT-2 or BERT, AdamW or Sophia, any precision, one "
+                  "GPU per rank, NCCL between ranks; data, validation, samples and checkpoints stay on the CPU); "
+                  "or auto (cuda when this build has CUDA, a GPU is visible and the run can use it, else cpu). "
+                  "Default cpu until the GPU path has run on a GPU")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--loss-scale-init", opt->loss_scale_init, "fp16: initial loss scale (GradScaler's init_scale)")
       ->capture_default_str();
   cmd->add_option("--loss-scale-growth-interval", opt->loss_scale_growth_interval,

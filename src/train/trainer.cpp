@@ -44,10 +44,29 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// --device auto: cuda where this run's step can run on a GPU (a CUDA build, a visible device,
+// a model with a GPU step, no CPU-only test hook), else cpu. Rewrites opt.device (config.json
+// records the device used) and returns the log line that says which and why.
+std::string resolve_auto_device(TrainOptions& opt, const TrainTask& task) {
+  if (opt.device != "auto") return "";
+  std::string why;
+  if (!cuda_compiled())
+    why = "this build has no CUDA backend";
+  else if (cuda_device_count() == 0)
+    why = "no CUDA device is visible";
+  else if (!task.has_device_step())
+    why = "this model has no GPU step";
+  else if (!opt.fault_inf_grad_steps.empty())
+    why = "--fault-inf-grad runs on the CPU only";
+  opt.device = why.empty() ? "cuda" : "cpu";
+  return "device auto: " + opt.device + (why.empty() ? "" : " (" + why + ")");
+}
+
 // --device cuda (train/device_step.h): what the GPU step cannot do yet is refused from the
 // options alone, before any data is read or a GPU is touched; then a machine without one.
 void check_device(const TrainOptions& opt, const TrainTask& task) {
-  MPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "--device must be cpu or cuda, not '" + opt.device + "'");
+  MPT_CHECK(opt.device == "cpu" || opt.device == "cuda",
+            "--device must be cpu, cuda or auto, not '" + opt.device + "'");
   MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "nccl",
             "--dist-backend must be auto or nccl, not '" + opt.dist_backend + "'");
   MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
@@ -89,6 +108,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
+  const std::string device_note = resolve_auto_device(opt, task);
   check_device(opt, task);
   const bool on_cuda = opt.device == "cuda";
 
@@ -203,6 +223,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   else
     monitor.sayf("precision %s\n", precision_name(precision));
   monitor.start();
+  if (!device_note.empty()) monitor.say(device_note);
 
   const StepModel step_model = task.step_model(opt);
   // --device cuda: the step runs on the GPU from the params and optimizer state above (fresh,

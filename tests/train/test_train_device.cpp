@@ -65,5 +65,21 @@ TEST(TrainDevice, CpuIsTheDefaultAndRecorded) {
   EXPECT_NE(dump.find("\"device\":\"cpu\""), std::string::npos) << dump;
 }
 
+TEST(TrainDevice, AutoFallsBackToCpuAndSaysWhy) {
+  if (cuda_compiled() && cuda_device_count() > 0) GTEST_SKIP() << "a GPU is visible: auto picks it";
+  TempDir tmp;
+  const std::string train = write_small_shards(tmp.path(), 4000, 1000);
+  // Not -q: the log line saying which device and why is the point.
+  const RunResult r = run_mptrain("train --train-data '" + train + "' --preset d2 -b 2 -t 16 --steps 2 --run-dir " +
+                                  (tmp / "run") + " --device auto --progress none --sample-tokens 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string why = cuda_compiled() ? "no CUDA device is visible" : "this build has no CUDA backend";
+  EXPECT_NE(r.output.find("device auto: cpu (" + why + ")"), std::string::npos) << r.output;
+  std::ifstream in(tmp / "run/config.json");
+  ASSERT_TRUE(in) << "no config.json";
+  const std::string dump = nlohmann::json::parse(in).dump();
+  EXPECT_NE(dump.find("\"device\":\"cpu\""), std::string::npos) << "the device used, not 'auto': " << dump;
+}
+
 }  // namespace
 }  // namespace mptrain::testing
