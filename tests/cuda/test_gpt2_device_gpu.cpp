@@ -439,6 +439,7 @@ TEST_P(Gpt2DeviceHookTest, RangesInBackwardOrderCoverEveryParameterOnce) {
                                                        {table.get("h.0.ln_1.weight").offset,
                                                         table.get("h.1.ln_1.weight").offset},
                                                        {0, table.get("h.0.ln_1.weight").offset}};
+  ASSERT_EQ(cuda::Gpt2Device::grad_ready_ranges(config), want);
   for (int s = 0; s < kSteps; ++s)
     for (size_t i = 0; i < per_step; ++i)
       EXPECT_EQ(calls[s * per_step + i], want[i]) << "step " << s + 1 << ", call " << i;
@@ -453,6 +454,23 @@ INSTANTIATE_TEST_SUITE_P(Variants, Gpt2DeviceHookTest,
                          [](const ::testing::TestParamInfo<Variant>& info) { return info.param.name; });
 
 // ---- without a GPU, and sizes ------------------------------------------------------------------
+
+// The hook's ranges from the table alone: ln_f, h.L-1 ... h.0, wte + wpe, each starting at its
+// first tensor, contiguous and covering [0, n) once (a 12-layer table: h.10 must not be h.1's).
+TEST(Gpt2DeviceReference, GradReadyRangesCoverTheTableInBackwardOrder) {
+  for (int L : {1, 2, 12}) {
+    Gpt2Config c = small_config();
+    c.n_layer = L;
+    const ParamTable table = gpt2_param_table(c);
+    const std::vector<std::pair<size_t, size_t>> r = cuda::Gpt2Device::grad_ready_ranges(c);
+    ASSERT_EQ(r.size(), static_cast<size_t>(L) + 2) << "L=" << L;
+    EXPECT_EQ(r.front(), std::make_pair(table.get("ln_f.weight").offset, table.total()));
+    for (int l = L - 1; l >= 0; --l)
+      EXPECT_EQ(r[1 + (L - 1 - l)].first, table.get("h." + std::to_string(l) + ".ln_1.weight").offset) << l;
+    EXPECT_EQ(r.back(), std::make_pair(size_t{0}, table.get("wpe.weight").offset + table.get("wpe.weight").numel));
+    for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i].second, r[i - 1].first) << "gap or overlap at " << i;
+  }
+}
 
 // The CPU reference itself (runs without a GPU): finite losses that fall over the 20 steps (the
 // batches are learnable), so that matching it step by step is a real check of training.

@@ -93,27 +93,40 @@ void Gpt2Device::Impl::plan_buffers() {
 
 // The gradient-ready ranges (gpt2_device.h): each layer's tensors are contiguous in the table
 // (gpt2_param_table: wte, wpe, h.0 ... h.L-1, ln_f), which is checked here, not assumed.
-void Gpt2Device::Impl::plan_grad_ranges() {
+std::vector<std::pair<size_t, size_t>> Gpt2Device::grad_ready_ranges(const Gpt2Config& config) {
+  const ParamTable table = gpt2_param_table(config);
+  const size_t n = table.total();
   const int L = config.n_layer;
   auto range_of = [&](const std::string& prefix) {
-    ParamRange r{n, 0};
+    std::pair<size_t, size_t> r{n, 0};
     size_t numel = 0;
     for (const ParamSpec& s : table.specs())
       if (s.name.compare(0, prefix.size(), prefix) == 0) {
-        r.begin = std::min(r.begin, s.offset);
-        r.end = std::max(r.end, s.offset + s.numel);
+        r.first = std::min(r.first, s.offset);
+        r.second = std::max(r.second, s.offset + s.numel);
         numel += s.numel;
       }
-    MPT_CHECK(numel > 0 && numel == r.end - r.begin,
+    MPT_CHECK(numel > 0 && numel == r.second - r.first,
               "[gpt2-cuda] the parameters named " + prefix + "* are not one contiguous range of the table");
     return r;
   };
-  lnf_range = range_of("ln_f.");
-  layer_ranges.clear();
-  for (int l = 0; l < L; ++l) layer_ranges.push_back(range_of("h." + std::to_string(l) + "."));
-  embed_range = {0, L > 0 ? layer_ranges[0].begin : lnf_range.begin};
-  MPT_CHECK(lnf_range.end == n && (L == 0 || layer_ranges[L - 1].end == lnf_range.begin),
-            "[gpt2-cuda] the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
+  std::vector<std::pair<size_t, size_t>> ranges{range_of("ln_f.")};
+  for (int l = L - 1; l >= 0; --l) ranges.push_back(range_of("h." + std::to_string(l) + "."));
+  ranges.emplace_back(0, ranges.back().first);
+  for (size_t i = 1; i < ranges.size(); ++i)
+    MPT_CHECK(ranges[i].second == ranges[i - 1].first,
+              "[gpt2-cuda] the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
+  MPT_CHECK(ranges.front().second == n, "[gpt2-cuda] ln_f is not the table's last tensor");
+  return ranges;
+}
+
+void Gpt2Device::Impl::plan_grad_ranges() {
+  const std::vector<std::pair<size_t, size_t>> r = grad_ready_ranges(config);
+  const int L = config.n_layer;
+  lnf_range = {r.front().first, r.front().second};
+  layer_ranges.assign(L, ParamRange{});
+  for (int l = 0; l < L; ++l) layer_ranges[l] = {r[1 + (L - 1 - l)].first, r[1 + (L - 1 - l)].second};
+  embed_range = {r.back().first, r.back().second};
 }
 
 template <class T>

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_optimizer.h"
@@ -151,6 +153,8 @@ class Gpt2Device {
   // was announced. The stepper sets the hook for the last micro-batch only.
   using GradReadyFn = std::function<void(size_t begin, size_t end)>;
   void set_grad_ready(GradReadyFn fn);
+  // The ranges the hook is called with, in its order, for `config`'s table (no GPU needed).
+  static std::vector<std::pair<size_t, size_t>> grad_ready_ranges(const Gpt2Config& config);
 
   struct Impl;
 
