@@ -9,6 +9,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/profiling.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {
@@ -68,4 +69,25 @@ void launch_map(T* out, Inputs<T, NIN> in, size_t n, F f, Context& ctx, const ch
   MPT_CUDA_CHECK_LAUNCH(name);
 }
 
+// A launcher's whole body for an elementwise op: its profiling range, the null-pointer check
+// naming it, the launch. gelu, gelu_erf, tanh and the residual sums are this plus a functor.
+template <class T, int NIN, class F>
+void map_op(const char* name, T* out, Inputs<T, NIN> in, size_t n, F f, Context& ctx) {
+  ProfileRange range(name);
+  bool pointers = out != nullptr;
+  for (int j = 0; j < NIN; ++j) pointers = pointers && in.p[j] != nullptr;
+  MPT_CHECK(n == 0 || pointers, std::string("[") + name + "] null pointer, N=" + std::to_string(n));
+  launch_map<T, NIN>(out, in, n, f, ctx, name);
+}
+
 }  // namespace mptrain::cuda
+
+// An activation's forward(out, inp, N) and backward(dinp, saved, dout, N) launchers,
+// instantiated for every storage type.
+#define MPT_INSTANTIATE_ACTIVATION_FOR(fwd, bwd, T)        \
+  template void fwd<T>(T*, const T*, size_t, Context&); \
+  template void bwd<T>(T*, const T*, const T*, size_t, Context&);
+#define MPT_INSTANTIATE_ACTIVATION(fwd, bwd)         \
+  MPT_INSTANTIATE_ACTIVATION_FOR(fwd, bwd, float) \
+  MPT_INSTANTIATE_ACTIVATION_FOR(fwd, bwd, Bf16)  \
+  MPT_INSTANTIATE_ACTIVATION_FOR(fwd, bwd, Fp16)

@@ -4,7 +4,6 @@
 // expf (not __expf) so that fp32 results stay within a few ulp of the CPU's.
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gelu.h"
-#include "backend/cuda/profiling.h"
 
 namespace mptrain::cuda {
 
@@ -34,24 +33,14 @@ struct GeluBwd {
 
 template <class T>
 void gelu_forward(T* out, const T* inp, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("gelu_forward");
-  MPT_CHECK(N == 0 || (out && inp), "[gelu_forward] null pointer, N=" + std::to_string(N));
-  launch_map<T, 1>(out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx, "gelu_forward");
+  map_op<T, 1>("gelu_forward", out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx);
 }
 
 template <class T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("gelu_backward");
-  MPT_CHECK(N == 0 || (dinp && inp && dout), "[gelu_backward] null pointer, N=" + std::to_string(N));
-  launch_map<T, 2>(dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx, "gelu_backward");
+  map_op<T, 2>("gelu_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                       \
-  template void gelu_forward<T>(T*, const T*, size_t, Context&); \
-  template void gelu_backward<T>(T*, const T*, const T*, size_t, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_INSTANTIATE_ACTIVATION(gelu_forward, gelu_backward)
 
 }  // namespace mptrain::cuda

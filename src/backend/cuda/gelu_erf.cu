@@ -3,7 +3,6 @@
 // erff and expf (not the fast intrinsics) keep fp32 results within a few ulp of the CPU's libm.
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/gelu_erf.h"
-#include "backend/cuda/profiling.h"
 
 namespace mptrain::cuda {
 
@@ -27,24 +26,14 @@ struct GeluErfBwd {
 
 template <class T>
 void gelu_erf_forward(T* out, const T* inp, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("gelu_erf_forward");
-  MPT_CHECK(N == 0 || (out && inp), "[gelu_erf_forward] null pointer, N=" + std::to_string(N));
-  launch_map<T, 1>(out, Inputs<T, 1>{{inp}}, N, GeluErfFwd{}, ctx, "gelu_erf_forward");
+  map_op<T, 1>("gelu_erf_forward", out, Inputs<T, 1>{{inp}}, N, GeluErfFwd{}, ctx);
 }
 
 template <class T>
 void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("gelu_erf_backward");
-  MPT_CHECK(N == 0 || (dinp && inp && dout), "[gelu_erf_backward] null pointer, N=" + std::to_string(N));
-  launch_map<T, 2>(dinp, Inputs<T, 2>{{inp, dout}}, N, GeluErfBwd{}, ctx, "gelu_erf_backward");
+  map_op<T, 2>("gelu_erf_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluErfBwd{}, ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                           \
-  template void gelu_erf_forward<T>(T*, const T*, size_t, Context&); \
-  template void gelu_erf_backward<T>(T*, const T*, const T*, size_t, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_INSTANTIATE_ACTIVATION(gelu_erf_forward, gelu_erf_backward)
 
 }  // namespace mptrain::cuda

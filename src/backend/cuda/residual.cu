@@ -1,6 +1,5 @@
 // Residual add and accumulate: elementwise sums through elementwise.cuh's map kernel.
 #include "backend/cuda/elementwise.cuh"
-#include "backend/cuda/profiling.h"
 #include "backend/cuda/residual.h"
 
 namespace mptrain::cuda {
@@ -13,16 +12,12 @@ struct Add {
 
 template <class T>
 void residual_forward(T* out, const T* a, const T* b, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("residual_forward");
-  MPT_CHECK(N == 0 || (out && a && b), "[residual_forward] null pointer, N=" + std::to_string(N));
-  launch_map<T, 2>(out, Inputs<T, 2>{{a, b}}, N, Add{}, ctx, "residual_forward");
+  map_op<T, 2>("residual_forward", out, Inputs<T, 2>{{a, b}}, N, Add{}, ctx);
 }
 
 template <class T>
 void accumulate(T* dst, const T* src, size_t N, Context& ctx) {
-  MPT_PROFILE_RANGE("accumulate");
-  MPT_CHECK(N == 0 || (dst && src), "[accumulate] null pointer, N=" + std::to_string(N));
-  launch_map<T, 2>(dst, Inputs<T, 2>{{dst, src}}, N, Add{}, ctx, "accumulate");
+  map_op<T, 2>("accumulate", dst, Inputs<T, 2>{{dst, src}}, N, Add{}, ctx);
 }
 
 #define MPT_INSTANTIATE(T)                                                     \
