@@ -5,7 +5,6 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/bert_device_impl.h"
-#include "backend/cuda/cast.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dispatch.h"
@@ -14,7 +13,7 @@
 #include "backend/cuda/gelu_erf.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/linear.h"
-#include "backend/cuda/residual.h"
+#include "backend/cuda/widen_grads.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/tanh.h"
 #include "model/bert.h"
@@ -236,16 +235,8 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
   // 16-bit gradients to the fp32 buffer (the host's rounding); accumulating: through the fp32
   // scratch, then added (as Gpt2Device).
   if constexpr (!is_float) {
-    float* dst = static_cast<float*>(grads.get());
-    if (accumulate) {
-      if (!grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
-      dst = static_cast<float*>(grads_acc.get());
-    }
-    if constexpr (std::is_same_v<T, Bf16>)
-      cast_bf16_to_f32(dst, gbase, n, ctx.stream());
-    else
-      cast_f16_to_f32(dst, gbase, n, ctx.stream());
-    if (accumulate) cuda::accumulate<float>(static_cast<float*>(grads.get()), dst, n, ctx);
+    if (accumulate && !grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
+    widen_grads<T>(static_cast<float*>(grads.get()), static_cast<float*>(grads_acc.get()), gbase, n, accumulate, ctx);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
+#include "backend/cuda/widen_grads.h"
 #include "backend/cuda/softmax.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -237,17 +238,11 @@ void Gpt2Device::Impl::loss(int N, LossKind kind, uint64_t seed, uint64_t counte
 template <class T>
 void Gpt2Device::Impl::grads_ready(ParamRange r, bool accumulate) {
   if constexpr (!std::is_same_v<T, float>) {
-    // 16-bit gradients to the fp32 buffer the optimizer reads (core/dtype.h's rounding);
-    // accumulating: through the fp32 scratch, then added.
-    const size_t len = r.end - r.begin;
-    const T* src = static_cast<const T*>(grads_lp.get()) + r.begin;
-    float* fp32 = static_cast<float*>(grads.get()) + r.begin;
-    float* dst = accumulate ? static_cast<float*>(grads_acc.get()) + r.begin : fp32;
-    if constexpr (std::is_same_v<T, Bf16>)
-      cast_bf16_to_f32(dst, src, len, ctx.stream());
-    else
-      cast_f16_to_f32(dst, src, len, ctx.stream());
-    if (accumulate) cuda::accumulate<float>(fp32, dst, len, ctx);
+    // 16-bit gradients to the fp32 buffer the optimizer reads (accumulating: through the fp32
+    // scratch, then added).
+    widen_grads<T>(static_cast<float*>(grads.get()) + r.begin,
+                   accumulate ? static_cast<float*>(grads_acc.get()) + r.begin : nullptr,
+                   static_cast<const T*>(grads_lp.get()) + r.begin, r.end - r.begin, accumulate, ctx);
   }
   if (cut_capture)
     cut_capture(r);  // capturing a graph: the hook is called when the segment is launched
