@@ -62,7 +62,10 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     const size_t n = model.grads->size();
     model.grads->zero();
     MPT_CHECK(model.curvature != nullptr, "this model has no curvature pass for the optimizer's Hessian estimate");
-    stats.curvature_loss = model.curvature(stats.loss_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
+    // Scaled by the scale unscale_and_check divides by below: the scaler's current one, which
+    // this step's clean update may have grown past stats.loss_scale.
+    const float curvature_scale = scaler ? scaler->scale() : 1.0f;
+    stats.curvature_loss = model.curvature(curvature_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
     if (dp) {
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
       dp->average_gradients(grads);

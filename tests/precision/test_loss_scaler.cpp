@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "optim/sophia.h"
 #include "precision/loss_scaler.h"
 #include "train/step.h"
 
@@ -119,6 +120,37 @@ TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues
   EXPECT_NEAR(st.grad_norm, rs.grad_norm, 1e-6 * rs.grad_norm);
   for (size_t i = 0; i < model.num_params(); ++i)
     ASSERT_NEAR(model.params()[i], ref.params()[i], 1e-6f + 1e-5f * std::fabs(ref.params()[i])) << i;
+}
+
+// Sophia's curvature pass under a loss scaler: the sampled-label gradient is scaled and then
+// unscaled with one and the same scale, even when this step's clean update has just grown the
+// scale, so the estimate equals an unscaled run's (a power-of-two scale is exact in fp32).
+TEST(LossScaler, CurvatureEstimateUnscalesWithTheScaleItWasScaledBy) {
+  cpu::Context ctx;
+  const auto run = [&](LossScaler* scaler) {
+    Gpt2 model(tiny(), ctx);
+    model.init_weights(3);
+    model.plan(2, 8);
+    SophiaHyper hyper;
+    hyper.k = 1;  // an estimate after every step
+    Sophia opt(model.table(), hyper, 16.0, 7);
+    std::vector<int> in(16), tg(16);
+    auto batch = [](int* a, int* b) {
+      for (int i = 0; i < 16; ++i) {
+        a[i] = (i * 7) % 60;
+        b[i] = (i * 11 + 3) % 60;
+      }
+    };
+    return train_step(model, opt, batch, 2, 8, 1, 1e-3f, 1.0f, 1, in.data(), tg.data(), scaler);
+  };
+  LossScaler grows(LossScalerConfig{1024.0f, 2.0f, 0.5f, 1});  // one clean step doubles the scale
+  const StepStats scaled = run(&grows);
+  ASSERT_EQ(grows.scale(), 2048.0f);
+  const StepStats plain = run(nullptr);
+  ASSERT_TRUE(scaled.curvature && plain.curvature);
+  EXPECT_EQ(scaled.loss_scale, 1024.0f);
+  EXPECT_NEAR(scaled.curvature_norm, plain.curvature_norm, 1e-6 * plain.curvature_norm);
+  EXPECT_EQ(scaled.win_rate, plain.win_rate);
 }
 
 }  // namespace

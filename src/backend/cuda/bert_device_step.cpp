@@ -80,11 +80,12 @@ class BertCudaStepper final : public DeviceStepper {
 
  private:
   // train/step.cpp's curvature pass on the step's last micro-batch (last_ still views it): the
-  // gradient of the drawn labels' loss times the step's loss scale, written over the training
+  // gradient of the drawn labels' loss times the scaler's current scale, written over the training
   // gradients (the update has consumed them), then unscale/norm/clip/Hessian update.
   void curvature(StepStats& stats, float grad_clip) {
-    const BertStats st = device_.forward_backward_sampled(
-        last_, B_, T_, stats.loss_scale, optimizer_.curvature_seed(), optimizer_.curvature_counter());
+    // The scaler's current scale: the one the unscale divides by (train/step.cpp).
+    const BertStats st = device_.forward_backward_sampled(last_, B_, T_, scaler_ ? scaler_->scale() : 1.0f,
+                                                          optimizer_.curvature_seed(), optimizer_.curvature_counter());
     stats.curvature_loss = st.loss();
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;

@@ -120,11 +120,13 @@ class Gpt2CudaStepper final : public DeviceStepper {
  private:
   // train/step.cpp's curvature pass: the step's last micro-batch (inputs_ still holds it),
   // labels drawn with the optimizer's (seed, counter) into targets_, the gradient of their
-  // mean loss times the step's loss scale (written over the training gradients, which the
-  // update has consumed), then the optimizer's unscale/norm/clip/Hessian update.
+  // mean loss times the scaler's current scale, the one the unscale divides by (this step's
+  // update may have grown it past stats.loss_scale; written over the training gradients, which
+  // the update has consumed), then the optimizer's unscale/norm/clip/Hessian update.
   void curvature(StepStats& stats, float grad_clip) {
     overlap_reduction(true);
-    const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, stats.loss_scale,
+    const float scale = scaler_ ? scaler_->scale() : 1.0f;
+    const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, scale,
                                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
     overlap_reduction(false);
     stats.curvature_loss = static_cast<float>(average_over_ranks(loss) / world_);
