@@ -208,7 +208,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n", lr_shape_name(lr_shape),
                  (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (world > 1)
-    monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s\n", world, comm->backend(),
+    monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s\n", world,
+                 on_cuda ? "gradients over NCCL, bootstrapped over MPI" : comm->backend(),
                  comm->topology().launcher.c_str(),
                  dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
   if (!resume_dir.empty()) monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
