@@ -6,6 +6,7 @@
 # the shared libraries they need that are not CUDA's or the C library's, in .gpu/ (ignored by git,
 # listed in .git/info/exclude), which the device tool's `carry` takes along:
 #   .gpu/bin/{mptrain,mptrain_tests_cuda,mptrain_tests_dist,bench_cuda_ops}   .gpu/libs.tar.xz
+#   .gpu/fortunes/computers (the BERT GPU training test's text: the image has no fortunes)
 # Then, there: scripts/gpu/run.sh.
 #
 #   scripts/gpu/pack.sh [BUILD_DIR]        (default build-gpu; MPTRAIN_GPU_ARCH, default 90)
@@ -22,8 +23,10 @@ if [[ "${MPTRAIN_GPU_SKIP_BUILD:-0}" != 1 ]]; then
 fi
 
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
-rm -rf .gpu/bin .gpu/lib .gpu/libs.tar.xz
-mkdir -p .gpu/bin .gpu/lib
+rm -rf .gpu/bin .gpu/lib .gpu/libs.tar.xz .gpu/fortunes
+mkdir -p .gpu/bin .gpu/lib .gpu/fortunes
+cp /usr/share/games/fortunes/computers .gpu/fortunes/ 2>/dev/null ||
+  echo "pack.sh: no /usr/share/games/fortunes/computers (scripts/setup.sh installs it): TrainBertDeviceGpu will skip" >&2
 for t in "${targets[@]}"; do
   [[ -x "$build/$t" ]] || { echo "pack.sh: $build/$t was not built" >&2; exit 1; }
   cp "$build/$t" .gpu/bin/

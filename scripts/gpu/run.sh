@@ -31,6 +31,9 @@ nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nc
 # Only our binaries see the packed libraries (python3 and torch keep the image's own zlib etc.).
 ours=(env LD_LIBRARY_PATH="$libs/lib:${cuda_lib}:${nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 export PATH="/usr/local/cuda/bin:$PATH"
+# The tests that run mptrain as a subprocess take it from here, not from the build tree's path
+# compiled into them (tests/common/test_util.h), and their text from the packed fortunes.
+export MPTRAIN_TEST_BINARY="$PWD/.gpu/bin/mptrain" MPTRAIN_TEST_FORTUNES_DIR="$PWD/.gpu/fortunes"
 B=${MPTRAIN_GPU_BATCH:-16}
 
 summary=()

@@ -53,8 +53,22 @@ inline RunResult run_command(const std::string& cmd) {
   return r;
 }
 
-// Runs the mptrain binary built with the tests.
-inline RunResult run_mptrain(const std::string& args) { return run_command(std::string(MPTRAIN_BINARY) + " " + args); }
+// The mptrain binary built with the tests, or $MPTRAIN_TEST_BINARY where the tests run away from
+// their build tree (scripts/gpu/run.sh carries the binaries to a lent GPU machine).
+inline std::string mptrain_binary() {
+  const char* env = std::getenv("MPTRAIN_TEST_BINARY");
+  return env && *env ? std::string(env) : std::string(MPTRAIN_BINARY);
+}
+
+// Debian's fortunes (the tests' real text), or $MPTRAIN_TEST_FORTUNES_DIR (run.sh packs a copy:
+// the GPU machine's image has none).
+inline std::string fortunes_dir() {
+  const char* env = std::getenv("MPTRAIN_TEST_FORTUNES_DIR");
+  return env && *env ? std::string(env) : std::string("/usr/share/games/fortunes");
+}
+
+// Runs the mptrain binary (mptrain_binary()).
+inline RunResult run_mptrain(const std::string& args) { return run_command(mptrain_binary() + " " + args); }
 
 inline std::string source_dir() { return MPTRAIN_SOURCE_DIR; }
 

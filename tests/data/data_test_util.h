@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/test_util.h"
 #include "data/gpt2_tokenizer.h"
 
 namespace mptrain::data_test {
@@ -67,7 +68,7 @@ inline Run run(const std::string& cmd) {
   return r;
 }
 
-inline std::string mptrain_binary() { return MPTRAIN_BINARY; }
+inline std::string mptrain_binary() { return ::mptrain::testing::mptrain_binary(); }
 inline std::string source_dir() { return MPTRAIN_SOURCE_DIR; }
 
 // The vocabulary folder, or "" with `why` set (the caller skips).

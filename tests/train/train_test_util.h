@@ -48,7 +48,7 @@ inline std::vector<std::pair<int64_t, double>> read_losses(const std::string& ru
 // `mptrain prepare --task bert` from one of Debian's fortune files. False when that corpus is
 // missing (the caller skips); a failed prepare is a test failure.
 inline bool prepare_bert_data(const std::string& dir) {
-  const std::string corpus = "/usr/share/games/fortunes/computers";
+  const std::string corpus = fortunes_dir() + "/computers";
   if (!std::ifstream(corpus)) return false;
   const RunResult r = run_mptrain("prepare --task bert " + corpus +
                                   " --doc-delimiter '%' --val-fraction 0.1 --max-seq-len 32 --vocab-size 512"
