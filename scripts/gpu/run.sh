@@ -16,6 +16,10 @@
 #     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024), 7 rows, then the PyTorch
 #                peer and llm.c's published figure, in one invocation          -> $OUT/ladder.log
 #     peer       bench/pytorch_gpt2_cuda.py alone: PyTorch's own ladder        -> $OUT/peer.log
+#     cpu        issue 4's CPU target on the host CPU (a Sapphire Rapids with AMX where the H100s
+#                are): the CPU precision ladder, gpt2 at batch 4 x 256 on 2 threads, with the
+#                PyTorch CPU peer (bf16 >= 3x fp32 and >= 2x PyTorch bf16 autocast)
+#                                                                            -> $OUT/cpu_ladder.log
 # Environment: MPTRAIN_GPU_BATCH (default 16) for ladder and peer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -113,7 +117,14 @@ run_step() {
       python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20
       note "peer: $(grep -E '^RESULT' "$out/peer.log" | tr '\n' ' ')"
       ;;
-    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 bert ladder peer)"; exit 2 ;;
+    cpu)
+      { grep -m1 'model name' /proc/cpuinfo; grep -m1 -o 'amx_bf16' /proc/cpuinfo || echo "no amx_bf16"; } \
+        >"$out/cpu_ladder.log"
+      OMP_NUM_THREADS=2 "${ours[@]}" .gpu/bin/mptrain bench --preset gpt2 --batch 4 --seq 256 --steps 3 --warmup 1 \
+        --ladder --threads 2 --python "$(command -v python3)" 2>&1 | tee -a "$out/cpu_ladder.log" | tail -16
+      note "cpu ladder: $(grep -E '^\| (fp32|bf16) ' "$out/cpu_ladder.log" | tr '\n' ' ')"
+      ;;
+    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 bert ladder peer cpu)"; exit 2 ;;
   esac
 }
 
