@@ -45,6 +45,23 @@ note() { summary+=("$1"); echo "== $1"; }
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader; git log -1 --format='commit %h %s' 2>/dev/null; } \
   | tee "$out/device.log"
 
+# features NAME FILTER...: the CUDA tests one feature (gtest filter) at a time, in order, into
+# $out/NAME.log, stopping at the first that fails (what it builds on passed before it). Status 1
+# when one failed.
+features() {
+  local name=$1 filter
+  shift
+  : >"$out/$name.log"
+  for filter in "$@"; do
+    echo "=== $filter" >>"$out/$name.log"
+    if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/$name.log" 2>&1; then
+      note "$name: FAILED at $filter (later features not run; see $name.log)"
+      return 1
+    fi
+    note "$name: passed $filter"
+  done
+}
+
 run_step() {
   case "$1" in
     tests)
@@ -74,35 +91,19 @@ run_step() {
       note "ops: $(wc -l <"$out/ops_bench.log") lines in ops_bench.log"
       ;;
     gpt2)
-      : >"$out/gpt2.log"
-      for filter in \
+      features gpt2 \
         'CudaAttention*:CudaFlashAttention*:FlashAttentionSizes*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
         'Variants/Gpt2DeviceTest.*/fp32:Variants/Gpt2DeviceTest.*/tf32:Variants/Gpt2DeviceTest.*/*_naive:Gpt2Device.*:Gpt2DeviceOptions.*:Gpt2DeviceReference.*' \
         'Variants/Gpt2DeviceTest.*:Pairs/Gpt2DevicePairTest.*flash*:Pairs/Gpt2DevicePairTest.*unfused*' \
         'Precisions/Gpt2DeviceSampledTest.*:Variants/Gpt2DeviceHookTest.*/fp32:Variants/Gpt2DeviceHookTest.*/bf16' \
-        'Gpt2DeviceGraphs.*:Pairs/Gpt2DevicePairTest.*graphs*:Variants/Gpt2DeviceHookTest.*/bf16_graphs'; do
-        echo "=== $filter" >>"$out/gpt2.log"
-        if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/gpt2.log" 2>&1; then
-          note "gpt2: FAILED at $filter (later features not run; see gpt2.log)"; break
-        fi
-        note "gpt2: passed $filter"
-      done
+        'Gpt2DeviceGraphs.*:Pairs/Gpt2DevicePairTest.*graphs*:Variants/Gpt2DeviceHookTest.*/bf16_graphs'
       ;;
     bert)
-      : >"$out/bert.log"
-      local ok=1
-      for filter in \
+      if features bert \
         'CudaBertOps*:CudaAttention*:CudaFlashAttention*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
         'Precisions/BertDeviceTest.*/fp32_hs16:Precisions/BertDeviceTest.*/tf32_hs16:BertDevice.ABatch*:BertDevice.Refuses*:BertDevicePlan.*:BertDeviceStaging.*' \
         'Precisions/BertDeviceTest.*' \
-        'BertDevice.SampledPass*:TrainBertDeviceGpu*'; do
-        echo "=== $filter" >>"$out/bert.log"
-        if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/bert.log" 2>&1; then
-          note "bert: FAILED at $filter (later features not run; see bert.log)"; ok=0; break
-        fi
-        note "bert: passed $filter"
-      done
-      if [[ $ok == 1 ]]; then
+        'BertDevice.SampledPass*:TrainBertDeviceGpu*'; then
         "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --ladder --preset bert-base --batch 32 --seq 128 \
           --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bert.log" | tail -8
         note "bert bench: $(grep -E '^mptrain cuda bert' "$out/bert.log" | tr '\n' ' ')"
