@@ -73,7 +73,10 @@ DeviceOptimizer::DeviceOptimizer(const ParamTable& table, const DeviceOptimizerC
   std::vector<std::pair<size_t, size_t>> decayed;  // in packed-state coordinates
   size_t prev_end = 0;
   for (const FlatRange& r : segments) {
-    MPT_CHECK(r.begin <= r.end && r.end <= table.total() && r.begin >= prev_end && r.begin % kSegmentAlign == 0,
+    // An empty segment needs no alignment: a ZeRO-1 rank past the last shard gets
+    // [total, total), and total need not be a multiple of 16.
+    MPT_CHECK(r.begin <= r.end && r.end <= table.total() && r.begin >= prev_end &&
+                  (r.size() == 0 || r.begin % kSegmentAlign == 0),
               "[cuda optimizer] bad segment " + range_text(r) + " of " + std::to_string(table.total()) +
                   " parameters (ascending, disjoint, starts a multiple of " + std::to_string(kSegmentAlign) + ")");
     prev_end = r.end;
