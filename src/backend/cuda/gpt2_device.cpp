@@ -86,6 +86,10 @@ void Gpt2Device::Impl::plan_buffers() {
     grads_lp = DeviceMemory(n * es);
   }
   acts = DeviceMemory(arena.size());
+  // The largest GEMM bias gradient (c_fc's, 4C in T) goes through Context::scratch: grow it
+  // now, so that the first backward does not (a growth syncs and cudaFree syncs the whole
+  // device, NCCL's stream included, in the middle of an overlapped reduction).
+  ctx.scratch(4 * C * es);
   fill_bytes(params.get(), 0, n * f, ctx);
   fill_bytes(grads.get(), 0, n * f, ctx);
   if (lowp) fill_bytes(params_lp.get(), 0, n * es, ctx);
