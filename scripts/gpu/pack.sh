@@ -23,7 +23,7 @@ if [[ "${MPTRAIN_GPU_SKIP_BUILD:-0}" != 1 ]]; then
 fi
 
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
-rm -rf .gpu/bin .gpu/lib .gpu/libs.tar.xz .gpu/fortunes
+rm -rf .gpu  # nothing in it outlives a pack (older layouts left binaries at its top)
 mkdir -p .gpu/bin .gpu/lib .gpu/fortunes
 cp /usr/share/games/fortunes/computers .gpu/fortunes/ 2>/dev/null ||
   echo "pack.sh: no /usr/share/games/fortunes/computers (scripts/setup.sh installs it): TrainBertDeviceGpu will skip" >&2

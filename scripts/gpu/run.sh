@@ -54,12 +54,16 @@ features() {
   : >"$out/$name.log"
   for filter in "$@"; do
     echo "=== $filter" >>"$out/$name.log"
-    if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >>"$out/$name.log" 2>&1; then
+    if ! "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_filter="$filter" >"$out/feature.log" 2>&1; then
+      cat "$out/feature.log" >>"$out/$name.log"
       note "$name: FAILED at $filter (later features not run; see $name.log)"
       return 1
     fi
-    note "$name: passed $filter"
+    cat "$out/feature.log" >>"$out/$name.log"
+    # gtest exits 0 when tests skip: say so (on a GPU machine nothing may skip but the 2-GPU runs).
+    note "$name: $(grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ test' "$out/feature.log" | tr -s ' ' | tr '\n' ' ')$filter"
   done
+  rm -f "$out/feature.log"
 }
 
 run_step() {
