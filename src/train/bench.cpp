@@ -35,13 +35,13 @@ namespace mptrain {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
 
 bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
 

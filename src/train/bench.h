@@ -49,6 +49,10 @@ struct BenchOptions {
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
 
+// The median of step times (the middle one, or the mean of the two middle ones): what every
+// bench reports, CPU and GPU alike.
+double median(std::vector<double> values);
+
 struct BenchResult {
   double ms_per_step = 0.0;  // median
   double tokens_per_s = 0.0;

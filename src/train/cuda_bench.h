@@ -9,6 +9,10 @@
 
 namespace mptrain {
 
+// The MFU peak of both GPU benches unless --peak-tflops: the H100 SXM's bf16 dense tensor-core
+// figure from its data sheet, for every row (so rows compare).
+constexpr double kH100SxmBf16DenseTflops = 989.0;
+
 // Prints one line per row (and the ladder's table); returns the first row's result.
 // Throws Error when this build has no CUDA backend or the machine has no GPU, and for options
 // the device bench does not support (--model bert, --optimizer sophia).

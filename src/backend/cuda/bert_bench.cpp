@@ -6,9 +6,7 @@
 // TFLOP/s counts the whole training step's model FLOPs (bert_flops_per_token: forward +
 // backward; the optimizer's are negligible) and MFU is against the H100 SXM bf16 dense peak
 // for every row, as the GPT-2 device bench.
-#include <cuda_runtime.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -16,7 +14,6 @@
 #include <vector>
 
 #include "backend/cuda/bert_device.h"
-#include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/device.h"
 #include "core/error.h"
@@ -29,14 +26,6 @@
 namespace mptrain {
 
 namespace {
-
-constexpr double kH100SxmBf16DenseTflops = 989.0;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
 
 // One precision: warmup + timed forward_backward calls; prints its line and returns it.
 BenchResult time_bert(const BenchOptions& o, const BertConfig& config, const std::vector<float>& init,
@@ -63,13 +52,11 @@ BenchResult time_bert(const BenchOptions& o, const BertConfig& config, const std
     if (s >= o.warmup) times.push_back(ms);
     r.last_loss = st.loss();
   }
-  size_t free_b = 0, total_b = 0;
-  MPT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const double tokens = static_cast<double>(o.batch) * o.seq;
   r.ms_per_step = median(times);
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
-  r.peak_rss_mb = static_cast<double>(total_b - free_b) / (1024.0 * 1024.0);
+  r.peak_rss_mb = cuda::device_memory_in_use_mb();
   r.model_mb = static_cast<double>(model.device_bytes()) / (1024.0 * 1024.0);
   std::printf(
       "mptrain cuda bert %s (%s attention): %.2f ms/step (forward + backward, no optimizer) | %.0f tok/s | "

@@ -15,7 +15,6 @@
 // MFU is measured against the GPU's bf16 dense tensor-core peak for every row (fp32 rows too,
 // so rows compare): 989 TFLOP/s, the H100 SXM data-sheet number, unless --peak-tflops is given.
 // Every row counts the same useful FLOPs (the unpadded vocabulary's), so padding shows as time.
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/gpt2_device.h"
 #include "backend/device.h"
@@ -43,23 +41,10 @@ namespace mptrain {
 
 namespace {
 
-constexpr double kH100SxmBf16DenseTflops = 989.0;
 // llm.c's published GPT-2 (124M) run (README, "reproducing GPT-2 124M"): 8×H100 SXM, 524,288
 // tokens per step in ~139 ms, i.e. ~470K tokens/s per GPU. A published number, not run here.
 constexpr double kLlmcTokensPerGpu = 470e3;
 constexpr double kLlmcStepMs = 139.0;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
-
-double device_used_mb() {
-  size_t free_b = 0, total_b = 0;
-  MPT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<double>(total_b - free_b) / (1024.0 * 1024.0);
-}
 
 // One row of the table: what it runs, and what it measured (or why it has no result).
 struct Row {
@@ -163,7 +148,7 @@ void time_row(const BenchOptions& o, Row& row, const std::vector<float>& init, d
   r.ms_per_step = median(times);
   r.tokens_per_s = static_cast<double>(n) / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
-  r.peak_rss_mb = device_used_mb();
+  r.peak_rss_mb = cuda::device_memory_in_use_mb();
   r.model_mb = static_cast<double>(model.device_bytes()) / (1024.0 * 1024.0);
   r.skipped_steps = model.loss_scaler() ? model.loss_scaler()->skipped_steps() : 0;
   std::printf("mptrain cuda %s (%s): %.2f ms/step | %.0f tok/s | %.2f TFLOP/s | MFU %.1f%% | GPU memory in use %.0f "
