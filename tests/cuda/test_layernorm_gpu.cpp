@@ -24,7 +24,8 @@ struct Case {
   int N, C;
 };
 const Case kCases[] = {{1, 31},  {3, 32},   {5, 33},  {31, 127},  {32, 128},  {33, 129},
-                       {7, 260}, {600, 64}, {2, 768}, {70, 1600}, {40000, 32}};
+                       {7, 260}, {600, 64}, {2, 768}, {70, 1600}, {40000, 32},
+                       {3, 6016}};  // the backward's largest C (shared memory)
 
 TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
   SKIP_WITHOUT_GPU();

@@ -25,7 +25,7 @@ void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rst
 size_t layernorm_backward_scratch_floats(int N, int C);
 
 // dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...  (all accumulated, +=). dweight and
-// dbias are deterministic: fixed row chunks, summed in chunk order. C <= 6144 (shared memory).
+// dbias are deterministic: fixed row chunks, summed in chunk order. C <= 6016 (shared memory).
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx);
