@@ -141,6 +141,16 @@ TYPED_TEST(CudaGemm, GeluEpiloguesMatchUnfusedTwinAndCpu) {
     EXPECT_LT(rel_err(download(pre), rpre), linear_tol<T>());
     EXPECT_LT(rel_err(download(out), rout), linear_tol<T>());
     EXPECT_LT(rel_err(download(out), download(out2)), linear_tol<T>());
+    // fused forward without a bias (cuBLASLt's GELU_AUX, a plan of its own)
+    auto pre_nb = poisoned<T>(NO), out_nb = poisoned<T>(NO);
+    cuda::matmul_forward<T>(out_nb.data(), gi.data(), gw.data(), nullptr, k.N, k.C, k.OC, math, ctx(),
+                            pre_nb.data());
+    std::vector<float> rpre_nb(NO), rout_nb(NO);
+    cpu::matmul_forward(rpre_nb.data(), inp.data(), w.data(), nullptr, k.N, k.C, k.OC, cpu_ctx());
+    const std::vector<float> rpre_nb_t = rounded<T>(rpre_nb);
+    cpu::gelu_forward(rout_nb.data(), rpre_nb_t.data(), NO);
+    EXPECT_LT(rel_err(download(pre_nb), rpre_nb), linear_tol<T>());
+    EXPECT_LT(rel_err(download(out_nb), rout_nb), linear_tol<T>());
 
     // fused backward through GELU: this layer's input is gelu(pre_in), pre_in[N,C]; dinp (=) is
     // the gradient w.r.t. pre_in. Reuse inp as pre_in (any values do).

@@ -103,7 +103,7 @@ std::string describe(const GemmKey& k) {
          " C=" + storage_name(static_cast<StorageType>(k.tc)) +
          " A/B=" + storage_name(static_cast<StorageType>(k.tab)) +
          " math=" + math_name(static_cast<MathMode>(k.math)) +
-         " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue)) +
+         " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue % 100)) +
          " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment) +
          (k.batch == 1 ? std::string()
                        : " batch=" + std::to_string(k.batch) + " strides=" + std::to_string(k.stride_a) +
@@ -122,7 +122,8 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   MPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, value, size));
 }
 
-GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
+GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) {
+  const bool has_bias = ep.bias != nullptr;
   GemmPlan p;
   const StorageType tab = static_cast<StorageType>(k.tab);
   const StorageType tc = static_cast<StorageType>(k.tc);
@@ -134,14 +135,15 @@ GemmPlan make_plan(const GemmKey& k, bool has_bias, Context::Impl& im) {
   const cublasOperation_t op_b = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
-  const Epilogue ep = static_cast<Epilogue>(k.epilogue);
-  const cublasLtEpilogue_t lt_ep = lt_epilogue(ep, has_bias);
+  // The caller's kind, not k.epilogue: the key marks GeluBias without a bias as 100 + kind.
+  const Epilogue kind = ep.kind;
+  const cublasLtEpilogue_t lt_ep = lt_epilogue(kind, has_bias);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_ep, sizeof(lt_ep));
-  if (ep != Epilogue::None) {
+  if (kind != Epilogue::None) {
     const int32_t bias_type = cuda_type(tc);  // bias and bias gradient in C's type
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
   }
-  if (ep == Epilogue::GeluBias || ep == Epilogue::DGelu) {
+  if (kind == Epilogue::GeluBias || kind == Epilogue::DGelu) {
     const int64_t ld = k.aux_ld;
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
     const int32_t aux_type = cuda_type(tc);
@@ -237,7 +239,7 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
 
   Context::Impl& im = ctx.impl();
   auto it = im.plans.find(k);
-  if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, has_bias, im)).first;
+  if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, ep, im)).first;
   GemmPlan& p = it->second;
   if (ep.kind == Epilogue::Bias || (ep.kind == Epilogue::GeluBias && has_bias))
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias));
