@@ -1,6 +1,7 @@
 // AdamW, the LR schedule and gradient-norm clipping against plain double-precision
 // transcriptions of their definitions (PyTorch's AdamW and clip_grad_norm_).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <vector>
@@ -74,6 +75,25 @@ TEST(GradNorm, NormAndClipMatchTorchRule) {
   std::vector<float> u = g;
   EXPECT_EQ(clip_grad_norm(u.data(), n, norm, 1e9f), 1.0f);  // below the bound: untouched
   EXPECT_EQ(u, g);
+}
+
+// The norm's summation order is fixed by the code (blocks of 65536, 32 lanes inside a block), so
+// the thread count cannot change its bits; sizes leave block and lane tails.
+TEST(GradNorm, SameBitsForOneAndTwoThreads) {
+  const int saved_threads = omp_get_max_threads();
+  for (const size_t n : {size_t{31}, size_t{65536}, size_t{3 * 65536 + 17}}) {
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = normal01(4, 0, i);
+    omp_set_num_threads(1);
+    const double one = global_norm(g.data(), n);
+    omp_set_num_threads(2);
+    const double two = global_norm(g.data(), n);
+    EXPECT_EQ(one, two) << "n=" << n;
+    long double ref = 0.0L;
+    for (float x : g) ref += static_cast<long double>(x) * x;
+    EXPECT_NEAR(one, std::sqrt(static_cast<double>(ref)), 1e-12 * one) << "n=" << n;
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 }  // namespace

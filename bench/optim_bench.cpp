@@ -1,0 +1,62 @@
+// The optimizer half of a CPU training step on a GPT-2 124M-sized flat buffer: global gradient
+// norm, clipping and the AdamW update (the work train/step.cpp does after the backward). These
+// are memory-bound passes; the counters report the bytes each one touches per second, to compare
+// with the machine's bandwidth. Google Benchmark; run:
+//   build/bench_optim --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "core/rng.h"
+#include "optim/adamw.h"
+#include "optim/grad_norm.h"
+
+namespace {
+
+using namespace mptrain;
+
+constexpr size_t kGpt2Params = 124475904;  // gpt2 (124M) with the vocabulary padded to 50304
+
+std::vector<float> gradients(size_t n) {
+  std::vector<float> g(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) g[i] = 1e-3f * normal01(3, 0, i);
+  return g;
+}
+
+// Bytes moved per iteration, reported as a rate over the measured time.
+void bytes_per_second(benchmark::State& state, double bytes) {
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_GlobalNorm(benchmark::State& state) {
+  const std::vector<float> g = gradients(kGpt2Params);
+  for (auto _ : state) benchmark::DoNotOptimize(global_norm(g.data(), g.size()));
+  bytes_per_second(state, 4.0 * kGpt2Params);
+}
+
+void BM_ClipGradNorm(benchmark::State& state) {
+  std::vector<float> g = gradients(kGpt2Params);
+  // A norm far above max_norm, so every call rescales (and the values stay finite: 0.999ⁿ).
+  for (auto _ : state) benchmark::DoNotOptimize(clip_grad_norm(g.data(), g.size(), 1.001, 1.0f));
+  bytes_per_second(state, 8.0 * kGpt2Params);
+}
+
+void BM_AdamW(benchmark::State& state) {
+  const std::vector<float> g = gradients(kGpt2Params);
+  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
+  int64_t t = 0;
+  for (auto _ : state) {
+    adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
+    benchmark::DoNotOptimize(p.data());
+  }
+  bytes_per_second(state, 28.0 * kGpt2Params);  // g, p, m, v read; p, m, v written
+}
+
+BENCHMARK(BM_GlobalNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ClipGradNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamW)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
