@@ -122,6 +122,18 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
   MPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, value, size));
 }
 
+// The epilogue's pointers on the descriptor. Set before the heuristic too: it does not read
+// them, but cublasLt.h says it derives the bias and aux alignment it may assume from their
+// values (left null, any alignment would be assumed).
+void set_epilogue_pointers(cublasLtMatmulDesc_t d, const GemmEpilogue& ep) {
+  if (ep.kind == Epilogue::Bias || (ep.kind == Epilogue::GeluBias && ep.bias))
+    set_attr(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias));
+  if (ep.kind == Epilogue::BiasGradB)
+    set_attr(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias_grad, sizeof(ep.bias_grad));
+  if (ep.kind == Epilogue::GeluBias || ep.kind == Epilogue::DGelu)
+    set_attr(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof(ep.aux));
+}
+
 GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) {
   const bool has_bias = ep.bias != nullptr;
   GemmPlan p;
@@ -166,6 +178,8 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
     set_batch(p.b, k.batch, k.stride_a);
     set_batch(p.c, k.batch, k.stride_c);
   }
+
+  set_epilogue_pointers(p.desc, ep);
 
   cublasLtMatmulPreference_t pref = nullptr;
   MPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -241,11 +255,7 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
   auto it = im.plans.find(k);
   if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, ep, im)).first;
   GemmPlan& p = it->second;
-  if (ep.kind == Epilogue::Bias || (ep.kind == Epilogue::GeluBias && has_bias))
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias));
-  if (ep.kind == Epilogue::BiasGradB)
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias_grad, sizeof(ep.bias_grad));
-  if (uses_aux) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof(ep.aux));
+  set_epilogue_pointers(p.desc, ep);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   MPT_CUBLAS_CHECK(cublasLtMatmul(im.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                   im.workspace, im.workspace_bytes, im.stream));
