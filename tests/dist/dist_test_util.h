@@ -1,16 +1,25 @@
 // Shared by the distributed tests: launching commands under Open MPI's mpirun on this machine
-// (loopback only: the shared-memory and self transports), finding one rank's process, and
-// this test executable's own path (MPI worker tests re-run it under mpirun).
+// (loopback only: the shared-memory and self transports), finding one rank's process, this
+// test executable's own path (MPI worker tests re-run it under mpirun), and comparing the
+// runs and checkpoints of `mptrain train` on different world sizes (GPT-2 and BERT alike).
 #pragma once
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/test_util.h"
+#include "io/safetensors.h"
 
 namespace mptrain::testing {
 
@@ -52,6 +61,64 @@ inline pid_t find_rank_pid(const std::string& marker, int rank) {
       if (var == want) return static_cast<pid_t>(std::stol(name));
   }
   return -1;
+}
+
+// `mptrain train <arguments>` in one process, or under mpirun on `ranks` ranks.
+inline RunResult train(int ranks, const std::string& arguments) {
+  const std::string cmd = ranks == 1 ? std::string(MPTRAIN_BINARY) + " " + arguments
+                                     : mpirun(ranks) + " " + MPTRAIN_BINARY + " " + arguments;
+  return run_command(cmd);
+}
+
+inline std::vector<float> read_tensor(const SafetensorsFile& f, const std::string& name) {
+  const TensorView& t = f.get(name);
+  std::vector<float> out(t.numel());
+  f.read_f32(name, t.shape, out.data());
+  return out;
+}
+
+// Final parameters of two checkpoints: per tensor ‖a − b‖/‖b‖ ≤ rtol, except the attention key
+// biases (GPT-2's middle third of c_attn.bias, BERT's attention.self.key.bias): their gradient
+// is zero in exact arithmetic (softmax ignores a constant added to every key), so they hold
+// AdamW's normalised rounding noise, of a few 1e-6 in both runs; checked against key_atol.
+inline void expect_parameters_close(const std::string& a_dir, const std::string& b_dir, double rtol = 2e-6,
+                                    double key_atol = 2e-5) {
+  SafetensorsFile a(a_dir + "/model.safetensors"), b(b_dir + "/model.safetensors");
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& name : a.names()) {
+    std::vector<float> x = read_tensor(a, name), y = read_tensor(b, name);
+    ASSERT_EQ(x.size(), y.size()) << name;
+    size_t key_lo = 0, key_hi = 0;  // the key bias range within the tensor
+    if (name.find("attn.c_attn.bias") != std::string::npos) key_lo = x.size() / 3, key_hi = 2 * x.size() / 3;
+    if (name.find("attention.self.key.bias") != std::string::npos) key_hi = x.size();
+    for (size_t i = key_lo; i < key_hi; ++i) EXPECT_NEAR(x[i], y[i], key_atol) << name << "[" << i << "] (key bias)";
+    x.erase(x.begin() + key_lo, x.begin() + key_hi);
+    y.erase(y.begin() + key_lo, y.begin() + key_hi);
+    if (!x.empty()) {
+      EXPECT_LE(relative_error(x.data(), y.data(), x.size()), rtol) << name;
+    }
+  }
+}
+
+inline void expect_losses_close(const std::vector<std::pair<int64_t, double>>& a,
+                                const std::vector<std::pair<int64_t, double>>& b, double rtol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_NEAR(a[i].second, b[i].second, rtol * std::abs(b[i].second)) << "step " << a[i].first;
+  }
+}
+
+// One metric of every step record of a run's metrics.jsonl (records without it are skipped), by step.
+inline std::vector<std::pair<int64_t, double>> read_metric(const std::string& run_dir, const std::string& key) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<std::pair<int64_t, double>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("step") && j.contains(key)) out.emplace_back(j["step"].get<int64_t>(), j[key].get<double>());
+  }
+  return out;
 }
 
 }  // namespace mptrain::testing

@@ -25,17 +25,19 @@
 
 #include "dist/dist_test_util.h"
 #include "io/checkpoint_dir.h"
-#include "io/safetensors.h"
 #include "train/train_test_util.h"
 
 namespace mptrain {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_losses_close;
+using testing::expect_parameters_close;
 using testing::mpirun;
 using testing::read_losses;
 using testing::run_command;
 using testing::TempDir;
+using testing::train;
 
 constexpr const char* kMptrain = MPTRAIN_BINARY;
 
@@ -45,45 +47,6 @@ std::string args(const std::string& data, const std::string& run_dir) {
          "/val_*.bin' --batch 2 --seq 32 --total-batch 256 --lr 3e-3 --warmup 2 --val-steps 2 --sample-tokens 4 "
          "--threads 1 --deterministic --seed 5 --run-dir " +
          run_dir;
-}
-
-testing::RunResult train(int ranks, const std::string& arguments) {
-  const std::string cmd = ranks == 1 ? std::string(kMptrain) + " " + arguments
-                                     : mpirun(ranks) + " " + kMptrain + " " + arguments;
-  return run_command(cmd);
-}
-
-std::vector<float> read_tensor(const SafetensorsFile& f, const std::string& name) {
-  const TensorView& t = f.get(name);
-  std::vector<float> out(t.numel());
-  f.read_f32(name, t.shape, out.data());
-  return out;
-}
-
-// Final parameters of two checkpoints within the tolerances above.
-void expect_parameters_close(const std::string& a_dir, const std::string& b_dir) {
-  SafetensorsFile a(a_dir + "/model.safetensors"), b(b_dir + "/model.safetensors");
-  ASSERT_EQ(a.names(), b.names());
-  for (const auto& name : a.names()) {
-    std::vector<float> x = read_tensor(a, name), y = read_tensor(b, name);
-    ASSERT_EQ(x.size(), y.size()) << name;
-    if (name.find("attn.c_attn.bias") != std::string::npos) {
-      const size_t C = x.size() / 3;
-      for (size_t i = C; i < 2 * C; ++i) EXPECT_NEAR(x[i], y[i], 2e-5) << name << "[" << i << "] (key bias)";
-      x.erase(x.begin() + C, x.begin() + 2 * C);
-      y.erase(y.begin() + C, y.begin() + 2 * C);
-    }
-    EXPECT_LE(testing::relative_error(x.data(), y.data(), x.size()), 2e-6) << name;
-  }
-}
-
-void expect_losses_close(const std::vector<std::pair<int64_t, double>>& a,
-                         const std::vector<std::pair<int64_t, double>>& b, double rtol) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_NEAR(a[i].second, b[i].second, rtol * std::abs(b[i].second)) << "step " << a[i].first;
-  }
 }
 
 class DataParallelTraining : public ::testing::Test {
