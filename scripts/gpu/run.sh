@@ -75,9 +75,10 @@ run_step() {
     nccl)
       "${ours[@]}" .gpu/bin/mptrain_tests_dist --gtest_filter='Nccl*' 2>&1 | tee "$out/nccl.log" | tail -15
       note "nccl: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl.log" | tr '\n' ' ')"
-      # train --device cuda over NCCL at world 1 (+ ZeRO-1, resume), and two ranks if two GPUs.
+      # train --device cuda over NCCL at world 1 (+ ZeRO-1, resume), and two ranks if two GPUs;
+      # GPT-2 and BERT.
       "${ours[@]}" .gpu/bin/mptrain_tests_cuda \
-        --gtest_filter='TrainDeviceGpu.Nccl*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*' 2>&1 \
+        --gtest_filter='TrainDeviceGpu.Nccl*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*:TrainBertDeviceGpu.Nccl*:TrainBertDeviceGpu.TwoRanks*' 2>&1 \
         | tee "$out/nccl_train.log" | tail -15
       note "nccl train: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl_train.log" | tr '\n' ' ')"
       ;;

@@ -1,4 +1,4 @@
-// `mptrain train --device cuda --model bert`: BERT's training step on GPU 0 behind
+// `mptrain train --device cuda --model bert`: BERT's training step on the GPU behind
 // train/device_step.h's DeviceStepper (cuda::BertDevice for the model half, cuda::DeviceOptimizer
 // for the update). Implemented by src/backend/cuda/bert_device_step.cpp and, in a build without
 // the CUDA backend, by src/backend/nocuda/bert_device_step.cpp (one clear Error).
@@ -25,11 +25,12 @@ struct BertMicroBatches {
   std::function<void(const BertStats&)> record;
 };
 
-// BERT on GPU 0 for micro-batches of B×T with at most max_predictions masked positions in all,
-// with the kind and hyper-parameters of `optimizer` (AdamW or Sophia; the host one, whose state
-// checkpoints carry). scaler: the trainer's fp16 loss scaler (null in other precisions). One GPU
-// only: NCCL data parallelism, world > 1 and ZeRO are refused (Error). Throws Error when this
-// build has no CUDA backend or no GPU is visible.
+// BERT on this rank's GPU (the local rank's; GPU 0 in one process) for micro-batches of B×T
+// with at most max_predictions masked positions in all, with the kind and hyper-parameters of
+// `optimizer` (AdamW or Sophia; the host one, whose state checkpoints carry). scaler: the
+// trainer's fp16 loss scaler (null in other precisions). par: data parallelism over NCCL, ZeRO-1
+// included (a collective: every rank creates its stepper at the same point). Throws Error when
+// this build has no CUDA backend or no GPU is visible.
 std::unique_ptr<DeviceStepper> make_bert_cuda_stepper(const BertConfig& config, Precision precision, int B,
                                                       int T, int max_predictions, const Optimizer& optimizer,
                                                       LossScaler* scaler, const DeviceParallel& par,

@@ -3,7 +3,15 @@
 // added), then cuda::DeviceOptimizer (fp16 unscale/skip through the trainer's LossScaler, the
 // numeric guard, clip, AdamW or Sophia and the 16-bit copy), and Sophia's curvature pass on the
 // step's last micro-batch (BertDevice::forward_backward_sampled with the optimizer's seed and
-// counter). One GPU: the data-parallel paths of the GPT-2 stepper are not wired for BERT yet.
+// counter).
+//
+// Data parallelism (train/device_step.h's DeviceParallel) through cuda::DeviceDataParallel, the
+// GPT-2 stepper's: NCCL over the launcher's ranks (or a world of one with --dist-backend nccl),
+// the fp32 gradients averaged over ranks (all-reduce, or under ZeRO-1 reduced onto the CPU's
+// partition with this rank's DeviceOptimizer over its range), the loss summed, the ZeRO-1
+// all-gather of the parameters after the update. First version without overlap: BertDevice has
+// no gradient-ready hook, so the whole gradient is reduced once after the last micro-batch's
+// backward (and after the curvature pass's), while the GPU waits.
 #include "train/bert_device_step.h"
 
 #include <memory>
@@ -11,27 +19,24 @@
 
 #include "backend/cuda/bert_device.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/device_data_parallel.h"
 #include "backend/cuda/device_optimizer.h"
 #include "core/error.h"
-#include "dist/data_parallel.h"
 
 namespace mptrain {
 
 namespace {
 
-void check_one_gpu(const DeviceParallel& par) {
-  const bool parallel = par.dp && (par.nccl || par.dp->world_size() > 1 || par.dp->zero() != ZeroStage::Off);
-  MPT_CHECK(!parallel,
-            "[train] --device cuda --model bert runs on one GPU (no NCCL data parallelism or ZeRO yet)");
-}
-
 class BertCudaStepper final : public DeviceStepper {
  public:
   BertCudaStepper(const BertConfig& config, Precision precision, int B, int T, int max_predictions,
-                  const Optimizer& optimizer, LossScaler* scaler, BertMicroBatches batches)
-      : ctx_(0),
+                  const Optimizer& optimizer, LossScaler* scaler, const DeviceParallel& par,
+                  BertMicroBatches batches)
+      : ctx_(cuda::DeviceDataParallel::device_of(par)),
         device_(config, precision, B, T, max_predictions, ctx_),
-        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_),
+        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_,
+                   cuda::DeviceDataParallel::owned_segments(par)),
+        dp_(par),
         scaler_(scaler),
         batches_(std::move(batches)),
         B_(B),
@@ -43,6 +48,7 @@ class BertCudaStepper final : public DeviceStepper {
     optimizer_.bind(device_.params_device(), device_.grads_device(), device_.params_lowp_device(),
                     device_.storage());
     optimizer_.set_loss_scaler(scaler);
+    dp_.attach(optimizer_);
   }
 
   void upload(const float* params, const Optimizer& optimizer) override {
@@ -65,11 +71,14 @@ class BertCudaStepper final : public DeviceStepper {
       batches_.record(st);
       loss_sum += st.loss();
     }
-    stats.loss = static_cast<float>(loss_sum / accum);
+    dp_.reduce_all(optimizer_, ctx_);
+    loss_sum = dp_.sum_over_ranks(loss_sum);
+    stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * dp_.world_size()));
     const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
     stats.grad_norm = g.grad_norm;
     stats.skipped = g.skipped;
     stats.non_finite = g.non_finite;
+    if (!g.skipped && !g.non_finite) dp_.gather_params(optimizer_, ctx_);
     if (!g.skipped && !g.non_finite && optimizer_.curvature_due(t)) curvature(stats, grad_clip);
     return stats;
   }
@@ -77,6 +86,7 @@ class BertCudaStepper final : public DeviceStepper {
   void download_params(float* params) override { device_.download_params(params); }
   void download_state(Optimizer& optimizer) override { optimizer_.download_state(optimizer); }
   void download_grads(float* grads) override { device_.download_grads(grads); }
+  double take_comm_seconds() override { return dp_.take_comm_seconds(); }
 
  private:
   // train/step.cpp's curvature pass on the step's last micro-batch (last_ still views it): the
@@ -86,7 +96,8 @@ class BertCudaStepper final : public DeviceStepper {
     // The scaler's current scale: the one the unscale divides by (train/step.cpp).
     const BertStats st = device_.forward_backward_sampled(last_, B_, T_, scaler_ ? scaler_->scale() : 1.0f,
                                                           optimizer_.curvature_seed(), optimizer_.curvature_counter());
-    stats.curvature_loss = st.loss();
+    dp_.reduce_all(optimizer_, ctx_);
+    stats.curvature_loss = static_cast<float>(dp_.sum_over_ranks(st.loss()) / dp_.world_size());
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;
     stats.curvature_norm = c.norm;
@@ -96,6 +107,7 @@ class BertCudaStepper final : public DeviceStepper {
   cuda::Context ctx_;
   cuda::BertDevice device_;
   cuda::DeviceOptimizer optimizer_;
+  cuda::DeviceDataParallel dp_;  // after ctx_: NCCL's set-up needs the rank's GPU current
   LossScaler* scaler_;
   BertMicroBatches batches_;
   BertInputs last_;
@@ -108,8 +120,7 @@ std::unique_ptr<DeviceStepper> make_bert_cuda_stepper(const BertConfig& config, 
                                                       int T, int max_predictions, const Optimizer& optimizer,
                                                       LossScaler* scaler, const DeviceParallel& par,
                                                       BertMicroBatches batches) {
-  check_one_gpu(par);
-  return std::make_unique<BertCudaStepper>(config, precision, B, T, max_predictions, optimizer, scaler,
+  return std::make_unique<BertCudaStepper>(config, precision, B, T, max_predictions, optimizer, scaler, par,
                                            std::move(batches));
 }
 

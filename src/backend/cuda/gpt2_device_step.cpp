@@ -3,59 +3,40 @@
 // unscale/skip, numeric guard, clip, AdamW or Sophia, and Sophia's curvature pass on the last
 // micro-batch), the trainer's LossScaler in place of the device's own.
 //
-// Data parallelism (train/device_step.h's DeviceParallel) over an NCCL communicator bootstrapped
-// over the run's host one: after the micro-batches, the loss is summed and the fp32 gradients
-// averaged over ranks (ZeRO off: all-reduce; ZeRO-1: reduce-scatter onto the CPU's partition,
-// this rank's DeviceOptimizer over its range, the norm/overflow/win-rate reduced over ranks),
-// then after a ZeRO-1 update the all-gather of the parameters and the refreshed 16-bit copy.
+// Data parallelism (train/device_step.h's DeviceParallel) through cuda::DeviceDataParallel
+// (device_data_parallel.h, shared with the BERT stepper): after the micro-batches, the loss is
+// summed and the fp32 gradients averaged over ranks (ZeRO off: all-reduce; ZeRO-1: reduced onto
+// the CPU's partition, this rank's DeviceOptimizer over its range, the norm/overflow/win-rate
+// reduced over ranks), then after a ZeRO-1 update the all-gather of the parameters.
 // Overlap: during the last micro-batch (and the curvature pass) Gpt2Device's gradient-ready
 // hook hands each range (ln_f, layer L-1 ... 0, embeddings) to NCCL's stream as soon as the
 // backward has enqueued it (nccl_async.h), so the reduction of a layer's gradients runs while
 // the backward of the layers before it computes; the optimizer waits for all of them.
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/device_data_parallel.h"
 #include "backend/cuda/device_optimizer.h"
 #include "backend/cuda/gpt2_device.h"
-#include "backend/cuda/nccl_async.h"
 #include "backend/device.h"
 #include "core/error.h"
-#include "dist/nccl_communicator.h"
 #include "train/device_step.h"
 
 namespace mptrain {
 
 namespace {
 
-// One process per GPU: the local rank picks it (as make_nccl_communicator does).
-int device_of(const DeviceParallel& par) {
-  const int devices = cuda_device_count();
-  return par.dp && devices > 0 ? par.dp->comm().local_rank() % devices : 0;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-bool sharded(const DeviceParallel& par) { return par.dp && par.dp->zero() == ZeroStage::One; }
-
-// ZeRO-1: the optimizer owns this rank's range of the CPU's partition; else every coordinate.
-std::vector<cuda::FlatRange> owned_segments(const DeviceParallel& par) {
-  if (!sharded(par)) return {};
-  return {{par.dp->begin(), par.dp->end()}};
-}
-
 class Gpt2CudaStepper final : public DeviceStepper {
  public:
   Gpt2CudaStepper(const Gpt2Config& config, Precision precision, int B, int T, const Optimizer& optimizer,
                   LossScaler* scaler, const DeviceParallel& par)
-      : par_(par),
-        ctx_(device_of(par)),
+      : ctx_(cuda::DeviceDataParallel::device_of(par)),
         device_(config, precision, B, T, ctx_),
-        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_, owned_segments(par)),
+        optimizer_(device_.table(), cuda::device_optimizer_config(optimizer), ctx_,
+                   cuda::DeviceDataParallel::owned_segments(par)),
+        dp_(par),
         scaler_(scaler),
         B_(B),
         T_(T) {
@@ -66,15 +47,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
     optimizer_.set_loss_scaler(scaler);
     inputs_.resize(static_cast<size_t>(B) * T);
     targets_.resize(static_cast<size_t>(B) * T);
-    if (par.dp && (par.nccl || par.dp->world_size() > 1)) {
-      Communicator& host = par.dp->comm();
-      nccl_ = make_nccl_communicator(host, host.timeout_seconds());
-      async_ = cuda::nccl_async(*nccl_);
-      world_ = nccl_->world_size();
-      // Sharded state: the norm, the overflow flag and the win rate's counts are per rank.
-      if (sharded(par))
-        optimizer_.set_reducer({[this](double x) { return nccl_->sum(x); }, [this](bool f) { return nccl_->any(f); }});
-    }
+    dp_.attach(optimizer_);
   }
 
   void upload(const float* params, const Optimizer& optimizer) override {
@@ -97,13 +70,13 @@ class Gpt2CudaStepper final : public DeviceStepper {
                                            stats.loss_scale / static_cast<float>(accum), micro > 0);
     }
     overlap_reduction(false);
-    loss_sum = average_over_ranks(loss_sum);
-    stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world_));
+    loss_sum = dp_.sum_over_ranks(loss_sum);
+    stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * dp_.world_size()));
     const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
     stats.grad_norm = g.grad_norm;
     stats.skipped = g.skipped;
     stats.non_finite = g.non_finite;
-    if (!g.skipped && !g.non_finite) gather_params();
+    if (!g.skipped && !g.non_finite) dp_.gather_params(optimizer_, ctx_);
     if (!g.skipped && !g.non_finite && optimizer_.curvature_due(t)) curvature(stats, grad_clip);
     return stats;
   }
@@ -111,11 +84,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
   void download_params(float* params) override { device_.download_params(params); }
   void download_state(Optimizer& optimizer) override { optimizer_.download_state(optimizer); }
   void download_grads(float* grads) override { device_.download_grads(grads); }
-  double take_comm_seconds() override {
-    const double s = comm_seconds_;
-    comm_seconds_ = 0.0;
-    return s;
-  }
+  double take_comm_seconds() override { return dp_.take_comm_seconds(); }
 
  private:
   // train/step.cpp's curvature pass: the step's last micro-batch (inputs_ still holds it),
@@ -129,7 +98,7 @@ class Gpt2CudaStepper final : public DeviceStepper {
     const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, scale,
                                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
     overlap_reduction(false);
-    stats.curvature_loss = static_cast<float>(average_over_ranks(loss) / world_);
+    stats.curvature_loss = static_cast<float>(dp_.sum_over_ranks(loss) / dp_.world_size());
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;
     stats.curvature_norm = c.norm;
@@ -139,46 +108,13 @@ class Gpt2CudaStepper final : public DeviceStepper {
   // With NCCL, on: each gradient range the backward finishes is averaged over ranks on NCCL's
   // stream (every rank, or under ZeRO-1 the ranks whose shards hold it); off: no hook.
   void overlap_reduction(bool on) {
-    if (!async_) return;
-    if (!on) {
-      device_.set_grad_ready(nullptr);
-      return;
-    }
-    const Partition* part = sharded(par_) ? &par_.dp->partition() : nullptr;
-    device_.set_grad_ready([this, part](size_t begin, size_t end) {
-      async_->reduce_async(optimizer_.grads(), begin, end, part, ReduceOp::Avg, ctx_.stream());
-    });
+    if (dp_.active()) device_.set_grad_ready(on ? dp_.grad_ready(optimizer_, ctx_) : nullptr);
   }
 
-  // With NCCL: waits for the overlapped reductions (the gradients are then the mean over ranks,
-  // this rank's range under ZeRO-1) and returns the sum of `local` over ranks. Without: `local`.
-  double average_over_ranks(double local) {
-    if (!nccl_) return local;
-    const auto start = std::chrono::steady_clock::now();
-    async_->wait_async();
-    const double sum = nccl_->sum(local);
-    comm_seconds_ += seconds_since(start);
-    return sum;
-  }
-
-  // ZeRO-1 after an update: every rank's parameters whole again, and the 16-bit copy with them.
-  void gather_params() {
-    if (!nccl_ || !sharded(par_)) return;
-    ctx_.synchronize();
-    const auto start = std::chrono::steady_clock::now();
-    nccl_->all_gather(optimizer_.params(), par_.dp->partition());
-    comm_seconds_ += seconds_since(start);
-    optimizer_.refresh_param_copy();
-  }
-
-  DeviceParallel par_;
   cuda::Context ctx_;
   cuda::Gpt2Device device_;
   cuda::DeviceOptimizer optimizer_;
-  std::unique_ptr<Communicator> nccl_;  // null: one process without NCCL
-  cuda::NcclAsync* async_ = nullptr;    // nccl_'s asynchronous side
-  int world_ = 1;
-  double comm_seconds_ = 0.0;  // host waits for collectives since take_comm_seconds
+  cuda::DeviceDataParallel dp_;  // after ctx_: NCCL's set-up needs the rank's GPU current
   LossScaler* scaler_;
   int B_, T_;
   std::vector<int> inputs_, targets_;

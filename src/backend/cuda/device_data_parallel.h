@@ -1,0 +1,70 @@
+// NCCL data parallelism of a device stepper (train/device_step.h's DeviceParallel), one object
+// shared by the GPT-2 and BERT steppers (gpt2_device_step.cpp, bert_device_step.cpp): the NCCL
+// communicator bootstrapped over the run's host one, the averaging of the fp32 gradients over
+// ranks (all-reduce; under ZeRO-1 reduced onto the CPU's partition, each piece to the rank whose
+// shard holds it), the DeviceOptimizer's host reducers for sharded state (norm, overflow flag,
+// win-rate counts), the ZeRO-1 all-gather of the updated parameters with the refreshed 16-bit
+// copy, and the seconds the host waited for all of it.
+//
+// Two ways to hand gradients over: per range as the backward makes them final (grad_ready(), for
+// a model with a gradient-ready hook, so the reduction overlaps the backward), or the whole
+// buffer once after it (reduce_all()). Either way, sum_over_ranks() waits for the reductions.
+// Without NCCL (one process, no --dist-backend nccl) every call is a no-op and sums are local.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/device_optimizer.h"
+#include "backend/cuda/nccl_async.h"
+#include "dist/communicator.h"
+#include "train/device_step.h"
+
+namespace mptrain::cuda {
+
+class DeviceDataParallel {
+ public:
+  // Creates the NCCL communicator when par asks for one (ranks > 1, or --dist-backend nccl): a
+  // collective over par.dp's host communicator, so every rank constructs this at the same point,
+  // after its Context has made the rank's GPU current.
+  explicit DeviceDataParallel(const DeviceParallel& par);
+  ~DeviceDataParallel();
+  DeviceDataParallel(const DeviceDataParallel&) = delete;
+  DeviceDataParallel& operator=(const DeviceDataParallel&) = delete;
+
+  // One process per GPU: the local rank picks it (as make_nccl_communicator does); 0 alone.
+  static int device_of(const DeviceParallel& par);
+  // The DeviceOptimizer's segments: this rank's range of the CPU's partition under ZeRO-1,
+  // else none (every coordinate).
+  static std::vector<FlatRange> owned_segments(const DeviceParallel& par);
+
+  bool active() const { return nccl_ != nullptr; }
+  int world_size() const { return world_; }
+  bool sharded() const;
+
+  // Under ZeRO-1: the optimizer's norm, overflow flag and win-rate counts summed over ranks.
+  void attach(DeviceOptimizer& optimizer);
+  // A gradient-ready hook: grads[begin, end) averaged over ranks on NCCL's stream after the work
+  // enqueued so far on ctx's stream. Null when not active (no hook to install).
+  std::function<void(size_t begin, size_t end)> grad_ready(DeviceOptimizer& optimizer, Context& ctx);
+  // The whole gradient averaged over ranks after the work enqueued on ctx's stream.
+  void reduce_all(DeviceOptimizer& optimizer, Context& ctx);
+  // Waits for the enqueued reductions (the gradients are then the mean over ranks, this rank's
+  // range under ZeRO-1) and returns the sum of `local` over ranks; `local` when not active.
+  double sum_over_ranks(double local);
+  // ZeRO-1 after an update: every rank's parameters whole again, and the 16-bit copy with them.
+  void gather_params(DeviceOptimizer& optimizer, Context& ctx);
+  // Seconds the host waited for collectives since the last call (then reset).
+  double take_comm_seconds();
+
+ private:
+  DeviceParallel par_;
+  std::unique_ptr<Communicator> nccl_;  // null: one process without NCCL
+  NcclAsync* async_ = nullptr;          // nccl_'s asynchronous side
+  int world_ = 1;
+  double comm_seconds_ = 0.0;
+};
+
+}  // namespace mptrain::cuda
