@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include <omp.h>
 
@@ -44,15 +45,21 @@ BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, C
   int64_t top = 0;
   for (const auto& [label, n] : label_counts) top = std::max(top, n);
   if (comm && world > 1) {
-    // The per-rank most-frequent counts are summed: a bound on the global baseline that is exact
-    // on one rank, where the tests and `mptrain eval` run.
+    // The most frequent label of all ranks' batches (the baseline of one process): per-label
+    // counts summed over ranks, as a dense vector over the vocabulary (doubles count exactly).
+    std::vector<double> counts(static_cast<size_t>(model.config().padded_vocab_size), 0.0);
+    for (const auto& [label, n] : label_counts) {
+      MPT_CHECK(label >= 0 && static_cast<size_t>(label) < counts.size(), "bert eval: MLM label out of range");
+      counts[static_cast<size_t>(label)] = static_cast<double>(n);
+    }
+    comm->all_reduce(counts.data(), counts.size(), ReduceOp::Sum);
+    top = static_cast<int64_t>(*std::max_element(counts.begin(), counts.end()));
     r.mlm_count = static_cast<int64_t>(comm->sum(static_cast<double>(r.mlm_count)));
     r.mlm_correct = static_cast<int64_t>(comm->sum(static_cast<double>(r.mlm_correct)));
     r.nsp_count = static_cast<int64_t>(comm->sum(static_cast<double>(r.nsp_count)));
     r.nsp_correct = static_cast<int64_t>(comm->sum(static_cast<double>(r.nsp_correct)));
     mlm_sum = comm->sum(mlm_sum);
     nsp_sum = comm->sum(nsp_sum);
-    top = static_cast<int64_t>(comm->sum(static_cast<double>(top)));
     nsp_ones = static_cast<int64_t>(comm->sum(static_cast<double>(nsp_ones)));
   }
   r.batches = batches;

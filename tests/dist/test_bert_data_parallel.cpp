@@ -21,6 +21,9 @@
 //     absolute (measured ≤ 2.0e-6)
 //   - ZeRO-1 against replicated state on 2 ranks: measured bit-identical (AdamW and Sophia),
 //     checked with the same tolerances
+//   - validation (batches split over ranks, sums combined): the same figures to 1e-6, and the
+//     log's most-frequent-token baseline the same text (it summed per-rank maxima before: 0.1304
+//     on 2 ranks for one rank's 0.0870; now the per-label counts are summed)
 // Sophia: rank r estimates curvature on its own last micro-batch and the estimates are averaged
 // (docs/DISTRIBUTED.md, as the Sophia reference under DDP), so 2 ranks match 1 rank only until
 // the first estimate is used (after it, measured: losses differ by up to 5e-5, parameters by
@@ -28,6 +31,7 @@
 // included.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -66,16 +70,26 @@ class BertDataParallel : public testing::BertDataSuite {
       expect_losses_close(x, y, std::string(key) == "nsp_acc" ? 0.0 : 1e-6);
     }
   }
+  // Validation on 3 batches every 4 steps (on 2 ranks: batches 0, 2 on rank 0, 1 on rank 1).
+  static std::string val_args() { return "--val-data " + run_dir("data/b_val.bert") + " --val-steps 3 --val-every 4"; }
+  // The log's "most frequent token" baselines of the validation lines, in order.
+  static std::vector<std::string> baselines(const std::string& output) {
+    std::vector<std::string> out;
+    const std::string key = "(most frequent token ";
+    for (size_t at = output.find(key); at != std::string::npos; at = output.find(key, at + 1))
+      out.push_back(output.substr(at + key.size(), output.find(')', at) - at - key.size()));
+    return out;
+  }
 };
 
 TEST_F(BertDataParallel, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
-  auto one = train(1, args("one", 8));
+  auto one = train(1, args("one", 8, val_args()));
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto two = train(2, args("two", 8));
+  auto two = train(2, args("two", 8, val_args()));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("data parallel: 2 ranks (mpi"), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("2 accumulation step(s) = 256 tokens/step"), std::string::npos) << two.output;
-  auto zero = train(2, args("zero", 8, "--zero 1"));
+  auto zero = train(2, args("zero", 8, val_args() + " --zero 1"));
   ASSERT_EQ(zero.exit_code, 0) << zero.output;
   EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
 
@@ -86,6 +100,16 @@ TEST_F(BertDataParallel, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
   expect_metrics_close("zero", "one", 8);
   expect_parameters_close(run_dir("two/step_00000008"), run_dir("one/step_00000008"));
   expect_parameters_close(run_dir("zero/step_00000008"), run_dir("one/step_00000008"));
+  // Validation split over ranks and summed: the same held-out batches, the same figures.
+  for (const char* key : {"val_mlm_loss", "val_nsp_loss", "val_mlm_acc", "val_nsp_acc"}) {
+    SCOPED_TRACE(key);
+    const auto v1 = read_metric(run_dir("one"), key), v2 = read_metric(run_dir("two"), key);
+    ASSERT_EQ(v1.size(), 2u);
+    expect_losses_close(v2, v1, 1e-6);
+  }
+  // The most-frequent-token baseline counts labels over all ranks' batches (train/bert_eval.cpp).
+  ASSERT_EQ(baselines(one.output).size(), 2u) << one.output;
+  EXPECT_EQ(baselines(two.output), baselines(one.output)) << two.output;
 }
 
 TEST_F(BertDataParallel, SophiaShardsItsStateAndCurvatureUnderZero1) {
