@@ -49,7 +49,8 @@ BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, C
     // counts summed over ranks, as a dense vector over the vocabulary (doubles count exactly).
     std::vector<double> counts(static_cast<size_t>(model.config().padded_vocab_size), 0.0);
     for (const auto& [label, n] : label_counts) {
-      MPT_CHECK(label >= 0 && static_cast<size_t>(label) < counts.size(), "bert eval: MLM label out of range");
+      MPT_CHECK(label >= 0 && static_cast<size_t>(label) < counts.size(),
+                "bert eval: MLM label out of range");
       counts[static_cast<size_t>(label)] = static_cast<double>(n);
     }
     comm->all_reduce(counts.data(), counts.size(), ReduceOp::Sum);

@@ -78,7 +78,8 @@ TEST_F(TrainBertDeviceGpu, NcclWorldOneEqualsThePlainRun) {
     const auto nccl = run_mptrain(args(name + "_nccl", "cuda", "fp32", extra + " --dist-backend nccl"));
     ASSERT_EQ(nccl.exit_code, 0) << nccl.output;
     EXPECT_NE(nccl.output.find("averaged over NCCL"), std::string::npos) << nccl.output;
-    const auto zero = run_mptrain(args(name + "_zero", "cuda", "fp32", extra + " --dist-backend nccl --zero 1"));
+    const auto zero =
+        run_mptrain(args(name + "_zero", "cuda", "fp32", extra + " --dist-backend nccl --zero 1"));
     ASSERT_EQ(zero.exit_code, 0) << zero.output;
     expect_same_losses(name + "_nccl", name + "_plain", 1e-6);
     expect_same_losses(name + "_zero", name + "_plain", 1e-6);
@@ -94,8 +95,9 @@ TEST_F(TrainBertDeviceGpu, TwoRanksMatchOneRank) {
   const auto one = run_mptrain(args("dp_one", "cuda", "fp32", "--total-batch 512"));
   ASSERT_EQ(one.exit_code, 0) << one.output;
   for (const std::string zero : {"0", "1"}) {
-    const auto two = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
-                                          args("dp_two" + zero, "cuda", "fp32", "--total-batch 512 --zero " + zero));
+    const auto two =
+        testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
+                             args("dp_two" + zero, "cuda", "fp32", "--total-batch 512 --zero " + zero));
     ASSERT_EQ(two.exit_code, 0) << two.output;
     expect_same_losses("dp_two" + zero, "dp_one", 1e-4);
   }

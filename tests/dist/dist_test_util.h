@@ -91,7 +91,8 @@ inline void expect_parameters_close(const std::string& a_dir, const std::string&
     size_t key_lo = 0, key_hi = 0;  // the key bias range within the tensor
     if (name.find("attn.c_attn.bias") != std::string::npos) key_lo = x.size() / 3, key_hi = 2 * x.size() / 3;
     if (name.find("attention.self.key.bias") != std::string::npos) key_hi = x.size();
-    for (size_t i = key_lo; i < key_hi; ++i) EXPECT_NEAR(x[i], y[i], key_atol) << name << "[" << i << "] (key bias)";
+    for (size_t i = key_lo; i < key_hi; ++i)
+      EXPECT_NEAR(x[i], y[i], key_atol) << name << "[" << i << "] (key bias)";
     x.erase(x.begin() + key_lo, x.begin() + key_hi);
     y.erase(y.begin() + key_lo, y.begin() + key_hi);
     if (!x.empty()) {
@@ -110,13 +111,15 @@ inline void expect_losses_close(const std::vector<std::pair<int64_t, double>>& a
 }
 
 // One metric of every step record of a run's metrics.jsonl (records without it are skipped), by step.
-inline std::vector<std::pair<int64_t, double>> read_metric(const std::string& run_dir, const std::string& key) {
+inline std::vector<std::pair<int64_t, double>> read_metric(const std::string& run_dir,
+                                                           const std::string& key) {
   std::ifstream in(run_dir + "/metrics.jsonl");
   std::vector<std::pair<int64_t, double>> out;
   std::string line;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("step") && j.contains(key)) out.emplace_back(j["step"].get<int64_t>(), j[key].get<double>());
+    if (j.contains("step") && j.contains(key))
+      out.emplace_back(j["step"].get<int64_t>(), j[key].get<double>());
   }
   return out;
 }

@@ -44,7 +44,8 @@ bool DeviceDataParallel::sharded() const { return sharded_of(par_); }
 void DeviceDataParallel::attach(DeviceOptimizer& optimizer) {
   // Replicated state sees the same averaged gradients on every rank: nothing to combine.
   if (!nccl_ || !sharded()) return;
-  optimizer.set_reducer({[this](double x) { return nccl_->sum(x); }, [this](bool f) { return nccl_->any(f); }});
+  optimizer.set_reducer(
+      {[this](double x) { return nccl_->sum(x); }, [this](bool f) { return nccl_->any(f); }});
 }
 
 std::function<void(size_t, size_t)> DeviceDataParallel::grad_ready(DeviceOptimizer& optimizer, Context& ctx) {
