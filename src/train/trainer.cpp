@@ -44,26 +44,38 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// --device auto: cuda where this run's step can run on a GPU (a CUDA build, a visible device,
-// a model with a GPU step, no CPU-only test hook), else cpu. Rewrites opt.device (config.json
+// Why this run cannot take the GPU step, or nothing when it can: first what the options alone
+// rule out (before any data is read or a GPU is touched), then the build, then the machine. `why`
+// is --device auto's note, `error` --device cuda's refusal.
+struct GpuRefusal {
+  std::string why, error;
+};
+
+std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt, const TrainTask& task) {
+  if (!task.has_device_step())
+    return GpuRefusal{"this model has no GPU step", "[train] --device cuda: this model has no GPU step"};
+  if (!opt.fault_inf_grad_steps.empty())
+    return GpuRefusal{"--fault-inf-grad runs on the CPU only", "[train] --fault-inf-grad is not supported with --device cuda"};
+  if (!cuda_compiled())
+    return GpuRefusal{"this build has no CUDA backend",
+                      "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)"};
+  const int devices = cuda_device_count();
+  if (devices <= 0)
+    return GpuRefusal{"no CUDA device is visible", "[train] --device cuda: no CUDA device is visible (" +
+                                                       std::to_string(devices) + " devices)"};
+  return std::nullopt;
+}
+
+// --device auto: cuda where gpu_refusal finds nothing, else cpu. Rewrites opt.device (config.json
 // records the device used) and returns the log line that says which and why.
 std::string resolve_auto_device(TrainOptions& opt, const TrainTask& task) {
   if (opt.device != "auto") return "";
-  std::string why;
-  if (!cuda_compiled())
-    why = "this build has no CUDA backend";
-  else if (cuda_device_count() == 0)
-    why = "no CUDA device is visible";
-  else if (!task.has_device_step())
-    why = "this model has no GPU step";
-  else if (!opt.fault_inf_grad_steps.empty())
-    why = "--fault-inf-grad runs on the CPU only";
-  opt.device = why.empty() ? "cuda" : "cpu";
-  return "device auto: " + opt.device + (why.empty() ? "" : " (" + why + ")");
+  const std::optional<GpuRefusal> refusal = gpu_refusal(opt, task);
+  opt.device = refusal ? "cpu" : "cuda";
+  return "device auto: " + opt.device + (refusal ? " (" + refusal->why + ")" : "");
 }
 
-// --device cuda (train/device_step.h): what the GPU step cannot do yet is refused from the
-// options alone, before any data is read or a GPU is touched; then a machine without one.
+// The device options' own checks, then --device cuda's refusal (gpu_refusal).
 void check_device(const TrainOptions& opt, const TrainTask& task) {
   MPT_CHECK(opt.device == "cpu" || opt.device == "cuda",
             "--device must be cpu, cuda or auto, not '" + opt.device + "'");
@@ -72,11 +84,7 @@ void check_device(const TrainOptions& opt, const TrainTask& task) {
   MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
             "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
   if (opt.device != "cuda") return;
-  MPT_CHECK(task.has_device_step(), "[train] --device cuda: this model has no GPU step");
-  MPT_CHECK(opt.fault_inf_grad_steps.empty(), "[train] --fault-inf-grad is not supported with --device cuda");
-  MPT_CHECK(cuda_compiled(), "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
-  const int devices = cuda_device_count();
-  MPT_CHECK(devices > 0, "[train] --device cuda: no CUDA device is visible (" + std::to_string(devices) + " devices)");
+  if (const std::optional<GpuRefusal> refusal = gpu_refusal(opt, task)) throw Error(refusal->error);
 }
 
 }  // namespace
