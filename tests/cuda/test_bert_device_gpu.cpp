@@ -16,11 +16,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/context.h"
 #include "backend/cuda/bert_device.h"
 #include "backend/cuda/bert_device_impl.h"  // the host half of a step, tested without a GPU
+#include "backend/cuda/device_buffer.h"
 #include "cuda/gpu_test_util.h"
 #include "model/bert.h"
 #include "model/gpt2_config.h"
@@ -442,6 +444,127 @@ TEST(BertDeviceReference, TheTestBatchExercisesBothHeads) {
   for (int m : batch.mask) padded += m == 0;
   EXPECT_GT(padded, 0);
 }
+
+// ---- the gradient-ready hook ------------------------------------------------------------------
+
+// The hook's ranges from the table alone (no GPU): the heads (pooler, MLM transform and bias,
+// NSP), layer L-1 ... 0, then the embeddings with the tied word embeddings, each starting at its
+// first tensor, contiguous, and every tensor in exactly one of them (a 12-layer table: layer 10
+// must not be taken for layer 1's).
+TEST(BertDeviceReference, GradReadyRangesCoverTheTableInBackwardOrder) {
+  for (int L : {1, 2, 12}) {
+    BertConfig c = hs16();
+    c.n_layer = L;
+    const ParamTable table = bert_param_table(c);
+    const std::vector<std::pair<size_t, size_t>> r = cuda::BertDevice::grad_ready_ranges(c);
+    ASSERT_EQ(r.size(), static_cast<size_t>(L) + 2) << "L=" << L;
+    auto first_of_layer = [&](int l) {
+      return table.get("bert.encoder.layer." + std::to_string(l) + ".attention.self.query.weight").offset;
+    };
+    EXPECT_EQ(r.front(), std::make_pair(table.get("bert.pooler.dense.weight").offset, table.total()));
+    for (int l = L - 1; l >= 0; --l) EXPECT_EQ(r[1 + (L - 1 - l)].first, first_of_layer(l)) << "layer " << l;
+    EXPECT_EQ(r.back(), std::make_pair(size_t{0}, first_of_layer(0)));
+    for (size_t i = 1; i < r.size(); ++i) EXPECT_EQ(r[i].second, r[i - 1].first) << "gap or overlap at " << i;
+    for (const ParamSpec& spec : table.specs()) {
+      int holding = 0;
+      size_t which = 0;
+      for (size_t i = 0; i < r.size(); ++i)
+        if (spec.offset >= r[i].first && spec.offset + spec.numel <= r[i].second) ++holding, which = i;
+      EXPECT_EQ(holding, 1) << spec.name << " (L=" << L << ")";
+      const bool head = spec.name.rfind("bert.pooler.", 0) == 0 || spec.name.rfind("cls.", 0) == 0;
+      const bool embedding = spec.name.rfind("bert.embeddings.", 0) == 0;
+      const size_t want = head ? 0 : embedding ? r.size() - 1 : which;  // layers: checked above
+      EXPECT_EQ(which, want) << spec.name;
+    }
+  }
+}
+
+struct HookCase {
+  Precision precision;
+  bool head64;
+  int accum;  // micro-batches per step; the hook is set for the last one (the stepper's use)
+};
+std::string hook_name(const HookCase& c) {
+  return std::string(precision_name(c.precision)) + (c.head64 ? "_hs64" : "_hs16") + "_accum" +
+         std::to_string(c.accum);
+}
+std::string hook_case_name(const ::testing::TestParamInfo<HookCase>& info) { return hook_name(info.param); }
+class BertDeviceHookTest : public ::testing::TestWithParam<HookCase> {};
+
+// The hook in use: one call per range, in grad_ready_ranges' order, on the last micro-batch
+// only; and at each call the range's fp32 gradients (read after a stream sync inside the hook,
+// which a real consumer must not do) already equal, bit for bit, the final gradients of the
+// same micro-batches run without the hook, as do the final gradients themselves. The fp32
+// gradient buffer is poisoned (NaN) before every run, so a range announced before its last
+// write (the tied word embeddings before the embedding backward) or, in 16 bits, before its
+// cast shows a partial sum or NaN. Without accumulation the sampled pass (Sophia's) too.
+TEST_P(BertDeviceHookTest, RangesAreFinalWhenAnnouncedInBackwardOrder) {
+  SKIP_WITHOUT_GPU();
+  const HookCase c = GetParam();
+  const BertConfig config = c.head64 ? hs64() : hs16();
+  const std::vector<float> params = init_params(config);
+  const float scale = grad_scale_for(c.precision);
+  std::vector<HostBatch> batches;
+  for (int m = 0; m < c.accum; ++m) batches.push_back(make_batch(m));
+  cuda::BertDevice dev(config, c.precision, kB, kT, 0, ctx());
+  dev.upload_params(params.data());
+  const size_t n = dev.num_params();
+  const std::vector<std::pair<size_t, size_t>> want_ranges = cuda::BertDevice::grad_ready_ranges(config);
+
+  std::vector<std::pair<size_t, size_t>> calls;
+  std::vector<std::vector<float>> at_call;
+  const cuda::BertDevice::GradReadyFn record = [&](size_t b, size_t e) {
+    calls.emplace_back(b, e);
+    ctx().synchronize();
+    at_call.emplace_back(e - b);
+    cuda::copy_to_host(at_call.back().data(), dev.grads_device() + b, (e - b) * sizeof(float), ctx());
+  };
+  auto run = [&](bool hooked, bool sampled) {
+    calls.clear(), at_call.clear();
+    cuda::fill_bytes(dev.grads_device(), 0xFF, n * sizeof(float), ctx());
+    for (int m = 0; m < c.accum; ++m) {
+      dev.set_grad_ready(hooked && m + 1 == c.accum ? record : nullptr);
+      if (sampled)
+        dev.forward_backward_sampled(batches[m].view(), kB, kT, scale, 77, 5);
+      else
+        dev.forward_backward(batches[m].view(), kB, kT, scale / static_cast<float>(c.accum), m > 0);
+    }
+    dev.set_grad_ready(nullptr);
+    std::vector<float> g(n);
+    dev.download_grads(g.data());
+    return g;
+  };
+
+  for (bool sampled : {false, true}) {
+    if (sampled && c.accum > 1) continue;  // the curvature pass writes (=) one micro-batch
+    const std::string what = hook_name(c) + (sampled ? " sampled" : "");
+    const std::vector<float> want = run(false, sampled);
+    EXPECT_TRUE(calls.empty()) << what << ": a call without a hook";
+    size_t non_finite = 0;
+    for (float x : want) non_finite += !std::isfinite(x);
+    ASSERT_EQ(non_finite, 0u) << what << ": gradients left unwritten (poison) without the hook";
+    const std::vector<float> got = run(true, sampled);
+    ASSERT_EQ(calls, want_ranges) << what << ": one call per range, in backward order";
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), n * sizeof(float)))
+        << what << ": with vs without the hook";
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto [b, e] = calls[i];
+      size_t differ = 0;
+      for (size_t k = 0; k < e - b; ++k)
+        differ += std::memcmp(&at_call[i][k], &want[b + k], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << what << ": range " << i << " [" << b << ", " << e
+                            << ") was not final when announced (elements that changed later)";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, BertDeviceHookTest,
+                         ::testing::Values(HookCase{Precision::Fp32, false, 1},
+                                           HookCase{Precision::Fp32, false, 2},
+                                           HookCase{Precision::Bf16, true, 1},
+                                           HookCase{Precision::Bf16, true, 2},
+                                           HookCase{Precision::Fp16, false, 2}),
+                         hook_case_name);
 
 }  // namespace
 }  // namespace mptrain

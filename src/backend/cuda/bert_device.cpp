@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/attention.h"
@@ -17,6 +18,7 @@
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/embeddings.h"
 #include "backend/cuda/flash_attention.h"
+#include "backend/cuda/grad_ready.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/ops/attention_masked.h"
 #include "core/error.h"
@@ -210,8 +212,29 @@ BertDevice::Impl::Impl(const BertConfig& c, Precision p, int B, int T, int max_p
   fill_bytes(params.get(), 0, n * f, ctx);
   fill_bytes(grads.get(), 0, n * f, ctx);
   upload_ones(at<char>(plan.ones), t, static_cast<size_t>(B) * T, ctx);
+  const std::vector<std::pair<size_t, size_t>> r = BertDevice::grad_ready_ranges(c);
+  head_range = r.front();
+  layer_ranges.assign(r.rbegin() + 1, r.rend() - 1);  // layer_ranges[l]: layer l's range
+  embed_range = r.back();
   ctx.synchronize();
 }
+
+// The gradient-ready ranges (bert_device.h) from bert_param_table's order: embeddings, layer
+// 0 ... L-1, pooler, MLM transform, MLM bias, NSP. The heads are the table's tail, so one range;
+// each layer is contiguous; the embeddings are the head of the table. Checked, not assumed.
+std::vector<std::pair<size_t, size_t>> BertDevice::grad_ready_ranges(const BertConfig& config) {
+  const ParamTable table = bert_param_table(config);
+  const std::string who = "[bert-cuda]";
+  std::vector<std::pair<size_t, size_t>> ranges{prefixed_range(table, {"bert.pooler.", "cls."}, who)};
+  for (int l = config.n_layer - 1; l >= 0; --l)
+    ranges.push_back(prefixed_range(table, {"bert.encoder.layer." + std::to_string(l) + "."}, who));
+  ranges.push_back(prefixed_range(table, {"bert.embeddings."}, who));
+  check_top_down_tiling(ranges, table.total(),
+                        who + " the parameter table is not embeddings, layer 0 ... L-1, heads in order");
+  return ranges;
+}
+
+void BertDevice::set_grad_ready(GradReadyFn fn) { impl_->grad_ready = std::move(fn); }
 
 BertDevice::BertDevice(const BertConfig& config, Precision precision, int B, int T, int max_predictions,
                        Context& ctx, BertAttention attention)

@@ -10,7 +10,8 @@
 //   fp32 -> T = float, MathMode::Fp32 (no tensor cores);  tf32 -> float, MathMode::Tf32
 //   bf16 -> T = Bf16;  fp16 -> T = Fp16 (loss scaling is the caller's: pass grad_scale)
 // Master parameters and the gradients handed out are fp32 in every mode; 16-bit T writes the
-// gradients in T and casts them once to fp32 at the end of the backward (llm.c's scheme).
+// gradients in T (llm.c's scheme) and casts each range of the table to fp32 as soon as the
+// backward has finished it (so that a data-parallel reduction can start on it: set_grad_ready).
 // Deviations from the CPU mixed policy (precision/policy.h, model/bert_mixed.cpp), 16-bit only:
 // the residual stream (the LayerNorm outputs, BERT being post-LN) and its gradient, the MLM and
 // NSP logits and their gradients are stored in T (the CPU keeps them fp32); the MLM transform's
@@ -21,7 +22,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/context.h"
@@ -98,6 +101,25 @@ class BertDevice {
   float* grads_device();
   void* params_lowp_device();
   StorageType storage() const;  // T
+
+  // --- data-parallel overlap: the gradient-ready hook (Gpt2Device's contract) ---
+  // While set (null = none), every forward_backward / forward_backward_sampled call invokes
+  // fn(begin, end) on the host, in this order: the heads' range (pooler, MLM transform and
+  // bias, NSP: the table's tail, final once the MLM and NSP heads' backward ran), then each encoder
+  // layer's contiguous range (layer L-1 down to 0), then [0, start of layer 0) = the
+  // embeddings and their LayerNorm. The word embeddings belong to the last range: the tied MLM
+  // decoder adds to their gradient first in the backward, the embedding backward last. The
+  // ranges are disjoint and cover [0, num_params()) exactly once per call, with or without
+  // accumulate. Each call comes right after the work that makes the fp32 gradients
+  // [begin, end) final has been ENQUEUED on ctx.stream() (16-bit modes: including their cast
+  // to fp32 and, accumulating, the add): the consumer records an event on ctx.stream() and
+  // orders its own work after it, and must not read the gradients on the host in the hook.
+  // Nothing in the rest of the call writes a range after it was announced. evaluate() has no
+  // backward and calls nothing. The stepper sets the hook for the last micro-batch only.
+  using GradReadyFn = std::function<void(size_t begin, size_t end)>;
+  void set_grad_ready(GradReadyFn fn);
+  // The ranges the hook is called with, in its order, for `config`'s table (no GPU needed).
+  static std::vector<std::pair<size_t, size_t>> grad_ready_ranges(const BertConfig& config);
 
   struct Impl;
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/arena.h"
@@ -112,6 +113,11 @@ struct BertDevice::Impl {
   std::vector<int32_t> staging, host_stats;
   std::vector<int> mlm_targets;               // the masked positions' labels, for the accuracy
   std::vector<int> sampled_mlm, sampled_nsp;  // the last sampled pass's labels
+  // The gradient-ready hook (bert_device.h) and its ranges in backward order: heads, layer
+  // L-1 ... 0 (layer_ranges[l]), embeddings.
+  GradReadyFn grad_ready;
+  std::pair<size_t, size_t> head_range, embed_range;
+  std::vector<std::pair<size_t, size_t>> layer_ranges;
 
   Impl(const BertConfig& c, Precision p, int B, int T, int max_predictions, Context& cx, BertAttention a);
 
@@ -135,6 +141,10 @@ struct BertDevice::Impl {
   void losses(const bert_device_detail::StepShape& s);
   template <class T>
   void backward(const bert_device_detail::StepShape& s, bool accumulate);
+  // [r.first, r.second)'s gradients are final on the stream (16-bit: cast to fp32 here, added
+  // when accumulating): announce them to the hook.
+  template <class T>
+  void grads_ready(std::pair<size_t, size_t> r, bool accumulate);
 };
 
 }  // namespace mptrain::cuda

@@ -2,6 +2,7 @@
 // loss_impl and backward_impl written out with the CUDA launchers, templated on the one storage
 // type T of the precision. The batch is already on the device (bert_device.cpp uploads it).
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/bert_device_impl.h"
@@ -13,9 +14,9 @@
 #include "backend/cuda/gelu_erf.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/linear.h"
-#include "backend/cuda/widen_grads.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/tanh.h"
+#include "backend/cuda/widen_grads.h"
 #include "model/bert.h"
 
 namespace mptrain::cuda {
@@ -27,7 +28,7 @@ namespace {
 constexpr int kNsp = Bert::kNspClasses;
 
 // The parameters (or gradients) the passes read and write: fp32 for T = float, else the
-// 16-bit copy (gradients: the 16-bit buffer cast to fp32 at the end of the backward).
+// 16-bit copy (gradients: the 16-bit buffer, cast to fp32 range by range in grads_ready).
 template <class T>
 BertTensorsOf<T> bind(const ParamTable& table, const DeviceMemory& f32, const DeviceMemory& lowp,
                       int n_layer) {
@@ -132,10 +133,24 @@ void BertDevice::Impl::losses(const StepShape& s) {
   }
 }
 
-// model/bert.cpp's backward_impl. Two [N,C] gradient buffers: `cur` holds the gradient of the
-// current layer's output and, at the end of the layer, of its input; `nxt` the gradient of a
-// residual sum (a LayerNorm's input), which is also the residual branch's upstream gradient,
-// so the CPU's copy of it is not needed: the branch's input gradient is added to it in place.
+// 16-bit: the range's gradients to the fp32 buffer (the host's rounding; accumulating, through
+// the fp32 scratch, then added), then the hook.
+template <class T>
+void BertDevice::Impl::grads_ready(std::pair<size_t, size_t> r, bool accumulate) {
+  if constexpr (!std::is_same_v<T, float>)
+    widen_grad_range<T>(static_cast<float*>(grads.get()), static_cast<float*>(grads_acc.get()),
+                        static_cast<const T*>(grads_lp.get()), r.first, r.second, accumulate, ctx);
+  if (grad_ready) grad_ready(r.first, r.second);
+}
+
+// model/bert.cpp's backward_impl, announcing each range of the gradient table as soon as its
+// last write is enqueued (grads_ready, bert_device.h's order): the heads after the MLM and NSP
+// heads, each layer after its own backward, the embeddings (the tied word embeddings
+// included: the MLM decoder wrote them first) after the embedding backward.
+// Two [N,C] gradient buffers: `cur` holds the gradient of the current layer's output and, at
+// the end of the layer, of its input; `nxt` the gradient of a residual sum (a LayerNorm's
+// input), which is also the residual branch's upstream gradient, so the CPU's copy of it is not
+// needed: the branch's input gradient is added to it in place.
 template <class T>
 void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
   const int B = s.B, Tn = s.Tn, N = s.N, C = config.hidden, I = config.intermediate, NH = config.n_head;
@@ -152,8 +167,10 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
   auto zero = [&](T* p, size_t count) { fill_bytes(p, 0, count * sizeof(T), ctx); };
 
   // Every gradient is +=: start from zero (fp32 accumulating: from the micro-batches before;
-  // 16-bit gradients are added to the fp32 buffer at the end).
+  // 16-bit gradients are added to the fp32 buffer range by range, through the fp32 scratch,
+  // allocated here before any range is announced: no allocation under a running reduction).
   T* gbase = static_cast<T*>(is_float ? grads.get() : grads_lp.get());
+  if (!is_float && accumulate && !grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
   if (!(accumulate && is_float)) zero(gbase, n);
   zero(cur, NC);
 
@@ -190,6 +207,7 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
                        ctx);
     scatter_add_rows<T>(cur, dcls, in<int>(batch.cls_pos), B, C, ctx);
   }
+  grads_ready<T>(head_range, accumulate);  // pooler, MLM transform and bias, NSP: done
 
   for (int l = config.n_layer - 1; l >= 0; --l) {
     const BertLayerTensorsOf<T>& wl = w.layers[l];
@@ -222,6 +240,7 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
       attention_masked_backward<T>(dqkv, datty, at<T>(a.qkv), at<char>(a.att), at<char>(plan.attn_scratch), B,
                                    Tn, C, NH, math, ctx);
     linear_backward<T>(cur, gl.qkv_w, gl.qkv_b, dqkv, h_in, wl.qkv_w, ones, N, C, 3 * C, math, ctx);
+    grads_ready<T>(layer_ranges[l], accumulate);
   }
 
   // Embeddings: emb_ln = LN(word + type + pos); the [PAD] word row takes no gradient.
@@ -231,13 +250,7 @@ void BertDevice::Impl::backward(const StepShape& s, bool accumulate) {
   embeddings_backward<T>(g.word, g.pos, g.type, nxt, in<int>(batch.tokens), in<int>(batch.types),
                          config.pad_token_id, at<char>(plan.enc_scratch), plan.enc_scratch_bytes, B, Tn, C,
                          config.type_vocab_size, ctx);
-
-  // 16-bit gradients to the fp32 buffer (the host's rounding); accumulating: through the fp32
-  // scratch, then added (as Gpt2Device).
-  if constexpr (!is_float) {
-    if (accumulate && !grads_acc.get()) grads_acc = DeviceMemory(n * sizeof(float));
-    widen_grads<T>(static_cast<float*>(grads.get()), static_cast<float*>(grads_acc.get()), gbase, n, accumulate, ctx);
-  }
+  grads_ready<T>(embed_range, accumulate);  // word (the decoder's and the embeddings' writes), pos, type, LN
 }
 
 #define MPT_INSTANTIATE(T)                                      \

@@ -9,9 +9,11 @@
 // GPT-2 stepper's: NCCL over the launcher's ranks (or a world of one with --dist-backend nccl),
 // the fp32 gradients averaged over ranks (all-reduce, or under ZeRO-1 reduced onto the CPU's
 // partition with this rank's DeviceOptimizer over its range), the loss summed, the ZeRO-1
-// all-gather of the parameters after the update. First version without overlap: BertDevice has
-// no gradient-ready hook, so the whole gradient is reduced once after the last micro-batch's
-// backward (and after the curvature pass's), while the GPU waits.
+// all-gather of the parameters after the update. Overlap, as the GPT-2 stepper: during the last
+// micro-batch (and the curvature pass) BertDevice's gradient-ready hook hands each range (the
+// heads, layer L-1 ... 0, the embeddings with the tied word embeddings) to NCCL's stream as soon
+// as the backward has enqueued it (nccl_async.h), so the reduction of a layer's gradients runs
+// while the backward of the layers before it computes; the optimizer waits for all of them.
 #include "train/bert_device_step.h"
 
 #include <memory>
@@ -65,13 +67,15 @@ class BertCudaStepper final : public DeviceStepper {
     double loss_sum = 0.0;
     for (int micro = 0; micro < accum; ++micro) {
       last_ = batches_.next();
+      // The last micro-batch's ranges are final as its backward goes: reduce them meanwhile.
+      if (micro == accum - 1) overlap_reduction(true);
       // The first micro-batch writes the gradients (the CPU step's zero), the rest add.
       const BertStats st =
           device_.forward_backward(last_, B_, T_, stats.loss_scale / static_cast<float>(accum), micro > 0);
       batches_.record(st);
       loss_sum += st.loss();
     }
-    dp_.reduce_all(optimizer_, ctx_);
+    overlap_reduction(false);
     loss_sum = dp_.sum_over_ranks(loss_sum);
     stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * dp_.world_size()));
     const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
@@ -93,15 +97,22 @@ class BertCudaStepper final : public DeviceStepper {
   // gradient of the drawn labels' loss times the scaler's current scale, written over the training
   // gradients (the update has consumed them), then unscale/norm/clip/Hessian update.
   void curvature(StepStats& stats, float grad_clip) {
+    overlap_reduction(true);
     // The scaler's current scale: the one the unscale divides by (train/step.cpp).
     const BertStats st = device_.forward_backward_sampled(last_, B_, T_, scaler_ ? scaler_->scale() : 1.0f,
                                                           optimizer_.curvature_seed(), optimizer_.curvature_counter());
-    dp_.reduce_all(optimizer_, ctx_);
+    overlap_reduction(false);
     stats.curvature_loss = static_cast<float>(dp_.sum_over_ranks(st.loss()) / dp_.world_size());
     const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
     stats.curvature = c.made;
     stats.curvature_norm = c.norm;
     stats.win_rate = c.win_rate;
+  }
+
+  // With NCCL, on: each gradient range the backward finishes is averaged over ranks on NCCL's
+  // stream (every rank, or under ZeRO-1 the ranks whose shards hold it); off: no hook.
+  void overlap_reduction(bool on) {
+    if (dp_.active()) device_.set_grad_ready(on ? dp_.grad_ready(optimizer_, ctx_) : nullptr);
   }
 
   cuda::Context ctx_;

@@ -21,11 +21,12 @@
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gpt2_device_impl.h"
+#include "backend/cuda/grad_ready.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
-#include "backend/cuda/widen_grads.h"
 #include "backend/cuda/softmax.h"
+#include "backend/cuda/widen_grads.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 
@@ -97,31 +98,17 @@ void Gpt2Device::Impl::plan_buffers() {
 }
 
 // The gradient-ready ranges (gpt2_device.h): each layer's tensors are contiguous in the table
-// (gpt2_param_table: wte, wpe, h.0 ... h.L-1, ln_f), which is checked here, not assumed.
+// (gpt2_param_table: wte, wpe, h.0 ... h.L-1, ln_f), which is checked here, not assumed
+// (grad_ready.h).
 std::vector<std::pair<size_t, size_t>> Gpt2Device::grad_ready_ranges(const Gpt2Config& config) {
   const ParamTable table = gpt2_param_table(config);
-  const size_t n = table.total();
-  const int L = config.n_layer;
-  auto range_of = [&](const std::string& prefix) {
-    std::pair<size_t, size_t> r{n, 0};
-    size_t numel = 0;
-    for (const ParamSpec& s : table.specs())
-      if (s.name.compare(0, prefix.size(), prefix) == 0) {
-        r.first = std::min(r.first, s.offset);
-        r.second = std::max(r.second, s.offset + s.numel);
-        numel += s.numel;
-      }
-    MPT_CHECK(numel > 0 && numel == r.second - r.first,
-              "[gpt2-cuda] the parameters named " + prefix + "* are not one contiguous range of the table");
-    return r;
-  };
-  std::vector<std::pair<size_t, size_t>> ranges{range_of("ln_f.")};
-  for (int l = L - 1; l >= 0; --l) ranges.push_back(range_of("h." + std::to_string(l) + "."));
-  ranges.emplace_back(0, ranges.back().first);
-  for (size_t i = 1; i < ranges.size(); ++i)
-    MPT_CHECK(ranges[i].second == ranges[i - 1].first,
-              "[gpt2-cuda] the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
-  MPT_CHECK(ranges.front().second == n, "[gpt2-cuda] ln_f is not the table's last tensor");
+  const std::string who = "[gpt2-cuda]";
+  std::vector<std::pair<size_t, size_t>> ranges{prefixed_range(table, {"ln_f."}, who)};
+  for (int l = config.n_layer - 1; l >= 0; --l)
+    ranges.push_back(prefixed_range(table, {"h." + std::to_string(l) + "."}, who));
+  ranges.push_back(prefixed_range(table, {"wte.", "wpe."}, who));
+  check_top_down_tiling(ranges, table.total(),
+                        who + " the parameter table is not wte, wpe, h.0 ... h.L-1, ln_f in order");
   return ranges;
 }
 
@@ -244,9 +231,8 @@ void Gpt2Device::Impl::grads_ready(ParamRange r, bool accumulate) {
   if constexpr (!std::is_same_v<T, float>) {
     // 16-bit gradients to the fp32 buffer the optimizer reads (accumulating: through the fp32
     // scratch, then added).
-    widen_grads<T>(static_cast<float*>(grads.get()) + r.begin,
-                   accumulate ? static_cast<float*>(grads_acc.get()) + r.begin : nullptr,
-                   static_cast<const T*>(grads_lp.get()) + r.begin, r.end - r.begin, accumulate, ctx);
+    widen_grad_range<T>(static_cast<float*>(grads.get()), static_cast<float*>(grads_acc.get()),
+                        static_cast<const T*>(grads_lp.get()), r.begin, r.end, accumulate, ctx);
   }
   if (cut_capture)
     cut_capture(r);  // capturing a graph: the hook is called when the segment is launched
