@@ -107,7 +107,7 @@ run_step() {
       if features bert \
         'CudaBertOps*:CudaAttention*:CudaFlashAttention*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
         'Precisions/BertDeviceTest.*/fp32_hs16:Precisions/BertDeviceTest.*/tf32_hs16:BertDevice.ABatch*:BertDevice.Refuses*:BertDevicePlan.*:BertDeviceStaging.*' \
-        'Precisions/BertDeviceTest.*' \
+        'Precisions/BertDeviceTest.*:Precisions/BertDeviceHookTest.*' \
         'BertDevice.SampledPass*:TrainBertDeviceGpu*'; then
         "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --ladder --preset bert-base --batch 32 --seq 128 \
           --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bert.log" | tail -8

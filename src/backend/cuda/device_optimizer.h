@@ -1,6 +1,6 @@
 // The optimizer half of a training step on the GPU, for any model whose parameters are one
-// flat fp32 device buffer laid out by a ParamTable (cuda::Gpt2Device today, a BERT device
-// model later): it owns the optimizer state (AdamW m, v or Sophia-G m, h), the decay mask and
+// flat fp32 device buffer laid out by a ParamTable (cuda::Gpt2Device, cuda::BertDevice through
+// bind()): it owns the optimizer state (AdamW m, v or Sophia-G m, h), the decay mask and
 // the step's device scalars (norm scratch, clip factor, fp16 overflow flag), and runs
 // train/step.cpp's order on the device: fp16 unscale + check through the LossScaler, the global
 // norm read to the host, the numeric guard, clip, update (and the 16-bit parameter copy), and
