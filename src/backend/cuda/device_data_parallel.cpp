@@ -56,12 +56,6 @@ std::function<void(size_t, size_t)> DeviceDataParallel::grad_ready(DeviceOptimiz
   };
 }
 
-void DeviceDataParallel::reduce_all(DeviceOptimizer& optimizer, Context& ctx) {
-  if (!async_) return;
-  const Partition* part = sharded() ? &par_.dp->partition() : nullptr;
-  async_->reduce_async(optimizer.grads(), 0, par_.dp->partition().total(), part, ReduceOp::Avg, ctx.stream());
-}
-
 double DeviceDataParallel::sum_over_ranks(double local) {
   if (!nccl_) return local;
   const auto start = std::chrono::steady_clock::now();

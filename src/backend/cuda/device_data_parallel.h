@@ -6,9 +6,9 @@
 // win-rate counts), the ZeRO-1 all-gather of the updated parameters with the refreshed 16-bit
 // copy, and the seconds the host waited for all of it.
 //
-// Two ways to hand gradients over: per range as the backward makes them final (grad_ready(), for
-// a model with a gradient-ready hook, so the reduction overlaps the backward), or the whole
-// buffer once after it (reduce_all()). Either way, sum_over_ranks() waits for the reductions.
+// Gradients are handed over per range as the backward makes them final (grad_ready(), installed
+// as the model's gradient-ready hook, so the reduction overlaps the backward); sum_over_ranks()
+// waits for the reductions.
 // Without NCCL (one process, no --dist-backend nccl) every call is a no-op and sums are local.
 #pragma once
 #include <cstddef>
@@ -49,8 +49,6 @@ class DeviceDataParallel {
   // A gradient-ready hook: grads[begin, end) averaged over ranks on NCCL's stream after the work
   // enqueued so far on ctx's stream. Null when not active (no hook to install).
   std::function<void(size_t begin, size_t end)> grad_ready(DeviceOptimizer& optimizer, Context& ctx);
-  // The whole gradient averaged over ranks after the work enqueued on ctx's stream.
-  void reduce_all(DeviceOptimizer& optimizer, Context& ctx);
   // Waits for the enqueued reductions (the gradients are then the mean over ranks, this rank's
   // range under ZeRO-1) and returns the sum of `local` over ranks; `local` when not active.
   double sum_over_ranks(double local);
