@@ -117,6 +117,7 @@ class SingleCommunicator final : public Communicator {
   void all_reduce(double*, size_t, ReduceOp) override {}
   void reduce_scatter(float*, const Partition& part, ReduceOp) override { check(part); }
   void all_gather(float*, const Partition& part) override { check(part); }
+  void all_gather(std::uint16_t*, const Partition& part) override { check(part); }
   void gather(float* data, const float* shard, const Partition& part, int root) override {
     check(part);
     MPT_CHECK(root == 0, "[gather] root " + std::to_string(root) + " is not a rank of a single process");

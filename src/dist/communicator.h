@@ -100,6 +100,9 @@ class Communicator {
   // data holds part.total() elements; each rank's own shard is sent to every rank, so that
   // afterwards every rank's data is whole.
   virtual void all_gather(float* data, const Partition& part) = 0;
+  // The same for 16-bit values (bf16 or fp16, moved as bits: no arithmetic happens), the
+  // partition in elements: the GPU's ZeRO-1 gathers the updated 16-bit parameter copy.
+  virtual void all_gather(std::uint16_t* data, const Partition& part) = 0;
   // On root, data (part.total() elements) receives every rank's shard; other ranks pass their
   // own shard (part.count(rank) elements) as `shard` and may pass data = nullptr. On root,
   // `shard` may be data + part.begin(root) (already in place) or another buffer.

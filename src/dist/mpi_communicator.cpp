@@ -92,12 +92,9 @@ class MpiCommunicator final : public Communicator {
     if (op == ReduceOp::Avg) divide(data + part.begin(rank()), part.count(rank()), world_size());
   }
 
-  void all_gather(float* data, const Partition& part) override {
-    check(part, "all_gather");
-    layout(part);
-    auto armed = watchdog_.arm("all_gather", part.total());
-    MPT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(), MPI_FLOAT,
-                                 comm_));
+  void all_gather(float* data, const Partition& part) override { all_gather_impl(data, part, MPI_FLOAT); }
+  void all_gather(std::uint16_t* data, const Partition& part) override {
+    all_gather_impl(data, part, MPI_UINT16_T);
   }
 
   void gather(float* data, const float* shard, const Partition& part, int root) override {
@@ -144,6 +141,15 @@ class MpiCommunicator final : public Communicator {
       }
     }
     if (op == ReduceOp::Avg) divide(data, n, world_size());
+  }
+
+  // In place: every rank's shard of data (part's elements of `type`) to every rank.
+  void all_gather_impl(void* data, const Partition& part, MPI_Datatype type) {
+    check(part, "all_gather");
+    layout(part);
+    auto armed = watchdog_.arm("all_gather", part.total());
+    MPT_MPI_CHECK(
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts_.data(), displs_.data(), type, comm_));
   }
 
   // Sum over ranks of each shard of `part`, in place, landing on its rank: in step s

@@ -3,6 +3,7 @@
 // against values each rank can compute for itself. Run directly, MpiWorker.* skip.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -77,6 +78,16 @@ TEST(MpiWorker, ReduceScatterAndAllGather) {
     for (int r = 0; r < W; ++r)
       for (size_t i = p.begin(r); i < p.end(r); ++i)
         ASSERT_EQ(w[i], static_cast<float>(r * 1000) + static_cast<float>(i % 13)) << i;
+    // The 16-bit all-gather over the same partition: each rank's bit patterns (sign bit set,
+    // rank in bits 11+) arrive unchanged; the fill 0x7fc1 (a NaN in bf16 and fp16) shows a gap.
+    std::vector<std::uint16_t> h(n, 0x7fc1);
+    const auto bits = [](int r, size_t i) {
+      return static_cast<std::uint16_t>(0x8000u | (static_cast<unsigned>(r) << 11) | (i % 2039));
+    };
+    for (size_t i = p.begin(R); i < p.end(R); ++i) h[i] = bits(R, i);
+    c.all_gather(h.data(), p);
+    for (int r = 0; r < W; ++r)
+      for (size_t i = p.begin(r); i < p.end(r); ++i) ASSERT_EQ(h[i], bits(r, i)) << "16-bit, i=" << i;
   }
 }
 

@@ -1,9 +1,10 @@
 // The NCCL communicator. Needs a GPU: without one (or in a build without CUDA) the tests
 // skip. With one GPU, a world of one still runs every NCCL call (init over the bootstrap,
-// even and uneven partitions, gather, broadcast, scalars); NcclCollectives.TwoRanks runs
-// the same checks under mpirun when the machine has two GPUs.
+// even and uneven partitions, the fp32 and 16-bit all-gathers, gather, broadcast, scalars);
+// NcclCollectives.TwoRanks runs the same checks under mpirun when the machine has two GPUs.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -55,6 +56,23 @@ void check_collectives(Communicator& boot) {
     d.download(w.data(), n);
     for (int r = 0; r < W; ++r)
       for (size_t i = p.begin(r); i < p.end(r); ++i) ASSERT_EQ(w[i], static_cast<float>(r * 1000 + i % 13)) << i;
+    // The 16-bit all-gather (the GPU ZeRO-1's parameter copy) over the same partition, in a
+    // float buffer of half as many elements: bit patterns arrive unchanged, the fill shows gaps.
+    std::vector<std::uint16_t> h16(n + 1, 0x7fc1);
+    const auto bits = [](int r, size_t i) {
+      return static_cast<std::uint16_t>(0x8000u | (static_cast<unsigned>(r) << 11) | (i % 2039));
+    };
+    for (size_t i = p.begin(R); i < p.end(R); ++i) h16[i] = bits(R, i);
+    const size_t words = (n + 1) / 2;
+    std::vector<float> staged(words);
+    std::memcpy(staged.data(), h16.data(), words * sizeof(float));
+    DeviceFloats d16(words);
+    d16.upload(staged.data(), words);
+    c->all_gather(reinterpret_cast<std::uint16_t*>(d16.data()), p);
+    d16.download(staged.data(), words);
+    std::memcpy(h16.data(), staged.data(), words * sizeof(float));
+    for (int r = 0; r < W; ++r)
+      for (size_t i = p.begin(r); i < p.end(r); ++i) ASSERT_EQ(h16[i], bits(r, i)) << "16-bit, i=" << i;
     // gather onto the last rank from separate shard buffers
     const int root = W - 1;
     std::vector<float> shard(p.count(R));

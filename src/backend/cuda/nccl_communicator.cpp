@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -135,21 +136,11 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
   }
 
   void all_gather(float* data, const Partition& part) override {
-    check(part, "all_gather");
-    DeviceScope scope(device_);
-    if (part.uniform()) {
-      MPT_NCCL_CHECK(
-          ncclAllGather(data + part.begin(rank()), data, part.shard_size(), ncclFloat32, comm_, stream_));
-    } else {
-      MPT_NCCL_CHECK(ncclGroupStart());
-      for (int r = 0; r < world_size(); ++r) {
-        if (part.count(r) == 0) continue;
-        float* p = data + part.begin(r);
-        MPT_NCCL_CHECK(ncclBroadcast(p, p, part.count(r), ncclFloat32, r, comm_, stream_));
-      }
-      MPT_NCCL_CHECK(ncclGroupEnd());
-    }
-    finish("all_gather", part.total());
+    all_gather_impl(data, part, ncclFloat32, sizeof(float));
+  }
+  // No arithmetic: any 16-bit type moves bf16 bits unchanged.
+  void all_gather(std::uint16_t* data, const Partition& part) override {
+    all_gather_impl(data, part, ncclFloat16, sizeof(std::uint16_t));
   }
 
   void gather(float* data, const float* shard, const Partition& part, int root) override {
@@ -271,6 +262,26 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
+  }
+
+  // In place: every rank's shard of data (part's elements of `type`, `bytes` each) to every
+  // rank; NCCL's all-gather for even partitions, a group of per-root broadcasts for uneven ones.
+  void all_gather_impl(void* data, const Partition& part, ncclDataType_t type, size_t bytes) {
+    check(part, "all_gather");
+    DeviceScope scope(device_);
+    char* base = static_cast<char*>(data);
+    if (part.uniform()) {
+      MPT_NCCL_CHECK(ncclAllGather(base + part.begin(rank()) * bytes, base, part.shard_size(), type, comm_, stream_));
+    } else {
+      MPT_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < world_size(); ++r) {
+        if (part.count(r) == 0) continue;
+        char* p = base + part.begin(r) * bytes;
+        MPT_NCCL_CHECK(ncclBroadcast(p, p, part.count(r), type, r, comm_, stream_));
+      }
+      MPT_NCCL_CHECK(ncclGroupEnd());
+    }
+    finish("all_gather", part.total());
   }
 
   void check(const Partition& part, const char* op) const {
