@@ -44,6 +44,9 @@ class DeviceStepper {
   // the scaler given at creation, the numeric guard (non_finite: no update), clip, the update;
   // Sophia's curvature pass when due (StepStats' curvature fields). t: the 1-based step.
   virtual StepStats step(const NextBatchFn& next_batch, int accum, float lr, float grad_clip, int64_t t) = 0;
+  // The fp32 master parameters. A collective under ZeRO-1 in bf16/fp16 with NCCL (the steps
+  // gather only the 16-bit copy the model reads, so the masters are gathered on demand): every
+  // rank calls it at the same points.
   virtual void download_params(float* params) = 0;
   // The optimizer state (and Sophia's Hessian counter) into the host optimizer, for checkpoints
   // (ZeRO-1: this rank's range; the trainer gathers it).

@@ -329,10 +329,13 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       for (const auto& [key, value] : val.metrics) record.add(key, value);
     }
     monitor.step_done(done, loss, dt, record);
-    if (((opt.sample_every > 0 && done % opt.sample_every == 0) || last) && comm->is_root()) {
+    if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last) {
+      // Every rank: on the GPU the download may be a collective (device_step.h); rank 0 samples.
       fresh_params();
-      const std::string text = task.sample(opt, state.sample_counter);
-      if (!text.empty()) monitor.say(text);
+      if (comm->is_root()) {
+        const std::string text = task.sample(opt, state.sample_counter);
+        if (!text.empty()) monitor.say(text);
+      }
     }
     // SIGINT/SIGTERM: this step is complete; checkpoint it and stop (a signal during the last step changes nothing).
     int stop = last ? 0 : monitor.stop_requested();

@@ -3,9 +3,10 @@
 // their per-step losses in metrics.jsonl agree (relative: fp32 1e-4, bf16 3e-2, as the GPT-2
 // device runs), with AdamW and with Sophia (--sophia-k 5: a curvature pass on the device at
 // steps 5 and 10). NCCL data parallelism (backend/cuda/device_data_parallel.h): a world of one
-// over NCCL, replicated and ZeRO-1, against the plain device run (relative 1e-6: NCCL's Avg over
-// one rank divides by 1), and on two GPUs 2 ranks against 1 rank with twice the accumulation
-// (1e-4, the GPT-2 device test's: another reduction order). Skipped without a GPU (and without
+// over NCCL, replicated and ZeRO-1 (fp32, and bf16 for AdamW), against the plain device run
+// (relative 1e-6: NCCL's Avg over one rank divides by 1; checkpoints' parameters too), and on two
+// GPUs 2 ranks against 1 rank with twice the accumulation (1e-4, the GPT-2 device test's: another
+// reduction order; bf16 ZeRO-1 1e-2, its checkpoints' parameters too). Skipped without a GPU (and without
 // Debian's fortunes, the instances' text).
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/checkpoint_diff.h"
 #include "cuda/gpu_test_util.h"
 #include "dist/dist_test_util.h"
 #include "train/train_test_util.h"
@@ -67,27 +69,36 @@ TEST_F(TrainBertDeviceGpu, SophiaLossesMatchTheCpu) {
 }
 
 // A world of one over NCCL (every NCCL path of the stepper: the whole-gradient reduction, the
-// loss sum, under ZeRO-1 the sharded optimizer's reducers and the all-gather) equals the plain run.
+// loss sum, under ZeRO-1 the sharded optimizer's reducers and the all-gather) equals the plain run,
+// its checkpoints' parameters too. bf16: ZeRO-1 gathers the 16-bit copy and the checkpoint at
+// step 5 first gathers the fp32 masters that left stale (the calls run; two GPUs make them matter).
 TEST_F(TrainBertDeviceGpu, NcclWorldOneEqualsThePlainRun) {
   SKIP_WITHOUT_GPU();
-  for (const std::string name : {"adamw", "sophia"}) {
+  for (const std::string name : {"adamw", "sophia", "adamw_bf16"}) {
     SCOPED_TRACE(name);
-    const std::string extra = name == "sophia" ? "--optimizer sophia --sophia-k 5" : "";
-    const auto plain = run_mptrain(args(name + "_plain", "cuda", "fp32", extra));
+    const std::string precision = name == "adamw_bf16" ? "bf16" : "fp32";
+    const std::string extra =
+        std::string(name == "sophia" ? "--optimizer sophia --sophia-k 5" : "") + " --save-every 5";
+    const auto plain = run_mptrain(args(name + "_plain", "cuda", precision, extra));
     ASSERT_EQ(plain.exit_code, 0) << plain.output;
-    const auto nccl = run_mptrain(args(name + "_nccl", "cuda", "fp32", extra + " --dist-backend nccl"));
+    const auto nccl = run_mptrain(args(name + "_nccl", "cuda", precision, extra + " --dist-backend nccl"));
     ASSERT_EQ(nccl.exit_code, 0) << nccl.output;
     EXPECT_NE(nccl.output.find("averaged over NCCL"), std::string::npos) << nccl.output;
     const auto zero =
-        run_mptrain(args(name + "_zero", "cuda", "fp32", extra + " --dist-backend nccl --zero 1"));
+        run_mptrain(args(name + "_zero", "cuda", precision, extra + " --dist-backend nccl --zero 1"));
     ASSERT_EQ(zero.exit_code, 0) << zero.output;
     expect_same_losses(name + "_nccl", name + "_plain", 1e-6);
     expect_same_losses(name + "_zero", name + "_plain", 1e-6);
+    for (const int64_t step : {5, 10})
+      EXPECT_LT(testing::checkpoint_params_error(run_dir(name + "_zero"), run_dir(name + "_plain"), step), 1e-6)
+          << "step " << step;
   }
 }
 
 // Two GPUs: mpirun -np 2 (each rank its GPU and half of each global batch) against one rank with
 // twice the accumulation (--total-batch 512: 2 micro-batches of 8 x 32 on one rank, 1 per rank).
+// bf16 with ZeRO-1 gathers only the 16-bit copy, so rank 0's copy of rank 1's fp32 masters goes
+// stale: the step-5 and step-10 checkpoints must gather them first and match the one-rank run's.
 TEST_F(TrainBertDeviceGpu, TwoRanksMatchOneRank) {
   SKIP_WITHOUT_GPU();
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
@@ -101,6 +112,16 @@ TEST_F(TrainBertDeviceGpu, TwoRanksMatchOneRank) {
     ASSERT_EQ(two.exit_code, 0) << two.output;
     expect_same_losses("dp_two" + zero, "dp_one", 1e-4);
   }
+  const std::string bf16 = "--total-batch 512 --save-every 5";
+  const auto one16 = run_mptrain(args("dp_one16", "cuda", "bf16", bf16));
+  ASSERT_EQ(one16.exit_code, 0) << one16.output;
+  const auto two16 = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
+                                          args("dp_two16", "cuda", "bf16", bf16 + " --zero 1"));
+  ASSERT_EQ(two16.exit_code, 0) << two16.output;
+  expect_same_losses("dp_two16", "dp_one16", 1e-2);
+  for (const int64_t step : {5, 10})
+    EXPECT_LT(testing::checkpoint_params_error(run_dir("dp_two16"), run_dir("dp_one16"), step), 1e-2)
+        << "step " << step;
 }
 
 }  // namespace

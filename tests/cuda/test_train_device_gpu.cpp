@@ -8,7 +8,8 @@
 // curvature pass on the device): the same comparisons, plus the Hessian records (hessian_loss,
 // win_rate) at the same steps as the CPU's and close to them, and a resume from step 10 that
 // carries m, h and the label counter. NCCL data parallelism on one GPU (--dist-backend nccl, a
-// world of one: every collective runs): equal to the plain run (AdamW and Sophia; ZeRO-1 too),
+// world of one: every collective runs): equal to the plain run (AdamW and Sophia, fp32 and the
+// 16-bit precisions; ZeRO-1 too, its checkpoints' parameters included),
 // and a ZeRO-1 checkpoint resumed without NCCL/ZeRO reproduces the run (the state gathered
 // whole, in the CPU's layout); with two GPUs, the same under mpirun -np 2 against one rank.
 // Skipped without a GPU.
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/checkpoint_diff.h"
 #include "cuda/gpu_test_util.h"
 #include "dist/dist_test_util.h"
 #include "train/train_test_util.h"
@@ -147,10 +149,15 @@ void expect_same_losses(const std::string& a_dir, const std::string& b_dir, doub
 }
 
 // --dist-backend nccl on one GPU against the plain device run: a world of one averages nothing,
-// so the losses agree to rounding (NCCL's Avg of one rank divides by 1).
-void nccl_world_one_equals_plain(const std::string& precision, const std::string& more) {
+// so the losses and the saved parameters agree to rounding (NCCL's Avg of one rank divides by 1).
+// Samples every 5 steps and a checkpoint at step 10 download the parameters mid-run: under ZeRO-1
+// in bf16/fp16 that first all-gathers the fp32 masters the 16-bit gathers marked stale (a world of
+// one runs the calls; two GPUs, TwoRanksMatchOneRank, make them matter).
+void nccl_world_one_equals_plain(const std::string& precision, std::string more) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
+  more += " --sample-every 5 --save-every 10";
+  if (precision == "fp16") more += " --loss-scale-init 1024";
   const auto plain = run_mptrain(args(tmp, precision, "cuda", "plain") + more);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto nccl = run_mptrain(args(tmp, precision, "cuda", "nccl") + more + " --dist-backend nccl");
@@ -160,6 +167,8 @@ void nccl_world_one_equals_plain(const std::string& precision, const std::string
   ASSERT_EQ(zero.exit_code, 0) << zero.output;
   expect_same_losses(tmp / "nccl", tmp / "plain", 1e-6);
   expect_same_losses(tmp / "zero", tmp / "plain", 1e-6);
+  for (const int64_t step : {10, 20})
+    EXPECT_LT(testing::checkpoint_params_error(tmp / "zero", tmp / "plain", step), 1e-6) << "step " << step;
 }
 
 TEST(TrainDeviceGpu, NcclWorldOneEqualsThePlainRun) {
@@ -169,6 +178,14 @@ TEST(TrainDeviceGpu, NcclWorldOneEqualsThePlainRun) {
 TEST(TrainDeviceGpu, NcclWorldOneSophiaBf16EqualsThePlainRun) {
   SKIP_WITHOUT_GPU();
   nccl_world_one_equals_plain("bf16", kSophia);
+}
+// AdamW in the 16-bit precisions: ZeRO-1 gathers the 16-bit copy (bf16 and fp16 bits alike).
+TEST(TrainDeviceGpu, NcclWorldOne16BitEqualsThePlainRun) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    nccl_world_one_equals_plain(precision, "");
+  }
 }
 
 // A ZeRO-1 NCCL run's step-10 checkpoint resumed by a plain run (another world layout) gives the
@@ -189,7 +206,10 @@ TEST(TrainDeviceGpu, ZeroCheckpointResumesWithoutZero) {
 }
 
 // Two GPUs: mpirun -np 2 (each rank its GPU and half of each global batch) against one rank with
-// the same global batch; ZeRO-1 and not. Reduction order differs: the CPU DP tolerance.
+// the same global batch; ZeRO-1 and not. Reduction order differs: the CPU DP tolerance. bf16
+// with ZeRO-1 gathers only the 16-bit copy, leaving rank 1's fp32 masters stale on rank 0: the
+// samples (every 5 steps) and checkpoints (10, 20) must gather them first, so the saved
+// parameters match the one-rank run's (stale ones, steps behind, would be off by far more than 1%).
 TEST(TrainDeviceGpu, TwoRanksMatchOneRank) {
   SKIP_WITHOUT_GPU();
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
@@ -204,6 +224,15 @@ TEST(TrainDeviceGpu, TwoRanksMatchOneRank) {
     ASSERT_EQ(two.exit_code, 0) << two.output;
     expect_same_losses(tmp / ("two" + zero), tmp / "one", 1e-4);
   }
+  const std::string mid = " --sample-every 5 --save-every 10";
+  const auto one16 = run_mptrain(args(tmp, "bf16", "cuda", "one16") + mid);
+  ASSERT_EQ(one16.exit_code, 0) << one16.output;
+  const auto two16 = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
+                                          args(tmp, "bf16", "cuda", "two16") + mid + " --zero 1");
+  ASSERT_EQ(two16.exit_code, 0) << two16.output;
+  expect_same_losses(tmp / "two16", tmp / "one16", 1e-2);
+  for (const int64_t step : {10, 20})
+    EXPECT_LT(testing::checkpoint_params_error(tmp / "two16", tmp / "one16", step), 1e-2) << "step " << step;
 }
 
 TEST(TrainDeviceGpu, SophiaFp32MatchesTheCpu) {

@@ -57,6 +57,7 @@ class BertCudaStepper final : public DeviceStepper {
     device_.upload_params(params);
     optimizer_.upload_state(optimizer);
     ctx_.synchronize();
+    dp_.masters_uploaded();
   }
 
   StepStats step(const NextBatchFn& /*GPT-2's; batches_ feeds BERT*/, int accum, float lr, float grad_clip,
@@ -87,7 +88,11 @@ class BertCudaStepper final : public DeviceStepper {
     return stats;
   }
 
-  void download_params(float* params) override { device_.download_params(params); }
+  // A collective when a 16-bit ZeRO-1 gather left the masters stale (every rank calls it then).
+  void download_params(float* params) override {
+    dp_.whole_masters(optimizer_, ctx_);
+    device_.download_params(params);
+  }
   void download_state(Optimizer& optimizer) override { optimizer_.download_state(optimizer); }
   void download_grads(float* grads) override { device_.download_grads(grads); }
   double take_comm_seconds() override { return dp_.take_comm_seconds(); }

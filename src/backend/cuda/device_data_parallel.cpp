@@ -2,6 +2,7 @@
 #include "backend/cuda/device_data_parallel.h"
 
 #include <chrono>
+#include <cstdint>
 
 #include "backend/device.h"
 #include "dist/data_parallel.h"
@@ -67,11 +68,24 @@ double DeviceDataParallel::sum_over_ranks(double local) {
 
 void DeviceDataParallel::gather_params(DeviceOptimizer& optimizer, Context& ctx) {
   if (!nccl_ || !sharded()) return;
-  ctx.synchronize();
+  ctx.synchronize();  // the update (and its 16-bit copy) is on ctx's stream, NCCL has its own
   const auto start = std::chrono::steady_clock::now();
-  nccl_->all_gather(optimizer.params(), par_.dp->partition());
+  if (void* copy = optimizer.param_copy()) {
+    // bf16 and fp16 alike: 16 bits a value, moved as they are.
+    nccl_->all_gather(static_cast<std::uint16_t*>(copy), par_.dp->partition());
+    masters_whole_ = false;
+  } else {
+    nccl_->all_gather(optimizer.params(), par_.dp->partition());
+  }
   comm_seconds_ += seconds_since(start);
-  optimizer.refresh_param_copy();
+}
+
+// Not counted in comm_seconds_: it belongs to no step (comm_ms is per step).
+void DeviceDataParallel::whole_masters(DeviceOptimizer& optimizer, Context& ctx) {
+  if (masters_whole_) return;
+  ctx.synchronize();
+  nccl_->all_gather(optimizer.params(), par_.dp->partition());
+  masters_whole_ = true;
 }
 
 double DeviceDataParallel::take_comm_seconds() {

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "backend/cuda/adamw.h"
-#include "backend/cuda/cast.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/loss_scale.h"
 #include "backend/cuda/sophia.h"
@@ -296,15 +295,6 @@ double DeviceOptimizer::win_rate() {
     total = reducer_.sum(total);
   }
   return total > 0.0 ? unclipped / total : 0.0;
-}
-
-void DeviceOptimizer::refresh_param_copy() {
-  if (!lowp_) return;
-  const size_t n = table_.total();
-  if (lowp_type_ == StorageType::BF16)
-    cast_f32_to_bf16(static_cast<Bf16*>(lowp_), params_, n, ctx_.stream());
-  else
-    cast_f32_to_f16(static_cast<Fp16*>(lowp_), params_, n, ctx_.stream());
 }
 
 void DeviceOptimizer::zero_state() {

@@ -82,10 +82,10 @@ class DeviceOptimizer {
   const DeviceOptimizerConfig& config() const { return config_; }
   float* params() const { return params_; }
   float* grads() const { return grads_; }
-  // Rewrites the whole 16-bit copy from the fp32 masters (after an all-gather brought in the
-  // other ranks' updates; this object's own segments are written by every update). No-op
-  // without a copy.
-  void refresh_param_copy();
+  // The bound 16-bit copy (null in fp32/TF32): every update writes it over this object's
+  // segments, from the masters it has just updated; under ZeRO-1 the all-gather of the copy
+  // brings in the other ranks' segments (device_data_parallel.h).
+  void* param_copy() const { return lowp_; }
   const std::vector<FlatRange>& segments() const { return segments_; }
   size_t device_bytes() const;
 
