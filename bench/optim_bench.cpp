@@ -53,9 +53,23 @@ void BM_AdamW(benchmark::State& state) {
   bytes_per_second(state, 28.0 * kGpt2Params);  // g, p, m, v read; p, m, v written
 }
 
+// The update with clipping's factor applied as it reads each gradient (what train/step.cpp does):
+// compare with BM_ClipGradNorm + BM_AdamW, the two passes it replaces.
+void BM_AdamWWithClipFactor(benchmark::State& state) {
+  const std::vector<float> g = gradients(kGpt2Params);
+  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
+  int64_t t = 0;
+  for (auto _ : state) {
+    adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 0.5f);
+    benchmark::DoNotOptimize(p.data());
+  }
+  bytes_per_second(state, 28.0 * kGpt2Params);
+}
+
 BENCHMARK(BM_GlobalNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ClipGradNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamWWithClipFactor)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

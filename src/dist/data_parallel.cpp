@@ -85,8 +85,9 @@ void DataParallel::clip(float* grads, double norm, float max_norm) {
   clip_grad_norm(grads + begin_, end_ - begin_, norm, max_norm);
 }
 
-void DataParallel::optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t) {
-  opt.step(params + begin_, grads + begin_, lr, t);
+void DataParallel::optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t,
+                                  float grad_scale) {
+  opt.step(params + begin_, grads + begin_, lr, t, grad_scale);
   if (zero_ == ZeroStage::One && world_size() > 1) {
     ScopeTimer timer(comm_seconds_);
     comm_.all_gather(params, partition_);

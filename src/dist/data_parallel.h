@@ -71,9 +71,10 @@ class DataParallel {
   double global_norm(const float* grads);
   // Scales grads[begin(), end()) by clip_grad_norm's factor.
   void clip(float* grads, double norm, float max_norm);
-  // The optimizer update of [begin(), end()), then with ZeRO-1 the all-gather that makes
+  // The optimizer update of [begin(), end()) with the gradients grads·grad_scale (the clip
+  // factor, Optimizer::step), then with ZeRO-1 the all-gather that makes
   // every rank's parameters whole. opt must be built over optimizer_table().
-  void optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t);
+  void optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t, float grad_scale);
   // A fraction this rank's optimizer measured over the real (unpadded) coordinates of its
   // range (Sophia's win rate), as the fraction over all of them. A collective under ZeRO-1.
   double global_fraction(double local);

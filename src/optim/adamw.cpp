@@ -23,11 +23,12 @@ namespace mptrain {
 namespace {
 
 struct AdamWCoef {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, step_size, decay;
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, step_size, decay, grad_scale;
 };
 
 #if defined(__AVX512F__)
-inline void adamw_scalar(float& p, float g, float& m, float& v, const AdamWCoef& k) {
+inline void adamw_scalar(float& p, float g_raw, float& m, float& v, const AdamWCoef& k) {
+  const float g = g_raw * k.grad_scale;
   const float mi = std::fma(k.beta1, m, k.one_minus_beta1 * g);
   const float vi = std::fma(k.beta2, v, (k.one_minus_beta2 * g) * g);
   m = mi;
@@ -42,8 +43,9 @@ inline void adamw_avx512(float* p, const float* g, float* m, float* v, size_t i0
   const __m512 b2 = _mm512_set1_ps(k.beta2), omb2 = _mm512_set1_ps(k.one_minus_beta2);
   const __m512 bc2s = _mm512_set1_ps(k.bc2_sqrt), eps = _mm512_set1_ps(k.eps);
   const __m512 step = _mm512_set1_ps(k.step_size), decay = _mm512_set1_ps(k.decay);
+  const __m512 scale = _mm512_set1_ps(k.grad_scale);
   for (size_t i = i0; i < i1; i += 16) {
-    const __m512 gi = _mm512_loadu_ps(g + i);
+    const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), scale);
     const __m512 mi = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m + i), _mm512_mul_ps(omb1, gi));
     const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v + i), _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
     _mm512_storeu_ps(m + i, mi);
@@ -61,7 +63,7 @@ inline void adamw_avx512(float* p, const float* g, float* m, float* v, size_t i0
 }  // namespace
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t) {
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
   // Bias corrections in double, as PyTorch computes them on the host in Python floats.
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
@@ -69,7 +71,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const float decay = 1.0f - lr * weight_decay;
 #if defined(__AVX512F__)
-  const AdamWCoef k{beta1, 1.0f - beta1, beta2, 1.0f - beta2, bc2_sqrt, eps, step_size, decay};
+  const AdamWCoef k{beta1, 1.0f - beta1, beta2, 1.0f - beta2, bc2_sqrt, eps, step_size, decay, grad_scale};
   // Blocks of 1024 elements (a multiple of the vector width) as OpenMP's unit of work.
   constexpr size_t kBlock = 1024;
   const std::ptrdiff_t blocks = static_cast<std::ptrdiff_t>(n / kBlock);
@@ -83,7 +85,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 #else
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
-    const float g = grads[i];
+    const float g = grads[i] * grad_scale;
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -97,11 +99,11 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 AdamW::AdamW(const ParamTable& table, const AdamWHyper& hyper)
     : Optimizer(table, {"exp_avg", "exp_avg_sq"}), hyper_(hyper) {}
 
-void AdamW::step(float* params, const float* grads, float lr, int64_t t) {
+void AdamW::step(float* params, const float* grads, float lr, int64_t t, float grad_scale) {
   for (const auto& spec : table_.specs()) {
     const size_t o = spec.offset;
     adamw_update(params + o, grads + o, m().data() + o, v().data() + o, spec.numel, lr, hyper_.beta1, hyper_.beta2,
-                 hyper_.eps, spec.decay ? hyper_.weight_decay : 0.0f, t);
+                 hyper_.eps, spec.decay ? hyper_.weight_decay : 0.0f, t, grad_scale);
   }
 }
 

@@ -20,9 +20,10 @@ struct AdamWHyper {
   float weight_decay = 0.1f;
 };
 
-// Elementwise update of n values (the kernel; callers choose wd per tensor).
+// Elementwise update of n values with the gradients grads·grad_scale (the kernel; callers
+// choose wd per tensor).
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t);
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f);
 
 // AdamW over every tensor of a parameter table: owns the moments m and v (one
 // allocation each, laid out like the parameters; checkpoint prefixes "exp_avg" and
@@ -33,7 +34,8 @@ class AdamW : public Optimizer {
   AdamW(const ParamTable& table, const AdamWHyper& hyper);
   OptimizerKind kind() const override { return OptimizerKind::AdamW; }
   // One update with learning rate lr; t is the 1-based optimizer step (bias correction).
-  void step(float* params, const float* grads, float lr, int64_t t) override;
+  using Optimizer::step;
+  void step(float* params, const float* grads, float lr, int64_t t, float grad_scale) override;
   FloatBuffer& m() { return state_[0].buffer; }
   FloatBuffer& v() { return state_[1].buffer; }
   const FloatBuffer& m() const { return state_[0].buffer; }

@@ -46,8 +46,11 @@ class Optimizer {
   const char* name() const { return optimizer_name(kind()); }
 
   // One update of every parameter with learning rate lr; t is the 1-based optimizer step.
-  // grads are the (already clipped) gradients of the step's mean loss.
-  virtual void step(float* params, const float* grads, float lr, int64_t t) = 0;
+  // grads·grad_scale are the gradients of the step's mean loss: grad_scale carries gradient
+  // clipping's factor (clip_coefficient), applied as the update reads each gradient, so that
+  // clipping costs no pass over the gradients of its own (the same bits as scaling them first).
+  virtual void step(float* params, const float* grads, float lr, int64_t t, float grad_scale) = 0;
+  void step(float* params, const float* grads, float lr, int64_t t) { step(params, grads, lr, t, 1.0f); }
 
   // Per-parameter state, in a fixed order (checkpoint I/O iterates over it).
   std::vector<OptimizerState>& state() { return state_; }

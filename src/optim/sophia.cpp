@@ -24,7 +24,7 @@ void validate(const SophiaHyper& h) {
 }
 
 void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr, float beta1,
-                   float rho_b, float weight_decay) {
+                   float rho_b, float weight_decay, float grad_scale) {
   // Host-side factors in double, rounded once, as PyTorch does with Python floats.
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
   const float one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(beta1));
@@ -32,7 +32,7 @@ void sophia_update(float* params, const float* grads, float* m, const float* h, 
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
     const float p = params[i] * decay;
-    const float mi = m[i] * beta1 + one_minus_beta1 * grads[i];
+    const float mi = m[i] * beta1 + one_minus_beta1 * (grads[i] * grad_scale);
     m[i] = mi;
     const float ratio = std::fmin(std::fabs(mi) / (rho_b * h[i] + 1e-15f), 1.0f);
     const float sign = mi > 0.0f ? 1.0f : (mi < 0.0f ? -1.0f : 0.0f);
@@ -61,13 +61,13 @@ Sophia::Sophia(const ParamTable& table, const SophiaHyper& hyper, double tokens_
 
 float Sophia::rho_b() const { return static_cast<float>(static_cast<double>(hyper_.rho) * tokens_per_step_); }
 
-void Sophia::step(float* params, const float* grads, float lr, int64_t t) {
+void Sophia::step(float* params, const float* grads, float lr, int64_t t, float grad_scale) {
   (void)t;  // Sophia has no bias correction; the schedule of estimates is curvature_due()'s
   const float rb = rho_b();
   for (const auto& spec : table_.specs()) {
     const size_t o = spec.offset;
     sophia_update(params + o, grads + o, m().data() + o, h().data() + o, spec.numel, lr, hyper_.beta1, rb,
-                  spec.decay ? hyper_.weight_decay : 0.0f);
+                  spec.decay ? hyper_.weight_decay : 0.0f, grad_scale);
   }
 }
 

@@ -33,9 +33,10 @@ struct SophiaHyper {
 // --weight-decay) when a value is out of range.
 void validate(const SophiaHyper& hyper);
 
-// Elementwise Sophia update of n values: decay, momentum, clipped sign step. rho_b = ρ·b.
+// Elementwise Sophia update of n values with the gradients grads·grad_scale: decay, momentum,
+// clipped sign step. rho_b = ρ·b.
 void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr, float beta1,
-                   float rho_b, float weight_decay);
+                   float rho_b, float weight_decay, float grad_scale = 1.0f);
 // h ← β2·h + (1−β2)·g⊙g over n values.
 void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2);
 // How many of n coordinates have |m| < rho_b·h (their update is not clipped).
@@ -50,7 +51,8 @@ class Sophia : public Optimizer {
   Sophia(const ParamTable& table, const SophiaHyper& hyper, double tokens_per_step, uint64_t seed);
 
   OptimizerKind kind() const override { return OptimizerKind::Sophia; }
-  void step(float* params, const float* grads, float lr, int64_t t) override;
+  using Optimizer::step;
+  void step(float* params, const float* grads, float lr, int64_t t, float grad_scale) override;
 
   std::map<std::string, std::string> scalar_state() const override;
   void set_scalar_state(const std::map<std::string, std::string>& values) override;

@@ -51,13 +51,12 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     stats.non_finite = true;
     return stats;
   }
-  if (dp) {
-    dp->clip(grads, stats.grad_norm, grad_clip);
-    dp->optimizer_step(optimizer, model.params().data(), grads, lr, t);
-  } else {
-    clip_grad_norm(grads, count, stats.grad_norm, grad_clip);
-    optimizer.step(model.params().data(), grads, lr, t);
-  }
+  // Clipping's factor goes into the update (Optimizer::step's grad_scale): no pass of its own.
+  const float clip = clip_coefficient(stats.grad_norm, grad_clip);
+  if (dp)
+    dp->optimizer_step(optimizer, model.params().data(), grads, lr, t, clip);
+  else
+    optimizer.step(model.params().data(), grads, lr, t, clip);
   if (optimizer.curvature_due(t)) {
     const size_t n = model.grads->size();
     model.grads->zero();

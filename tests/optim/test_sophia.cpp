@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/context.h"
@@ -16,6 +18,7 @@
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
+#include "optim/grad_norm.h"
 #include "optim/make_optimizer.h"
 #include "optim/sophia.h"
 #include "train/checkpoint.h"
@@ -118,6 +121,44 @@ TEST(Sophia, WeightDecayOnlyOnTwoDimensionalWeights) {
     EXPECT_EQ(spec.decay, spec.shape.size() == 2) << spec.name;  // the table's rule: 2-D weights
     for (size_t i = 0; i < spec.numel; ++i)
       ASSERT_EQ(params[spec.offset + i], spec.decay ? decayed : 1.0f) << spec.name << "[" << i << "]";
+  }
+}
+
+// train/step.cpp hands clipping's factor to the update (Optimizer::step's grad_scale) instead of
+// scaling the gradients first: the same bits, for both optimizers, clipping or not.
+TEST(OptimizerGradScale, FactorInTheUpdateEqualsClippingFirst) {
+  const ParamTable table = gpt2_param_table(tiny_config());
+  const size_t n = table.total();
+  for (const bool sophia : {false, true}) {
+    for (const float max_norm : {0.05f, 1e9f}) {  // clips, and does not (factor 1)
+      std::unique_ptr<Optimizer> first, fused;
+      for (auto* o : {&first, &fused}) {
+        if (sophia)
+          *o = std::make_unique<Sophia>(table, SophiaHyper{0.965f, 0.99f, 0.04f, 0.1f, 2}, 64, 1);
+        else
+          *o = std::make_unique<AdamW>(table, AdamWHyper{});
+      }
+      std::vector<float> p1(n), p2(n);
+      for (size_t i = 0; i < n; ++i) p1[i] = p2[i] = 0.02f * normal01(21, 0, i);
+      for (int t = 1; t <= 3; ++t) {
+        std::vector<float> g(n);
+        for (size_t i = 0; i < n; ++i) g[i] = 0.01f * normal01(22, t, i);
+        const double norm = global_norm(g.data(), n);
+        std::vector<float> clipped = g;
+        clip_grad_norm(clipped.data(), n, norm, max_norm);
+        first->step(p1.data(), clipped.data(), 1e-3f, t);
+        fused->step(p2.data(), g.data(), 1e-3f, t, clip_coefficient(norm, max_norm));
+        if (sophia && t == 2) {  // a Hessian estimate in between, the same for both
+          first->update_curvature(g.data());
+          fused->update_curvature(g.data());
+        }
+      }
+      const std::string what = std::string(sophia ? "sophia" : "adamw") + (max_norm < 1.0f ? " clipping" : "");
+      EXPECT_EQ(std::memcmp(p1.data(), p2.data(), n * sizeof(float)), 0) << what;
+      for (size_t k = 0; k < first->state().size(); ++k)
+        EXPECT_EQ(std::memcmp(first->state()[k].buffer.data(), fused->state()[k].buffer.data(), n * sizeof(float)), 0)
+            << what << " " << first->state()[k].prefix;
+    }
   }
 }
 
