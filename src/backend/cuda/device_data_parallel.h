@@ -69,7 +69,6 @@ class DeviceDataParallel {
   void whole_masters(DeviceOptimizer& optimizer, Context& ctx);
   // The masters were written whole from the host (upload, resume, rollback).
   void masters_uploaded() { masters_whole_ = true; }
-  bool masters_whole() const { return masters_whole_; }
   // Seconds the host waited for collectives since the last call (then reset).
   double take_comm_seconds();
 

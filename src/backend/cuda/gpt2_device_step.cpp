@@ -19,6 +19,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_data_parallel.h"
 #include "backend/cuda/device_optimizer.h"
+#include "backend/cuda/device_step_common.h"
 #include "backend/cuda/gpt2_device.h"
 #include "backend/device.h"
 #include "core/error.h"
@@ -71,14 +72,8 @@ class Gpt2CudaStepper final : public DeviceStepper {
                                            stats.loss_scale / static_cast<float>(accum), micro > 0);
     }
     overlap_reduction(false);
-    loss_sum = dp_.sum_over_ranks(loss_sum);
-    stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * dp_.world_size()));
-    const cuda::DeviceOptimizer::GuardedStep g = optimizer_.guarded_step(stats.loss, lr, grad_clip, t);
-    stats.grad_norm = g.grad_norm;
-    stats.skipped = g.skipped;
-    stats.non_finite = g.non_finite;
-    if (!g.skipped && !g.non_finite) dp_.gather_params(optimizer_, ctx_);
-    if (!g.skipped && !g.non_finite && optimizer_.curvature_due(t)) curvature(stats, grad_clip);
+    if (cuda::finish_step(stats, loss_sum, accum, lr, grad_clip, t, optimizer_, dp_, ctx_))
+      curvature(stats, grad_clip);
     return stats;
   }
 
@@ -103,18 +98,10 @@ class Gpt2CudaStepper final : public DeviceStepper {
     const float loss = device_.forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, scale,
                                                         optimizer_.curvature_seed(), optimizer_.curvature_counter());
     overlap_reduction(false);
-    stats.curvature_loss = static_cast<float>(dp_.sum_over_ranks(loss) / dp_.world_size());
-    const cuda::DeviceOptimizer::Curvature c = optimizer_.update_curvature(grad_clip);
-    stats.curvature = c.made;
-    stats.curvature_norm = c.norm;
-    stats.win_rate = c.win_rate;
+    cuda::finish_curvature(stats, loss, grad_clip, optimizer_, dp_);
   }
 
-  // With NCCL, on: each gradient range the backward finishes is averaged over ranks on NCCL's
-  // stream (every rank, or under ZeRO-1 the ranks whose shards hold it); off: no hook.
-  void overlap_reduction(bool on) {
-    if (dp_.active()) device_.set_grad_ready(on ? dp_.grad_ready(optimizer_, ctx_) : nullptr);
-  }
+  void overlap_reduction(bool on) { cuda::overlap_reduction(device_, dp_, optimizer_, ctx_, on); }
 
   cuda::Context ctx_;
   cuda::Gpt2Device device_;
