@@ -84,7 +84,7 @@ run_step() {
         "${MPTRAIN_GPU_SUITE_S:-300}" <"$dir/list"
       {
         for f in "$dir"/*.log; do
-          grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|^\[  FAILED  \] [A-Za-z]' "$f" | sed "s|^|$(basename "$f" .log): |"
+          grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test|^\[  FAILED  \] [A-Za-z].*\(' "$f" | sed "s|^|$(basename "$f" .log): |"
         done
         echo "--- exit statuses (124: timed out; 134/139: abort/segfault)"
         sort -n "$dir/status"
