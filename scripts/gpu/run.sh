@@ -6,7 +6,8 @@
 #     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
 #     suites     the same tests, each suite in a process of its own, MPTRAIN_GPU_JOBS (default 6)
 #                at a time on the one GPU, each under MPTRAIN_GPU_SUITE_S seconds (default 300):
-#                a fault, abort or hang costs its suite alone   -> $OUT/suites.tar.xz, suites.txt
+#                a fault, abort or hang costs its suite alone; MPTRAIN_GPU_SUITES (a regex)
+#                picks suites                                      -> $OUT/suites.tar.xz, suites.txt
 #     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
 #     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
@@ -78,7 +79,13 @@ run_step() {
     suites)
       local dir=/tmp/mptrain-suites
       rm -rf "$dir" && mkdir -p "$dir"
-      "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_list_tests | awk '/^[^ ]/ {print $1}' >"$dir/list"
+      # Suites by name, except the end-to-end training suites (Train*: minutes each, a CPU run
+      # beside every GPU run), which go test by test. MPTRAIN_GPU_SUITES (an extended regex on
+      # the suite or test name) narrows the list.
+      "${ours[@]}" .gpu/bin/mptrain_tests_cuda --gtest_list_tests |
+        awk '/^[^ ]/ {suite = $1; if (suite !~ /^Train/) print suite; next}
+             /^  / && suite ~ /^Train/ {print suite $1}' |
+        grep -E "${MPTRAIN_GPU_SUITES:-.}" >"$dir/list"
       # suite.sh gets the packed libraries through the environment (xargs cannot pass an array).
       "${ours[@]}" xargs -P "${MPTRAIN_GPU_JOBS:-6}" -I{} scripts/gpu/suite.sh .gpu/bin/mptrain_tests_cuda {} "$dir" \
         "${MPTRAIN_GPU_SUITE_S:-300}" <"$dir/list"

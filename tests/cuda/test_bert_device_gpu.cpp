@@ -53,7 +53,11 @@ BertConfig hs64() { return tiny_config(128, 2); }
 
 // One batch with its views. Sequence b has len[b] real tokens ([CLS] = 1 first, then ids, [PAD]
 // = 0 after), segment B from the middle of the real tokens; every 7th real position (offset by
-// b and the seed) is masked, and sequence 1's [CLS] row too; NSP labels alternate with b.
+// b and the seed) is masked, and sequence 1's [CLS] row too. One sequence in four has NSP label
+// 1: with balanced labels at initialisation the per-sequence NSP gradients (nearly the same
+// [CLS] state times ±p) cancel to ~1% of their size, and rounding noise dominates what is
+// left (measured on the CPU model: its own bf16 run is then 25% off fp32 on pooler.dense.weight,
+// against 0.4% with one label in four).
 struct HostBatch {
   std::vector<int> tokens, types, mask, mlm, nsp;
   BertInputs view() const { return {tokens.data(), types.data(), mask.data(), mlm.data(), nsp.data()}; }
@@ -71,7 +75,7 @@ HostBatch make_batch(int seed) {
       h.mask[i] = 1;
       if (t > 0 && (t + b + seed) % 7 == 0) h.mlm[i] = h.tokens[i];
     }
-    h.nsp[b] = (b + seed) % 2;
+    h.nsp[b] = (b + seed) % 4 == 0 ? 1 : 0;
   }
   h.mlm[1 * kT] = h.tokens[1 * kT];  // a masked [CLS] row
   return h;
@@ -121,13 +125,37 @@ Tolerances tolerances(Precision p) {
 }
 float grad_scale_for(Precision p) { return p == Precision::Fp16 ? 1024.0f : 1.0f; }
 
+std::vector<float> slice(const std::vector<float>& all, const ParamSpec& spec) {
+  return {all.begin() + spec.offset, all.begin() + spec.offset + spec.numel};
+}
+
+double norm(const std::vector<float>& v) {
+  double s = 0.0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+// Per tensor, ‖got − want‖ ≤ tol·‖want‖; except each layer's attention key bias, whose gradient
+// is zero in exact arithmetic (softmax ignores a constant added to a row's scores: the CPU's is
+// ~1e-11 against ~4e-5 for the query bias), so both sides are rounding noise and the error is
+// measured against the same layer's query-bias gradient instead.
 void expect_grads_near(const ParamTable& table, std::vector<float> got, float unscale,
                        const std::vector<float>& want, double tol, const std::string& what) {
   for (float& x : got) x *= unscale;
+  const std::string key = "attention.self.key.bias";
   for (const ParamSpec& spec : table.specs()) {
-    const std::vector<float> g(got.begin() + spec.offset, got.begin() + spec.offset + spec.numel);
-    const std::vector<float> w(want.begin() + spec.offset, want.begin() + spec.offset + spec.numel);
-    EXPECT_LE(rel_err(g, w), tol) << what << ": gradient of " << spec.name;
+    const std::vector<float> g = slice(got, spec), w = slice(want, spec);
+    const size_t at = spec.name.find(key);
+    if (at == std::string::npos) {
+      EXPECT_LE(rel_err(g, w), tol) << what << ": gradient of " << spec.name;
+      continue;
+    }
+    const std::string query = spec.name.substr(0, at) + "attention.self.query.bias";
+    const double scale = norm(slice(want, table.get(query)));
+    std::vector<float> diff(g.size());
+    for (size_t i = 0; i < g.size(); ++i) diff[i] = g[i] - w[i];
+    ASSERT_GT(scale, 0.0) << what << ": no gradient of " << query;
+    EXPECT_LE(norm(diff) / scale, tol) << what << ": gradient of " << spec.name << " (against ‖d" << query << "‖)";
   }
 }
 
