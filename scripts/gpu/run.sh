@@ -9,7 +9,9 @@
 #                a fault, abort or hang costs its suite alone; MPTRAIN_GPU_SUITES (a regex)
 #                picks suites                                      -> $OUT/suites.tar.xz, suites.txt
 #     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
-#     sanitize   compute-sanitizer memcheck + racecheck on the op tests     -> $OUT/sanitize.log
+#     sanitize   compute-sanitizer memcheck (op tests, one pass per precision of each model,
+#                the optimizer step) + racecheck (LN, CE, attention, Sophia), each under
+#                MPTRAIN_GPU_SANITIZE_S seconds (default 300)                -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
 #     gpt2       the GPT-2 device model's tests, one feature at a time        -> $OUT/gpt2.log
 #                (docs/dev/cuda.md checklist item 1 a-e: ops, naive, flash/unfused/unpadded,
@@ -111,10 +113,15 @@ run_step() {
       note "nccl train: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl_train.log" | tr '\n' ' ')"
       ;;
     sanitize)
-      { "${ours[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
-          --gtest_filter='-CudaBuffer.ImpossibleAllocationIsALibraryError'
+      # memcheck: the op tests, then one forward + backward per precision of each model (the
+      # model tests) and the device optimizer's step; the end-to-end Train* tests run mptrain as
+      # a child, which the sanitizer would not follow. Each tool under a time limit.
+      { timeout -k 10 "${MPTRAIN_GPU_SANITIZE_S:-300}" "${ours[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 \
+          .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
+          --gtest_filter='Cuda*:FlashAttentionSizes*:DeviceOptimizerGpu*:Variants/Gpt2DeviceTest.*:Gpt2DeviceGraphs.*:Precisions/BertDeviceTest.LossesAndGradients*:-CudaBuffer.ImpossibleAllocationIsALibraryError'
         echo "memcheck exit $?"
-        "${ours[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
+        timeout -k 10 "${MPTRAIN_GPU_SANITIZE_S:-300}" "${ours[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 \
+          .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
           --gtest_filter='CudaLayerNorm*:CudaCrossEntropy*:*Attention*:*Sophia*:CudaSampledCrossEntropy*'
         echo "racecheck exit $?"; } >"$out/sanitize.log" 2>&1
       note "sanitize: $(grep -E 'exit [0-9]+|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize.log" | tr '\n' ' ')"
