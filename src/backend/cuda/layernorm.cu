@@ -244,18 +244,31 @@ __global__ void __launch_bounds__(kBwdThreads)
   for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) out[c] = acc[c];
 }
 
+// Adds the chunk partials, a [chunks, 2C] matrix ([dweight | dbias] per chunk): a block takes 32
+// columns; its warp g sums chunks g, g + 8, ... of them (coalesced across the lanes, 8 loads in
+// flight per lane), then the 8 warp sums are added in warp order. One thread per column walking
+// all chunks (the first version) was latency-bound: ~0.1 ms of the 0.14 ms backward at C = 768.
 template <class T>
 __global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* partial, int C, int chunks) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-    float w = 0.0f, b = 0.0f;
-    for (int k = 0; k < chunks; ++k) {
-      const float* p = partial + static_cast<size_t>(k) * 2 * C;
-      w += p[c];
-      b += p[C + c];
-    }
-    dweight[c] = from_f32<T>(to_f32(dweight[c]) + w);
-    dbias[c] = from_f32<T>(to_f32(dbias[c]) + b);
+  constexpr int kGroups = kBwdThreads / 32;
+  __shared__ float part[kGroups][32];
+  const int x = threadIdx.x & 31, g = threadIdx.x >> 5;
+  const int col = blockIdx.x * 32 + x;
+  float sum = 0.0f;
+  if (col < 2 * C) {
+#pragma unroll 8
+    for (int k = g; k < chunks; k += kGroups) sum += partial[static_cast<size_t>(k) * 2 * C + col];
   }
+  part[g][x] = sum;
+  __syncthreads();
+  if (g != 0 || col >= 2 * C) return;
+  float t = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kGroups; ++i) t += part[i][x];
+  if (col < C)
+    dweight[col] = from_f32<T>(to_f32(dweight[col]) + t);
+  else
+    dbias[col - C] = from_f32<T>(to_f32(dbias[col - C]) + t);
 }
 
 }  // namespace
@@ -327,8 +340,7 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
   }
   layernorm_param_grad_kernel<T>
-      <<<grid_for(static_cast<size_t>(C), threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
-          dweight, dbias, scratch, C, chunks);
+      <<<(2 * C + 31) / 32, threads, 0, ctx.stream()>>>(dweight, dbias, scratch, C, chunks);  // 32 columns a block
   MPT_CUDA_CHECK_LAUNCH("layernorm_param_grad_kernel");
 }
 
