@@ -89,7 +89,10 @@ run_step() {
              /^  / && suite ~ /^Train/ {print suite $1}' |
         grep -E "${MPTRAIN_GPU_SUITES:-.}" >"$dir/list"
       # suite.sh gets the packed libraries through the environment (xargs cannot pass an array).
-      "${ours[@]}" xargs -P "${MPTRAIN_GPU_JOBS:-6}" -I{} scripts/gpu/suite.sh .gpu/bin/mptrain_tests_cuda {} "$dir" \
+      # OMP_NUM_THREADS: the CPU references of a dozen processes with an OpenMP thread per core
+      # each oversubscribed the 16 cores: a GPT-2 device suite took 220 s (the memcheck run of 131
+      # tests, those suites among them, took 14 s).
+      OMP_NUM_THREADS=${MPTRAIN_GPU_SUITE_THREADS:-2} "${ours[@]}" xargs -P "${MPTRAIN_GPU_JOBS:-6}" -I{} scripts/gpu/suite.sh .gpu/bin/mptrain_tests_cuda {} "$dir" \
         "${MPTRAIN_GPU_SUITE_S:-300}" <"$dir/list"
       {
         for f in "$dir"/*.log; do
