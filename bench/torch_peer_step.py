@@ -3,7 +3,7 @@ bench/pytorch_bert.py): one training step as mptrain's train_step takes it (zero
 + loss under CPU bf16 autocast when asked, backward, clip_grad_norm_, AdamW), the timed loop
 (median of the timed steps after the warm-up ones), and the summary + ONE machine-readable line
 
-  RESULT ms_per_step=<median> tokens_per_s=<B*T/median> <the caller's key=value fields> peak_rss_mb=<..>
+  RESULT ms_per_step=<median> tokens_per_s=<B*T/median> <the caller's key=value fields> peak_rss_mb=<..> torch=<version>
 
 that src/train/bench.cpp parses. Kept in one place so the peers time exactly the same thing.
 """
@@ -55,4 +55,5 @@ def report(times, tokens_per_step, fields):
     # Peak resident memory of this process (ru_maxrss is in KiB on Linux), as mptrain bench reports its own.
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     extra = " ".join(f"{k}={v}" for k, v in fields)
-    print(f"RESULT ms_per_step={med:.3f} tokens_per_s={tps:.1f} {extra} peak_rss_mb={peak_mb:.1f}", flush=True)
+    print(f"RESULT ms_per_step={med:.3f} tokens_per_s={tps:.1f} {extra} peak_rss_mb={peak_mb:.1f} "
+          f"torch={torch.__version__}", flush=True)

@@ -96,6 +96,7 @@ ModelInfo model_info(const BenchOptions& o) {
 struct PeerResult {
   double ms = 0.0;  // 0: the peer did not run or failed
   double peak_rss_mb = 0.0;
+  std::string torch;  // the peer's torch version, as it reports it
 };
 
 // Runs the peer in `precision` (fp32, or bf16 = torch's CPU autocast) and returns its median
@@ -115,7 +116,7 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
   const ChildResult c = run_child(cmd, [&](const char* line) {
     if (echo) std::printf("  [torch] %s", line);
   });
-  PeerResult r{c.field("ms_per_step"), c.field("peak_rss_mb")};
+  PeerResult r{c.field("ms_per_step"), c.field("peak_rss_mb"), c.text_field("torch")};
   if (!c.ok() || r.ms <= 0.0) {
     std::printf("peer: PyTorch %s run failed (exit status %d); no ratio\n", precision.c_str(), c.exit_status);
     return {};
@@ -248,7 +249,7 @@ BenchResult bench_one(const BenchOptions& o) {
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
                 optimizer->name());
   } else if (!peer_precision) {
-    std::printf("peer: skipped (torch %s has no CPU %s autocast; the peer runs fp32 or bf16)\n", "1.13",
+    std::printf("peer: skipped (the peer runs fp32 or bf16: torch 1.13, Debian's, has no CPU %s autocast)\n",
                 precision_name(precision));
   } else {
     const PeerResult peer = run_peer(o, threads, info, precision_name(precision), !o.quiet);
@@ -368,7 +369,8 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   if (peer)
     std::printf("PyTorch = bench/%s (torch %s) on the same model, batch and AdamW; bf16 = "
                 "torch.autocast('cpu', torch.bfloat16) around forward + loss (peak RSS fp32 %.0f MB, bf16 %.0f MB).\n",
-                info.peer_name.c_str(), "1.13", torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
+                info.peer_name.c_str(), torch_fp32.torch.empty() ? "?" : torch_fp32.torch.c_str(),
+                torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
   // Issue 4's targets (GPT-2), stated against what was measured (never adjusted).
   const LadderRung& bf16 = rungs[2];
   if (!is_bert(o) && fp32_ms > 0 && bf16.error.empty()) {

@@ -19,6 +19,14 @@ double ChildResult::field(const char* key) const {
   return p ? std::atof(p + k.size()) : 0.0;
 }
 
+std::string ChildResult::text_field(const char* key) const {
+  const std::string k = std::string(" ") + key + "=";
+  const size_t at = result_line.find(k);
+  if (at == std::string::npos) return "";
+  const size_t b = at + k.size();
+  return result_line.substr(b, result_line.find_first_of(" \r\n", b) - b);
+}
+
 ChildResult run_child(const std::string& command, const std::function<void(const char* line)>& echo) {
   std::fflush(stdout);  // the child's echoed lines come after ours
   FILE* pipe = ::popen(command.c_str(), "r");

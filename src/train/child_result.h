@@ -13,6 +13,8 @@ struct ChildResult {
   std::string last_line;    // the last line printed, newline removed (the reason when it failed)
   // A numeric field of result_line ("ms_per_step" in "RESULT ms_per_step=12.5 ..."); 0 when absent.
   double field(const char* key) const;
+  // A text field of result_line, up to the next space ("" when absent).
+  std::string text_field(const char* key) const;
   bool ok() const { return exit_status == 0 && !result_line.empty(); }
 };
 

@@ -154,6 +154,10 @@ TEST(PeakFlops, FormulaFromCpuinfo) {
   // A measured clock wins over every reported one.
   EXPECT_NEAR(estimate_cpu_peak(two_cores_ht, 3000000, 1, 3.5).tflops, 0.224, 1e-9);
   EXPECT_NE(estimate_cpu_peak(two_cores_ht, 3000000, 1, 3.5).formula.find("measured"), std::string::npos);
+  // ... unless it is impossible (a chain the core ran faster than one add per cycle): then the
+  // reported clock (cpufreq max here) stands.
+  EXPECT_NEAR(estimate_cpu_peak(two_cores_ht, 3000000, 1, 10.92).tflops, 0.192, 1e-9);
+  EXPECT_NE(estimate_cpu_peak(two_cores_ht, 3000000, 1, 10.92).formula.find("cpufreq max"), std::string::npos);
   // bf16: the fp32 rate without bf16 units, twice it with AVX512-BF16, 1024 FLOP/cycle with AMX.
   EXPECT_NEAR(estimate_cpu_peak(two_cores_ht, 0, 1, 0.0, Precision::Bf16).tflops, 0.128, 1e-9);
   std::string bf16 = two_cores_ht;
