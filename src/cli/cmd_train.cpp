@@ -65,7 +65,7 @@ void register_train(CLI::App& app, int& exit_code) {
                   "Where the training step runs: cpu; cuda (GPT-2 or BERT, AdamW or Sophia, any precision, one "
                   "GPU per rank, NCCL between ranks; data, validation, samples and checkpoints stay on the CPU); "
                   "or auto (cuda when this build has CUDA, a GPU is visible and the run can use it, else cpu). "
-                  "Default cpu until the GPU path's racecheck is clean (docs/dev/cuda.md)")
+                  "Default cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--loss-scale-init", opt->loss_scale_init, "fp16: initial loss scale (GradScaler's init_scale)")
       ->capture_default_str();

@@ -41,7 +41,7 @@ struct TrainOptions {
   // Where the step runs: cpu, or cuda (GPT-2 or BERT, AdamW or Sophia, on the rank's GPU:
   // train/device_step.h; the CPU keeps data, init, validation, samples and checkpoints), or
   // auto (cuda where the run can use a GPU, else cpu: trainer.cpp's resolve_auto_device). The
-  // default stays cpu until the GPU path's racecheck is clean (docs/dev/cuda.md's status).
+  // default stays cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md's status).
   std::string device = "cpu";
   // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
   // growth_interval. On --resume the checkpoint's scale and counter are restored instead.
