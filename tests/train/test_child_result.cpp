@@ -16,7 +16,7 @@ TEST(ChildResult, ReadsTheLastResultLineAndItsFields) {
   EXPECT_EQ(c.field("peak_rss_mb"), 300.5);
   EXPECT_EQ(c.field("tokens_per_s"), 0.0);
   EXPECT_EQ(c.text_field("torch"), "2.11.0+cu130");  // the last field: up to the line's end
-  EXPECT_EQ(c.text_field("ms_per_step"), "12.5");      // a middle one: up to the next space
+  EXPECT_EQ(c.text_field("ms_per_step"), "12.5");    // a middle one: up to the next space
   EXPECT_EQ(c.text_field("threads"), "");
   EXPECT_EQ(c.last_line, "done");
 }

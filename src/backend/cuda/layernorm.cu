@@ -30,7 +30,7 @@ constexpr int kMaxChunks = 512;   // backward: about 4 blocks per SM on a 132-SM
 // block gets without an opt-in; 47 KiB / 8 bytes leaves that room (6144 did not: C > 6112
 // failed at launch).
 constexpr int kMaxC = 6016;
-constexpr int kBwdThreads = 256;   // backward: 8 warps (the warp-per-row kernel's rows in flight)
+constexpr int kBwdThreads = 256;  // backward: 8 warps (the warp-per-row kernel's rows in flight)
 // warp-per-row backward: values per lane (weights, two sums and the row's dy and x̂ each: 5·32
 // floats in registers; C ≤ 1024)
 constexpr int kMaxLaneValues = 32;
@@ -271,6 +271,15 @@ __global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* p
     dbias[col - C] = from_f32<T>(to_f32(dbias[col - C]) + t);
 }
 
+// Calls f(std::integral_constant<int, P>) with P = packs (1 ≤ packs ≤ 8).
+template <int P, class F>
+void with_packs(int packs, F&& f) {
+  if constexpr (P < 8) {
+    if (packs > P) return with_packs<P + 1>(packs, f);
+  }
+  f(std::integral_constant<int, P>{});
+}
+
 }  // namespace
 
 template <class T>
@@ -320,27 +329,18 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
     auto launch = [&](auto p) {
       constexpr int P = decltype(p)::value;
       if constexpr (P * W <= kMaxLaneValues)
-        layernorm_backward_warp_kernel<T, P>
-            <<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
+        layernorm_backward_warp_kernel<T, P><<<chunks, threads, smem, ctx.stream()>>>(
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
     };
-    switch (packs) {  // P = packs per lane, a compile-time count so the arrays stay in registers
-      case 1: launch(std::integral_constant<int, 1>{}); break;
-      case 2: launch(std::integral_constant<int, 2>{}); break;
-      case 3: launch(std::integral_constant<int, 3>{}); break;
-      case 4: launch(std::integral_constant<int, 4>{}); break;
-      case 5: launch(std::integral_constant<int, 5>{}); break;
-      case 6: launch(std::integral_constant<int, 6>{}); break;
-      case 7: launch(std::integral_constant<int, 7>{}); break;
-      default: launch(std::integral_constant<int, 8>{}); break;
-    }
+    with_packs<1>(packs, launch);  // P = packs per lane, a compile-time count: the arrays stay in registers
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_warp_kernel");
   } else {
     layernorm_backward_kernel<T>
         <<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
   }
-  layernorm_param_grad_kernel<T>
-      <<<(2 * C + 31) / 32, threads, 0, ctx.stream()>>>(dweight, dbias, scratch, C, chunks);  // 32 columns a block
+  layernorm_param_grad_kernel<T><<<(2 * C + 31) / 32, threads, 0, ctx.stream()>>>(  // 32 columns a block
+      dweight, dbias, scratch, C, chunks);
   MPT_CUDA_CHECK_LAUNCH("layernorm_param_grad_kernel");
 }
 
