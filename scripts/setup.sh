@@ -11,6 +11,8 @@
 #          renders `mptrain report --png`), fonts-dejavu-core (the charts' font), bsdutils (`script`)
 #   hardening: clang (clang++ builds the libFuzzer targets in fuzz/) and libclang-rt-14-dev
 #          (libFuzzer and clang's sanitizer runtimes; clang only recommends it)
+#   GPU pack: xz-utils (scripts/gpu/pack.sh compresses the libraries it carries)
+# scripts/check_deps.py (a ctest test) fails when the build uses a package this list misses.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ cd "$(dirname "$0")/.."
 DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
       fortunes fortunes-min libopenmpi-dev openmpi-bin chromium librsvg2-bin fonts-dejavu-core bsdutils
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev xz-utils)
 # Node.js and npm: the machine image may ship its own build (whose nodejs package carries
 # npm); Debian's separate npm package would conflict with it, so install only if absent.
 command -v node >/dev/null 2>&1 || DEBS+=(nodejs)
