@@ -13,7 +13,7 @@ present.
 The files looked at:
   - CMakeCache.txt: every absolute path a cache entry names (libraries, headers, programs), and
     the files of every package-config directory (<Pkg>_DIR), which find_package read;
-  - the compiler's dependency files of the build (CMake's compiler_depend.make / depend.make):
+  - the compiler's dependency files of the build (GCC's .o.d, CMake's compiler_depend.make):
     every header the build included;
   - `ldd` of every executable in the build directory: the shared libraries they load;
   - the programs and data the scripts and tests use (PROGRAMS, DATA below).
@@ -153,8 +153,10 @@ def cache_files(build):
 def depend_files(build):
     """(header, why) for every absolute path in the build's compiler dependency files."""
     out, seen = [], set()
-    for dep in glob.glob(os.path.join(build, "**", "compiler_depend.make"), recursive=True) + \
-            glob.glob(os.path.join(build, "**", "depend.make"), recursive=True):
+    # GCC's own .o.d files (-MD) hold every object's headers; CMake's compiler_depend.make
+    # gathers them during a build but is emptied again by a re-configure.
+    for dep in glob.glob(os.path.join(build, "**", "*.o.d"), recursive=True) + \
+            glob.glob(os.path.join(build, "**", "compiler_depend.make"), recursive=True):
         for token in open(dep, encoding="utf-8", errors="replace").read().split():
             token = token.rstrip(":\\")
             if token.startswith("/") and token not in seen and os.path.isfile(token):
