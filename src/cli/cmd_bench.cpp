@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "core/error.h"
 #include "precision/precision.h"
@@ -23,12 +24,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple, "Pad the vocabulary to a multiple of this (BERT default: 64)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
+      ->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str()->check(cli::at_least(0));
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str()->check(cli::at_least(0));
   cmd->add_option("--optimizer", o->optimizer, "Optimizer: adamw or sophia (its Hessian steps are part of the timing)")
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
   cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
@@ -44,7 +45,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the results");
   cmd->add_option("--peak-tflops", o->peak_tflops, "Peak TFLOP/s for MFU (default: an estimate for this CPU)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::at_least(0));
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script, "Path of the peer (default bench/pytorch_gpt2.py or pytorch_bert.py)");
   cmd->callback([cmd, o, progress, &exit_code]() {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "io/hf_convert.h"
 
@@ -88,7 +89,7 @@ void register_convert(CLI::App& app, int& exit_code) {
   cmd->add_option("--vocab-multiple", o->vocab_multiple,
                   "--from-hf: pad the vocabulary in memory to a multiple of this (1 = off; default: as train "
                   "pads, 128 for GPT-2, 64 for BERT)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   cmd->add_option(
       "--vocab-dir", o->vocab_dir,
       "--to-hf: folder with GPT-2's encoder.json and vocab.bpe, written as vocab.json and merges.txt "

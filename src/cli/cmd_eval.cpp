@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "backend/cpu/context.h"
 #include "cli/subcommands.h"
 #include "cli/vocab.h"
@@ -115,10 +116,10 @@ void register_eval(CLI::App& app, int& exit_code) {
                   "Glob of token shards for loss and perplexity, e.g. 'data/x/*_val_*.bin'");
   cmd->add_option("-b,--batch", o->batch, "Sequences per batch (B)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   cmd->add_option("-t,--seq", o->seq, "Sequence length (T)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   cmd->add_option("--steps", o->steps, "Batches to evaluate (0 = one pass over the data)")
       ->capture_default_str();
   cmd->add_option("--hellaswag", o->hellaswag,

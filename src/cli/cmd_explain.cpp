@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/validators.h"
 #include "backend/cpu/context.h"
 #include "backend/ops/gemm_mixed.h"
 #include "cli/subcommands.h"
@@ -121,15 +122,15 @@ void register_explain(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ExplainOptions>();
   cmd->add_option("--preset", o->preset, "A GPT-2 preset, or a BERT one (bert-tiny ... bert-large)")
       ->capture_default_str();
-  cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--op-precision", o->op_precision,
                   "Override one op's dtype, e.g. gelu=bf16 or linear=fp32 (repeat or comma-separate)");
-  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   cmd->callback([o, &exit_code]() {
     run_explain(*o);
     exit_code = 0;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "backend/cpu/context.h"
 #include "cli/subcommands.h"
 #include "cli/vocab.h"
@@ -58,7 +59,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--temperature", o->sample.temperature, "Softmax temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sample.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
   cmd->add_option("--seed", o->sample.seed)->capture_default_str();
-  cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
   cmd->callback([o, &exit_code]() {

