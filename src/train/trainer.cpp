@@ -137,6 +137,18 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // The config (and, for BERT, the sequence length), then the resumed state.
   task.configure(opt, resume_dir.empty() ? init_dir : resume_dir);
   if (!resume_dir.empty()) resumed = task.read_state(resume_dir);
+  // A run resumed at (or past) its last step has nothing to train: say so, name the checkpoint
+  // and return, without a step, a metrics record or a zero-filled summary.
+  if (!resume_dir.empty() && resumed.step >= opt.steps) {
+    if (comm->is_root())
+      std::printf("run complete: checkpoint %s is at step %lld of --steps %lld; nothing to train "
+                  "(raise --steps to continue it)\n",
+                  resume_dir.c_str(), static_cast<long long>(resumed.step), static_cast<long long>(opt.steps));
+    TrainSummary complete;
+    complete.steps_done = resumed.step;
+    complete.last_checkpoint = resume_dir;
+    return complete;
+  }
   const int accum = opt.grad_accum_steps(world);
   const int B = opt.batch, T = opt.seq;
   const double tokens_per_step = static_cast<double>(B) * T * accum * world;  // global

@@ -1,5 +1,6 @@
 // Checkpoint and resume at the level a user feels: `mptrain train` as a subprocess.
 //  - resuming from a mid-run checkpoint reproduces the uninterrupted run's losses bit for bit
+//  - resuming a finished run says it is complete and trains nothing
 //  - a run killed with SIGKILL while writing checkpoints leaves a resumable latest checkpoint
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -48,6 +49,15 @@ TEST(Resume, ContinuesTheExactTrajectory) {
   auto ma = testing::run_command("cmp " + (tmp / "a/step_00000012/model.safetensors") + " " +
                                  (tmp / "b/step_00000012/model.safetensors"));
   EXPECT_EQ(ma.exit_code, 0) << ma.output;
+  // Resuming the finished run says it is complete, names its checkpoint and trains nothing: no
+  // zero-filled "done: 0/12 steps" summary, no new metrics record.
+  auto c = run_mptrain(base_args(tmp.path()) + " --total-batch 128 --steps 12 --run-dir " + (tmp / "a") +
+                       " --resume " + (tmp / "a"));
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("run complete: checkpoint"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("step_00000012 is at step 12 of --steps 12"), std::string::npos) << c.output;
+  EXPECT_EQ(c.output.find("done:"), std::string::npos) << c.output;
+  EXPECT_EQ(read_losses(tmp / "a").size(), la.size());
 }
 
 TEST(Resume, SigkillDuringCheckpointWritesLeavesPreviousCheckpointIntact) {
