@@ -40,6 +40,10 @@ void register_bench(CLI::App& app, int& exit_code) {
   // Used by the ladder for its child runs (not in --help).
   cmd->add_flag("--result-line", o->result_line)->group("");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
+  cmd->add_option("--rounds", o->rounds,
+                  "Alternating rounds of mptrain and the peer (A B A B ...); each side's median is compared")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "Progress display: auto, bar, lines or none")
       ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));

@@ -29,6 +29,7 @@
 #include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
+#include "train/quietness.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -124,8 +125,16 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
   return r;
 }
 
+// The quietness line under every ratio (train/quietness.h), and its warning when other work took
+// CPU time during the run.
+void report_quietness(const Quietness& q, bool ratio) {
+  std::printf("quietness: %s\n", q.describe().c_str());
+  if (ratio && q.busy()) std::printf("warning: %s\n", q.warning().c_str());
+}
+
 // Times one precision in this process.
 BenchResult bench_one(const BenchOptions& o) {
+  const QuietnessMeter meter;  // first: the load average before anything of ours ran
   const Precision precision = parse_precision(o.precision);
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);
@@ -200,27 +209,48 @@ BenchResult bench_one(const BenchOptions& o) {
                   bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
     std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", peak.tflops, peak.formula.c_str());
   }
+  // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
+  // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
+  const bool peer_precision = precision == Precision::Fp32 || precision == Precision::Bf16;
+  const bool with_peer = o.peer && kind == OptimizerKind::AdamW && peer_precision;
+  const int rounds = with_peer ? o.rounds : 1;
   Progress progress({.label = "bench",
-                     .total = static_cast<double>(o.warmup + o.steps),
+                     .total = static_cast<double>(o.warmup + rounds * o.steps),
                      .mode = o.quiet ? ProgressMode::kNone : o.progress,
                      .out = stdout});
-  std::vector<double> times;
+  std::vector<double> round_ms, peer_ms;
+  PeerResult peer;
   BenchResult r;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
+  int s = 0;
+  auto run_step = [&](bool timed, std::vector<double>* times) {
     const auto t0 = std::chrono::steady_clock::now();
     const StepStats st = step(s + 1);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     char line[200], status[160];
-    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, s < o.warmup ? " (warmup)" : "",
-                  ms, st.loss, st.curvature ? " + Hessian estimate" : "", st.skipped ? " (skipped: inf/NaN gradient)" : "");
-    std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", s + 1, o.warmup + o.steps,
-                  ms, format_si(tokens / (ms / 1e3)).c_str(), mfu(flops / (ms / 1e3), peak) * 100.0);
+    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, timed ? "" : " (warmup)", ms,
+                  st.loss, st.curvature ? " + Hessian estimate" : "", st.skipped ? " (skipped: inf/NaN gradient)" : "");
+    std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", s + 1,
+                  o.warmup + rounds * o.steps, ms, format_si(tokens / (ms / 1e3)).c_str(),
+                  mfu(flops / (ms / 1e3), peak) * 100.0);
     if (progress.mode() != ProgressMode::kNone) progress.print(line);
-    progress.draw(s + 1, status);
-    if (s >= o.warmup) times.push_back(ms);
+    progress.draw(++s, status);
+    if (times) times->push_back(ms);
     r.last_loss = st.loss;
+  };
+  for (int w = 0; w < o.warmup; ++w) run_step(false, nullptr);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<double> times;
+    for (int t = 0; t < o.steps; ++t) run_step(true, &times);
+    round_ms.push_back(median(times));
+    if (!with_peer) continue;
+    progress.finish();
+    const PeerResult p = run_peer(o, threads, info, precision_name(precision), !o.quiet && round == 0);
+    if (p.ms <= 0.0) break;  // run_peer said why; no ratio
+    peer = p;
+    peer_ms.push_back(p.ms);
+    std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds, round_ms.back(), p.ms);
   }
-  r.ms_per_step = median(times);
+  r.ms_per_step = median(round_ms);
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
   r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
@@ -232,18 +262,18 @@ BenchResult bench_one(const BenchOptions& o) {
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   progress.finish();
   std::printf("mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | peak RSS %.0f MB, model %.0f MB "
-              "(median of %d)\n",
+              "(median of %s)\n",
               precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
-              r.peak_rss_mb, r.model_mb, o.steps);
+              r.peak_rss_mb, r.model_mb, round_ms.size() > 1 ? (std::to_string(round_ms.size()) + " rounds' medians of " +
+              std::to_string(o.steps) + " steps").c_str() : std::to_string(o.steps).c_str());
   if (scaler && r.skipped_steps > 0)
     std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
-                o.warmup + o.steps, scaler->scale());
+                s, scaler->scale());
   if (o.result_line)
     std::printf("RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f model_mb=%.1f "
                 "loss=%.6f skipped=%lld\n",
                 precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.model_mb,
                 r.last_loss, (long long)r.skipped_steps);
-  const bool peer_precision = precision == Precision::Fp32 || precision == Precision::Bf16;
   if (!o.peer) {
   } else if (kind != OptimizerKind::AdamW) {
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
@@ -251,17 +281,17 @@ BenchResult bench_one(const BenchOptions& o) {
   } else if (!peer_precision) {
     std::printf("peer: skipped (the peer runs fp32 or bf16: torch 1.13, Debian's, has no CPU %s autocast)\n",
                 precision_name(precision));
-  } else {
-    const PeerResult peer = run_peer(o, threads, info, precision_name(precision), !o.quiet);
-    r.peer_ms_per_step = peer.ms;
-    if (peer.ms > 0.0) {
-      std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB\n", precision_name(precision), peer.ms,
-                  tokens / (peer.ms / 1e3), peer.peak_rss_mb);
-      std::printf("ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer)\n",
-                  peer.ms / r.ms_per_step, precision_name(precision),
-                  precision == Precision::Bf16 ? " autocast" : "");
-    }
+  } else if (!peer_ms.empty()) {
+    r.peer_ms_per_step = median(peer_ms);
+    std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB (median of %zu rounds)\n",
+                precision_name(precision), r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3), peer.peak_rss_mb,
+                peer_ms.size());
+    std::printf("ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer; medians of %zu "
+                "alternating rounds)\n",
+                r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
+                precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
   }
+  report_quietness(meter.finish(), r.peer_ms_per_step > 0.0);
   std::fflush(stdout);
   return r;
 }
@@ -296,6 +326,28 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
   return rung;
 }
 
+// The run with the median ms/step (the upper one of an even count); failed runs only when every
+// run failed.
+LadderRung median_rung(std::vector<LadderRung> runs) {
+  std::vector<LadderRung> ok;
+  for (const LadderRung& r : runs)
+    if (r.error.empty()) ok.push_back(r);
+  if (ok.empty()) return runs.front();
+  std::sort(ok.begin(), ok.end(),
+            [](const LadderRung& a, const LadderRung& b) { return a.result.ms_per_step < b.result.ms_per_step; });
+  return ok[ok.size() / 2];
+}
+
+// The peer's median ms/step over its runs (0: none ran); the other fields from the last run.
+PeerResult median_peer(const std::vector<PeerResult>& runs) {
+  PeerResult out;
+  std::vector<double> ms;
+  for (const PeerResult& p : runs)
+    if (p.ms > 0) ms.push_back(p.ms), out = p;
+  if (!ms.empty()) out.ms = median(ms);
+  return out;
+}
+
 }  // namespace
 
 int bert_bench_masked_positions(int B, int T) {
@@ -305,6 +357,7 @@ int bert_bench_masked_positions(int B, int T) {
 }
 
 std::vector<LadderRung> run_ladder(const BenchOptions& o) {
+  const QuietnessMeter meter;
   MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
@@ -319,25 +372,42 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
               o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads, o.warmup, o.steps);
   std::fflush(stdout);
 
-  std::vector<LadderRung> rungs;
-  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16}) {
-    if (!o.quiet) std::printf("ladder: %s ...\n", precision_name(p));
-    std::fflush(stdout);
-    rungs.push_back(run_rung(o, threads, precision_name(p)));
-    if (!rungs.back().error.empty()) std::printf("ladder: %s failed: %s\n", precision_name(p), rungs.back().error.c_str());
-  }
-  // The PyTorch peer in the precisions it has on the CPU: fp32 and bf16 autocast.
-  PeerResult torch_fp32, torch_bf16;
+  // Rounds: every precision's child, each followed by the peer in that precision where it has one
+  // (fp32, bf16 autocast), R times over (A B A B ...); each row keeps the round with its median
+  // ms/step, each peer the median of its rounds.
+  const std::vector<Precision> precisions = {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16};
   const bool peer = o.peer && kind == OptimizerKind::AdamW;
   if (o.peer && !peer)
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
                 o.optimizer.c_str());
-  if (peer) {
-    if (!o.quiet) std::printf("ladder: PyTorch fp32 and bf16 (autocast) ...\n");
-    std::fflush(stdout);
-    torch_fp32 = run_peer(o, threads, info, "fp32", false);
-    torch_bf16 = run_peer(o, threads, info, "bf16", false);
+  const int rounds = peer ? o.rounds : 1;
+  std::vector<std::vector<LadderRung>> runs(precisions.size());
+  std::vector<std::vector<PeerResult>> peer_runs(precisions.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < precisions.size(); ++i) {
+      const char* name = precision_name(precisions[i]);
+      if (!o.quiet) std::printf("ladder: %s%s ...\n", name, rounds > 1 ? (" (round " + std::to_string(round + 1) +
+                                                                          "/" + std::to_string(rounds) + ")").c_str()
+                                                                      : "");
+      std::fflush(stdout);
+      runs[i].push_back(run_rung(o, threads, name));
+      if (!runs[i].back().error.empty()) std::printf("ladder: %s failed: %s\n", name, runs[i].back().error.c_str());
+      const bool has_peer = precisions[i] == Precision::Fp32 || precisions[i] == Precision::Bf16;
+      if (peer && has_peer) {
+        peer_runs[i].push_back(run_peer(o, threads, info, name, false));
+        if (!o.quiet && peer_runs[i].back().ms > 0)
+          std::printf("  pytorch %s: %.1f ms/step\n", name, peer_runs[i].back().ms);
+      }
+    }
   }
+  std::vector<LadderRung> rungs;
+  std::vector<PeerResult> torch(precisions.size());
+  for (size_t i = 0; i < precisions.size(); ++i) {
+    rungs.push_back(median_rung(runs[i]));
+    torch[i] = median_peer(peer_runs[i]);
+  }
+  const PeerResult& torch_fp32 = torch[0];
+  const PeerResult& torch_bf16 = torch[2];
 
   const double fp32_ms = rungs[0].error.empty() ? rungs[0].result.ms_per_step : 0.0;
   std::printf("\n| precision | ms/step | tokens/s | TFLOP/s | MFU | peak RSS (MB) | model (MB) | speed-up vs fp32 | "
@@ -381,6 +451,8 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
       std::printf("target bf16 >= 2x PyTorch bf16 autocast: %s (%.2fx)\n", q >= 2.0 ? "met" : "NOT met", q);
     }
   }
+  if (rounds > 1) std::printf("each row: the median of %d rounds, alternated with the peer's runs\n", rounds);
+  report_quietness(meter.finish(), torch_fp32.ms > 0 || torch_bf16.ms > 0);
   std::fflush(stdout);
   return rungs;
 }

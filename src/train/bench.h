@@ -42,6 +42,9 @@ struct BenchOptions {
   bool ladder = false;              // every precision in one run (see above)
   bool result_line = false;         // also print one machine-readable "RESULT key=value ..." line
   bool peer = true;
+  // With the peer: rounds of (our timed steps, one peer run), alternated, each side's median
+  // over the rounds (the ladder: every precision's run and its peer's, R times over).
+  int rounds = 3;
   ProgressMode progress = ProgressMode::kAuto;  // bar on a terminal (step lines above it), else lines
   bool quiet = false;        // only the results
   double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)

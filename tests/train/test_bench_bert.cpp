@@ -51,9 +51,17 @@ TEST(BenchBert, PeerRunsInTheSameInvocation) {
   if (!testing::have_torch()) GTEST_SKIP() << "no torch at /usr/bin/python3";
   const auto r = run_mptrain(
       "bench --model bert --preset bert-tiny --seq 32 --batch 2 --steps 1 --warmup 0 --precision bf16 --threads 2 "
-      "--progress none");
+      "--progress none --rounds 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pytorch_bert.py --preset bert-tiny --batch 2 --seq 32"), std::string::npos) << r.output;
+  // Alternating rounds (ours, the peer's, ours, the peer's), medians compared, quietness said.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\nround 1/2: mptrain [0-9.]+ ms/step, PyTorch [0-9.]+ ms/step")))
+      << r.output;
+  EXPECT_NE(r.output.find("\nround 2/2: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("medians of 2 alternating rounds"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\nquietness: load average [0-9.]+ before; during the [0-9]+ s "
+                                                     "run others used [0-9.]+ cores")))
+      << r.output;
   EXPECT_NE(r.output.find("--vocab 30522 --padded-vocab 30528"), std::string::npos) << r.output;
   // The peer did the same work: same shape, same number of masked positions.
   EXPECT_NE(r.output.find("batch 2 x 32, 8 masked, bf16"), std::string::npos) << r.output;
