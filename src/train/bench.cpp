@@ -29,18 +29,12 @@
 #include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
-#include "train/quietness.h"
+#include "core/quietness.h"
 #include "train/step.h"
 
 namespace mptrain {
 
 namespace fs = std::filesystem;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 namespace {
 
@@ -125,7 +119,7 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
   return r;
 }
 
-// The quietness line under every ratio (train/quietness.h), and its warning when other work took
+// The quietness line under every ratio (core/quietness.h), and its warning when other work took
 // CPU time during the run.
 void report_quietness(const Quietness& q, bool ratio) {
   std::printf("quietness: %s\n", q.describe().c_str());

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/progress.h"
+#include "core/stats.h"  // median: every bench reports it
 
 namespace mptrain {
 
@@ -52,9 +53,6 @@ struct BenchOptions {
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
 
-// The median of step times (the middle one, or the mean of the two middle ones): what every
-// bench reports, CPU and GPU alike.
-double median(std::vector<double> values);
 
 struct BenchResult {
   double ms_per_step = 0.0;  // median

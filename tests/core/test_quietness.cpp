@@ -1,8 +1,8 @@
-// The benches' quietness figures (train/quietness.h): /proc/stat parsing, the arithmetic of
+// The benches' quietness figures (core/quietness.h): /proc/stat parsing, the arithmetic of
 // "CPU others took" between two samples, and when a ratio gets the busy-machine warning.
 #include <gtest/gtest.h>
 
-#include "train/quietness.h"
+#include "core/quietness.h"
 
 namespace mptrain {
 namespace {

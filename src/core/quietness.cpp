@@ -1,5 +1,5 @@
 // The quietness measurement of quietness.h: /proc/stat, /proc/loadavg and getrusage.
-#include "train/quietness.h"
+#include "core/quietness.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
