@@ -15,8 +15,11 @@
 # tokens/s and ms/step are medians over the timed steps of metrics.jsonl (the first WARMUP
 # steps dropped; global figures from rank 0); "comm ms" is rank 0's median time per step in
 # the gradient collectives (transfer plus waiting for the other rank). The runs are repeated
-# REPEATS times in turn and each row keeps its best repetition (highest tokens/s): on a shared
-# machine, other work only ever slows a run down.
+# REPEATS times in turn (one of each, then again: drift hits every row alike) and each row keeps
+# its median repetition (by tokens/s). The quietness line says how loaded the machine was: the
+# load average before, and the CPU time other processes took during the runs (/proc/stat's busy
+# time minus the CPU time of this script's children, per second: cores); above 0.1 cores the
+# efficiencies are flagged as not reliable.
 #
 # usage: bench/dist_scaling.sh [path/to/mptrain]
 #   env: PRESET (d4), B (4), T (128), STEPS (12), WARMUP (2), REPEATS (3), ZERO (0: the 2-rank runs'
@@ -80,26 +83,39 @@ EOF
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f%%", 100 * a / b }'; }
 
 micro=$((B * T))
-echo "dist scaling: preset $PRESET, micro-batch $B x $T, $STEPS steps ($WARMUP untimed), 1 thread per rank, best of $REPEATS, 2-rank runs with --zero $ZERO"
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)${NICE:+, benchmark at nice $NICE}"
-# best OLD NEW: the better of two "tokens/s ms/step comm_ms" results (by tokens/s).
-best() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); print (a == "" || y[1] > x[1]) ? b : a }'; }
-r_one="" r_pair_a="" r_weak="" r_s1="" r_s2=""
+echo "dist scaling: preset $PRESET, micro-batch $B x $T, $STEPS steps ($WARMUP untimed), 1 thread per rank, median of $REPEATS, 2-rank runs with --zero $ZERO"
+echo "machine: $(nproc) cores${NICE:+, benchmark at nice $NICE}"
+
+# Quietness: busy and steal seconds of the whole machine (/proc/stat), our children's CPU seconds
+# (bash's `times`: the runs and everything they waited for), and the wall clock. `times` runs in
+# this shell (a command substitution's subshell would report its own, empty, children).
+tick=$(getconf CLK_TCK)
+busy_s() { awk -v t="$tick" '/^cpu / { printf "%.2f %.2f", ($2 + $3 + $4 + $7 + $8) / t, $9 / t }' /proc/stat; }
+record_children() { times > "$work/times.txt"; }
+children_s() { tail -1 "$work/times.txt" | awk '{ s = 0; for (i = 1; i <= 2; ++i) { split($i, p, /[ms]/); s += 60 * p[1] + p[2] } printf "%.2f", s }'; }
+load_before=$(cut -d' ' -f1 /proc/loadavg)
+read -r busy0 steal0 <<< "$(busy_s)"
+record_children
+own0=$(children_s)
+wall0=$(date +%s.%N)
+
+# results ROW: every repetition's "tokens/s ms/step comm_ms", one per line, in $work/ROW.results;
+# median ROW: the repetition with the median tokens/s.
+median() { sort -g -k1,1 "$work/$1.results" | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'; }
 for rep in $(seq "$REPEATS"); do
-  launch 1 "$micro" one && r_one=$(best "$r_one" "$(medians one)")
+  launch 1 "$micro" one && medians one >> "$work/one.results"
   launch 1 "$micro" pair_a & launch 1 "$micro" pair_b; wait
-  # the pair's throughput is the sum of both runs; keep the better repetition of the sum
-  pair_now=$(paste -d' ' <(medians pair_a) <(medians pair_b) | awk '{ print $1 + $4, ($2 + $5) / 2, 0 }')
-  r_pair_a=$(best "$r_pair_a" "$pair_now")
-  launch 2 $((2 * micro)) weak && r_weak=$(best "$r_weak" "$(medians weak)")
-  launch 1 $((2 * micro)) strong1 && r_s1=$(best "$r_s1" "$(medians strong1)")
-  launch 2 $((2 * micro)) strong2 && r_s2=$(best "$r_s2" "$(medians strong2)")
+  # the pair's throughput is the sum of both runs
+  paste -d' ' <(medians pair_a) <(medians pair_b) | awk '{ print $1 + $4, ($2 + $5) / 2, 0 }' >> "$work/pair.results"
+  launch 2 $((2 * micro)) weak && medians weak >> "$work/weak.results"
+  launch 1 $((2 * micro)) strong1 && medians strong1 >> "$work/strong1.results"
+  launch 2 $((2 * micro)) strong2 && medians strong2 >> "$work/strong2.results"
 done
-read -r one one_ms _ <<< "$r_one"
-read -r pair pa_ms _ <<< "$r_pair_a"
-read -r weak weak_ms weak_comm <<< "$r_weak"
-read -r s1 s1_ms _ <<< "$r_s1"
-read -r s2 s2_ms s2_comm <<< "$r_s2"
+read -r one one_ms _ <<< "$(median one)"
+read -r pair pa_ms _ <<< "$(median pair)"
+read -r weak weak_ms weak_comm <<< "$(median weak)"
+read -r s1 s1_ms _ <<< "$(median strong1)"
+read -r s2 s2_ms s2_comm <<< "$(median strong2)"
 
 row() { printf "%-34s %10s %9s %8s %11s %11s\n" "$@"; }
 row "run" "tokens/s" "ms/step" "comm ms" "efficiency" "vs ceiling"
@@ -110,4 +126,12 @@ row "2 ranks, $((2 * micro)) tokens/step (weak)" "$weak" "$weak_ms" "$weak_comm"
 row "1 rank, 2 x $micro accumulated" "$s1" "$s1_ms" "-" "-" "-"
 row "2 ranks, $micro each (strong)" "$s2" "$s2_ms" "$s2_comm" \
   "$(pct "$s2" "$(awk -v a="$s1" 'BEGIN{print 2*a}')")" "$(pct "$s2" "$pair")"
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r busy1 steal1 <<< "$(busy_s)"
+record_children
+own1=$(children_s)
+awk -v l="$load_before" -v b="$busy0" -v B="$busy1" -v s="$steal0" -v S="$steal1" -v o="$own0" -v O="$own1" \
+    -v w="$wall0" -v W="$(date +%s.%N)" 'BEGIN {
+  wall = W - w; others = ((B - b) - (O - o)) / wall; if (others < 0) others = 0; steal = (S - s) / wall
+  printf "quietness: load average %.2f before; during the %.0f s run others used %.2f cores (steal %.2f)\n", l, wall, others, steal
+  if (others > 0.1 || steal > 0.1) printf "warning: machine busy (others used %.2f cores): efficiencies not reliable\n", others
+}'
