@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "core/error.h"
 #include "precision/precision.h"
 #include "train/bench.h"

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "io/hf_convert.h"
 
 namespace mptrain {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/validators.h"
 #include "backend/cpu/context.h"
 #include "backend/ops/gemm_mixed.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"

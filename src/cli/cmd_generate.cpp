@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/validators.h"
 #include "backend/cpu/context.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "cli/vocab.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"

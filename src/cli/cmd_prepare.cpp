@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "data/bert_prepare.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "cli/token_ids.h"
+#include "cli/validators.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
 #include "data/tokenizer_bench.h"

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
 #include "cli/token_ids.h"
+#include "cli/validators.h"
 #include "data/bert_loader.h"
 #include "data/prepare.h"
 #include "data/wordpiece.h"

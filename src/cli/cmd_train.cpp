@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
-#include "cli/validators.h"
 #include "cli/subcommands.h"
+#include "cli/validators.h"
 #include "cli/vocab.h"
 #include "core/error.h"
 #include "train/interrupt.h"

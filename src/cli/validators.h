@@ -4,15 +4,20 @@
 // passes through here and gets CLI11's conversion error ("--batch: Could not convert: x").
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 namespace mptrain::cli {
 
-// "1", "0.99", "2.5e+06": the shortest plain spelling of a bound.
+// "1", "0.99", "2147483647": a bound as written (whole numbers in full, not as "2.14748e+09").
 inline std::string bound_text(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%g", v);
   return buf;
 }
 

@@ -6,7 +6,6 @@
 // this process's and its waited-for children's CPU time (getrusage), per second of wall time,
 // i.e. in cores. Hypervisor steal (other virtual machines) is reported beside it.
 #pragma once
-#include <cstdint>
 #include <string>
 
 namespace mptrain {

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
+#include "core/quietness.h"
 #include "core/rng.h"
 #include "model/bert.h"
 #include "model/bert_config.h"
@@ -29,7 +30,6 @@
 #include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
-#include "core/quietness.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -119,6 +119,10 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
   return r;
 }
 
+// The precisions the CPU peer has: fp32, and bf16 under torch's CPU autocast (Debian's torch 1.13
+// has no CPU fp16 or TF32 autocast).
+bool peer_has(Precision p) { return p == Precision::Fp32 || p == Precision::Bf16; }
+
 // The quietness line under every ratio (core/quietness.h), and its warning when other work took
 // CPU time during the run.
 void report_quietness(const Quietness& q, bool ratio) {
@@ -205,8 +209,7 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
   // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
-  const bool peer_precision = precision == Precision::Fp32 || precision == Precision::Bf16;
-  const bool with_peer = o.peer && kind == OptimizerKind::AdamW && peer_precision;
+  const bool with_peer = o.peer && kind == OptimizerKind::AdamW && peer_has(precision);
   const int rounds = with_peer ? o.rounds : 1;
   Progress progress({.label = "bench",
                      .total = static_cast<double>(o.warmup + rounds * o.steps),
@@ -255,11 +258,13 @@ BenchResult bench_one(const BenchOptions& o) {
   r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   progress.finish();
+  const std::string median_of = round_ms.size() > 1 ? std::to_string(round_ms.size()) + " rounds' medians of " +
+                                                          std::to_string(o.steps) + " steps"
+                                                    : std::to_string(o.steps);
   std::printf("mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | peak RSS %.0f MB, model %.0f MB "
               "(median of %s)\n",
               precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
-              r.peak_rss_mb, r.model_mb, round_ms.size() > 1 ? (std::to_string(round_ms.size()) + " rounds' medians of " +
-              std::to_string(o.steps) + " steps").c_str() : std::to_string(o.steps).c_str());
+              r.peak_rss_mb, r.model_mb, median_of.c_str());
   if (scaler && r.skipped_steps > 0)
     std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
                 s, scaler->scale());
@@ -272,7 +277,7 @@ BenchResult bench_one(const BenchOptions& o) {
   } else if (kind != OptimizerKind::AdamW) {
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
                 optimizer->name());
-  } else if (!peer_precision) {
+  } else if (!peer_has(precision)) {
     std::printf("peer: skipped (the peer runs fp32 or bf16: torch 1.13, Debian's, has no CPU %s autocast)\n",
                 precision_name(precision));
   } else if (!peer_ms.empty()) {
@@ -380,14 +385,13 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < precisions.size(); ++i) {
       const char* name = precision_name(precisions[i]);
-      if (!o.quiet) std::printf("ladder: %s%s ...\n", name, rounds > 1 ? (" (round " + std::to_string(round + 1) +
-                                                                          "/" + std::to_string(rounds) + ")").c_str()
-                                                                      : "");
+      const std::string which =
+          rounds > 1 ? " (round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ")" : "";
+      if (!o.quiet) std::printf("ladder: %s%s ...\n", name, which.c_str());
       std::fflush(stdout);
       runs[i].push_back(run_rung(o, threads, name));
       if (!runs[i].back().error.empty()) std::printf("ladder: %s failed: %s\n", name, runs[i].back().error.c_str());
-      const bool has_peer = precisions[i] == Precision::Fp32 || precisions[i] == Precision::Bf16;
-      if (peer && has_peer) {
+      if (peer && peer_has(precisions[i])) {
         peer_runs[i].push_back(run_peer(o, threads, info, name, false));
         if (!o.quiet && peer_runs[i].back().ms > 0)
           std::printf("  pytorch %s: %.1f ms/step\n", name, peer_runs[i].back().ms);

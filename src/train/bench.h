@@ -53,7 +53,6 @@ struct BenchOptions {
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
 
-
 struct BenchResult {
   double ms_per_step = 0.0;  // median
   double tokens_per_s = 0.0;

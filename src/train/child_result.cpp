@@ -14,9 +14,8 @@ namespace mptrain {
 namespace fs = std::filesystem;
 
 double ChildResult::field(const char* key) const {
-  const std::string k = std::string(" ") + key + "=";
-  const char* p = std::strstr(result_line.c_str(), k.c_str());
-  return p ? std::atof(p + k.size()) : 0.0;
+  const std::string text = text_field(key);
+  return text.empty() ? 0.0 : std::atof(text.c_str());
 }
 
 std::string ChildResult::text_field(const char* key) const {
