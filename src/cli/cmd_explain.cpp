@@ -42,9 +42,9 @@ std::string mib(double bytes) {
 
 void run_explain(const ExplainOptions& o) {
   const Precision precision = parse_precision(o.precision);
-  const Policy policy = make_policy(precision, parse_op_precision(o.op_precision));
   cpu::Context ctx;
-  const bool fp16_native = cpu::GemmWorkspace(ctx).fp16_native();
+  const BackendCaps caps = cpu::GemmWorkspace(ctx).caps();
+  const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // everything else GPT-2.
   const bool bert = o.preset.rfind("bert", 0) == 0;
@@ -52,14 +52,14 @@ void run_explain(const ExplainOptions& o) {
   size_t n_params = 0, copy_bytes = 0;
   if (bert) {
     const BertConfig config = bert_preset(o.preset);
-    plan = bert_activation_plan(config, policy, fp16_native, o.batch, o.seq, o.batch * o.max_predictions);
+    plan = bert_activation_plan(config, policy, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
-    copy_bytes = bert_weight_copy_bytes(config, policy, fp16_native);
+    copy_bytes = bert_weight_copy_bytes(config, policy);
   } else {
     const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-    plan = gpt2_activation_plan(config, policy, fp16_native, o.batch, o.seq);
+    plan = gpt2_activation_plan(config, policy, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
-    copy_bytes = gpt2_weight_copy_bytes(config, policy, fp16_native);
+    copy_bytes = gpt2_weight_copy_bytes(config, policy);
   }
 
   std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
@@ -89,7 +89,7 @@ void run_explain(const ExplainOptions& o) {
   for (const OpRule& r : policy.rules) std::printf("  %-12s %s\n", op_name(r.op), r.note.c_str());
   if (policy.uses_fp16())
     std::printf("  %-12s %s\n", "this CPU",
-                fp16_native
+                caps.fp16_gemm
                     ? "oneDNN has fp16 GEMM kernels here (AVX512-FP16): fp16 operands are multiplied natively"
                     : "no fp16 GEMM in oneDNN here (no AVX512-FP16): fp16 GEMMs are EMULATED exactly "
                       "(operands widened to fp32, fp32 GEMM); weight copies and converted gradients are "

@@ -80,18 +80,8 @@ GemmReader bert_gemm_reader(const ParamSpec& spec) {
   return spec.name == "bert.embeddings.word_embeddings.weight" ? GemmReader::LmHead : GemmReader::Linear;
 }
 
-cpu::AttentionTypes bert_attention_types(const Policy& policy, bool fp16_gemm_native) {
-  const cpu::GemmMath scores = gemm_math(policy.rule(OpKind::AttnScores).compute);
-  return {policy.rule(OpKind::Linear).output,
-          policy.rule(OpKind::Softmax).saved,
-          policy.rule(OpKind::AttnValues).output,
-          cpu::gemm_operand_storage(scores, fp16_gemm_native),
-          scores,
-          gemm_math(policy.rule(OpKind::AttnValues).compute)};
-}
-
 Bert::Bert(const BertConfig& config, cpu::Context& ctx, Precision precision)
-    : Bert(config, ctx, make_policy(precision)) {}
+    : Bert(config, ctx, make_policy(precision, {}, cpu::GemmWorkspace(ctx).caps())) {}
 
 Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
     : config_(config),
@@ -100,16 +90,15 @@ Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
       policy_(policy),
       mixed_(!policy.all_fp32()),
       table_(bert_param_table(config)) {
-  // The fused cross-entropy reads fp32 logits and writes dlogits in place (policy.cpp says so).
-  MPT_CHECK(policy_.rule(OpKind::LmHead).output == StorageType::F32,
-            "[precision] the MLM decoder must write fp32 logits");
+  check_cpu_runs(policy_);
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);
   if (mixed_) {
     ws_ = std::make_unique<cpu::GemmWorkspace>(ctx_);
-    copies_.setup(table_, bert_gemm_reader, policy_, *ws_);
+    check_operands_supported(policy_, *ws_);
+    copies_.setup(table_, bert_gemm_reader, policy_);
   }
 }
 
@@ -131,8 +120,8 @@ void Bert::init_weights(uint64_t seed) {
               0.0f);
 }
 
-ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, bool fp16_gemm_native, int B,
-                                    int T, int max_predictions, BertActs* handles) {
+ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, int B, int T,
+                                    int max_predictions, BertActs* handles) {
   MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
   MPT_CHECK(T <= config.max_position, "sequence length " + std::to_string(T) + " is longer than the BERT model's " +
                                           std::to_string(config.max_position) + " positions");
@@ -147,10 +136,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
   const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
   const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
-  const cpu::AttentionTypes at = bert_attention_types(policy, fp16_gemm_native);
-  const StorageType lin_op = cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::Linear).compute), fp16_gemm_native);
-  const StorageType head_op =
-      cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::LmHead).compute), fp16_gemm_native);
+  const cpu::AttentionTypes at = attention_types(policy);
+  const StorageType lin_op = policy.operand(OpKind::Linear);
   auto saved = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
     return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Saved);
   };
@@ -158,8 +145,9 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Scratch);
   };
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
+  const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
   BertActs a{};
-  a.emb = saved("emb", BT * C, OpKind::Embedding);
+  a.emb = saved("emb", BT * C, OpKind::Embedding, stream);
   // In the mixed path the LayerNorm outputs saved here are the next GEMMs' low-precision
   // inputs; the fp32 residual stream lives in h32 (scratch, see bert_mixed.cpp).
   a.emb_ln = saved("emb_ln", BT * C, OpKind::LayerNorm, ln_s);
@@ -176,13 +164,13 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     else
       la.att = saved(p + "att", cpu::attention_saved_floats(B, T, config.hidden, config.n_head), OpKind::Softmax);
     la.atty = saved(p + "atty", BT * C, OpKind::AttnValues, y_s);
-    la.res1 = saved(p + "res1", BT * C, OpKind::Residual);
+    la.res1 = saved(p + "res1", BT * C, OpKind::Residual, stream);
     la.ln1 = saved(p + "ln1", BT * C, OpKind::LayerNorm, ln_s);
     la.ln1_mean = saved(p + "ln1_mean", BT, OpKind::LayerNorm);
     la.ln1_rstd = saved(p + "ln1_rstd", BT, OpKind::LayerNorm);
     la.fch = saved(p + "fch", BT * I, OpKind::Linear, lin_s);
     la.fch_gelu = saved(p + "fch_gelu", BT * I, OpKind::Gelu, gelu_s);
-    la.res2 = saved(p + "res2", BT * C, OpKind::Residual);
+    la.res2 = saved(p + "res2", BT * C, OpKind::Residual, stream);
     la.ln2 = saved(p + "ln2", BT * C, OpKind::LayerNorm, ln_s);  // the layer's output
     la.ln2_mean = saved(p + "ln2_mean", BT, OpKind::LayerNorm);
     la.ln2_rstd = saved(p + "ln2_rstd", BT, OpKind::LayerNorm);
@@ -199,15 +187,15 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   a.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm, ln_s);
   a.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
   a.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
-  a.mlm_logits = saved("mlm_logits", M * Vp, OpKind::LmHead);  // also dlogits after the fused loss
+  a.mlm_logits = saved("mlm_logits", M * Vp, OpKind::LmHead, policy.logits);  // also dlogits after the fused loss
   a.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
   a.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
   if (!mixed) {
     a.attn_scratch = scratch("attn_scratch", cpu::attention_scratch_floats(B, T, config.hidden, config.n_head),
                              OpKind::AttnScores);
     a.proj = scratch("proj", BT * C, OpKind::Linear);
-    a.dh = scratch("dh", BT * C, OpKind::LayerNorm);
-    a.dres = scratch("dres", BT * C, OpKind::LayerNorm);
+    a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
+    a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
     a.datty = scratch("datty", BT * C, OpKind::Linear);
     a.dfch = scratch("dfch", BT * I, OpKind::Gelu);
@@ -222,8 +210,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.h32 = scratch("h32", 2 * BT * C, OpKind::Residual);  // fp32 LayerNorm outputs: the residual stream
     a.gemm_out = scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear);  // fp32 GEMM result before bias
     a.mlm_tg32 = scratch("mlm_tg32", M * C, OpKind::LayerNorm);  // the MLM LayerNorm's input, widened
-    a.dh = scratch("dh", BT * C, OpKind::LayerNorm);
-    a.dres = scratch("dres", BT * C, OpKind::LayerNorm);
+    a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
+    a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
     a.dout_lp = scratch("dout_lp", BT * C, OpKind::Linear, lin_op);  // dres as a GEMM operand
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores, lin_s);
     a.datty = scratch("datty", BT * C, OpKind::AttnValues, y_s);
@@ -234,18 +222,18 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
     a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
     a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
-    a.dlogits_lp = scratch("dlogits_lp", M * Vp, OpKind::LmHead, head_op);
+    a.dlogits_lp = scratch("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
   }
   if (handles) *handles = std::move(a);
   return plan;
 }
 
-size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy, bool fp16_gemm_native) {
-  return weight_copy_bytes(bert_param_table(config), bert_gemm_reader, policy, fp16_gemm_native);
+size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy) {
+  return weight_copy_bytes(bert_param_table(config), bert_gemm_reader, policy);
 }
 
 void Bert::plan(int B, int T, int max_predictions) {
-  acts_ = bert_activation_plan(config_, policy_, ws_ ? ws_->fp16_native() : false, B, T, max_predictions, &a_);
+  acts_ = bert_activation_plan(config_, policy_, B, T, max_predictions, &a_);
   acts_.allocate();
   const size_t BT = static_cast<size_t>(B) * T;
   plan_B_ = B;

@@ -164,17 +164,15 @@ struct BertActs {
 
 // The activation plan of a B×T micro-batch with at most max_predictions masked positions in all
 // (0 = B·T) under `policy`, built without allocating (so that `mptrain explain` and the memory
-// estimate report exactly what Bert::plan allocates). fp16_gemm_native as gpt2_activation_plan.
-ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, bool fp16_gemm_native, int B,
-                                    int T, int max_predictions, BertActs* handles = nullptr);
+// estimate report exactly what Bert::plan allocates).
+ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, int B, int T,
+                                    int max_predictions, BertActs* handles = nullptr);
 
 // Which GEMM reads a parameter: the word embeddings are the MLM decoder (LmHead), every other
 // 2-D weight but the position and token-type tables is a linear; the rest is read by no GEMM.
 GemmReader bert_gemm_reader(const ParamSpec& spec);
-// The attention's dtypes and arithmetic under `policy` (the mixed path's typed masked attention).
-cpu::AttentionTypes bert_attention_types(const Policy& policy, bool fp16_gemm_native);
 // Bytes of the low-precision weight copies under `policy` (0 when every GEMM is fp32).
-size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy, bool fp16_gemm_native);
+size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy);
 
 class Bert {
  public:

@@ -62,7 +62,7 @@ struct BertMixedContext {
   WeightRef word, pool, mlm, nsp;
 };
 
-BertMixedContext mixed_context(const Policy& P, const cpu::GemmWorkspace& ws, const WeightCopies& copies,
+BertMixedContext mixed_context(const Policy& P, const WeightCopies& copies,
                                const ParamTable& table, const float* params, int n_layer) {
   BertMixedContext m;
   m.ln_s = P.rule(OpKind::LayerNorm).output;
@@ -71,9 +71,9 @@ BertMixedContext mixed_context(const Policy& P, const cpu::GemmWorkspace& ws, co
   m.gelu_s = P.rule(OpKind::Gelu).output;
   m.lin = gemm_math(P.rule(OpKind::Linear).compute);
   m.head = gemm_math(P.rule(OpKind::LmHead).compute);
-  m.lin_op = ws.operand_storage(m.lin);
-  m.head_op = ws.operand_storage(m.head);
-  m.at = bert_attention_types(P, ws.fp16_native());
+  m.lin_op = P.operand(OpKind::Linear);
+  m.head_op = P.dlogits;
+  m.at = attention_types(P);
   auto ref = [&](const std::string& name) { return copies.ref(table, name, params); };
   for (int l = 0; l < n_layer; ++l) {
     const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
@@ -95,7 +95,7 @@ void Bert::forward_mixed(const BertInputs& batch, const int* types, int B, int T
   const int Vp = config_.padded_vocab_size;
   const float eps = config_.ln_eps;
   const size_t NC = static_cast<size_t>(N) * C;
-  const BertMixedContext m = mixed_context(policy_, *ws_, copies_, table_, params_.data(), config_.n_layer);
+  const BertMixedContext m = mixed_context(policy_, copies_, table_, params_.data(), config_.n_layer);
   float* acc = acts_.get(a_.gemm_out);
   // acc[R,OC] (fp32) = x[R,Cin]·W[OC,Cin]^T in arithmetic `math` (nn.Linear's layout).
   auto gemm = [&](float* dst, const void* x, StorageType tx, const WeightRef& w, int R, int Cin, int OC,
@@ -187,7 +187,7 @@ void Bert::backward_mixed(const BertInputs& batch, const int* types, int B, int 
   const int Vp = config_.padded_vocab_size;
   const size_t NC = static_cast<size_t>(N) * C;
   const int M = static_cast<int>(mlm_pos_.size());
-  const BertMixedContext m = mixed_context(policy_, *ws_, copies_, table_, params_.data(), config_.n_layer);
+  const BertMixedContext m = mixed_context(policy_, copies_, table_, params_.data(), config_.n_layer);
   float* dh = acts_.get(a_.dh);      // gradient of the current layer's output, then of its input
   float* dres = acts_.get(a_.dres);  // gradient of a residual sum (before a LayerNorm)
   std::fill(dh, dh + NC, 0.0f);

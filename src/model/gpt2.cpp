@@ -62,12 +62,12 @@ ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy) {
   return policy.rule(spec.name == "wte.weight" ? OpKind::LmHead : OpKind::Linear).compute;
 }
 
-size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native) {
-  return weight_copy_bytes(gpt2_param_table(config), gpt2_gemm_reader, policy, fp16_gemm_native);
+size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy) {
+  return weight_copy_bytes(gpt2_param_table(config), gpt2_gemm_reader, policy);
 }
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
-    : Gpt2(config, ctx, make_policy(precision)) {}
+    : Gpt2(config, ctx, make_policy(precision, {}, cpu::GemmWorkspace(ctx).caps())) {}
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
     : config_(config),
@@ -76,14 +76,14 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
       policy_(policy),
       mixed_(!policy.all_fp32()),
       table_(gpt2_param_table(config)) {
-  // The fused cross-entropy reads fp32 logits and writes dlogits in place (policy.cpp says so).
-  MPT_CHECK(policy_.rule(OpKind::LmHead).output == StorageType::F32, "[precision] the LM head must write fp32 logits");
+  check_cpu_runs(policy_);
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
   if (mixed_) {
     ws_ = std::make_unique<cpu::GemmWorkspace>(ctx_);
+    check_operands_supported(policy_, *ws_);
     setup_weight_copies();
   }
 }
@@ -96,8 +96,8 @@ void Gpt2::init_weights(uint64_t seed) {
   init_params(table_, params_.data(), seed, config_.init_std, residual_std);
 }
 
-ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,
-                                    int T, Gpt2Acts* handles) {
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, int B, int T,
+                                    Gpt2Acts* handles) {
   MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
   MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
                                         std::to_string(config.block_size) + " positions)");
@@ -111,21 +111,14 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
   const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
   const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
-  const cpu::GemmMath lin = gemm_math(policy.rule(OpKind::Linear).compute);
-  const cpu::GemmMath head = gemm_math(policy.rule(OpKind::LmHead).compute);
-  const cpu::AttentionTypes at{lin_s,
-                               probs_s,
-                               y_s,
-                               cpu::gemm_operand_storage(gemm_math(policy.rule(OpKind::AttnScores).compute),
-                                                         fp16_gemm_native),
-                               gemm_math(policy.rule(OpKind::AttnScores).compute),
-                               gemm_math(policy.rule(OpKind::AttnValues).compute)};
-  const StorageType lin_op = cpu::gemm_operand_storage(lin, fp16_gemm_native);
+  const cpu::AttentionTypes at = attention_types(policy);
+  const StorageType lin_op = policy.operand(OpKind::Linear);
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
 
   ActivationPlan plan;
   Gpt2Acts a{};
-  a.encoded = plan.add("encoded", BT * C, F32, OpKind::Embedding, saved);
+  const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
+  a.encoded = plan.add("encoded", BT * C, stream, OpKind::Embedding, saved);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Gpt2LayerActs la;
@@ -139,20 +132,20 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     else
       la.att = plan.add(p + "att", cpu::attention_saved_floats(B, T, C, config.n_head), F32, OpKind::Softmax, saved);
     la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
-    la.residual2 = plan.add(p + "residual2", BT * C, F32, OpKind::Residual, saved);
+    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
     la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
     la.ln2_mean = plan.add(p + "ln2_mean", BT, F32, OpKind::LayerNorm, saved);
     la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
     la.fch = plan.add(p + "fch", BT * 4 * C, lin_s, OpKind::Linear, saved);
     la.fch_gelu = plan.add(p + "fch_gelu", BT * 4 * C, gelu_s, OpKind::Gelu, saved);
-    la.residual3 = plan.add(p + "residual3", BT * C, F32, OpKind::Residual, saved);
+    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpKind::Residual, saved);
     a.layers.push_back(la);
   }
   a.lnf = plan.add("lnf", BT * C, ln_s, OpKind::LayerNorm, saved);
   a.lnf_mean = plan.add("lnf_mean", BT, F32, OpKind::LayerNorm, saved);
   a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpKind::LayerNorm, saved);
   // The logits become dlogits in place (fused loss): working memory, not state kept for backward.
-  a.logits = plan.add("logits", BT * Vp, F32, OpKind::LmHead, scratch);
+  a.logits = plan.add("logits", BT * Vp, policy.logits, OpKind::LmHead, scratch);
   a.losses = plan.add("losses", BT, F32, OpKind::Loss, scratch);
   a.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
   // Scratch shared by every layer (reused; not saved for backward).
@@ -160,21 +153,20 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     a.attn_scratch = plan.add("attn_scratch", words(cpu::attention_scratch_bytes_typed(B, T, C, config.n_head, at)),
                               F32, OpKind::Softmax, scratch);
     a.gemm_out = plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch);  // fp32 GEMM result before bias
-    a.dresidual = plan.add("dresidual", BT * C, F32, OpKind::Residual, scratch);
-    a.dln = plan.add("dln", BT * C, F32, OpKind::LayerNorm, scratch);
+    a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
     a.dqkv = plan.add("dqkv", BT * 3 * C, lin_s, OpKind::Linear, scratch);
     a.datty = plan.add("datty", BT * C, y_s, OpKind::AttnValues, scratch);
     a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, F32, OpKind::Gelu, scratch);
     a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpKind::Gelu, scratch);
-    a.dlogits_lp = plan.add("dlogits_lp", BT * Vp, cpu::gemm_operand_storage(head, fp16_gemm_native), OpKind::LmHead,
-                            scratch);
+    a.dlogits_lp = plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
   } else {
     a.attn_scratch = plan.add("attn_scratch", cpu::attention_scratch_floats(B, T, C, config.n_head), F32,
                               OpKind::Softmax, scratch);
     a.proj_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
-    a.dresidual = plan.add("dresidual", BT * C, F32, OpKind::Residual, scratch);
-    a.dln = plan.add("dln", BT * C, F32, OpKind::LayerNorm, scratch);
+    a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpKind::Linear, scratch);
     a.datty = plan.add("datty", BT * C, F32, OpKind::AttnValues, scratch);
     a.dfch = plan.add("dfch", BT * 4 * C, F32, OpKind::Gelu, scratch);
@@ -184,7 +176,7 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
 }
 
 void Gpt2::plan(int B, int T) {
-  acts_ = gpt2_activation_plan(config_, policy_, ws_ ? ws_->fp16_native() : false, B, T, &a_);
+  acts_ = gpt2_activation_plan(config_, policy_, B, T, &a_);
   acts_.allocate();
   plan_B_ = B;
   plan_T_ = T;
@@ -245,8 +237,7 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   float* losses = acts_.get(a_.losses);
   // Mixed path with a 16-bit LM-head operand: the loss writes dlogits straight into that
   // operand (one rounding, no fp32 dlogits pass); backward_mixed then uses it as is.
-  const StorageType head_op =
-      mixed_ ? ws_->operand_storage(gemm_math(policy_.rule(OpKind::LmHead).compute)) : StorageType::F32;
+  const StorageType head_op = policy_.dlogits;
   dlogits_lp_ready_ = backward && head_op != StorageType::F32;
   if (dlogits_lp_ready_)
     cpu::crossentropy_forward_backward_typed(losses, acts_.raw(a_.dlogits_lp), head_op, logits, targets, dloss,

@@ -93,11 +93,10 @@ struct Gpt2Acts {
 };
 
 // The activation plan of a B×T micro-batch under `policy`, built without allocating (so that
-// `mptrain explain` reports exactly what Gpt2::plan allocates). fp16_gemm_native: whether this
-// CPU's oneDNN multiplies fp16 (cpu::GemmWorkspace::fp16_native()); it decides the storage of
-// the converted-once GEMM operands.
-ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native, int B,
-                                    int T, Gpt2Acts* handles = nullptr);
+// `mptrain explain` reports exactly what Gpt2::plan allocates). The converted-once GEMM
+// operands are in policy.operand(...), which the backend's capabilities decided.
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, int B, int T,
+                                    Gpt2Acts* handles = nullptr);
 
 // Which GEMM reads a parameter: wte is the LM head, the four Conv1D weights of each block are
 // linears; the rest (wpe, biases, LayerNorms) is read by none. Those read get a low-precision copy.
@@ -106,7 +105,7 @@ bool gpt2_is_gemm_weight(const ParamSpec& spec);  // gpt2_gemm_reader(spec) != N
 // The compute type of the GEMM that reads a weight (the LM head for wte, the linears otherwise).
 ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy);
 // Bytes of those copies under `policy` (0 when every GEMM is fp32).
-size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy, bool fp16_gemm_native);
+size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy);
 
 class Gpt2 {
  public:

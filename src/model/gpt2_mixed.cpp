@@ -36,7 +36,7 @@ cpu::GemmLayout transposed(int Cc) { return {0, 0, 1, Cc}; }
 void Gpt2::setup_weight_copies() {
   // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
   // by forward_impl when params() marked it stale); here only the GEMMs' operands are bound.
-  copies_.setup(table_, gpt2_gemm_reader, policy_, *ws_);
+  copies_.setup(table_, gpt2_gemm_reader, policy_);
   auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
   wte_c_ = ref("wte.weight");
   wc_.clear();
@@ -55,12 +55,7 @@ void Gpt2::forward_mixed(const int* tokens, int B, int T) {
   const StorageType y_s = P.rule(OpKind::AttnValues).output, gelu_s = P.rule(OpKind::Gelu).output;
   const cpu::GemmMath lin = gemm_math(P.rule(OpKind::Linear).compute);
   const cpu::GemmMath head = gemm_math(P.rule(OpKind::LmHead).compute);
-  const cpu::AttentionTypes at{lin_s,
-                               P.rule(OpKind::Softmax).saved,
-                               y_s,
-                               ws_->operand_storage(gemm_math(P.rule(OpKind::AttnScores).compute)),
-                               gemm_math(P.rule(OpKind::AttnScores).compute),
-                               gemm_math(P.rule(OpKind::AttnValues).compute)};
+  const cpu::AttentionTypes at = attention_types(P);
   float* acc = acts_.get(a_.gemm_out);
   // acc[N,OC] = x[N,Cin]·W[Cin,OC] in the linears' arithmetic.
   auto linear = [&](const void* x, StorageType tx, const WeightRef& w, int Cin, int OC) {
@@ -115,13 +110,8 @@ void Gpt2::backward_mixed(const int* tokens, int B, int T) {
   const StorageType y_s = P.rule(OpKind::AttnValues).output, gelu_s = P.rule(OpKind::Gelu).output;
   const cpu::GemmMath lin = gemm_math(P.rule(OpKind::Linear).compute);
   const cpu::GemmMath head = gemm_math(P.rule(OpKind::LmHead).compute);
-  const StorageType lin_op = ws_->operand_storage(lin), head_op = ws_->operand_storage(head);
-  const cpu::AttentionTypes at{lin_s,
-                               P.rule(OpKind::Softmax).saved,
-                               y_s,
-                               ws_->operand_storage(gemm_math(P.rule(OpKind::AttnScores).compute)),
-                               gemm_math(P.rule(OpKind::AttnScores).compute),
-                               gemm_math(P.rule(OpKind::AttnValues).compute)};
+  const StorageType lin_op = P.operand(OpKind::Linear), head_op = P.dlogits;
+  const cpu::AttentionTypes at = attention_types(P);
   float* dresidual = acts_.get(a_.dresidual);
   float* dln = acts_.get(a_.dln);
   void* dout_lp = acts_.raw(a_.dout_lp);

@@ -1,6 +1,9 @@
 // The GEMM weight copies: carving, lookup and the refresh from the master weights.
 #include "model/weight_copies.h"
 
+#include <string>
+#include <utility>
+
 #include "core/error.h"
 
 namespace mptrain {
@@ -17,6 +20,36 @@ cpu::GemmMath gemm_math(ComputeType t) {
       break;
   }
   return cpu::GemmMath::F32;
+}
+
+cpu::AttentionTypes attention_types(const Policy& policy) {
+  return {policy.rule(OpKind::Linear).output,
+          policy.rule(OpKind::Softmax).saved,
+          policy.rule(OpKind::AttnValues).output,
+          policy.operand(OpKind::AttnScores),
+          gemm_math(policy.rule(OpKind::AttnScores).compute),
+          gemm_math(policy.rule(OpKind::AttnValues).compute)};
+}
+
+void check_cpu_runs(const Policy& policy) {
+  const std::pair<const char*, StorageType> between[] = {
+      {"residual stream", policy.residual_stream},   {"logits", policy.logits},
+      {"activation gradients", policy.activation_grads}, {"weight gradients", policy.weight_grads},
+      {"non-GEMM weights", policy.small_weights}};
+  for (const auto& [what, t] : between)
+    if (t != StorageType::F32)
+      throw Error(std::string("[precision] the CPU models keep the ") + what + " in fp32, not " + storage_name(t));
+}
+
+void check_operands_supported(const Policy& policy, const cpu::GemmWorkspace& ws) {
+  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
+    const ComputeType c = policy.rule(op).compute;
+    if (policy.operand(op) != ws.operand_storage(gemm_math(c)))
+      throw Error(std::string("[precision] ") + op_name(op) + ": the policy multiplies " + compute_name(c) +
+                  " on " + storage_name(policy.operand(op)) + " operands, this CPU on " +
+                  storage_name(ws.operand_storage(gemm_math(c))) +
+                  " (make the policy with this backend's capabilities)");
+  }
 }
 
 ComputeType gemm_reader_compute(GemmReader reader, const Policy& policy) {
@@ -41,19 +74,20 @@ size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // in one storage type is packed (so that tensors the model multiplies as one, like BERT's
 // query | key | value, stay one operand), and every run starts 64-byte aligned.
 size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
-                            bool fp16_gemm_native, std::vector<Entry>* entries) {
+                            std::vector<Entry>* entries) {
   if (entries) entries->assign(table.specs().size(), Entry{});
   size_t bytes = 0;
   bool run = false;  // the previous table entry has a copy of type `run_type`
   StorageType run_type = StorageType::F32;
   for (size_t s = 0; s < table.specs().size(); ++s) {
     const ParamSpec& spec = table.specs()[s];
-    const ComputeType c = gemm_reader_compute(reader(spec), policy);
+    const GemmReader r = reader(spec);
+    const ComputeType c = gemm_reader_compute(r, policy);
     if (c == ComputeType::F32) {  // fp32 GEMMs read the master weights
       run = false;
       continue;
     }
-    const StorageType t = cpu::gemm_operand_storage(gemm_math(c), fp16_gemm_native);
+    const StorageType t = policy.operand(r == GemmReader::LmHead ? OpKind::LmHead : OpKind::Linear);
     if (!(run && t == run_type)) bytes = aligned(bytes);
     if (entries) (*entries)[s] = {bytes, spec.offset, spec.numel, t, c};
     bytes += spec.numel * storage_bytes(t);
@@ -63,14 +97,12 @@ size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const 
   return aligned(bytes);
 }
 
-size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
-                         bool fp16_gemm_native) {
-  return WeightCopies::layout(table, reader, policy, fp16_gemm_native, nullptr);
+size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy) {
+  return WeightCopies::layout(table, reader, policy, nullptr);
 }
 
-void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
-                         const cpu::GemmWorkspace& ws) {
-  const size_t bytes = layout(table, reader, policy, ws.fp16_native(), &entries_);
+void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy) {
+  const size_t bytes = layout(table, reader, policy, &entries_);
   buf_.resize(bytes / sizeof(float));
   stale_ = true;
 }

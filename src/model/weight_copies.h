@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops/attention.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
@@ -21,6 +22,15 @@ namespace mptrain {
 
 // The backend arithmetic of a policy compute type.
 cpu::GemmMath gemm_math(ComputeType t);
+// The typed attention's dtypes and arithmetic under `policy` (both models' mixed path).
+cpu::AttentionTypes attention_types(const Policy& policy);
+// Throws Error when the policy keeps a tensor between ops in a dtype the CPU models do not run:
+// the residual stream, logits, activation and weight gradients and non-GEMM weights are fp32
+// there (the fused cross-entropy reads fp32 logits and writes dlogits in place).
+void check_cpu_runs(const Policy& policy);
+// Throws Error when the policy's GEMM operand storages are not what this CPU multiplies (a
+// policy made for other capabilities than ws.caps()).
+void check_operands_supported(const Policy& policy, const cpu::GemmWorkspace& ws);
 
 // Which kind of GEMM reads a parameter: none (biases, LayerNorms, position tables), a linear
 // layer (Policy rule Linear) or the tied LM head / MLM decoder (rule LmHead).
@@ -34,8 +44,7 @@ ComputeType gemm_reader_compute(GemmReader reader, const Policy& policy);
 // master weights). Copies follow the table's order; consecutive table entries with copies of
 // one type are packed back to back (BERT's query | key | value stay one [3C, C] operand), and
 // each such run starts 64-byte aligned.
-size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
-                         bool fp16_gemm_native);
+size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Policy& policy);
 
 // A GEMM weight as its GEMMs read it: the copy, or the fp32 master when the GEMM is fp32.
 struct WeightRef {
@@ -47,7 +56,7 @@ class WeightCopies {
  public:
   // Carves the buffer for `table` (copies stale after). Holds no pointer to the table or the
   // parameters, so the owning model stays movable.
-  void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy, const cpu::GemmWorkspace& ws);
+  void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy);
   // The operand for parameter `name` of the same table, whose master values live in params.
   WeightRef ref(const ParamTable& table, const std::string& name, const float* params) const;
   void mark_stale() { stale_ = true; }
@@ -57,7 +66,7 @@ class WeightCopies {
   size_t bytes() const { return buf_.size() * sizeof(float); }
 
  private:
-  friend size_t weight_copy_bytes(const ParamTable&, GemmReaderFn, const Policy&, bool);
+  friend size_t weight_copy_bytes(const ParamTable&, GemmReaderFn, const Policy&);
   struct Entry {
     size_t offset = 0;  // bytes into buf_
     size_t param_offset = 0, numel = 0;  // the master tensor, in elements
@@ -65,7 +74,7 @@ class WeightCopies {
     ComputeType compute = ComputeType::F32;  // F32: no copy
   };
   // The layout (bytes in all; entries, one per table spec, when non-null).
-  static size_t layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy, bool fp16_gemm_native,
+  static size_t layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
                        std::vector<Entry>* entries);
   std::vector<Entry> entries_;  // one per table spec
   FloatBuffer buf_;

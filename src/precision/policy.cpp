@@ -123,7 +123,14 @@ bool Policy::uses_fp16() const {
   return false;
 }
 
-Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides) {
+StorageType Policy::operand(OpKind gemm) const {
+  MPT_CHECK(is_gemm(gemm), std::string("[precision] ") + op_name(gemm) + " is not a GEMM");
+  const ComputeType c = rule(gemm).compute;
+  if (c == ComputeType::F16 && !caps.fp16_gemm) return F32;
+  return compute_storage(c);
+}
+
+Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides, BackendCaps caps) {
   // The knobs: the compute type of each GEMM kind and GELU's dtype. Everything else follows.
   std::array<ComputeType, kNumOpKinds> forced{};
   std::array<bool, kNumOpKinds> is_forced{};
@@ -155,6 +162,7 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
 
   Policy p;
   p.precision = precision;
+  p.caps = caps;
   p.rules.resize(kNumOpKinds);
   auto set = [&](OpRule r) { p.rules[static_cast<size_t>(r.op)] = std::move(r); };
   set({OpKind::Embedding, F32, f32, F32, F32, F32, "its output x (LayerNorm backward reads it)",
@@ -196,6 +204,16 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
   set({OpKind::Optimizer, F32, f32, F32, F32, F32, "",
        "AdamW on fp32 master weights with two fp32 moments; the GEMM weight copies are refreshed from the "
        "master weights once per step (before the next forward)"});
+  // Between the ops: the residual stream is what the residual adds write, the logits what the
+  // LM head writes; the loss writes dlogits straight in the LM head backward's operand storage
+  // (one rounding, no fp32 pass). Gradients flow in fp32 and dW, db accumulate into the fp32
+  // master gradients; non-GEMM weights are read from the fp32 masters.
+  p.residual_stream = p.rule(OpKind::Residual).output;
+  p.logits = p.rule(OpKind::LmHead).output;
+  p.dlogits = p.operand(OpKind::LmHead);
+  p.activation_grads = F32;
+  p.weight_grads = F32;
+  p.small_weights = F32;
   return p;
 }
 

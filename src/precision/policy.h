@@ -60,6 +60,14 @@ struct OpRule {
   std::string note;        // why, where it differs from autocast, CPU emulation
 };
 
+// What the backend that runs a policy can do: the storage of GEMM operands depends on it.
+struct BackendCaps {
+  // fp16 GEMM kernels (oneDNN's where the CPU has AVX512-FP16; tensor cores on a GPU). Without
+  // them an fp16 GEMM is emulated exactly: fp16 values held in fp32 storage, the fp32 kernel.
+  bool fp16_gemm = false;
+  bool operator==(const BackendCaps&) const = default;
+};
+
 // One op's dtype forced by --op-precision op=dtype.
 struct OpOverride {
   OpKind op;
@@ -76,18 +84,36 @@ struct Policy {
   // (rule(Linear).compute for the block weights, rule(LmHead).compute for wte), refreshed once
   // per optimizer step; fp32 GEMMs read the master weights and need no copy.
 
+  // The backend the dtypes below were chosen for.
+  BackendCaps caps;
+  // The tensors between ops, which no single rule owns. Today's plan keeps them all fp32 except
+  // dlogits; a GPU plan keeps them 16-bit.
+  StorageType residual_stream = StorageType::F32;  // embedding output, residual adds, LayerNorm inputs
+  StorageType logits = StorageType::F32;           // the LM head's output, which the fused loss reads
+  StorageType dlogits = StorageType::F32;          // what the loss writes for the LM head's backward GEMMs
+  StorageType activation_grads = StorageType::F32; // gradients between ops (dresidual, LayerNorm's dinp)
+  StorageType weight_grads = StorageType::F32;     // the dtype dW and db are computed in, before the fp32
+                                                   // master gradients (fp32: accumulated there directly)
+  StorageType small_weights = StorageType::F32;    // how non-GEMM weights are read: LayerNorm gains and
+                                                   // biases, linear biases, the position embeddings
+
   const OpRule& rule(OpKind op) const { return rules[static_cast<size_t>(op)]; }
+  // The storage a GEMM op (Linear, AttnScores, AttnValues, LmHead) reads its operands in: its
+  // compute type's storage, except TF32 (fp32 storage, rounded values) and fp16 without fp16
+  // GEMMs in caps (fp16 values held in fp32). Weight copies and converted-once gradients use it.
+  StorageType operand(OpKind gemm) const;
   // True when every rule is plain fp32: the model then runs its original fp32 code path.
   bool all_fp32() const;
   // True when any op stores or computes in fp16 (dynamic loss scaling is then needed).
   bool uses_fp16() const;
 };
 
-// The policy for a precision, with optional per-op overrides applied before the dependent
-// dtypes are derived (e.g. linear=fp32 also makes LayerNorm write fp32, since its output is
-// the linear's input). Throws Error "[precision] <op> cannot run in <dtype>: <reason>" for an
-// override the op cannot honour (layernorm=fp16, softmax=bf16, loss=bf16, gelu=tf32, ...).
-Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides = {});
+// The policy for a precision on a backend with `caps`, with optional per-op overrides applied
+// before the dependent dtypes are derived (e.g. linear=fp32 also makes LayerNorm write fp32,
+// since its output is the linear's input). Throws Error "[precision] <op> cannot run in
+// <dtype>: <reason>" for an override the op cannot honour (layernorm=fp16, softmax=bf16,
+// loss=bf16, gelu=tf32, ...).
+Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides = {}, BackendCaps caps = {});
 
 // Parses "gelu=bf16" or "gelu=bf16,linear=fp32" (also several strings, one per flag use).
 // Throws Error on syntax, an unknown op or an unknown dtype. Validity for the op is checked

@@ -215,12 +215,12 @@ class BertTask final : public TrainTask {
 ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int max_predictions) {
   // The model's own plan and weight copies (model/bert.h), built without allocating; fp16 GEMMs
   // assumed not native (fp32 operands, the larger), as for GPT-2 (train/memory_estimate.cpp).
-  const Policy policy = make_policy(precision);
+  const Policy policy = make_policy(precision, {}, BackendCaps{.fp16_gemm = false});
   ModelFootprint f;
   f.num_params = bert_param_table(config).total();
-  f.weight_copy_bytes = bert_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy, max_predictions](int B, int T) {
-    return bert_activation_plan(config, policy, /*fp16_gemm_native=*/false, B, T, B * max_predictions).total_bytes();
+    return bert_activation_plan(config, policy, B, T, B * max_predictions).total_bytes();
   };
   return f;
 }

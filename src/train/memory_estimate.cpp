@@ -114,12 +114,12 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
   // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
   // larger), so the estimate errs high.
-  const Policy policy = make_policy(precision);
+  const Policy policy = make_policy(precision, {}, BackendCaps{.fp16_gemm = false});
   ModelFootprint f;
   f.num_params = gpt2_param_table(config).total();
-  f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy, /*fp16_gemm_native=*/false);
+  f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy](int B, int T) {
-    return gpt2_activation_plan(config, policy, /*fp16_gemm_native=*/false, B, T).total_bytes();
+    return gpt2_activation_plan(config, policy, B, T).total_bytes();
   };
   return f;
 }

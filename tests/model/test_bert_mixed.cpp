@@ -73,6 +73,12 @@ struct Result {
   std::vector<float> grads;
 };
 
+// The capabilities of this CPU's backend (whether oneDNN multiplies fp16 here).
+BackendCaps this_cpu() {
+  cpu::Context ctx;
+  return cpu::GemmWorkspace(ctx).caps();
+}
+
 Result run(const Case& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
   Bert model(k.config, ctx, policy);
@@ -117,8 +123,8 @@ size_t saved_bytes_ending(const ActivationPlan& p, const std::string& suffix) {
 TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
   const Case k = make_case();
   const int M = 12;
-  const ActivationPlan f = bert_activation_plan(k.config, make_policy(Precision::Fp32), false, k.B, k.T, M);
-  const ActivationPlan h = bert_activation_plan(k.config, make_policy(Precision::Bf16), false, k.B, k.T, M);
+  const ActivationPlan f = bert_activation_plan(k.config, make_policy(Precision::Fp32), k.B, k.T, M);
+  const ActivationPlan h = bert_activation_plan(k.config, make_policy(Precision::Bf16), k.B, k.T, M);
   // What feeds a GEMM is stored bf16 (exactly half); the residual sums and logits stay fp32.
   for (const char* name : {"emb_ln", ".qkv", ".att", ".atty", ".ln1", ".fch", ".fch_gelu", ".ln2", "cls_in", "pooled",
                            "mlm_in", "mlm_t", "mlm_tg", "mlm_tl"}) {
@@ -137,7 +143,7 @@ TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
   Bert model(k.config, ctx, Precision::Bf16);
   model.plan(k.B, k.T, M);
   EXPECT_EQ(model.activation_bytes(), h.total_bytes());
-  EXPECT_EQ(model.weight_copy_bytes(), bert_weight_copy_bytes(k.config, make_policy(Precision::Bf16), false));
+  EXPECT_EQ(model.weight_copy_bytes(), bert_weight_copy_bytes(k.config, make_policy(Precision::Bf16)));
   // Every GEMM weight once in bf16: the encoder linears, pooler, MLM transform, NSP, word embeddings.
   size_t gemm_numel = 0;
   for (const ParamSpec& s : model.table().specs())
@@ -197,7 +203,7 @@ TEST(BertMixed, EachPrecisionIsCloseToFp32) {
   ASSERT_GT(ref.stats.mlm_count, 3);
   expect_close(k, run(k, make_policy(Precision::Tf32)), ref, 2e-3, 0.999, "tf32");
   expect_close(k, run(k, make_policy(Precision::Bf16)), ref, 1e-2, 0.99, "bf16");
-  expect_close(k, run(k, make_policy(Precision::Fp16)), ref, 3e-3, 0.999, "fp16");
+  expect_close(k, run(k, make_policy(Precision::Fp16, {}, this_cpu())), ref, 3e-3, 0.999, "fp16");
   expect_close(k, run(k, make_policy(Precision::Fp32, parse_op_precision({"gelu=bf16"}))), ref, 1e-3, 0.999,
                "fp32 + gelu=bf16");
 }
@@ -292,7 +298,7 @@ TEST(BertExplain, PrintsBertsPlanAndTotals) {
   EXPECT_NE(f.output.find("none (fp32 GEMMs)"), std::string::npos) << f.output;
   // The saved-activation line is the plan's own number: compare it with bert_activation_plan.
   const BertConfig tiny = bert_preset("bert-tiny");
-  const ActivationPlan plan = bert_activation_plan(tiny, make_policy(Precision::Bf16), false, 4, 32, 4 * 20);
+  const ActivationPlan plan = bert_activation_plan(tiny, make_policy(Precision::Bf16), 4, 32, 4 * 20);
   char want[64];
   std::snprintf(want, sizeof(want), "%.1f MiB", plan.bytes(ActivationPlan::Role::Saved) / (1024.0 * 1024.0));
   const size_t line = h.output.find("activations saved for backward");

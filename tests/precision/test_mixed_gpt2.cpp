@@ -16,6 +16,7 @@
 
 #include "backend/cpu/context.h"
 #include "common/test_util.h"
+#include "core/error.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
 
@@ -50,6 +51,12 @@ struct Result {
   std::vector<float> grads;
 };
 
+// The capabilities of this CPU's backend (whether oneDNN multiplies fp16 here).
+BackendCaps this_cpu() {
+  cpu::Context ctx;
+  return cpu::GemmWorkspace(ctx).caps();
+}
+
 Result run(const Batch& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
   Gpt2 model(k.config, ctx, policy);
@@ -76,8 +83,8 @@ void expect_close(const Batch& k, const Result& ours, const Result& ref, double 
 
 TEST(MixedGpt2, ActivationPlanStoresGemmInputsInBf16) {
   const Batch k = make_batch();
-  const ActivationPlan f = gpt2_activation_plan(k.config, make_policy(Precision::Fp32), false, k.B, k.T);
-  const ActivationPlan h = gpt2_activation_plan(k.config, make_policy(Precision::Bf16), false, k.B, k.T);
+  const ActivationPlan f = gpt2_activation_plan(k.config, make_policy(Precision::Fp32), k.B, k.T);
+  const ActivationPlan h = gpt2_activation_plan(k.config, make_policy(Precision::Bf16), k.B, k.T);
   auto bytes_of = [](const ActivationPlan& p, const std::string& suffix) {
     size_t sum = 0;
     for (const auto& e : p.entries())
@@ -102,7 +109,7 @@ TEST(MixedGpt2, ActivationPlanStoresGemmInputsInBf16) {
   Gpt2 model(k.config, ctx, Precision::Bf16);
   model.plan(k.B, k.T);
   EXPECT_EQ(model.activation_bytes(), h.total_bytes());
-  EXPECT_EQ(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, make_policy(Precision::Bf16), false));
+  EXPECT_EQ(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, make_policy(Precision::Bf16)));
   EXPECT_GT(model.weight_copy_bytes(), 0u);
   Gpt2 m32(k.config, ctx);
   m32.plan(k.B, k.T);
@@ -154,9 +161,26 @@ TEST(MixedGpt2, EachPrecisionIsCloseToFp32) {
   ASSERT_TRUE(std::isfinite(ref.loss));
   expect_close(k, run(k, make_policy(Precision::Tf32)), ref, 2e-3, 0.999, "tf32");
   expect_close(k, run(k, make_policy(Precision::Bf16)), ref, 1e-2, 0.99, "bf16");
-  expect_close(k, run(k, make_policy(Precision::Fp16)), ref, 3e-3, 0.999, "fp16");
+  expect_close(k, run(k, make_policy(Precision::Fp16, {}, this_cpu())), ref, 3e-3, 0.999, "fp16");
   expect_close(k, run(k, make_policy(Precision::Fp32, parse_op_precision({"gelu=bf16"}))), ref, 1e-3, 0.999,
                "fp32 + gelu=bf16");
+}
+
+// A policy made for other capabilities than this CPU's is refused when the model is built,
+// naming the op: its GEMM operands would not be what the backend multiplies.
+TEST(MixedGpt2, RefusesAPolicyForAnotherBackend) {
+  const Batch k = make_batch();
+  cpu::Context ctx;
+  const Policy other = make_policy(Precision::Fp16, {}, BackendCaps{.fp16_gemm = !this_cpu().fp16_gemm});
+  try {
+    Gpt2 m(k.config, ctx, other);
+    ADD_FAILURE() << "a policy for another backend was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[precision] linear: the policy multiplies fp16"), std::string::npos)
+        << e.what();
+  }
+  // bf16 operands do not depend on it: accepted either way.
+  Gpt2 ok(k.config, ctx, make_policy(Precision::Bf16, {}, BackendCaps{.fp16_gemm = !this_cpu().fp16_gemm}));
 }
 
 TEST(MixedGpt2, Fp32PolicyTakesTheOriginalPath) {

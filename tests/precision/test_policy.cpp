@@ -14,6 +14,15 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16;
 
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST(Policy, Fp32IsAllFp32) {
   const Policy p = make_policy(Precision::Fp32);
   ASSERT_EQ(p.rules.size(), static_cast<size_t>(kNumOpKinds));
@@ -74,6 +83,34 @@ TEST(Policy, Fp16UsesFp16AndSaysItIsEmulated) {
   EXPECT_NE(p.rule(OpKind::Linear).note.find("65504"), std::string::npos);
 }
 
+// The tensors between ops (policy.h): fp32 on the CPU's plan, except dlogits, which the loss
+// writes in the LM head backward's operand storage; that storage follows the backend.
+TEST(Policy, TensorsBetweenOpsFollowThePlanAndTheBackend) {
+  for (Precision pr : {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16}) {
+    const Policy p = make_policy(pr);
+    EXPECT_EQ(p.residual_stream, p.rule(OpKind::Residual).output) << precision_name(pr);
+    EXPECT_EQ(p.logits, p.rule(OpKind::LmHead).output) << precision_name(pr);
+    EXPECT_EQ(p.dlogits, p.operand(OpKind::LmHead)) << precision_name(pr);
+    for (StorageType t : {p.residual_stream, p.logits, p.activation_grads, p.weight_grads, p.small_weights})
+      EXPECT_EQ(t, F32) << precision_name(pr);
+  }
+  EXPECT_EQ(make_policy(Precision::Fp32).dlogits, F32);
+  EXPECT_EQ(make_policy(Precision::Tf32).dlogits, F32);  // fp32 storage, TF32-rounded values
+  EXPECT_EQ(make_policy(Precision::Bf16).dlogits, BF16);
+  // fp16 GEMMs: fp16 operands where the backend multiplies fp16, fp16 values in fp32 elsewhere.
+  const Policy emulated = make_policy(Precision::Fp16, {}, BackendCaps{.fp16_gemm = false});
+  const Policy native = make_policy(Precision::Fp16, {}, BackendCaps{.fp16_gemm = true});
+  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
+    EXPECT_EQ(emulated.operand(op), F32) << op_name(op);
+    EXPECT_EQ(native.operand(op), F16) << op_name(op);
+  }
+  EXPECT_EQ(emulated.dlogits, F32);
+  EXPECT_EQ(native.dlogits, F16);
+  EXPECT_EQ(make_policy(Precision::Bf16, {}, BackendCaps{.fp16_gemm = true}).operand(OpKind::Linear), BF16);
+  // operand() is for GEMMs only.
+  expect_error([] { (void)make_policy(Precision::Bf16).operand(OpKind::LayerNorm); }, "not a GEMM");
+}
+
 TEST(Policy, OverridesDeriveDependentDtypes) {
   // linear=fp32 under bf16: its input (LayerNorm's output) and its outputs become fp32 too.
   Policy p = make_policy(Precision::Bf16, parse_op_precision({"linear=fp32"}));
@@ -93,15 +130,6 @@ TEST(Policy, OverridesDeriveDependentDtypes) {
   EXPECT_EQ(o[0].op, OpKind::Gelu);
   EXPECT_EQ(o[1].op, OpKind::LmHead);
   EXPECT_EQ(o[2].dtype, ComputeType::TF32);
-}
-
-void expect_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(Policy, RefusesOpsThatCannotRunInTheDtype) {

@@ -17,6 +17,7 @@
 #include "backend/ops/gemm.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
+#include "precision/policy.h"
 
 namespace mptrain::cpu {
 
@@ -42,6 +43,8 @@ class GemmWorkspace {
  public:
   explicit GemmWorkspace(Context& ctx);
   bool fp16_native() const { return fp16_native_; }
+  // What make_policy needs to know of this CPU.
+  BackendCaps caps() const { return {fp16_native_}; }
   // The storage a GEMM of this arithmetic reads its operands in (fp16 emulated: fp32).
   StorageType operand_storage(GemmMath m) const { return gemm_operand_storage(m, fp16_native_); }
   void* slot(int i, size_t bytes);  // i in [0, 3): a, b, c
