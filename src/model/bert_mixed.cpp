@@ -69,8 +69,8 @@ BertMixedContext mixed_context(const Policy& P, const WeightCopies& copies,
   m.lin_s = P.rule(OpKind::Linear).output;
   m.y_s = P.rule(OpKind::AttnValues).output;
   m.gelu_s = P.rule(OpKind::Gelu).output;
-  m.lin = gemm_math(P.rule(OpKind::Linear).compute);
-  m.head = gemm_math(P.rule(OpKind::LmHead).compute);
+  m.lin = cpu::gemm_math(P.rule(OpKind::Linear).compute);
+  m.head = cpu::gemm_math(P.rule(OpKind::LmHead).compute);
   m.lin_op = P.operand(OpKind::Linear);
   m.head_op = P.dlogits;
   m.at = attention_types(P);

@@ -53,8 +53,8 @@ void Gpt2::forward_mixed(const int* tokens, int B, int T) {
   const Policy& P = policy_;
   const StorageType ln_s = P.rule(OpKind::LayerNorm).output, lin_s = P.rule(OpKind::Linear).output;
   const StorageType y_s = P.rule(OpKind::AttnValues).output, gelu_s = P.rule(OpKind::Gelu).output;
-  const cpu::GemmMath lin = gemm_math(P.rule(OpKind::Linear).compute);
-  const cpu::GemmMath head = gemm_math(P.rule(OpKind::LmHead).compute);
+  const cpu::GemmMath lin = cpu::gemm_math(P.rule(OpKind::Linear).compute);
+  const cpu::GemmMath head = cpu::gemm_math(P.rule(OpKind::LmHead).compute);
   const cpu::AttentionTypes at = attention_types(P);
   float* acc = acts_.get(a_.gemm_out);
   // acc[N,OC] = x[N,Cin]·W[Cin,OC] in the linears' arithmetic.
@@ -108,8 +108,8 @@ void Gpt2::backward_mixed(const int* tokens, int B, int T) {
   const Policy& P = policy_;
   const StorageType ln_s = P.rule(OpKind::LayerNorm).output, lin_s = P.rule(OpKind::Linear).output;
   const StorageType y_s = P.rule(OpKind::AttnValues).output, gelu_s = P.rule(OpKind::Gelu).output;
-  const cpu::GemmMath lin = gemm_math(P.rule(OpKind::Linear).compute);
-  const cpu::GemmMath head = gemm_math(P.rule(OpKind::LmHead).compute);
+  const cpu::GemmMath lin = cpu::gemm_math(P.rule(OpKind::Linear).compute);
+  const cpu::GemmMath head = cpu::gemm_math(P.rule(OpKind::LmHead).compute);
   const StorageType lin_op = P.operand(OpKind::Linear), head_op = P.dlogits;
   const cpu::AttentionTypes at = attention_types(P);
   float* dresidual = acts_.get(a_.dresidual);

@@ -8,27 +8,13 @@
 
 namespace mptrain {
 
-cpu::GemmMath gemm_math(ComputeType t) {
-  switch (t) {
-    case ComputeType::TF32:
-      return cpu::GemmMath::TF32;
-    case ComputeType::BF16:
-      return cpu::GemmMath::BF16;
-    case ComputeType::F16:
-      return cpu::GemmMath::F16;
-    case ComputeType::F32:
-      break;
-  }
-  return cpu::GemmMath::F32;
-}
-
 cpu::AttentionTypes attention_types(const Policy& policy) {
   return {policy.rule(OpKind::Linear).output,
           policy.rule(OpKind::Softmax).saved,
           policy.rule(OpKind::AttnValues).output,
           policy.operand(OpKind::AttnScores),
-          gemm_math(policy.rule(OpKind::AttnScores).compute),
-          gemm_math(policy.rule(OpKind::AttnValues).compute)};
+          cpu::gemm_math(policy.rule(OpKind::AttnScores).compute),
+          cpu::gemm_math(policy.rule(OpKind::AttnValues).compute)};
 }
 
 void check_cpu_runs(const Policy& policy) {
@@ -44,10 +30,10 @@ void check_cpu_runs(const Policy& policy) {
 void check_operands_supported(const Policy& policy, const cpu::GemmWorkspace& ws) {
   for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
     const ComputeType c = policy.rule(op).compute;
-    if (policy.operand(op) != ws.operand_storage(gemm_math(c)))
+    if (policy.operand(op) != ws.operand_storage(cpu::gemm_math(c)))
       throw Error(std::string("[precision] ") + op_name(op) + ": the policy multiplies " + compute_name(c) +
                   " on " + storage_name(policy.operand(op)) + " operands, this CPU on " +
-                  storage_name(ws.operand_storage(gemm_math(c))) +
+                  storage_name(ws.operand_storage(cpu::gemm_math(c))) +
                   " (make the policy with this backend's capabilities)");
   }
 }
@@ -121,7 +107,7 @@ void WeightCopies::refresh_if_stale(const float* params, const cpu::GemmWorkspac
   for (const Entry& e : entries_) {
     if (e.compute == ComputeType::F32) continue;
     cpu::to_gemm_operand(reinterpret_cast<char*>(buf_.data()) + e.offset, params + e.param_offset,
-                         StorageType::F32, e.numel, gemm_math(e.compute), ws);
+                         StorageType::F32, e.numel, cpu::gemm_math(e.compute), ws);
   }
   stale_ = false;
 }

@@ -20,8 +20,6 @@
 
 namespace mptrain {
 
-// The backend arithmetic of a policy compute type.
-cpu::GemmMath gemm_math(ComputeType t);
 // The typed attention's dtypes and arithmetic under `policy` (both models' mixed path).
 cpu::AttentionTypes attention_types(const Policy& policy);
 // Throws Error when the policy keeps a tensor between ops in a dtype the CPU models do not run:

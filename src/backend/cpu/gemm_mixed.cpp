@@ -77,6 +77,20 @@ bool needs_conversion(const GemmOperand& x, StorageType operand_storage, GemmMat
 GemmWorkspace::GemmWorkspace(Context& ctx)
     : fp16_native_(gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx)) {}
 
+GemmMath gemm_math(ComputeType t) {
+  switch (t) {
+    case ComputeType::TF32:
+      return GemmMath::TF32;
+    case ComputeType::BF16:
+      return GemmMath::BF16;
+    case ComputeType::F16:
+      return GemmMath::F16;
+    case ComputeType::F32:
+      break;
+  }
+  return GemmMath::F32;
+}
+
 StorageType gemm_operand_storage(GemmMath m, bool fp16_native) {
   switch (m) {
     case GemmMath::BF16:

@@ -22,6 +22,8 @@
 namespace mptrain::cpu {
 
 enum class GemmMath { F32, TF32, BF16, F16 };
+// The arithmetic of a policy compute type.
+GemmMath gemm_math(ComputeType t);
 
 // One operand: data, its storage dtype and strides (in elements, see GemmLayout). `ready`
 // promises that the values are already in the arithmetic's format (e.g. a weight copy rounded

@@ -1,0 +1,269 @@
+// The op interface's entry points: the shape contract of every op and the capability check,
+// written once for every backend; then the backend's run_* hook.
+//
+// The storage types each op asks supports() about, in this order:
+//   cast                  {dst, src}
+//   linear                {out, x, w}
+//   linear_gelu           {out, x, w, pre}
+//   linear_residual       {out, x, w, residual}
+//   linear_backward       {dx, dw, dy, x, w}        (db: dw's type; no dx: dy's type in its place)
+//   linear_gelu_backward  {dx, dw, dy, x, w, pre}
+//   layernorm             {out, x, gamma}           (beta: gamma's type)
+//   residual_layernorm    {out, x, gamma, add, residual_out}
+//   layernorm_backward    {dx, dgamma, dout, x, gamma}   (dbeta: dgamma's type)
+//   cross_entropy         {dlogits, logits}         (no dlogits: logits' type in its place)
+//   embedding             {out, word}               (pos, type table: word's type)
+//   embedding_backward    {dword, dout}             (dpos, dtype: dword's type)
+// Fixed by the interface: fp32 bias, LayerNorm statistics, losses and dloss.
+#include "backend/backend.h"
+
+#include <array>
+
+#include "core/error.h"
+
+namespace mptrain {
+
+namespace {
+
+constexpr StorageType F32 = StorageType::F32;
+
+constexpr std::array<const char*, 12> kOpNames = {"cast",
+                                                  "linear",
+                                                  "linear_gelu",
+                                                  "linear_residual",
+                                                  "linear_backward",
+                                                  "linear_gelu_backward",
+                                                  "layernorm",
+                                                  "residual_layernorm",
+                                                  "layernorm_backward",
+                                                  "cross_entropy",
+                                                  "embedding",
+                                                  "embedding_backward"};
+
+// The checks of one op call: each failure is one line naming the op, the tensor and its view.
+class Check {
+ public:
+  Check(const char* backend, Op op)
+      : who_(std::string("[backend ") + backend + "] " + backend_op_name(op) + ": ") {}
+  void that(bool ok, const std::string& what) const {
+    if (!ok) throw Error(who_ + what);
+  }
+  // v has `rank` dimensions (and is present).
+  void shape(const View& v, const char* name, std::initializer_list<std::int64_t> dims) const {
+    that(!v.empty(), std::string(name) + " is missing");
+    bool ok = v.rank == static_cast<int>(dims.size());
+    int k = 0;
+    for (std::int64_t d : dims) {
+      ok = ok && (d < 0 || v.shape[static_cast<size_t>(k)] == d);
+      ++k;
+    }
+    if (ok) return;
+    std::string want = "[";
+    k = 0;
+    for (std::int64_t d : dims) want += (k++ ? "," : "") + (d < 0 ? std::string("*") : std::to_string(d));
+    that(false, std::string(name) + " is " + v.describe() + ", expected [" + want.substr(1) + "]");
+  }
+  void fp32(const View& v, const char* name) const {
+    that(v.type == F32, std::string(name) + " is " + v.describe() + ", expected fp32");
+  }
+  void rows_contiguous(const View& v, const char* name) const {
+    that(v.contiguous(), std::string(name) + " is " + v.describe() + ", expected a contiguous tensor");
+  }
+
+ private:
+  std::string who_;
+};
+
+}  // namespace
+
+const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+
+void Backend::require(Op op, std::initializer_list<const char*> names,
+                      std::initializer_list<StorageType> types, ComputeType math) const {
+  if (supports(op, types, math)) return;
+  std::string what;
+  auto name = names.begin();
+  for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
+  if (math != ComputeType::F32) what += std::string(" with ") + compute_name(math) + " products";
+  throw Error(std::string("[backend ") + this->name() + "] " + backend_op_name(op) + ": no kernel for " +
+              what);
+}
+
+void Backend::cast(const View& dst, const View& src) {
+  const Check c(name(), Op::Cast);
+  c.that(!dst.empty() && !src.empty(), "needs dst and src");
+  c.rows_contiguous(dst, "dst");
+  c.rows_contiguous(src, "src");
+  c.that(dst.numel() == src.numel(),
+         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  require(Op::Cast, {"dst", "src"}, {dst.type, src.type});
+  run_cast(dst, src);
+}
+
+void Backend::linear(const LinearArgs& a) {
+  const Op op = a.epilogue == Epilogue::BiasGelu       ? Op::LinearGelu
+                : a.epilogue == Epilogue::BiasResidual ? Op::LinearResidual
+                                                       : Op::Linear;
+  const Check c(name(), op);
+  c.shape(a.x, "x", {-1, -1});
+  const std::int64_t N = a.x.dim(0), K = a.x.dim(1);
+  c.shape(a.w, "w", {K, -1});
+  const std::int64_t M = a.w.dim(1);
+  c.shape(a.out, "out", {N, M});
+  if (!a.bias.empty()) {
+    c.shape(a.bias, "bias", {M});
+    c.fp32(a.bias, "bias");
+  }
+  c.that(a.epilogue == Epilogue::BiasGelu || a.pre.empty(), "pre is only for the bias+GELU epilogue");
+  c.that(a.epilogue == Epilogue::BiasResidual || a.residual.empty(),
+         "residual is only for the residual epilogue");
+  if (a.epilogue == Epilogue::BiasGelu) c.shape(a.pre, "pre", {N, M});
+  if (a.epilogue == Epilogue::BiasResidual) c.shape(a.residual, "residual", {N, M});
+  if (op == Op::LinearGelu)
+    require(op, {"out", "x", "w", "pre"}, {a.out.type, a.x.type, a.w.type, a.pre.type}, a.math);
+  else if (op == Op::LinearResidual)
+    require(op, {"out", "x", "w", "residual"}, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
+  else
+    require(op, {"out", "x", "w"}, {a.out.type, a.x.type, a.w.type}, a.math);
+  run_linear(a);
+}
+
+void Backend::linear_backward(const LinearBackwardArgs& a) {
+  const Op op = a.epilogue == Epilogue::BiasGelu ? Op::LinearGeluBackward : Op::LinearBackward;
+  const Check c(name(), op);
+  c.shape(a.x, "x", {-1, -1});
+  const std::int64_t N = a.x.dim(0), K = a.x.dim(1);
+  c.shape(a.w, "w", {K, -1});
+  const std::int64_t M = a.w.dim(1);
+  c.shape(a.dy, "dy", {N, M});
+  c.shape(a.dw, "dw", {K, M});
+  if (!a.dx.empty()) c.shape(a.dx, "dx", {N, K});
+  if (!a.db.empty()) {
+    c.shape(a.db, "db", {M});
+    c.that(a.db.type == a.dw.type, "db is " + a.db.describe() + ", expected dw's dtype");
+  }
+  c.that(a.epilogue != Epilogue::BiasResidual,
+         "the residual epilogue's backward is the caller's (dy flows on)");
+  c.that(a.epilogue == Epilogue::BiasGelu || a.pre.empty(), "pre is only for the bias+GELU epilogue");
+  if (a.epilogue == Epilogue::BiasGelu) c.shape(a.pre, "pre", {N, M});
+  const StorageType dx = a.dx.empty() ? a.dy.type : a.dx.type;
+  if (op == Op::LinearGeluBackward)
+    require(op, {"dx", "dw", "dy", "x", "w", "pre"},
+            {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
+  else
+    require(op, {"dx", "dw", "dy", "x", "w"}, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
+  run_linear_backward(a);
+}
+
+void Backend::layernorm(const LayerNormArgs& a) {
+  const Op op = a.add.empty() ? Op::LayerNorm : Op::ResidualLayerNorm;
+  const Check c(name(), op);
+  c.shape(a.x, "x", {-1, -1});
+  const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
+  c.shape(a.out, "out", {N, C});
+  c.shape(a.mean, "mean", {N});
+  c.shape(a.rstd, "rstd", {N});
+  c.fp32(a.mean, "mean");
+  c.fp32(a.rstd, "rstd");
+  c.shape(a.gamma, "gamma", {C});
+  c.shape(a.beta, "beta", {C});
+  c.that(a.beta.type == a.gamma.type, "beta is " + a.beta.describe() + ", expected gamma's dtype");
+  c.that(a.add.empty() == a.residual_out.empty(), "the fused residual needs both add and residual_out");
+  if (!a.add.empty()) {
+    c.shape(a.add, "add", {N, C});
+    c.shape(a.residual_out, "residual_out", {N, C});
+  }
+  for (const View* v : {&a.out, &a.x, &a.add, &a.residual_out})
+    if (!v->empty()) c.rows_contiguous(*v, "a LayerNorm tensor");
+  if (op == Op::ResidualLayerNorm)
+    require(op, {"out", "x", "gamma", "add", "residual_out"},
+            {a.out.type, a.x.type, a.gamma.type, a.add.type, a.residual_out.type});
+  else
+    require(op, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
+  run_layernorm(a);
+}
+
+void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
+  const Check c(name(), Op::LayerNormBackward);
+  c.shape(a.x, "x", {-1, -1});
+  const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
+  c.shape(a.dx, "dx", {N, C});
+  c.shape(a.dout, "dout", {N, C});
+  c.shape(a.gamma, "gamma", {C});
+  c.shape(a.dgamma, "dgamma", {C});
+  c.shape(a.dbeta, "dbeta", {C});
+  c.that(a.dbeta.type == a.dgamma.type, "dbeta is " + a.dbeta.describe() + ", expected dgamma's dtype");
+  c.shape(a.mean, "mean", {N});
+  c.shape(a.rstd, "rstd", {N});
+  c.fp32(a.mean, "mean");
+  c.fp32(a.rstd, "rstd");
+  for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
+  require(Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"},
+          {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
+  run_layernorm_backward(a);
+}
+
+void Backend::cross_entropy(const CrossEntropyArgs& a) {
+  const Check c(name(), Op::CrossEntropy);
+  c.shape(a.logits, "logits", {-1, -1});
+  const std::int64_t N = a.logits.dim(0), Vp = a.logits.dim(1);
+  c.that(a.vocab > 0 && a.vocab <= Vp,
+         "vocab " + std::to_string(a.vocab) + " is outside (0, " + std::to_string(Vp) + "]");
+  c.that(a.targets != nullptr || N == 0, "needs targets");
+  c.shape(a.losses, "losses", {N});
+  c.fp32(a.losses, "losses");
+  if (!a.dlogits.empty()) {
+    c.shape(a.dlogits, "dlogits", {N, Vp});
+    c.shape(a.dloss, "dloss", {N});
+    c.fp32(a.dloss, "dloss");
+    c.rows_contiguous(a.dlogits, "dlogits");
+    c.that(a.dlogits.ptr != a.logits.ptr || a.dlogits.type == a.logits.type,
+           "dlogits may alias logits only in the same dtype");
+  }
+  c.rows_contiguous(a.logits, "logits");
+  require(Op::CrossEntropy, {"dlogits", "logits"},
+          {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
+  run_cross_entropy(a);
+}
+
+void Backend::embedding(const EmbeddingArgs& a) {
+  const Check c(name(), Op::Embedding);
+  c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
+  c.shape(a.word, "word", {-1, -1});
+  const std::int64_t C = a.word.dim(1);
+  c.shape(a.out, "out", {static_cast<std::int64_t>(a.B) * a.T, C});
+  c.shape(a.pos, "pos", {-1, C});
+  c.that(a.pos.dim(0) >= a.T,
+         "pos has " + std::to_string(a.pos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
+  c.that((a.types == nullptr) == a.type_table.empty(), "segment ids and the type table come together");
+  if (a.types) c.shape(a.type_table, "type_table", {-1, C});
+  for (const View* v : {&a.pos, &a.type_table})
+    if (!v->empty()) c.that(v->type == a.word.type, "the embedding tables differ in dtype");
+  for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
+    if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
+  require(Op::Embedding, {"out", "word"}, {a.out.type, a.word.type});
+  run_embedding(a);
+}
+
+void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
+  const Check c(name(), Op::EmbeddingBackward);
+  c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
+  c.shape(a.dword, "dword", {-1, -1});
+  const std::int64_t C = a.dword.dim(1);
+  c.shape(a.dout, "dout", {static_cast<std::int64_t>(a.B) * a.T, C});
+  c.shape(a.dpos, "dpos", {-1, C});
+  c.that(a.dpos.dim(0) >= a.T,
+         "dpos has " + std::to_string(a.dpos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
+  c.that((a.types == nullptr) == a.dtype.empty(), "segment ids and the type table's gradient come together");
+  c.that(a.pad_token < 0 || a.types != nullptr,
+         "pad_token is BERT's word table's (it comes with segment ids)");
+  if (a.types) c.shape(a.dtype, "dtype", {-1, C});
+  for (const View* v : {&a.dpos, &a.dtype})
+    if (!v->empty()) c.that(v->type == a.dword.type, "the embedding gradients differ in dtype");
+  for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
+    if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
+  require(Op::EmbeddingBackward, {"dword", "dout"}, {a.dword.type, a.dout.type});
+  run_embedding_backward(a);
+}
+
+}  // namespace mptrain

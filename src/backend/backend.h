@@ -1,0 +1,168 @@
+// The op interface, declared once: what a model asks of a backend, at the granularity both the
+// CPU (oneDNN + OpenMP) and the GPU (cuBLASLt epilogues + own kernels) serve at full speed.
+// Every op takes typed views (backend/view.h); every output says whether it is written (=) or
+// accumulated (+=). The public entry points check shapes and ask supports() first, so a
+// combination a backend has no kernel for is refused with one line naming the op and the
+// dtypes, the same on every backend; the backends implement only the run_* hooks.
+//
+// Fused ops are ops here (bias + GELU and the residual add in a linear's epilogue, the residual
+// add in front of a LayerNorm, softmax + cross-entropy writing dlogits): a backend says which
+// fusion is worth it where (worth_fusing), and serves the other as a correct, slower path.
+//
+// This is the interface the models move onto (issue 19): the ops below are served by the CPU
+// backend (backend/cpu/cpu_backend.h) and checked op by op (tests/backend/test_backend_ops.cpp).
+#pragma once
+#include <initializer_list>
+#include <string>
+
+#include "backend/view.h"
+#include "precision/policy.h"
+
+namespace mptrain {
+
+// The ops, as supports() and the refusals name them: a fused variant is an op of its own (its
+// kernel is), reached through the same entry point (linear's epilogue, layernorm's `add`).
+enum class Op {
+  Cast,
+  Linear,
+  LinearGelu,
+  LinearResidual,
+  LinearBackward,
+  LinearGeluBackward,
+  LayerNorm,
+  ResidualLayerNorm,
+  LayerNormBackward,
+  CrossEntropy,
+  Embedding,
+  EmbeddingBackward,
+};
+const char* backend_op_name(Op op);  // "cast", "linear", "linear_gelu", ...
+
+// What a linear does after its GEMM, in the one pass over the fp32 accumulator.
+enum class Epilogue {
+  Bias,          // out = round(x·w + b)
+  BiasGelu,      // pre = round(x·w + b); out = round(gelu(pre))              (GPT-2's mlp.c_fc)
+  BiasResidual,  // out = residual + round_to(rounding)(x·w + b)               (the blocks' projections)
+};
+
+// A fusion the model may choose; the backend says whether it pays on this hardware.
+enum class Fusion {
+  ResidualIntoLinear,     // the residual add in the projection's epilogue (Epilogue::BiasResidual)
+  ResidualIntoLayerNorm,  // the residual add in front of the next LayerNorm (LayerNormArgs::add)
+};
+
+struct LinearArgs {
+  View out;   // [N, M] (=)
+  View x;     // [N, K]
+  View w;     // [K, M], any strides: Conv1D's [C, OC] as is, nn.Linear's [OC, C] through View::t()
+  View bias;  // [M] fp32, or empty
+  ComputeType math = ComputeType::F32;  // the products' arithmetic; sums are fp32
+  Epilogue epilogue = Epilogue::Bias;
+  View pre;                                 // BiasGelu: [N, M] (=) the GELU's input, kept for backward
+  View residual;                            // BiasResidual: [N, M] fp32; may alias out
+  StorageType rounding = StorageType::F32;  // BiasResidual: the linear output's dtype, rounded before the add
+};
+
+struct LinearBackwardArgs {
+  View dx;  // [N, K] (=) dy·w^T, or empty (no input gradient)
+  View dw;  // [K, M] fp32 (+=) x^T·dy, strided like w
+  View db;  // [M] fp32 (+=) column sums of dy, or empty
+  View dy;  // [N, M] the gradient of out (BiasGelu: of gelu(pre), fp32)
+  View x;   // [N, K] as the forward read it
+  View w;   // [K, M] as the forward read it
+  ComputeType math = ComputeType::F32;
+  Epilogue epilogue = Epilogue::Bias;  // BiasGelu: dy goes through GELU's derivative at pre first
+  View pre;                            // BiasGelu: [N, M]
+};
+
+struct LayerNormArgs {
+  View out;          // [N, C] (=) in any storage: the next GEMM's input dtype
+  View mean, rstd;   // [N] fp32 (=), for backward
+  View x;            // [N, C] the residual stream (with `add`: its first summand)
+  View gamma, beta;  // [C] fp32
+  float eps = 1e-5f;
+  View add;           // optional: normalise residual_out (=) x + add instead of x
+  View residual_out;  // [N, C] with `add`
+};
+
+struct LayerNormBackwardArgs {
+  View dx;             // [N, C] fp32 (+=): the residual stream's gradient collects every branch
+  View dgamma, dbeta;  // [C] fp32 (+=)
+  View dout;           // [N, C] the gradient of out
+  View x;              // [N, C] the normalised input (residual_out when fused)
+  View gamma;
+  View mean, rstd;
+};
+
+struct CrossEntropyArgs {
+  View losses;   // [N] fp32 (=): -log softmax(logits[n, :vocab])[target]; 0 where target is -1
+  View dlogits;  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
+                 // ignored rows; may alias logits when fp32; empty: the loss only
+  View logits;   // [N, Vp] fp32
+  const int* targets = nullptr;  // [N] in [0, vocab) or -1
+  View dloss;                    // [N] fp32, the gradient of each loss (required with dlogits)
+  int vocab = 0;                 // the real columns (Vp - vocab are padding)
+};
+
+struct EmbeddingArgs {
+  View out;                     // [B·T, C] (=) word[tokens] + pos[t] (+ type[types])
+  const int* tokens = nullptr;  // [B·T], ids checked by the data layer
+  int B = 0, T = 0;
+  View word;                   // [V, C]
+  View pos;                    // [P >= T, C]
+  const int* types = nullptr;  // BERT's segment ids [B·T], or null
+  View type_table;             // [2, C] with types
+};
+
+struct EmbeddingBackwardArgs {
+  View dword, dpos, dtype;  // (+=), like the tables; dtype empty without types
+  View dout;                // [B·T, C]
+  const int* tokens = nullptr;
+  const int* types = nullptr;
+  int B = 0, T = 0;
+  int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "cpu", "cuda"
+  // What make_policy needs to know of this backend.
+  virtual BackendCaps caps() const = 0;
+  // Whether the backend has a kernel for `op` on tensors of these storage types (in the order
+  // backend.cpp lists for each op) with products in `math`.
+  bool supports(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const {
+    return can_run(op, types, math);
+  }
+  virtual bool worth_fusing(Fusion f) const = 0;
+
+  // dst (=) src converted (exact widening, or one round to nearest even); same element count,
+  // both contiguous.
+  void cast(const View& dst, const View& src);
+  void linear(const LinearArgs& a);
+  void linear_backward(const LinearBackwardArgs& a);
+  void layernorm(const LayerNormArgs& a);
+  void layernorm_backward(const LayerNormBackwardArgs& a);
+  void cross_entropy(const CrossEntropyArgs& a);
+  void embedding(const EmbeddingArgs& a);
+  void embedding_backward(const EmbeddingBackwardArgs& a);
+
+ protected:
+  virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
+  virtual void run_cast(const View& dst, const View& src) = 0;
+  virtual void run_linear(const LinearArgs& a) = 0;
+  virtual void run_linear_backward(const LinearBackwardArgs& a) = 0;
+  virtual void run_layernorm(const LayerNormArgs& a) = 0;
+  virtual void run_layernorm_backward(const LayerNormBackwardArgs& a) = 0;
+  virtual void run_cross_entropy(const CrossEntropyArgs& a) = 0;
+  virtual void run_embedding(const EmbeddingArgs& a) = 0;
+  virtual void run_embedding_backward(const EmbeddingBackwardArgs& a) = 0;
+
+ private:
+  // Throws Error "[backend <name>] <op>: no kernel for <names>=<dtypes>[ with <math> products]"
+  // unless supports(op, types, math).
+  void require(Op op, std::initializer_list<const char*> names, std::initializer_list<StorageType> types,
+               ComputeType math = ComputeType::F32) const;
+};
+
+}  // namespace mptrain

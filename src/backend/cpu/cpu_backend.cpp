@@ -1,0 +1,214 @@
+// The CPU backend: each op of the interface routed to the cpu:: kernel that serves it, fp32
+// ones first (today's fp32 path, bit for bit), then the mixed-precision ones.
+#include "backend/cpu/cpu_backend.h"
+
+#include "backend/ops/convert.h"
+#include "backend/ops/crossentropy.h"
+#include "backend/ops/embeddings.h"
+#include "backend/ops/encoder.h"
+#include "backend/ops/gelu.h"
+#include "backend/ops/gemm.h"
+#include "backend/ops/layernorm.h"
+#include "backend/ops/linear.h"
+#include "backend/ops/residual.h"
+#include "core/error.h"
+
+namespace mptrain::cpu {
+
+namespace {
+
+constexpr StorageType F32 = StorageType::F32;
+
+// A 2-D view as a GEMM operand, read through its strides.
+GemmOperand operand(const View& v) { return {v.ptr, v.type, GemmLayout{0, 0, v.stride[0], v.stride[1]}}; }
+GemmLayout layout(const View& v) { return {0, 0, v.stride[0], v.stride[1]}; }
+
+int as_int(std::int64_t n) { return static_cast<int>(n); }
+
+bool all_f32(std::initializer_list<StorageType> types) {
+  for (StorageType t : types)
+    if (t != F32) return false;
+  return true;
+}
+
+// A weight in Conv1D layout [K, M] (row-major) or nn.Linear's [M, K] read transposed.
+bool conv1d_layout(const View& w) { return w.stride[1] == 1 && w.stride[0] == w.shape[1]; }
+bool linear_layout(const View& w) { return w.stride[0] == 1 && w.stride[1] == w.shape[0]; }
+
+}  // namespace
+
+CpuBackend::CpuBackend(Context& ctx) : ctx_(ctx), ws_(ctx) {}
+CpuBackend::~CpuBackend() = default;
+
+void* CpuBackend::scratch(int i, size_t bytes) {
+  FloatBuffer& b = scratch_[i];
+  const size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, ComputeType /*math*/) const {
+  // Every GEMM arithmetic runs on every storage here (gemm_mixed converts what is not in its
+  // format; fp16 without AVX512-FP16 is emulated exactly), so only the storage types matter.
+  const StorageType* t = types.begin();
+  switch (op) {
+    case Op::Cast:
+    case Op::Linear:
+    case Op::LinearGelu:
+      return true;
+    case Op::LinearResidual:  // residual_bias_forward: the fp32 stream
+      return t[0] == F32 && t[3] == F32;
+    case Op::LinearBackward:  // dW and db accumulate into fp32 gradients
+      return t[1] == F32;
+    case Op::LinearGeluBackward:  // gelu_backward_typed reads an fp32 upstream gradient
+      return t[1] == F32 && t[2] == F32;
+    case Op::LayerNorm:  // fp32 statistics of an fp32 stream; out in any storage
+      return t[1] == F32 && t[2] == F32;
+    case Op::ResidualLayerNorm:
+      return t[1] == F32 && t[2] == F32 && t[3] == F32 && t[4] == F32;
+    case Op::LayerNormBackward:
+    case Op::Embedding:
+    case Op::EmbeddingBackward:
+      return all_f32(types);
+    case Op::CrossEntropy:  // fp32 logits; dlogits in any storage
+      return t[1] == F32;
+  }
+  return false;
+}
+
+void CpuBackend::run_cast(const View& dst, const View& src) {
+  if (dst.ptr == src.ptr && dst.type == src.type) return;
+  convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
+}
+
+void CpuBackend::run_linear(const LinearArgs& a) {
+  const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
+  const float* bias = a.bias.empty() ? nullptr : a.bias.as<float>();
+  const bool f32 = a.math == ComputeType::F32 && all_f32({a.out.type, a.x.type, a.w.type}) &&
+                   a.x.contiguous() && a.out.contiguous();
+  if (f32 && a.epilogue == Epilogue::Bias && conv1d_layout(a.w)) {
+    matmul_forward(a.out.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
+    return;
+  }
+  if (f32 && a.epilogue == Epilogue::Bias && linear_layout(a.w)) {
+    linear_forward(a.out.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
+    return;
+  }
+  if (f32 && a.epilogue == Epilogue::BiasGelu && a.pre.type == F32 && conv1d_layout(a.w)) {
+    matmul_forward(a.pre.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
+    gelu_forward(a.out.as<float>(), a.pre.as<float>(), static_cast<size_t>(N) * M);
+    return;
+  }
+  // The fp32 accumulator: out itself when it is fp32 and the epilogue writes in place.
+  const bool in_place = a.out.type == F32 && a.out.contiguous() && a.epilogue == Epilogue::Bias;
+  float* acc = in_place ? a.out.as<float>()
+                        : static_cast<float*>(scratch(0, static_cast<size_t>(N) * M * sizeof(float)));
+  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), operand(a.w), gemm_math(a.math), 1, 1, N, M, K,
+             false, ws_, ctx_);
+  switch (a.epilogue) {
+    case Epilogue::Bias:
+      if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);
+      return;
+    case Epilogue::BiasGelu:
+      bias_gelu_forward_typed(a.pre.ptr, a.pre.type, a.out.ptr, a.out.type, acc, bias, N, M);
+      return;
+    case Epilogue::BiasResidual:
+      residual_bias_forward(a.out.as<float>(), a.residual.as<float>(), acc, bias, a.rounding, N, M);
+      return;
+  }
+}
+
+void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
+  const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
+  const GemmMath math = gemm_math(a.math);
+  const size_t NM = static_cast<size_t>(N) * M;
+  // The upstream gradient as the two GEMMs read it. Through GELU: d(pre) = gelu'(pre)·dy,
+  // written once in the arithmetic's operand storage. Otherwise, when both GEMMs read dy and
+  // it is not in their format yet, it is converted once here instead of in each GEMM.
+  GemmOperand dy = operand(a.dy);
+  if (a.epilogue == Epilogue::BiasGelu) {
+    const StorageType t = ws_.operand_storage(math);
+    void* dpre = scratch(1, NM * storage_bytes(t));
+    if (t == F32 && a.pre.type == F32)
+      gelu_backward(static_cast<float*>(dpre), a.pre.as<float>(), a.dy.as<float>(), NM);
+    else
+      gelu_backward_typed(dpre, t, a.pre.ptr, a.pre.type, a.dy.as<float>(), NM);
+    dy = {dpre, t, GemmLayout{0, 0, M, 1}};  // not `ready`: TF32 and emulated fp16 still round it
+  } else if (!a.dx.empty() && a.dy.contiguous() &&
+             (a.dy.type != ws_.operand_storage(math) || math == GemmMath::TF32 ||
+              (math == GemmMath::F16 && a.dy.type == F32))) {
+    const StorageType t = ws_.operand_storage(math);
+    void* d = scratch(1, NM * storage_bytes(t));
+    to_gemm_operand(d, a.dy.ptr, a.dy.type, NM, math, ws_);
+    dy = {d, t, GemmLayout{0, 0, M, 1}, true};
+  }
+  // dx[N,K] (=) dy[N,M]·w^T
+  if (!a.dx.empty())
+    gemm_mixed(a.dx.ptr, a.dx.type, layout(a.dx), dy, operand(a.w.t()), math, 1, 1, N, K, M, false, ws_,
+               ctx_);
+  // dw[K,M] (+=) x^T·dy; a transposed dw (nn.Linear's [M,K]) as dw^T[M,K] (+=) dy^T·x.
+  const GemmOperand dyT{dy.ptr, dy.type, {0, 0, dy.layout.col, dy.layout.row}, dy.ready};
+  if (a.dw.stride[1] == 1 || a.dw.stride[0] != 1)
+    gemm_mixed(a.dw.ptr, F32, layout(a.dw), operand(a.x.t()), dy, math, 1, 1, K, M, N, true, ws_, ctx_);
+  else
+    gemm_mixed(a.dw.ptr, F32, layout(a.dw.t()), dyT, operand(a.x), math, 1, 1, M, K, N, true, ws_, ctx_);
+  // db sums the gradient as it arrived (fp32 stays fp32), or d(pre) as the GEMMs read it.
+  if (!a.db.empty()) {
+    const bool through_gelu = a.epilogue == Epilogue::BiasGelu;
+    MPT_CHECK(through_gelu || a.dy.contiguous(), "[backend cpu] linear_backward: db needs a contiguous dy");
+    bias_backward_typed(a.db.as<float>(), through_gelu ? dy.ptr : a.dy.ptr, through_gelu ? dy.type : a.dy.type, N,
+                        M);
+  }
+}
+
+void CpuBackend::run_layernorm(const LayerNormArgs& a) {
+  const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
+  const float* x = a.x.as<float>();
+  if (!a.add.empty()) {
+    residual_forward(a.residual_out.as<float>(), x, a.add.as<float>(), static_cast<size_t>(N) * C);
+    x = a.residual_out.as<float>();
+  }
+  if (a.out.type == F32)
+    layernorm_forward(a.out.as<float>(), a.mean.as<float>(), a.rstd.as<float>(), x, a.gamma.as<float>(),
+                      a.beta.as<float>(), N, C, a.eps);
+  else
+    layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), x,
+                            a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
+}
+
+void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
+  cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
+                          a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
+                          as_int(a.x.dim(0)), as_int(a.x.dim(1)));
+}
+
+void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
+  const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
+  const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
+  if (a.dlogits.empty() || a.dlogits.type == F32)
+    crossentropy_forward_backward(a.losses.as<float>(), a.dlogits.empty() ? nullptr : a.dlogits.as<float>(),
+                                  a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);
+  else
+    crossentropy_forward_backward_typed(a.losses.as<float>(), a.dlogits.ptr, a.dlogits.type,
+                                        a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);
+}
+
+void CpuBackend::run_embedding(const EmbeddingArgs& a) {
+  const int C = as_int(a.word.dim(1));
+  if (a.types == nullptr)
+    encoder_forward(a.out.as<float>(), a.tokens, a.word.as<float>(), a.pos.as<float>(), a.B, a.T, C);
+  else
+    embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
+                       a.type_table.as<float>(), a.B, a.T, C);
+}
+
+void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
+  const int C = as_int(a.dword.dim(1));
+  if (a.types == nullptr)
+    encoder_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dout.as<float>(), a.tokens, a.B, a.T, C);
+  else
+    embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dtype.as<float>(), a.dout.as<float>(),
+                        a.tokens, a.types, a.pad_token, a.B, a.T, C);
+}
+
+}  // namespace mptrain::cpu

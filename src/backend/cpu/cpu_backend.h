@@ -1,0 +1,49 @@
+// The CPU backend of the op interface (backend/backend.h): thin routing onto the cpu:: ops
+// (oneDNN GEMMs, OpenMP kernels). fp32 work keeps today's fp32 kernels (matmul_forward,
+// layernorm_forward, gelu_forward, ...): an all-fp32 policy takes no extra pass and no
+// low-precision copy. Everything else goes through gemm_mixed, which reads an operand in place
+// when it is already in the arithmetic's format and converts it once otherwise.
+#pragma once
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/ops/gemm_mixed.h"
+#include "core/buffer.h"
+
+namespace mptrain::cpu {
+
+class Context;
+
+class CpuBackend final : public Backend {
+ public:
+  // Shares the caller's Context (thread pool and oneDNN primitive caches).
+  explicit CpuBackend(Context& ctx);
+  ~CpuBackend() override;
+
+  const char* name() const override { return "cpu"; }
+  BackendCaps caps() const override { return ws_.caps(); }
+  // The residual add fuses into the projection's epilogue here (one pass over the fp32
+  // accumulator); in front of LayerNorm it would be one more pass over the stream.
+  bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
+
+ protected:
+  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
+  void run_cast(const View& dst, const View& src) override;
+  void run_linear(const LinearArgs& a) override;
+  void run_linear_backward(const LinearBackwardArgs& a) override;
+  void run_layernorm(const LayerNormArgs& a) override;
+  void run_layernorm_backward(const LayerNormBackwardArgs& a) override;
+  void run_cross_entropy(const CrossEntropyArgs& a) override;
+  void run_embedding(const EmbeddingArgs& a) override;
+  void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
+
+ private:
+  // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a
+  // converted-once upstream gradient.
+  void* scratch(int i, size_t bytes);
+  Context& ctx_;
+  GemmWorkspace ws_;
+  FloatBuffer scratch_[2];
+};
+
+}  // namespace mptrain::cpu

@@ -1,0 +1,593 @@
+// The op interface (backend/backend.h) on the CPU backend, op by op: every op in every storage
+// and arithmetic supports() accepts, against a float64 reference computed from the values the
+// op actually reads (inputs rounded to their storage, GEMM operands to the arithmetic); fp32
+// work bit for bit equal to today's fp32 kernels; and the refusals, one line naming the op and
+// the dtypes. The GPU backend will run the same cases against this one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_test_util.h"
+#include "backend/ops/gemm.h"
+#include "backend/ops/linear.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace mptrain {
+namespace {
+
+using test::all_close;
+using test::Tol;
+constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16;
+
+// A value as stored in t (round to nearest even), back in fp32.
+float stored(float v, StorageType t) {
+  switch (t) {
+    case BF16:
+      return bf16_to_f32(f32_to_bf16(v));
+    case F16:
+      return f16_to_f32(f32_to_f16(v));
+    case F32:
+      break;
+  }
+  return v;
+}
+
+// A value as a GEMM of arithmetic m multiplies it.
+double operand(float v, ComputeType m) {
+  switch (m) {
+    case ComputeType::TF32:
+      return round_to_tf32(v);
+    case ComputeType::BF16:
+      return stored(v, BF16);
+    case ComputeType::F16:
+      return stored(v, F16);
+    case ComputeType::F32:
+      break;
+  }
+  return v;
+}
+
+// A host tensor in one storage type, made from fp32 values (rounded once).
+class Buf {
+ public:
+  Buf(StorageType t, const std::vector<float>& v)
+      : type_(t), n_(v.size()), bytes_(v.size() * storage_bytes(t) + 64) {
+    for (size_t i = 0; i < n_; ++i) set(i, v[i]);
+  }
+  Buf(StorageType t, size_t n, float fill = test::kPoison) : Buf(t, std::vector<float>(n, fill)) {}
+  View view(std::initializer_list<std::int64_t> dims) { return View::of(bytes_.data(), type_, dims); }
+  float get(size_t i) const {
+    switch (type_) {
+      case BF16: {
+        Bf16 h;
+        std::memcpy(&h, bytes_.data() + 2 * i, 2);
+        return bf16_to_f32(h);
+      }
+      case F16: {
+        Fp16 h;
+        std::memcpy(&h, bytes_.data() + 2 * i, 2);
+        return f16_to_f32(h);
+      }
+      case F32:
+        break;
+    }
+    float f;
+    std::memcpy(&f, bytes_.data() + 4 * i, 4);
+    return f;
+  }
+  std::vector<float> values() const {
+    std::vector<float> v(n_);
+    for (size_t i = 0; i < n_; ++i) v[i] = get(i);
+    return v;
+  }
+
+ private:
+  void set(size_t i, float f) {
+    if (type_ == BF16) {
+      const Bf16 h = f32_to_bf16(f);
+      std::memcpy(bytes_.data() + 2 * i, &h, 2);
+    } else if (type_ == F16) {
+      const Fp16 h = f32_to_f16(f);
+      std::memcpy(bytes_.data() + 2 * i, &h, 2);
+    } else {
+      std::memcpy(bytes_.data() + 4 * i, &f, 4);
+    }
+  }
+  StorageType type_;
+  size_t n_;
+  std::vector<char> bytes_;
+};
+
+// The tolerance of a result stored in t: fp32 sums in another order, then one rounding that
+// may fall on the other side.
+Tol tol_for(StorageType t) {
+  switch (t) {
+    case BF16:
+      return {1e-2, 8e-3};
+    case F16:
+      return {1e-3, 1e-3};
+    case F32:
+      break;
+  }
+  return {2e-5, 2e-5};
+}
+
+double gelu_ref(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double gelu_grad_ref(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  const double u = k * (x + 0.044715 * x * x * x), th = std::tanh(u);
+  return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+struct CpuFixture : ::testing::Test {
+  cpu::Context ctx;
+  cpu::CpuBackend be{ctx};
+};
+
+using BackendOps = CpuFixture;
+
+// Element (k, m) of a weight [K, M] stored Conv1D (w[k*M + m]) or nn.Linear (w[m*K + k]).
+struct Weight {
+  bool transposed;  // nn.Linear's [M, K]
+  int K, M;
+  size_t at(int k, int m) const {
+    return transposed ? static_cast<size_t>(m) * K + k : static_cast<size_t>(k) * M + m;
+  }
+  View view(Buf& b) const { return transposed ? b.view({M, K}).t() : b.view({K, M}); }
+};
+
+const ComputeType kMaths[] = {ComputeType::F32, ComputeType::TF32, ComputeType::BF16, ComputeType::F16};
+
+TEST_F(BackendOps, LinearMatchesTheReferenceInEveryStorageArithmeticAndEpilogue) {
+  const int N = 6, K = 40, M = 24;
+  const std::vector<float> x0 = test::randn(static_cast<size_t>(N) * K, 1),
+                           w0 = test::randn(static_cast<size_t>(K) * M, 2, 0.2f);
+  const std::vector<float> b0 = test::randn(M, 3, 0.5f), r0 = test::randn(static_cast<size_t>(N) * M, 4);
+  for (ComputeType math : kMaths)
+    for (StorageType xt : {F32, compute_storage(math)})
+      for (bool transposed : {false, true})
+        for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual})
+          for (StorageType ot : {F32, BF16, F16}) {
+            if (ep == Epilogue::BiasResidual && ot != F32) continue;  // refused below
+            const std::string what = std::string(compute_name(math)) + " x=" + storage_name(xt) +
+                                     (transposed ? " nn.Linear" : " Conv1D") + " out=" + storage_name(ot) +
+                                     " epilogue=" + std::to_string(static_cast<int>(ep));
+            const Weight wl{transposed, K, M};
+            std::vector<float> wv(w0.size());
+            for (int k = 0; k < K; ++k)
+              for (int m = 0; m < M; ++m) wv[wl.at(k, m)] = w0[static_cast<size_t>(k) * M + m];
+            Buf x(xt, x0), w(xt, wv), b(F32, b0), out(ot, static_cast<size_t>(N) * M),
+                pre(BF16, static_cast<size_t>(N) * M);
+            Buf res(F32, r0);
+            LinearArgs a;
+            a.out = out.view({N, M});
+            a.x = x.view({N, K});
+            a.w = wl.view(w);
+            a.bias = b.view({M});
+            a.math = math;
+            a.epilogue = ep;
+            if (ep == Epilogue::BiasGelu) a.pre = pre.view({N, M});
+            if (ep == Epilogue::BiasResidual) {
+              a.residual = res.view({N, M});
+              a.rounding = BF16;
+            }
+            be.linear(a);
+            std::vector<double> ref(static_cast<size_t>(N) * M), ref_pre(ref.size());
+            const std::vector<float> xs = x.values(), ws = w.values();
+            for (int n = 0; n < N; ++n)
+              for (int m = 0; m < M; ++m) {
+                double s = 0.0;
+                for (int k = 0; k < K; ++k)
+                  s += operand(xs[static_cast<size_t>(n) * K + k], math) * operand(ws[wl.at(k, m)], math);
+                const size_t i = static_cast<size_t>(n) * M + m;
+                const double y = s + b0[static_cast<size_t>(m)];
+                ref_pre[i] = stored(static_cast<float>(y), BF16);
+                ref[i] = ep == Epilogue::Bias       ? y
+                         : ep == Epilogue::BiasGelu ? gelu_ref(ref_pre[i])
+                                                    : r0[i] + stored(static_cast<float>(y), BF16);
+              }
+            EXPECT_TRUE(all_close(out.values(), ref, tol_for(ot), what));
+            if (ep == Epilogue::BiasGelu) {
+              EXPECT_TRUE(all_close(pre.values(), ref_pre, tol_for(BF16), what + " pre"));
+            }
+          }
+}
+
+TEST_F(BackendOps, LinearBackwardMatchesTheReference) {
+  const int N = 5, K = 24, M = 16;
+  const std::vector<float> x0 = test::randn(static_cast<size_t>(N) * K, 11),
+                           w0 = test::randn(static_cast<size_t>(K) * M, 12, 0.2f);
+  const std::vector<float> dy0 = test::randn(static_cast<size_t>(N) * M, 13),
+                           pre0 = test::randn(static_cast<size_t>(N) * M, 14);
+  const std::vector<float> dw0 = test::randn(static_cast<size_t>(K) * M, 15), db0 = test::randn(M, 16);
+  for (ComputeType math : kMaths)
+    for (bool transposed : {false, true})
+      for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu})
+        for (StorageType dyt : {F32, compute_storage(math)}) {
+          if (ep == Epilogue::BiasGelu && dyt != F32) continue;  // GELU's backward reads an fp32 dy
+          const StorageType xt = compute_storage(math);
+          const std::string what = std::string(compute_name(math)) + (transposed ? " nn.Linear" : " Conv1D") +
+                                   " dy=" + storage_name(dyt) + (ep == Epilogue::BiasGelu ? " gelu" : "");
+          const Weight wl{transposed, K, M};
+          std::vector<float> wv(w0.size()), dwv(dw0.size());
+          for (int k = 0; k < K; ++k)
+            for (int m = 0; m < M; ++m) {
+              wv[wl.at(k, m)] = w0[static_cast<size_t>(k) * M + m];
+              dwv[wl.at(k, m)] = dw0[static_cast<size_t>(k) * M + m];
+            }
+          Buf x(xt, x0), w(xt, wv), dy(dyt, dy0), pre(BF16, pre0), dx(F32, static_cast<size_t>(N) * K);
+          Buf dw(F32, dwv), db(F32, db0);
+          LinearBackwardArgs a;
+          a.dx = dx.view({N, K});
+          a.dw = wl.view(dw);
+          a.db = db.view({M});
+          a.dy = dy.view({N, M});
+          a.x = x.view({N, K});
+          a.w = wl.view(w);
+          a.math = math;
+          a.epilogue = ep;
+          if (ep == Epilogue::BiasGelu) a.pre = pre.view({N, M});
+          be.linear_backward(a);
+          // The gradient the GEMMs multiply: through GELU, rounded once to the operand storage.
+          const std::vector<float> dys = dy.values(), pres = pre.values(), xs = x.values(), ws = w.values();
+          std::vector<double> g(dys.size());
+          for (size_t i = 0; i < g.size(); ++i)
+            g[i] = ep == Epilogue::BiasGelu
+                       ? stored(static_cast<float>(gelu_grad_ref(pres[i]) * dys[i]), compute_storage(math))
+                       : dys[i];
+          std::vector<double> rdx(static_cast<size_t>(N) * K), rdw(dw0.size()), rdb(M);
+          for (int n = 0; n < N; ++n)
+            for (int k = 0; k < K; ++k) {
+              double s = 0.0;
+              for (int m = 0; m < M; ++m)
+                s += operand(static_cast<float>(g[static_cast<size_t>(n) * M + m]), math) *
+                     operand(ws[wl.at(k, m)], math);
+              rdx[static_cast<size_t>(n) * K + k] = s;
+            }
+          for (int k = 0; k < K; ++k)
+            for (int m = 0; m < M; ++m) {
+              double s = dwv[wl.at(k, m)];
+              for (int n = 0; n < N; ++n)
+                s += operand(xs[static_cast<size_t>(n) * K + k], math) *
+                     operand(static_cast<float>(g[static_cast<size_t>(n) * M + m]), math);
+              rdw[wl.at(k, m)] = s;
+            }
+          for (int m = 0; m < M; ++m) {
+            double s = db0[static_cast<size_t>(m)];
+            for (int n = 0; n < N; ++n) s += g[static_cast<size_t>(n) * M + m];
+            rdb[static_cast<size_t>(m)] = s;
+          }
+          // GELU's gradient is rounded once; the reference's rounding may land one ulp away.
+          const Tol t = ep == Epilogue::BiasGelu ? tol_for(compute_storage(math)) : tol_for(F32);
+          EXPECT_TRUE(all_close(dx.values(), rdx, t, what + " dx"));
+          EXPECT_TRUE(all_close(dw.values(), rdw, t, what + " dw (+=)"));
+          EXPECT_TRUE(all_close(db.values(), rdb, t, what + " db (+=)"));
+        }
+}
+
+// An all-fp32 plan runs today's fp32 kernels: the same bits as matmul_forward / linear_forward
+// and their backward (whose dinp accumulates: here onto zeros).
+TEST_F(BackendOps, Fp32LinearIsTodaysKernelBitForBit) {
+  const int N = 7, K = 32, M = 48;
+  const std::vector<float> x = test::randn(static_cast<size_t>(N) * K, 21),
+                           w = test::randn(static_cast<size_t>(K) * M, 22);
+  const std::vector<float> b = test::randn(M, 23), dy = test::randn(static_cast<size_t>(N) * M, 24);
+  for (bool transposed : {false, true}) {
+    std::vector<float> out(static_cast<size_t>(N) * M), want(out.size());
+    Buf xb(F32, x), wb(F32, w), bb(F32, b);
+    LinearArgs a;
+    a.out = View::of(out.data(), F32, {N, M});
+    a.x = xb.view({N, K});
+    a.w = transposed ? wb.view({M, K}).t() : wb.view({K, M});
+    a.bias = bb.view({M});
+    be.linear(a);
+    if (transposed)
+      cpu::linear_forward(want.data(), x.data(), w.data(), b.data(), N, K, M, ctx);
+    else
+      cpu::matmul_forward(want.data(), x.data(), w.data(), b.data(), N, K, M, ctx);
+    EXPECT_TRUE(test::bit_identical(out, want, transposed ? "nn.Linear forward" : "Conv1D forward"));
+
+    std::vector<float> dx(static_cast<size_t>(N) * K), dw(w.size(), 0.5f), db(M, 0.25f);
+    std::vector<float> wdx(dx.size(), 0.0f), wdw(dw), wdb(db);
+    Buf dyb(F32, dy);
+    LinearBackwardArgs g;
+    g.dx = View::of(dx.data(), F32, {N, K});
+    g.dw = transposed ? View::of(dw.data(), F32, {M, K}).t() : View::of(dw.data(), F32, {K, M});
+    g.db = View::of(db.data(), F32, {M});
+    g.dy = dyb.view({N, M});
+    g.x = a.x;
+    g.w = a.w;
+    be.linear_backward(g);
+    if (transposed)
+      cpu::linear_backward(wdx.data(), wdw.data(), wdb.data(), dy.data(), x.data(), w.data(), N, K, M, ctx);
+    else
+      cpu::matmul_backward(wdx.data(), wdw.data(), wdb.data(), dy.data(), x.data(), w.data(), N, K, M, ctx);
+    EXPECT_TRUE(test::bit_identical(dx, wdx, "dx"));
+    EXPECT_TRUE(test::bit_identical(dw, wdw, "dw"));
+    EXPECT_TRUE(test::bit_identical(db, wdb, "db"));
+  }
+}
+
+TEST_F(BackendOps, LayerNormWithAndWithoutTheFusedResidual) {
+  const int N = 5, C = 40;
+  const float eps = 1e-5f;
+  const std::vector<float> x0 = test::randn(static_cast<size_t>(N) * C, 31, 2.0f),
+                           add0 = test::randn(x0.size(), 32);
+  const std::vector<float> g0 = test::randn(C, 33), b0 = test::randn(C, 34);
+  for (bool fused : {false, true})
+    for (StorageType ot : {F32, BF16, F16}) {
+      Buf x(F32, x0), add(F32, add0), res(F32, x0.size()), out(ot, x0.size()), mean(F32, N), rstd(F32, N);
+      Buf g(F32, g0), b(F32, b0);
+      LayerNormArgs a;
+      a.out = out.view({N, C});
+      a.mean = mean.view({N});
+      a.rstd = rstd.view({N});
+      a.x = x.view({N, C});
+      a.gamma = g.view({C});
+      a.beta = b.view({C});
+      a.eps = eps;
+      if (fused) {
+        a.add = add.view({N, C});
+        a.residual_out = res.view({N, C});
+      }
+      be.layernorm(a);
+      std::vector<double> ref(x0.size()), rres(x0.size()), rmean(N), rrstd(N);
+      for (int n = 0; n < N; ++n) {
+        double s = 0.0, q = 0.0;
+        for (int c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(n) * C + c;
+          rres[i] = fused ? static_cast<double>(x0[i] + add0[i]) : x0[i];
+          s += rres[i];
+        }
+        const double m = s / C;
+        for (int c = 0; c < C; ++c)
+          q += (rres[static_cast<size_t>(n) * C + c] - m) * (rres[static_cast<size_t>(n) * C + c] - m);
+        const double r = 1.0 / std::sqrt(q / C + eps);
+        rmean[static_cast<size_t>(n)] = m;
+        rrstd[static_cast<size_t>(n)] = r;
+        for (int c = 0; c < C; ++c) {
+          const size_t i = static_cast<size_t>(n) * C + c;
+          ref[i] = (rres[i] - m) * r * g0[static_cast<size_t>(c)] + b0[static_cast<size_t>(c)];
+        }
+      }
+      const std::string what =
+          std::string(fused ? "residual_layernorm" : "layernorm") + " out=" + storage_name(ot);
+      EXPECT_TRUE(all_close(out.values(), ref, tol_for(ot), what));
+      EXPECT_TRUE(all_close(mean.values(), rmean, tol_for(F32), what + " mean"));
+      EXPECT_TRUE(all_close(rstd.values(), rrstd, tol_for(F32), what + " rstd"));
+      if (fused) {
+        EXPECT_TRUE(all_close(res.values(), rres, {0, 0}, what + " residual_out"));
+      }
+    }
+}
+
+TEST_F(BackendOps, LayerNormBackwardAccumulates) {
+  const int N = 4, C = 32;
+  const float eps = 1e-5f;
+  const std::vector<float> x0 = test::randn(static_cast<size_t>(N) * C, 41),
+                           dout0 = test::randn(x0.size(), 42);
+  const std::vector<float> g0 = test::randn(C, 43), dx0 = test::randn(x0.size(), 44),
+                           dg0 = test::randn(C, 45);
+  std::vector<float> mean0(N), rstd0(N);
+  for (int n = 0; n < N; ++n) {
+    double s = 0.0, q = 0.0;
+    for (int c = 0; c < C; ++c) s += x0[static_cast<size_t>(n) * C + c];
+    const double m = s / C;
+    for (int c = 0; c < C; ++c) q += std::pow(x0[static_cast<size_t>(n) * C + c] - m, 2);
+    mean0[static_cast<size_t>(n)] = static_cast<float>(m);
+    rstd0[static_cast<size_t>(n)] = static_cast<float>(1.0 / std::sqrt(q / C + eps));
+  }
+  Buf x(F32, x0), dout(F32, dout0), g(F32, g0), dx(F32, dx0), dg(F32, dg0), db(F32, dg0), mean(F32, mean0),
+      rstd(F32, rstd0);
+  be.layernorm_backward({dx.view({N, C}), dg.view({C}), db.view({C}), dout.view({N, C}), x.view({N, C}),
+                         g.view({C}), mean.view({N}), rstd.view({N})});
+  std::vector<double> rdx(x0.size()), rdg(C), rdb(C);
+  for (int c = 0; c < C; ++c) {
+    rdg[static_cast<size_t>(c)] = dg0[static_cast<size_t>(c)];
+    rdb[static_cast<size_t>(c)] = dg0[static_cast<size_t>(c)];
+  }
+  for (int n = 0; n < N; ++n) {
+    const double m = mean0[static_cast<size_t>(n)], r = rstd0[static_cast<size_t>(n)];
+    double sd = 0.0, sdx = 0.0;
+    for (int c = 0; c < C; ++c) {
+      const size_t i = static_cast<size_t>(n) * C + c;
+      const double xh = (x0[i] - m) * r, d = dout0[i] * g0[static_cast<size_t>(c)];
+      sd += d;
+      sdx += d * xh;
+      rdg[static_cast<size_t>(c)] += dout0[i] * xh;
+      rdb[static_cast<size_t>(c)] += dout0[i];
+    }
+    for (int c = 0; c < C; ++c) {
+      const size_t i = static_cast<size_t>(n) * C + c;
+      const double xh = (x0[i] - m) * r, d = dout0[i] * g0[static_cast<size_t>(c)];
+      rdx[i] = dx0[i] + r * (d - sd / C - xh * sdx / C);
+    }
+  }
+  EXPECT_TRUE(all_close(dx.values(), rdx, {1e-4, 1e-4}, "dx (+=)"));
+  EXPECT_TRUE(all_close(dg.values(), rdg, {1e-4, 1e-4}, "dgamma (+=)"));
+  EXPECT_TRUE(all_close(db.values(), rdb, {1e-4, 1e-4}, "dbeta (+=)"));
+}
+
+TEST_F(BackendOps, CrossEntropyWritesDlogitsInAnyStorage) {
+  const int N = 6, V = 37, Vp = 48;
+  const std::vector<float> l0 = test::randn(static_cast<size_t>(N) * Vp, 51, 3.0f);
+  const std::vector<int> targets = {0, 36, -1, 5, 17, 2};
+  const std::vector<float> dl0(N, 1.0f / 5.0f);
+  std::vector<double> rloss(N), rd(l0.size(), 0.0);
+  for (int n = 0; n < N; ++n) {
+    double mx = -1e300, s = 0.0;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(l0[static_cast<size_t>(n) * Vp + v]));
+    for (int v = 0; v < V; ++v) s += std::exp(l0[static_cast<size_t>(n) * Vp + v] - mx);
+    const int t = targets[static_cast<size_t>(n)];
+    if (t < 0) continue;
+    rloss[static_cast<size_t>(n)] = -(l0[static_cast<size_t>(n) * Vp + t] - mx - std::log(s));
+    for (int v = 0; v < V; ++v)
+      rd[static_cast<size_t>(n) * Vp + v] =
+          dl0[static_cast<size_t>(n)] *
+          (std::exp(l0[static_cast<size_t>(n) * Vp + v] - mx) / s - (v == t ? 1.0 : 0.0));
+  }
+  for (StorageType dt : {F32, BF16, F16})
+    for (bool alias : {false, true}) {
+      if (alias && dt != F32) continue;
+      Buf logits(F32, l0), losses(F32, N), dloss(F32, dl0), dlog(dt, l0.size());
+      CrossEntropyArgs a;
+      a.losses = losses.view({N});
+      a.logits = logits.view({N, Vp});
+      a.dlogits = alias ? a.logits : dlog.view({N, Vp});
+      a.targets = targets.data();
+      a.dloss = dloss.view({N});
+      a.vocab = V;
+      be.cross_entropy(a);
+      const std::string what = std::string("dlogits=") + storage_name(dt) + (alias ? " in place" : "");
+      EXPECT_TRUE(all_close(losses.values(), rloss, {1e-5, 1e-5}, what + " losses"));
+      EXPECT_TRUE(all_close(alias ? logits.values() : dlog.values(), rd, tol_for(dt), what));
+    }
+}
+
+TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {
+  const int B = 2, T = 3, C = 8, V = 10;
+  const std::vector<int> tokens = {1, 4, 9, 0, 4, 4}, types = {0, 0, 1, 0, 1, 1};
+  const std::vector<float> word0 = test::randn(static_cast<size_t>(V) * C, 61),
+                           pos0 = test::randn(static_cast<size_t>(T + 2) * C, 62);
+  const std::vector<float> type0 = test::randn(2 * C, 63),
+                           dout0 = test::randn(static_cast<size_t>(B) * T * C, 64);
+  for (bool bert : {false, true}) {
+    Buf word(F32, word0), pos(F32, pos0), type(F32, type0), out(F32, dout0.size());
+    EmbeddingArgs a;
+    a.out = out.view({B * T, C});
+    a.tokens = tokens.data();
+    a.B = B;
+    a.T = T;
+    a.word = word.view({V, C});
+    a.pos = pos.view({T + 2, C});
+    if (bert) {
+      a.types = types.data();
+      a.type_table = type.view({2, C});
+    }
+    be.embedding(a);
+    std::vector<double> ref(dout0.size());
+    std::vector<double> rdw(word0.size(), 0.0), rdp(pos0.size(), 0.0), rdt(type0.size(), 0.0);
+    const int pad = bert ? 4 : -1;
+    for (int i = 0; i < B * T; ++i)
+      for (int c = 0; c < C; ++c) {
+        const size_t o = static_cast<size_t>(i) * C + c;
+        const size_t tw = static_cast<size_t>(tokens[static_cast<size_t>(i)]) * C + c,
+                     tp = static_cast<size_t>(i % T) * C + c;
+        const size_t tt = static_cast<size_t>(types[static_cast<size_t>(i)]) * C + c;
+        ref[o] = static_cast<double>(word0[tw]) + pos0[tp] + (bert ? type0[tt] : 0.0f);
+        if (tokens[static_cast<size_t>(i)] != pad) rdw[tw] += dout0[o];
+        rdp[tp] += dout0[o];
+        if (bert) rdt[tt] += dout0[o];
+      }
+    const std::string what = bert ? "bert" : "gpt2";
+    EXPECT_TRUE(all_close(out.values(), ref, {1e-6, 1e-6}, what + " embedding"));
+    Buf dw(F32, word0.size(), 0.0f), dp(F32, pos0.size(), 0.0f), dt(F32, type0.size(), 0.0f),
+        dout(F32, dout0);
+    EmbeddingBackwardArgs g;
+    g.dword = dw.view({V, C});
+    g.dpos = dp.view({T + 2, C});
+    g.dout = dout.view({B * T, C});
+    g.tokens = tokens.data();
+    g.B = B;
+    g.T = T;
+    if (bert) {
+      g.types = types.data();
+      g.dtype = dt.view({2, C});
+      g.pad_token = pad;
+    }
+    be.embedding_backward(g);
+    EXPECT_TRUE(all_close(dw.values(), rdw, {1e-6, 1e-6}, what + " dword"));
+    EXPECT_TRUE(all_close(dp.values(), rdp, {1e-6, 1e-6}, what + " dpos"));
+    if (bert) {
+      EXPECT_TRUE(all_close(dt.values(), rdt, {1e-6, 1e-6}, what + " dtype"));
+    }
+  }
+}
+
+TEST_F(BackendOps, CastRoundsOnceToNearestEven) {
+  const std::vector<float> v = test::randn(100, 71, 100.0f);
+  for (StorageType to : {F32, BF16, F16})
+    for (StorageType from : {F32, BF16, F16}) {
+      Buf src(from, v), dst(to, v.size());
+      be.cast(dst.view({10, 10}), src.view({100}));
+      const std::vector<float> s = src.values(), d = dst.values();
+      for (size_t i = 0; i < v.size(); ++i)
+        ASSERT_EQ(d[i], stored(s[i], to))
+            << storage_name(from) << " -> " << storage_name(to) << " [" << i << "]";
+    }
+}
+
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
+// What the CPU has no kernel for, and shapes that do not fit: one line naming the op, the
+// tensor and the dtypes, before anything is written.
+TEST_F(BackendOps, RefusesWhatItCannotRunNamingTheOpAndTheDtypes) {
+  const int N = 2, C = 4;
+  Buf f(F32, 64, 0.0f), h(BF16, 64, 0.0f), g(F32, 64, 0.0f);
+  EXPECT_FALSE(be.supports(Op::LayerNormBackward, {F32, F32, BF16, F32, F32}));
+  expect_error(
+      [&] {
+        be.layernorm_backward({f.view({N, C}), g.view({C}), g.view({C}), h.view({N, C}), f.view({N, C}),
+                               g.view({C}), g.view({N}), g.view({N})});
+      },
+      "[backend cpu] layernorm_backward: no kernel for dx=fp32 dgamma=fp32 dout=bf16 x=fp32 gamma=fp32");
+  LinearArgs a;
+  a.out = h.view({N, C});
+  a.x = f.view({N, C});
+  a.w = f.view({C, C});
+  a.epilogue = Epilogue::BiasResidual;
+  a.residual = f.view({N, C});
+  a.math = ComputeType::BF16;
+  expect_error(
+      [&] { be.linear(a); },
+      "[backend cpu] linear_residual: no kernel for out=bf16 x=fp32 w=fp32 residual=fp32 with bf16 products");
+  a.epilogue = Epilogue::Bias;
+  a.residual = View{};
+  a.w = f.view({C + 1, C});
+  expect_error([&] { be.linear(a); }, "[backend cpu] linear: w is fp32[5,4], expected [4,*]");
+  a.w = f.view({C, C});
+  a.bias = h.view({C});
+  expect_error([&] { be.linear(a); }, "[backend cpu] linear: bias is bf16[4], expected fp32");
+  const std::vector<int> t(N, 0);
+  expect_error(
+      [&] {
+        be.cross_entropy({f.view({N}), h.view({N, C}), h.view({N, C}), t.data(), f.view({N}), C});
+      },
+      "[backend cpu] cross_entropy: no kernel for dlogits=bf16 logits=bf16");
+  expect_error(
+      [&] {
+        be.cross_entropy({f.view({N}), View{}, f.view({N, C}), t.data(), View{}, C + 1});
+      },
+      "[backend cpu] cross_entropy: vocab 5 is outside (0, 4]");
+}
+
+TEST_F(BackendOps, SaysWhatItIsAndWhichFusionPays) {
+  EXPECT_STREQ(be.name(), "cpu");
+  EXPECT_EQ(be.caps(), cpu::GemmWorkspace(ctx).caps());
+  EXPECT_TRUE(be.worth_fusing(Fusion::ResidualIntoLinear));
+  EXPECT_FALSE(be.worth_fusing(Fusion::ResidualIntoLayerNorm));
+  // The slower fusion still runs (checked above): worth_fusing chooses, supports() permits.
+  EXPECT_TRUE(be.supports(Op::ResidualLayerNorm, {BF16, F32, F32, F32, F32}));
+}
+
+}  // namespace
+}  // namespace mptrain
