@@ -11,7 +11,11 @@
 //   layernorm             {out, x, gamma}           (beta: gamma's type)
 //   residual_layernorm    {out, x, gamma, add, residual_out}
 //   layernorm_backward    {dx, dgamma, dout, x, gamma}   (dbeta: dgamma's type)
+//   attention             {qkv, probs, out}         math: the scores' arithmetic
+//   attention_backward    {qkv, probs, out}         (dqkv: qkv's type, dout: out's; the values'
+//                                                    arithmetic is in AttentionDtypes)
 //   cross_entropy         {dlogits, logits}         (no dlogits: logits' type in its place)
+//   sampled_cross_entropy {dlogits, logits}
 //   embedding             {out, word}               (pos, type table: word's type)
 //   embedding_backward    {dword, dout}             (dpos, dtype: dword's type)
 // Fixed by the interface: fp32 bias, LayerNorm statistics, losses and dloss.
@@ -27,7 +31,7 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 12> kOpNames = {"cast",
+constexpr std::array<const char*, 15> kOpNames = {"cast",
                                                   "linear",
                                                   "linear_gelu",
                                                   "linear_residual",
@@ -36,7 +40,10 @@ constexpr std::array<const char*, 12> kOpNames = {"cast",
                                                   "layernorm",
                                                   "residual_layernorm",
                                                   "layernorm_backward",
+                                                  "attention",
+                                                  "attention_backward",
                                                   "cross_entropy",
+                                                  "sampled_cross_entropy",
                                                   "embedding",
                                                   "embedding_backward"};
 
@@ -203,13 +210,66 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   run_layernorm_backward(a);
 }
 
+namespace {
+
+// The shape contract shared by attention and its backward.
+void check_attention(const Check& c, int B, int T, int NH, const View& qkv, const View& out,
+                     const char* out_name, const AttentionDtypes& t) {
+  c.that(B >= 0 && T >= 0 && NH > 0, "needs B, T >= 0 and NH > 0");
+  c.shape(qkv, "qkv", {static_cast<std::int64_t>(B) * T, -1});
+  const std::int64_t C3 = qkv.dim(1);
+  c.that(C3 % 3 == 0 && (C3 / 3) % NH == 0,
+         "qkv is " + qkv.describe() + ": 3C with C a multiple of NH = " + std::to_string(NH) + " expected");
+  c.shape(out, out_name, {static_cast<std::int64_t>(B) * T, C3 / 3});
+  c.rows_contiguous(qkv, "qkv");
+  c.rows_contiguous(out, out_name);
+  c.that(qkv.type == t.qkv, "qkv is " + qkv.describe() + ", the types say " + storage_name(t.qkv));
+  c.that(out.type == t.out,
+         std::string(out_name) + " is " + out.describe() + ", the types say " + storage_name(t.out));
+}
+
+}  // namespace
+
+void Backend::attention(const AttentionArgs& a) {
+  const Check c(name(), Op::Attention);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types);
+  const AttentionBytes need = attention_bytes(a.B, a.T, static_cast<int>(a.out.dim(1)), a.NH, a.types);
+  c.that(need.saved == 0 || (!a.saved.empty() && a.saved.bytes() >= need.saved),
+         "saved holds " + std::to_string(a.saved.bytes()) + " bytes, needs " + std::to_string(need.saved));
+  c.that(
+      need.scratch == 0 || (!a.scratch.empty() && a.scratch.bytes() >= need.scratch),
+      "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+  require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
+  run_attention(a);
+}
+
+void Backend::attention_backward(const AttentionBackwardArgs& a) {
+  const Check c(name(), Op::AttentionBackward);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types);
+  c.shape(a.dqkv, "dqkv", {a.qkv.dim(0), a.qkv.dim(1)});
+  c.rows_contiguous(a.dqkv, "dqkv");
+  c.that(a.dqkv.type == a.types.qkv,
+         "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
+  const AttentionBytes need = attention_bytes(a.B, a.T, static_cast<int>(a.dout.dim(1)), a.NH, a.types);
+  c.that(need.saved == 0 || (!a.saved.empty() && a.saved.bytes() >= need.saved),
+         "saved is smaller than forward's");
+  c.that(
+      need.scratch == 0 || (!a.scratch.empty() && a.scratch.bytes() >= need.scratch),
+      "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+  require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
+          a.types.scores);
+  run_attention_backward(a);
+}
+
 void Backend::cross_entropy(const CrossEntropyArgs& a) {
-  const Check c(name(), Op::CrossEntropy);
+  const Op op = a.sampled ? Op::SampledCrossEntropy : Op::CrossEntropy;
+  const Check c(name(), op);
   c.shape(a.logits, "logits", {-1, -1});
   const std::int64_t N = a.logits.dim(0), Vp = a.logits.dim(1);
   c.that(a.vocab > 0 && a.vocab <= Vp,
          "vocab " + std::to_string(a.vocab) + " is outside (0, " + std::to_string(Vp) + "]");
-  c.that(a.targets != nullptr || N == 0, "needs targets");
+  c.that(a.targets != nullptr || a.sampled != nullptr || N == 0, "needs targets");
+  c.that(a.sampled == nullptr || !a.dlogits.empty(), "the sampled loss writes dlogits: give it one");
   c.shape(a.losses, "losses", {N});
   c.fp32(a.losses, "losses");
   if (!a.dlogits.empty()) {
@@ -221,8 +281,7 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
            "dlogits may alias logits only in the same dtype");
   }
   c.rows_contiguous(a.logits, "logits");
-  require(Op::CrossEntropy, {"dlogits", "logits"},
-          {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
+  require(op, {"dlogits", "logits"}, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
   run_cross_entropy(a);
 }
 

@@ -12,6 +12,8 @@
 // This is the interface the models move onto (issue 19): the ops below are served by the CPU
 // backend (backend/cpu/cpu_backend.h) and checked op by op (tests/backend/test_backend_ops.cpp).
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -32,7 +34,10 @@ enum class Op {
   LayerNorm,
   ResidualLayerNorm,
   LayerNormBackward,
+  Attention,
+  AttentionBackward,
   CrossEntropy,
+  SampledCrossEntropy,
   Embedding,
   EmbeddingBackward,
 };
@@ -61,6 +66,9 @@ struct LinearArgs {
   View pre;                                 // BiasGelu: [N, M] (=) the GELU's input, kept for backward
   View residual;                            // BiasResidual: [N, M] fp32; may alias out
   StorageType rounding = StorageType::F32;  // BiasResidual: the linear output's dtype, rounded before the add
+  // Optional working memory the caller planned (the CPU keeps its fp32 accumulator there);
+  // without it, or when it is too small, the backend uses its own.
+  View scratch;
 };
 
 struct LinearBackwardArgs {
@@ -73,6 +81,11 @@ struct LinearBackwardArgs {
   ComputeType math = ComputeType::F32;
   Epilogue epilogue = Epilogue::Bias;  // BiasGelu: dy goes through GELU's derivative at pre first
   View pre;                            // BiasGelu: [N, M]
+  // Optional working memory the caller planned: where the CPU writes the gradient the GEMMs
+  // read (d(pre) through GELU, or dy converted once to their operand format) — [N, M] in the
+  // arithmetic's operand storage. Through GELU with an fp32 dy and fp32 operands it may be dy
+  // itself (computed in place). Without it the GEMMs convert dy each (same values).
+  View scratch;
 };
 
 struct LayerNormArgs {
@@ -94,6 +107,38 @@ struct LayerNormBackwardArgs {
   View mean, rstd;
 };
 
+// The dtypes of an attention (the policy's): qkv (and dqkv), the saved probabilities, out
+// (and dout), and the arithmetic of its two products (and of their backward products).
+struct AttentionDtypes {
+  StorageType qkv = StorageType::F32, probs = StorageType::F32, out = StorageType::F32;
+  ComputeType scores = ComputeType::F32, values = ComputeType::F32;
+};
+// What an attention keeps for backward and the scratch it uses, in bytes: the backend decides
+// (the CPU saves the probabilities P; a flash kernel saves only the row statistics).
+struct AttentionBytes {
+  size_t saved = 0, scratch = 0;
+};
+
+// Causal multi-head self-attention over the heads inside qkv: q, k, v = qkv[:, 0:C | C:2C |
+// 2C:3C], NH heads each, scale 1/sqrt(C/NH); out has the heads concatenated (before c_proj).
+struct AttentionArgs {
+  View out;      // [B·T, C] (=)
+  View qkv;      // [B·T, 3C]
+  View saved;    // attention_bytes().saved bytes: written here, read by backward
+  View scratch;  // attention_bytes().scratch bytes, not preserved
+  int B = 0, T = 0, NH = 0;
+  AttentionDtypes types;
+};
+
+struct AttentionBackwardArgs {
+  View dqkv;  // [B·T, 3C] (=), in types.qkv
+  View dout;  // [B·T, C], in types.out
+  View qkv;   // as the forward read it
+  View saved, scratch;
+  int B = 0, T = 0, NH = 0;
+  AttentionDtypes types;
+};
+
 struct CrossEntropyArgs {
   View losses;   // [N] fp32 (=): -log softmax(logits[n, :vocab])[target]; 0 where target is -1
   View dlogits;  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
@@ -102,6 +147,11 @@ struct CrossEntropyArgs {
   const int* targets = nullptr;  // [N] in [0, vocab) or -1
   View dloss;                    // [N] fp32, the gradient of each loss (required with dlogits)
   int vocab = 0;                 // the real columns (Vp - vocab are padding)
+  // Sophia's Gauss-Newton-Bartlett labels: with `sampled`, each row's label is drawn from its
+  // own softmax inside the pass (a function of (seed, counter, row) only) instead of read from
+  // targets, and written to sampled[N]; losses and dlogits as for those targets.
+  int* sampled = nullptr;
+  std::uint64_t seed = 0, counter = 0;
 };
 
 struct EmbeddingArgs {
@@ -135,6 +185,8 @@ class Backend {
     return can_run(op, types, math);
   }
   virtual bool worth_fusing(Fusion f) const = 0;
+  // The memory an attention of this shape and these dtypes needs (the activation plan asks).
+  virtual AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const = 0;
 
   // dst (=) src converted (exact widening, or one round to nearest even); same element count,
   // both contiguous.
@@ -143,6 +195,8 @@ class Backend {
   void linear_backward(const LinearBackwardArgs& a);
   void layernorm(const LayerNormArgs& a);
   void layernorm_backward(const LayerNormBackwardArgs& a);
+  void attention(const AttentionArgs& a);
+  void attention_backward(const AttentionBackwardArgs& a);
   void cross_entropy(const CrossEntropyArgs& a);
   void embedding(const EmbeddingArgs& a);
   void embedding_backward(const EmbeddingBackwardArgs& a);
@@ -154,6 +208,8 @@ class Backend {
   virtual void run_linear_backward(const LinearBackwardArgs& a) = 0;
   virtual void run_layernorm(const LayerNormArgs& a) = 0;
   virtual void run_layernorm_backward(const LayerNormBackwardArgs& a) = 0;
+  virtual void run_attention(const AttentionArgs& a) = 0;
+  virtual void run_attention_backward(const AttentionBackwardArgs& a) = 0;
   virtual void run_cross_entropy(const CrossEntropyArgs& a) = 0;
   virtual void run_embedding(const EmbeddingArgs& a) = 0;
   virtual void run_embedding_backward(const EmbeddingBackwardArgs& a) = 0;

@@ -130,6 +130,16 @@ double gelu_grad_ref(double x) {
   return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
 struct CpuFixture : ::testing::Test {
   cpu::Context ctx;
   cpu::CpuBackend be{ctx};
@@ -455,6 +465,133 @@ TEST_F(BackendOps, CrossEntropyWritesDlogitsInAnyStorage) {
     }
 }
 
+// Causal attention in float64 from the values the op reads, forward and backward:
+//   S = Q·K^T·scale (causal), P = softmax(S), Y = P·V;  dV = P^T·dY, dP = dY·V^T,
+//   dS = P ⊙ (dP - rowsum(dP ⊙ P)), dQ = dS·K·scale, dK = dS^T·Q·scale.
+struct AttentionRef {
+  std::vector<double> y, dqkv;
+};
+AttentionRef attention_ref(const std::vector<float>& qkv, const std::vector<float>& dy, int B, int T, int C,
+                           int NH) {
+  const int hs = C / NH;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  AttentionRef r{std::vector<double>(static_cast<size_t>(B) * T * C), std::vector<double>(qkv.size(), 0.0)};
+  auto at = [&](int b, int t, int part, int h, int d) {
+    return static_cast<size_t>(b * T + t) * 3 * C + static_cast<size_t>(part * C + h * hs + d);
+  };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> p(static_cast<size_t>(t) + 1), dp(p.size());
+        double mx = -1e300, sum = 0.0;
+        for (int u = 0; u <= t; ++u) {
+          double sc = 0.0;
+          for (int d = 0; d < hs; ++d)
+            sc += static_cast<double>(qkv[at(b, t, 0, h, d)]) * qkv[at(b, u, 1, h, d)];
+          p[static_cast<size_t>(u)] = sc * scale;
+          mx = std::max(mx, p[static_cast<size_t>(u)]);
+        }
+        for (double& v : p) sum += (v = std::exp(v - mx));
+        for (double& v : p) v /= sum;
+        double dot_pdp = 0.0;
+        for (int u = 0; u <= t; ++u) {
+          double g = 0.0;
+          for (int d = 0; d < hs; ++d) {
+            const size_t o = static_cast<size_t>(b * T + t) * C + static_cast<size_t>(h * hs + d);
+            r.y[o] += p[static_cast<size_t>(u)] * qkv[at(b, u, 2, h, d)];
+            g += static_cast<double>(dy[o]) * qkv[at(b, u, 2, h, d)];
+            r.dqkv[at(b, u, 2, h, d)] += p[static_cast<size_t>(u)] * dy[o];
+          }
+          dp[static_cast<size_t>(u)] = g;
+          dot_pdp += g * p[static_cast<size_t>(u)];
+        }
+        for (int u = 0; u <= t; ++u) {
+          const double ds = p[static_cast<size_t>(u)] * (dp[static_cast<size_t>(u)] - dot_pdp) * scale;
+          for (int d = 0; d < hs; ++d) {
+            r.dqkv[at(b, t, 0, h, d)] += ds * qkv[at(b, u, 1, h, d)];
+            r.dqkv[at(b, u, 1, h, d)] += ds * qkv[at(b, t, 0, h, d)];
+          }
+        }
+      }
+  return r;
+}
+
+TEST_F(BackendOps, CausalAttentionForwardAndBackward) {
+  const int B = 2, T = 9, C = 16, NH = 2;
+  const std::vector<float> qkv0 = test::randn(static_cast<size_t>(B) * T * 3 * C, 81),
+                           dy0 = test::randn(static_cast<size_t>(B) * T * C, 82);
+  struct Case {
+    AttentionDtypes t;
+    Tol tol;
+  };
+  const Case cases[] = {{{F32, F32, F32, ComputeType::F32, ComputeType::F32}, {2e-5, 2e-5}},
+                        {{F32, F32, F32, ComputeType::TF32, ComputeType::TF32}, {1e-2, 1e-2}},
+                        {{BF16, BF16, BF16, ComputeType::BF16, ComputeType::BF16}, {6e-2, 4e-2}},
+                        {{F16, F16, F16, ComputeType::F16, ComputeType::F16}, {1e-2, 1e-2}},
+                        {{BF16, F32, F32, ComputeType::BF16, ComputeType::F32}, {4e-2, 2e-2}}};
+  for (const Case& k : cases) {
+    const std::string what = std::string("qkv=") + storage_name(k.t.qkv) +
+                             " probs=" + storage_name(k.t.probs) + " scores=" + compute_name(k.t.scores) +
+                             " values=" + compute_name(k.t.values);
+    Buf qkv(k.t.qkv, qkv0), out(k.t.out, dy0.size()), dy(k.t.out, dy0), dqkv(k.t.qkv, qkv0.size());
+    const AttentionBytes need = be.attention_bytes(B, T, C, NH, k.t);
+    std::vector<char> saved(need.saved + 64), scratch(need.scratch + 64);
+    const View sv = View::of(saved.data(), BF16, {static_cast<std::int64_t>(saved.size() / 2)});
+    const View sc = View::of(scratch.data(), BF16, {static_cast<std::int64_t>(scratch.size() / 2)});
+    be.attention({out.view({B * T, C}), qkv.view({B * T, 3 * C}), sv, sc, B, T, NH, k.t});
+    be.attention_backward(
+        {dqkv.view({B * T, 3 * C}), dy.view({B * T, C}), qkv.view({B * T, 3 * C}), sv, sc, B, T, NH, k.t});
+    const AttentionRef ref = attention_ref(qkv.values(), dy.values(), B, T, C, NH);
+    EXPECT_TRUE(all_close(out.values(), ref.y, k.tol, what + " out"));
+    EXPECT_TRUE(all_close(dqkv.values(), ref.dqkv, k.tol, what + " dqkv"));
+  }
+  // Too little room for what the backend saves: refused before anything is written.
+  const AttentionDtypes f32{};
+  Buf qkv(F32, qkv0), out(F32, dy0.size());
+  std::vector<float> small(8);
+  expect_error(
+      [&] {
+        be.attention({out.view({B * T, C}), qkv.view({B * T, 3 * C}), View::of(small.data(), F32, {8}),
+                      View::of(small.data(), F32, {8}), B, T, NH, f32});
+      },
+      "[backend cpu] attention: saved holds 32 bytes, needs ");
+}
+
+// The sampled loss is the loss on the labels it drew: the plain cross-entropy's dlogits on those
+// targets bit for bit (its losses to rounding: summed from the pass's block sums), and the same
+// labels for the same (seed, counter).
+TEST_F(BackendOps, SampledCrossEntropyIsTheLossOnItsOwnLabels) {
+  const int N = 8, V = 30, Vp = 32;
+  const std::vector<float> l0 = test::randn(static_cast<size_t>(N) * Vp, 91, 2.0f), dl0(N, 0.125f);
+  Buf logits(F32, l0), losses(F32, N), dloss(F32, dl0), dlog(F32, l0.size());
+  std::vector<int> labels(N, -5), again(N, -5);
+  CrossEntropyArgs a;
+  a.losses = losses.view({N});
+  a.dlogits = dlog.view({N, Vp});
+  a.logits = logits.view({N, Vp});
+  a.dloss = dloss.view({N});
+  a.vocab = V;
+  a.sampled = labels.data();
+  a.seed = 5;
+  a.counter = 3;
+  be.cross_entropy(a);
+  for (int l : labels) ASSERT_TRUE(l >= 0 && l < V) << l;
+  Buf losses2(F32, N), dlog2(F32, l0.size());
+  CrossEntropyArgs b = a;
+  b.sampled = nullptr;
+  b.targets = labels.data();
+  b.losses = losses2.view({N});
+  b.dlogits = dlog2.view({N, Vp});
+  be.cross_entropy(b);
+  EXPECT_TRUE(all_close(losses.values(), test::to_double(losses2.values()), {1e-6, 1e-6}, "losses"));
+  EXPECT_TRUE(test::bit_identical(dlog.values(), dlog2.values(), "dlogits"));
+  a.sampled = again.data();
+  be.cross_entropy(a);
+  EXPECT_EQ(again, labels);
+  a.dlogits = Buf(BF16, l0.size()).view({N, Vp});
+  EXPECT_FALSE(be.supports(Op::SampledCrossEntropy, {BF16, F32}));
+}
+
 TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {
   const int B = 2, T = 3, C = 8, V = 10;
   const std::vector<int> tokens = {1, 4, 9, 0, 4, 4}, types = {0, 0, 1, 0, 1, 1};
@@ -526,16 +663,6 @@ TEST_F(BackendOps, CastRoundsOnceToNearestEven) {
         ASSERT_EQ(d[i], stored(s[i], to))
             << storage_name(from) << " -> " << storage_name(to) << " [" << i << "]";
     }
-}
-
-void expect_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
-  }
 }
 
 // What the CPU has no kernel for, and shapes that do not fit: one line naming the op, the

@@ -47,6 +47,31 @@ void* CpuBackend::scratch(int i, size_t bytes) {
   return b.data();
 }
 
+void* CpuBackend::scratch_or_own(const View& given, int i, size_t bytes) {
+  return !given.empty() && given.bytes() >= bytes ? given.ptr : scratch(i, bytes);
+}
+
+AttentionTypes CpuBackend::typed(const AttentionDtypes& t) const {
+  return {t.qkv,
+          t.probs,
+          t.out,
+          ws_.operand_storage(gemm_math(t.scores)),
+          gemm_math(t.scores),
+          gemm_math(t.values)};
+}
+
+bool CpuBackend::fp32(const AttentionDtypes& t) {
+  return all_f32({t.qkv, t.probs, t.out}) && t.scores == ComputeType::F32 && t.values == ComputeType::F32;
+}
+
+AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
+  if (fp32(t))
+    return {attention_saved_floats(B, T, C, NH) * sizeof(float),
+            attention_scratch_floats(B, T, C, NH) * sizeof(float)};
+  return {attention_saved_bytes_typed(B, T, C, NH, typed(t)),
+          attention_scratch_bytes_typed(B, T, C, NH, typed(t))};
+}
+
 bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, ComputeType /*math*/) const {
   // Every GEMM arithmetic runs on every storage here (gemm_mixed converts what is not in its
   // format; fp16 without AVX512-FP16 is emulated exactly), so only the storage types matter.
@@ -66,6 +91,11 @@ bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, Comput
       return t[1] == F32 && t[2] == F32;
     case Op::ResidualLayerNorm:
       return t[1] == F32 && t[2] == F32 && t[3] == F32 && t[4] == F32;
+    case Op::Attention:  // any dtypes and arithmetic (attention_forward_typed)
+    case Op::AttentionBackward:
+      return true;
+    case Op::SampledCrossEntropy:  // fp32 dlogits, written in place or beside the logits
+      return t[0] == F32 && t[1] == F32;
     case Op::LayerNormBackward:
     case Op::Embedding:
     case Op::EmbeddingBackward:
@@ -101,8 +131,10 @@ void CpuBackend::run_linear(const LinearArgs& a) {
   }
   // The fp32 accumulator: out itself when it is fp32 and the epilogue writes in place.
   const bool in_place = a.out.type == F32 && a.out.contiguous() && a.epilogue == Epilogue::Bias;
-  float* acc = in_place ? a.out.as<float>()
-                        : static_cast<float*>(scratch(0, static_cast<size_t>(N) * M * sizeof(float)));
+  float* acc =
+      in_place
+          ? a.out.as<float>()
+          : static_cast<float*>(scratch_or_own(a.scratch, 0, static_cast<size_t>(N) * M * sizeof(float)));
   gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), operand(a.w), gemm_math(a.math), 1, 1, N, M, K,
              false, ws_, ctx_);
   switch (a.epilogue) {
@@ -123,22 +155,26 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
   const GemmMath math = gemm_math(a.math);
   const size_t NM = static_cast<size_t>(N) * M;
   // The upstream gradient as the two GEMMs read it. Through GELU: d(pre) = gelu'(pre)·dy,
-  // written once in the arithmetic's operand storage. Otherwise, when both GEMMs read dy and
-  // it is not in their format yet, it is converted once here instead of in each GEMM.
+  // written once in the arithmetic's operand storage. Otherwise, when both GEMMs read dy, it is
+  // not in their format yet and the caller planned room for it, it is converted once here;
+  // else each GEMM converts it (the same values).
   GemmOperand dy = operand(a.dy);
   if (a.epilogue == Epilogue::BiasGelu) {
     const StorageType t = ws_.operand_storage(math);
-    void* dpre = scratch(1, NM * storage_bytes(t));
+    MPT_CHECK(a.scratch.ptr != a.dy.ptr || (t == F32 && a.pre.type == F32),
+              "[backend cpu] linear_gelu_backward: d(pre) in place needs fp32 operands and an fp32 pre");
+    void* dpre = scratch_or_own(a.scratch, 1, NM * storage_bytes(t));
     if (t == F32 && a.pre.type == F32)
       gelu_backward(static_cast<float*>(dpre), a.pre.as<float>(), a.dy.as<float>(), NM);
     else
       gelu_backward_typed(dpre, t, a.pre.ptr, a.pre.type, a.dy.as<float>(), NM);
     dy = {dpre, t, GemmLayout{0, 0, M, 1}};  // not `ready`: TF32 and emulated fp16 still round it
-  } else if (!a.dx.empty() && a.dy.contiguous() &&
+  } else if (!a.dx.empty() && a.dy.contiguous() && !a.scratch.empty() &&
+             a.scratch.bytes() >= NM * storage_bytes(ws_.operand_storage(math)) &&
              (a.dy.type != ws_.operand_storage(math) || math == GemmMath::TF32 ||
               (math == GemmMath::F16 && a.dy.type == F32))) {
     const StorageType t = ws_.operand_storage(math);
-    void* d = scratch(1, NM * storage_bytes(t));
+    void* d = a.scratch.ptr;
     to_gemm_operand(d, a.dy.ptr, a.dy.type, NM, math, ws_);
     dy = {d, t, GemmLayout{0, 0, M, 1}, true};
   }
@@ -156,8 +192,8 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
   if (!a.db.empty()) {
     const bool through_gelu = a.epilogue == Epilogue::BiasGelu;
     MPT_CHECK(through_gelu || a.dy.contiguous(), "[backend cpu] linear_backward: db needs a contiguous dy");
-    bias_backward_typed(a.db.as<float>(), through_gelu ? dy.ptr : a.dy.ptr, through_gelu ? dy.type : a.dy.type, N,
-                        M);
+    bias_backward_typed(a.db.as<float>(), through_gelu ? dy.ptr : a.dy.ptr,
+                        through_gelu ? dy.type : a.dy.type, N, M);
   }
 }
 
@@ -182,9 +218,35 @@ void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
                           as_int(a.x.dim(0)), as_int(a.x.dim(1)));
 }
 
+void CpuBackend::run_attention(const AttentionArgs& a) {
+  const int C = as_int(a.out.dim(1));
+  if (fp32(a.types))
+    cpu::attention_forward(a.out.as<float>(), static_cast<float*>(a.saved.ptr), a.qkv.as<float>(),
+                           static_cast<float*>(a.scratch.ptr), a.B, a.T, C, a.NH, ctx_);
+  else
+    attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T, C,
+                            a.NH, ws_, ctx_);
+}
+
+void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
+  const int C = as_int(a.dout.dim(1));
+  if (fp32(a.types))
+    cpu::attention_backward(a.dqkv.as<float>(), a.dout.as<float>(), a.qkv.as<float>(),
+                            static_cast<float*>(a.saved.ptr), static_cast<float*>(a.scratch.ptr), a.B, a.T, C,
+                            a.NH, ctx_);
+  else
+    attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types),
+                             a.B, a.T, C, a.NH, ws_, ctx_);
+}
+
 void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
   const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
   const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
+  if (a.sampled) {
+    crossentropy_sampled_forward_backward(a.losses.as<float>(), a.dlogits.as<float>(), a.sampled,
+                                          a.logits.as<float>(), dloss, N, a.vocab, Vp, a.seed, a.counter);
+    return;
+  }
   if (a.dlogits.empty() || a.dlogits.type == F32)
     crossentropy_forward_backward(a.losses.as<float>(), a.dlogits.empty() ? nullptr : a.dlogits.as<float>(),
                                   a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);

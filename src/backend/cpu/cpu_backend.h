@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/ops/attention.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
 
@@ -25,6 +26,8 @@ class CpuBackend final : public Backend {
   // The residual add fuses into the projection's epilogue here (one pass over the fp32
   // accumulator); in front of LayerNorm it would be one more pass over the stream.
   bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
+  // The probabilities P [B, NH, T, T] in types.probs, and fp32 scores (+ dS) as scratch.
+  AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
 
  protected:
   bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
@@ -33,6 +36,8 @@ class CpuBackend final : public Backend {
   void run_linear_backward(const LinearBackwardArgs& a) override;
   void run_layernorm(const LayerNormArgs& a) override;
   void run_layernorm_backward(const LayerNormBackwardArgs& a) override;
+  void run_attention(const AttentionArgs& a) override;
+  void run_attention_backward(const AttentionBackwardArgs& a) override;
   void run_cross_entropy(const CrossEntropyArgs& a) override;
   void run_embedding(const EmbeddingArgs& a) override;
   void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
@@ -41,6 +46,12 @@ class CpuBackend final : public Backend {
   // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a
   // converted-once upstream gradient.
   void* scratch(int i, size_t bytes);
+  // The caller's scratch when it holds `bytes`, else scratch(i, bytes).
+  void* scratch_or_own(const View& given, int i, size_t bytes);
+  // The attention's dtypes as the cpu:: kernels take them (dS in the scores' operand storage).
+  AttentionTypes typed(const AttentionDtypes& t) const;
+  // fp32 everywhere: the fp32 kernels.
+  static bool fp32(const AttentionDtypes& t);
   Context& ctx_;
   GemmWorkspace ws_;
   FloatBuffer scratch_[2];
