@@ -4,10 +4,10 @@
 // The storage types each op asks supports() about, in this order:
 //   cast                  {dst, src}
 //   linear                {out, x, w}
-//   linear_gelu           {out, x, w, pre}
+//   linear_activation     {out, x, w, pre}          (tanh: out's type in pre's place)
 //   linear_residual       {out, x, w, residual}
 //   linear_backward       {dx, dw, dy, x, w}        (db: dw's type; no dx: dy's type in its place)
-//   linear_gelu_backward  {dx, dw, dy, x, w, pre}
+//   linear_activation_backward {dx, dw, dy, x, w, pre}
 //   layernorm             {out, x, gamma}           (beta: gamma's type)
 //   residual_layernorm    {out, x, gamma, add, residual_out}
 //   layernorm_backward    {dx, dgamma, dout, x, gamma}   (dbeta: dgamma's type)
@@ -18,6 +18,10 @@
 //   sampled_cross_entropy {dlogits, logits}
 //   embedding             {out, word}               (pos, type table: word's type)
 //   embedding_backward    {dword, dout}             (dpos, dtype: dword's type)
+//   gather_rows           {dst, src}
+//   scatter_add_rows      {dst, src}
+//   argmax_rows           {x}
+//   to_operand            {dst, src}                math: the GEMM's arithmetic
 // Fixed by the interface: fp32 bias, LayerNorm statistics, losses and dloss.
 #include "backend/backend.h"
 
@@ -31,12 +35,12 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 15> kOpNames = {"cast",
+constexpr std::array<const char*, 19> kOpNames = {"cast",
                                                   "linear",
-                                                  "linear_gelu",
+                                                  "linear_activation",
                                                   "linear_residual",
                                                   "linear_backward",
-                                                  "linear_gelu_backward",
+                                                  "linear_activation_backward",
                                                   "layernorm",
                                                   "residual_layernorm",
                                                   "layernorm_backward",
@@ -45,7 +49,11 @@ constexpr std::array<const char*, 15> kOpNames = {"cast",
                                                   "cross_entropy",
                                                   "sampled_cross_entropy",
                                                   "embedding",
-                                                  "embedding_backward"};
+                                                  "embedding_backward",
+                                                  "gather_rows",
+                                                  "scatter_add_rows",
+                                                  "argmax_rows",
+                                                  "to_operand"};
 
 // The checks of one op call: each failure is one line naming the op, the tensor and its view.
 class Check {
@@ -107,8 +115,28 @@ void Backend::cast(const View& dst, const View& src) {
   run_cast(dst, src);
 }
 
+void Backend::zero(const View& v) {
+  if (v.empty()) return;
+  MPT_CHECK(v.contiguous(),
+            "[backend " + std::string(name()) + "] zero: " + v.describe() + " is not contiguous");
+  run_zero(v);
+}
+
+void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
+  const Check c(name(), Op::ToOperand);
+  c.that(!dst.empty() && !src.empty(), "needs dst and src");
+  c.rows_contiguous(dst, "dst");
+  c.rows_contiguous(src, "src");
+  c.that(dst.numel() == src.numel(),
+         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  c.that(dst.type == operand_storage(math), "dst is " + dst.describe() + ", " + compute_name(math) +
+                                                " products read " + storage_name(operand_storage(math)));
+  require(Op::ToOperand, {"dst", "src"}, {dst.type, src.type}, math);
+  run_to_operand(dst, src, math);
+}
+
 void Backend::linear(const LinearArgs& a) {
-  const Op op = a.epilogue == Epilogue::BiasGelu       ? Op::LinearGelu
+  const Op op = has_activation(a.epilogue)             ? Op::LinearActivation
                 : a.epilogue == Epilogue::BiasResidual ? Op::LinearResidual
                                                        : Op::Linear;
   const Check c(name(), op);
@@ -121,13 +149,14 @@ void Backend::linear(const LinearArgs& a) {
     c.shape(a.bias, "bias", {M});
     c.fp32(a.bias, "bias");
   }
-  c.that(a.epilogue == Epilogue::BiasGelu || a.pre.empty(), "pre is only for the bias+GELU epilogue");
+  c.that(keeps_pre(a.epilogue) || a.pre.empty(), "pre is only for the GELU epilogues");
   c.that(a.epilogue == Epilogue::BiasResidual || a.residual.empty(),
          "residual is only for the residual epilogue");
-  if (a.epilogue == Epilogue::BiasGelu) c.shape(a.pre, "pre", {N, M});
+  if (keeps_pre(a.epilogue)) c.shape(a.pre, "pre", {N, M});
   if (a.epilogue == Epilogue::BiasResidual) c.shape(a.residual, "residual", {N, M});
-  if (op == Op::LinearGelu)
-    require(op, {"out", "x", "w", "pre"}, {a.out.type, a.x.type, a.w.type, a.pre.type}, a.math);
+  if (op == Op::LinearActivation)
+    require(op, {"out", "x", "w", "pre"},
+            {a.out.type, a.x.type, a.w.type, keeps_pre(a.epilogue) ? a.pre.type : a.out.type}, a.math);
   else if (op == Op::LinearResidual)
     require(op, {"out", "x", "w", "residual"}, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
   else
@@ -136,7 +165,7 @@ void Backend::linear(const LinearArgs& a) {
 }
 
 void Backend::linear_backward(const LinearBackwardArgs& a) {
-  const Op op = a.epilogue == Epilogue::BiasGelu ? Op::LinearGeluBackward : Op::LinearBackward;
+  const Op op = has_activation(a.epilogue) ? Op::LinearActivationBackward : Op::LinearBackward;
   const Check c(name(), op);
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), K = a.x.dim(1);
@@ -151,10 +180,11 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
   }
   c.that(a.epilogue != Epilogue::BiasResidual,
          "the residual epilogue's backward is the caller's (dy flows on)");
-  c.that(a.epilogue == Epilogue::BiasGelu || a.pre.empty(), "pre is only for the bias+GELU epilogue");
-  if (a.epilogue == Epilogue::BiasGelu) c.shape(a.pre, "pre", {N, M});
+  c.that(has_activation(a.epilogue) || a.pre.empty(), "pre is only for the activation epilogues");
+  if (has_activation(a.epilogue)) c.shape(a.pre, "pre", {N, M});
+  c.that(!a.dx_accumulate || !a.dx.empty(), "dx_accumulate without dx");
   const StorageType dx = a.dx.empty() ? a.dy.type : a.dx.type;
-  if (op == Op::LinearGeluBackward)
+  if (op == Op::LinearActivationBackward)
     require(op, {"dx", "dw", "dy", "x", "w", "pre"},
             {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
   else
@@ -239,6 +269,7 @@ void Backend::attention(const AttentionArgs& a) {
   c.that(
       need.scratch == 0 || (!a.scratch.empty() && a.scratch.bytes() >= need.scratch),
       "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+  c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
   require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
   run_attention(a);
 }
@@ -323,6 +354,51 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   require(Op::EmbeddingBackward, {"dword", "dout"}, {a.dword.type, a.dout.type});
   run_embedding_backward(a);
+}
+
+namespace {
+
+void check_rows(const Check& c, const View& big, const View& small, const int* rows, int count,
+                const char* bname, const char* sname) {
+  c.shape(big, bname, {-1, -1});
+  c.shape(small, sname, {-1, big.dim(1)});
+  c.rows_contiguous(big, bname);
+  c.rows_contiguous(small, sname);
+  c.that(count >= 0 && count <= small.dim(0),
+         "count " + std::to_string(count) + " is outside [0, " + std::to_string(small.dim(0)) + "]");
+  c.that(rows != nullptr || count == 0, "needs the row indices");
+  for (int r = 0; r < count; ++r)
+    c.that(rows[r] >= 0 && rows[r] < big.dim(0),
+           "row index " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(big.dim(0)) + ")");
+}
+
+}  // namespace
+
+void Backend::gather_rows(const View& dst, const View& src, const int* rows, int count) {
+  const Check c(name(), Op::GatherRows);
+  check_rows(c, src, dst, rows, count, "src", "dst");
+  require(Op::GatherRows, {"dst", "src"}, {dst.type, src.type});
+  run_gather_rows(dst, src, rows, count);
+}
+
+void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
+  const Check c(name(), Op::ScatterAddRows);
+  check_rows(c, dst, src, rows, count, "dst", "src");
+  require(Op::ScatterAddRows, {"dst", "src"}, {dst.type, src.type});
+  run_scatter_add_rows(dst, src, rows, count);
+}
+
+void Backend::argmax_rows(int* best, const View& x, int n, int count) {
+  const Check c(name(), Op::ArgmaxRows);
+  c.shape(x, "x", {-1, -1});
+  c.rows_contiguous(x, "x");
+  c.that(n > 0 && n <= x.dim(1),
+         "n " + std::to_string(n) + " is outside (0, " + std::to_string(x.dim(1)) + "]");
+  c.that(count >= 0 && count <= x.dim(0),
+         "count " + std::to_string(count) + " is outside [0, " + std::to_string(x.dim(0)) + "]");
+  c.that(best != nullptr || count == 0, "needs somewhere to write");
+  require(Op::ArgmaxRows, {"x"}, {x.type});
+  run_argmax_rows(best, x, n, count);
 }
 
 }  // namespace mptrain

@@ -27,10 +27,10 @@ namespace mptrain {
 enum class Op {
   Cast,
   Linear,
-  LinearGelu,
+  LinearActivation,
   LinearResidual,
   LinearBackward,
-  LinearGeluBackward,
+  LinearActivationBackward,
   LayerNorm,
   ResidualLayerNorm,
   LayerNormBackward,
@@ -40,15 +40,27 @@ enum class Op {
   SampledCrossEntropy,
   Embedding,
   EmbeddingBackward,
+  GatherRows,
+  ScatterAddRows,
+  ArgmaxRows,
+  ToOperand,
 };
-const char* backend_op_name(Op op);  // "cast", "linear", "linear_gelu", ...
+const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
 
 // What a linear does after its GEMM, in the one pass over the fp32 accumulator.
 enum class Epilogue {
   Bias,          // out = round(x·w + b)
-  BiasGelu,      // pre = round(x·w + b); out = round(gelu(pre))              (GPT-2's mlp.c_fc)
+  BiasGelu,      // pre = round(x·w + b); out = round(gelu(pre)), tanh form   (GPT-2's mlp.c_fc)
+  BiasGeluErf,   // the same with the exact erf GELU                         (BERT's intermediate, MLM)
+  BiasTanh,      // out = round(tanh(round(x·w + b)))                       (BERT's pooler)
   BiasResidual,  // out = residual + round_to(rounding)(x·w + b)               (the blocks' projections)
 };
+// The epilogues that end in an activation (their backward goes through its derivative).
+constexpr bool has_activation(Epilogue e) {
+  return e == Epilogue::BiasGelu || e == Epilogue::BiasGeluErf || e == Epilogue::BiasTanh;
+}
+// The GELUs keep their input (pre) for backward; tanh is differentiated from its output.
+constexpr bool keeps_pre(Epilogue e) { return e == Epilogue::BiasGelu || e == Epilogue::BiasGeluErf; }
 
 // A fusion the model may choose; the backend says whether it pays on this hardware.
 enum class Fusion {
@@ -57,54 +69,59 @@ enum class Fusion {
 };
 
 struct LinearArgs {
-  View out;   // [N, M] (=)
-  View x;     // [N, K]
-  View w;     // [K, M], any strides: Conv1D's [C, OC] as is, nn.Linear's [OC, C] through View::t()
-  View bias;  // [M] fp32, or empty
+  View out{};   // [N, M] (=)
+  View x{};     // [N, K]
+  View w{};     // [K, M], any strides: Conv1D's [C, OC] as is, nn.Linear's [OC, C] through View::t()
+  View bias{};  // [M] fp32, or empty
   ComputeType math = ComputeType::F32;  // the products' arithmetic; sums are fp32
+  // w already holds values of the arithmetic's format (a weight copy refreshed once per step:
+  // TF32-rounded, or fp16 values held in fp32), so no backend rounds it again.
+  bool w_rounded = false;
   Epilogue epilogue = Epilogue::Bias;
-  View pre;                                 // BiasGelu: [N, M] (=) the GELU's input, kept for backward
-  View residual;                            // BiasResidual: [N, M] fp32; may alias out
+  View pre{};                               // the GELUs: [N, M] (=) their input, kept for backward
+  View residual{};                          // BiasResidual: [N, M] fp32; may alias out
   StorageType rounding = StorageType::F32;  // BiasResidual: the linear output's dtype, rounded before the add
   // Optional working memory the caller planned (the CPU keeps its fp32 accumulator there);
   // without it, or when it is too small, the backend uses its own.
-  View scratch;
+  View scratch{};
 };
 
 struct LinearBackwardArgs {
-  View dx;  // [N, K] (=) dy·w^T, or empty (no input gradient)
-  View dw;  // [K, M] fp32 (+=) x^T·dy, strided like w
-  View db;  // [M] fp32 (+=) column sums of dy, or empty
-  View dy;  // [N, M] the gradient of out (BiasGelu: of gelu(pre), fp32)
-  View x;   // [N, K] as the forward read it
-  View w;   // [K, M] as the forward read it
+  View dx{};  // [N, K] (=) dy·w^T, or empty (no input gradient)
+  View dw{};  // [K, M] fp32 (+=) x^T·dy, strided like w
+  View db{};  // [M] fp32 (+=) column sums of dy, or empty
+  View dy{};  // [N, M] the gradient of out (through an activation: fp32)
+  View x{};   // [N, K] as the forward read it
+  View w{};   // [K, M] as the forward read it
   ComputeType math = ComputeType::F32;
-  Epilogue epilogue = Epilogue::Bias;  // BiasGelu: dy goes through GELU's derivative at pre first
-  View pre;                            // BiasGelu: [N, M]
+  bool w_rounded = false;              // as LinearArgs::w_rounded
+  Epilogue epilogue = Epilogue::Bias;  // an activation: dy goes through its derivative first
+  View pre{};                          // an activation: [N, M], GELU's input (pre) or tanh's output (out)
+  bool dx_accumulate = false;          // dx (+=) instead of (=): several branches add into one gradient
   // Optional working memory the caller planned: where the CPU writes the gradient the GEMMs
   // read (d(pre) through GELU, or dy converted once to their operand format) — [N, M] in the
   // arithmetic's operand storage. Through GELU with an fp32 dy and fp32 operands it may be dy
   // itself (computed in place). Without it the GEMMs convert dy each (same values).
-  View scratch;
+  View scratch{};
 };
 
 struct LayerNormArgs {
-  View out;          // [N, C] (=) in any storage: the next GEMM's input dtype
-  View mean, rstd;   // [N] fp32 (=), for backward
-  View x;            // [N, C] the residual stream (with `add`: its first summand)
-  View gamma, beta;  // [C] fp32
+  View out{};            // [N, C] (=) in any storage: the next GEMM's input dtype
+  View mean{}, rstd{};   // [N] fp32 (=), for backward
+  View x{};              // [N, C] the residual stream (with `add`: its first summand)
+  View gamma{}, beta{};  // [C] fp32
   float eps = 1e-5f;
-  View add;           // optional: normalise residual_out (=) x + add instead of x
-  View residual_out;  // [N, C] with `add`
+  View add{};           // optional: normalise residual_out (=) x + add instead of x
+  View residual_out{};  // [N, C] with `add`
 };
 
 struct LayerNormBackwardArgs {
-  View dx;             // [N, C] fp32 (+=): the residual stream's gradient collects every branch
-  View dgamma, dbeta;  // [C] fp32 (+=)
-  View dout;           // [N, C] the gradient of out
-  View x;              // [N, C] the normalised input (residual_out when fused)
-  View gamma;
-  View mean, rstd;
+  View dx{};               // [N, C] fp32 (+=): the residual stream's gradient collects every branch
+  View dgamma{}, dbeta{};  // [C] fp32 (+=)
+  View dout{};             // [N, C] the gradient of out
+  View x{};                // [N, C] the normalised input (residual_out when fused)
+  View gamma{};
+  View mean{}, rstd{};
 };
 
 // The dtypes of an attention (the policy's): qkv (and dqkv), the saved probabilities, out
@@ -119,33 +136,39 @@ struct AttentionBytes {
   size_t saved = 0, scratch = 0;
 };
 
-// Causal multi-head self-attention over the heads inside qkv: q, k, v = qkv[:, 0:C | C:2C |
+// Multi-head self-attention over the heads inside qkv, causal (GPT-2) or bidirectional under a
+// key padding mask (BERT): q, k, v = qkv[:, 0:C | C:2C |
 // 2C:3C], NH heads each, scale 1/sqrt(C/NH); out has the heads concatenated (before c_proj).
 struct AttentionArgs {
-  View out;      // [B·T, C] (=)
-  View qkv;      // [B·T, 3C]
-  View saved;    // attention_bytes().saved bytes: written here, read by backward
-  View scratch;  // attention_bytes().scratch bytes, not preserved
+  View out{};      // [B·T, C] (=)
+  View qkv{};      // [B·T, 3C]
+  View saved{};    // attention_bytes().saved bytes: written here, read by backward
+  View scratch{};  // attention_bytes().scratch bytes, not preserved
   int B = 0, T = 0, NH = 0;
   AttentionDtypes types;
+  bool causal = true;
+  // Bidirectional only: Hugging Face's attention_mask [B·T], nonzero = a real key (null: none
+  // is padding). A sequence without a real key is refused.
+  const int* key_mask = nullptr;
 };
 
 struct AttentionBackwardArgs {
-  View dqkv;  // [B·T, 3C] (=), in types.qkv
-  View dout;  // [B·T, C], in types.out
-  View qkv;   // as the forward read it
-  View saved, scratch;
+  View dqkv{};  // [B·T, 3C] (=), in types.qkv
+  View dout{};  // [B·T, C], in types.out
+  View qkv{};   // as the forward read it
+  View saved{}, scratch{};
   int B = 0, T = 0, NH = 0;
   AttentionDtypes types;
+  bool causal = true;  // as the forward ran (the saved probabilities carry the mask)
 };
 
 struct CrossEntropyArgs {
-  View losses;   // [N] fp32 (=): -log softmax(logits[n, :vocab])[target]; 0 where target is -1
-  View dlogits;  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
-                 // ignored rows; may alias logits when fp32; empty: the loss only
-  View logits;   // [N, Vp] fp32
+  View losses{};   // [N] fp32 (=): -log softmax(logits[n, :vocab])[target]; 0 where target is -1
+  View dlogits{};  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
+                   // ignored rows; may alias logits when fp32; empty: the loss only
+  View logits{};   // [N, Vp] fp32
   const int* targets = nullptr;  // [N] in [0, vocab) or -1
-  View dloss;                    // [N] fp32, the gradient of each loss (required with dlogits)
+  View dloss{};                  // [N] fp32, the gradient of each loss (required with dlogits)
   int vocab = 0;                 // the real columns (Vp - vocab are padding)
   // Sophia's Gauss-Newton-Bartlett labels: with `sampled`, each row's label is drawn from its
   // own softmax inside the pass (a function of (seed, counter, row) only) instead of read from
@@ -155,18 +178,18 @@ struct CrossEntropyArgs {
 };
 
 struct EmbeddingArgs {
-  View out;                     // [B·T, C] (=) word[tokens] + pos[t] (+ type[types])
+  View out{};                   // [B·T, C] (=) word[tokens] + pos[t] (+ type[types])
   const int* tokens = nullptr;  // [B·T], ids checked by the data layer
   int B = 0, T = 0;
-  View word;                   // [V, C]
-  View pos;                    // [P >= T, C]
+  View word{};                 // [V, C]
+  View pos{};                  // [P >= T, C]
   const int* types = nullptr;  // BERT's segment ids [B·T], or null
-  View type_table;             // [2, C] with types
+  View type_table{};           // [2, C] with types
 };
 
 struct EmbeddingBackwardArgs {
-  View dword, dpos, dtype;  // (+=), like the tables; dtype empty without types
-  View dout;                // [B·T, C]
+  View dword{}, dpos{}, dtype{};  // (+=), like the tables; dtype empty without types
+  View dout{};                    // [B·T, C]
   const int* tokens = nullptr;
   const int* types = nullptr;
   int B = 0, T = 0;
@@ -185,12 +208,20 @@ class Backend {
     return can_run(op, types, math);
   }
   virtual bool worth_fusing(Fusion f) const = 0;
+  // The storage a GEMM of arithmetic `math` reads its operands in (fp16 without fp16 GEMMs:
+  // fp16 values held in fp32; TF32: rounded fp32).
+  virtual StorageType operand_storage(ComputeType math) const = 0;
   // The memory an attention of this shape and these dtypes needs (the activation plan asks).
   virtual AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const = 0;
 
   // dst (=) src converted (exact widening, or one round to nearest even); same element count,
   // both contiguous.
   void cast(const View& dst, const View& src);
+  // v (=) 0, contiguous.
+  void zero(const View& v);
+  // dst (=) src in the format a GEMM of `math` multiplies (exact widening, TF32 rounding, or one
+  // round to nearest even), dst in operand_storage(math): the weight copies' refresh.
+  void to_operand(const View& dst, const View& src, ComputeType math);
   void linear(const LinearArgs& a);
   void linear_backward(const LinearBackwardArgs& a);
   void layernorm(const LayerNormArgs& a);
@@ -200,10 +231,19 @@ class Backend {
   void cross_entropy(const CrossEntropyArgs& a);
   void embedding(const EmbeddingArgs& a);
   void embedding_backward(const EmbeddingBackwardArgs& a);
+  // Rows by index (BERT's [CLS] rows and masked positions; rows on the host):
+  //   gather_rows       dst[r] (=) src[rows[r]] in dst's dtype for r < count, the rest of dst 0
+  //   scatter_add_rows  dst[rows[r]] (+=) src[r] for r < count (distinct rows)
+  //   argmax_rows       best[r] (=) the index of the largest of x[r, :n], the first on ties
+  void gather_rows(const View& dst, const View& src, const int* rows, int count);
+  void scatter_add_rows(const View& dst, const View& src, const int* rows, int count);
+  void argmax_rows(int* best, const View& x, int n, int count);
 
  protected:
   virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
   virtual void run_cast(const View& dst, const View& src) = 0;
+  virtual void run_zero(const View& v) = 0;
+  virtual void run_to_operand(const View& dst, const View& src, ComputeType math) = 0;
   virtual void run_linear(const LinearArgs& a) = 0;
   virtual void run_linear_backward(const LinearBackwardArgs& a) = 0;
   virtual void run_layernorm(const LayerNormArgs& a) = 0;
@@ -213,6 +253,9 @@ class Backend {
   virtual void run_cross_entropy(const CrossEntropyArgs& a) = 0;
   virtual void run_embedding(const EmbeddingArgs& a) = 0;
   virtual void run_embedding_backward(const EmbeddingBackwardArgs& a) = 0;
+  virtual void run_gather_rows(const View& dst, const View& src, const int* rows, int count) = 0;
+  virtual void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) = 0;
+  virtual void run_argmax_rows(int* best, const View& x, int n, int count) = 0;
 
  private:
   // Throws Error "[backend <name>] <op>: no kernel for <names>=<dtypes>[ with <math> products]"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
-#include "backend/ops/gemm_mixed.h"
+#include "backend/cpu/cpu_backend.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "model/bert.h"
@@ -43,7 +43,8 @@ std::string mib(double bytes) {
 void run_explain(const ExplainOptions& o) {
   const Precision precision = parse_precision(o.precision);
   cpu::Context ctx;
-  const BackendCaps caps = cpu::GemmWorkspace(ctx).caps();
+  const cpu::CpuBackend be(ctx);
+  const BackendCaps caps = be.caps();
   const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // everything else GPT-2.
@@ -52,12 +53,12 @@ void run_explain(const ExplainOptions& o) {
   size_t n_params = 0, copy_bytes = 0;
   if (bert) {
     const BertConfig config = bert_preset(o.preset);
-    plan = bert_activation_plan(config, policy, o.batch, o.seq, o.batch * o.max_predictions);
+    plan = bert_activation_plan(config, policy, be, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
     copy_bytes = bert_weight_copy_bytes(config, policy);
   } else {
     const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-    plan = gpt2_activation_plan(config, policy, o.batch, o.seq);
+    plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
     copy_bytes = gpt2_weight_copy_bytes(config, policy);
   }

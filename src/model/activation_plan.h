@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/view.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "precision/policy.h"
@@ -18,6 +19,7 @@ namespace mptrain {
 class ActivationPlan {
  public:
   using Handle = size_t;
+  static constexpr Handle kNone = static_cast<Handle>(-1);  // a buffer this plan does not have
   enum class Role { Saved, Scratch };
   struct Entry {
     std::string name;
@@ -37,6 +39,15 @@ class ActivationPlan {
   // An fp32 entry's data; throws Error for an entry of another dtype.
   float* get(Handle h);
   void* raw(Handle h) { return reinterpret_cast<char*>(buffer_.data()) + entries_[h].offset; }
+  // Typed views of an entry for the op interface: [rows, cols] or [n] from its start, and the
+  // whole entry as working memory (empty for kNone).
+  View view(Handle h, std::int64_t rows, std::int64_t cols) {
+    return View::of(raw(h), type(h), {rows, cols});
+  }
+  View row(Handle h, std::int64_t n) { return View::of(raw(h), type(h), {n}); }
+  View work(Handle h) {
+    return h == kNone ? View{} : View::of(raw(h), type(h), {static_cast<std::int64_t>(entries_[h].numel)});
+  }
   StorageType type(Handle h) const { return entries_[h].type; }
 
   size_t total_bytes() const { return total_; }

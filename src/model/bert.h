@@ -1,9 +1,9 @@
-// BERT (Hugging Face's BertForPreTraining) on the CPU backend: parameter table, activation plan,
-// and the forward and backward passes written out layer by layer (no autograd).
+// BERT (Hugging Face's BertForPreTraining): parameter table, activation plan, and the forward and
+// backward passes written out layer by layer over the op interface (bert_pass.cpp, no autograd).
 //
 // Layout decision: weights are stored as Hugging Face stores them, nn.Linear's [out, in], and
-// every product goes through cpu::linear_forward/backward (backend/ops/linear.h), which read
-// the transpose through gemm's flags. Checkpoints are therefore plain copies under HF names.
+// every linear reads the transpose through its view (View::t()): checkpoints are plain copies
+// under HF names.
 // query/key/value are consecutive in the table (weights, then biases), so the three
 // projections are one GEMM against a [3C, C] weight. The MLM decoder is tied to the word
 // embeddings ([Vp, C], already [out, in]) plus its own bias cls.predictions.bias [Vp].
@@ -11,12 +11,12 @@
 // Post-LN blocks (eps 1e-12), bidirectional attention under a key padding mask, exact erf GELU.
 //
 // Precision: as Gpt2 (model/gpt2.h), the model reads its precision policy (precision/policy.h)
-// for every dtype. When every rule is fp32 it runs the original fp32 code (bert.cpp, bit for bit
-// what it always was); otherwise the mixed path (bert_mixed.cpp): every GEMM (encoder linears,
-// attention's two products, pooler, NSP, MLM transform and decoder) on gemm_mixed with fp32
-// accumulation, LayerNorm / softmax / loss in fp32, the residual stream (here: the LayerNorm
-// outputs, BERT being post-LN) fp32, activations saved in the policy's dtypes, fp32 master
-// parameters and gradients. The GEMM weights are read through low-precision copies
+// for every dtype and runs one forward and backward for all of them (an all-fp32 policy reaches
+// the backend's fp32 kernels, bit for bit the original fp32 path): every GEMM (encoder linears,
+// attention's two products, pooler, NSP, MLM transform and decoder) with fp32 accumulation,
+// LayerNorm / softmax / loss in fp32, the residual stream (here: the LayerNorm outputs, BERT
+// being post-LN) fp32, activations saved in the policy's dtypes, fp32 master parameters and
+// gradients. The GEMM weights are read through low-precision copies
 // (model/weight_copies.h) with Gpt2's contract: any writer of the parameters goes through the
 // non-const params() (or init_weights), which marks the copies stale; the next forward
 // refreshes them.
@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/ops/attention.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -64,14 +65,14 @@ struct BertLayerTensorsOf {
 };
 template <class T>
 struct BertTensorsOf {
-  T *word, *pos, *type;    // [Vp, C], [max_position, C], [type_vocab, C]
+  T *word, *pos, *type;  // [Vp, C], [max_position, C], [type_vocab, C]
   T *emb_ln_w, *emb_ln_b;
   std::vector<BertLayerTensorsOf<T>> layers;
-  T *pool_w, *pool_b;      // [C, C]
-  T *mlm_w, *mlm_b;        // cls.predictions.transform.dense [C, C]
+  T *pool_w, *pool_b;  // [C, C]
+  T *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]
   T *mlm_ln_w, *mlm_ln_b;
-  T* mlm_bias;             // cls.predictions.bias [Vp]
-  T *nsp_w, *nsp_b;        // cls.seq_relationship [2, C]
+  T* mlm_bias;       // cls.predictions.bias [Vp]
+  T *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]
 };
 using BertLayerTensors = BertLayerTensorsOf<float>;
 using BertTensors = BertTensorsOf<float>;
@@ -89,14 +90,17 @@ BertTensorsOf<T> bind_bert_tensors(const ParamTable& table, T* base, int n_layer
     const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
     const std::string s = p + "attention.self.";
     const size_t CC = table.get(s + "query.weight").numel, C = table.get(s + "query.bias").numel;
-    MPT_CHECK(at(s + "key.weight") == at(s + "query.weight") + CC && at(s + "value.weight") == at(s + "key.weight") + CC &&
-                  at(s + "key.bias") == at(s + "query.bias") + C && at(s + "value.bias") == at(s + "key.bias") + C,
+    MPT_CHECK(at(s + "key.weight") == at(s + "query.weight") + CC &&
+                  at(s + "value.weight") == at(s + "key.weight") + CC &&
+                  at(s + "key.bias") == at(s + "query.bias") + C &&
+                  at(s + "value.bias") == at(s + "key.bias") + C,
               "BERT parameter table: query/key/value of layer " + std::to_string(l) + " are not consecutive");
     t.layers.push_back({at(s + "query.weight"), at(s + "query.bias"), at(p + "attention.output.dense.weight"),
                         at(p + "attention.output.dense.bias"), at(p + "attention.output.LayerNorm.weight"),
                         at(p + "attention.output.LayerNorm.bias"), at(p + "intermediate.dense.weight"),
-                        at(p + "intermediate.dense.bias"), at(p + "output.dense.weight"), at(p + "output.dense.bias"),
-                        at(p + "output.LayerNorm.weight"), at(p + "output.LayerNorm.bias")});
+                        at(p + "intermediate.dense.bias"), at(p + "output.dense.weight"),
+                        at(p + "output.dense.bias"), at(p + "output.LayerNorm.weight"),
+                        at(p + "output.LayerNorm.bias")});
   }
   t.pool_w = at("bert.pooler.dense.weight");
   t.pool_b = at("bert.pooler.dense.bias");
@@ -119,18 +123,19 @@ double bert_flops_per_token(const BertConfig& config, int T, double masked_fract
 // One micro-batch, as views (data/bert_loader.h's BertBatch owns such arrays; same conventions).
 // Pointers to [B,T] ints unless noted; nullable ones say what null means.
 struct BertInputs {
-  const int* tokens = nullptr;       // ids in [0, V)
-  const int* token_types = nullptr;  // segment ids in [0, type_vocab); null = all 0
+  const int* tokens = nullptr;          // ids in [0, V)
+  const int* token_types = nullptr;     // segment ids in [0, type_vocab); null = all 0
   const int* attention_mask = nullptr;  // 1 = real token, 0 = padding; null = no padding
-  const int* mlm_labels = nullptr;   // original id at masked positions, -1 elsewhere; null = no MLM loss
-  const int* nsp_labels = nullptr;   // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
+  const int* mlm_labels = nullptr;      // original id at masked positions, -1 elsewhere; null = no MLM loss
+  const int* nsp_labels = nullptr;  // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
 };
 
 // Checks one batch before any model reads it: token ids, token types, MLM labels (-1 or a token
 // id) and NSP labels (0/1) against `config`, T against its positions and B×T against the plan.
 // Throws Error naming the first bad value and where it is. The CPU model and the device model
 // (backend/cuda/bert_device.h) share it.
-void validate_bert_batch(const BertConfig& config, const BertInputs& batch, int B, int T, int plan_B, int plan_T);
+void validate_bert_batch(const BertConfig& config, const BertInputs& batch, int B, int T, int plan_B,
+                         int plan_T);
 
 // What one forward measured. Losses are means (0 when there was nothing to average).
 struct BertStats {
@@ -156,17 +161,19 @@ struct BertActs {
   ActivationPlan::Handle cls_in, pooled, nsp_logits, nsp_losses, nsp_dloss;
   ActivationPlan::Handle mlm_in, mlm_t, mlm_tg, mlm_tl, mlm_mean, mlm_rstd, mlm_logits, mlm_losses, mlm_dloss;
   // scratch (not saved for backward)
-  ActivationPlan::Handle attn_scratch, proj, dh, dres, dqkv, datty, dfch, dpooled, dcls_in, dmlm_a, dmlm_b;
-  // mixed path only: the fp32 LayerNorm outputs of the residual stream (two, alternating), the
-  // fp32 GEMM result before its bias, upstream gradients as GEMM operands, MLM LayerNorm input.
-  ActivationPlan::Handle h32, gemm_out, dout_lp, dfch_gelu, dlogits_lp, mlm_tg32;
+  // gemm_out: the linears' fp32 accumulator (fp32: proj); dfch_gelu is dfch in fp32
+  ActivationPlan::Handle attn_scratch, gemm_out, dh, dres, dqkv, datty, dfch, dfch_gelu, dpooled, dcls_in,
+      dmlm_a, dmlm_b;
+  // 16-bit / TF32 policies only (kNone in fp32): the fp32 LayerNorm outputs of the residual
+  // stream (two, alternating), upstream gradients as GEMM operands, the MLM LayerNorm's input.
+  ActivationPlan::Handle h32, dout_lp, dlogits_lp, mlm_tg32;
 };
 
 // The activation plan of a B×T micro-batch with at most max_predictions masked positions in all
 // (0 = B·T) under `policy`, built without allocating (so that `mptrain explain` and the memory
 // estimate report exactly what Bert::plan allocates).
-ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, int B, int T,
-                                    int max_predictions, BertActs* handles = nullptr);
+ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, const Backend& be, int B,
+                                    int T, int max_predictions, BertActs* handles = nullptr);
 
 // Which GEMM reads a parameter: the word embeddings are the MLM decoder (LmHead), every other
 // 2-D weight but the position and token-type tables is a linear; the rest is read by no GEMM.
@@ -251,9 +258,19 @@ class Bert {
   BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
                       const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
-  // The mixed-precision path (bert_mixed.cpp).
-  void forward_mixed(const BertInputs& batch, const int* types, int B, int T);
-  void backward_mixed(const BertInputs& batch, const int* types, int B, int T);
+  void setup_weight_copies();
+  // The fp32 residual stream k (0 or 1) of N rows: the saved LayerNorm output itself when the
+  // GEMMs read fp32, else half k of h32.
+  View stream(int k, ActivationPlan::Handle saved, int N);
+  // stream (=) LayerNorm(x), and the saved copy in the GEMMs' input dtype when that differs.
+  void layernorm_to_stream(const View& stream, ActivationPlan::Handle saved, ActivationPlan::Handle mean,
+                           ActivationPlan::Handle rstd, const View& x, const float* g, const float* b, int N);
+  // One head's fused loss over `rows` rows of `classes` logits (the first `vocab` real): the
+  // arg-max counted against the labels into *correct, dlogits in place when backward; labels
+  // drawn into *sampled when non-null. Returns the mean loss.
+  float head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle losses, ActivationPlan::Handle dloss,
+                  int rows, int classes, int vocab, const int* targets, std::vector<int>* sampled,
+                  uint64_t seed, uint64_t counter, float grad_scale, bool backward, int* correct);
 
   using LayerActs = BertLayerActs;
   using Acts = BertActs;
@@ -272,8 +289,15 @@ class Bert {
   int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
   std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
   std::vector<int> sampled_mlm_, sampled_nsp_;
-  std::unique_ptr<cpu::GemmWorkspace> ws_;  // mixed path only
+  std::unique_ptr<Backend> be_;  // the CPU backend (backend/cpu/cpu_backend.h)
+  AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;
+  // The GEMM weights as their GEMMs read them (copies, or the fp32 masters).
+  struct LayerWeights {
+    WeightRef qkv, attout, fc, fcout;
+  };
+  std::vector<LayerWeights> wc_;
+  WeightRef word_c_, pool_c_, mlm_c_, nsp_c_;
 };
 
 }  // namespace mptrain

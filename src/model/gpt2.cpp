@@ -1,19 +1,14 @@
-// GPT-2 on the CPU backend: parameter table, activation plan, and the fp32 forward and
-// backward, layer by layer. The mixed-precision path is in gpt2_mixed.cpp.
+// GPT-2: parameter table, weight copies, activation plan; the forward and backward over the
+// op interface are in gpt2_pass.cpp.
 #include "model/gpt2.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/ops/attention.h"
-#include "backend/ops/crossentropy.h"
-#include "backend/ops/encoder.h"
-#include "backend/ops/gelu.h"
-#include "backend/ops/gemm.h"
 #include "backend/ops/gemm_mixed.h"
-#include "backend/ops/layernorm.h"
-#include "backend/ops/residual.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -67,7 +62,7 @@ size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy) {
 }
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
-    : Gpt2(config, ctx, make_policy(precision, {}, cpu::GemmWorkspace(ctx).caps())) {}
+    : Gpt2(config, ctx, make_policy(precision, {}, cpu::CpuBackend(ctx).caps())) {}
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
     : config_(config),
@@ -81,11 +76,10 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
   grads_.resize(table_.total());
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
-  if (mixed_) {
-    ws_ = std::make_unique<cpu::GemmWorkspace>(ctx_);
-    check_operands_supported(policy_, *ws_);
-    setup_weight_copies();
-  }
+  be_ = std::make_unique<cpu::CpuBackend>(ctx_);
+  at_ = attention_dtypes(policy_);
+  if (mixed_) check_operands_supported(policy_, *be_);
+  setup_weight_copies();
 }
 
 Gpt2::~Gpt2() = default;
@@ -96,10 +90,11 @@ void Gpt2::init_weights(uint64_t seed) {
   init_params(table_, params_.data(), seed, config_.init_std, residual_std);
 }
 
-ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, int B, int T,
-                                    Gpt2Acts* handles) {
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, const Backend& be, int B,
+                                    int T, Gpt2Acts* handles) {
   MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
-  MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
+  MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) +
+                                        " is longer than the model's context (" +
                                         std::to_string(config.block_size) + " positions)");
   using Role = ActivationPlan::Role;
   constexpr StorageType F32 = StorageType::F32;
@@ -109,9 +104,12 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   const bool mixed = !policy.all_fp32();
   // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path).
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
-  const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
+  const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
+                    y_s = policy.rule(OpKind::AttnValues).output;
   const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
-  const cpu::AttentionTypes at = attention_types(policy);
+  // What the attention keeps for backward and its scratch: the backend's choice.
+  const AttentionBytes att =
+      be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
   const StorageType lin_op = policy.operand(OpKind::Linear);
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
 
@@ -126,11 +124,7 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     la.ln1_mean = plan.add(p + "ln1_mean", BT, F32, OpKind::LayerNorm, saved);
     la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
     la.qkv = plan.add(p + "qkv", BT * 3 * C, lin_s, OpKind::Linear, saved);
-    if (mixed)
-      la.att = plan.add(p + "att", cpu::attention_saved_bytes_typed(B, T, C, config.n_head, at) / storage_bytes(probs_s),
-                        probs_s, OpKind::Softmax, saved);
-    else
-      la.att = plan.add(p + "att", cpu::attention_saved_floats(B, T, C, config.n_head), F32, OpKind::Softmax, saved);
+    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpKind::Softmax, saved);
     la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
     la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
     la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
@@ -150,9 +144,9 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   a.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
   // Scratch shared by every layer (reused; not saved for backward).
   if (mixed) {
-    a.attn_scratch = plan.add("attn_scratch", words(cpu::attention_scratch_bytes_typed(B, T, C, config.n_head, at)),
-                              F32, OpKind::Softmax, scratch);
-    a.gemm_out = plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch);  // fp32 GEMM result before bias
+    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+    a.gemm_out =
+        plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch);  // fp32 GEMM result before bias
     a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
     a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
@@ -162,92 +156,27 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpKind::Gelu, scratch);
     a.dlogits_lp = plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
   } else {
-    a.attn_scratch = plan.add("attn_scratch", cpu::attention_scratch_floats(B, T, C, config.n_head), F32,
-                              OpKind::Softmax, scratch);
-    a.proj_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
+    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+    // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (bias+GELU needs
+    // none: matmul_forward writes pre), and GELU's backward runs in place in dfch.
+    a.gemm_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
     a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
     a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpKind::Linear, scratch);
     a.datty = plan.add("datty", BT * C, F32, OpKind::AttnValues, scratch);
     a.dfch = plan.add("dfch", BT * 4 * C, F32, OpKind::Gelu, scratch);
+    a.dfch_gelu = a.dfch;
+    a.dout_lp = a.dlogits_lp = ActivationPlan::kNone;  // fp32 gradients are their own operands
   }
   if (handles) *handles = std::move(a);
   return plan;
 }
 
 void Gpt2::plan(int B, int T) {
-  acts_ = gpt2_activation_plan(config_, policy_, B, T, &a_);
+  acts_ = gpt2_activation_plan(config_, policy_, *be_, B, T, &a_);
   acts_.allocate();
   plan_B_ = B;
   plan_T_ = T;
-}
-
-void Gpt2::forward_impl(const int* tokens, int B, int T) {
-  MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
-                                              " exceeds the planned " + std::to_string(plan_B_) + "x" +
-                                              std::to_string(plan_T_));
-  if (mixed_) {
-    copies_.refresh_if_stale(params_.data(), *ws_);
-    forward_mixed(tokens, B, T);
-    return;
-  }
-  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
-  const float eps = config_.ln_eps;
-  cpu::encoder_forward(acts_.get(a_.encoded), tokens, w_.wte, w_.wpe, B, T, C);
-  const float* residual = acts_.get(a_.encoded);
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const Gpt2LayerTensors& w = w_.layers[l];
-    LayerActs& la = a_.layers[l];
-    float* ln1 = acts_.get(la.ln1);
-    float* qkv = acts_.get(la.qkv);
-    float* atty = acts_.get(la.atty);
-    float* proj = acts_.get(a_.proj_out);
-    float* residual2 = acts_.get(la.residual2);
-    float* ln2 = acts_.get(la.ln2);
-    float* fch = acts_.get(la.fch);
-    float* fch_gelu = acts_.get(la.fch_gelu);
-    float* residual3 = acts_.get(la.residual3);
-
-    cpu::layernorm_forward(ln1, acts_.get(la.ln1_mean), acts_.get(la.ln1_rstd), residual, w.ln1_w, w.ln1_b, N, C, eps);
-    cpu::matmul_forward(qkv, ln1, w.qkv_w, w.qkv_b, N, C, 3 * C, ctx_);
-    cpu::attention_forward(atty, acts_.get(la.att), qkv, acts_.get(a_.attn_scratch), B, T, C, NH, ctx_);
-    cpu::matmul_forward(proj, atty, w.attproj_w, w.attproj_b, N, C, C, ctx_);
-    cpu::residual_forward(residual2, residual, proj, static_cast<size_t>(N) * C);
-    cpu::layernorm_forward(ln2, acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), residual2, w.ln2_w, w.ln2_b, N, C, eps);
-    cpu::matmul_forward(fch, ln2, w.fc_w, w.fc_b, N, C, 4 * C, ctx_);
-    cpu::gelu_forward(fch_gelu, fch, static_cast<size_t>(N) * 4 * C);
-    cpu::matmul_forward(proj, fch_gelu, w.fcproj_w, w.fcproj_b, N, 4 * C, C, ctx_);
-    cpu::residual_forward(residual3, residual2, proj, static_cast<size_t>(N) * C);
-    residual = residual3;
-  }
-  float* lnf = acts_.get(a_.lnf);
-  cpu::layernorm_forward(lnf, acts_.get(a_.lnf_mean), acts_.get(a_.lnf_rstd), residual, w_.lnf_w, w_.lnf_b, N, C, eps);
-  // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T
-  cpu::gemm(acts_.get(a_.logits), lnf, w_.wte, N, Vp, C, false, true, false, ctx_);
-}
-
-float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward) {
-  const int N = B * T;
-  int valid = 0;
-  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
-  float* dloss = acts_.get(a_.dloss);
-  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
-  for (int i = 0; i < N; ++i) dloss[i] = d;
-  float* logits = acts_.get(a_.logits);
-  float* losses = acts_.get(a_.losses);
-  // Mixed path with a 16-bit LM-head operand: the loss writes dlogits straight into that
-  // operand (one rounding, no fp32 dlogits pass); backward_mixed then uses it as is.
-  const StorageType head_op = policy_.dlogits;
-  dlogits_lp_ready_ = backward && head_op != StorageType::F32;
-  if (dlogits_lp_ready_)
-    cpu::crossentropy_forward_backward_typed(losses, acts_.raw(a_.dlogits_lp), head_op, logits, targets, dloss,
-                                             N, config_.vocab_size, config_.padded_vocab_size);
-  else
-    cpu::crossentropy_forward_backward(losses, backward ? logits : nullptr, logits, targets, dloss, N,
-                                       config_.vocab_size, config_.padded_vocab_size);
-  double sum = 0.0;  // fixed order: deterministic
-  for (int i = 0; i < N; ++i) sum += losses[i];
-  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
 }
 
 float Gpt2::forward(const int* tokens, const int* targets, int B, int T) {
@@ -263,77 +192,13 @@ float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T
   return loss;
 }
 
-float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
-                                     uint64_t counter) {
+float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
+                                     uint64_t seed, uint64_t counter) {
   MPT_CHECK(sampled != nullptr, "forward_backward_sampled needs a buffer for the sampled labels");
   forward_impl(tokens, B, T);
-  const int N = B * T;
-  float* dloss = acts_.get(a_.dloss);
-  for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
-  float* logits = acts_.get(a_.logits);
-  float* losses = acts_.get(a_.losses);
-  dlogits_lp_ready_ = false;  // dlogits in place, fp32: backward_mixed converts them
-  cpu::crossentropy_sampled_forward_backward(losses, logits, sampled, logits, dloss, N, config_.vocab_size,
-                                             config_.padded_vocab_size, seed, counter);
-  double sum = 0.0;  // fixed order: deterministic
-  for (int i = 0; i < N; ++i) sum += losses[i];
+  const float loss = sampled_loss(sampled, B, T, grad_scale, seed, counter);
   backward_impl(tokens, B, T);
-  return static_cast<float>(sum / N);
-}
-
-void Gpt2::backward_impl(const int* tokens, int B, int T) {
-  if (mixed_) {
-    backward_mixed(tokens, B, T);
-    return;
-  }
-  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
-  const size_t NC = static_cast<size_t>(N) * C;
-  const float* dlogits = acts_.get(a_.logits);  // the fused loss wrote dlogits in place
-  float* dresidual = acts_.get(a_.dresidual);
-  float* dln = acts_.get(a_.dln);
-  const float* lnf = acts_.get(a_.lnf);
-
-  // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf
-  cpu::gemm(dln, dlogits, w_.wte, N, C, Vp, false, false, false, ctx_);
-  cpu::gemm(g_.wte, dlogits, lnf, Vp, C, N, true, false, true, ctx_);
-
-  const float* last_residual = config_.n_layer > 0 ? acts_.get(a_.layers.back().residual3) : acts_.get(a_.encoded);
-  std::fill(dresidual, dresidual + NC, 0.0f);
-  cpu::layernorm_backward(dresidual, g_.lnf_w, g_.lnf_b, dln, last_residual, w_.lnf_w, acts_.get(a_.lnf_mean),
-                          acts_.get(a_.lnf_rstd), N, C);
-
-  // dresidual holds the gradient of the current layer's output; each step below adds
-  // into it the contribution that flows around a residual connection.
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
-    const Gpt2LayerTensors& w = w_.layers[l];
-    const Gpt2LayerTensors& g = g_.layers[l];
-    LayerActs& la = a_.layers[l];
-    const float* residual = l == 0 ? acts_.get(a_.encoded) : acts_.get(a_.layers[l - 1].residual3);
-    float* dfch = acts_.get(a_.dfch);
-    float* dqkv = acts_.get(a_.dqkv);
-    float* datty = acts_.get(a_.datty);
-
-    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    std::fill(dfch, dfch + 4 * NC, 0.0f);
-    cpu::matmul_backward(dfch, g.fcproj_w, g.fcproj_b, dresidual, acts_.get(la.fch_gelu), w.fcproj_w, N, 4 * C, C,
-                         ctx_);
-    cpu::gelu_backward(dfch, acts_.get(la.fch), dfch, 4 * NC);
-    std::fill(dln, dln + NC, 0.0f);
-    cpu::matmul_backward(dln, g.fc_w, g.fc_b, dfch, acts_.get(la.ln2), w.fc_w, N, C, 4 * C, ctx_);
-    cpu::layernorm_backward(dresidual, g.ln2_w, g.ln2_b, dln, acts_.get(la.residual2), w.ln2_w,
-                            acts_.get(la.ln2_mean), acts_.get(la.ln2_rstd), N, C);
-
-    // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-    std::fill(datty, datty + NC, 0.0f);
-    cpu::matmul_backward(datty, g.attproj_w, g.attproj_b, dresidual, acts_.get(la.atty), w.attproj_w, N, C, C, ctx_);
-    cpu::attention_backward(dqkv, datty, acts_.get(la.qkv), acts_.get(la.att), acts_.get(a_.attn_scratch), B, T, C,
-                            NH, ctx_);
-    std::fill(dln, dln + NC, 0.0f);
-    cpu::matmul_backward(dln, g.qkv_w, g.qkv_b, dqkv, acts_.get(la.ln1), w.qkv_w, N, C, 3 * C, ctx_);
-    cpu::layernorm_backward(dresidual, g.ln1_w, g.ln1_b, dln, residual, w.ln1_w, acts_.get(la.ln1_mean),
-                            acts_.get(la.ln1_rstd), N, C);
-  }
-  cpu::encoder_backward(g_.wte, g_.wpe, dresidual, tokens, B, T, C);
+  return loss;
 }
 
 const float* Gpt2::logits() { return acts_.get(a_.logits); }

@@ -4,10 +4,10 @@
 // Weights use Hugging Face's Conv1D layout [in, out], so checkpoints are plain copies.
 // The LM head is tied to wte (logits = lnf · wte^T over the padded vocabulary Vp).
 //
-// Precision: the model reads its precision policy (precision/policy.h) for every dtype. When
-// every rule is fp32 it runs the original fp32 code (gpt2.cpp, bit for bit what it always was);
-// otherwise the mixed path (gpt2_mixed.cpp): activations stored in the policy's dtypes, GEMMs on
-// gemm_mixed with fp32 accumulation, fp32 master parameters and gradients.
+// Precision: the model reads its precision policy (precision/policy.h) for every dtype, and runs
+// one forward and backward (gpt2_pass.cpp) over the op interface for all of them: activations
+// in the policy's dtypes, GEMMs with fp32 accumulation, fp32 master parameters and gradients.
+// An all-fp32 policy reaches the backend's fp32 kernels (bit for bit the original fp32 path).
 //
 // Weight copies: each GEMM weight is read through a copy in its GEMM's operand format (bf16,
 // fp16, TF32-rounded fp32), refreshed from the fp32 master weights once per optimizer step.
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
 #include "model/activation_plan.h"
@@ -77,26 +78,27 @@ Gpt2TensorsOf<T> bind_gpt2_tensors(const ParamTable& table, T* base, int n_layer
 // (forward 2·2·T·C/2 per token and layer, backward twice that).
 double gpt2_flops_per_token(const Gpt2Config& config, int T);
 
-// Handles of every activation buffer, filled by gpt2_activation_plan. The fp32 path uses the
-// original set; the mixed path adds typed buffers (gemm_out, dout_lp, ...).
+// Handles of every activation buffer, filled by gpt2_activation_plan. An fp32 policy plans the
+// original set (proj_out is its gemm_out, dfch its dfch_gelu, no dout_lp or dlogits_lp); the
+// others add typed buffers.
 struct Gpt2LayerActs {
-  ActivationPlan::Handle ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
-      residual3;
+  ActivationPlan::Handle ln1, ln1_mean, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_mean, ln2_rstd, fch,
+      fch_gelu, residual3;
 };
 struct Gpt2Acts {
   ActivationPlan::Handle encoded, lnf, lnf_mean, lnf_rstd, logits, losses, dloss;
-  ActivationPlan::Handle attn_scratch, proj_out;
-  ActivationPlan::Handle dresidual, dln, dqkv, datty, dfch;
-  // mixed path only
-  ActivationPlan::Handle gemm_out, dout_lp, dfch_gelu, dlogits_lp;
+  ActivationPlan::Handle attn_scratch, gemm_out;  // gemm_out: the linears' fp32 accumulator
+  ActivationPlan::Handle dresidual, dln, dqkv, datty, dfch, dfch_gelu;
+  // working memory of the 16-bit / TF32 policies: dy and dlogits converted once (kNone in fp32)
+  ActivationPlan::Handle dout_lp, dlogits_lp;
   std::vector<Gpt2LayerActs> layers;
 };
 
 // The activation plan of a B×T micro-batch under `policy`, built without allocating (so that
-// `mptrain explain` reports exactly what Gpt2::plan allocates). The converted-once GEMM
-// operands are in policy.operand(...), which the backend's capabilities decided.
-ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, int B, int T,
-                                    Gpt2Acts* handles = nullptr);
+// `mptrain explain` reports exactly what Gpt2::plan allocates) for backend `be`, which sizes
+// what the attention keeps. The converted-once GEMM operands are in policy.operand(...).
+ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, const Backend& be, int B,
+                                    int T, Gpt2Acts* handles = nullptr);
 
 // Which GEMM reads a parameter: wte is the LM head, the four Conv1D weights of each block are
 // linears; the rest (wpe, biases, LayerNorms) is read by none. Those read get a low-precision copy.
@@ -151,8 +153,8 @@ class Gpt2 {
   // inside the fused loss (cpu::crossentropy_sampled_forward_backward, RNG (seed, counter)),
   // then backward with gradients ACCUMULATED (+=) into grads() of grad_scale · the mean loss
   // over all B·T positions on those labels. sampled[B*T] (=) the labels. Returns that mean loss.
-  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
-                                 uint64_t counter);
+  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
+                                 uint64_t seed, uint64_t counter);
 
   // Logits of the last forward, [B,T,Vp] (valid until the next forward_backward overwrites them).
   const float* logits();
@@ -164,10 +166,9 @@ class Gpt2 {
   void forward_impl(const int* tokens, int B, int T);
   float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward);
   void backward_impl(const int* tokens, int B, int T);
-  // The mixed-precision path (gpt2_mixed.cpp).
+  // Sophia's loss on labels drawn from the model's own softmax (after forward_impl).
+  float sampled_loss(int* sampled, int B, int T, float grad_scale, uint64_t seed, uint64_t counter);
   void setup_weight_copies();
-  void forward_mixed(const int* tokens, int B, int T);
-  void backward_mixed(const int* tokens, int B, int T);
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;
@@ -186,8 +187,9 @@ class Gpt2 {
   ActivationPlan acts_;
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0;
-  std::unique_ptr<cpu::GemmWorkspace> ws_;
-  WeightCopies copies_;  // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
+  std::unique_ptr<Backend> be_;  // the CPU backend (backend/cpu/cpu_backend.h)
+  AttentionDtypes at_;           // the attention's dtypes under policy_
+  WeightCopies copies_;          // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
   // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.

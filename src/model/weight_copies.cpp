@@ -8,32 +8,31 @@
 
 namespace mptrain {
 
-cpu::AttentionTypes attention_types(const Policy& policy) {
-  return {policy.rule(OpKind::Linear).output,
-          policy.rule(OpKind::Softmax).saved,
-          policy.rule(OpKind::AttnValues).output,
-          policy.operand(OpKind::AttnScores),
-          cpu::gemm_math(policy.rule(OpKind::AttnScores).compute),
-          cpu::gemm_math(policy.rule(OpKind::AttnValues).compute)};
+AttentionDtypes attention_dtypes(const Policy& policy) {
+  return {policy.rule(OpKind::Linear).output, policy.rule(OpKind::Softmax).saved,
+          policy.rule(OpKind::AttnValues).output, policy.rule(OpKind::AttnScores).compute,
+          policy.rule(OpKind::AttnValues).compute};
 }
 
 void check_cpu_runs(const Policy& policy) {
-  const std::pair<const char*, StorageType> between[] = {
-      {"residual stream", policy.residual_stream},   {"logits", policy.logits},
-      {"activation gradients", policy.activation_grads}, {"weight gradients", policy.weight_grads},
-      {"non-GEMM weights", policy.small_weights}};
+  const std::pair<const char*, StorageType> between[] = {{"residual stream", policy.residual_stream},
+                                                         {"logits", policy.logits},
+                                                         {"activation gradients", policy.activation_grads},
+                                                         {"weight gradients", policy.weight_grads},
+                                                         {"non-GEMM weights", policy.small_weights}};
   for (const auto& [what, t] : between)
     if (t != StorageType::F32)
-      throw Error(std::string("[precision] the CPU models keep the ") + what + " in fp32, not " + storage_name(t));
+      throw Error(std::string("[precision] the CPU models keep the ") + what + " in fp32, not " +
+                  storage_name(t));
 }
 
-void check_operands_supported(const Policy& policy, const cpu::GemmWorkspace& ws) {
+void check_operands_supported(const Policy& policy, const Backend& be) {
   for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
     const ComputeType c = policy.rule(op).compute;
-    if (policy.operand(op) != ws.operand_storage(cpu::gemm_math(c)))
+    if (policy.operand(op) != be.operand_storage(c))
       throw Error(std::string("[precision] ") + op_name(op) + ": the policy multiplies " + compute_name(c) +
-                  " on " + storage_name(policy.operand(op)) + " operands, this CPU on " +
-                  storage_name(ws.operand_storage(cpu::gemm_math(c))) +
+                  " on " + storage_name(policy.operand(op)) + " operands, the " + be.name() + " backend on " +
+                  storage_name(be.operand_storage(c)) +
                   " (make the policy with this backend's capabilities)");
   }
 }
@@ -102,12 +101,13 @@ WeightRef WeightCopies::ref(const ParamTable& table, const std::string& name, co
   return {reinterpret_cast<const char*>(buf_.data()) + e.offset, e.type};
 }
 
-void WeightCopies::refresh_if_stale(const float* params, const cpu::GemmWorkspace& ws) {
+void WeightCopies::refresh_if_stale(const float* params, Backend& be) {
   if (!stale_) return;
   for (const Entry& e : entries_) {
     if (e.compute == ComputeType::F32) continue;
-    cpu::to_gemm_operand(reinterpret_cast<char*>(buf_.data()) + e.offset, params + e.param_offset,
-                         StorageType::F32, e.numel, cpu::gemm_math(e.compute), ws);
+    const auto n = static_cast<std::int64_t>(e.numel);
+    be.to_operand(View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
+                  View::of(params + e.param_offset, StorageType::F32, {n}), e.compute);
   }
   stale_ = false;
 }

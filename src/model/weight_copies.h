@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops/attention.h"
-#include "backend/ops/gemm_mixed.h"
+#include "backend/backend.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "model/param_table.h"
@@ -20,15 +19,15 @@
 
 namespace mptrain {
 
-// The typed attention's dtypes and arithmetic under `policy` (both models' mixed path).
-cpu::AttentionTypes attention_types(const Policy& policy);
+// The attention's dtypes and arithmetic under `policy`, as the op interface takes them.
+AttentionDtypes attention_dtypes(const Policy& policy);
 // Throws Error when the policy keeps a tensor between ops in a dtype the CPU models do not run:
 // the residual stream, logits, activation and weight gradients and non-GEMM weights are fp32
 // there (the fused cross-entropy reads fp32 logits and writes dlogits in place).
 void check_cpu_runs(const Policy& policy);
-// Throws Error when the policy's GEMM operand storages are not what this CPU multiplies (a
-// policy made for other capabilities than ws.caps()).
-void check_operands_supported(const Policy& policy, const cpu::GemmWorkspace& ws);
+// Throws Error when the policy's GEMM operand storages are not what the backend multiplies (a
+// policy made for other capabilities than be.caps()).
+void check_operands_supported(const Policy& policy, const Backend& be);
 
 // Which kind of GEMM reads a parameter: none (biases, LayerNorms, position tables), a linear
 // layer (Policy rule Linear) or the tied LM head / MLM decoder (rule LmHead).
@@ -60,13 +59,13 @@ class WeightCopies {
   void mark_stale() { stale_ = true; }
   bool stale() const { return stale_; }
   // Rebuilds every copy from params when stale.
-  void refresh_if_stale(const float* params, const cpu::GemmWorkspace& ws);
+  void refresh_if_stale(const float* params, Backend& be);
   size_t bytes() const { return buf_.size() * sizeof(float); }
 
  private:
   friend size_t weight_copy_bytes(const ParamTable&, GemmReaderFn, const Policy&);
   struct Entry {
-    size_t offset = 0;  // bytes into buf_
+    size_t offset = 0;                   // bytes into buf_
     size_t param_offset = 0, numel = 0;  // the master tensor, in elements
     StorageType type = StorageType::F32;
     ComputeType compute = ComputeType::F32;  // F32: no copy

@@ -68,7 +68,9 @@ class BertTask final : public TrainTask {
   ModelFootprint footprint(const TrainOptions&, Precision precision) const override {
     return bert_footprint(config_, precision, bert_.max_predictions);
   }
-  double flops_per_token(const TrainOptions& opt) const override { return bert_flops_per_token(config_, opt.seq); }
+  double flops_per_token(const TrainOptions& opt) const override {
+    return bert_flops_per_token(config_, opt.seq);
+  }
   nlohmann::json model_json() const override {
     nlohmann::json j = bert_config_json(config_);
     j["model"] = "bert";
@@ -106,12 +108,16 @@ class BertTask final : public TrainTask {
   }
   void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
                 double tokens_per_step) const override {
-    monitor.sayf("model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d padded to %d)\n",
-                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(), config_.n_layer,
-                 config_.n_head, config_.hidden, config_.vocab_size, config_.padded_vocab_size);
-    monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training instances, "
-                 "%d masked positions per sequence at most\n",
-                 B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->num_instances(), bert_.max_predictions);
+    monitor.sayf(
+        "model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d padded to "
+        "%d)\n",
+        from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(), config_.n_layer,
+        config_.n_head, config_.hidden, config_.vocab_size, config_.padded_vocab_size);
+    monitor.sayf(
+        "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training instances, "
+        "%d masked positions per sequence at most\n",
+        B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->num_instances(),
+        bert_.max_predictions);
   }
 
   StepModel step_model(const TrainOptions&) override {
@@ -145,8 +151,8 @@ class BertTask final : public TrainTask {
       return inputs_of(batch_);
     };
     batches.record = [this](const BertStats& st) { record(st); };
-    return make_bert_cuda_stepper(config_, precision, B_, T_, B_ * bert_.max_predictions, optimizer, scaler, par,
-                                  std::move(batches));
+    return make_bert_cuda_stepper(config_, precision, B_, T_, B_ * bert_.max_predictions, optimizer, scaler,
+                                  par, std::move(batches));
   }
   // The step's MLM and NSP means over its micro-batches, combined over ranks.
   StepExtras step_extras(Communicator& comm) override {
@@ -166,11 +172,12 @@ class BertTask final : public TrainTask {
   ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
     const BertEvalResult v = evaluate_bert(*model_, *val_, opt.val_steps, &comm);
     char line[256];
-    std::snprintf(line, sizeof(line),
-                  "step %6lld | val mlm loss %.4f | mlm acc %.4f (most frequent token %.4f) | nsp loss %.4f | "
-                  "nsp acc %.4f",
-                  static_cast<long long>(step), v.mlm_loss, v.mlm_accuracy(), v.mlm_baseline, v.nsp_loss,
-                  v.nsp_accuracy());
+    std::snprintf(
+        line, sizeof(line),
+        "step %6lld | val mlm loss %.4f | mlm acc %.4f (most frequent token %.4f) | nsp loss %.4f | "
+        "nsp acc %.4f",
+        static_cast<long long>(step), v.mlm_loss, v.mlm_accuracy(), v.mlm_baseline, v.nsp_loss,
+        v.nsp_accuracy());
     return {static_cast<float>(v.mlm_loss + v.nsp_loss),
             line,
             {{"val_loss", v.mlm_loss + v.nsp_loss},
@@ -179,7 +186,8 @@ class BertTask final : public TrainTask {
              {"val_nsp_loss", v.nsp_loss},
              {"val_nsp_acc", v.nsp_accuracy()}}};
   }
-  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state, int keep_last) override {
+  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state,
+            int keep_last) override {
     BertTrainState s;
     static_cast<RunState&>(s) = state;
     s.train_pos = train_->position();
@@ -207,7 +215,8 @@ class BertTask final : public TrainTask {
   std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
   BertBatch batch_;
   int B_ = 0, T_ = 0;
-  double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0, nsp_ok_ = 0.0;  // this step's, this rank's
+  double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0,
+         nsp_ok_ = 0.0;  // this step's, this rank's
 };
 
 }  // namespace
@@ -219,12 +228,14 @@ ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int
   ModelFootprint f;
   f.num_params = bert_param_table(config).total();
   f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
-  f.activation_bytes = [config, policy, max_predictions](int B, int T) {
-    return bert_activation_plan(config, policy, B, T, B * max_predictions).total_bytes();
+  f.activation_bytes = [config, policy, max_predictions, be = cpu_sizing_backend()](int B, int T) {
+    return bert_activation_plan(config, policy, *be, B, T, B * max_predictions).total_bytes();
   };
   return f;
 }
 
-std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) { return std::make_unique<BertTask>(bert); }
+std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) {
+  return std::make_unique<BertTask>(bert);
+}
 
 }  // namespace mptrain

@@ -10,9 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 
+#include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
@@ -57,7 +60,8 @@ std::optional<size_t> cgroup_headroom() {
     return *limit > usage ? *limit - usage : 0;
   };
   if (auto v2 = headroom("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current")) return v2;
-  return headroom("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  return headroom("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.usage_in_bytes");
 }
 
 std::string batch_text(int B, int T) { return std::to_string(B) + " x " + std::to_string(T); }
@@ -72,7 +76,8 @@ size_t parse_memory_size(const std::string& text, const std::string& what) {
   if (end == text.c_str() || !std::isfinite(v) || v <= 0) throw Error(bad);
   std::string unit(end);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (unit.size() == 2 && (unit[1] == 'B' || unit[1] == 'I')) unit.pop_back();  // "GB", "Gi": binary all the same
+  if (unit.size() == 2 && (unit[1] == 'B' || unit[1] == 'I'))
+    unit.pop_back();  // "GB", "Gi": binary all the same
   double scale;
   if (unit.empty() || unit == "B")
     scale = 1;
@@ -110,6 +115,15 @@ MemoryBudget available_memory(const std::string& limit) {
   return budget;  // bytes 0, source "": nothing known (no check)
 }
 
+std::shared_ptr<const Backend> cpu_sizing_backend() {
+  struct Owner {
+    cpu::Context ctx;
+    cpu::CpuBackend be{ctx};
+  };
+  const auto owner = std::make_shared<Owner>();
+  return {owner, &owner->be};  // aliasing: the backend keeps its context alive
+}
+
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
   // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
@@ -118,8 +132,8 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   ModelFootprint f;
   f.num_params = gpt2_param_table(config).total();
   f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
-  f.activation_bytes = [config, policy](int B, int T) {
-    return gpt2_activation_plan(config, policy, B, T).total_bytes();
+  f.activation_bytes = [config, policy, be = cpu_sizing_backend()](int B, int T) {
+    return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
   };
   return f;
 }
@@ -131,7 +145,8 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   e.params = n * sizeof(float);
   e.grads = n * sizeof(float);
   e.optimizer = kOptimizerStates * n * sizeof(float);
-  if (o.zero == 1 && world > 1) e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
+  if (o.zero == 1 && world > 1)
+    e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
   e.activations = model.activation_bytes(o.batch, o.seq);
   e.weight_copies = model.weight_copy_bytes;
   e.other = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int) + kRuntimeAllowanceBytes;
@@ -171,16 +186,17 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
   if (lo > 0 && o.total_batch_tokens > 0)
     while (lo > 0 && o.total_batch_tokens % (static_cast<int64_t>(lo) * o.seq * world) != 0) --lo;
 
-  std::string msg = "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(e.total()) +
-                    " (parameters " + format_bytes(e.params) + ", gradients " + format_bytes(e.grads) +
-                    ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
-                    format_bytes(e.activations) +
-                    (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", other " + format_bytes(e.other) + ") but " +
-                    format_bytes(budget.bytes) + " is available (" + budget.source + ")";
+  std::string msg =
+      "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(e.total()) +
+      " (parameters " + format_bytes(e.params) + ", gradients " + format_bytes(e.grads) +
+      ", optimizer state " + format_bytes(e.optimizer) + ", activations " + format_bytes(e.activations) +
+      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", other " +
+      format_bytes(e.other) + ") but " + format_bytes(budget.bytes) + " is available (" + budget.source + ")";
   if (lo > 0)
     msg += "; the largest batch that fits is --batch " + std::to_string(lo) +
-           (o.total_batch_tokens > 0 ? " (a divisor of --total-batch " + std::to_string(o.total_batch_tokens) + ")"
-                                     : "");
+           (o.total_batch_tokens > 0
+                ? " (a divisor of --total-batch " + std::to_string(o.total_batch_tokens) + ")"
+                : "");
   else
     msg += "; even --batch 1 does not fit: use a smaller model or a shorter --seq";
   throw Error(msg);

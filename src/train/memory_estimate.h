@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
+#include "backend/backend.h"
 #include "model/gpt2_config.h"
 #include "precision/precision.h"
 
@@ -25,13 +27,13 @@ struct TrainOptions;
 
 // Bytes a training process holds, by role.
 struct MemoryEstimate {
-  size_t params = 0;       // fp32 master weights
-  size_t grads = 0;        // fp32 gradients
-  size_t optimizer = 0;    // optimizer state (under ZeRO-1: this rank's shard, plus the whole
-                           // state gathered on rank 0 while a checkpoint is written)
-  size_t activations = 0;  // the model's activation plan for one B x T micro-batch
+  size_t params = 0;         // fp32 master weights
+  size_t grads = 0;          // fp32 gradients
+  size_t optimizer = 0;      // optimizer state (under ZeRO-1: this rank's shard, plus the whole
+                             // state gathered on rank 0 while a checkpoint is written)
+  size_t activations = 0;    // the model's activation plan for one B x T micro-batch
   size_t weight_copies = 0;  // low-precision GEMM copies of the weights (bf16, fp16, tf32)
-  size_t other = 0;  // token buffers and the runtime allowance
+  size_t other = 0;          // token buffers and the runtime allowance
   size_t total() const { return params + grads + optimizer + activations + weight_copies + other; }
 };
 
@@ -53,12 +55,15 @@ struct ModelFootprint {
 // GPT-2's, from its own plan and weight copies (model/gpt2.h).
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
 
+// The CPU backend the footprints ask what an attention keeps (it owns its context).
+std::shared_ptr<const Backend> cpu_sizing_backend();
+
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.
 MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world);
 // GPT-2: the same with gpt2_footprint(config, precision).
-MemoryEstimate estimate_training_memory(const TrainOptions& options, const Gpt2Config& config, Precision precision,
-                                        int world);
+MemoryEstimate estimate_training_memory(const TrainOptions& options, const Gpt2Config& config,
+                                        Precision precision, int world);
 
 // How much memory the run may use, and where that figure came from.
 struct MemoryBudget {

@@ -124,6 +124,13 @@ double gelu_ref(double x) {
   const double k = std::sqrt(2.0 / M_PI);
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
+double gelu_erf_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double gelu_erf_grad_ref(double x) {
+  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+}
+// The derivative an activation epilogue's backward applies, at what its backward reads (the
+// GELUs' input, tanh's output).
+double activation_grad_ref(Epilogue e, double saved);
 double gelu_grad_ref(double x) {
   const double k = std::sqrt(2.0 / M_PI);
   const double u = k * (x + 0.044715 * x * x * x), th = std::tanh(u);
@@ -137,6 +144,19 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
+double activation_grad_ref(Epilogue e, double saved) {
+  switch (e) {
+    case Epilogue::BiasGelu:
+      return gelu_grad_ref(saved);
+    case Epilogue::BiasGeluErf:
+      return gelu_erf_grad_ref(saved);
+    case Epilogue::BiasTanh:
+      return 1.0 - saved * saved;
+    default:
+      return 1.0;
   }
 }
 
@@ -167,7 +187,8 @@ TEST_F(BackendOps, LinearMatchesTheReferenceInEveryStorageArithmeticAndEpilogue)
   for (ComputeType math : kMaths)
     for (StorageType xt : {F32, compute_storage(math)})
       for (bool transposed : {false, true})
-        for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasResidual})
+        for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasGeluErf, Epilogue::BiasTanh,
+                            Epilogue::BiasResidual})
           for (StorageType ot : {F32, BF16, F16}) {
             if (ep == Epilogue::BiasResidual && ot != F32) continue;  // refused below
             const std::string what = std::string(compute_name(math)) + " x=" + storage_name(xt) +
@@ -187,7 +208,7 @@ TEST_F(BackendOps, LinearMatchesTheReferenceInEveryStorageArithmeticAndEpilogue)
             a.bias = b.view({M});
             a.math = math;
             a.epilogue = ep;
-            if (ep == Epilogue::BiasGelu) a.pre = pre.view({N, M});
+            if (keeps_pre(ep)) a.pre = pre.view({N, M});
             if (ep == Epilogue::BiasResidual) {
               a.residual = res.view({N, M});
               a.rounding = BF16;
@@ -203,12 +224,14 @@ TEST_F(BackendOps, LinearMatchesTheReferenceInEveryStorageArithmeticAndEpilogue)
                 const size_t i = static_cast<size_t>(n) * M + m;
                 const double y = s + b0[static_cast<size_t>(m)];
                 ref_pre[i] = stored(static_cast<float>(y), BF16);
-                ref[i] = ep == Epilogue::Bias       ? y
-                         : ep == Epilogue::BiasGelu ? gelu_ref(ref_pre[i])
-                                                    : r0[i] + stored(static_cast<float>(y), BF16);
+                ref[i] = ep == Epilogue::Bias          ? y
+                         : ep == Epilogue::BiasGelu    ? gelu_ref(ref_pre[i])
+                         : ep == Epilogue::BiasGeluErf ? gelu_erf_ref(ref_pre[i])
+                         : ep == Epilogue::BiasTanh    ? std::tanh(stored(static_cast<float>(y), ot))
+                                                       : r0[i] + stored(static_cast<float>(y), BF16);
               }
             EXPECT_TRUE(all_close(out.values(), ref, tol_for(ot), what));
-            if (ep == Epilogue::BiasGelu) {
+            if (keeps_pre(ep)) {
               EXPECT_TRUE(all_close(pre.values(), ref_pre, tol_for(BF16), what + " pre"));
             }
           }
@@ -223,12 +246,13 @@ TEST_F(BackendOps, LinearBackwardMatchesTheReference) {
   const std::vector<float> dw0 = test::randn(static_cast<size_t>(K) * M, 15), db0 = test::randn(M, 16);
   for (ComputeType math : kMaths)
     for (bool transposed : {false, true})
-      for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu})
+      for (Epilogue ep : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasGeluErf, Epilogue::BiasTanh})
         for (StorageType dyt : {F32, compute_storage(math)}) {
-          if (ep == Epilogue::BiasGelu && dyt != F32) continue;  // GELU's backward reads an fp32 dy
+          if (has_activation(ep) && dyt != F32) continue;  // an activation's backward reads an fp32 dy
           const StorageType xt = compute_storage(math);
           const std::string what = std::string(compute_name(math)) + (transposed ? " nn.Linear" : " Conv1D") +
-                                   " dy=" + storage_name(dyt) + (ep == Epilogue::BiasGelu ? " gelu" : "");
+                                   " dy=" + storage_name(dyt) +
+                                   " epilogue=" + std::to_string(static_cast<int>(ep));
           const Weight wl{transposed, K, M};
           std::vector<float> wv(w0.size()), dwv(dw0.size());
           for (int k = 0; k < K; ++k)
@@ -247,15 +271,15 @@ TEST_F(BackendOps, LinearBackwardMatchesTheReference) {
           a.w = wl.view(w);
           a.math = math;
           a.epilogue = ep;
-          if (ep == Epilogue::BiasGelu) a.pre = pre.view({N, M});
+          if (has_activation(ep)) a.pre = pre.view({N, M});
           be.linear_backward(a);
           // The gradient the GEMMs multiply: through GELU, rounded once to the operand storage.
           const std::vector<float> dys = dy.values(), pres = pre.values(), xs = x.values(), ws = w.values();
           std::vector<double> g(dys.size());
           for (size_t i = 0; i < g.size(); ++i)
-            g[i] = ep == Epilogue::BiasGelu
-                       ? stored(static_cast<float>(gelu_grad_ref(pres[i]) * dys[i]), compute_storage(math))
-                       : dys[i];
+            g[i] = has_activation(ep) ? stored(static_cast<float>(activation_grad_ref(ep, pres[i]) * dys[i]),
+                                               compute_storage(math))
+                                      : dys[i];
           std::vector<double> rdx(static_cast<size_t>(N) * K), rdw(dw0.size()), rdb(M);
           for (int n = 0; n < N; ++n)
             for (int k = 0; k < K; ++k) {
@@ -279,7 +303,7 @@ TEST_F(BackendOps, LinearBackwardMatchesTheReference) {
             rdb[static_cast<size_t>(m)] = s;
           }
           // GELU's gradient is rounded once; the reference's rounding may land one ulp away.
-          const Tol t = ep == Epilogue::BiasGelu ? tol_for(compute_storage(math)) : tol_for(F32);
+          const Tol t = has_activation(ep) ? tol_for(compute_storage(math)) : tol_for(F32);
           EXPECT_TRUE(all_close(dx.values(), rdx, t, what + " dx"));
           EXPECT_TRUE(all_close(dw.values(), rdw, t, what + " dw (+=)"));
           EXPECT_TRUE(all_close(db.values(), rdb, t, what + " db (+=)"));
@@ -590,6 +614,112 @@ TEST_F(BackendOps, SampledCrossEntropyIsTheLossOnItsOwnLabels) {
   EXPECT_EQ(again, labels);
   a.dlogits = Buf(BF16, l0.size()).view({N, Vp});
   EXPECT_FALSE(be.supports(Op::SampledCrossEntropy, {BF16, F32}));
+}
+
+// Several branches add into one gradient (BERT's residual stream): dx (+=) when asked.
+TEST_F(BackendOps, LinearBackwardAccumulatesDxWhenAsked) {
+  const int N = 4, K = 16, M = 8;
+  Buf x(F32, test::randn(static_cast<size_t>(N) * K, 101)),
+      w(F32, test::randn(static_cast<size_t>(K) * M, 102));
+  Buf dy(F32, test::randn(static_cast<size_t>(N) * M, 103)), dw(F32, static_cast<size_t>(K) * M, 0.0f);
+  Buf once(F32, static_cast<size_t>(N) * K), twice(F32, static_cast<size_t>(N) * K);
+  LinearBackwardArgs a;
+  a.dx = once.view({N, K});
+  a.dw = dw.view({K, M});
+  a.dy = dy.view({N, M});
+  a.x = x.view({N, K});
+  a.w = w.view({K, M});
+  be.linear_backward(a);
+  a.dx = twice.view({N, K});
+  be.linear_backward(a);
+  a.dx_accumulate = true;
+  be.linear_backward(a);
+  const std::vector<float> o = once.values(), t = twice.values();
+  for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(t[i], 2.0f * o[i]) << i;
+}
+
+// BERT's attention: every query over the real keys of its sequence (padded keys get no weight).
+TEST_F(BackendOps, BidirectionalAttentionUnderAKeyMask) {
+  const int B = 2, T = 6, C = 8, NH = 2, hs = C / NH;
+  const std::vector<float> qkv0 = test::randn(static_cast<size_t>(B) * T * 3 * C, 111);
+  const std::vector<int> mask = {1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1};
+  for (const AttentionDtypes& t :
+       {AttentionDtypes{}, AttentionDtypes{BF16, BF16, BF16, ComputeType::BF16, ComputeType::BF16}}) {
+    Buf qkv(t.qkv, qkv0), out(t.out, static_cast<size_t>(B) * T * C);
+    const AttentionBytes need = be.attention_bytes(B, T, C, NH, t);
+    std::vector<char> saved(need.saved + 64), scratch(need.scratch + 64);
+    AttentionArgs a{out.view({B * T, C}),
+                    qkv.view({B * T, 3 * C}),
+                    View::of(saved.data(), BF16, {static_cast<std::int64_t>(saved.size() / 2)}),
+                    View::of(scratch.data(), BF16, {static_cast<std::int64_t>(scratch.size() / 2)}),
+                    B,
+                    T,
+                    NH,
+                    t};
+    a.causal = false;
+    a.key_mask = mask.data();
+    be.attention(a);
+    const std::vector<float> q = qkv.values();
+    std::vector<double> ref(static_cast<size_t>(B) * T * C, 0.0);
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < NH; ++h)
+        for (int i = 0; i < T; ++i) {
+          std::vector<double> p(static_cast<size_t>(T), 0.0);
+          double mx = -1e300, sum = 0.0;
+          for (int j = 0; j < T; ++j) {
+            if (!mask[static_cast<size_t>(b * T + j)]) continue;
+            double s = 0.0;
+            for (int d = 0; d < hs; ++d)
+              s += static_cast<double>(q[static_cast<size_t>(b * T + i) * 3 * C + h * hs + d]) *
+                   q[static_cast<size_t>(b * T + j) * 3 * C + C + h * hs + d];
+            p[static_cast<size_t>(j)] = s / std::sqrt(static_cast<double>(hs));
+            mx = std::max(mx, p[static_cast<size_t>(j)]);
+          }
+          for (int j = 0; j < T; ++j)
+            if (mask[static_cast<size_t>(b * T + j)])
+              sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
+          for (int j = 0; j < T; ++j) {
+            if (!mask[static_cast<size_t>(b * T + j)]) continue;
+            for (int d = 0; d < hs; ++d)
+              ref[static_cast<size_t>(b * T + i) * C + h * hs + d] +=
+                  p[static_cast<size_t>(j)] / sum *
+                  q[static_cast<size_t>(b * T + j) * 3 * C + 2 * C + h * hs + d];
+          }
+        }
+    EXPECT_TRUE(all_close(out.values(), ref, t.out == F32 ? Tol{2e-5, 2e-5} : Tol{6e-2, 4e-2},
+                          std::string("masked attention ") + storage_name(t.qkv)));
+  }
+}
+
+TEST_F(BackendOps, GatherScatterAndArgmaxRows) {
+  const int N = 5, C = 3, R = 3;
+  const std::vector<float> src0 = test::randn(static_cast<size_t>(N) * C, 121);
+  const std::vector<int> rows = {4, 0};
+  Buf src(F32, src0), dst(BF16, static_cast<size_t>(R) * C, 9.0f);
+  be.gather_rows(dst.view({R, C}), src.view({N, C}), rows.data(), 2);
+  const std::vector<float> d = dst.values();
+  for (int c = 0; c < C; ++c) {
+    EXPECT_EQ(d[static_cast<size_t>(c)], stored(src0[static_cast<size_t>(4 * C + c)], BF16));
+    EXPECT_EQ(d[static_cast<size_t>(C + c)], stored(src0[static_cast<size_t>(c)], BF16));
+    EXPECT_EQ(d[static_cast<size_t>(2 * C + c)], 0.0f) << "rows after count are zeroed";
+  }
+  Buf acc(F32, src0), add(F32, std::vector<float>(static_cast<size_t>(R) * C, 1.0f));
+  be.scatter_add_rows(acc.view({N, C}), add.view({R, C}), rows.data(), 2);
+  const std::vector<float> a = acc.values();
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) {
+      const size_t i = static_cast<size_t>(n * C + c);
+      EXPECT_EQ(a[i], src0[i] + ((n == 4 || n == 0) ? 1.0f : 0.0f)) << n << "," << c;
+    }
+  Buf x(F32, std::vector<float>{0, 5, 5, 1, 9, 2, 3, 3, 1, 8, 8, 8});
+  std::vector<int> best(3, -1);
+  be.argmax_rows(best.data(), x.view({3, 4}), 3, 3);  // the last column is outside n
+  EXPECT_EQ(best, (std::vector<int>{1, 0, 1}));       // the first of ties
+  expect_error(
+      [&] {
+        be.gather_rows(dst.view({R, C}), src.view({N, C}), std::vector<int>{5}.data(), 1);
+      },
+      "[backend cpu] gather_rows: row index 5 is outside [0, 5)");
 }
 
 TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
 #include "common/test_util.h"
 #include "model/bert.h"
 #include "optim/sophia.h"
@@ -73,11 +74,13 @@ struct Result {
   std::vector<float> grads;
 };
 
-// The capabilities of this CPU's backend (whether oneDNN multiplies fp16 here).
-BackendCaps this_cpu() {
-  cpu::Context ctx;
-  return cpu::GemmWorkspace(ctx).caps();
+// The CPU backend, and its capabilities (whether oneDNN multiplies fp16 here).
+const Backend& this_backend() {
+  static cpu::Context ctx;
+  static const cpu::CpuBackend be(ctx);
+  return be;
 }
+BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Case& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
@@ -123,11 +126,13 @@ size_t saved_bytes_ending(const ActivationPlan& p, const std::string& suffix) {
 TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
   const Case k = make_case();
   const int M = 12;
-  const ActivationPlan f = bert_activation_plan(k.config, make_policy(Precision::Fp32), k.B, k.T, M);
-  const ActivationPlan h = bert_activation_plan(k.config, make_policy(Precision::Bf16), k.B, k.T, M);
+  const ActivationPlan f =
+      bert_activation_plan(k.config, make_policy(Precision::Fp32), this_backend(), k.B, k.T, M);
+  const ActivationPlan h =
+      bert_activation_plan(k.config, make_policy(Precision::Bf16), this_backend(), k.B, k.T, M);
   // What feeds a GEMM is stored bf16 (exactly half); the residual sums and logits stay fp32.
-  for (const char* name : {"emb_ln", ".qkv", ".att", ".atty", ".ln1", ".fch", ".fch_gelu", ".ln2", "cls_in", "pooled",
-                           "mlm_in", "mlm_t", "mlm_tg", "mlm_tl"}) {
+  for (const char* name : {"emb_ln", ".qkv", ".att", ".atty", ".ln1", ".fch", ".fch_gelu", ".ln2", "cls_in",
+                           "pooled", "mlm_in", "mlm_t", "mlm_tg", "mlm_tl"}) {
     ASSERT_GT(saved_bytes_ending(f, name), 0u) << name;
     EXPECT_EQ(saved_bytes_ending(h, name) * 2, saved_bytes_ending(f, name)) << name;
   }
@@ -290,22 +295,25 @@ TEST(BertSampled, ReproducibleLabelsInTheVocabularyAndASophiaStep) {
 TEST(BertExplain, PrintsBertsPlanAndTotals) {
   const auto h = testing::run_mptrain("explain --preset bert-tiny --precision bf16 --batch 4 --seq 32");
   ASSERT_EQ(h.exit_code, 0) << h.output;
-  for (const char* s : {"preset bert-tiny", "masked positions per sequence", "MLM decoder", "layernorm", "softmax",
-                        "GEMM weight copies", "activations saved for backward", "total"})
+  for (const char* s : {"preset bert-tiny", "masked positions per sequence", "MLM decoder", "layernorm",
+                        "softmax", "GEMM weight copies", "activations saved for backward", "total"})
     EXPECT_NE(h.output.find(s), std::string::npos) << s << " in:\n" << h.output;
   const auto f = testing::run_mptrain("explain --preset bert-tiny --precision fp32 --batch 4 --seq 32");
   ASSERT_EQ(f.exit_code, 0) << f.output;
   EXPECT_NE(f.output.find("none (fp32 GEMMs)"), std::string::npos) << f.output;
   // The saved-activation line is the plan's own number: compare it with bert_activation_plan.
   const BertConfig tiny = bert_preset("bert-tiny");
-  const ActivationPlan plan = bert_activation_plan(tiny, make_policy(Precision::Bf16), 4, 32, 4 * 20);
+  const ActivationPlan plan =
+      bert_activation_plan(tiny, make_policy(Precision::Bf16), this_backend(), 4, 32, 4 * 20);
   char want[64];
   std::snprintf(want, sizeof(want), "%.1f MiB", plan.bytes(ActivationPlan::Role::Saved) / (1024.0 * 1024.0));
   const size_t line = h.output.find("activations saved for backward");
   ASSERT_NE(line, std::string::npos);
   EXPECT_NE(h.output.substr(line, h.output.find('\n', line) - line).find(want), std::string::npos)
-      << want << " in:\n" << h.output;
-  testing::expect_clear_error(testing::run_mptrain("explain --preset bert-huge"), "unknown BERT preset 'bert-huge'");
+      << want << " in:\n"
+      << h.output;
+  testing::expect_clear_error(testing::run_mptrain("explain --preset bert-huge"),
+                              "unknown BERT preset 'bert-huge'");
 }
 
 }  // namespace

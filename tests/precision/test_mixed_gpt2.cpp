@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -51,11 +52,13 @@ struct Result {
   std::vector<float> grads;
 };
 
-// The capabilities of this CPU's backend (whether oneDNN multiplies fp16 here).
-BackendCaps this_cpu() {
-  cpu::Context ctx;
-  return cpu::GemmWorkspace(ctx).caps();
+// The CPU backend, and its capabilities (whether oneDNN multiplies fp16 here).
+const Backend& this_backend() {
+  static cpu::Context ctx;
+  static const cpu::CpuBackend be(ctx);
+  return be;
 }
+BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Batch& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
@@ -83,8 +86,10 @@ void expect_close(const Batch& k, const Result& ours, const Result& ref, double 
 
 TEST(MixedGpt2, ActivationPlanStoresGemmInputsInBf16) {
   const Batch k = make_batch();
-  const ActivationPlan f = gpt2_activation_plan(k.config, make_policy(Precision::Fp32), k.B, k.T);
-  const ActivationPlan h = gpt2_activation_plan(k.config, make_policy(Precision::Bf16), k.B, k.T);
+  const ActivationPlan f =
+      gpt2_activation_plan(k.config, make_policy(Precision::Fp32), this_backend(), k.B, k.T);
+  const ActivationPlan h =
+      gpt2_activation_plan(k.config, make_policy(Precision::Bf16), this_backend(), k.B, k.T);
   auto bytes_of = [](const ActivationPlan& p, const std::string& suffix) {
     size_t sum = 0;
     for (const auto& e : p.entries())

@@ -2,15 +2,20 @@
 // ones first (today's fp32 path, bit for bit), then the mixed-precision ones.
 #include "backend/cpu/cpu_backend.h"
 
+#include <cstring>
+
+#include "backend/ops/attention_masked.h"
 #include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
 #include "backend/ops/embeddings.h"
 #include "backend/ops/encoder.h"
 #include "backend/ops/gelu.h"
+#include "backend/ops/gelu_erf.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/linear.h"
 #include "backend/ops/residual.h"
+#include "backend/ops/tanh.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -79,13 +84,15 @@ bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, Comput
   switch (op) {
     case Op::Cast:
     case Op::Linear:
-    case Op::LinearGelu:
+    case Op::LinearActivation:
+    case Op::GatherRows:  // any dtypes: converted row by row
+    case Op::ToOperand:
       return true;
     case Op::LinearResidual:  // residual_bias_forward: the fp32 stream
       return t[0] == F32 && t[3] == F32;
     case Op::LinearBackward:  // dW and db accumulate into fp32 gradients
       return t[1] == F32;
-    case Op::LinearGeluBackward:  // gelu_backward_typed reads an fp32 upstream gradient
+    case Op::LinearActivationBackward:  // the typed activation backwards read an fp32 dy
       return t[1] == F32 && t[2] == F32;
     case Op::LayerNorm:  // fp32 statistics of an fp32 stream; out in any storage
       return t[1] == F32 && t[2] == F32;
@@ -96,6 +103,8 @@ bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, Comput
       return true;
     case Op::SampledCrossEntropy:  // fp32 dlogits, written in place or beside the logits
       return t[0] == F32 && t[1] == F32;
+    case Op::ScatterAddRows:
+    case Op::ArgmaxRows:
     case Op::LayerNormBackward:
     case Op::Embedding:
     case Op::EmbeddingBackward:
@@ -111,32 +120,39 @@ void CpuBackend::run_cast(const View& dst, const View& src) {
   convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
 }
 
+void CpuBackend::run_zero(const View& v) { std::memset(v.ptr, 0, v.bytes()); }
+
+void CpuBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
+  to_gemm_operand(dst.ptr, src.ptr, src.type, static_cast<size_t>(src.numel()), gemm_math(math), ws_);
+}
+
 void CpuBackend::run_linear(const LinearArgs& a) {
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
+  const size_t NM = static_cast<size_t>(N) * M;
   const float* bias = a.bias.empty() ? nullptr : a.bias.as<float>();
+  // fp32 throughout: today's fp32 kernels (the GEMM with its bias pass, then the activation).
   const bool f32 = a.math == ComputeType::F32 && all_f32({a.out.type, a.x.type, a.w.type}) &&
-                   a.x.contiguous() && a.out.contiguous();
-  if (f32 && a.epilogue == Epilogue::Bias && conv1d_layout(a.w)) {
-    matmul_forward(a.out.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
-    return;
-  }
-  if (f32 && a.epilogue == Epilogue::Bias && linear_layout(a.w)) {
-    linear_forward(a.out.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
-    return;
-  }
-  if (f32 && a.epilogue == Epilogue::BiasGelu && a.pre.type == F32 && conv1d_layout(a.w)) {
-    matmul_forward(a.pre.as<float>(), a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
-    gelu_forward(a.out.as<float>(), a.pre.as<float>(), static_cast<size_t>(N) * M);
+                   a.x.contiguous() && a.out.contiguous() && (conv1d_layout(a.w) || linear_layout(a.w)) &&
+                   (a.pre.empty() || (a.pre.type == F32 && a.pre.contiguous()));
+  if (f32 && a.epilogue != Epilogue::BiasResidual) {
+    float* y = keeps_pre(a.epilogue) ? a.pre.as<float>() : a.out.as<float>();
+    if (conv1d_layout(a.w))
+      matmul_forward(y, a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
+    else
+      linear_forward(y, a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
+    if (a.epilogue == Epilogue::BiasGelu) gelu_forward(a.out.as<float>(), y, NM);
+    if (a.epilogue == Epilogue::BiasGeluErf) gelu_erf_forward(a.out.as<float>(), y, NM);
+    if (a.epilogue == Epilogue::BiasTanh) tanh_forward(a.out.as<float>(), y, NM);
     return;
   }
   // The fp32 accumulator: out itself when it is fp32 and the epilogue writes in place.
   const bool in_place = a.out.type == F32 && a.out.contiguous() && a.epilogue == Epilogue::Bias;
   float* acc =
-      in_place
-          ? a.out.as<float>()
-          : static_cast<float*>(scratch_or_own(a.scratch, 0, static_cast<size_t>(N) * M * sizeof(float)));
-  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), operand(a.w), gemm_math(a.math), 1, 1, N, M, K,
-             false, ws_, ctx_);
+      in_place ? a.out.as<float>() : static_cast<float*>(scratch_or_own(a.scratch, 0, NM * sizeof(float)));
+  GemmOperand w = operand(a.w);
+  w.ready = a.w_rounded;
+  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, gemm_math(a.math), 1, 1, N, M, K, false, ws_,
+             ctx_);
   switch (a.epilogue) {
     case Epilogue::Bias:
       if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);
@@ -144,11 +160,39 @@ void CpuBackend::run_linear(const LinearArgs& a) {
     case Epilogue::BiasGelu:
       bias_gelu_forward_typed(a.pre.ptr, a.pre.type, a.out.ptr, a.out.type, acc, bias, N, M);
       return;
+    case Epilogue::BiasGeluErf:
+      bias_forward_typed(a.pre.ptr, a.pre.type, acc, bias, N, M);
+      gelu_erf_forward_typed(a.out.ptr, a.out.type, a.pre.ptr, a.pre.type, NM);
+      return;
+    case Epilogue::BiasTanh:
+      bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);
+      tanh_forward_typed(a.out.ptr, a.out.type, a.out.ptr, a.out.type, NM);
+      return;
     case Epilogue::BiasResidual:
       residual_bias_forward(a.out.as<float>(), a.residual.as<float>(), acc, bias, a.rounding, N, M);
       return;
   }
 }
+
+namespace {
+
+// d(pre) (dtype t) = act'(saved)·dy: GELU's derivative at its input, tanh's from its output.
+void activation_backward(Epilogue e, void* dpre, StorageType t, const View& saved, const float* dy,
+                         size_t n) {
+  if (t == F32 && saved.type == F32) {
+    float* d = static_cast<float*>(dpre);
+    const float* s = saved.as<float>();
+    if (e == Epilogue::BiasGelu) gelu_backward(d, s, dy, n);
+    if (e == Epilogue::BiasGeluErf) gelu_erf_backward(d, s, dy, n);
+    if (e == Epilogue::BiasTanh) tanh_backward(d, s, dy, n);
+    return;
+  }
+  if (e == Epilogue::BiasGelu) gelu_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
+  if (e == Epilogue::BiasGeluErf) gelu_erf_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
+  if (e == Epilogue::BiasTanh) tanh_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
+}
+
+}  // namespace
 
 void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
@@ -159,15 +203,13 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
   // not in their format yet and the caller planned room for it, it is converted once here;
   // else each GEMM converts it (the same values).
   GemmOperand dy = operand(a.dy);
-  if (a.epilogue == Epilogue::BiasGelu) {
+  if (has_activation(a.epilogue)) {
     const StorageType t = ws_.operand_storage(math);
-    MPT_CHECK(a.scratch.ptr != a.dy.ptr || (t == F32 && a.pre.type == F32),
-              "[backend cpu] linear_gelu_backward: d(pre) in place needs fp32 operands and an fp32 pre");
+    MPT_CHECK(
+        a.scratch.ptr != a.dy.ptr || (t == F32 && a.pre.type == F32),
+        "[backend cpu] linear_activation_backward: d(pre) in place needs fp32 operands and an fp32 pre");
     void* dpre = scratch_or_own(a.scratch, 1, NM * storage_bytes(t));
-    if (t == F32 && a.pre.type == F32)
-      gelu_backward(static_cast<float*>(dpre), a.pre.as<float>(), a.dy.as<float>(), NM);
-    else
-      gelu_backward_typed(dpre, t, a.pre.ptr, a.pre.type, a.dy.as<float>(), NM);
+    activation_backward(a.epilogue, dpre, t, a.pre, a.dy.as<float>(), NM);
     dy = {dpre, t, GemmLayout{0, 0, M, 1}};  // not `ready`: TF32 and emulated fp16 still round it
   } else if (!a.dx.empty() && a.dy.contiguous() && !a.scratch.empty() &&
              a.scratch.bytes() >= NM * storage_bytes(ws_.operand_storage(math)) &&
@@ -178,10 +220,11 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
     to_gemm_operand(d, a.dy.ptr, a.dy.type, NM, math, ws_);
     dy = {d, t, GemmLayout{0, 0, M, 1}, true};
   }
+  GemmOperand wT = operand(a.w.t());
+  wT.ready = a.w_rounded;
   // dx[N,K] (=) dy[N,M]·w^T
   if (!a.dx.empty())
-    gemm_mixed(a.dx.ptr, a.dx.type, layout(a.dx), dy, operand(a.w.t()), math, 1, 1, N, K, M, false, ws_,
-               ctx_);
+    gemm_mixed(a.dx.ptr, a.dx.type, layout(a.dx), dy, wT, math, 1, 1, N, K, M, a.dx_accumulate, ws_, ctx_);
   // dw[K,M] (+=) x^T·dy; a transposed dw (nn.Linear's [M,K]) as dw^T[M,K] (+=) dy^T·x.
   const GemmOperand dyT{dy.ptr, dy.type, {0, 0, dy.layout.col, dy.layout.row}, dy.ready};
   if (a.dw.stride[1] == 1 || a.dw.stride[0] != 1)
@@ -190,7 +233,7 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
     gemm_mixed(a.dw.ptr, F32, layout(a.dw.t()), dyT, operand(a.x), math, 1, 1, M, K, N, true, ws_, ctx_);
   // db sums the gradient as it arrived (fp32 stays fp32), or d(pre) as the GEMMs read it.
   if (!a.db.empty()) {
-    const bool through_gelu = a.epilogue == Epilogue::BiasGelu;
+    const bool through_gelu = has_activation(a.epilogue);
     MPT_CHECK(through_gelu || a.dy.contiguous(), "[backend cpu] linear_backward: db needs a contiguous dy");
     bias_backward_typed(a.db.as<float>(), through_gelu ? dy.ptr : a.dy.ptr,
                         through_gelu ? dy.type : a.dy.type, N, M);
@@ -220,6 +263,15 @@ void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
 
 void CpuBackend::run_attention(const AttentionArgs& a) {
   const int C = as_int(a.out.dim(1));
+  if (!a.causal) {
+    if (fp32(a.types))
+      attention_masked_forward(a.out.as<float>(), static_cast<float*>(a.saved.ptr), a.qkv.as<float>(),
+                               a.key_mask, static_cast<float*>(a.scratch.ptr), a.B, a.T, C, a.NH, ctx_);
+    else
+      attention_masked_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.key_mask, a.scratch.ptr,
+                                     typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
+    return;
+  }
   if (fp32(a.types))
     cpu::attention_forward(a.out.as<float>(), static_cast<float*>(a.saved.ptr), a.qkv.as<float>(),
                            static_cast<float*>(a.scratch.ptr), a.B, a.T, C, a.NH, ctx_);
@@ -230,6 +282,16 @@ void CpuBackend::run_attention(const AttentionArgs& a) {
 
 void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   const int C = as_int(a.dout.dim(1));
+  if (!a.causal) {
+    if (fp32(a.types))
+      attention_masked_backward(a.dqkv.as<float>(), a.dout.as<float>(), a.qkv.as<float>(),
+                                static_cast<float*>(a.saved.ptr), static_cast<float*>(a.scratch.ptr), a.B,
+                                a.T, C, a.NH, ctx_);
+    else
+      attention_masked_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr,
+                                      typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
+    return;
+  }
   if (fp32(a.types))
     cpu::attention_backward(a.dqkv.as<float>(), a.dout.as<float>(), a.qkv.as<float>(),
                             static_cast<float*>(a.saved.ptr), static_cast<float*>(a.scratch.ptr), a.B, a.T, C,
@@ -271,6 +333,36 @@ void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
   else
     embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dtype.as<float>(), a.dout.as<float>(),
                         a.tokens, a.types, a.pad_token, a.B, a.T, C);
+}
+
+void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* rows, int count) {
+  const size_t C = static_cast<size_t>(src.dim(1)), ed = storage_bytes(dst.type),
+               es = storage_bytes(src.type);
+  char* d = static_cast<char*>(dst.ptr);
+  for (int r = 0; r < count; ++r)
+    convert(d + static_cast<size_t>(r) * C * ed, dst.type,
+            static_cast<const char*>(src.ptr) + static_cast<size_t>(rows[r]) * C * es, src.type, C);
+  std::memset(d + static_cast<size_t>(count) * C * ed, 0, (static_cast<size_t>(dst.dim(0)) - count) * C * ed);
+}
+
+void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
+  const size_t C = static_cast<size_t>(dst.dim(1));
+  for (int r = 0; r < count; ++r) {
+    float* d = dst.as<float>() + static_cast<size_t>(rows[r]) * C;
+    const float* s = src.as<float>() + static_cast<size_t>(r) * C;
+    for (size_t c = 0; c < C; ++c) d[c] += s[c];
+  }
+}
+
+void CpuBackend::run_argmax_rows(int* best, const View& x, int n, int count) {
+  const size_t stride = static_cast<size_t>(x.dim(1));
+  for (int r = 0; r < count; ++r) {
+    const float* row = x.as<float>() + static_cast<size_t>(r) * stride;
+    int b = 0;
+    for (int i = 1; i < n; ++i)
+      if (row[i] > row[b]) b = i;
+    best[r] = b;
+  }
 }
 
 }  // namespace mptrain::cpu

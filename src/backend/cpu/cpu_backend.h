@@ -27,11 +27,16 @@ class CpuBackend final : public Backend {
   // accumulator); in front of LayerNorm it would be one more pass over the stream.
   bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
   // The probabilities P [B, NH, T, T] in types.probs, and fp32 scores (+ dS) as scratch.
+  StorageType operand_storage(ComputeType math) const override {
+    return ws_.operand_storage(gemm_math(math));
+  }
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
 
  protected:
   bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
   void run_cast(const View& dst, const View& src) override;
+  void run_zero(const View& v) override;
+  void run_to_operand(const View& dst, const View& src, ComputeType math) override;
   void run_linear(const LinearArgs& a) override;
   void run_linear_backward(const LinearBackwardArgs& a) override;
   void run_layernorm(const LayerNormArgs& a) override;
@@ -41,6 +46,9 @@ class CpuBackend final : public Backend {
   void run_cross_entropy(const CrossEntropyArgs& a) override;
   void run_embedding(const EmbeddingArgs& a) override;
   void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
+  void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override;
+  void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override;
+  void run_argmax_rows(int* best, const View& x, int n, int count) override;
 
  private:
   // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a

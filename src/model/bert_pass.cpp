@@ -1,0 +1,470 @@
+// BERT's forward, losses and backward (BertForPreTraining), written once over the op interface
+// (backend/backend.h) for every precision, as PyTorch autocast runs Hugging Face's model: each
+// tensor in the dtype the policy gives it, each GEMM weight read through its copy.
+//
+// BERT is post-LN, so the residual stream is the LayerNorm outputs. A LayerNorm writes the
+// fp32 stream; when the GEMMs read another dtype the plan has a separate fp32 stream (h32, two
+// alternating buffers) and the saved LayerNorm output is its cast (autocast casts the fp32
+// LayerNorm output for the linear: the same values). Per layer, forward:
+//   qkv  = round(h·Wqkv^T + b)               y = masked attention(qkv)
+//   res1 = h + round(y·Wo^T + b)              ln1 = LN(res1)
+//   fch  = round(ln1·Wfc^T + b); g = gelu_erf(fch)
+//   res2 = ln1 + round(g·Wout^T + b)          ln2 = LN(res2)
+// Heads: the pooler tanh(round(h[CLS]·Wp^T + b)) and NSP logits; the MLM transform, its
+// LayerNorm and the decoder (word embeddings^T + bias) on the masked rows only; fp32 logits
+// (the fused cross-entropy reads fp32 and writes dlogits in place).
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "model/bert.h"
+
+namespace mptrain {
+
+namespace {
+
+constexpr int kNsp = Bert::kNspClasses;
+
+View vec(const float* p, std::int64_t n) { return View::of(p, StorageType::F32, {n}); }
+View mat(const float* p, std::int64_t r, std::int64_t c) { return View::of(p, StorageType::F32, {r, c}); }
+// nn.Linear's weight [OC, Cin] as the [Cin, OC] operand a linear multiplies by.
+View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
+  return View::of(w.ptr, w.type, {oc, cin}).t();
+}
+View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return mat(g, oc, cin).t(); }
+
+// The rows b·T of each sequence's [CLS] token.
+std::vector<int> cls_rows(int B, int T) {
+  std::vector<int> rows(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = b * T;
+  return rows;
+}
+
+// The batch's segment ids, or all 0 (a single segment), held in `zeros`.
+const int* segment_ids(const BertInputs& batch, int N, std::vector<int>& zeros) {
+  if (batch.token_types) return batch.token_types;
+  zeros.assign(static_cast<size_t>(N), 0);
+  return zeros.data();
+}
+
+}  // namespace
+
+void Bert::setup_weight_copies() {
+  copies_.setup(table_, bert_gemm_reader, policy_);
+  auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
+  wc_.clear();
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
+    // query | key | value are consecutive in the table, so their copies are one [3C, C] operand.
+    wc_.push_back({ref(p + "attention.self.query.weight"), ref(p + "attention.output.dense.weight"),
+                   ref(p + "intermediate.dense.weight"), ref(p + "output.dense.weight")});
+  }
+  word_c_ = ref("bert.embeddings.word_embeddings.weight");
+  pool_c_ = ref("bert.pooler.dense.weight");
+  mlm_c_ = ref("cls.predictions.transform.dense.weight");
+  nsp_c_ = ref("cls.seq_relationship.weight");
+}
+
+View Bert::stream(int k, ActivationPlan::Handle saved, int N) {
+  const std::int64_t C = config_.hidden;
+  if (a_.h32 == ActivationPlan::kNone) return acts_.view(saved, N, C);
+  return View::of(static_cast<float*>(acts_.raw(a_.h32)) + static_cast<size_t>(k) * N * C, StorageType::F32,
+                  {N, C});
+}
+
+void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved, ActivationPlan::Handle mean,
+                               ActivationPlan::Handle rstd, const View& x, const float* g, const float* b,
+                               int N) {
+  const int C = config_.hidden;
+  be_->layernorm({stream, acts_.row(mean, N), acts_.row(rstd, N), x, vec(g, C), vec(b, C), config_.ln_eps});
+  const View copy = acts_.view(saved, N, C);
+  if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
+}
+
+void Bert::forward_impl(const BertInputs& batch, int B, int T) {
+  validate_batch(batch, B, T);
+  collect_masked(batch, B * T);
+  copies_.refresh_if_stale(params_.data(), *be_);
+  Backend& be = *be_;
+  const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int Vp = config_.padded_vocab_size;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const StorageType lin_s = policy_.rule(OpKind::Linear).output;
+  const bool rounded = mixed_;  // weight copies hold their arithmetic's values
+  const View acc = acts_.work(a_.gemm_out);
+  std::vector<int> zeros;
+  const int* types = segment_ids(batch, N, zeros);
+
+  be.embedding({.out = acts_.view(a_.emb, N, C),
+                .tokens = batch.tokens,
+                .B = B,
+                .T = T,
+                .word = mat(w_.word, Vp, C),
+                .pos = mat(w_.pos, config_.max_position, C),
+                .types = types,
+                .type_table = mat(w_.type, config_.type_vocab_size, C)});
+  View h = stream(0, a_.emb_ln, N);
+  layernorm_to_stream(h, a_.emb_ln, a_.emb_mean, a_.emb_rstd, acts_.view(a_.emb, N, C), w_.emb_ln_w,
+                      w_.emb_ln_b, N);
+  ActivationPlan::Handle h_saved = a_.emb_ln;
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const BertLayerTensors& w = w_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LayerActs& la = a_.layers[l];
+    const View qkv = acts_.view(la.qkv, N, 3 * C), atty = acts_.view(la.atty, N, C);
+    const View fch = acts_.view(la.fch, N, I), fch_gelu = acts_.view(la.fch_gelu, N, I);
+    // ln1 = LayerNorm(h + dense(attention(qkv(h))))
+    be.linear({.out = qkv,
+               .x = acts_.view(h_saved, N, C),
+               .w = linear_weight(wc.qkv, 3 * C, C),
+               .bias = vec(w.qkv_b, 3 * C),
+               .math = lin,
+               .w_rounded = rounded,
+               .scratch = acc});
+    be.attention({.out = atty,
+                  .qkv = qkv,
+                  .saved = acts_.work(la.att),
+                  .scratch = acts_.work(a_.attn_scratch),
+                  .B = B,
+                  .T = T,
+                  .NH = NH,
+                  .types = at_,
+                  .causal = false,
+                  .key_mask = batch.attention_mask});
+    be.linear({.out = acts_.view(la.res1, N, C),
+               .x = atty,
+               .w = linear_weight(wc.attout, C, C),
+               .bias = vec(w.attout_b, C),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasResidual,
+               .residual = h,
+               .rounding = lin_s,
+               .scratch = acc});
+    const View h1 = stream(1, la.ln1, N);
+    layernorm_to_stream(h1, la.ln1, la.ln1_mean, la.ln1_rstd, acts_.view(la.res1, N, C), w.ln1_w, w.ln1_b, N);
+    // ln2 = LayerNorm(ln1 + dense(gelu(dense(ln1))))
+    be.linear({.out = fch_gelu,
+               .x = acts_.view(la.ln1, N, C),
+               .w = linear_weight(wc.fc, I, C),
+               .bias = vec(w.fc_b, I),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasGeluErf,
+               .pre = fch,
+               .scratch = acc});
+    be.linear({.out = acts_.view(la.res2, N, C),
+               .x = fch_gelu,
+               .w = linear_weight(wc.fcout, C, I),
+               .bias = vec(w.fcout_b, C),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasResidual,
+               .residual = h1,
+               .rounding = lin_s,
+               .scratch = acc});
+    h = stream(0, la.ln2, N);
+    layernorm_to_stream(h, la.ln2, la.ln2_mean, la.ln2_rstd, acts_.view(la.res2, N, C), w.ln2_w, w.ln2_b, N);
+    h_saved = la.ln2;
+  }
+
+  // Pooler and NSP: tanh(dense(h[b, 0])) → seq_relationship (fp32 logits).
+  const std::vector<int> cls = cls_rows(B, T);
+  const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
+  be.gather_rows(cls_in, h, cls.data(), B);
+  be.linear({.out = pooled,
+             .x = cls_in,
+             .w = linear_weight(pool_c_, C, C),
+             .bias = vec(w_.pool_b, C),
+             .math = lin,
+             .w_rounded = rounded,
+             .epilogue = Epilogue::BiasTanh,
+             .scratch = acc});
+  be.linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
+             .x = pooled,
+             .w = linear_weight(nsp_c_, kNsp, C),
+             .bias = vec(w_.nsp_b, kNsp),
+             .math = lin,
+             .w_rounded = rounded});
+
+  // MLM head on the masked rows only (mlm_rows_ of them: zero rows after the masked ones).
+  const int M = static_cast<int>(mlm_pos_.size());
+  if (M == 0) return;
+  const int Mr = mlm_rows_;
+  const View mlm_in = acts_.view(a_.mlm_in, Mr, C), tl = acts_.view(a_.mlm_tl, Mr, C);
+  be.gather_rows(mlm_in, h, mlm_pos_.data(), M);
+  be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
+             .x = mlm_in,
+             .w = linear_weight(mlm_c_, C, C),
+             .bias = vec(w_.mlm_b, C),
+             .math = lin,
+             .w_rounded = rounded,
+             .epilogue = Epilogue::BiasGeluErf,
+             .pre = acts_.view(a_.mlm_t, Mr, C),
+             .scratch = acc});
+  // The transform's LayerNorm reads fp32 (autocast: a 16-bit GELU output into an fp32 LayerNorm).
+  View tg = acts_.view(a_.mlm_tg, Mr, C);
+  if (a_.mlm_tg32 != ActivationPlan::kNone) {
+    be.cast(acts_.view(a_.mlm_tg32, Mr, C), tg);
+    tg = acts_.view(a_.mlm_tg32, Mr, C);
+  }
+  be.layernorm({.out = tl,
+                .mean = acts_.row(a_.mlm_mean, Mr),
+                .rstd = acts_.row(a_.mlm_rstd, Mr),
+                .x = tg,
+                .gamma = vec(w_.mlm_ln_w, C),
+                .beta = vec(w_.mlm_ln_b, C),
+                .eps = config_.ln_eps});
+  // logits[Mr,Vp] (fp32) = tl·word^T + bias, in the LM head's arithmetic.
+  be.linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
+             .x = tl,
+             .w = linear_weight(word_c_, Vp, C),
+             .bias = vec(w_.mlm_bias, Vp),
+             .math = head,
+             .w_rounded = rounded});
+}
+
+float Bert::head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle losses,
+                      ActivationPlan::Handle dloss, int rows, int classes, int vocab, const int* targets,
+                      std::vector<int>* sampled, uint64_t seed, uint64_t counter, float grad_scale,
+                      bool backward, int* correct) {
+  Backend& be = *be_;
+  const View x = acts_.view(logits, rows, classes);
+  float* d = acts_.get(dloss);
+  for (int r = 0; r < rows; ++r) d[r] = grad_scale / static_cast<float>(rows);
+  // Arg-max before the fused pass overwrites the logits with their gradient.
+  std::vector<int> best(static_cast<size_t>(rows));
+  be.argmax_rows(best.data(), x, vocab, rows);
+  CrossEntropyArgs a;
+  a.losses = acts_.row(losses, rows);
+  a.logits = x;
+  if (backward) a.dlogits = x;
+  a.targets = targets;
+  a.dloss = acts_.row(dloss, rows);
+  a.vocab = vocab;
+  if (sampled) {
+    sampled->assign(static_cast<size_t>(rows), 0);
+    a.sampled = sampled->data();
+    a.seed = seed;
+    a.counter = counter;
+  }
+  be.cross_entropy(a);
+  const int* labels = sampled ? sampled->data() : targets;
+  for (int r = 0; r < rows; ++r) *correct += best[static_cast<size_t>(r)] == labels[r];
+  const float* l = acts_.get(losses);
+  double sum = 0.0;  // fixed order: deterministic
+  for (int r = 0; r < rows; ++r) sum += l[r];
+  return static_cast<float>(sum / rows);
+}
+
+BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_scale, bool backward,
+                          const Sampling& sampling) {
+  BertStats st;
+  const int V = config_.vocab_size, Vp = config_.padded_vocab_size;
+  const int M = static_cast<int>(mlm_pos_.size());
+  if (M > 0) {
+    st.mlm_loss = head_loss(a_.mlm_logits, a_.mlm_losses, a_.mlm_dloss, M, Vp, V, mlm_targets_.data(),
+                            sampling.on ? &sampled_mlm_ : nullptr, sampling.seed, sampling.counter,
+                            grad_scale, backward, &st.mlm_correct);
+    st.mlm_count = M;
+    // The head's padding rows take no gradient.
+    if (backward && mlm_rows_ > M)
+      be_->zero(View::of(acts_.get(a_.mlm_logits) + static_cast<size_t>(M) * Vp, StorageType::F32,
+                         {mlm_rows_ - M, Vp}));
+  }
+  if (batch.nsp_labels) {
+    st.nsp_loss = head_loss(a_.nsp_logits, a_.nsp_losses, a_.nsp_dloss, B, kNsp, kNsp, batch.nsp_labels,
+                            sampling.on ? &sampled_nsp_ : nullptr, sampling.seed ^ kNspSeedSalt,
+                            sampling.counter, grad_scale, backward, &st.nsp_correct);
+    st.nsp_count = B;
+  } else if (backward) {
+    be_->zero(acts_.view(a_.nsp_logits, B, kNsp));  // no NSP gradient
+  }
+  return st;
+}
+
+void Bert::backward_impl(const BertInputs& batch, int B, int T) {
+  Backend& be = *be_;
+  const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int Vp = config_.padded_vocab_size;
+  const int M = static_cast<int>(mlm_pos_.size());
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const bool rounded = mixed_;
+  const View dh = acts_.view(a_.dh, N, C);      // gradient of the current layer's output, then of its input
+  const View dres = acts_.view(a_.dres, N, C);  // gradient of a residual sum (before a LayerNorm)
+  be.zero(dh);
+
+  // MLM head, backwards: logits = tl·word^T + bias; tl = LN(tg); tg = gelu(t); t = dense(mlm_in).
+  if (M > 0) {
+    const int Mr = mlm_rows_;  // M real rows, then zero rows with zero gradients
+    const View da = acts_.view(a_.dmlm_a, Mr, C), db = acts_.view(a_.dmlm_b, Mr, C);
+    be.linear_backward(
+        {.dx = da,
+         .dw = linear_grad(g_.word, Vp, C),
+         .db = vec(g_.mlm_bias, Vp),
+         .dy = acts_.view(a_.mlm_logits, Mr, Vp),
+         .x = acts_.view(a_.mlm_tl, Mr, C),
+         .w = linear_weight(word_c_, Vp, C),
+         .math = head,
+         .w_rounded = rounded,
+         .scratch = acts_.work(a_.dlogits_lp)});  // dlogits converted once to the head's operands
+    be.zero(db);
+    const View tg =
+        a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);
+    be.layernorm_backward({.dx = db,
+                           .dgamma = vec(g_.mlm_ln_w, C),
+                           .dbeta = vec(g_.mlm_ln_b, C),
+                           .dout = da,
+                           .x = tg,
+                           .gamma = vec(w_.mlm_ln_w, C),
+                           .mean = acts_.row(a_.mlm_mean, Mr),
+                           .rstd = acts_.row(a_.mlm_rstd, Mr)});
+    // d(t) through GELU: in place in db (fp32), or into dfch in the GEMMs' operand dtype.
+    be.linear_backward({.dx = da,
+                        .dw = linear_grad(g_.mlm_w, C, C),
+                        .db = vec(g_.mlm_b, C),
+                        .dy = db,
+                        .x = acts_.view(a_.mlm_in, Mr, C),
+                        .w = linear_weight(mlm_c_, C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .epilogue = Epilogue::BiasGeluErf,
+                        .pre = acts_.view(a_.mlm_t, Mr, C),
+                        .scratch = a_.dfch_gelu == a_.dfch ? db : acts_.work(a_.dfch)});
+    be.scatter_add_rows(dh, da, mlm_pos_.data(), M);  // masked positions are distinct
+  }
+
+  // NSP and pooler, backwards: nsp = seq_relationship(pooled); pooled = tanh(dense(h[b, 0])).
+  if (batch.nsp_labels) {
+    const View dpooled = acts_.view(a_.dpooled, B, C), dcls = acts_.view(a_.dcls_in, B, C);
+    const View pooled = acts_.view(a_.pooled, B, C);
+    be.linear_backward({.dx = dpooled,
+                        .dw = linear_grad(g_.nsp_w, kNsp, C),
+                        .db = vec(g_.nsp_b, kNsp),
+                        .dy = acts_.view(a_.nsp_logits, B, kNsp),
+                        .x = pooled,
+                        .w = linear_weight(nsp_c_, kNsp, C),
+                        .math = lin,
+                        .w_rounded = rounded});
+    be.linear_backward({.dx = dcls,
+                        .dw = linear_grad(g_.pool_w, C, C),
+                        .db = vec(g_.pool_b, C),
+                        .dy = dpooled,
+                        .x = acts_.view(a_.cls_in, B, C),
+                        .w = linear_weight(pool_c_, C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .epilogue = Epilogue::BiasTanh,
+                        .pre = pooled,
+                        .scratch = a_.dfch_gelu == a_.dfch ? dpooled : acts_.work(a_.dfch)});
+    const std::vector<int> cls = cls_rows(B, T);
+    be.scatter_add_rows(dh, dcls, cls.data(), B);
+  }
+
+  // Backward through a post-LN residual block's LayerNorm: dres (=) the gradient of the sum it
+  // normalised, which also flows on unchanged along the residual path (dh (=) dres).
+  auto residual_layernorm_backward = [&](ActivationPlan::Handle sum, const float* dgamma, const float* dbeta,
+                                         const float* gamma, ActivationPlan::Handle mean,
+                                         ActivationPlan::Handle rstd) {
+    be.zero(dres);
+    be.layernorm_backward({.dx = dres,
+                           .dgamma = vec(dgamma, C),
+                           .dbeta = vec(dbeta, C),
+                           .dout = dh,
+                           .x = acts_.view(sum, N, C),
+                           .gamma = vec(gamma, C),
+                           .mean = acts_.row(mean, N),
+                           .rstd = acts_.row(rstd, N)});
+    be.cast(dh, dres);
+  };
+  const View dfch_gelu = acts_.view(a_.dfch_gelu, N, I), datty = acts_.view(a_.datty, N, C);
+  const View dqkv = acts_.view(a_.dqkv, N, 3 * C);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const BertLayerTensors& w = w_.layers[l];
+    const BertLayerTensors& g = g_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LayerActs& la = a_.layers[l];
+    const View h_in = l == 0 ? acts_.view(a_.emb_ln, N, C) : acts_.view(a_.layers[l - 1].ln2, N, C);
+
+    // ln2 = LN(res2), res2 = ln1 + fcout(gelu(fc(ln1)))
+    residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);
+    be.linear_backward({.dx = dfch_gelu,
+                        .dw = linear_grad(g.fcout_w, C, I),
+                        .db = vec(g.fcout_b, C),
+                        .dy = dres,
+                        .x = acts_.view(la.fch_gelu, N, I),
+                        .w = linear_weight(wc.fcout, C, I),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .scratch = acts_.work(a_.dout_lp)});
+    be.linear_backward({.dx = dh,
+                        .dw = linear_grad(g.fc_w, I, C),
+                        .db = vec(g.fc_b, I),
+                        .dy = dfch_gelu,
+                        .x = acts_.view(la.ln1, N, C),
+                        .w = linear_weight(wc.fc, I, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .epilogue = Epilogue::BiasGeluErf,
+                        .pre = acts_.view(la.fch, N, I),
+                        .dx_accumulate = true,
+                        .scratch = acts_.work(a_.dfch)});
+
+    // ln1 = LN(res1), res1 = h_in + attout(attention(qkv(h_in)))
+    residual_layernorm_backward(la.res1, g.ln1_w, g.ln1_b, w.ln1_w, la.ln1_mean, la.ln1_rstd);
+    be.linear_backward({.dx = datty,
+                        .dw = linear_grad(g.attout_w, C, C),
+                        .db = vec(g.attout_b, C),
+                        .dy = dres,
+                        .x = acts_.view(la.atty, N, C),
+                        .w = linear_weight(wc.attout, C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .scratch = acts_.work(a_.dout_lp)});
+    be.attention_backward({.dqkv = dqkv,
+                           .dout = datty,
+                           .qkv = acts_.view(la.qkv, N, 3 * C),
+                           .saved = acts_.work(la.att),
+                           .scratch = acts_.work(a_.attn_scratch),
+                           .B = B,
+                           .T = T,
+                           .NH = NH,
+                           .types = at_,
+                           .causal = false});
+    be.linear_backward({.dx = dh,
+                        .dw = linear_grad(g.qkv_w, 3 * C, C),
+                        .db = vec(g.qkv_b, 3 * C),
+                        .dy = dqkv,
+                        .x = h_in,
+                        .w = linear_weight(wc.qkv, 3 * C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .dx_accumulate = true});
+  }
+
+  // Embeddings: emb_ln = LN(word + type + pos)
+  const View demb = dres;
+  be.zero(demb);
+  be.layernorm_backward({.dx = demb,
+                         .dgamma = vec(g_.emb_ln_w, C),
+                         .dbeta = vec(g_.emb_ln_b, C),
+                         .dout = dh,
+                         .x = acts_.view(a_.emb, N, C),
+                         .gamma = vec(w_.emb_ln_w, C),
+                         .mean = acts_.row(a_.emb_mean, N),
+                         .rstd = acts_.row(a_.emb_rstd, N)});
+  std::vector<int> zeros;
+  const int* types = segment_ids(batch, N, zeros);
+  be.embedding_backward({.dword = mat(g_.word, Vp, C),
+                         .dpos = mat(g_.pos, config_.max_position, C),
+                         .dtype = mat(g_.type, config_.type_vocab_size, C),
+                         .dout = demb,
+                         .tokens = batch.tokens,
+                         .types = types,
+                         .B = B,
+                         .T = T,
+                         .pad_token = config_.pad_token_id});
+}
+
+}  // namespace mptrain

@@ -1,0 +1,309 @@
+// GPT-2's forward, loss and backward, written once over the op interface (backend/backend.h):
+// every precision runs this code, with each tensor in the dtype the policy gives it and each
+// GEMM weight read through its copy (model/weight_copies.h; the master itself when fp32).
+// Per block, forward:
+//   ln1  = LN(x)                                  in the linear's input dtype, fp32 statistics
+//   qkv  = ln1·Wqkv + b                           one rounding from the fp32 accumulator
+//   y    = attention(qkv)                         what it saves is the backend's choice
+//   x2   = x + round(y·Wproj + b)                 the residual add in the linear's epilogue
+//   fch  = round(ln2·Wfc + b); g = gelu(fch)      one epilogue writes both
+//   x3   = x2 + round(g·Wfcproj + b)
+// Backward mirrors it: each linear_backward writes its input gradient (=) and accumulates dW,
+// db (+=) into the fp32 master gradients; LayerNorm backward accumulates into dresidual, the
+// gradient of the residual stream, so each branch adds its share.
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "model/gpt2.h"
+
+namespace mptrain {
+
+namespace {
+
+View vec(const float* p, std::int64_t n) { return View::of(p, StorageType::F32, {n}); }
+View mat(const float* p, std::int64_t r, std::int64_t c) { return View::of(p, StorageType::F32, {r, c}); }
+View weight(const WeightRef& w, std::int64_t r, std::int64_t c) { return View::of(w.ptr, w.type, {r, c}); }
+
+}  // namespace
+
+void Gpt2::setup_weight_copies() {
+  // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
+  // by forward_impl when params() marked it stale); an fp32 GEMM reads its master weight.
+  copies_.setup(table_, gpt2_gemm_reader, policy_);
+  auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
+  wte_c_ = ref("wte.weight");
+  wc_.clear();
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    wc_.push_back({ref(p + "attn.c_attn.weight"), ref(p + "attn.c_proj.weight"), ref(p + "mlp.c_fc.weight"),
+                   ref(p + "mlp.c_proj.weight")});
+  }
+}
+
+void Gpt2::forward_impl(const int* tokens, int B, int T) {
+  MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
+                                              " exceeds the planned " + std::to_string(plan_B_) + "x" +
+                                              std::to_string(plan_T_));
+  copies_.refresh_if_stale(params_.data(), *be_);
+  Backend& be = *be_;
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const StorageType lin_s = policy_.rule(OpKind::Linear).output;
+  const bool rounded = mixed_;  // weight copies hold their arithmetic's values
+  const View acc = acts_.work(a_.gemm_out);
+
+  be.embedding({.out = acts_.view(a_.encoded, N, C),
+                .tokens = tokens,
+                .B = B,
+                .T = T,
+                .word = mat(w_.wte, Vp, C),
+                .pos = mat(w_.wpe, config_.block_size, C)});
+  View residual = acts_.view(a_.encoded, N, C);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const Gpt2LayerTensors& w = w_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LayerActs& la = a_.layers[l];
+    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, 3 * C),
+               atty = acts_.view(la.atty, N, C);
+    const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
+    const View fch = acts_.view(la.fch, N, 4 * C), fch_gelu = acts_.view(la.fch_gelu, N, 4 * C);
+    be.layernorm({.out = ln1,
+                  .mean = acts_.row(la.ln1_mean, N),
+                  .rstd = acts_.row(la.ln1_rstd, N),
+                  .x = residual,
+                  .gamma = vec(w.ln1_w, C),
+                  .beta = vec(w.ln1_b, C),
+                  .eps = config_.ln_eps});
+    be.linear({.out = qkv,
+               .x = ln1,
+               .w = weight(wc.qkv_w, C, 3 * C),
+               .bias = vec(w.qkv_b, 3 * C),
+               .math = lin,
+               .w_rounded = rounded,
+               .scratch = acc});
+    be.attention({.out = atty,
+                  .qkv = qkv,
+                  .saved = acts_.work(la.att),
+                  .scratch = acts_.work(a_.attn_scratch),
+                  .B = B,
+                  .T = T,
+                  .NH = NH,
+                  .types = at_});
+    be.linear({.out = residual2,
+               .x = atty,
+               .w = weight(wc.attproj_w, C, C),
+               .bias = vec(w.attproj_b, C),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasResidual,
+               .residual = residual,
+               .rounding = lin_s,
+               .scratch = acc});
+    be.layernorm({.out = ln2,
+                  .mean = acts_.row(la.ln2_mean, N),
+                  .rstd = acts_.row(la.ln2_rstd, N),
+                  .x = residual2,
+                  .gamma = vec(w.ln2_w, C),
+                  .beta = vec(w.ln2_b, C),
+                  .eps = config_.ln_eps});
+    be.linear({.out = fch_gelu,
+               .x = ln2,
+               .w = weight(wc.fc_w, C, 4 * C),
+               .bias = vec(w.fc_b, 4 * C),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasGelu,
+               .pre = fch,
+               .scratch = acc});
+    residual = acts_.view(la.residual3, N, C);
+    be.linear({.out = residual,
+               .x = fch_gelu,
+               .w = weight(wc.fcproj_w, 4 * C, C),
+               .bias = vec(w.fcproj_b, C),
+               .math = lin,
+               .w_rounded = rounded,
+               .epilogue = Epilogue::BiasResidual,
+               .residual = residual2,
+               .rounding = lin_s,
+               .scratch = acc});
+  }
+  be.layernorm({.out = acts_.view(a_.lnf, N, C),
+                .mean = acts_.row(a_.lnf_mean, N),
+                .rstd = acts_.row(a_.lnf_rstd, N),
+                .x = residual,
+                .gamma = vec(w_.lnf_w, C),
+                .beta = vec(w_.lnf_b, C),
+                .eps = config_.ln_eps});
+  // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
+  be.linear({.out = acts_.view(a_.logits, N, Vp),
+             .x = acts_.view(a_.lnf, N, C),
+             .w = weight(wte_c_, Vp, C).t(),
+             .math = head,
+             .w_rounded = rounded});
+}
+
+float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward) {
+  const int N = B * T;
+  int valid = 0;
+  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
+  float* dloss = acts_.get(a_.dloss);
+  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
+  for (int i = 0; i < N; ++i) dloss[i] = d;
+  // dlogits in place in the fp32 logits, or, with a 16-bit LM head operand, straight into that
+  // operand (one rounding, no fp32 dlogits pass); backward_impl reads whichever was written.
+  dlogits_lp_ready_ = backward && policy_.dlogits != StorageType::F32;
+  CrossEntropyArgs a;
+  a.losses = acts_.row(a_.losses, N);
+  a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
+  if (backward)
+    a.dlogits = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, config_.padded_vocab_size) : a.logits;
+  a.targets = targets;
+  a.dloss = acts_.row(a_.dloss, N);
+  a.vocab = config_.vocab_size;
+  be_->cross_entropy(a);
+  const float* losses = acts_.get(a_.losses);
+  double sum = 0.0;  // fixed order: deterministic
+  for (int i = 0; i < N; ++i) sum += losses[i];
+  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
+}
+
+float Gpt2::sampled_loss(int* sampled, int B, int T, float grad_scale, uint64_t seed, uint64_t counter) {
+  const int N = B * T;
+  float* dloss = acts_.get(a_.dloss);
+  for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
+  dlogits_lp_ready_ = false;  // dlogits in place, fp32: backward converts them
+  CrossEntropyArgs a;
+  a.losses = acts_.row(a_.losses, N);
+  a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
+  a.dlogits = a.logits;
+  a.dloss = acts_.row(a_.dloss, N);
+  a.vocab = config_.vocab_size;
+  a.sampled = sampled;
+  a.seed = seed;
+  a.counter = counter;
+  be_->cross_entropy(a);
+  const float* losses = acts_.get(a_.losses);
+  double sum = 0.0;  // fixed order: deterministic
+  for (int i = 0; i < N; ++i) sum += losses[i];
+  return static_cast<float>(sum / N);
+}
+
+void Gpt2::backward_impl(const int* tokens, int B, int T) {
+  Backend& be = *be_;
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const bool rounded = mixed_;
+  const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
+
+  // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf. The
+  // gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
+  be.linear_backward(
+      {.dx = dln,
+       .dw = mat(g_.wte, Vp, C).t(),
+       .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
+       .x = acts_.view(a_.lnf, N, C),
+       .w = weight(wte_c_, Vp, C).t(),
+       .math = head,
+       .w_rounded = rounded,
+       .scratch = dlogits_lp_ready_ ? View{} : acts_.work(a_.dlogits_lp)});
+
+  const View last =
+      config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
+  be.zero(dresidual);
+  be.layernorm_backward({.dx = dresidual,
+                         .dgamma = vec(g_.lnf_w, C),
+                         .dbeta = vec(g_.lnf_b, C),
+                         .dout = dln,
+                         .x = last,
+                         .gamma = vec(w_.lnf_w, C),
+                         .mean = acts_.row(a_.lnf_mean, N),
+                         .rstd = acts_.row(a_.lnf_rstd, N)});
+
+  // dresidual holds the gradient of the current layer's output; each LayerNorm backward adds
+  // the share that flows through its branch.
+  const View dfch_gelu = acts_.view(a_.dfch_gelu, N, 4 * C), datty = acts_.view(a_.datty, N, C);
+  const View dqkv = acts_.view(a_.dqkv, N, 3 * C);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const Gpt2LayerTensors& w = w_.layers[l];
+    const Gpt2LayerTensors& g = g_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LayerActs& la = a_.layers[l];
+    const View residual =
+        l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
+
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    be.linear_backward({.dx = dfch_gelu,
+                        .dw = mat(g.fcproj_w, 4 * C, C),
+                        .db = vec(g.fcproj_b, C),
+                        .dy = dresidual,
+                        .x = acts_.view(la.fch_gelu, N, 4 * C),
+                        .w = weight(wc.fcproj_w, 4 * C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .scratch = acts_.work(a_.dout_lp)});
+    be.linear_backward({.dx = dln,
+                        .dw = mat(g.fc_w, C, 4 * C),
+                        .db = vec(g.fc_b, 4 * C),
+                        .dy = dfch_gelu,
+                        .x = acts_.view(la.ln2, N, C),
+                        .w = weight(wc.fc_w, C, 4 * C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .epilogue = Epilogue::BiasGelu,
+                        .pre = acts_.view(la.fch, N, 4 * C),
+                        .scratch = acts_.work(a_.dfch)});
+    be.layernorm_backward({.dx = dresidual,
+                           .dgamma = vec(g.ln2_w, C),
+                           .dbeta = vec(g.ln2_b, C),
+                           .dout = dln,
+                           .x = acts_.view(la.residual2, N, C),
+                           .gamma = vec(w.ln2_w, C),
+                           .mean = acts_.row(la.ln2_mean, N),
+                           .rstd = acts_.row(la.ln2_rstd, N)});
+
+    // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
+    be.linear_backward({.dx = datty,
+                        .dw = mat(g.attproj_w, C, C),
+                        .db = vec(g.attproj_b, C),
+                        .dy = dresidual,
+                        .x = acts_.view(la.atty, N, C),
+                        .w = weight(wc.attproj_w, C, C),
+                        .math = lin,
+                        .w_rounded = rounded,
+                        .scratch = acts_.work(a_.dout_lp)});
+    be.attention_backward({.dqkv = dqkv,
+                           .dout = datty,
+                           .qkv = acts_.view(la.qkv, N, 3 * C),
+                           .saved = acts_.work(la.att),
+                           .scratch = acts_.work(a_.attn_scratch),
+                           .B = B,
+                           .T = T,
+                           .NH = NH,
+                           .types = at_});
+    be.linear_backward({.dx = dln,
+                        .dw = mat(g.qkv_w, C, 3 * C),
+                        .db = vec(g.qkv_b, 3 * C),
+                        .dy = dqkv,
+                        .x = acts_.view(la.ln1, N, C),
+                        .w = weight(wc.qkv_w, C, 3 * C),
+                        .math = lin,
+                        .w_rounded = rounded});
+    be.layernorm_backward({.dx = dresidual,
+                           .dgamma = vec(g.ln1_w, C),
+                           .dbeta = vec(g.ln1_b, C),
+                           .dout = dln,
+                           .x = residual,
+                           .gamma = vec(w.ln1_w, C),
+                           .mean = acts_.row(la.ln1_mean, N),
+                           .rstd = acts_.row(la.ln1_rstd, N)});
+  }
+  be.embedding_backward({.dword = mat(g_.wte, Vp, C),
+                         .dpos = mat(g_.wpe, config_.block_size, C),
+                         .dout = dresidual,
+                         .tokens = tokens,
+                         .B = B,
+                         .T = T});
+}
+
+}  // namespace mptrain
