@@ -9,8 +9,9 @@
 // add in front of a LayerNorm, softmax + cross-entropy writing dlogits): a backend says which
 // fusion is worth it where (worth_fusing), and serves the other as a correct, slower path.
 //
-// This is the interface the models move onto (issue 19): the ops below are served by the CPU
-// backend (backend/cpu/cpu_backend.h) and checked op by op (tests/backend/test_backend_ops.cpp).
+// GPT-2 and BERT run on it (model/gpt2_pass.cpp, model/bert_pass.cpp); the CPU backend
+// (backend/cpu/cpu_backend.h) serves it, checked op by op (tests/backend/test_backend_ops.cpp).
+// The CUDA backend is to serve it next (issue 19), replacing the device models.
 #pragma once
 #include <cstddef>
 #include <cstdint>

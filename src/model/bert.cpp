@@ -144,8 +144,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
   BertActs a{};
   a.emb = saved("emb", BT * C, OpKind::Embedding, stream);
-  // In the mixed path the LayerNorm outputs saved here are the next GEMMs' low-precision
-  // inputs; the fp32 residual stream lives in h32 (scratch, see bert_mixed.cpp).
+  // Under a 16-bit / TF32 policy the LayerNorm outputs saved here are the next GEMMs' inputs in
+  // their dtype; the fp32 residual stream lives in h32 (scratch, see bert_pass.cpp).
   a.emb_ln = saved("emb_ln", BT * C, OpKind::LayerNorm, ln_s);
   a.emb_mean = saved("emb_mean", BT, OpKind::LayerNorm);
   a.emb_rstd = saved("emb_rstd", BT, OpKind::LayerNorm);

@@ -149,7 +149,7 @@ struct BertStats {
 };
 
 // Handles of every activation buffer, filled by bert_activation_plan. The fp32 path uses the
-// original set; the mixed path adds its own (h32, the *_lp GEMM-operand copies, gemm_out, ...).
+// original set; the 16-bit / TF32 policies add their own (h32, the *_lp GEMM-operand copies, ...).
 struct BertLayerActs {
   ActivationPlan::Handle qkv, att, atty, res1, ln1, ln1_mean, ln1_rstd, fch, fch_gelu, res2, ln2, ln2_mean,
       ln2_rstd;

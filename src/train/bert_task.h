@@ -2,7 +2,7 @@
 // from an instance file of `mptrain prepare --task bert` with dynamic masking
 // (data/bert_loader.h). The shared loop (train/trainer.cpp) gives it everything GPT-2 has:
 // accumulation, clipping, AdamW and Sophia (whose curvature pass is Bert::forward_backward_sampled),
-// data parallelism, every precision (Bert's mixed path; fp16 with the loss scaler), the memory
+// data parallelism, every precision (one pass, in the policy's dtypes; fp16 with the loss scaler), the memory
 // check and the numeric guards.
 // BERT's own parts: the log line adds MLM loss, NSP loss and NSP accuracy; validation reports
 // MLM and NSP accuracy (train/bert_eval.h); checkpoints use Hugging Face BertForPreTraining

@@ -1,4 +1,4 @@
-// BERT in the shared loop's precisions and with Sophia (model/bert.h's mixed path and
+// BERT in the shared loop's precisions and with Sophia (model/bert_pass.cpp in every precision and
 // forward_backward_sampled, plugged in through train/bert_task.h), and the memory refusal:
 //  - bf16 and fp16 train a few steps on a tiny model; fp16 shows its loss scale and skipped
 //    steps in the log and metrics (an injected inf gradient is skipped and halves the scale);

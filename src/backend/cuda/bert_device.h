@@ -12,7 +12,7 @@
 // Master parameters and the gradients handed out are fp32 in every mode; 16-bit T writes the
 // gradients in T (llm.c's scheme) and casts each range of the table to fp32 as soon as the
 // backward has finished it (so that a data-parallel reduction can start on it: set_grad_ready).
-// Deviations from the CPU mixed policy (precision/policy.h, model/bert_mixed.cpp), 16-bit only:
+// Deviations from the CPU mixed policy (precision/policy.h, model/bert_pass.cpp), 16-bit only:
 // the residual stream (the LayerNorm outputs, BERT being post-LN) and its gradient, the MLM and
 // NSP logits and their gradients are stored in T (the CPU keeps them fp32); the MLM transform's
 // LayerNorm reads its T input directly (the CPU widens it); parameter gradients are rounded to T
