@@ -30,6 +30,11 @@ struct View {
     return of(const_cast<void*>(ptr), type, dims);
   }
 
+  // A contiguous fp32 view (the models' parameters and gradients).
+  static View f32(const float* ptr, std::initializer_list<std::int64_t> dims) {
+    return of(ptr, StorageType::F32, dims);
+  }
+
   bool empty() const { return ptr == nullptr; }
   // Dimension i; negative i counts from the end (-1: the last).
   std::int64_t dim(int i) const { return shape[static_cast<size_t>(i < 0 ? rank + i : i)]; }

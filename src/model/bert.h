@@ -36,6 +36,7 @@
 #include "model/activation_plan.h"
 #include "model/bert_config.h"
 #include "model/param_table.h"
+#include "model/policy_backend.h"
 #include "model/weight_copies.h"
 #include "precision/policy.h"
 #include "precision/precision.h"

@@ -26,13 +26,11 @@ namespace {
 
 constexpr int kNsp = Bert::kNspClasses;
 
-View vec(const float* p, std::int64_t n) { return View::of(p, StorageType::F32, {n}); }
-View mat(const float* p, std::int64_t r, std::int64_t c) { return View::of(p, StorageType::F32, {r, c}); }
 // nn.Linear's weight [OC, Cin] as the [Cin, OC] operand a linear multiplies by.
 View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
   return View::of(w.ptr, w.type, {oc, cin}).t();
 }
-View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return mat(g, oc, cin).t(); }
+View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return View::f32(g, {oc, cin}).t(); }
 
 // The rows b·T of each sequence's [CLS] token.
 std::vector<int> cls_rows(int B, int T) {
@@ -77,7 +75,8 @@ void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved,
                                ActivationPlan::Handle rstd, const View& x, const float* g, const float* b,
                                int N) {
   const int C = config_.hidden;
-  be_->layernorm({stream, acts_.row(mean, N), acts_.row(rstd, N), x, vec(g, C), vec(b, C), config_.ln_eps});
+  be_->layernorm({stream, acts_.row(mean, N), acts_.row(rstd, N), x, View::f32(g, {C}), View::f32(b, {C}),
+                  config_.ln_eps});
   const View copy = acts_.view(saved, N, C);
   if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
 }
@@ -100,10 +99,10 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                 .tokens = batch.tokens,
                 .B = B,
                 .T = T,
-                .word = mat(w_.word, Vp, C),
-                .pos = mat(w_.pos, config_.max_position, C),
+                .word = View::f32(w_.word, {Vp, C}),
+                .pos = View::f32(w_.pos, {config_.max_position, C}),
                 .types = types,
-                .type_table = mat(w_.type, config_.type_vocab_size, C)});
+                .type_table = View::f32(w_.type, {config_.type_vocab_size, C})});
   View h = stream(0, a_.emb_ln, N);
   layernorm_to_stream(h, a_.emb_ln, a_.emb_mean, a_.emb_rstd, acts_.view(a_.emb, N, C), w_.emb_ln_w,
                       w_.emb_ln_b, N);
@@ -118,7 +117,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = qkv,
                .x = acts_.view(h_saved, N, C),
                .w = linear_weight(wc.qkv, 3 * C, C),
-               .bias = vec(w.qkv_b, 3 * C),
+               .bias = View::f32(w.qkv_b, {3 * C}),
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
@@ -135,7 +134,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
-               .bias = vec(w.attout_b, C),
+               .bias = View::f32(w.attout_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -148,7 +147,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = fch_gelu,
                .x = acts_.view(la.ln1, N, C),
                .w = linear_weight(wc.fc, I, C),
-               .bias = vec(w.fc_b, I),
+               .bias = View::f32(w.fc_b, {I}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasGeluErf,
@@ -157,7 +156,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = acts_.view(la.res2, N, C),
                .x = fch_gelu,
                .w = linear_weight(wc.fcout, C, I),
-               .bias = vec(w.fcout_b, C),
+               .bias = View::f32(w.fcout_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -176,7 +175,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = pooled,
              .x = cls_in,
              .w = linear_weight(pool_c_, C, C),
-             .bias = vec(w_.pool_b, C),
+             .bias = View::f32(w_.pool_b, {C}),
              .math = lin,
              .w_rounded = rounded,
              .epilogue = Epilogue::BiasTanh,
@@ -184,7 +183,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
              .x = pooled,
              .w = linear_weight(nsp_c_, kNsp, C),
-             .bias = vec(w_.nsp_b, kNsp),
+             .bias = View::f32(w_.nsp_b, {kNsp}),
              .math = lin,
              .w_rounded = rounded});
 
@@ -197,7 +196,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
              .x = mlm_in,
              .w = linear_weight(mlm_c_, C, C),
-             .bias = vec(w_.mlm_b, C),
+             .bias = View::f32(w_.mlm_b, {C}),
              .math = lin,
              .w_rounded = rounded,
              .epilogue = Epilogue::BiasGeluErf,
@@ -213,14 +212,14 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                 .mean = acts_.row(a_.mlm_mean, Mr),
                 .rstd = acts_.row(a_.mlm_rstd, Mr),
                 .x = tg,
-                .gamma = vec(w_.mlm_ln_w, C),
-                .beta = vec(w_.mlm_ln_b, C),
+                .gamma = View::f32(w_.mlm_ln_w, {C}),
+                .beta = View::f32(w_.mlm_ln_b, {C}),
                 .eps = config_.ln_eps});
   // logits[Mr,Vp] (fp32) = tl·word^T + bias, in the LM head's arithmetic.
   be.linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
              .x = tl,
              .w = linear_weight(word_c_, Vp, C),
-             .bias = vec(w_.mlm_bias, Vp),
+             .bias = View::f32(w_.mlm_bias, {Vp}),
              .math = head,
              .w_rounded = rounded});
 }
@@ -302,7 +301,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     be.linear_backward(
         {.dx = da,
          .dw = linear_grad(g_.word, Vp, C),
-         .db = vec(g_.mlm_bias, Vp),
+         .db = View::f32(g_.mlm_bias, {Vp}),
          .dy = acts_.view(a_.mlm_logits, Mr, Vp),
          .x = acts_.view(a_.mlm_tl, Mr, C),
          .w = linear_weight(word_c_, Vp, C),
@@ -313,17 +312,17 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const View tg =
         a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);
     be.layernorm_backward({.dx = db,
-                           .dgamma = vec(g_.mlm_ln_w, C),
-                           .dbeta = vec(g_.mlm_ln_b, C),
+                           .dgamma = View::f32(g_.mlm_ln_w, {C}),
+                           .dbeta = View::f32(g_.mlm_ln_b, {C}),
                            .dout = da,
                            .x = tg,
-                           .gamma = vec(w_.mlm_ln_w, C),
+                           .gamma = View::f32(w_.mlm_ln_w, {C}),
                            .mean = acts_.row(a_.mlm_mean, Mr),
                            .rstd = acts_.row(a_.mlm_rstd, Mr)});
     // d(t) through GELU: in place in db (fp32), or into dfch in the GEMMs' operand dtype.
     be.linear_backward({.dx = da,
                         .dw = linear_grad(g_.mlm_w, C, C),
-                        .db = vec(g_.mlm_b, C),
+                        .db = View::f32(g_.mlm_b, {C}),
                         .dy = db,
                         .x = acts_.view(a_.mlm_in, Mr, C),
                         .w = linear_weight(mlm_c_, C, C),
@@ -341,7 +340,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const View pooled = acts_.view(a_.pooled, B, C);
     be.linear_backward({.dx = dpooled,
                         .dw = linear_grad(g_.nsp_w, kNsp, C),
-                        .db = vec(g_.nsp_b, kNsp),
+                        .db = View::f32(g_.nsp_b, {kNsp}),
                         .dy = acts_.view(a_.nsp_logits, B, kNsp),
                         .x = pooled,
                         .w = linear_weight(nsp_c_, kNsp, C),
@@ -349,7 +348,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .w_rounded = rounded});
     be.linear_backward({.dx = dcls,
                         .dw = linear_grad(g_.pool_w, C, C),
-                        .db = vec(g_.pool_b, C),
+                        .db = View::f32(g_.pool_b, {C}),
                         .dy = dpooled,
                         .x = acts_.view(a_.cls_in, B, C),
                         .w = linear_weight(pool_c_, C, C),
@@ -369,11 +368,11 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                                          ActivationPlan::Handle rstd) {
     be.zero(dres);
     be.layernorm_backward({.dx = dres,
-                           .dgamma = vec(dgamma, C),
-                           .dbeta = vec(dbeta, C),
+                           .dgamma = View::f32(dgamma, {C}),
+                           .dbeta = View::f32(dbeta, {C}),
                            .dout = dh,
                            .x = acts_.view(sum, N, C),
-                           .gamma = vec(gamma, C),
+                           .gamma = View::f32(gamma, {C}),
                            .mean = acts_.row(mean, N),
                            .rstd = acts_.row(rstd, N)});
     be.cast(dh, dres);
@@ -391,7 +390,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);
     be.linear_backward({.dx = dfch_gelu,
                         .dw = linear_grad(g.fcout_w, C, I),
-                        .db = vec(g.fcout_b, C),
+                        .db = View::f32(g.fcout_b, {C}),
                         .dy = dres,
                         .x = acts_.view(la.fch_gelu, N, I),
                         .w = linear_weight(wc.fcout, C, I),
@@ -400,7 +399,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .scratch = acts_.work(a_.dout_lp)});
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.fc_w, I, C),
-                        .db = vec(g.fc_b, I),
+                        .db = View::f32(g.fc_b, {I}),
                         .dy = dfch_gelu,
                         .x = acts_.view(la.ln1, N, C),
                         .w = linear_weight(wc.fc, I, C),
@@ -415,7 +414,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     residual_layernorm_backward(la.res1, g.ln1_w, g.ln1_b, w.ln1_w, la.ln1_mean, la.ln1_rstd);
     be.linear_backward({.dx = datty,
                         .dw = linear_grad(g.attout_w, C, C),
-                        .db = vec(g.attout_b, C),
+                        .db = View::f32(g.attout_b, {C}),
                         .dy = dres,
                         .x = acts_.view(la.atty, N, C),
                         .w = linear_weight(wc.attout, C, C),
@@ -434,7 +433,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                            .causal = false});
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.qkv_w, 3 * C, C),
-                        .db = vec(g.qkv_b, 3 * C),
+                        .db = View::f32(g.qkv_b, {3 * C}),
                         .dy = dqkv,
                         .x = h_in,
                         .w = linear_weight(wc.qkv, 3 * C, C),
@@ -447,18 +446,18 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   const View demb = dres;
   be.zero(demb);
   be.layernorm_backward({.dx = demb,
-                         .dgamma = vec(g_.emb_ln_w, C),
-                         .dbeta = vec(g_.emb_ln_b, C),
+                         .dgamma = View::f32(g_.emb_ln_w, {C}),
+                         .dbeta = View::f32(g_.emb_ln_b, {C}),
                          .dout = dh,
                          .x = acts_.view(a_.emb, N, C),
-                         .gamma = vec(w_.emb_ln_w, C),
+                         .gamma = View::f32(w_.emb_ln_w, {C}),
                          .mean = acts_.row(a_.emb_mean, N),
                          .rstd = acts_.row(a_.emb_rstd, N)});
   std::vector<int> zeros;
   const int* types = segment_ids(batch, N, zeros);
-  be.embedding_backward({.dword = mat(g_.word, Vp, C),
-                         .dpos = mat(g_.pos, config_.max_position, C),
-                         .dtype = mat(g_.type, config_.type_vocab_size, C),
+  be.embedding_backward({.dword = View::f32(g_.word, {Vp, C}),
+                         .dpos = View::f32(g_.pos, {config_.max_position, C}),
+                         .dtype = View::f32(g_.type, {config_.type_vocab_size, C}),
                          .dout = demb,
                          .tokens = batch.tokens,
                          .types = types,

@@ -28,6 +28,7 @@
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
+#include "model/policy_backend.h"
 #include "model/weight_copies.h"  // gemm_math
 #include "precision/policy.h"
 #include "precision/precision.h"

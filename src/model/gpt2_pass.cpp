@@ -21,8 +21,6 @@ namespace mptrain {
 
 namespace {
 
-View vec(const float* p, std::int64_t n) { return View::of(p, StorageType::F32, {n}); }
-View mat(const float* p, std::int64_t r, std::int64_t c) { return View::of(p, StorageType::F32, {r, c}); }
 View weight(const WeightRef& w, std::int64_t r, std::int64_t c) { return View::of(w.ptr, w.type, {r, c}); }
 
 }  // namespace
@@ -57,8 +55,8 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                 .tokens = tokens,
                 .B = B,
                 .T = T,
-                .word = mat(w_.wte, Vp, C),
-                .pos = mat(w_.wpe, config_.block_size, C)});
+                .word = View::f32(w_.wte, {Vp, C}),
+                .pos = View::f32(w_.wpe, {config_.block_size, C})});
   View residual = acts_.view(a_.encoded, N, C);
   for (int l = 0; l < config_.n_layer; ++l) {
     const Gpt2LayerTensors& w = w_.layers[l];
@@ -72,13 +70,13 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                   .mean = acts_.row(la.ln1_mean, N),
                   .rstd = acts_.row(la.ln1_rstd, N),
                   .x = residual,
-                  .gamma = vec(w.ln1_w, C),
-                  .beta = vec(w.ln1_b, C),
+                  .gamma = View::f32(w.ln1_w, {C}),
+                  .beta = View::f32(w.ln1_b, {C}),
                   .eps = config_.ln_eps});
     be.linear({.out = qkv,
                .x = ln1,
                .w = weight(wc.qkv_w, C, 3 * C),
-               .bias = vec(w.qkv_b, 3 * C),
+               .bias = View::f32(w.qkv_b, {3 * C}),
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
@@ -93,7 +91,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
     be.linear({.out = residual2,
                .x = atty,
                .w = weight(wc.attproj_w, C, C),
-               .bias = vec(w.attproj_b, C),
+               .bias = View::f32(w.attproj_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -104,13 +102,13 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                   .mean = acts_.row(la.ln2_mean, N),
                   .rstd = acts_.row(la.ln2_rstd, N),
                   .x = residual2,
-                  .gamma = vec(w.ln2_w, C),
-                  .beta = vec(w.ln2_b, C),
+                  .gamma = View::f32(w.ln2_w, {C}),
+                  .beta = View::f32(w.ln2_b, {C}),
                   .eps = config_.ln_eps});
     be.linear({.out = fch_gelu,
                .x = ln2,
                .w = weight(wc.fc_w, C, 4 * C),
-               .bias = vec(w.fc_b, 4 * C),
+               .bias = View::f32(w.fc_b, {4 * C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasGelu,
@@ -120,7 +118,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
     be.linear({.out = residual,
                .x = fch_gelu,
                .w = weight(wc.fcproj_w, 4 * C, C),
-               .bias = vec(w.fcproj_b, C),
+               .bias = View::f32(w.fcproj_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -132,8 +130,8 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                 .mean = acts_.row(a_.lnf_mean, N),
                 .rstd = acts_.row(a_.lnf_rstd, N),
                 .x = residual,
-                .gamma = vec(w_.lnf_w, C),
-                .beta = vec(w_.lnf_b, C),
+                .gamma = View::f32(w_.lnf_w, {C}),
+                .beta = View::f32(w_.lnf_b, {C}),
                 .eps = config_.ln_eps});
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
   be.linear({.out = acts_.view(a_.logits, N, Vp),
@@ -200,7 +198,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
   // gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
   be.linear_backward(
       {.dx = dln,
-       .dw = mat(g_.wte, Vp, C).t(),
+       .dw = View::f32(g_.wte, {Vp, C}).t(),
        .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
        .x = acts_.view(a_.lnf, N, C),
        .w = weight(wte_c_, Vp, C).t(),
@@ -212,11 +210,11 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
       config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
   be.zero(dresidual);
   be.layernorm_backward({.dx = dresidual,
-                         .dgamma = vec(g_.lnf_w, C),
-                         .dbeta = vec(g_.lnf_b, C),
+                         .dgamma = View::f32(g_.lnf_w, {C}),
+                         .dbeta = View::f32(g_.lnf_b, {C}),
                          .dout = dln,
                          .x = last,
-                         .gamma = vec(w_.lnf_w, C),
+                         .gamma = View::f32(w_.lnf_w, {C}),
                          .mean = acts_.row(a_.lnf_mean, N),
                          .rstd = acts_.row(a_.lnf_rstd, N)});
 
@@ -234,8 +232,8 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     be.linear_backward({.dx = dfch_gelu,
-                        .dw = mat(g.fcproj_w, 4 * C, C),
-                        .db = vec(g.fcproj_b, C),
+                        .dw = View::f32(g.fcproj_w, {4 * C, C}),
+                        .db = View::f32(g.fcproj_b, {C}),
                         .dy = dresidual,
                         .x = acts_.view(la.fch_gelu, N, 4 * C),
                         .w = weight(wc.fcproj_w, 4 * C, C),
@@ -243,8 +241,8 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
     be.linear_backward({.dx = dln,
-                        .dw = mat(g.fc_w, C, 4 * C),
-                        .db = vec(g.fc_b, 4 * C),
+                        .dw = View::f32(g.fc_w, {C, 4 * C}),
+                        .db = View::f32(g.fc_b, {4 * C}),
                         .dy = dfch_gelu,
                         .x = acts_.view(la.ln2, N, C),
                         .w = weight(wc.fc_w, C, 4 * C),
@@ -254,18 +252,18 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                         .pre = acts_.view(la.fch, N, 4 * C),
                         .scratch = acts_.work(a_.dfch)});
     be.layernorm_backward({.dx = dresidual,
-                           .dgamma = vec(g.ln2_w, C),
-                           .dbeta = vec(g.ln2_b, C),
+                           .dgamma = View::f32(g.ln2_w, {C}),
+                           .dbeta = View::f32(g.ln2_b, {C}),
                            .dout = dln,
                            .x = acts_.view(la.residual2, N, C),
-                           .gamma = vec(w.ln2_w, C),
+                           .gamma = View::f32(w.ln2_w, {C}),
                            .mean = acts_.row(la.ln2_mean, N),
                            .rstd = acts_.row(la.ln2_rstd, N)});
 
     // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
     be.linear_backward({.dx = datty,
-                        .dw = mat(g.attproj_w, C, C),
-                        .db = vec(g.attproj_b, C),
+                        .dw = View::f32(g.attproj_w, {C, C}),
+                        .db = View::f32(g.attproj_b, {C}),
                         .dy = dresidual,
                         .x = acts_.view(la.atty, N, C),
                         .w = weight(wc.attproj_w, C, C),
@@ -282,24 +280,24 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                            .NH = NH,
                            .types = at_});
     be.linear_backward({.dx = dln,
-                        .dw = mat(g.qkv_w, C, 3 * C),
-                        .db = vec(g.qkv_b, 3 * C),
+                        .dw = View::f32(g.qkv_w, {C, 3 * C}),
+                        .db = View::f32(g.qkv_b, {3 * C}),
                         .dy = dqkv,
                         .x = acts_.view(la.ln1, N, C),
                         .w = weight(wc.qkv_w, C, 3 * C),
                         .math = lin,
                         .w_rounded = rounded});
     be.layernorm_backward({.dx = dresidual,
-                           .dgamma = vec(g.ln1_w, C),
-                           .dbeta = vec(g.ln1_b, C),
+                           .dgamma = View::f32(g.ln1_w, {C}),
+                           .dbeta = View::f32(g.ln1_b, {C}),
                            .dout = dln,
                            .x = residual,
-                           .gamma = vec(w.ln1_w, C),
+                           .gamma = View::f32(w.ln1_w, {C}),
                            .mean = acts_.row(la.ln1_mean, N),
                            .rstd = acts_.row(la.ln1_rstd, N)});
   }
-  be.embedding_backward({.dword = mat(g_.wte, Vp, C),
-                         .dpos = mat(g_.wpe, config_.block_size, C),
+  be.embedding_backward({.dword = View::f32(g_.wte, {Vp, C}),
+                         .dpos = View::f32(g_.wpe, {config_.block_size, C}),
                          .dout = dresidual,
                          .tokens = tokens,
                          .B = B,

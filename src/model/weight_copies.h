@@ -19,16 +19,6 @@
 
 namespace mptrain {
 
-// The attention's dtypes and arithmetic under `policy`, as the op interface takes them.
-AttentionDtypes attention_dtypes(const Policy& policy);
-// Throws Error when the policy keeps a tensor between ops in a dtype the CPU models do not run:
-// the residual stream, logits, activation and weight gradients and non-GEMM weights are fp32
-// there (the fused cross-entropy reads fp32 logits and writes dlogits in place).
-void check_cpu_runs(const Policy& policy);
-// Throws Error when the policy's GEMM operand storages are not what the backend multiplies (a
-// policy made for other capabilities than be.caps()).
-void check_operands_supported(const Policy& policy, const Backend& be);
-
 // Which kind of GEMM reads a parameter: none (biases, LayerNorms, position tables), a linear
 // layer (Policy rule Linear) or the tied LM head / MLM decoder (rule LmHead).
 enum class GemmReader { None, Linear, LmHead };
