@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/ops/attention.h"
 #include "core/buffer.h"
 #include "core/error.h"
 #include "model/activation_plan.h"
@@ -45,7 +44,6 @@ namespace mptrain {
 
 namespace cpu {
 class Context;
-class GemmWorkspace;
 }  // namespace cpu
 
 // The parameter table for a config, under Hugging Face BertForPreTraining names

@@ -196,7 +196,8 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
                                      uint64_t seed, uint64_t counter) {
   MPT_CHECK(sampled != nullptr, "forward_backward_sampled needs a buffer for the sampled labels");
   forward_impl(tokens, B, T);
-  const float loss = sampled_loss(sampled, B, T, grad_scale, seed, counter);
+  const LabelDraw draw{sampled, seed, counter};
+  const float loss = loss_impl(nullptr, B, T, grad_scale, true, &draw);
   backward_impl(tokens, B, T);
   return loss;
 }

@@ -23,17 +23,20 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
 #include "model/param_table.h"
 #include "model/policy_backend.h"
-#include "model/weight_copies.h"  // gemm_math
+#include "model/weight_copies.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
 
 namespace mptrain {
+
+namespace cpu {
+class Context;
+}  // namespace cpu
 
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);
@@ -165,10 +168,16 @@ class Gpt2 {
 
  private:
   void forward_impl(const int* tokens, int B, int T);
-  float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward);
+  // Sophia's labels drawn from the model's own softmax inside the fused loss, into sampled[B·T].
+  struct LabelDraw {
+    int* sampled;
+    uint64_t seed, counter;
+  };
+  // The fused loss on targets, or on drawn labels (draw non-null, targets null); with backward,
+  // dlogits for backward_impl. Returns the mean loss over the labelled positions.
+  float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward,
+                  const LabelDraw* draw = nullptr);
   void backward_impl(const int* tokens, int B, int T);
-  // Sophia's loss on labels drawn from the model's own softmax (after forward_impl).
-  float sampled_loss(int* sampled, int B, int T, float grad_scale, uint64_t seed, uint64_t counter);
   void setup_weight_copies();
 
   using LayerActs = Gpt2LayerActs;

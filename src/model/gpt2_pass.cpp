@@ -141,16 +141,22 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
              .w_rounded = rounded});
 }
 
-float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward) {
+float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward,
+                      const LabelDraw* draw) {
   const int N = B * T;
-  int valid = 0;
-  for (int i = 0; i < N; ++i) valid += targets[i] != -1;
+  // The mean runs over the labelled positions: targets != -1, or every position for drawn labels.
+  int count = N;
+  if (!draw) {
+    count = 0;
+    for (int i = 0; i < N; ++i) count += targets[i] != -1;
+  }
   float* dloss = acts_.get(a_.dloss);
-  const float d = valid > 0 ? grad_scale / static_cast<float>(valid) : 0.0f;
+  const float d = count > 0 ? grad_scale / static_cast<float>(count) : 0.0f;
   for (int i = 0; i < N; ++i) dloss[i] = d;
   // dlogits in place in the fp32 logits, or, with a 16-bit LM head operand, straight into that
-  // operand (one rounding, no fp32 dlogits pass); backward_impl reads whichever was written.
-  dlogits_lp_ready_ = backward && policy_.dlogits != StorageType::F32;
+  // operand (one rounding, no fp32 dlogits pass; the sampled pass writes fp32 only);
+  // backward_impl reads whichever was written.
+  dlogits_lp_ready_ = backward && !draw && policy_.dlogits != StorageType::F32;
   CrossEntropyArgs a;
   a.losses = acts_.row(a_.losses, N);
   a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
@@ -159,32 +165,16 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   a.targets = targets;
   a.dloss = acts_.row(a_.dloss, N);
   a.vocab = config_.vocab_size;
+  if (draw) {
+    a.sampled = draw->sampled;
+    a.seed = draw->seed;
+    a.counter = draw->counter;
+  }
   be_->cross_entropy(a);
   const float* losses = acts_.get(a_.losses);
   double sum = 0.0;  // fixed order: deterministic
   for (int i = 0; i < N; ++i) sum += losses[i];
-  return valid > 0 ? static_cast<float>(sum / valid) : 0.0f;
-}
-
-float Gpt2::sampled_loss(int* sampled, int B, int T, float grad_scale, uint64_t seed, uint64_t counter) {
-  const int N = B * T;
-  float* dloss = acts_.get(a_.dloss);
-  for (int i = 0; i < N; ++i) dloss[i] = grad_scale / static_cast<float>(N);
-  dlogits_lp_ready_ = false;  // dlogits in place, fp32: backward converts them
-  CrossEntropyArgs a;
-  a.losses = acts_.row(a_.losses, N);
-  a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
-  a.dlogits = a.logits;
-  a.dloss = acts_.row(a_.dloss, N);
-  a.vocab = config_.vocab_size;
-  a.sampled = sampled;
-  a.seed = seed;
-  a.counter = counter;
-  be_->cross_entropy(a);
-  const float* losses = acts_.get(a_.losses);
-  double sum = 0.0;  // fixed order: deterministic
-  for (int i = 0; i < N; ++i) sum += losses[i];
-  return static_cast<float>(sum / N);
+  return count > 0 ? static_cast<float>(sum / count) : 0.0f;
 }
 
 void Gpt2::backward_impl(const int* tokens, int B, int T) {

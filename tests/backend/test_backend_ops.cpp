@@ -17,11 +17,14 @@
 #include "backend/op_test_util.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/linear.h"
+#include "common/test_util.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
 namespace mptrain {
 namespace {
+
+using testing::expect_error;
 
 using test::all_close;
 using test::Tol;
@@ -135,16 +138,6 @@ double gelu_grad_ref(double x) {
   const double k = std::sqrt(2.0 / M_PI);
   const double u = k * (x + 0.044715 * x * x * x), th = std::tanh(u);
   return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
-}
-
-void expect_error(const std::function<void()>& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
-  }
 }
 
 double activation_grad_ref(Epilogue e, double saved) {

@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+
+#include "core/error.h"
 
 namespace mptrain::testing {
 
@@ -109,6 +112,17 @@ inline double cosine(const float* a, const float* b, size_t n) {
     bb += static_cast<double>(b[i]) * b[i];
   }
   return aa == 0 && bb == 0 ? 1.0 : ab / std::sqrt(aa * bb);
+}
+
+// f throws mptrain::Error with one line containing `needle` (what a refusal must look like).
+inline void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
 }
 
 }  // namespace mptrain::testing
