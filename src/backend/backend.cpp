@@ -3,6 +3,7 @@
 //
 // The storage types each op asks supports() about, in this order:
 //   cast                  {dst, src}
+//   accumulate            {dst, src}
 //   linear                {out, x, w}
 //   linear_activation     {out, x, w, pre}          (tanh: out's type in pre's place)
 //   linear_residual       {out, x, w, residual}
@@ -22,7 +23,8 @@
 //   scatter_add_rows      {dst, src}
 //   argmax_rows           {x}
 //   to_operand            {dst, src}                math: the GEMM's arithmetic
-// Fixed by the interface: fp32 bias, LayerNorm statistics, losses and dloss.
+// Fixed by the interface: fp32 LayerNorm statistics, losses and dloss. A linear's bias may be in
+// any storage (the fp32 master, or a GPU plan's 16-bit copy of the non-GEMM weights).
 #include "backend/backend.h"
 
 #include <array>
@@ -35,7 +37,8 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 19> kOpNames = {"cast",
+constexpr std::array<const char*, 20> kOpNames = {"cast",
+                                                  "accumulate",
                                                   "linear",
                                                   "linear_activation",
                                                   "linear_residual",
@@ -122,6 +125,18 @@ void Backend::zero(const View& v) {
   run_zero(v);
 }
 
+void Backend::accumulate(const View& dst, const View& src) {
+  const Check c(name(), Op::Accumulate);
+  c.that(!dst.empty() && !src.empty(), "needs dst and src");
+  c.rows_contiguous(dst, "dst");
+  c.rows_contiguous(src, "src");
+  c.fp32(dst, "dst");
+  c.that(dst.numel() == src.numel(),
+         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  require(Op::Accumulate, {"dst", "src"}, {dst.type, src.type});
+  run_accumulate(dst, src);
+}
+
 void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
   const Check c(name(), Op::ToOperand);
   c.that(!dst.empty() && !src.empty(), "needs dst and src");
@@ -129,8 +144,11 @@ void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
   c.rows_contiguous(src, "src");
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
-  c.that(dst.type == operand_storage(math), "dst is " + dst.describe() + ", " + compute_name(math) +
-                                                " products read " + storage_name(operand_storage(math)));
+  // This backend's operand storage, or the format itself (a policy made for a backend with
+  // native GEMMs of it: the copy holds the same values).
+  c.that(dst.type == operand_storage(math) || dst.type == compute_storage(math),
+         "dst is " + dst.describe() + ", " + compute_name(math) + " products read " +
+             storage_name(operand_storage(math)));
   require(Op::ToOperand, {"dst", "src"}, {dst.type, src.type}, math);
   run_to_operand(dst, src, math);
 }
@@ -146,8 +164,7 @@ void Backend::linear(const LinearArgs& a) {
   const std::int64_t M = a.w.dim(1);
   c.shape(a.out, "out", {N, M});
   if (!a.bias.empty()) {
-    c.shape(a.bias, "bias", {M});
-    c.fp32(a.bias, "bias");
+    c.shape(a.bias, "bias", {M});  // any storage: the fp32 master, or a GPU plan's 16-bit copy
   }
   c.that(keeps_pre(a.epilogue) || a.pre.empty(), "pre is only for the GELU epilogues");
   c.that(a.epilogue == Epilogue::BiasResidual || a.residual.empty(),

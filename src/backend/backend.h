@@ -27,6 +27,7 @@ namespace mptrain {
 // kernel is), reached through the same entry point (linear's epilogue, layernorm's `add`).
 enum class Op {
   Cast,
+  Accumulate,
   Linear,
   LinearActivation,
   LinearResidual,
@@ -73,14 +74,14 @@ struct LinearArgs {
   View out{};   // [N, M] (=)
   View x{};     // [N, K]
   View w{};     // [K, M], any strides: Conv1D's [C, OC] as is, nn.Linear's [OC, C] through View::t()
-  View bias{};  // [M] fp32, or empty
+  View bias{};  // [M] (fp32, or the policy's small_weights storage), or empty
   ComputeType math = ComputeType::F32;  // the products' arithmetic; sums are fp32
   // w already holds values of the arithmetic's format (a weight copy refreshed once per step:
   // TF32-rounded, or fp16 values held in fp32), so no backend rounds it again.
   bool w_rounded = false;
   Epilogue epilogue = Epilogue::Bias;
   View pre{};                               // the GELUs: [N, M] (=) their input, kept for backward
-  View residual{};                          // BiasResidual: [N, M] fp32; may alias out
+  View residual{};                          // BiasResidual: [N, M] the residual stream; may alias out
   StorageType rounding = StorageType::F32;  // BiasResidual: the linear output's dtype, rounded before the add
   // Optional working memory the caller planned (the CPU keeps its fp32 accumulator there);
   // without it, or when it is too small, the backend uses its own.
@@ -89,9 +90,9 @@ struct LinearArgs {
 
 struct LinearBackwardArgs {
   View dx{};  // [N, K] (=) dy·w^T, or empty (no input gradient)
-  View dw{};  // [K, M] fp32 (+=) x^T·dy, strided like w
-  View db{};  // [M] fp32 (+=) column sums of dy, or empty
-  View dy{};  // [N, M] the gradient of out (through an activation: fp32)
+  View dw{};  // [K, M] (+=) x^T·dy, strided like w: the fp32 master gradient, or a GPU plan's 16-bit one
+  View db{};  // [M] (+=) column sums of dy in dw's dtype, or empty
+  View dy{};  // [N, M] the gradient of out
   View x{};   // [N, K] as the forward read it
   View w{};   // [K, M] as the forward read it
   ComputeType math = ComputeType::F32;
@@ -110,15 +111,15 @@ struct LayerNormArgs {
   View out{};            // [N, C] (=) in any storage: the next GEMM's input dtype
   View mean{}, rstd{};   // [N] fp32 (=), for backward
   View x{};              // [N, C] the residual stream (with `add`: its first summand)
-  View gamma{}, beta{};  // [C] fp32
+  View gamma{}, beta{};  // [C]
   float eps = 1e-5f;
   View add{};           // optional: normalise residual_out (=) x + add instead of x
   View residual_out{};  // [N, C] with `add`
 };
 
 struct LayerNormBackwardArgs {
-  View dx{};               // [N, C] fp32 (+=): the residual stream's gradient collects every branch
-  View dgamma{}, dbeta{};  // [C] fp32 (+=)
+  View dx{};               // [N, C] (+=): the residual stream's gradient collects every branch
+  View dgamma{}, dbeta{};  // [C] (+=)
   View dout{};             // [N, C] the gradient of out
   View x{};                // [N, C] the normalised input (residual_out when fused)
   View gamma{};
@@ -166,8 +167,8 @@ struct AttentionBackwardArgs {
 struct CrossEntropyArgs {
   View losses{};   // [N] fp32 (=): -log softmax(logits[n, :vocab])[target]; 0 where target is -1
   View dlogits{};  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
-                   // ignored rows; may alias logits when fp32; empty: the loss only
-  View logits{};   // [N, Vp] fp32
+                   // ignored rows; may alias logits (same dtype); empty: the loss only
+  View logits{};   // [N, Vp] in any storage (fp32 on the CPU's plan, 16-bit on a GPU's)
   const int* targets = nullptr;  // [N] in [0, vocab) or -1
   View dloss{};                  // [N] fp32, the gradient of each loss (required with dlogits)
   int vocab = 0;                 // the real columns (Vp - vocab are padding)
@@ -220,6 +221,9 @@ class Backend {
   void cast(const View& dst, const View& src);
   // v (=) 0, contiguous.
   void zero(const View& v);
+  // dst (+=) src widened, elementwise, both contiguous, dst fp32: a GPU plan's 16-bit weight
+  // gradients of one micro-batch into the fp32 master gradients.
+  void accumulate(const View& dst, const View& src);
   // dst (=) src in the format a GEMM of `math` multiplies (exact widening, TF32 rounding, or one
   // round to nearest even), dst in operand_storage(math): the weight copies' refresh.
   void to_operand(const View& dst, const View& src, ComputeType math);
@@ -244,6 +248,7 @@ class Backend {
   virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
   virtual void run_cast(const View& dst, const View& src) = 0;
   virtual void run_zero(const View& v) = 0;
+  virtual void run_accumulate(const View& dst, const View& src) = 0;
   virtual void run_to_operand(const View& dst, const View& src, ComputeType math) = 0;
   virtual void run_linear(const LinearArgs& a) = 0;
   virtual void run_linear_backward(const LinearBackwardArgs& a) = 0;

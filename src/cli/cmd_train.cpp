@@ -7,9 +7,9 @@
 #include "cli/validators.h"
 #include "cli/vocab.h"
 #include "core/error.h"
-#include "train/interrupt.h"
 #include "train/bert_task.h"
 #include "train/gpt2_task.h"
+#include "train/interrupt.h"
 #include "train/trainer.h"
 
 namespace mptrain {
@@ -18,65 +18,97 @@ void register_train(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards, or BERT on an instance file");
   auto opt = std::make_shared<TrainOptions>();
   auto model_kind = std::make_shared<std::string>("gpt2");
-  cmd->add_option("--model", *model_kind,
-                  "Model family: gpt2 (token shards) or bert (an instance file of 'prepare --task bert'; presets "
-                  "bert-tiny, bert-mini (default), bert-small, bert-medium, bert-base, bert-large)")
-      ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
+  cmd->add_option(
+         "--model", *model_kind,
+         "Model family: gpt2 (token shards) or bert (an instance file of 'prepare --task bert'; presets "
+         "bert-tiny, bert-mini (default), bert-small, bert-medium, bert-base, bert-large)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpt2", "bert"}));
   auto bert = std::make_shared<BertTrainOptions>();
   cmd->add_option("--max-predictions", bert->max_predictions, "BERT: masked positions per sequence at most")
-      ->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("--preset", opt->preset, "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
+  cmd->add_option("--preset", opt->preset,
+                  "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
       ->capture_default_str();
-  cmd->add_option("--vocab-multiple", opt->vocab_multiple, "Pad the vocabulary to a multiple of this (1 = off)")
-      ->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("--train-data,--data", opt->train_data, "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
+  cmd->add_option("--vocab-multiple", opt->vocab_multiple,
+                  "Pad the vocabulary to a multiple of this (1 = off)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
+  cmd->add_option("--train-data,--data", opt->train_data,
+                  "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
       ->required();
   cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
-  cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("-t,--seq", opt->seq, "Sequence length (T)")->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("--total-batch", opt->total_batch_tokens,
-                  "Tokens per optimizer step (a multiple of B*T; gradient accumulation makes up the rest). 0 = B*T")
+  cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
+  cmd->add_option("-t,--seq", opt->seq, "Sequence length (T)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
+  cmd->add_option(
+         "--total-batch", opt->total_batch_tokens,
+         "Tokens per optimizer step (a multiple of B*T; gradient accumulation makes up the rest). 0 = B*T")
       ->capture_default_str();
   cmd->add_option("--steps", opt->steps, "Optimizer steps (the schedule's length)")
       ->capture_default_str()
       ->check(cli::at_least(1));
   cmd->add_option("--lr", opt->lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")->capture_default_str();
-  cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")->capture_default_str()->check(cli::at_least(0));
-  cmd->add_option("--schedule", opt->schedule,
-                  "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine (GPT-2's "
-                  "default, and BERT's) or linear (the original BERT recipe)")
-      ->capture_default_str()->check(CLI::IsMember({"cosine", "linear"}));
+  cmd->add_option("--min-lr-frac", opt->min_lr_frac, "Final learning rate as a fraction of --lr")
+      ->capture_default_str();
+  cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option(
+         "--schedule", opt->schedule,
+         "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine (GPT-2's "
+         "default, and BERT's) or linear (the original BERT recipe)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cosine", "linear"}));
   cmd->add_option("--optimizer", opt->optimizer, "Optimizer: adamw, or sophia (Sophia-G)")
-      ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adamw", "sophia"}));
   // --weight-decay, --beta1, --beta2 set the chosen optimizer's value (parsed into adamw's
   // fields, copied to Sophia's in the callback when given).
-  cmd->add_option("--weight-decay", opt->adamw.weight_decay, "Weight decay, 2-D weights only (AdamW and Sophia: 0.1)");
+  cmd->add_option("--weight-decay", opt->adamw.weight_decay,
+                  "Weight decay, 2-D weights only (AdamW and Sophia: 0.1)");
   cmd->add_option("--beta1", opt->adamw.beta1, "Momentum decay (AdamW 0.9, Sophia 0.965)");
   cmd->add_option("--beta2", opt->adamw.beta2, "Second-moment / Hessian EMA decay (AdamW 0.95, Sophia 0.99)");
   cmd->add_option("--adam-eps", opt->adamw.eps)->capture_default_str();
-  cmd->add_option("--sophia-rho", opt->sophia.rho, "Sophia: rho, scale of the clipped update min(|m|/(rho*b*h), 1)")
+  cmd->add_option("--sophia-rho", opt->sophia.rho,
+                  "Sophia: rho, scale of the clipped update min(|m|/(rho*b*h), 1)")
       ->capture_default_str();
   cmd->add_option("--sophia-k", opt->sophia.k, "Sophia: steps between Hessian estimates")
       ->capture_default_str()
       ->check(cli::at_least(1));
   auto recipe = std::make_shared<std::string>();
   cmd->add_option("--recipe", *recipe,
-                  "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given explicitly win)");
-  cmd->add_option("--precision", opt->precision,
-                  "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
-                  "loss scaling). Default fp32; on --resume, the checkpoint's");
-  cmd->add_option("--device", opt->device,
-                  "Where the training step runs: cpu; cuda (GPT-2 or BERT, AdamW or Sophia, any precision, one "
-                  "GPU per rank, NCCL between ranks; data, validation, samples and checkpoints stay on the CPU); "
-                  "or auto (cuda when this build has CUDA, a GPU is visible and the run can use it, else cpu). "
-                  "Default cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md)")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option("--loss-scale-init", opt->loss_scale_init, "fp16: initial loss scale (GradScaler's init_scale)")
+                  "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given "
+                  "explicitly win)");
+  cmd->add_option(
+      "--precision", opt->precision,
+      "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
+      "loss scaling). Default fp32; on --resume, the checkpoint's");
+  cmd->add_option(
+         "--device", opt->device,
+         "Where the training step runs: cpu; cuda (GPT-2 or BERT, AdamW or Sophia, any precision, one "
+         "GPU per rank, NCCL between ranks; data, validation, samples and checkpoints stay on the CPU); "
+         "or auto (cuda when this build has CUDA, a GPU is visible and the run can use it, else cpu). "
+         "Default cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option(
+         "--policy-of", opt->policy_of,
+         "Run another device's precision plan on this CPU: cuda (the residual stream, logits, gradients "
+         "and small weights in the 16-bit type, as the GPU keeps them), to check that plan without a "
+         "GPU; see mptrain explain --policy-of cuda. Default: this device's own")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--loss-scale-init", opt->loss_scale_init,
+                  "fp16: initial loss scale (GradScaler's init_scale)")
       ->capture_default_str();
   cmd->add_option("--loss-scale-growth-interval", opt->loss_scale_growth_interval,
                   "fp16: clean steps in a row before the loss scale doubles")
-      ->capture_default_str()->check(cli::at_least(1));
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   // Testing only (not in --help): inject an inf gradient on these steps to exercise fp16's skip path.
   cmd->add_option("--fault-inf-grad", opt->fault_inf_grad_steps)->group("")->delimiter(',');
   cmd->add_option("--grad-clip", opt->grad_clip, "Clip the global gradient norm to this (0 = off)")
@@ -85,60 +117,80 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--val-every", opt->val_every, "Validate every N steps (0 = at the end)")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("--val-steps", opt->val_steps, "Batches per validation")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   cmd->add_option("--sample-every", opt->sample_every, "Print a sample every N steps (0 = at the end)")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option("--sample-tokens", opt->sample_tokens, "Tokens per sample")->capture_default_str()->check(cli::at_least(0));
+  cmd->add_option("--sample-tokens", opt->sample_tokens, "Tokens per sample")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
   cmd->add_option("--save-every", opt->save_every, "Checkpoint every N steps (0 = at the end)")
       ->capture_default_str()
       ->check(cli::at_least(0));
   cmd->add_option("--keep-last", opt->keep_last, "Keep only the newest N checkpoints (0 = all)")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option("--run-dir", opt->run_dir, "Directory for checkpoints and metrics.jsonl")->capture_default_str();
+  cmd->add_option("--run-dir", opt->run_dir, "Directory for checkpoints and metrics.jsonl")
+      ->capture_default_str();
   cmd->add_option("--resume", opt->resume, "Resume from a checkpoint or run directory");
-  cmd->add_option("--init-from", opt->init_from,
-                  "Start a fresh run (step 0, new optimizer state) from the weights of a checkpoint, e.g. one "
-                  "imported with 'mptrain convert --from-hf'");
+  cmd->add_option(
+      "--init-from", opt->init_from,
+      "Start a fresh run (step 0, new optimizer state) from the weights of a checkpoint, e.g. one "
+      "imported with 'mptrain convert --from-hf'");
   cmd->add_option("--seed", opt->seed, "Random seed (initialisation and sampling)")->capture_default_str();
   cmd->add_flag("--deterministic", opt->deterministic,
                 "Bit-reproducible runs (fixed thread count; resume continues the same trajectory)");
-  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str()->check(cli::at_least(0));
-  cmd->add_option("--zero", opt->zero,
-                  "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
-      ->capture_default_str()->check(cli::between(0, 1));
+  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option(
+         "--zero", opt->zero,
+         "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
+      ->capture_default_str()
+      ->check(cli::between(0, 1));
   cmd->add_option("--dist-backend", opt->dist_backend,
                   "--device cuda collectives: auto = NCCL when there is more than one rank, nccl = NCCL even "
                   "for one (runs every GPU data-parallel path on one GPU)")
       ->capture_default_str();
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
-      ->capture_default_str()->check(cli::at_least(0));
+      ->capture_default_str()
+      ->check(cli::at_least(0));
   cmd->add_option("--log-every", opt->log_every,
                   "Print a log line every N steps (on a terminal the progress bar redraws in between)")
-      ->capture_default_str()->check(cli::at_least(1));
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   auto progress = std::make_shared<std::string>("auto");
-  cmd->add_option("--progress", *progress, "Progress display: auto (a bar on a terminal, lines otherwise), bar, "
+  cmd->add_option("--progress", *progress,
+                  "Progress display: auto (a bar on a terminal, lines otherwise), bar, "
                   "lines or none (no bar or step lines; other messages stay)")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   cmd->add_flag("-q,--quiet", opt->quiet, "Print only errors and the final summary");
-  cmd->add_option("--peak-tflops", opt->peak_tflops,
-                  "Peak TFLOP/s that MFU is measured against (default: an estimate for this CPU, printed at start)")
+  cmd->add_option(
+         "--peak-tflops", opt->peak_tflops,
+         "Peak TFLOP/s that MFU is measured against (default: an estimate for this CPU, printed at start)")
       ->check(cli::at_least(0));
-  cmd->add_option("--vocab-dir", opt->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
+  cmd->add_option("--vocab-dir", opt->vocab_dir,
+                  "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
   // Numeric guards and resource limits (docs/HARDENING.md).
-  cmd->add_option("--on-nan", opt->on_nan,
-                  "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last checkpoint "
-                  "with a lower learning rate")
-      ->capture_default_str()->check(CLI::IsMember({"stop", "rollback"}));
-  cmd->add_option("--nan-lr-factor", opt->nan_lr_factor, "--on-nan rollback: multiply the learning rate by this")
+  cmd->add_option(
+         "--on-nan", opt->on_nan,
+         "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last checkpoint "
+         "with a lower learning rate")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stop", "rollback"}));
+  cmd->add_option("--nan-lr-factor", opt->nan_lr_factor,
+                  "--on-nan rollback: multiply the learning rate by this")
       ->capture_default_str();
   cmd->add_option("--nan-max-rollbacks", opt->nan_max_rollbacks, "--on-nan rollback: give up after this many")
       ->capture_default_str();
-  cmd->add_option("--memory-limit", opt->memory_limit,
-                  "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
-                  "configuration whose estimate exceeds it is refused before allocating");
+  cmd->add_option(
+      "--memory-limit", opt->memory_limit,
+      "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
+      "configuration whose estimate exceeds it is refused before allocating");
   cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };

@@ -83,14 +83,17 @@ Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
       policy_(policy),
       mixed_(!policy.all_fp32()),
       table_(bert_param_table(config)) {
-  check_cpu_runs(policy_);
+  if (policy_.residual_stream != StorageType::F32)
+    throw Error(
+        "[precision] BERT keeps its residual stream in fp32: a GPU's 16-bit plan (--policy-of cuda) is "
+        "GPT-2's only so far");
   params_.resize(table_.total());
   grads_.resize(table_.total());
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);
   be_ = std::make_unique<cpu::CpuBackend>(ctx_);
   at_ = attention_dtypes(policy_);
-  if (mixed_) check_operands_supported(policy_, *be_);
+  check_policy_supported(policy_, *be_);
   setup_weight_copies();
 }
 

@@ -71,14 +71,14 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
       policy_(policy),
       mixed_(!policy.all_fp32()),
       table_(gpt2_param_table(config)) {
-  check_cpu_runs(policy_);
   params_.resize(table_.total());
   grads_.resize(table_.total());
+  grads_lp_.resize(lowp_grad_floats(table_.total(), policy_));
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
   be_ = std::make_unique<cpu::CpuBackend>(ctx_);
   at_ = attention_dtypes(policy_);
-  if (mixed_) check_operands_supported(policy_, *be_);
+  check_policy_supported(policy_, *be_);
   setup_weight_copies();
 }
 
@@ -152,9 +152,13 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
     a.dqkv = plan.add("dqkv", BT * 3 * C, lin_s, OpKind::Linear, scratch);
     a.datty = plan.add("datty", BT * C, y_s, OpKind::AttnValues, scratch);
-    a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, F32, OpKind::Gelu, scratch);
+    a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, grads, OpKind::Gelu, scratch);
     a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpKind::Gelu, scratch);
-    a.dlogits_lp = plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
+    // dlogits beside fp32 logits (TF32: where they are rounded once for both GEMMs); 16-bit
+    // logits of dlogits' own dtype (a GPU's plan) take them in place.
+    a.dlogits_lp = policy.dlogits == policy.logits && policy.logits != F32
+                       ? ActivationPlan::kNone
+                       : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
   } else {
     a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
     // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (bias+GELU needs
@@ -202,7 +206,14 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
   return loss;
 }
 
-const float* Gpt2::logits() { return acts_.get(a_.logits); }
+const float* Gpt2::logits() {
+  if (policy_.logits == StorageType::F32) return acts_.get(a_.logits);
+  // 16-bit logits (a GPU's plan): widened for the host here, the pass's download point.
+  const auto n = static_cast<std::int64_t>(last_tokens_) * config_.padded_vocab_size;
+  if (logits32_.size() < static_cast<size_t>(n)) logits32_.resize(static_cast<size_t>(n));
+  be_->cast(View::f32(logits32_.data(), {n}), View::of(acts_.work(a_.logits).ptr, policy_.logits, {n}));
+  return logits32_.data();
+}
 const float* Gpt2::losses() { return acts_.get(a_.losses); }
 
 }  // namespace mptrain

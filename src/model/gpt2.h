@@ -160,7 +160,8 @@ class Gpt2 {
   float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
                                  uint64_t seed, uint64_t counter);
 
-  // Logits of the last forward, [B,T,Vp] (valid until the next forward_backward overwrites them).
+  // Logits of the last forward, [B,T,Vp] in fp32 (valid until the next forward_backward
+  // overwrites them; widened into a host buffer when the policy keeps them 16-bit).
   const float* logits();
   const float* losses();  // per-token losses [B,T] of the last forward with targets
 
@@ -179,6 +180,11 @@ class Gpt2 {
                   const LabelDraw* draw = nullptr);
   void backward_impl(const int* tokens, int B, int T);
   void setup_weight_copies();
+  // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
+  // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
+  View small(const float* master, std::initializer_list<std::int64_t> dims) const;
+  View grad(const float* grad, std::initializer_list<std::int64_t> dims);
+  View lowp_grads();  // all of grads_lp_ (empty on the CPU's plan)
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;
@@ -193,6 +199,11 @@ class Gpt2 {
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
+  // A GPU's plan: one micro-batch's weight gradients in policy_.weight_grads, widened into
+  // grads_ after each backward (empty when the pass accumulates into grads_ directly).
+  FloatBuffer grads_lp_;
+  FloatBuffer logits32_;  // 16-bit logits widened for logits()
+  int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;
   ActivationPlan acts_;
   Acts a_{};

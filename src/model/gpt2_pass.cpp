@@ -25,6 +25,22 @@ View weight(const WeightRef& w, std::int64_t r, std::int64_t c) { return View::o
 
 }  // namespace
 
+View Gpt2::small(const float* master, std::initializer_list<std::int64_t> dims) const {
+  return copies_.view(master, params_.data(), dims);
+}
+
+View Gpt2::lowp_grads() {
+  return grads_lp_.size() == 0
+             ? View{}
+             : View::of(grads_lp_.data(), policy_.weight_grads, {static_cast<std::int64_t>(table_.total())});
+}
+
+View Gpt2::grad(const float* g, std::initializer_list<std::int64_t> dims) {
+  if (grads_lp_.size() == 0) return View::f32(g, dims);
+  const size_t offset = static_cast<size_t>(g - grads_.data()) * storage_bytes(policy_.weight_grads);
+  return View::of(reinterpret_cast<char*>(grads_lp_.data()) + offset, policy_.weight_grads, dims);
+}
+
 void Gpt2::setup_weight_copies() {
   // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
   // by forward_impl when params() marked it stale); an fp32 GEMM reads its master weight.
@@ -44,6 +60,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                                               " exceeds the planned " + std::to_string(plan_B_) + "x" +
                                               std::to_string(plan_T_));
   copies_.refresh_if_stale(params_.data(), *be_);
+  last_tokens_ = B * T;
   Backend& be = *be_;
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
@@ -51,12 +68,14 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
   const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
 
-  be.embedding({.out = acts_.view(a_.encoded, N, C),
-                .tokens = tokens,
-                .B = B,
-                .T = T,
-                .word = View::f32(w_.wte, {Vp, C}),
-                .pos = View::f32(w_.wpe, {config_.block_size, C})});
+  be.embedding(
+      {.out = acts_.view(a_.encoded, N, C),
+       .tokens = tokens,
+       .B = B,
+       .T = T,
+       // A GPU's plan reads wte through the LM head's 16-bit copy, as every small weight.
+       .word = policy_.small_weights == StorageType::F32 ? View::f32(w_.wte, {Vp, C}) : weight(wte_c_, Vp, C),
+       .pos = small(w_.wpe, {config_.block_size, C})});
   View residual = acts_.view(a_.encoded, N, C);
   for (int l = 0; l < config_.n_layer; ++l) {
     const Gpt2LayerTensors& w = w_.layers[l];
@@ -70,13 +89,13 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                   .mean = acts_.row(la.ln1_mean, N),
                   .rstd = acts_.row(la.ln1_rstd, N),
                   .x = residual,
-                  .gamma = View::f32(w.ln1_w, {C}),
-                  .beta = View::f32(w.ln1_b, {C}),
+                  .gamma = small(w.ln1_w, {C}),
+                  .beta = small(w.ln1_b, {C}),
                   .eps = config_.ln_eps});
     be.linear({.out = qkv,
                .x = ln1,
                .w = weight(wc.qkv_w, C, 3 * C),
-               .bias = View::f32(w.qkv_b, {3 * C}),
+               .bias = small(w.qkv_b, {3 * C}),
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
@@ -91,7 +110,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
     be.linear({.out = residual2,
                .x = atty,
                .w = weight(wc.attproj_w, C, C),
-               .bias = View::f32(w.attproj_b, {C}),
+               .bias = small(w.attproj_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -102,13 +121,13 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                   .mean = acts_.row(la.ln2_mean, N),
                   .rstd = acts_.row(la.ln2_rstd, N),
                   .x = residual2,
-                  .gamma = View::f32(w.ln2_w, {C}),
-                  .beta = View::f32(w.ln2_b, {C}),
+                  .gamma = small(w.ln2_w, {C}),
+                  .beta = small(w.ln2_b, {C}),
                   .eps = config_.ln_eps});
     be.linear({.out = fch_gelu,
                .x = ln2,
                .w = weight(wc.fc_w, C, 4 * C),
-               .bias = View::f32(w.fc_b, {4 * C}),
+               .bias = small(w.fc_b, {4 * C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasGelu,
@@ -118,7 +137,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
     be.linear({.out = residual,
                .x = fch_gelu,
                .w = weight(wc.fcproj_w, 4 * C, C),
-               .bias = View::f32(w.fcproj_b, {C}),
+               .bias = small(w.fcproj_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -130,8 +149,8 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
                 .mean = acts_.row(a_.lnf_mean, N),
                 .rstd = acts_.row(a_.lnf_rstd, N),
                 .x = residual,
-                .gamma = View::f32(w_.lnf_w, {C}),
-                .beta = View::f32(w_.lnf_b, {C}),
+                .gamma = small(w_.lnf_w, {C}),
+                .beta = small(w_.lnf_b, {C}),
                 .eps = config_.ln_eps});
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
   be.linear({.out = acts_.view(a_.logits, N, Vp),
@@ -153,10 +172,10 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   float* dloss = acts_.get(a_.dloss);
   const float d = count > 0 ? grad_scale / static_cast<float>(count) : 0.0f;
   for (int i = 0; i < N; ++i) dloss[i] = d;
-  // dlogits in place in the fp32 logits, or, with a 16-bit LM head operand, straight into that
-  // operand (one rounding, no fp32 dlogits pass; the sampled pass writes fp32 only);
-  // backward_impl reads whichever was written.
-  dlogits_lp_ready_ = backward && !draw && policy_.dlogits != StorageType::F32;
+  // dlogits in place in the logits when they share a dtype (fp32, or a GPU plan's 16 bits), or,
+  // beside fp32 logits, straight into the 16-bit LM head operand (one rounding, no fp32 dlogits
+  // pass; the sampled pass writes in place only); backward_impl reads whichever was written.
+  dlogits_lp_ready_ = backward && !draw && policy_.dlogits != policy_.logits;
   CrossEntropyArgs a;
   a.losses = acts_.row(a_.losses, N);
   a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
@@ -179,6 +198,7 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
 
 void Gpt2::backward_impl(const int* tokens, int B, int T) {
   Backend& be = *be_;
+  be.zero(lowp_grads());  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
   const bool rounded = mixed_;
@@ -188,7 +208,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
   // gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
   be.linear_backward(
       {.dx = dln,
-       .dw = View::f32(g_.wte, {Vp, C}).t(),
+       .dw = grad(g_.wte, {Vp, C}).t(),
        .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
        .x = acts_.view(a_.lnf, N, C),
        .w = weight(wte_c_, Vp, C).t(),
@@ -200,11 +220,11 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
       config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
   be.zero(dresidual);
   be.layernorm_backward({.dx = dresidual,
-                         .dgamma = View::f32(g_.lnf_w, {C}),
-                         .dbeta = View::f32(g_.lnf_b, {C}),
+                         .dgamma = grad(g_.lnf_w, {C}),
+                         .dbeta = grad(g_.lnf_b, {C}),
                          .dout = dln,
                          .x = last,
-                         .gamma = View::f32(w_.lnf_w, {C}),
+                         .gamma = small(w_.lnf_w, {C}),
                          .mean = acts_.row(a_.lnf_mean, N),
                          .rstd = acts_.row(a_.lnf_rstd, N)});
 
@@ -222,8 +242,8 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
     be.linear_backward({.dx = dfch_gelu,
-                        .dw = View::f32(g.fcproj_w, {4 * C, C}),
-                        .db = View::f32(g.fcproj_b, {C}),
+                        .dw = grad(g.fcproj_w, {4 * C, C}),
+                        .db = grad(g.fcproj_b, {C}),
                         .dy = dresidual,
                         .x = acts_.view(la.fch_gelu, N, 4 * C),
                         .w = weight(wc.fcproj_w, 4 * C, C),
@@ -231,8 +251,8 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
     be.linear_backward({.dx = dln,
-                        .dw = View::f32(g.fc_w, {C, 4 * C}),
-                        .db = View::f32(g.fc_b, {4 * C}),
+                        .dw = grad(g.fc_w, {C, 4 * C}),
+                        .db = grad(g.fc_b, {4 * C}),
                         .dy = dfch_gelu,
                         .x = acts_.view(la.ln2, N, C),
                         .w = weight(wc.fc_w, C, 4 * C),
@@ -242,18 +262,18 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                         .pre = acts_.view(la.fch, N, 4 * C),
                         .scratch = acts_.work(a_.dfch)});
     be.layernorm_backward({.dx = dresidual,
-                           .dgamma = View::f32(g.ln2_w, {C}),
-                           .dbeta = View::f32(g.ln2_b, {C}),
+                           .dgamma = grad(g.ln2_w, {C}),
+                           .dbeta = grad(g.ln2_b, {C}),
                            .dout = dln,
                            .x = acts_.view(la.residual2, N, C),
-                           .gamma = View::f32(w.ln2_w, {C}),
+                           .gamma = small(w.ln2_w, {C}),
                            .mean = acts_.row(la.ln2_mean, N),
                            .rstd = acts_.row(la.ln2_rstd, N)});
 
     // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
     be.linear_backward({.dx = datty,
-                        .dw = View::f32(g.attproj_w, {C, C}),
-                        .db = View::f32(g.attproj_b, {C}),
+                        .dw = grad(g.attproj_w, {C, C}),
+                        .db = grad(g.attproj_b, {C}),
                         .dy = dresidual,
                         .x = acts_.view(la.atty, N, C),
                         .w = weight(wc.attproj_w, C, C),
@@ -270,28 +290,31 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                            .NH = NH,
                            .types = at_});
     be.linear_backward({.dx = dln,
-                        .dw = View::f32(g.qkv_w, {C, 3 * C}),
-                        .db = View::f32(g.qkv_b, {3 * C}),
+                        .dw = grad(g.qkv_w, {C, 3 * C}),
+                        .db = grad(g.qkv_b, {3 * C}),
                         .dy = dqkv,
                         .x = acts_.view(la.ln1, N, C),
                         .w = weight(wc.qkv_w, C, 3 * C),
                         .math = lin,
                         .w_rounded = rounded});
     be.layernorm_backward({.dx = dresidual,
-                           .dgamma = View::f32(g.ln1_w, {C}),
-                           .dbeta = View::f32(g.ln1_b, {C}),
+                           .dgamma = grad(g.ln1_w, {C}),
+                           .dbeta = grad(g.ln1_b, {C}),
                            .dout = dln,
                            .x = residual,
-                           .gamma = View::f32(w.ln1_w, {C}),
+                           .gamma = small(w.ln1_w, {C}),
                            .mean = acts_.row(la.ln1_mean, N),
                            .rstd = acts_.row(la.ln1_rstd, N)});
   }
-  be.embedding_backward({.dword = View::f32(g_.wte, {Vp, C}),
-                         .dpos = View::f32(g_.wpe, {config_.block_size, C}),
+  be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),
+                         .dpos = grad(g_.wpe, {config_.block_size, C}),
                          .dout = dresidual,
                          .tokens = tokens,
                          .B = B,
                          .T = T});
+  // The gradients are final: a GPU's plan widens its 16-bit ones into the fp32 masters.
+  if (grads_lp_.size() > 0)
+    be.accumulate(View::f32(grads_.data(), {static_cast<std::int64_t>(grads_.size())}), lowp_grads());
 }
 
 }  // namespace mptrain

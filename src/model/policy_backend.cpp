@@ -1,8 +1,8 @@
 // The policy's questions to the backend and the refusals (model/policy_backend.h).
 #include "model/policy_backend.h"
 
+#include <initializer_list>
 #include <string>
-#include <utility>
 
 #include "core/error.h"
 
@@ -14,27 +14,55 @@ AttentionDtypes attention_dtypes(const Policy& policy) {
           policy.rule(OpKind::AttnValues).compute};
 }
 
-void check_cpu_runs(const Policy& policy) {
-  const std::pair<const char*, StorageType> between[] = {{"residual stream", policy.residual_stream},
-                                                         {"logits", policy.logits},
-                                                         {"activation gradients", policy.activation_grads},
-                                                         {"weight gradients", policy.weight_grads},
-                                                         {"non-GEMM weights", policy.small_weights}};
-  for (const auto& [what, t] : between)
-    if (t != StorageType::F32)
-      throw Error(std::string("[precision] the CPU models keep the ") + what + " in fp32, not " +
-                  storage_name(t));
+namespace {
+
+// Throws the refusal unless be.supports(op, types, math); names the tensors as backend.cpp's
+// table does.
+void need(const Backend& be, Op op, std::initializer_list<const char*> names,
+          std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) {
+  if (be.supports(op, types, math)) return;
+  std::string what;
+  auto name = names.begin();
+  for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
+  if (math != ComputeType::F32) what += std::string(" with ") + compute_name(math) + " products";
+  throw Error(std::string("[precision] the ") + be.name() + " backend has no " + backend_op_name(op) +
+              " kernel for " + what + " (the policy's dtypes; see mptrain explain)");
 }
 
-void check_operands_supported(const Policy& policy, const Backend& be) {
-  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
-    const ComputeType c = policy.rule(op).compute;
-    if (policy.operand(op) != be.operand_storage(c))
-      throw Error(std::string("[precision] ") + op_name(op) + ": the policy multiplies " + compute_name(c) +
-                  " on " + storage_name(policy.operand(op)) + " operands, the " + be.name() + " backend on " +
-                  storage_name(be.operand_storage(c)) +
-                  " (make the policy with this backend's capabilities)");
-  }
+}  // namespace
+
+void check_policy_supported(const Policy& policy, const Backend& be) {
+  const OpRule &lin = policy.rule(OpKind::Linear), &head = policy.rule(OpKind::LmHead),
+               &ln = policy.rule(OpKind::LayerNorm), &gelu = policy.rule(OpKind::Gelu);
+  const StorageType w = policy.operand(OpKind::Linear), hw = policy.operand(OpKind::LmHead);
+  const StorageType stream = policy.residual_stream, small = policy.small_weights,
+                    dact = policy.activation_grads, dw = policy.weight_grads;
+  need(be, Op::ToOperand, {"dst", "src"}, {w, StorageType::F32}, lin.compute);
+  need(be, Op::ToOperand, {"dst", "src"}, {hw, StorageType::F32}, head.compute);
+  need(be, Op::Embedding, {"out", "word"}, {stream, small});
+  need(be, Op::LayerNorm, {"out", "x", "gamma"}, {ln.output, stream, small});
+  need(be, Op::Linear, {"out", "x", "w"}, {lin.output, ln.output, w}, lin.compute);
+  need(be, Op::LinearActivation, {"out", "x", "w", "pre"}, {gelu.output, ln.output, w, lin.output},
+       lin.compute);
+  need(be, Op::LinearResidual, {"out", "x", "w", "residual"}, {stream, gelu.output, w, stream}, lin.compute);
+  const AttentionDtypes at = attention_dtypes(policy);
+  need(be, Op::Attention, {"qkv", "probs", "out"}, {at.qkv, at.probs, at.out}, at.scores);
+  need(be, Op::AttentionBackward, {"qkv", "probs", "out"}, {at.qkv, at.probs, at.out}, at.scores);
+  need(be, Op::Linear, {"out", "x", "w"}, {policy.logits, ln.output, hw}, head.compute);
+  need(be, Op::CrossEntropy, {"dlogits", "logits"}, {policy.dlogits, policy.logits});
+  need(be, Op::LinearBackward, {"dx", "dw", "dy", "x", "w"}, {dact, dw, policy.dlogits, ln.output, hw},
+       head.compute);
+  need(be, Op::LinearBackward, {"dx", "dw", "dy", "x", "w"}, {dact, dw, dact, gelu.output, w}, lin.compute);
+  need(be, Op::LinearActivationBackward, {"dx", "dw", "dy", "x", "w", "pre"},
+       {dact, dw, dact, ln.output, w, lin.output}, lin.compute);
+  need(be, Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"}, {dact, dw, dact, stream, small});
+  need(be, Op::EmbeddingBackward, {"dword", "dout"}, {dw, dact});
+  if (dw != StorageType::F32) need(be, Op::Accumulate, {"dst", "src"}, {StorageType::F32, dw});
+}
+
+size_t lowp_grad_floats(size_t num_params, const Policy& policy) {
+  if (policy.weight_grads == StorageType::F32) return 0;
+  return (num_params * storage_bytes(policy.weight_grads) + sizeof(float) - 1) / sizeof(float);
 }
 
 }  // namespace mptrain

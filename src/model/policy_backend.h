@@ -1,7 +1,10 @@
 // What a model asks of the backend under its precision policy, in one place: the attention's
-// dtypes as the op interface takes them, and the checks that refuse, when the model is built, a
-// policy the backend cannot run (one line naming the op or tensor and the dtypes).
+// dtypes as the op interface takes them, the check that refuses, when the model is built, a
+// policy the backend cannot run (one line naming the op and the dtypes), and the 16-bit weight
+// gradients a GPU's plan keeps per micro-batch.
 #pragma once
+#include <cstddef>
+
 #include "backend/backend.h"
 #include "precision/policy.h"
 
@@ -9,12 +12,13 @@ namespace mptrain {
 
 // The attention's dtypes and arithmetic under `policy`, as the op interface takes them.
 AttentionDtypes attention_dtypes(const Policy& policy);
-// Throws Error when the policy keeps a tensor between ops in a dtype the models do not run yet:
-// the residual stream, logits, activation and weight gradients and non-GEMM weights are fp32
-// (the fused cross-entropy reads fp32 logits and writes dlogits in place).
-void check_cpu_runs(const Policy& policy);
-// Throws Error when the policy's GEMM operand storages are not what the backend multiplies (a
-// policy made for other capabilities than be.caps()).
-void check_operands_supported(const Policy& policy, const Backend& be);
+// Throws Error "[precision] the <backend> backend has no <op> kernel for <tensor>=<dtype> ..."
+// when `be` cannot run an op of a transformer's pass in the dtypes the policy gives it (the
+// CPU backend runs every policy, a GPU's plan included: backend/cpu/widening.h).
+void check_policy_supported(const Policy& policy, const Backend& be);
+// Floats of the buffer holding one micro-batch's weight gradients in policy.weight_grads (a
+// GPU's plan: 16 bits, widened into the fp32 master gradients after each backward); 0 when the
+// pass accumulates into the fp32 masters directly.
+size_t lowp_grad_floats(size_t num_params, const Policy& policy);
 
 }  // namespace mptrain

@@ -1,6 +1,9 @@
 // The GEMM weight copies: carving, lookup and the refresh from the master weights.
 #include "model/weight_copies.h"
 
+#include <algorithm>
+#include <string>
+
 #include "core/error.h"
 
 namespace mptrain {
@@ -25,7 +28,8 @@ size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // The layout: copies in parameter-table order; a run of copies of consecutive table entries
 // in one storage type is packed (so that tensors the model multiplies as one, like BERT's
-// query | key | value, stay one operand), and every run starts 64-byte aligned.
+// query | key | value, stay one operand), and every run starts 64-byte aligned. Under a GPU's
+// plan the weights no GEMM reads get copies too, in the policy's small_weights storage.
 size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
                             std::vector<Entry>* entries) {
   if (entries) entries->assign(table.specs().size(), Entry{});
@@ -36,13 +40,16 @@ size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const 
     const ParamSpec& spec = table.specs()[s];
     const GemmReader r = reader(spec);
     const ComputeType c = gemm_reader_compute(r, policy);
-    if (c == ComputeType::F32) {  // fp32 GEMMs read the master weights
+    const bool small = r == GemmReader::None && policy.small_weights != StorageType::F32;
+    if (entries) (*entries)[s] = {0, spec.offset, spec.numel, StorageType::F32, c, false};
+    if (c == ComputeType::F32 && !small) {  // fp32 GEMMs and fp32 small weights read the masters
       run = false;
       continue;
     }
-    const StorageType t = policy.operand(r == GemmReader::LmHead ? OpKind::LmHead : OpKind::Linear);
+    const StorageType t = small ? policy.small_weights
+                                : policy.operand(r == GemmReader::LmHead ? OpKind::LmHead : OpKind::Linear);
     if (!(run && t == run_type)) bytes = aligned(bytes);
-    if (entries) (*entries)[s] = {bytes, spec.offset, spec.numel, t, c};
+    if (entries) (*entries)[s] = {bytes, spec.offset, spec.numel, t, c, true};
     bytes += spec.numel * storage_bytes(t);
     run = true;
     run_type = t;
@@ -64,18 +71,36 @@ WeightRef WeightCopies::ref(const ParamTable& table, const std::string& name, co
   const ParamSpec& spec = table.get(name);
   const size_t s = static_cast<size_t>(&spec - table.specs().data());
   MPT_CHECK(s < entries_.size(), "weight copies used before setup");
-  const Entry& e = entries_[s];
-  if (e.compute == ComputeType::F32) return {params + spec.offset, StorageType::F32};
+  return read(entries_[s], params);
+}
+
+WeightRef WeightCopies::read(const Entry& e, const float* params) const {
+  if (!e.copied) return {params + e.param_offset, StorageType::F32};
   return {reinterpret_cast<const char*>(buf_.data()) + e.offset, e.type};
+}
+
+View WeightCopies::view(const float* master, const float* params,
+                        std::initializer_list<std::int64_t> dims) const {
+  const size_t offset = static_cast<size_t>(master - params);
+  const auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
+                                   [](const Entry& e, size_t o) { return e.param_offset < o; });
+  MPT_CHECK(it != entries_.end() && it->param_offset == offset,
+            "weight copies: no parameter starts at offset " + std::to_string(offset));
+  const WeightRef r = read(*it, params);
+  return View::of(r.ptr, r.type, dims);
 }
 
 void WeightCopies::refresh_if_stale(const float* params, Backend& be) {
   if (!stale_) return;
   for (const Entry& e : entries_) {
-    if (e.compute == ComputeType::F32) continue;
+    if (!e.copied) continue;
     const auto n = static_cast<std::int64_t>(e.numel);
-    be.to_operand(View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
-                  View::of(params + e.param_offset, StorageType::F32, {n}), e.compute);
+    const View copy = View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n});
+    const View master = View::of(params + e.param_offset, StorageType::F32, {n});
+    if (e.compute == ComputeType::F32)
+      be.cast(copy, master);  // a small weight: rounded once
+    else
+      be.to_operand(copy, master, e.compute);
   }
   stale_ = false;
 }

@@ -1,13 +1,16 @@
 // The low-precision copies of a model's GEMM weights (autocast's weight-cast cache), shared by
 // every model: which parameters a GEMM reads, the copy each gets in its GEMM's operand format
 // (bf16, fp16, TF32-rounded fp32), one buffer carved in parameter-table order, and the lazy
-// refresh from the fp32 master weights.
+// refresh from the fp32 master weights. A GPU's plan (policy.small_weights 16-bit) copies the
+// other weights too (LayerNorm gains, biases, position tables), each rounded once.
 //
 // Contract (the models' params() implements it): every writer of the parameters marks the
 // copies stale; the next forward calls refresh_if_stale before its first GEMM, so the copies
 // are rebuilt once per optimizer step.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,9 @@ class WeightCopies {
   void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy);
   // The operand for parameter `name` of the same table, whose master values live in params.
   WeightRef ref(const ParamTable& table, const std::string& name, const float* params) const;
+  // The tensor a pass reads for the parameter at `master` (a pointer into params at the start of
+  // a table entry): its copy, or the master itself, as a view of `dims`.
+  View view(const float* master, const float* params, std::initializer_list<std::int64_t> dims) const;
   void mark_stale() { stale_ = true; }
   bool stale() const { return stale_; }
   // Rebuilds every copy from params when stale.
@@ -58,8 +64,10 @@ class WeightCopies {
     size_t offset = 0;                   // bytes into buf_
     size_t param_offset = 0, numel = 0;  // the master tensor, in elements
     StorageType type = StorageType::F32;
-    ComputeType compute = ComputeType::F32;  // F32: no copy
+    ComputeType compute = ComputeType::F32;  // the reading GEMM's arithmetic (F32: a rounded small weight)
+    bool copied = false;                     // false: read from the master
   };
+  WeightRef read(const Entry& e, const float* params) const;
   // The layout (bytes in all; entries, one per table spec, when non-null).
   static size_t layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
                        std::vector<Entry>* entries);

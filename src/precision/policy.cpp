@@ -165,18 +165,30 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
   p.caps = caps;
   p.rules.resize(kNumOpKinds);
   auto set = [&](OpRule r) { p.rules[static_cast<size_t>(r.op)] = std::move(r); };
-  set({OpKind::Embedding, F32, f32, F32, F32, F32, "its output x (LayerNorm backward reads it)",
-       "wte[token] + wpe[t] in fp32: the residual stream starts fp32 (autocast leaves embedding in its fp32 "
-       "weights' dtype)"});
-  set({OpKind::LayerNorm, F32, f32, F32, lin_s, lin_s, "its output (the next GEMM's input) + mean, rstd fp32",
+  // A GPU's plan (caps.lowp_between_ops) keeps what flows between ops in the GEMMs' 16-bit type.
+  const StorageType lowp = caps.lowp_between_ops ? lin_s : F32;
+  const bool stream16 = lowp != F32;
+  const std::string lowp_name = storage_name(lowp);
+  set({OpKind::Embedding, F32, f32, F32, lowp, lowp, "its output x (LayerNorm backward reads it)",
+       stream16
+           ? "wte[token] + wpe[t] summed in fp32 from the " + lowp_name + " weight copies, written " +
+                 lowp_name + ": the GPU's residual stream starts " + lowp_name + " (llm.c)"
+           : "wte[token] + wpe[t] in fp32: the residual stream starts fp32 (autocast leaves embedding in its "
+             "fp32 weights' dtype)"});
+  set({OpKind::LayerNorm, lowp, f32, F32, lin_s, lin_s,
+       "its output (the next GEMM's input) + mean, rstd fp32",
        std::string(
            "fp32 statistics (autocast fp32 list); the output is written once in the dtype of the GEMM "
            "that reads it (") +
            storage_name(lin_s) + "): autocast writes fp32 and the linear casts it, the same values"});
   set({OpKind::Linear, lin_s, lin, F32, lin_s, lin_s, "its output when backward reads it (qkv, c_fc out)",
-       gemm_note(lin,
-                 "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in fp32 "
-                 "before the output is rounded; dW, db accumulate into fp32 master gradients")});
+       gemm_note(lin, stream16
+                          ? "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in "
+                            "fp32 before the output is rounded; dW, db are written 16-bit per micro-batch "
+                            "and widened into the fp32 master gradients (llm.c)"
+                          : "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in "
+                            "fp32 before the output is rounded; dW, db accumulate into fp32 master "
+                            "gradients")});
   set({OpKind::AttnScores, lin_s, scores, F32, F32, F32, "",
        gemm_note(scores,
                  "Q·K^T on the heads of qkv, written fp32 for the fp32 softmax (autocast would round "
@@ -191,29 +203,36 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
   set({OpKind::Gelu, lin_s, f32, F32, gelu_s, gelu_s, "its output (mlp.c_proj's input)",
        "math in fp32 registers, one rounding on output (as ATen's CPU bf16 kernels); autocast keeps an "
        "unlisted op in its input's dtype"});
-  set({OpKind::Residual, F32, f32, F32, F32, F32, "its output (the next LayerNorm's backward reads it)",
-       "the residual stream stays fp32; a low-precision linear output is widened on add (fp32 + bf16 -> "
-       "fp32)"});
-  set({OpKind::LmHead, lin_s, head, F32, F32, F32, "",
-       gemm_note(head,
-                 "logits = lnf·wte^T over the padded vocabulary. Logits are kept fp32 (autocast: bf16) "
-                 "because the fused cross-entropy reads fp32 and writes dlogits in place; the backward "
-                 "GEMMs read dlogits rounded to this dtype")});
-  set({OpKind::Loss, F32, f32, F32, F32, F32, "", "fused log-softmax + NLL in fp32 (autocast fp32 list)"});
+  set({OpKind::Residual, lowp, f32, F32, lowp, lowp, "its output (the next LayerNorm's backward reads it)",
+       stream16
+           ? "the GPU's residual stream is " + lowp_name +
+                 ": each add sums in fp32 and rounds once (llm.c; half the memory traffic of an fp32 stream)"
+           : std::string("the residual stream stays fp32; a low-precision linear output is widened on add "
+                         "(fp32 + bf16 -> fp32)")});
+  set({OpKind::LmHead, lin_s, head, F32, lowp, lowp, "",
+       gemm_note(head, stream16
+                           ? "logits = lnf·wte^T over the padded vocabulary, kept in the GPU's 16-bit type "
+                             "(autocast's choice too); the fused cross-entropy reads them in fp32 and "
+                             "writes dlogits in place, one rounding"
+                           : "logits = lnf·wte^T over the padded vocabulary. Logits are kept fp32 (autocast: "
+                             "bf16) because the fused cross-entropy reads fp32 and writes dlogits in "
+                             "place; the backward GEMMs read dlogits rounded to this dtype")});
+  set({OpKind::Loss, lowp, f32, F32, F32, F32, "", "fused log-softmax + NLL in fp32 (autocast fp32 list)"});
   set({OpKind::GradNorm, F32, f32, F32, F32, F32, "", "fp32 sum of squares over the fp32 master gradients"});
   set({OpKind::Optimizer, F32, f32, F32, F32, F32, "",
        "AdamW on fp32 master weights with two fp32 moments; the GEMM weight copies are refreshed from the "
        "master weights once per step (before the next forward)"});
   // Between the ops: the residual stream is what the residual adds write, the logits what the
   // LM head writes; the loss writes dlogits straight in the LM head backward's operand storage
-  // (one rounding, no fp32 pass). Gradients flow in fp32 and dW, db accumulate into the fp32
-  // master gradients; non-GEMM weights are read from the fp32 masters.
+  // (one rounding, no fp32 pass). On the CPU gradients flow in fp32, dW and db accumulate into
+  // the fp32 master gradients and non-GEMM weights are read from the fp32 masters; a GPU's plan
+  // keeps all of them 16-bit (dW, db widened into the fp32 master gradients once per range).
   p.residual_stream = p.rule(OpKind::Residual).output;
   p.logits = p.rule(OpKind::LmHead).output;
   p.dlogits = p.operand(OpKind::LmHead);
-  p.activation_grads = F32;
-  p.weight_grads = F32;
-  p.small_weights = F32;
+  p.activation_grads = lowp;
+  p.weight_grads = lowp;
+  p.small_weights = lowp;
   return p;
 }
 

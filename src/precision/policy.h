@@ -65,8 +65,17 @@ struct BackendCaps {
   // fp16 GEMM kernels (oneDNN's where the CPU has AVX512-FP16; tensor cores on a GPU). Without
   // them an fp16 GEMM is emulated exactly: fp16 values held in fp32 storage, the fp32 kernel.
   bool fp16_gemm = false;
+  // The tensors between ops (residual stream, logits and dlogits, activation and weight
+  // gradients, the non-GEMM weights) in the GEMMs' 16-bit type, as llm.c keeps them on a GPU:
+  // half the memory traffic of every elementwise kernel, one storage type per kernel. Each
+  // residual add, gradient and weight read then rounds once more than on the CPU's fp32 stream.
+  bool lowp_between_ops = false;
   bool operator==(const BackendCaps&) const = default;
 };
+
+// The capabilities the CUDA backend has (tensor-core fp16 GEMMs, the 16-bit stream): the
+// policy `--device cuda` runs, which `--policy-of cuda` also runs on the CPU backend.
+constexpr BackendCaps kCudaCaps{.fp16_gemm = true, .lowp_between_ops = true};
 
 // One op's dtype forced by --op-precision op=dtype.
 struct OpOverride {
@@ -86,16 +95,16 @@ struct Policy {
 
   // The backend the dtypes below were chosen for.
   BackendCaps caps;
-  // The tensors between ops, which no single rule owns. Today's plan keeps them all fp32 except
-  // dlogits; a GPU plan keeps them 16-bit.
-  StorageType residual_stream = StorageType::F32;  // embedding output, residual adds, LayerNorm inputs
-  StorageType logits = StorageType::F32;           // the LM head's output, which the fused loss reads
-  StorageType dlogits = StorageType::F32;          // what the loss writes for the LM head's backward GEMMs
-  StorageType activation_grads = StorageType::F32; // gradients between ops (dresidual, LayerNorm's dinp)
-  StorageType weight_grads = StorageType::F32;     // the dtype dW and db are computed in, before the fp32
-                                                   // master gradients (fp32: accumulated there directly)
-  StorageType small_weights = StorageType::F32;    // how non-GEMM weights are read: LayerNorm gains and
-                                                   // biases, linear biases, the position embeddings
+  // The tensors between ops, which no single rule owns. The CPU's plan keeps them all fp32
+  // except dlogits; with caps.lowp_between_ops (a GPU's plan) they are the GEMMs' 16-bit type.
+  StorageType residual_stream = StorageType::F32;   // embedding output, residual adds, LayerNorm inputs
+  StorageType logits = StorageType::F32;            // the LM head's output, which the fused loss reads
+  StorageType dlogits = StorageType::F32;           // what the loss writes for the LM head's backward GEMMs
+  StorageType activation_grads = StorageType::F32;  // gradients between ops (dresidual, LayerNorm's dinp)
+  StorageType weight_grads = StorageType::F32;      // the dtype dW and db are computed in, before the fp32
+                                                    // master gradients (fp32: accumulated there directly)
+  StorageType small_weights = StorageType::F32;     // how non-GEMM weights are read: LayerNorm gains and
+                                                    // biases, linear biases, the position embeddings
 
   const OpRule& rule(OpKind op) const { return rules[static_cast<size_t>(op)]; }
   // The storage a GEMM op (Linear, AttnScores, AttnValues, LmHead) reads its operands in: its

@@ -65,8 +65,8 @@ class BertTask final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, Precision precision) const override {
-    return bert_footprint(config_, precision, bert_.max_predictions);
+  ModelFootprint footprint(const TrainOptions&, const Policy& policy) const override {
+    return bert_footprint(config_, policy, bert_.max_predictions);
   }
   double flops_per_token(const TrainOptions& opt) const override {
     return bert_flops_per_token(config_, opt.seq);
@@ -79,8 +79,8 @@ class BertTask final : public TrainTask {
   void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
   const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
 
-  void build(cpu::Context& ctx, Precision precision) override {
-    model_ = std::make_unique<Bert>(config_, ctx, precision);
+  void build(cpu::Context& ctx, const Policy& policy) override {
+    model_ = std::make_unique<Bert>(config_, ctx, policy);
   }
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
@@ -222,11 +222,16 @@ class BertTask final : public TrainTask {
 }  // namespace
 
 ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int max_predictions) {
-  // The model's own plan and weight copies (model/bert.h), built without allocating; fp16 GEMMs
-  // assumed not native (fp32 operands, the larger), as for GPT-2 (train/memory_estimate.cpp).
-  const Policy policy = make_policy(precision, {}, BackendCaps{.fp16_gemm = false});
+  // fp16 GEMMs assumed not native (fp32 operands, the larger), as for GPT-2
+  // (train/memory_estimate.cpp).
+  return bert_footprint(config, make_policy(precision, {}, BackendCaps{.fp16_gemm = false}), max_predictions);
+}
+
+ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, int max_predictions) {
+  // The model's own plan and weight copies (model/bert.h), built without allocating.
   ModelFootprint f;
   f.num_params = bert_param_table(config).total();
+  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy, max_predictions, be = cpu_sizing_backend()](int B, int T) {
     return bert_activation_plan(config, policy, *be, B, T, B * max_predictions).total_bytes();

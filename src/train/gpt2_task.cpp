@@ -27,7 +27,8 @@ class Gpt2Task final : public TrainTask {
     MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
     MPT_CHECK(ckpt_dir.empty() || !is_bert_checkpoint(ckpt_dir),
               "checkpoint '" + ckpt_dir + "' is a BERT model; train it with --model bert");
-    config_ = ckpt_dir.empty() ? gpt2_preset(opt.preset, opt.vocab_multiple) : load_checkpoint_config(ckpt_dir);
+    config_ =
+        ckpt_dir.empty() ? gpt2_preset(opt.preset, opt.vocab_multiple) : load_checkpoint_config(ckpt_dir);
     MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
                                                  " is longer than the model's context of " +
                                                  std::to_string(config_.block_size) + " positions");
@@ -37,14 +38,18 @@ class Gpt2Task final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, Precision precision) const override {
-    return gpt2_footprint(config_, precision);
+  ModelFootprint footprint(const TrainOptions&, const Policy& policy) const override {
+    return gpt2_footprint(config_, policy);
   }
-  double flops_per_token(const TrainOptions& opt) const override { return gpt2_flops_per_token(config_, opt.seq); }
+  double flops_per_token(const TrainOptions& opt) const override {
+    return gpt2_flops_per_token(config_, opt.seq);
+  }
   nlohmann::json model_json() const override { return gpt2_model_json(config_); }
   void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
 
-  void build(cpu::Context& ctx, Precision precision) override { model_ = std::make_unique<Gpt2>(config_, ctx, precision); }
+  void build(cpu::Context& ctx, const Policy& policy) override {
+    model_ = std::make_unique<Gpt2>(config_, ctx, policy);
+  }
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
   FloatBuffer& grads() override { return model_->grads(); }
@@ -66,11 +71,13 @@ class Gpt2Task final : public TrainTask {
   void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
                 double tokens_per_step) const override {
     monitor.sayf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
-                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(), config_.n_layer,
-                 config_.n_head, config_.n_embd, config_.vocab_size, config_.padded_vocab_size);
-    monitor.sayf("batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
-                 "shard(s)\n",
-                 B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards());
+                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(),
+                 config_.n_layer, config_.n_head, config_.n_embd, config_.vocab_size,
+                 config_.padded_vocab_size);
+    monitor.sayf(
+        "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
+        "shard(s)\n",
+        B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards());
   }
 
   StepModel step_model(const TrainOptions&) override {
@@ -86,14 +93,16 @@ class Gpt2Task final : public TrainTask {
     // Sophia's estimate reuses the step's last micro-batch (inputs_ still holds it) and targets_
     // as the buffer for the sampled labels.
     m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
-      return model_->forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, grad_scale, seed, counter);
+      return model_->forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, grad_scale, seed,
+                                              counter);
     };
     return m;
   }
   StepExtras step_extras(Communicator&) override { return {}; }
   bool has_device_step() const override { return true; }
-  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision, const Optimizer& optimizer,
-                                                     LossScaler* scaler, const DeviceParallel& par) override {
+  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision,
+                                                     const Optimizer& optimizer, LossScaler* scaler,
+                                                     const DeviceParallel& par) override {
     return make_gpt2_cuda_stepper(config_, precision, B_, T_, optimizer, scaler, par);
   }
   NextBatchFn next_batch() override {
@@ -134,7 +143,8 @@ class Gpt2Task final : public TrainTask {
     }
     return "---- sample ----\n" + text + "\n----------------";
   }
-  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state, int keep_last) override {
+  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state,
+            int keep_last) override {
     TrainState s;
     static_cast<RunState&>(s) = state;
     s.train_pos = train_->position();

@@ -125,12 +125,16 @@ std::shared_ptr<const Backend> cpu_sizing_backend() {
 }
 
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
-  // The model's own plan and weight copies (model/gpt2.h), built without allocating. Whether
-  // oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32 operands, the
-  // larger), so the estimate errs high.
-  const Policy policy = make_policy(precision, {}, BackendCaps{.fp16_gemm = false});
+  // Whether oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32
+  // operands, the larger), so the estimate errs high.
+  return gpt2_footprint(config, make_policy(precision, {}, BackendCaps{.fp16_gemm = false}));
+}
+
+ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy) {
+  // The model's own plan and weight copies (model/gpt2.h), built without allocating.
   ModelFootprint f;
   f.num_params = gpt2_param_table(config).total();
+  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy, be = cpu_sizing_backend()](int B, int T) {
     return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
@@ -143,7 +147,7 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   constexpr size_t kOptimizerStates = 2;  // AdamW: m, v; Sophia: m, h (optim/*.h)
   MemoryEstimate e;
   e.params = n * sizeof(float);
-  e.grads = n * sizeof(float);
+  e.grads = n * sizeof(float) + model.lowp_grad_bytes;
   e.optimizer = kOptimizerStates * n * sizeof(float);
   if (o.zero == 1 && world > 1)
     e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole

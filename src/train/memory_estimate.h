@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "model/gpt2_config.h"
+#include "precision/policy.h"
 #include "precision/precision.h"
 
 namespace mptrain {
@@ -28,7 +29,7 @@ struct TrainOptions;
 // Bytes a training process holds, by role.
 struct MemoryEstimate {
   size_t params = 0;         // fp32 master weights
-  size_t grads = 0;          // fp32 gradients
+  size_t grads = 0;          // fp32 gradients (and a GPU plan's 16-bit ones of a micro-batch)
   size_t optimizer = 0;      // optimizer state (under ZeRO-1: this rank's shard, plus the whole
                              // state gathered on rank 0 while a checkpoint is written)
   size_t activations = 0;    // the model's activation plan for one B x T micro-batch
@@ -49,11 +50,13 @@ inline constexpr int kMaxThreadsPerCore = 4;
 // plan's bytes for a B x T micro-batch (built without allocating).
 struct ModelFootprint {
   size_t num_params = 0;
+  size_t lowp_grad_bytes = 0;  // a GPU plan's 16-bit weight gradients (model/policy_backend.h)
   size_t weight_copy_bytes = 0;
   std::function<size_t(int B, int T)> activation_bytes;
 };
 // GPT-2's, from its own plan and weight copies (model/gpt2.h).
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
+ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy);
 
 // The CPU backend the footprints ask what an attention keeps (it owns its context).
 std::shared_ptr<const Backend> cpu_sizing_backend();

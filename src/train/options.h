@@ -2,10 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/progress.h"
 #include "optim/adamw.h"
@@ -18,10 +17,10 @@ struct TrainOptions {
   std::string preset = "d6";
   int vocab_multiple = 128;
   // data
-  std::string train_data;  // glob of train shards
-  std::string val_data;    // glob of val shards (optional)
-  int batch = 4;           // B, sequences per micro-batch
-  int seq = 256;           // T
+  std::string train_data;          // glob of train shards
+  std::string val_data;            // glob of val shards (optional)
+  int batch = 4;                   // B, sequences per micro-batch
+  int seq = 256;                   // T
   int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = B·T (no accumulation)
   // optimisation
   int64_t steps = 100;
@@ -32,7 +31,7 @@ struct TrainOptions {
   std::string optimizer = "adamw";  // adamw | sophia
   AdamWHyper adamw;
   SophiaHyper sophia;
-  std::string recipe;  // the --recipe applied, if any (informational)
+  std::string recipe;      // the --recipe applied, if any (informational)
   float grad_clip = 1.0f;  // 0 = off
   // precision (precision/precision.h): fp32 | tf32 | bf16 | fp16. Empty = not given: fp32 for
   // a new run (also with --init-from), the checkpoint's precision on --resume. A value given
@@ -43,6 +42,9 @@ struct TrainOptions {
   // auto (cuda where the run can use a GPU, else cpu: trainer.cpp's resolve_auto_device). The
   // default stays cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md's status).
   std::string device = "cpu";
+  // Whose precision plan the CPU runs: "" (its own) or "cuda" (the 16-bit stream, logits and
+  // gradients a GPU keeps: CI's check of the GPU's plan; model/policy_backend.h).
+  std::string policy_of;
   // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
   // growth_interval. On --resume the checkpoint's scale and counter are restored instead.
   float loss_scale_init = 65536.0f;
@@ -58,16 +60,16 @@ struct TrainOptions {
   int64_t save_every = 0;  // 0 = only at the end
   int keep_last = 0;       // 0 = keep all
   std::string run_dir = "runs/latest";
-  std::string resume;  // checkpoint or run dir
+  std::string resume;     // checkpoint or run dir
   std::string init_from;  // checkpoint or run dir whose weights start a fresh run (step 0)
   // run
   uint64_t seed = 1337;
   bool deterministic = false;
-  int threads = 0;  // 0 = OpenMP's default
+  int threads = 0;     // 0 = OpenMP's default
   int log_every = 10;  // a log line every N steps (terminal or not); the bar in between on a terminal
   ProgressMode progress = ProgressMode::kAuto;  // kAuto: a bar on a terminal, plain lines otherwise
-  bool quiet = false;        // only errors and the final summary
-  double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
+  bool quiet = false;                           // only errors and the final summary
+  double peak_tflops = 0.0;                     // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string vocab_dir;
   // numeric guards (train/numeric_guard.h) and resource limits (train/memory_estimate.h)
   std::string on_nan = "stop";  // stop | rollback: what a non-finite loss or gradient does

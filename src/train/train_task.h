@@ -12,15 +12,15 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/buffer.h"
 #include "model/param_table.h"
 #include "optim/optimizer.h"
+#include "precision/policy.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/device_step.h"
@@ -62,8 +62,9 @@ class TrainTask {
   // The run state in ckpt_dir's state.json (Error for another family's or a malformed one).
   // The task keeps the data position it records for the next open_data or seek_to_checkpoint.
   virtual RunState read_state(const std::string& ckpt_dir) = 0;
-  // For the memory estimate: parameter count, weight copies, activation bytes per (B, T).
-  virtual ModelFootprint footprint(const TrainOptions& opt, Precision precision) const = 0;
+  // For the memory estimate: parameter count, weight copies, activation bytes per (B, T), under
+  // the run's precision policy.
+  virtual ModelFootprint footprint(const TrainOptions& opt, const Policy& policy) const = 0;
   // Training FLOPs per token at the run's T (the TFLOP/s and MFU columns).
   virtual double flops_per_token(const TrainOptions& opt) const = 0;
   // config.json's "model" object (train/run_files.h).
@@ -74,7 +75,7 @@ class TrainTask {
   virtual const char* decay_note() const { return ""; }
 
   // --- the model ---
-  virtual void build(cpu::Context& ctx, Precision precision) = 0;
+  virtual void build(cpu::Context& ctx, const Policy& policy) = 0;
   virtual const ParamTable& table() const = 0;
   // Non-const access marks the model's low-precision weight copies stale (model/gpt2.h).
   virtual FloatBuffer& params() = 0;
@@ -102,8 +103,10 @@ class TrainTask {
   // (after open_data) with the training loader's next micro-batch to feed it.
   virtual bool has_device_step() const { return false; }
   // optimizer: the run's host optimizer (its kind and hyper-parameters; checkpoints carry its state).
-  virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/, Precision /*precision*/,
-                                                             const Optimizer& /*optimizer*/, LossScaler* /*scaler*/,
+  virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/,
+                                                             Precision /*precision*/,
+                                                             const Optimizer& /*optimizer*/,
+                                                             LossScaler* /*scaler*/,
                                                              const DeviceParallel& /*par*/) {
     return nullptr;
   }

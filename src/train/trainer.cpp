@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -24,14 +25,15 @@
 #include "optim/make_optimizer.h"
 #include "optim/schedule.h"
 #include "precision/loss_scaler.h"
+#include "precision/policy.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
 #include "train/device_step.h"
-#include "train/run_monitor.h"
+#include "train/gpt2_task.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
+#include "train/run_monitor.h"
 #include "train/step.h"
-#include "train/gpt2_task.h"
 #include "train/train_task.h"
 
 namespace mptrain {
@@ -55,10 +57,12 @@ std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt, const TrainTask& 
   if (!task.has_device_step())
     return GpuRefusal{"this model has no GPU step", "[train] --device cuda: this model has no GPU step"};
   if (!opt.fault_inf_grad_steps.empty())
-    return GpuRefusal{"--fault-inf-grad runs on the CPU only", "[train] --fault-inf-grad is not supported with --device cuda"};
+    return GpuRefusal{"--fault-inf-grad runs on the CPU only",
+                      "[train] --fault-inf-grad is not supported with --device cuda"};
   if (!cuda_compiled())
-    return GpuRefusal{"this build has no CUDA backend",
-                      "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)"};
+    return GpuRefusal{
+        "this build has no CUDA backend",
+        "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)"};
   const int devices = cuda_device_count();
   if (devices <= 0)
     return GpuRefusal{"no CUDA device is visible", "[train] --device cuda: no CUDA device is visible (" +
@@ -123,14 +127,17 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
   MPT_CHECK(opt.resume.empty() || opt.init_from.empty(),
-            "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one of them");
+            "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one "
+            "of them");
   std::string resume_dir, init_dir;
   RunState resumed;  // the checkpoint's state when resuming
   if (!opt.resume.empty()) {
     resume_dir = resolve_checkpoint(opt.resume);
     MPT_CHECK(checkpoint_has_optimizer_state(resume_dir),
-              "checkpoint '" + resume_dir + "' holds weights only (no optimizer state), so it cannot be resumed; "
-              "start a new run from its weights with --init-from " + opt.resume);
+              "checkpoint '" + resume_dir +
+                  "' holds weights only (no optimizer state), so it cannot be resumed; "
+                  "start a new run from its weights with --init-from " +
+                  opt.resume);
   } else if (!opt.init_from.empty()) {
     init_dir = resolve_checkpoint(opt.init_from);
   }
@@ -141,9 +148,10 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // and return, without a step, a metrics record or a zero-filled summary.
   if (!resume_dir.empty() && resumed.step >= opt.steps) {
     if (comm->is_root())
-      std::printf("run complete: checkpoint %s is at step %lld of --steps %lld; nothing to train "
-                  "(raise --steps to continue it)\n",
-                  resume_dir.c_str(), static_cast<long long>(resumed.step), static_cast<long long>(opt.steps));
+      std::printf(
+          "run complete: checkpoint %s is at step %lld of --steps %lld; nothing to train "
+          "(raise --steps to continue it)\n",
+          resume_dir.c_str(), static_cast<long long>(resumed.step), static_cast<long long>(opt.steps));
     TrainSummary complete;
     complete.steps_done = resumed.step;
     complete.last_checkpoint = resume_dir;
@@ -161,19 +169,26 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   task.check_supported(precision, optimizer_kind);
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
-  MPT_CHECK(!needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
-            "--loss-scale-init must be finite and positive");
+  MPT_CHECK(
+      !needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
+      "--loss-scale-init must be finite and positive");
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
+  MPT_CHECK(opt.policy_of != "cuda" || opt.device == "cpu",
+            "--policy-of runs another device's plan on the CPU backend: it needs --device cpu");
   cpu::Context ctx;
+  // The dtypes of every tensor: this CPU's plan, or (--policy-of cuda) the one a GPU runs,
+  // served here by widening around the fp32 kernels (backend/cpu/widening.h).
+  const Policy policy =
+      make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : cpu::CpuBackend(ctx).caps());
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h).
-  const ModelFootprint footprint = task.footprint(opt, precision);
+  const ModelFootprint footprint = task.footprint(opt, policy);
   if (footprint.activation_bytes) check_memory_fits(opt, footprint, world);
-  task.build(ctx, precision);
+  task.build(ctx, policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) {
-    scaler = std::make_unique<LossScaler>(
-        LossScalerConfig{.init_scale = opt.loss_scale_init, .growth_interval = opt.loss_scale_growth_interval});
+    scaler = std::make_unique<LossScaler>(LossScalerConfig{
+        .init_scale = opt.loss_scale_init, .growth_interval = opt.loss_scale_growth_interval});
     if (resumed.has_loss_scaler)
       scaler->restore(resumed.loss_scale, resumed.growth_tracker, resumed.skipped_steps);
   }
@@ -206,7 +221,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   dp.broadcast_params(task.params().data());  // every rank starts from rank 0's bits
   state.options = opt.to_json();
   state.precision = opt.precision;
-  state.has_loss_scaler = false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
+  state.has_loss_scaler =
+      false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
   task.open_data(opt, state, comm->rank(), world);  // plans activations; at the resumed position
 
   const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, lr_shape};
@@ -214,33 +230,41 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   const double flops_per_step = task.flops_per_token(opt) * tokens_per_step;
   // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
   RunMonitor monitor(opt, task.model_json(),
-                     {task.table().total(), tokens_per_step, flops_per_step, omp_get_max_threads(), state.step,
-                      resume_dir, comm->rank(), world, precision});
+                     {task.table().total(), tokens_per_step, flops_per_step, omp_get_max_threads(),
+                      state.step, resume_dir, comm->rank(), world, precision});
   task.describe(monitor, opt, !resume_dir.empty() || !init_dir.empty(), accum, tokens_per_step);
   if (optimizer_kind == OptimizerKind::Sophia)
-    monitor.sayf("optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = %.0f\n",
-                 opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
-                 (long long)opt.sophia.k, tokens_per_step);
+    monitor.sayf(
+        "optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = "
+        "%.0f\n",
+        opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
+        (long long)opt.sophia.k, tokens_per_step);
   else
-    monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1, opt.adamw.beta2,
-                 opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());
+    monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1,
+                 opt.adamw.beta2, opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());
   if (lr_shape != LrShape::Cosine)
-    monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n", lr_shape_name(lr_shape),
-                 (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
+    monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n",
+                 lr_shape_name(lr_shape), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (world > 1)
-    monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s\n", world,
-                 on_cuda ? "gradients over NCCL, bootstrapped over MPI" : comm->backend(),
-                 comm->topology().launcher.c_str(),
-                 dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
-  if (!resume_dir.empty()) monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
-  if (!init_dir.empty()) monitor.sayf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
+    monitor.sayf(
+        "data parallel: %d ranks (%s, launched by %s), %s\n", world,
+        on_cuda ? "gradients over NCCL, bootstrapped over MPI" : comm->backend(),
+        comm->topology().launcher.c_str(),
+        dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
+  if (!resume_dir.empty())
+    monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
+  if (!init_dir.empty())
+    monitor.sayf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
   if (!resume_dir.empty() && precision != ckpt_precision)
-    monitor.sayf("precision %s given; the checkpoint trained in %s (weights and optimizer state are fp32 in both)\n",
-                 precision_name(precision), precision_name(ckpt_precision));
+    monitor.sayf(
+        "precision %s given; the checkpoint trained in %s (weights and optimizer state are fp32 in both)\n",
+        precision_name(precision), precision_name(ckpt_precision));
   if (scaler)
-    monitor.sayf("precision fp16: dynamic loss scaling, scale %g (x2 after %d clean steps, x0.5 and skip on inf/NaN)%s\n",
-                 scaler->scale(), opt.loss_scale_growth_interval,
-                 resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
+    monitor.sayf(
+        "precision fp16: dynamic loss scaling, scale %g (x2 after %d clean steps, x0.5 and skip on "
+        "inf/NaN)%s\n",
+        scaler->scale(), opt.loss_scale_growth_interval,
+        resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
   else
     monitor.sayf("precision %s\n", precision_name(precision));
   monitor.start();
@@ -271,8 +295,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     const StepStats stats =
         on_cuda ? stepper->step(next_batch, accum, lr, opt.grad_clip, step + 1)
                 : train_step(step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
-                             std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
-                                 opt.fault_inf_grad_steps.end());
+                             std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(),
+                                       step + 1) != opt.fault_inf_grad_steps.end());
     if (stats.non_finite) {
       if (on_cuda) stepper->download_grads(task.grads().data());  // the message names the bad tensors
       // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
@@ -282,8 +306,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
       state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
       if (on_cuda) upload_to_device();  // the checkpoint's params and moments
-      monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on", what.c_str(),
-                   ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
+      monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on",
+                   what.c_str(), ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
       continue;
     }
@@ -325,13 +349,16 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
     for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
-    if (world > 1) record.add("comm_ms", (on_cuda ? stepper->take_comm_seconds() : dp.take_comm_seconds()) * 1e3);
+    if (world > 1)
+      record.add("comm_ms", (on_cuda ? stepper->take_comm_seconds() : dp.take_comm_seconds()) * 1e3);
     // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
     if (scaler)
-      record.add("loss_scale", stats.loss_scale).add("skipped", stats.skipped)
+      record.add("loss_scale", stats.loss_scale)
+          .add("skipped", stats.skipped)
           .add("skipped_steps", scaler->skipped_steps());
     if (stats.curvature)
-      record.add("win_rate", stats.win_rate).add("hessian_loss", stats.curvature_loss)
+      record.add("win_rate", stats.win_rate)
+          .add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
     if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
       fresh_params();
@@ -349,7 +376,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
         if (!text.empty()) monitor.say(text);
       }
     }
-    // SIGINT/SIGTERM: this step is complete; checkpoint it and stop (a signal during the last step changes nothing).
+    // SIGINT/SIGTERM: this step is complete; checkpoint it and stop (a signal during the last step changes
+    // nothing).
     int stop = last ? 0 : monitor.stop_requested();
     // Every rank stops after the same step (mpirun forwards signals, but not at the same instant).
     if (world > 1 && !last && comm->any(stop != 0) && !stop) stop = SIGTERM;

@@ -1,9 +1,11 @@
 // The CPU backend: each op of the interface routed to the cpu:: kernel that serves it, fp32
-// ones first (today's fp32 path, bit for bit), then the mixed-precision ones.
+// ones first (today's fp32 path, bit for bit), then the mixed-precision ones; 16-bit tensors no
+// kernel takes (a GPU plan's) are widened around the fp32 kernel (backend/cpu/widening.h).
 #include "backend/cpu/cpu_backend.h"
 
 #include <cstring>
 
+#include "backend/cpu/widening.h"
 #include "backend/ops/attention_masked.h"
 #include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
@@ -35,6 +37,9 @@ bool all_f32(std::initializer_list<StorageType> types) {
     if (t != F32) return false;
   return true;
 }
+
+// A present tensor in 16 bits (one the fp32-only kernels do not take).
+bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 
 // A weight in Conv1D layout [K, M] (row-major) or nn.Linear's [M, K] read transposed.
 bool conv1d_layout(const View& w) { return w.stride[1] == 1 && w.stride[0] == w.shape[1]; }
@@ -77,42 +82,12 @@ AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const At
           attention_scratch_bytes_typed(B, T, C, NH, typed(t))};
 }
 
-bool CpuBackend::can_run(Op op, std::initializer_list<StorageType> types, ComputeType /*math*/) const {
-  // Every GEMM arithmetic runs on every storage here (gemm_mixed converts what is not in its
-  // format; fp16 without AVX512-FP16 is emulated exactly), so only the storage types matter.
-  const StorageType* t = types.begin();
-  switch (op) {
-    case Op::Cast:
-    case Op::Linear:
-    case Op::LinearActivation:
-    case Op::GatherRows:  // any dtypes: converted row by row
-    case Op::ToOperand:
-      return true;
-    case Op::LinearResidual:  // residual_bias_forward: the fp32 stream
-      return t[0] == F32 && t[3] == F32;
-    case Op::LinearBackward:  // dW and db accumulate into fp32 gradients
-      return t[1] == F32;
-    case Op::LinearActivationBackward:  // the typed activation backwards read an fp32 dy
-      return t[1] == F32 && t[2] == F32;
-    case Op::LayerNorm:  // fp32 statistics of an fp32 stream; out in any storage
-      return t[1] == F32 && t[2] == F32;
-    case Op::ResidualLayerNorm:
-      return t[1] == F32 && t[2] == F32 && t[3] == F32 && t[4] == F32;
-    case Op::Attention:  // any dtypes and arithmetic (attention_forward_typed)
-    case Op::AttentionBackward:
-      return true;
-    case Op::SampledCrossEntropy:  // fp32 dlogits, written in place or beside the logits
-      return t[0] == F32 && t[1] == F32;
-    case Op::ScatterAddRows:
-    case Op::ArgmaxRows:
-    case Op::LayerNormBackward:
-    case Op::Embedding:
-    case Op::EmbeddingBackward:
-      return all_f32(types);
-    case Op::CrossEntropy:  // fp32 logits; dlogits in any storage
-      return t[1] == F32;
-  }
-  return false;
+bool CpuBackend::can_run(Op /*op*/, std::initializer_list<StorageType> /*types*/,
+                         ComputeType /*math*/) const {
+  // Every combination runs here: every GEMM arithmetic on every storage (gemm_mixed converts
+  // what is not in its format; fp16 without AVX512-FP16 is emulated exactly), the typed kernels
+  // on theirs, and a 16-bit tensor no kernel takes is widened around the fp32 kernel.
+  return true;
 }
 
 void CpuBackend::run_cast(const View& dst, const View& src) {
@@ -122,11 +97,36 @@ void CpuBackend::run_cast(const View& dst, const View& src) {
 
 void CpuBackend::run_zero(const View& v) { std::memset(v.ptr, 0, v.bytes()); }
 
+void CpuBackend::run_accumulate(const View& dst, const View& src) {
+  Widening w(wide_);
+  residual_forward(dst.as<float>(), dst.as<float>(), w.read(src).as<float>(),
+                   static_cast<size_t>(dst.numel()));
+}
+
 void CpuBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
+  // The format itself where this CPU would hold it in fp32 (fp16 without fp16 GEMMs): the copy
+  // a policy made for native fp16 GEMMs reads, rounded once.
+  if (dst.type != ws_.operand_storage(gemm_math(math))) {
+    convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
+    return;
+  }
   to_gemm_operand(dst.ptr, src.ptr, src.type, static_cast<size_t>(src.numel()), gemm_math(math), ws_);
 }
 
 void CpuBackend::run_linear(const LinearArgs& a) {
+  const bool residual = a.epilogue == Epilogue::BiasResidual;
+  if (narrow(a.bias) || (residual && (narrow(a.out) || narrow(a.residual)))) {
+    Widening w(wide_);
+    LinearArgs b = a;
+    b.bias = w.read(a.bias);
+    if (residual) {
+      b.residual = w.read(a.residual);
+      b.out = w.write(a.out);
+    }
+    run_linear(b);
+    w.commit();
+    return;
+  }
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
   const size_t NM = static_cast<size_t>(N) * M;
   const float* bias = a.bias.empty() ? nullptr : a.bias.as<float>();
@@ -195,6 +195,17 @@ void activation_backward(Epilogue e, void* dpre, StorageType t, const View& save
 }  // namespace
 
 void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
+  // 16-bit dW, db (+=); an activation's derivative reads an fp32 dy.
+  if (narrow(a.dw) || (has_activation(a.epilogue) && narrow(a.dy))) {
+    Widening w(wide_);
+    LinearBackwardArgs b = a;
+    b.dw = w.write(a.dw);
+    b.db = w.write(a.db);
+    if (has_activation(a.epilogue)) b.dy = w.read(a.dy);
+    run_linear_backward(b);
+    w.commit();
+    return;
+  }
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
   const GemmMath math = gemm_math(a.math);
   const size_t NM = static_cast<size_t>(N) * M;
@@ -242,6 +253,29 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
 
 void CpuBackend::run_layernorm(const LayerNormArgs& a) {
   const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
+  if (!a.add.empty() && narrow(a.residual_out)) {
+    // The sum is stored rounded, and the LayerNorm normalises what was stored (as a fused
+    // kernel that writes the stream and reads it back).
+    Widening w(wide_);
+    residual_forward(w.write(a.residual_out).as<float>(), w.read(a.x).as<float>(), w.read(a.add).as<float>(),
+                     static_cast<size_t>(N) * C);
+    w.commit();
+    LayerNormArgs b = a;
+    b.x = a.residual_out;
+    b.add = b.residual_out = View{};
+    run_layernorm(b);
+    return;
+  }
+  if (narrow(a.x) || narrow(a.gamma) || narrow(a.beta) || narrow(a.add)) {
+    Widening w(wide_);
+    LayerNormArgs b = a;
+    b.x = w.read(a.x);
+    b.gamma = w.read(a.gamma);
+    b.beta = w.read(a.beta);
+    b.add = w.read(a.add);
+    run_layernorm(b);
+    return;
+  }
   const float* x = a.x.as<float>();
   if (!a.add.empty()) {
     residual_forward(a.residual_out.as<float>(), x, a.add.as<float>(), static_cast<size_t>(N) * C);
@@ -256,6 +290,20 @@ void CpuBackend::run_layernorm(const LayerNormArgs& a) {
 }
 
 void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
+  if (narrow(a.dx) || narrow(a.dgamma) || narrow(a.dbeta) || narrow(a.dout) || narrow(a.x) ||
+      narrow(a.gamma)) {
+    Widening w(wide_);
+    LayerNormBackwardArgs b = a;
+    b.dx = w.write(a.dx);
+    b.dgamma = w.write(a.dgamma);
+    b.dbeta = w.write(a.dbeta);
+    b.dout = w.read(a.dout);
+    b.x = w.read(a.x);
+    b.gamma = w.read(a.gamma);
+    run_layernorm_backward(b);
+    w.commit();
+    return;
+  }
   cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
                           a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
                           as_int(a.x.dim(0)), as_int(a.x.dim(1)));
@@ -302,6 +350,16 @@ void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
 }
 
 void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
+  // 16-bit logits (dlogits in place in them), or the sampled loss's 16-bit dlogits.
+  if (narrow(a.logits) || (a.sampled && narrow(a.dlogits))) {
+    Widening w(wide_);
+    CrossEntropyArgs b = a;
+    b.logits = w.read(a.logits);
+    if (a.dlogits.ptr == a.logits.ptr || a.sampled) b.dlogits = w.write(a.dlogits);
+    run_cross_entropy(b);
+    w.commit();
+    return;
+  }
   const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
   const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
   if (a.sampled) {
@@ -318,6 +376,17 @@ void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
 }
 
 void CpuBackend::run_embedding(const EmbeddingArgs& a) {
+  if (narrow(a.out) || narrow(a.word) || narrow(a.pos) || narrow(a.type_table)) {
+    Widening w(wide_);
+    EmbeddingArgs b = a;
+    b.out = w.write(a.out);
+    b.word = w.read(a.word);
+    b.pos = w.read(a.pos);
+    b.type_table = w.read(a.type_table);
+    run_embedding(b);
+    w.commit();
+    return;
+  }
   const int C = as_int(a.word.dim(1));
   if (a.types == nullptr)
     encoder_forward(a.out.as<float>(), a.tokens, a.word.as<float>(), a.pos.as<float>(), a.B, a.T, C);
@@ -327,6 +396,17 @@ void CpuBackend::run_embedding(const EmbeddingArgs& a) {
 }
 
 void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
+  if (narrow(a.dword) || narrow(a.dpos) || narrow(a.dtype) || narrow(a.dout)) {
+    Widening w(wide_);
+    EmbeddingBackwardArgs b = a;
+    b.dword = w.write(a.dword);
+    b.dpos = w.write(a.dpos);
+    b.dtype = w.write(a.dtype);
+    b.dout = w.read(a.dout);
+    run_embedding_backward(b);
+    w.commit();
+    return;
+  }
   const int C = as_int(a.dword.dim(1));
   if (a.types == nullptr)
     encoder_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dout.as<float>(), a.tokens, a.B, a.T, C);
@@ -346,6 +426,12 @@ void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* ro
 }
 
 void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
+  if (narrow(dst) || narrow(src)) {
+    Widening w(wide_);
+    run_scatter_add_rows(w.write(dst), w.read(src), rows, count);
+    w.commit();
+    return;
+  }
   const size_t C = static_cast<size_t>(dst.dim(1));
   for (int r = 0; r < count; ++r) {
     float* d = dst.as<float>() + static_cast<size_t>(rows[r]) * C;
@@ -355,6 +441,11 @@ void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const in
 }
 
 void CpuBackend::run_argmax_rows(int* best, const View& x, int n, int count) {
+  if (narrow(x)) {
+    Widening w(wide_);
+    run_argmax_rows(best, w.read(x), n, count);
+    return;
+  }
   const size_t stride = static_cast<size_t>(x.dim(1));
   for (int r = 0; r < count; ++r) {
     const float* row = x.as<float>() + static_cast<size_t>(r) * stride;

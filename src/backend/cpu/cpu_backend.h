@@ -5,6 +5,7 @@
 // when it is already in the arithmetic's format and converts it once otherwise.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/ops/attention.h"
@@ -36,6 +37,7 @@ class CpuBackend final : public Backend {
   bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
   void run_cast(const View& dst, const View& src) override;
   void run_zero(const View& v) override;
+  void run_accumulate(const View& dst, const View& src) override;
   void run_to_operand(const View& dst, const View& src, ComputeType math) override;
   void run_linear(const LinearArgs& a) override;
   void run_linear_backward(const LinearBackwardArgs& a) override;
@@ -63,6 +65,7 @@ class CpuBackend final : public Backend {
   Context& ctx_;
   GemmWorkspace ws_;
   FloatBuffer scratch_[2];
+  std::vector<FloatBuffer> wide_;  // the fp32 copies of 16-bit tensors widened around a kernel
 };
 
 }  // namespace mptrain::cpu
