@@ -16,7 +16,7 @@ namespace mptrain::cpu {
 
 class Context;
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   // Shares the caller's Context (thread pool and oneDNN primitive caches).
   explicit CpuBackend(Context& ctx);
