@@ -32,6 +32,7 @@ struct ExplainOptions {
   int batch = 4;
   int seq = 256;
   int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
+  std::string policy_of;     // "cuda": the GPU's plan, as `mptrain train --policy-of cuda` runs it here
 };
 
 std::string mib(double bytes) {
@@ -44,7 +45,8 @@ void run_explain(const ExplainOptions& o) {
   const Precision precision = parse_precision(o.precision);
   cpu::Context ctx;
   const cpu::CpuBackend be(ctx);
-  const BackendCaps caps = be.caps();
+  const bool gpu_plan = o.policy_of == "cuda";
+  const BackendCaps caps = gpu_plan ? kCudaCaps : be.caps();
   const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // everything else GPT-2.
@@ -67,6 +69,10 @@ void run_explain(const ExplainOptions& o) {
               o.preset.c_str(), n_params, o.batch, o.seq);
   if (bert) std::printf(", at most %d masked positions per sequence", o.max_predictions);
   std::printf("\n");
+  if (gpu_plan)
+    std::printf(
+        "the GPU's plan (--policy-of cuda), as this CPU runs it: 16-bit tensors its kernels do not take "
+        "are widened to fp32 around them and rounded once; the attention's memory is this CPU's\n");
   std::printf("%-12s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
               "saved-for-bwd", "what backward keeps");
   std::vector<size_t> saved(kNumOpKinds, 0);
@@ -88,7 +94,7 @@ void run_explain(const ExplainOptions& o) {
                 "post-LN: the LayerNorm outputs are the fp32 residual stream, saved in the GEMM's dtype; "
                 "GELU is the exact erf form");
   for (const OpRule& r : policy.rules) std::printf("  %-12s %s\n", op_name(r.op), r.note.c_str());
-  if (policy.uses_fp16())
+  if (policy.uses_fp16() && !gpu_plan)
     std::printf("  %-12s %s\n", "this CPU",
                 caps.fp16_gemm
                     ? "oneDNN has fp16 GEMM kernels here (AVX512-FP16): fp16 operands are multiplied natively"
@@ -99,6 +105,7 @@ void run_explain(const ExplainOptions& o) {
   const double p = static_cast<double>(n_params);
   const double weights = p * storage_bytes(policy.master_weights);
   const double grads = p * storage_bytes(policy.gradients);
+  const double lowp_grads = static_cast<double>(lowp_grad_floats(n_params, policy) * sizeof(float));
   const double moments = 2.0 * p * storage_bytes(policy.optimizer_state);  // AdamW: exp_avg, exp_avg_sq
   const double copies = static_cast<double>(copy_bytes);
   const double act_saved = static_cast<double>(plan.bytes(ActivationPlan::Role::Saved));
@@ -107,12 +114,17 @@ void run_explain(const ExplainOptions& o) {
   std::printf("\nmemory:\n");
   std::printf("  %-34s %12s\n", "parameters (fp32 master)", mib(weights).c_str());
   std::printf("  %-34s %12s\n", "gradients (fp32)", mib(grads).c_str());
+  if (lowp_grads > 0)
+    std::printf("  %-34s %12s\n",
+                (std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")").c_str(),
+                mib(lowp_grads).c_str());
   std::printf("  %-34s %12s\n", "optimizer state (AdamW, 2 x fp32)", mib(moments).c_str());
   std::printf("  %-34s %12s\n", "GEMM weight copies", copies > 0 ? mib(copies).c_str() : "none (fp32 GEMMs)");
   std::printf("  %-34s %12s\n", "activations saved for backward", mib(act_saved).c_str());
   std::printf("  %-34s %12s\n", "activation scratch (reused)", mib(act_scratch).c_str());
   std::printf("  %-34s %12s\n", "activation allocation (aligned)", mib(act_total).c_str());
-  std::printf("  %-34s %12s\n", "total", mib(weights + grads + moments + copies + act_total).c_str());
+  std::printf("  %-34s %12s\n", "total",
+              mib(weights + grads + lowp_grads + moments + copies + act_total).c_str());
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
 }
 
@@ -127,6 +139,10 @@ void register_explain(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();
   cmd->add_option("--op-precision", o->op_precision,
                   "Override one op's dtype, e.g. gelu=bf16 or linear=fp32 (repeat or comma-separate)");
+  cmd->add_option("--policy-of", o->policy_of,
+                  "cuda: the plan a GPU runs (16-bit residual stream, logits, gradients, small weights), as "
+                  "`mptrain train --policy-of cuda` runs it on this CPU")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")

@@ -1,6 +1,8 @@
 // Activation plan bookkeeping.
 #include "model/activation_plan.h"
 
+#include <string>
+
 #include "core/error.h"
 
 namespace mptrain {
@@ -13,6 +15,16 @@ ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, Stora
 }
 
 void ActivationPlan::allocate() { buffer_.resize(total_ / sizeof(float)); }
+
+const float* ActivationPlan::read_f32(Handle h, size_t n, Backend& be, FloatBuffer& widened) {
+  if (type(h) == StorageType::F32) return get(h);
+  MPT_CHECK(n <= entries_[h].numel,
+            "activation '" + entries_[h].name + "' has fewer than " + std::to_string(n) + " values");
+  if (widened.size() < n) widened.resize(n);
+  const auto count = static_cast<std::int64_t>(n);
+  be.cast(View::f32(widened.data(), {count}), View::of(raw(h), type(h), {count}));
+  return widened.data();
+}
 
 float* ActivationPlan::get(Handle h) {
   const Entry& e = entries_[h];

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/view.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
@@ -49,6 +50,9 @@ class ActivationPlan {
     return h == kNone ? View{} : View::of(raw(h), type(h), {static_cast<std::int64_t>(entries_[h].numel)});
   }
   StorageType type(Handle h) const { return entries_[h].type; }
+  // The first n values of an entry for the host, in fp32: the entry itself, or, when it is
+  // 16-bit (a GPU plan's logits), widened by `be` into `widened` (the pass's download point).
+  const float* read_f32(Handle h, size_t n, Backend& be, FloatBuffer& widened);
 
   size_t total_bytes() const { return total_; }
   size_t bytes(Role role) const;  // sum of entry sizes with that role (without alignment padding)

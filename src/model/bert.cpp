@@ -83,12 +83,9 @@ Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
       policy_(policy),
       mixed_(!policy.all_fp32()),
       table_(bert_param_table(config)) {
-  if (policy_.residual_stream != StorageType::F32)
-    throw Error(
-        "[precision] BERT keeps its residual stream in fp32: a GPU's 16-bit plan (--policy-of cuda) is "
-        "GPT-2's only so far");
   params_.resize(table_.total());
   grads_.resize(table_.total());
+  wgrads_.setup(table_.total(), policy_);
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);
   be_ = std::make_unique<cpu::CpuBackend>(ctx_);
@@ -203,23 +200,28 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.h32 = a.dout_lp = a.dlogits_lp = a.mlm_tg32 = ActivationPlan::kNone;
   } else {
     a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::Softmax);
-    a.h32 = scratch("h32", 2 * BT * C, OpKind::Residual);  // fp32 LayerNorm outputs: the residual stream
+    // fp32 LayerNorm outputs: the residual stream (a GPU's plan keeps it 16-bit: the saved outputs).
+    a.h32 = stream == StorageType::F32 ? scratch("h32", 2 * BT * C, OpKind::Residual) : ActivationPlan::kNone;
     a.gemm_out =
         scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear);  // fp32 GEMM result before bias
-    a.mlm_tg32 = scratch("mlm_tg32", M * C, OpKind::LayerNorm);        // the MLM LayerNorm's input, widened
+    a.mlm_tg32 = stream == StorageType::F32 ? scratch("mlm_tg32", M * C, OpKind::LayerNorm)  // the MLM
+                                            : ActivationPlan::kNone;  // LayerNorm's input, widened
     a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
     a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
     a.dout_lp = scratch("dout_lp", BT * C, OpKind::Linear, lin_op);  // dres as a GEMM operand
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores, lin_s);
     a.datty = scratch("datty", BT * C, OpKind::AttnValues, y_s);
-    a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu);
+    a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu, grads);
     // GELU's / tanh's input gradient as a GEMM operand (encoder FFN, MLM transform, pooler).
     a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpKind::Gelu, lin_op);
-    a.dpooled = scratch("dpooled", B * C, OpKind::Linear);
-    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
-    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
-    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
-    a.dlogits_lp = scratch("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
+    a.dpooled = scratch("dpooled", B * C, OpKind::Linear, grads);
+    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear, grads);
+    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear, grads);
+    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm, grads);
+    // dlogits rounded once for the decoder's GEMMs; 16-bit logits (a GPU's plan) are their own.
+    a.dlogits_lp = policy.dlogits == policy.logits && policy.logits != StorageType::F32
+                       ? ActivationPlan::kNone
+                       : scratch("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
   }
   if (handles) *handles = std::move(a);
   return plan;
@@ -315,7 +317,10 @@ BertStats Bert::forward_backward_sampled(const BertInputs& batch, int B, int T, 
   return st;
 }
 
-const float* Bert::mlm_logits() { return acts_.get(a_.mlm_logits); }
+const float* Bert::mlm_logits() {
+  return acts_.read_f32(a_.mlm_logits, static_cast<size_t>(mlm_rows_) * config_.padded_vocab_size, *be_,
+                        mlm_logits32_);
+}
 const float* Bert::nsp_logits() { return acts_.get(a_.nsp_logits); }
 
 }  // namespace mptrain

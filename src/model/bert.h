@@ -37,6 +37,7 @@
 #include "model/param_table.h"
 #include "model/policy_backend.h"
 #include "model/weight_copies.h"
+#include "model/weight_grads.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
 
@@ -258,6 +259,16 @@ class Bert {
                       const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
   void setup_weight_copies();
+  // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
+  // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
+  View small(const float* master, std::initializer_list<std::int64_t> dims) const {
+    return copies_.view(master, params_.data(), dims);
+  }
+  View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
+    return wgrads_.at(grad, grads_, dims);
+  }
+  // nn.Linear's weight gradient [OC, Cin] as the [Cin, OC] view a linear_backward accumulates into.
+  View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return grad(g, {oc, cin}).t(); }
   // The fp32 residual stream k (0 or 1) of N rows: the saved LayerNorm output itself when the
   // GEMMs read fp32, else half k of h32.
   View stream(int k, ActivationPlan::Handle saved, int N);
@@ -281,6 +292,8 @@ class Bert {
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
+  WeightGrads wgrads_;        // where backward writes dW, db (model/weight_grads.h)
+  FloatBuffer mlm_logits32_;  // 16-bit MLM logits widened for mlm_logits()
   BertTensors w_, g_;
   ActivationPlan acts_;
   Acts a_{};

@@ -30,7 +30,6 @@ constexpr int kNsp = Bert::kNspClasses;
 View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
   return View::of(w.ptr, w.type, {oc, cin}).t();
 }
-View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return View::f32(g, {oc, cin}).t(); }
 
 // The rows b·T of each sequence's [CLS] token.
 std::vector<int> cls_rows(int B, int T) {
@@ -75,8 +74,8 @@ void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved,
                                ActivationPlan::Handle rstd, const View& x, const float* g, const float* b,
                                int N) {
   const int C = config_.hidden;
-  be_->layernorm({stream, acts_.row(mean, N), acts_.row(rstd, N), x, View::f32(g, {C}), View::f32(b, {C}),
-                  config_.ln_eps});
+  be_->layernorm(
+      {stream, acts_.row(mean, N), acts_.row(rstd, N), x, small(g, {C}), small(b, {C}), config_.ln_eps});
   const View copy = acts_.view(saved, N, C);
   if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
 }
@@ -99,10 +98,13 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                 .tokens = batch.tokens,
                 .B = B,
                 .T = T,
-                .word = View::f32(w_.word, {Vp, C}),
-                .pos = View::f32(w_.pos, {config_.max_position, C}),
+                // A GPU's plan reads the word table through the decoder's 16-bit copy.
+                .word = policy_.small_weights == StorageType::F32
+                            ? View::f32(w_.word, {Vp, C})
+                            : View::of(word_c_.ptr, word_c_.type, {Vp, C}),
+                .pos = small(w_.pos, {config_.max_position, C}),
                 .types = types,
-                .type_table = View::f32(w_.type, {config_.type_vocab_size, C})});
+                .type_table = small(w_.type, {config_.type_vocab_size, C})});
   View h = stream(0, a_.emb_ln, N);
   layernorm_to_stream(h, a_.emb_ln, a_.emb_mean, a_.emb_rstd, acts_.view(a_.emb, N, C), w_.emb_ln_w,
                       w_.emb_ln_b, N);
@@ -117,7 +119,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = qkv,
                .x = acts_.view(h_saved, N, C),
                .w = linear_weight(wc.qkv, 3 * C, C),
-               .bias = View::f32(w.qkv_b, {3 * C}),
+               .bias = small(w.qkv_b, {3 * C}),
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
@@ -134,7 +136,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
-               .bias = View::f32(w.attout_b, {C}),
+               .bias = small(w.attout_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -147,7 +149,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = fch_gelu,
                .x = acts_.view(la.ln1, N, C),
                .w = linear_weight(wc.fc, I, C),
-               .bias = View::f32(w.fc_b, {I}),
+               .bias = small(w.fc_b, {I}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasGeluErf,
@@ -156,7 +158,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.linear({.out = acts_.view(la.res2, N, C),
                .x = fch_gelu,
                .w = linear_weight(wc.fcout, C, I),
-               .bias = View::f32(w.fcout_b, {C}),
+               .bias = small(w.fcout_b, {C}),
                .math = lin,
                .w_rounded = rounded,
                .epilogue = Epilogue::BiasResidual,
@@ -175,7 +177,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = pooled,
              .x = cls_in,
              .w = linear_weight(pool_c_, C, C),
-             .bias = View::f32(w_.pool_b, {C}),
+             .bias = small(w_.pool_b, {C}),
              .math = lin,
              .w_rounded = rounded,
              .epilogue = Epilogue::BiasTanh,
@@ -183,7 +185,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
              .x = pooled,
              .w = linear_weight(nsp_c_, kNsp, C),
-             .bias = View::f32(w_.nsp_b, {kNsp}),
+             .bias = small(w_.nsp_b, {kNsp}),
              .math = lin,
              .w_rounded = rounded});
 
@@ -196,7 +198,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
              .x = mlm_in,
              .w = linear_weight(mlm_c_, C, C),
-             .bias = View::f32(w_.mlm_b, {C}),
+             .bias = small(w_.mlm_b, {C}),
              .math = lin,
              .w_rounded = rounded,
              .epilogue = Epilogue::BiasGeluErf,
@@ -212,14 +214,14 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                 .mean = acts_.row(a_.mlm_mean, Mr),
                 .rstd = acts_.row(a_.mlm_rstd, Mr),
                 .x = tg,
-                .gamma = View::f32(w_.mlm_ln_w, {C}),
-                .beta = View::f32(w_.mlm_ln_b, {C}),
+                .gamma = small(w_.mlm_ln_w, {C}),
+                .beta = small(w_.mlm_ln_b, {C}),
                 .eps = config_.ln_eps});
   // logits[Mr,Vp] (fp32) = tl·word^T + bias, in the LM head's arithmetic.
   be.linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
              .x = tl,
              .w = linear_weight(word_c_, Vp, C),
-             .bias = View::f32(w_.mlm_bias, {Vp}),
+             .bias = small(w_.mlm_bias, {Vp}),
              .math = head,
              .w_rounded = rounded});
 }
@@ -269,8 +271,9 @@ BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_
     st.mlm_count = M;
     // The head's padding rows take no gradient.
     if (backward && mlm_rows_ > M)
-      be_->zero(View::of(acts_.get(a_.mlm_logits) + static_cast<size_t>(M) * Vp, StorageType::F32,
-                         {mlm_rows_ - M, Vp}));
+      be_->zero(View::of(static_cast<char*>(acts_.raw(a_.mlm_logits)) +
+                             static_cast<size_t>(M) * Vp * storage_bytes(acts_.type(a_.mlm_logits)),
+                         acts_.type(a_.mlm_logits), {mlm_rows_ - M, Vp}));
   }
   if (batch.nsp_labels) {
     st.nsp_loss = head_loss(a_.nsp_logits, a_.nsp_losses, a_.nsp_dloss, B, kNsp, kNsp, batch.nsp_labels,
@@ -293,6 +296,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   const View dh = acts_.view(a_.dh, N, C);      // gradient of the current layer's output, then of its input
   const View dres = acts_.view(a_.dres, N, C);  // gradient of a residual sum (before a LayerNorm)
   be.zero(dh);
+  wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
 
   // MLM head, backwards: logits = tl·word^T + bias; tl = LN(tg); tg = gelu(t); t = dense(mlm_in).
   if (M > 0) {
@@ -301,7 +305,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     be.linear_backward(
         {.dx = da,
          .dw = linear_grad(g_.word, Vp, C),
-         .db = View::f32(g_.mlm_bias, {Vp}),
+         .db = grad(g_.mlm_bias, {Vp}),
          .dy = acts_.view(a_.mlm_logits, Mr, Vp),
          .x = acts_.view(a_.mlm_tl, Mr, C),
          .w = linear_weight(word_c_, Vp, C),
@@ -312,17 +316,17 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const View tg =
         a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);
     be.layernorm_backward({.dx = db,
-                           .dgamma = View::f32(g_.mlm_ln_w, {C}),
-                           .dbeta = View::f32(g_.mlm_ln_b, {C}),
+                           .dgamma = grad(g_.mlm_ln_w, {C}),
+                           .dbeta = grad(g_.mlm_ln_b, {C}),
                            .dout = da,
                            .x = tg,
-                           .gamma = View::f32(w_.mlm_ln_w, {C}),
+                           .gamma = small(w_.mlm_ln_w, {C}),
                            .mean = acts_.row(a_.mlm_mean, Mr),
                            .rstd = acts_.row(a_.mlm_rstd, Mr)});
     // d(t) through GELU: in place in db (fp32), or into dfch in the GEMMs' operand dtype.
     be.linear_backward({.dx = da,
                         .dw = linear_grad(g_.mlm_w, C, C),
-                        .db = View::f32(g_.mlm_b, {C}),
+                        .db = grad(g_.mlm_b, {C}),
                         .dy = db,
                         .x = acts_.view(a_.mlm_in, Mr, C),
                         .w = linear_weight(mlm_c_, C, C),
@@ -340,7 +344,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const View pooled = acts_.view(a_.pooled, B, C);
     be.linear_backward({.dx = dpooled,
                         .dw = linear_grad(g_.nsp_w, kNsp, C),
-                        .db = View::f32(g_.nsp_b, {kNsp}),
+                        .db = grad(g_.nsp_b, {kNsp}),
                         .dy = acts_.view(a_.nsp_logits, B, kNsp),
                         .x = pooled,
                         .w = linear_weight(nsp_c_, kNsp, C),
@@ -348,7 +352,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .w_rounded = rounded});
     be.linear_backward({.dx = dcls,
                         .dw = linear_grad(g_.pool_w, C, C),
-                        .db = View::f32(g_.pool_b, {C}),
+                        .db = grad(g_.pool_b, {C}),
                         .dy = dpooled,
                         .x = acts_.view(a_.cls_in, B, C),
                         .w = linear_weight(pool_c_, C, C),
@@ -368,11 +372,11 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                                          ActivationPlan::Handle rstd) {
     be.zero(dres);
     be.layernorm_backward({.dx = dres,
-                           .dgamma = View::f32(dgamma, {C}),
-                           .dbeta = View::f32(dbeta, {C}),
+                           .dgamma = grad(dgamma, {C}),
+                           .dbeta = grad(dbeta, {C}),
                            .dout = dh,
                            .x = acts_.view(sum, N, C),
-                           .gamma = View::f32(gamma, {C}),
+                           .gamma = small(gamma, {C}),
                            .mean = acts_.row(mean, N),
                            .rstd = acts_.row(rstd, N)});
     be.cast(dh, dres);
@@ -390,7 +394,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);
     be.linear_backward({.dx = dfch_gelu,
                         .dw = linear_grad(g.fcout_w, C, I),
-                        .db = View::f32(g.fcout_b, {C}),
+                        .db = grad(g.fcout_b, {C}),
                         .dy = dres,
                         .x = acts_.view(la.fch_gelu, N, I),
                         .w = linear_weight(wc.fcout, C, I),
@@ -399,7 +403,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .scratch = acts_.work(a_.dout_lp)});
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.fc_w, I, C),
-                        .db = View::f32(g.fc_b, {I}),
+                        .db = grad(g.fc_b, {I}),
                         .dy = dfch_gelu,
                         .x = acts_.view(la.ln1, N, C),
                         .w = linear_weight(wc.fc, I, C),
@@ -414,7 +418,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     residual_layernorm_backward(la.res1, g.ln1_w, g.ln1_b, w.ln1_w, la.ln1_mean, la.ln1_rstd);
     be.linear_backward({.dx = datty,
                         .dw = linear_grad(g.attout_w, C, C),
-                        .db = View::f32(g.attout_b, {C}),
+                        .db = grad(g.attout_b, {C}),
                         .dy = dres,
                         .x = acts_.view(la.atty, N, C),
                         .w = linear_weight(wc.attout, C, C),
@@ -433,7 +437,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                            .causal = false});
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.qkv_w, 3 * C, C),
-                        .db = View::f32(g.qkv_b, {3 * C}),
+                        .db = grad(g.qkv_b, {3 * C}),
                         .dy = dqkv,
                         .x = h_in,
                         .w = linear_weight(wc.qkv, 3 * C, C),
@@ -446,24 +450,26 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   const View demb = dres;
   be.zero(demb);
   be.layernorm_backward({.dx = demb,
-                         .dgamma = View::f32(g_.emb_ln_w, {C}),
-                         .dbeta = View::f32(g_.emb_ln_b, {C}),
+                         .dgamma = grad(g_.emb_ln_w, {C}),
+                         .dbeta = grad(g_.emb_ln_b, {C}),
                          .dout = dh,
                          .x = acts_.view(a_.emb, N, C),
-                         .gamma = View::f32(w_.emb_ln_w, {C}),
+                         .gamma = small(w_.emb_ln_w, {C}),
                          .mean = acts_.row(a_.emb_mean, N),
                          .rstd = acts_.row(a_.emb_rstd, N)});
   std::vector<int> zeros;
   const int* types = segment_ids(batch, N, zeros);
-  be.embedding_backward({.dword = View::f32(g_.word, {Vp, C}),
-                         .dpos = View::f32(g_.pos, {config_.max_position, C}),
-                         .dtype = View::f32(g_.type, {config_.type_vocab_size, C}),
+  be.embedding_backward({.dword = grad(g_.word, {Vp, C}),
+                         .dpos = grad(g_.pos, {config_.max_position, C}),
+                         .dtype = grad(g_.type, {config_.type_vocab_size, C}),
                          .dout = demb,
                          .tokens = batch.tokens,
                          .types = types,
                          .B = B,
                          .T = T,
                          .pad_token = config_.pad_token_id});
+  // The gradients are final: a GPU's plan widens its 16-bit ones into the fp32 masters.
+  wgrads_.finish(be, grads_);
 }
 
 }  // namespace mptrain

@@ -73,7 +73,7 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
       table_(gpt2_param_table(config)) {
   params_.resize(table_.total());
   grads_.resize(table_.total());
-  grads_lp_.resize(lowp_grad_floats(table_.total(), policy_));
+  wgrads_.setup(table_.total(), policy_);
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
   be_ = std::make_unique<cpu::CpuBackend>(ctx_);
@@ -207,12 +207,8 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
 }
 
 const float* Gpt2::logits() {
-  if (policy_.logits == StorageType::F32) return acts_.get(a_.logits);
-  // 16-bit logits (a GPU's plan): widened for the host here, the pass's download point.
-  const auto n = static_cast<std::int64_t>(last_tokens_) * config_.padded_vocab_size;
-  if (logits32_.size() < static_cast<size_t>(n)) logits32_.resize(static_cast<size_t>(n));
-  be_->cast(View::f32(logits32_.data(), {n}), View::of(acts_.work(a_.logits).ptr, policy_.logits, {n}));
-  return logits32_.data();
+  return acts_.read_f32(a_.logits, static_cast<size_t>(last_tokens_) * config_.padded_vocab_size, *be_,
+                        logits32_);
 }
 const float* Gpt2::losses() { return acts_.get(a_.losses); }
 

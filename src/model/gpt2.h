@@ -29,6 +29,7 @@
 #include "model/param_table.h"
 #include "model/policy_backend.h"
 #include "model/weight_copies.h"
+#include "model/weight_grads.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
 
@@ -183,8 +184,9 @@ class Gpt2 {
   // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
   // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
   View small(const float* master, std::initializer_list<std::int64_t> dims) const;
-  View grad(const float* grad, std::initializer_list<std::int64_t> dims);
-  View lowp_grads();  // all of grads_lp_ (empty on the CPU's plan)
+  View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
+    return wgrads_.at(grad, grads_, dims);
+  }
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;
@@ -199,9 +201,7 @@ class Gpt2 {
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
-  // A GPU's plan: one micro-batch's weight gradients in policy_.weight_grads, widened into
-  // grads_ after each backward (empty when the pass accumulates into grads_ directly).
-  FloatBuffer grads_lp_;
+  WeightGrads wgrads_;    // where backward writes dW, db (model/weight_grads.h)
   FloatBuffer logits32_;  // 16-bit logits widened for logits()
   int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;

@@ -29,18 +29,6 @@ View Gpt2::small(const float* master, std::initializer_list<std::int64_t> dims) 
   return copies_.view(master, params_.data(), dims);
 }
 
-View Gpt2::lowp_grads() {
-  return grads_lp_.size() == 0
-             ? View{}
-             : View::of(grads_lp_.data(), policy_.weight_grads, {static_cast<std::int64_t>(table_.total())});
-}
-
-View Gpt2::grad(const float* g, std::initializer_list<std::int64_t> dims) {
-  if (grads_lp_.size() == 0) return View::f32(g, dims);
-  const size_t offset = static_cast<size_t>(g - grads_.data()) * storage_bytes(policy_.weight_grads);
-  return View::of(reinterpret_cast<char*>(grads_lp_.data()) + offset, policy_.weight_grads, dims);
-}
-
 void Gpt2::setup_weight_copies() {
   // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
   // by forward_impl when params() marked it stale); an fp32 GEMM reads its master weight.
@@ -198,7 +186,7 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
 
 void Gpt2::backward_impl(const int* tokens, int B, int T) {
   Backend& be = *be_;
-  be.zero(lowp_grads());  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
+  wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
   const bool rounded = mixed_;
@@ -313,8 +301,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                          .B = B,
                          .T = T});
   // The gradients are final: a GPU's plan widens its 16-bit ones into the fp32 masters.
-  if (grads_lp_.size() > 0)
-    be.accumulate(View::f32(grads_.data(), {static_cast<std::int64_t>(grads_.size())}), lowp_grads());
+  wgrads_.finish(be, grads_);
 }
 
 }  // namespace mptrain

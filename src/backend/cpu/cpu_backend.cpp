@@ -195,12 +195,14 @@ void activation_backward(Epilogue e, void* dpre, StorageType t, const View& save
 }  // namespace
 
 void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
-  // 16-bit dW, db (+=); an activation's derivative reads an fp32 dy.
-  if (narrow(a.dw) || (has_activation(a.epilogue) && narrow(a.dy))) {
+  // 16-bit dW, db (+=) or dx (+=); an activation's derivative reads an fp32 dy.
+  const bool dx_sum = a.dx_accumulate && narrow(a.dx);
+  if (narrow(a.dw) || dx_sum || (has_activation(a.epilogue) && narrow(a.dy))) {
     Widening w(wide_);
     LinearBackwardArgs b = a;
     b.dw = w.write(a.dw);
     b.db = w.write(a.db);
+    if (dx_sum) b.dx = w.write(a.dx);
     if (has_activation(a.epilogue)) b.dy = w.read(a.dy);
     run_linear_backward(b);
     w.commit();
