@@ -59,6 +59,10 @@ std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt, const TrainTask& 
   if (!opt.fault_inf_grad_steps.empty())
     return GpuRefusal{"--fault-inf-grad runs on the CPU only",
                       "[train] --fault-inf-grad is not supported with --device cuda"};
+  if (opt.policy_of == "cuda")
+    return GpuRefusal{
+        "--policy-of cuda runs the GPU's plan on the CPU",
+        "[train] --policy-of runs another device's plan on the CPU backend: it needs --device cpu"};
   if (!cuda_compiled())
     return GpuRefusal{
         "this build has no CUDA backend",
@@ -173,8 +177,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       !needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
       "--loss-scale-init must be finite and positive");
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
-  MPT_CHECK(opt.policy_of != "cuda" || opt.device == "cpu",
-            "--policy-of runs another device's plan on the CPU backend: it needs --device cpu");
   cpu::Context ctx;
   // The dtypes of every tensor: this CPU's plan, or (--policy-of cuda) the one a GPU runs,
   // served here by widening around the fp32 kernels (backend/cpu/widening.h).

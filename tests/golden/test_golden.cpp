@@ -5,7 +5,9 @@
 //  - the training fields of metrics.jsonl (train loss, grad norm, lr, val loss, loss scale,
 //    skipped) of a --deterministic d6 run of 50 steps, and a resume at step 25 that reproduces
 //    them bit for bit;
-//  - `mptrain explain` for every preset and precision, byte for byte.
+//  - `mptrain explain` for every preset and precision, byte for byte;
+//  - the GPU's plan run on the CPU backend (--policy-of cuda, bf16 and fp16) through the same
+//    step variants, recorded when it was added, and bounded by the CPU plan's losses.
 // Bits depend on the CPU (oneDNN picks kernels, and their summation order, by ISA and cache
 // sizes), so exact hashes and figures are kept per CPU signature (vendor, family, model and
 // the vector extensions that change kernels) in tests/golden/data/runs.json. Every CPU checks
@@ -191,6 +193,41 @@ void run_variants(const std::string& family, const std::string& base) {
   }
 }
 
+// The GPU's plan (--policy-of cuda: 16-bit stream, logits, gradients and small weights) through
+// the same step variants on the CPU backend: recorded like the CPU's plan (so that moving the
+// device code keeps it), its losses within 2% of the CPU plan's recorded ones (it rounds more,
+// it computes the same thing), and ZeRO-1 bit-identical to replicated data parallelism.
+void run_gpu_plan_variants(const std::string& family, const std::string& base) {
+  TempDir tmp;
+  const json runs = load_runs();
+  for (const char* p : {"bf16", "fp16"}) {
+    std::map<std::string, Params> got;
+    for (const Variant& v : kVariants) {
+      if (v.ranks > 1 && !testing::have_mpirun()) {
+        ADD_FAILURE() << "mpirun is missing (scripts/setup.sh installs openmpi-bin)";
+        continue;
+      }
+      const std::string cpu_name = family + "_" + v.name + "_" + p, name = "gpu_plan_" + cpu_name,
+                        dir = tmp / name;
+      SCOPED_TRACE(name);
+      const RunResult r =
+          testing::train(v.ranks, base + v.args + " --precision " + p + " --policy-of cuda --run-dir " + dir);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      got[v.name] = read_params(dir);
+      check_params(name, got[v.name], 2e-3);
+      ASSERT_TRUE(runs.contains("losses") && runs["losses"].contains(cpu_name)) << "no CPU-plan record";
+      const std::vector<double> cpu = runs["losses"][cpu_name].get<std::vector<double>>();
+      ASSERT_EQ(got[v.name].losses.size(), cpu.size());
+      for (size_t i = 0; i < cpu.size(); ++i)
+        EXPECT_NEAR(got[v.name].losses[i], cpu[i], 2e-2 * cpu[i]) << "step " << i + 1;
+    }
+    if (got.count("np2_zero0") && got.count("np2_zero1")) {
+      EXPECT_EQ(got["np2_zero0"].hash, got["np2_zero1"].hash)
+          << p << ": ZeRO-1 moved the GPU plan's parameters";
+    }
+  }
+}
+
 TEST(Golden, Gpt2ParametersAfterThreeSteps) {
   TempDir data;
   testing::write_small_shards(data.path());
@@ -198,6 +235,27 @@ TEST(Golden, Gpt2ParametersAfterThreeSteps) {
                            (data / "val_*.bin") +
                            "' --batch 2 --seq 32 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1"
                            " --sample-tokens 1 --seed 11 --deterministic --progress none --log-every 1");
+}
+
+TEST(Golden, Gpt2GpuPlanOnTheCpuAfterThreeSteps) {
+  TempDir data;
+  testing::write_small_shards(data.path());
+  run_gpu_plan_variants("gpt2",
+                        "train --preset d2 --train-data '" + (data / "train_*.bin") + "' --val-data '" +
+                            (data / "val_*.bin") +
+                            "' --batch 2 --seq 32 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 "
+                            "--val-steps 1 --sample-tokens 1 --seed 11 --deterministic --progress none "
+                            "--log-every 1");
+}
+
+TEST(Golden, BertGpuPlanOnTheCpuAfterThreeSteps) {
+  TempDir data;
+  if (!testing::prepare_bert_data(data / "d")) GTEST_SKIP() << "Debian's fortunes missing (scripts/setup.sh)";
+  run_gpu_plan_variants(
+      "bert", "train --model bert --preset bert-tiny --data " + (data / "d/b_train.bert") + " --val-data " +
+                  (data / "d/b_val.bert") +
+                  " --batch 2 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1 "
+                  "--max-predictions 5 --seed 11 --deterministic --progress none --log-every 1");
 }
 
 TEST(Golden, BertParametersAfterThreeSteps) {

@@ -213,6 +213,18 @@ TEST(BertMixed, EachPrecisionIsCloseToFp32) {
                "fp32 + gelu=bf16");
 }
 
+// The GPU's plan (kCudaCaps: 16-bit stream, logits, gradients, small weights) on the CPU
+// backend: a little farther from fp32 than the CPU's plan, and not the CPU's plan renamed.
+TEST(BertMixed, GpuPlanIsCloseToFp32) {
+  const Case k = make_case();
+  const Result ref = run(k, make_policy(Precision::Fp32));
+  const Result bf16 = run(k, make_policy(Precision::Bf16, {}, kCudaCaps));
+  expect_close(k, bf16, ref, 2e-2, 0.98, "bf16 GPU plan");
+  expect_close(k, run(k, make_policy(Precision::Fp16, {}, kCudaCaps)), ref, 5e-3, 0.995, "fp16 GPU plan");
+  const Result cpu = run(k, make_policy(Precision::Bf16));
+  EXPECT_GT(testing::relative_error(bf16.grads.data(), cpu.grads.data(), cpu.grads.size()), 1e-4);
+}
+
 TEST(BertMixed, Fp32PolicyTakesTheOriginalPath) {
   const Case k = make_case();
   const Result a = run(k, make_policy(Precision::Fp32));

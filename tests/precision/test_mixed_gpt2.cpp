@@ -202,8 +202,9 @@ TEST(MixedGpt2, GpuPlanKeepsTheStreamLogitsAndGradientsIn16Bits) {
     const ActivationPlan plan = gpt2_activation_plan(k.config, gpu, this_backend(), k.B, k.T);
     for (const auto& e : plan.entries()) {
       if (e.name == "encoded" || e.name == "h.0.residual2" || e.name == "h.1.residual3" ||
-          e.name == "logits" || e.name == "dresidual" || e.name == "dln" || e.name == "dfch_gelu")
+          e.name == "logits" || e.name == "dresidual" || e.name == "dln" || e.name == "dfch_gelu") {
         EXPECT_EQ(e.type, t) << e.name;
+      }
       EXPECT_NE(e.name, "dlogits_lp") << "dlogits are written in place in the 16-bit logits";
     }
     cpu::Context ctx;
@@ -212,7 +213,9 @@ TEST(MixedGpt2, GpuPlanKeepsTheStreamLogitsAndGradientsIn16Bits) {
     EXPECT_EQ(model.activation_bytes(), plan.total_bytes());
     // Every parameter has a 16-bit copy (the GEMM weights had one already on the CPU's plan).
     EXPECT_GE(model.weight_copy_bytes(), model.num_params() * 2);
-    EXPECT_GT(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, cpu));
+    if (cpu.operand(OpKind::Linear) == t) {  // (this CPU's fp16 copies may be fp32-held values)
+      EXPECT_GT(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, cpu));
+    }
     EXPECT_EQ(lowp_grad_floats(model.num_params(), gpu), (model.num_params() + 1) / 2);
   }
 }

@@ -162,6 +162,25 @@ TEST(Explain, PrintsThePlanAndTotals) {
   EXPECT_NE(t.output.find("emulation"), std::string::npos) << t.output;
 }
 
+// The GPU's plan as `train --policy-of cuda` runs it: the residual stream, logits and small
+// weights 16-bit, a micro-batch's 16-bit gradients counted, for GPT-2 and BERT.
+TEST(Explain, PrintsTheGpuPlanRunOnTheCpu) {
+  for (const char* preset : {"d2", "bert-tiny"}) {
+    const auto r = testing::run_mptrain(std::string("explain --preset ") + preset +
+                                        " --precision bf16 --policy-of cuda --batch 2 --seq 32");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* s : {"the GPU's plan (--policy-of cuda)", "residual     bf16   fp32    fp32   bf16",
+                          "lm_head      bf16   bf16    fp32   bf16", "the GPU's residual stream is bf16",
+                          "micro-batch gradients (bf16)"})
+      EXPECT_NE(r.output.find(s), std::string::npos) << preset << ": " << s << " in:\n" << r.output;
+    const auto cpu = testing::run_mptrain(std::string("explain --preset ") + preset +
+                                          " --precision bf16 --batch 2 --seq 32");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+    EXPECT_EQ(cpu.output.find("micro-batch gradients"), std::string::npos) << cpu.output;
+    EXPECT_NE(cpu.output.find("residual     fp32   fp32    fp32   fp32"), std::string::npos) << cpu.output;
+  }
+}
+
 TEST(Explain, BadInputIsOneClearError) {
   testing::expect_clear_error(testing::run_mptrain("explain --precision fp8"), "unknown precision 'fp8'");
   testing::expect_clear_error(testing::run_mptrain("explain --precision fp16 --op-precision layernorm=fp16"),
@@ -169,6 +188,7 @@ TEST(Explain, BadInputIsOneClearError) {
   testing::expect_clear_error(testing::run_mptrain("explain --precision bf16 --op-precision softmax=bf16"),
                               "[precision] softmax cannot run in bf16");
   testing::expect_clear_error(testing::run_mptrain("explain --preset nope"), "nope");
+  testing::expect_clear_error(testing::run_mptrain("explain --policy-of tpu"), "--policy-of");
 }
 
 }  // namespace

@@ -58,6 +58,13 @@ TEST(PrecisionCli, UnknownPrecisionIsOneClearErrorLine) {
                      "unknown precision 'int8'");
   expect_clear_error(run_mptrain("bench --preset d2 --ladder --precision bf16 --no-peer"),
                      "--ladder runs every precision");
+  // --policy-of runs the GPU's plan on the CPU backend, not on a GPU.
+  expect_clear_error(run_mptrain(base_args(tmp.path()) +
+                                 " --steps 1 --policy-of cuda --device cuda --run-dir " + (tmp / "p")),
+                     "--policy-of runs another device's plan on the CPU backend: it needs --device cpu");
+  expect_clear_error(
+      run_mptrain(base_args(tmp.path()) + " --steps 1 --policy-of gpu --run-dir " + (tmp / "p")),
+      "--policy-of");
   // The fault-injection hook has nothing to skip the step outside fp16.
   expect_clear_error(run_mptrain(base_args(tmp.path()) + " --steps 2 --fault-inf-grad 1 --run-dir " + (tmp / "r")),
                      "needs --precision fp16");
@@ -92,41 +99,50 @@ TEST(PrecisionTrain, PrecisionIsRecordedInConfigAndState) {
 TEST(PrecisionTrain, Fp16InfGradientSkipsTheStepLeavingParamsAndOptimizerBitwiseUnchanged) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  const std::string run = tmp / "run";
-  auto r = run_mptrain(base_args(tmp.path()) + " --precision fp16 --steps 5 --save-every 1 --fault-inf-grad 3 --run-dir " +
-                       run);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  // The log line: the scale the step used, the skipped steps so far.
-  EXPECT_NE(r.output.find("scale 65536 skipped 0"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("scale 65536 skipped 1"), std::string::npos) << r.output;  // step 3 itself
-  EXPECT_NE(r.output.find("scale 32768 skipped 1"), std::string::npos) << r.output;  // steps 4, 5
-  EXPECT_NE(r.output.find("1 skipped step(s)"), std::string::npos) << r.output;
+  // On the CPU's plan and on the GPU's (--policy-of cuda: 16-bit weight gradients widened into
+  // the fp32 masters before the scaler unscales and checks them).
+  for (const char* plan : {"", " --policy-of cuda"}) {
+    const std::string run = tmp / (std::string("run") + (*plan ? "_gpu_plan" : ""));
+    SCOPED_TRACE(*plan ? "the GPU's plan" : "the CPU's plan");
+    auto r =
+        run_mptrain(base_args(tmp.path()) + " --precision fp16 --steps 5 --save-every 1 --fault-inf-grad 3" +
+                    plan + " --run-dir " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // The log line: the scale the step used, the skipped steps so far.
+    EXPECT_NE(r.output.find("scale 65536 skipped 0"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("scale 65536 skipped 1"), std::string::npos) << r.output;  // step 3 itself
+    EXPECT_NE(r.output.find("scale 32768 skipped 1"), std::string::npos) << r.output;  // steps 4, 5
+    EXPECT_NE(r.output.find("1 skipped step(s)"), std::string::npos) << r.output;
 
-  const auto m = read_metrics(run);
-  ASSERT_EQ(m.size(), 5u);
-  for (size_t i = 0; i < m.size(); ++i) {
-    const bool skipped_here = i == 2;
-    EXPECT_EQ(m[i]["skipped"].get<bool>(), skipped_here) << "step " << i + 1;
-    EXPECT_EQ(m[i]["loss_scale"].get<double>(), i <= 2 ? 65536.0 : 32768.0) << "step " << i + 1;
-    EXPECT_EQ(m[i]["skipped_steps"].get<int64_t>(), i >= 2 ? 1 : 0) << "step " << i + 1;
+    const auto m = read_metrics(run);
+    ASSERT_EQ(m.size(), 5u);
+    for (size_t i = 0; i < m.size(); ++i) {
+      const bool skipped_here = i == 2;
+      EXPECT_EQ(m[i]["skipped"].get<bool>(), skipped_here) << "step " << i + 1;
+      EXPECT_EQ(m[i]["loss_scale"].get<double>(), i <= 2 ? 65536.0 : 32768.0) << "step " << i + 1;
+      EXPECT_EQ(m[i]["skipped_steps"].get<int64_t>(), i >= 2 ? 1 : 0) << "step " << i + 1;
+    }
+    EXPECT_TRUE(m[2]["grad_norm"].is_null());  // an infinite norm is written as null
+
+    // Step 3 changed neither the weights nor the AdamW moments: its checkpoint files equal step 2's.
+    EXPECT_TRUE(
+        same_file(run + "/step_00000002/model.safetensors", run + "/step_00000003/model.safetensors"));
+    EXPECT_TRUE(same_file(run + "/step_00000002/optimizer.safetensors",
+                          run + "/step_00000003/optimizer.safetensors"));
+    EXPECT_FALSE(
+        same_file(run + "/step_00000003/model.safetensors", run + "/step_00000004/model.safetensors"));
+
+    const auto s2 = read_json(run + "/step_00000002/state.json")["loss_scaler"];
+    const auto s3 = read_json(run + "/step_00000003/state.json")["loss_scaler"];
+    const auto s5 = read_json(run + "/step_00000005/state.json")["loss_scaler"];
+    EXPECT_EQ(s2["scale"].get<double>(), 65536.0);
+    EXPECT_EQ(s2["growth_tracker"].get<int>(), 2);
+    EXPECT_EQ(s2["skipped_steps"].get<int64_t>(), 0);
+    EXPECT_EQ(s3["scale"].get<double>(), 32768.0);
+    EXPECT_EQ(s3["growth_tracker"].get<int>(), 0);
+    EXPECT_EQ(s3["skipped_steps"].get<int64_t>(), 1);
+    EXPECT_EQ(s5["growth_tracker"].get<int>(), 2);
   }
-  EXPECT_TRUE(m[2]["grad_norm"].is_null());  // an infinite norm is written as null
-
-  // Step 3 changed neither the weights nor the AdamW moments: its checkpoint files equal step 2's.
-  EXPECT_TRUE(same_file(run + "/step_00000002/model.safetensors", run + "/step_00000003/model.safetensors"));
-  EXPECT_TRUE(same_file(run + "/step_00000002/optimizer.safetensors", run + "/step_00000003/optimizer.safetensors"));
-  EXPECT_FALSE(same_file(run + "/step_00000003/model.safetensors", run + "/step_00000004/model.safetensors"));
-
-  const auto s2 = read_json(run + "/step_00000002/state.json")["loss_scaler"];
-  const auto s3 = read_json(run + "/step_00000003/state.json")["loss_scaler"];
-  const auto s5 = read_json(run + "/step_00000005/state.json")["loss_scaler"];
-  EXPECT_EQ(s2["scale"].get<double>(), 65536.0);
-  EXPECT_EQ(s2["growth_tracker"].get<int>(), 2);
-  EXPECT_EQ(s2["skipped_steps"].get<int64_t>(), 0);
-  EXPECT_EQ(s3["scale"].get<double>(), 32768.0);
-  EXPECT_EQ(s3["growth_tracker"].get<int>(), 0);
-  EXPECT_EQ(s3["skipped_steps"].get<int64_t>(), 1);
-  EXPECT_EQ(s5["growth_tracker"].get<int>(), 2);
 }
 
 // Resume from step 4 of an fp16 run whose scale has backed off once and grown once (growth
