@@ -46,6 +46,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"grad_clip", grad_clip},
           {"precision", precision.empty() ? "fp32" : precision},
           {"device", device},
+          {"policy_of", policy_of.empty() ? device : policy_of},
           {"loss_scale_init", loss_scale_init},
           {"loss_scale_growth_interval", loss_scale_growth_interval},
           {"val_every", val_every},

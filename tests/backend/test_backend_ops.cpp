@@ -713,6 +713,19 @@ TEST_F(BackendOps, LinearBackwardAccumulatesDxWhenAsked) {
   be.linear_backward(a);
   const std::vector<float> o = once.values(), t = twice.values();
   for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(t[i], 2.0f * o[i]) << i;
+  // A 16-bit dx (BERT's stream gradient on a GPU's plan): the sum is rounded once, onto the
+  // stored first value.
+  for (StorageType st : {BF16, F16}) {
+    Buf d(st, static_cast<size_t>(N) * K);
+    a.dx = d.view({N, K});
+    a.dx_accumulate = false;
+    be.linear_backward(a);
+    a.dx_accumulate = true;
+    be.linear_backward(a);
+    std::vector<double> ref(o.size());
+    for (size_t i = 0; i < o.size(); ++i) ref[i] = stored(o[i], st) + static_cast<double>(o[i]);
+    EXPECT_TRUE(all_close(d.values(), ref, tol_for(st), std::string("dx (+=) in ") + storage_name(st)));
+  }
 }
 
 // BERT's attention: every query over the real keys of its sequence (padded keys get no weight).
