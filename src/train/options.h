@@ -42,8 +42,9 @@ struct TrainOptions {
   // auto (cuda where the run can use a GPU, else cpu: trainer.cpp's resolve_auto_device). The
   // default stays cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md's status).
   std::string device = "cpu";
-  // Whose precision plan the CPU runs: "" (its own) or "cuda" (the 16-bit stream, logits and
-  // gradients a GPU keeps: CI's check of the GPU's plan; model/policy_backend.h).
+  // Whose precision plan the CPU runs: "" (its own; on --resume, the checkpoint's), "cpu", or
+  // "cuda" (the 16-bit stream, logits and gradients a GPU keeps: CI's check of the GPU's plan;
+  // model/policy_backend.h).
   std::string policy_of;
   // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
   // growth_interval. On --resume the checkpoint's scale and counter are restored instead.

@@ -170,6 +170,11 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   const Precision ckpt_precision = resume_dir.empty() ? Precision::Fp32 : parse_precision(resumed.precision);
   const Precision precision = given_precision ? *given_precision : ckpt_precision;
   opt.precision = precision_name(precision);
+  // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
+  // --policy-of says otherwise: the trajectory continues in the dtypes it had.
+  if (opt.policy_of.empty() && !resume_dir.empty() && opt.device == "cpu" && resumed.options.is_object() &&
+      resumed.options.value("policy_of", std::string()) == "cuda")
+    opt.policy_of = "cuda";
   task.check_supported(precision, optimizer_kind);
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
@@ -269,6 +274,10 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
         resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
   else
     monitor.sayf("precision %s\n", precision_name(precision));
+  if (opt.policy_of == "cuda")
+    monitor.say(
+        "plan: the GPU's (--policy-of cuda): 16-bit residual stream, logits, gradients and small weights, "
+        "widened around this CPU's fp32 kernels (a check of the GPU's plan, not a fast path)");
   monitor.start();
   if (!device_note.empty()) monitor.say(device_note);
 

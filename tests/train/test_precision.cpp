@@ -145,6 +145,29 @@ TEST(PrecisionTrain, Fp16InfGradientSkipsTheStepLeavingParamsAndOptimizerBitwise
   }
 }
 
+// A run on the GPU's plan (--policy-of cuda) resumed without the flag goes on in that plan, bit
+// for bit; --policy-of cpu on the resume switches to the CPU's plan (another trajectory).
+TEST(PrecisionTrain, ResumeKeepsTheGpuPlan) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const std::string args = base_args(tmp.path()) + " --precision bf16 --steps 3";
+  auto a = run_mptrain(args + " --policy-of cuda --save-every 1 --run-dir " + (tmp / "a"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(read_json(tmp / "a/config.json")["options"]["policy_of"], "cuda");
+  EXPECT_NE(a.output.find("plan: the GPU's (--policy-of cuda)"), std::string::npos) << a.output;
+  auto b = run_mptrain(args + " --run-dir " + (tmp / "b") + " --resume " + (tmp / "a/step_00000002"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(read_json(tmp / "b/config.json")["options"]["policy_of"], "cuda");
+  EXPECT_TRUE(
+      same_file(tmp / "a/step_00000003/model.safetensors", tmp / "b/step_00000003/model.safetensors"));
+  auto c = run_mptrain(args + " --policy-of cpu --run-dir " + (tmp / "c") + " --resume " +
+                       (tmp / "a/step_00000002"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(read_json(tmp / "c/config.json")["options"]["policy_of"], "cpu");
+  EXPECT_FALSE(
+      same_file(tmp / "a/step_00000003/model.safetensors", tmp / "c/step_00000003/model.safetensors"));
+}
+
 // Resume from step 4 of an fp16 run whose scale has backed off once and grown once (growth
 // interval 3): the resumed run takes fp16 from the checkpoint (no --precision), restores
 // scale, counter and skip count, and continues the same trajectory bit for bit.
