@@ -269,8 +269,8 @@ class Bert {
   }
   // nn.Linear's weight gradient [OC, Cin] as the [Cin, OC] view a linear_backward accumulates into.
   View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return grad(g, {oc, cin}).t(); }
-  // The fp32 residual stream k (0 or 1) of N rows: the saved LayerNorm output itself when the
-  // GEMMs read fp32, else half k of h32.
+  // The residual stream k (0 or 1) of N rows: the saved LayerNorm output itself when the GEMMs
+  // read fp32 or the stream is 16-bit (a GPU's plan), else half k of h32 (fp32).
   View stream(int k, ActivationPlan::Handle saved, int N);
   // stream (=) LayerNorm(x), and the saved copy in the GEMMs' input dtype when that differs.
   void layernorm_to_stream(const View& stream, ActivationPlan::Handle saved, ActivationPlan::Handle mean,

@@ -2,17 +2,19 @@
 // (backend/backend.h) for every precision, as PyTorch autocast runs Hugging Face's model: each
 // tensor in the dtype the policy gives it, each GEMM weight read through its copy.
 //
-// BERT is post-LN, so the residual stream is the LayerNorm outputs. A LayerNorm writes the
-// fp32 stream; when the GEMMs read another dtype the plan has a separate fp32 stream (h32, two
-// alternating buffers) and the saved LayerNorm output is its cast (autocast casts the fp32
-// LayerNorm output for the linear: the same values). Per layer, forward:
+// BERT is post-LN, so the residual stream is the LayerNorm outputs. On the CPU's plan a
+// LayerNorm writes the fp32 stream; when the GEMMs read another dtype the plan has a separate
+// fp32 stream (h32, two alternating buffers) and the saved LayerNorm output is its cast
+// (autocast casts the fp32 LayerNorm output for the linear: the same values). A GPU's plan keeps
+// the stream 16-bit: the saved LayerNorm outputs are the stream. Per layer, forward:
 //   qkv  = round(h·Wqkv^T + b)               y = masked attention(qkv)
 //   res1 = h + round(y·Wo^T + b)              ln1 = LN(res1)
 //   fch  = round(ln1·Wfc^T + b); g = gelu_erf(fch)
 //   res2 = ln1 + round(g·Wout^T + b)          ln2 = LN(res2)
 // Heads: the pooler tanh(round(h[CLS]·Wp^T + b)) and NSP logits; the MLM transform, its
-// LayerNorm and the decoder (word embeddings^T + bias) on the masked rows only; fp32 logits
-// (the fused cross-entropy reads fp32 and writes dlogits in place).
+// LayerNorm and the decoder (word embeddings^T + bias) on the masked rows only; MLM logits in
+// the policy's dtype (fp32 on the CPU's plan, 16-bit on a GPU's), which the fused cross-entropy
+// overwrites with dlogits in place; NSP logits fp32.
 #include <string>
 #include <vector>
 

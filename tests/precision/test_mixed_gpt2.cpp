@@ -183,6 +183,27 @@ TEST(MixedGpt2, RunsAPolicyMadeForAnotherBackend) {
   EXPECT_LT(testing::relative_error(other.grads.data(), mine.grads.data(), mine.grads.size()), 1e-5);
 }
 
+// A backend without a LayerNorm for a 16-bit stream refuses the GPU's plan when the model is
+// built, naming the op and the dtypes; the CPU's plan (an fp32 stream) passes the same check.
+class NoLowpStreamLayerNorm : public cpu::CpuBackend {
+ public:
+  using cpu::CpuBackend::CpuBackend;
+
+ protected:
+  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override {
+    if (op == Op::LayerNorm && types.begin()[1] != StorageType::F32) return false;
+    return cpu::CpuBackend::can_run(op, types, math);
+  }
+};
+
+TEST(MixedGpt2, APolicyTheBackendCannotRunIsRefusedNamingTheOp) {
+  cpu::Context ctx;
+  const NoLowpStreamLayerNorm be(ctx);
+  testing::expect_error([&] { check_policy_supported(make_policy(Precision::Bf16, {}, kCudaCaps), be); },
+                        "[precision] the cpu backend has no layernorm kernel for out=bf16 x=bf16 gamma=bf16");
+  check_policy_supported(make_policy(Precision::Bf16), be);
+}
+
 // --- The GPU's plan (kCudaCaps) on the CPU backend: what `--policy-of cuda` trains with ---
 
 // The GPU's plan keeps the residual stream, logits and the gradients between ops in 16 bits,
