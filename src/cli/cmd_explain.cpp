@@ -119,7 +119,11 @@ void run_explain(const ExplainOptions& o) {
                 (std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")").c_str(),
                 mib(lowp_grads).c_str());
   std::printf("  %-34s %12s\n", "optimizer state (AdamW, 2 x fp32)", mib(moments).c_str());
-  std::printf("  %-34s %12s\n", "GEMM weight copies", copies > 0 ? mib(copies).c_str() : "none (fp32 GEMMs)");
+  // A GPU's plan copies the non-GEMM weights too (LayerNorm gains, biases, position tables).
+  std::printf(
+      "  %-34s %12s\n",
+      policy.small_weights == StorageType::F32 ? "GEMM weight copies" : "weight copies (every weight)",
+      copies > 0 ? mib(copies).c_str() : "none (fp32 GEMMs)");
   std::printf("  %-34s %12s\n", "activations saved for backward", mib(act_saved).c_str());
   std::printf("  %-34s %12s\n", "activation scratch (reused)", mib(act_scratch).c_str());
   std::printf("  %-34s %12s\n", "activation allocation (aligned)", mib(act_total).c_str());

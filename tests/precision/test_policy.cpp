@@ -171,7 +171,7 @@ TEST(Explain, PrintsTheGpuPlanRunOnTheCpu) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const char* s : {"the GPU's plan (--policy-of cuda)", "residual     bf16   fp32    fp32   bf16",
                           "lm_head      bf16   bf16    fp32   bf16", "the GPU's residual stream is bf16",
-                          "micro-batch gradients (bf16)"})
+                          "micro-batch gradients (bf16)", "weight copies (every weight)"})
       EXPECT_NE(r.output.find(s), std::string::npos) << preset << ": " << s << " in:\n" << r.output;
     const auto cpu = testing::run_mptrain(std::string("explain --preset ") + preset +
                                           " --precision bf16 --batch 2 --seq 32");
