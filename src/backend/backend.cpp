@@ -96,15 +96,20 @@ class Check {
 
 const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
 
-void Backend::require(Op op, std::initializer_list<const char*> names,
-                      std::initializer_list<StorageType> types, ComputeType math) const {
-  if (supports(op, types, math)) return;
+std::string describe_dtypes(std::initializer_list<const char*> names,
+                            std::initializer_list<StorageType> types, ComputeType math) {
   std::string what;
   auto name = names.begin();
   for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
   if (math != ComputeType::F32) what += std::string(" with ") + compute_name(math) + " products";
+  return what;
+}
+
+void Backend::require(Op op, std::initializer_list<const char*> names,
+                      std::initializer_list<StorageType> types, ComputeType math) const {
+  if (supports(op, types, math)) return;
   throw Error(std::string("[backend ") + this->name() + "] " + backend_op_name(op) + ": no kernel for " +
-              what);
+              describe_dtypes(names, types, math));
 }
 
 void Backend::cast(const View& dst, const View& src) {

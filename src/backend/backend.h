@@ -48,6 +48,10 @@ enum class Op {
   ToOperand,
 };
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
+// "out=bf16 x=bf16 w=bf16 with bf16 products": the tensors of one supports() question, as the
+// refusals name them (no products part for fp32 arithmetic).
+std::string describe_dtypes(std::initializer_list<const char*> names,
+                            std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32);
 
 // What a linear does after its GEMM, in the one pass over the fp32 accumulator.
 enum class Epilogue {

@@ -16,17 +16,14 @@ AttentionDtypes attention_dtypes(const Policy& policy) {
 
 namespace {
 
-// Throws the refusal unless be.supports(op, types, math); names the tensors as backend.cpp's
-// table does.
+// Throws the refusal unless be.supports(op, types, math); names the tensors as the backend's own
+// refusal does.
 void need(const Backend& be, Op op, std::initializer_list<const char*> names,
           std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) {
   if (be.supports(op, types, math)) return;
-  std::string what;
-  auto name = names.begin();
-  for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
-  if (math != ComputeType::F32) what += std::string(" with ") + compute_name(math) + " products";
   throw Error(std::string("[precision] the ") + be.name() + " backend has no " + backend_op_name(op) +
-              " kernel for " + what + " (the policy's dtypes; see mptrain explain)");
+              " kernel for " + describe_dtypes(names, types, math) +
+              " (the policy's dtypes; see mptrain explain)");
 }
 
 }  // namespace

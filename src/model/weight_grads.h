@@ -25,7 +25,6 @@ class WeightGrads {
   void begin(Backend& be);
   // After it: master (+=) the 16-bit gradients, widened (nothing on the CPU's plan).
   void finish(Backend& be, FloatBuffer& master);
-  size_t lowp_bytes() const { return lowp_.size() * sizeof(float); }
 
  private:
   View lowp() { return View::of(lowp_.data(), type_, {static_cast<std::int64_t>(n_)}); }

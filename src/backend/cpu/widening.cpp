@@ -6,6 +6,9 @@
 
 namespace mptrain::cpu {
 
+namespace {
+
+// The elements a view spans, from its first to its last (rank 0 or an empty dimension: 0).
 size_t view_extent(const View& v) {
   if (v.empty() || v.rank == 0) return 0;
   size_t last = 0;
@@ -15,6 +18,8 @@ size_t view_extent(const View& v) {
   }
   return last + 1;
 }
+
+}  // namespace
 
 Widening::Copy& Widening::copy_of(const View& v) {
   const size_t extent = view_extent(v);

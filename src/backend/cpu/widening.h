@@ -42,7 +42,4 @@ class Widening {
   std::vector<Copy> copies_;
 };
 
-// The elements a view spans, from its first to its last (rank 0 or an empty dimension: 0).
-size_t view_extent(const View& v);
-
 }  // namespace mptrain::cpu
