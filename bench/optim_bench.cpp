@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "backend/ops/optimizer.h"
 #include "core/rng.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
@@ -47,7 +48,7 @@ void BM_AdamW(benchmark::State& state) {
   std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
   int64_t t = 0;
   for (auto _ : state) {
-    adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
     benchmark::DoNotOptimize(p.data());
   }
   bytes_per_second(state, 28.0 * kGpt2Params);  // g, p, m, v read; p, m, v written
@@ -60,7 +61,8 @@ void BM_AdamWWithClipFactor(benchmark::State& state) {
   std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
   int64_t t = 0;
   for (auto _ : state) {
-    adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 0.5f);
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t,
+                      0.5f);
     benchmark::DoNotOptimize(p.data());
   }
   bytes_per_second(state, 28.0 * kGpt2Params);

@@ -23,11 +23,16 @@
 //   scatter_add_rows      {dst, src}
 //   argmax_rows           {x}
 //   to_operand            {dst, src}                math: the GEMM's arithmetic
+//   adamw, sophia         {params, grads, m, v|h}
+//   sophia_hessian        {h, ghat}
+//   count_unclipped       {m, h}
+//   unscale_and_check, sum_squares, scale   {x}
 // Fixed by the interface: fp32 LayerNorm statistics, losses and dloss. A linear's bias may be in
 // any storage (the fp32 master, or a GPU plan's 16-bit copy of the non-GEMM weights).
 #include "backend/backend.h"
 
 #include <array>
+#include <utility>
 
 #include "core/error.h"
 
@@ -37,7 +42,7 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 20> kOpNames = {"cast",
+constexpr std::array<const char*, 27> kOpNames = {"cast",
                                                   "accumulate",
                                                   "linear",
                                                   "linear_activation",
@@ -56,7 +61,14 @@ constexpr std::array<const char*, 20> kOpNames = {"cast",
                                                   "gather_rows",
                                                   "scatter_add_rows",
                                                   "argmax_rows",
-                                                  "to_operand"};
+                                                  "to_operand",
+                                                  "adamw",
+                                                  "sophia",
+                                                  "sophia_hessian",
+                                                  "count_unclipped",
+                                                  "unscale_and_check",
+                                                  "sum_squares",
+                                                  "scale"};
 
 // The checks of one op call: each failure is one line naming the op, the tensor and its view.
 class Check {
@@ -421,6 +433,74 @@ void Backend::argmax_rows(int* best, const View& x, int n, int count) {
   c.that(best != nullptr || count == 0, "needs somewhere to write");
   require(Op::ArgmaxRows, {"x"}, {x.type});
   run_argmax_rows(best, x, n, count);
+}
+
+// --- the optimizer's kernels: fp32 tensors, contiguous, of one size ---
+
+namespace {
+
+// Every view present, fp32, contiguous and of `first`'s size.
+void same_flat_f32(const Check& c, std::initializer_list<std::pair<const View*, const char*>> views) {
+  const View& first = *views.begin()->first;
+  for (const auto& [v, name] : views) {
+    c.that(!v->empty(), std::string(name) + " is missing");
+    c.fp32(*v, name);
+    c.rows_contiguous(*v, name);
+    c.that(v->numel() == first.numel(), std::string(name) + " is " + v->describe() + ", expected " +
+                                            std::to_string(first.numel()) + " elements");
+  }
+}
+
+}  // namespace
+
+void Backend::adamw(const AdamWArgs& a) {
+  const Check c(name(), Op::AdamW);
+  same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
+  c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
+  require(Op::AdamW, {"params", "grads", "m", "v"}, {F32, F32, F32, F32});
+  run_adamw(a);
+}
+
+void Backend::sophia(const SophiaArgs& a) {
+  const Check c(name(), Op::Sophia);
+  same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
+  require(Op::Sophia, {"params", "grads", "m", "h"}, {F32, F32, F32, F32});
+  run_sophia(a);
+}
+
+void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
+  const Check c(name(), Op::SophiaHessian);
+  same_flat_f32(c, {{&h, "h"}, {&ghat, "ghat"}});
+  require(Op::SophiaHessian, {"h", "ghat"}, {F32, F32});
+  run_sophia_hessian(h, ghat, beta2);
+}
+
+std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b) {
+  const Check c(name(), Op::CountUnclipped);
+  same_flat_f32(c, {{&m, "m"}, {&h, "h"}});
+  require(Op::CountUnclipped, {"m", "h"}, {F32, F32});
+  return run_count_unclipped(m, h, rho_b);
+}
+
+bool Backend::unscale_and_check(const View& grads, float inv_scale) {
+  const Check c(name(), Op::UnscaleCheck);
+  same_flat_f32(c, {{&grads, "grads"}});
+  require(Op::UnscaleCheck, {"grads"}, {F32});
+  return run_unscale_and_check(grads, inv_scale);
+}
+
+double Backend::sum_squares(const View& x) {
+  const Check c(name(), Op::SumSquares);
+  same_flat_f32(c, {{&x, "x"}});
+  require(Op::SumSquares, {"x"}, {F32});
+  return run_sum_squares(x);
+}
+
+void Backend::scale(const View& x, float factor) {
+  const Check c(name(), Op::Scale);
+  same_flat_f32(c, {{&x, "x"}});
+  require(Op::Scale, {"x"}, {F32});
+  run_scale(x, factor);
 }
 
 }  // namespace mptrain

@@ -46,6 +46,13 @@ enum class Op {
   ScatterAddRows,
   ArgmaxRows,
   ToOperand,
+  AdamW,
+  Sophia,
+  SophiaHessian,
+  CountUnclipped,
+  UnscaleCheck,
+  SumSquares,
+  Scale,
 };
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
 // "out=bf16 x=bf16 w=bf16 with bf16 products": the tensors of one supports() question, as the
@@ -202,6 +209,23 @@ struct EmbeddingBackwardArgs {
   int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
 };
 
+// The optimizer's update of one tensor (or of the piece of one that a ZeRO-1 shard holds):
+// params, grads and the state are fp32, contiguous and of one size; the update reads the
+// gradients as grads·grad_scale (the clip factor: clipping takes no pass of its own).
+struct AdamWArgs {
+  View params{}, grads{}, m{}, v{};
+  float lr = 0.0f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+  std::int64_t t = 1;  // the 1-based optimizer step (bias correction)
+  float grad_scale = 1.0f;
+};
+
+struct SophiaArgs {
+  View params{}, grads{}, m{}, h{};
+  float lr = 0.0f, beta1 = 0.965f;
+  float rho_b = 0.0f;  // ρ·b (b: tokens per optimizer step)
+  float weight_decay = 0.0f, grad_scale = 1.0f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -248,6 +272,23 @@ class Backend {
   void scatter_add_rows(const View& dst, const View& src, const int* rows, int count);
   void argmax_rows(int* best, const View& x, int n, int count);
 
+  // The optimizer's kernels (optim/ writes the step once over them: train/step.cpp). Every
+  // tensor fp32 and contiguous. The three that answer a number bring it to the host, a sync on
+  // a GPU: the step needs each of them there anyway (the skip, the guard, the win rate).
+  //   adamw / sophia    the update of one tensor (AdamWArgs, SophiaArgs)
+  //   sophia_hessian    h (=) β2·h + (1−β2)·ghat², elementwise
+  //   count_unclipped   how many coordinates have |m| < rho_b·h
+  //   unscale_and_check grads (=) grads·inv_scale; whether any was inf or NaN (GradScaler)
+  //   sum_squares       sum x² in double, in an order that does not depend on the thread count
+  //   scale             x (=) x·factor
+  void adamw(const AdamWArgs& a);
+  void sophia(const SophiaArgs& a);
+  void sophia_hessian(const View& h, const View& ghat, float beta2);
+  std::int64_t count_unclipped(const View& m, const View& h, float rho_b);
+  bool unscale_and_check(const View& grads, float inv_scale);
+  double sum_squares(const View& x);
+  void scale(const View& x, float factor);
+
  protected:
   virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
   virtual void run_cast(const View& dst, const View& src) = 0;
@@ -266,6 +307,13 @@ class Backend {
   virtual void run_gather_rows(const View& dst, const View& src, const int* rows, int count) = 0;
   virtual void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) = 0;
   virtual void run_argmax_rows(int* best, const View& x, int n, int count) = 0;
+  virtual void run_adamw(const AdamWArgs& a) = 0;
+  virtual void run_sophia(const SophiaArgs& a) = 0;
+  virtual void run_sophia_hessian(const View& h, const View& ghat, float beta2) = 0;
+  virtual std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) = 0;
+  virtual bool run_unscale_and_check(const View& grads, float inv_scale) = 0;
+  virtual double run_sum_squares(const View& x) = 0;
+  virtual void run_scale(const View& x, float factor) = 0;
 
  private:
   // Throws Error "[backend <name>] <op>: no kernel for <names>=<dtypes>[ with <math> products]"

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "optim/grad_norm.h"
 
 namespace mptrain {
 
@@ -74,15 +73,10 @@ void DataParallel::average_gradients(float* grads) {
   }
 }
 
-double DataParallel::global_norm(const float* grads) {
-  if (zero_ == ZeroStage::Off) return ::mptrain::global_norm(grads, table_.total());
-  const double local = ::mptrain::global_norm(grads + begin_, end_ - begin_);
+double DataParallel::global_norm(double local) {
+  if (zero_ == ZeroStage::Off) return local;  // the range is the whole buffer
   ScopeTimer timer(comm_seconds_);
   return std::sqrt(comm_.sum(local * local));
-}
-
-void DataParallel::clip(float* grads, double norm, float max_norm) {
-  clip_grad_norm(grads + begin_, end_ - begin_, norm, max_norm);
 }
 
 void DataParallel::optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t,

@@ -67,10 +67,10 @@ class DataParallel {
   // grads[begin(), end()) ← the mean over ranks; without ZeRO that is the whole buffer, with
   // ZeRO-1 the rest of grads is left unspecified.
   void average_gradients(float* grads);
-  // L2 norm of the averaged gradient over all N elements (after average_gradients).
-  double global_norm(const float* grads);
-  // Scales grads[begin(), end()) by clip_grad_norm's factor.
-  void clip(float* grads, double norm, float max_norm);
+  // L2 norm of the averaged gradient over all N elements (after average_gradients), from
+  // `local`, the norm of this rank's range grads[begin(), end()) (the backend's, train/step.cpp).
+  // A collective under ZeRO-1.
+  double global_norm(double local);
   // The optimizer update of [begin(), end()) with the gradients grads·grad_scale (the clip
   // factor, Optimizer::step), then with ZeRO-1 the all-gather that makes
   // every rank's parameters whole. opt must be built over optimizer_table().

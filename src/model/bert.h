@@ -201,6 +201,8 @@ class Bert {
   const FloatBuffer& params() const { return params_; }
   FloatBuffer& grads() { return grads_; }
   const FloatBuffer& grads() const { return grads_; }
+  // The backend the passes run on; the optimizer updates the parameters there too.
+  Backend& backend() const { return *be_; }
   size_t num_params() const { return table_.total(); }  // in memory (padded vocabulary rows included)
   size_t num_hf_params() const;                         // as Hugging Face counts them (real rows only)
 

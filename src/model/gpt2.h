@@ -133,6 +133,8 @@ class Gpt2 {
   const FloatBuffer& params() const { return params_; }
   FloatBuffer& grads() { return grads_; }
   const FloatBuffer& grads() const { return grads_; }
+  // The backend the passes run on; the optimizer updates the parameters there too.
+  Backend& backend() const { return *be_; }
   size_t num_params() const { return table_.total(); }
 
   // GPT-2 / nanoGPT initialisation from a seed (counter-based: independent of threads).

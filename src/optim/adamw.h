@@ -4,7 +4,6 @@
 // t counts optimizer steps from 1. Weight decay is applied per call, so callers pass
 // wd = 0 for tensors that are not decayed (biases, LayerNorm, per the parameter table).
 #pragma once
-#include <cstddef>
 #include <cstdint>
 
 #include "core/buffer.h"
@@ -20,18 +19,13 @@ struct AdamWHyper {
   float weight_decay = 0.1f;
 };
 
-// Elementwise update of n values with the gradients grads·grad_scale (the kernel; callers
-// choose wd per tensor).
-void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f);
-
 // AdamW over every tensor of a parameter table: owns the moments m and v (one
 // allocation each, laid out like the parameters; checkpoint prefixes "exp_avg" and
 // "exp_avg_sq", PyTorch's names) and applies weight decay only to tensors whose table
 // entry says `decay`.
 class AdamW : public Optimizer {
  public:
-  AdamW(const ParamTable& table, const AdamWHyper& hyper);
+  AdamW(const ParamTable& table, const AdamWHyper& hyper, Backend& be);
   OptimizerKind kind() const override { return OptimizerKind::AdamW; }
   // One update with learning rate lr; t is the 1-based optimizer step (bias correction).
   using Optimizer::step;

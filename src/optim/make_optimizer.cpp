@@ -3,13 +3,14 @@
 
 namespace mptrain {
 
-std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, const ParamTable& table, const AdamWHyper& adamw,
-                                          const SophiaHyper& sophia, double tokens_per_step, uint64_t seed) {
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, const ParamTable& table,
+                                          const AdamWHyper& adamw, const SophiaHyper& sophia,
+                                          double tokens_per_step, uint64_t seed, Backend& be) {
   switch (kind) {
     case OptimizerKind::AdamW:
-      return std::make_unique<AdamW>(table, adamw);
+      return std::make_unique<AdamW>(table, adamw, be);
     case OptimizerKind::Sophia:
-      return std::make_unique<Sophia>(table, sophia, tokens_per_step, seed);
+      return std::make_unique<Sophia>(table, sophia, tokens_per_step, seed, be);
   }
   return nullptr;
 }

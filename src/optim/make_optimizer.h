@@ -12,7 +12,9 @@
 namespace mptrain {
 
 // tokens_per_step (b in Sophia's ρ·b·h) and seed (Sophia's label sampling) are ignored by AdamW.
-std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, const ParamTable& table, const AdamWHyper& adamw,
-                                          const SophiaHyper& sophia, double tokens_per_step, uint64_t seed);
+// be: the backend the update runs on (the model's).
+std::unique_ptr<Optimizer> make_optimizer(OptimizerKind kind, const ParamTable& table,
+                                          const AdamWHyper& adamw, const SophiaHyper& sophia,
+                                          double tokens_per_step, uint64_t seed, Backend& be);
 
 }  // namespace mptrain

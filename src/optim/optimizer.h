@@ -9,6 +9,11 @@
 // only flat buffers), so it says when an estimate is due and which RNG (seed, counter)
 // to sample with, and the training step (train/step.cpp) computes the gradient and hands
 // it back through update_curvature(). First-order optimizers never ask.
+//
+// The arithmetic is the backend's (backend/backend.h's optimizer ops, each the update of one
+// tensor): an optimizer is its per-tensor rules (which tensors decay, which coordinates are
+// real) and its state, on whatever backend the model runs on. The state is the backend's
+// memory; on the CPU backend that is host memory, which checkpoints read directly.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/buffer.h"
 #include "model/param_table.h"
 
@@ -44,6 +50,9 @@ class Optimizer {
 
   virtual OptimizerKind kind() const = 0;
   const char* name() const { return optimizer_name(kind()); }
+  // The backend the update runs on; the training step runs the rest of its arithmetic there too
+  // (unscale, norm, clip: train/step.cpp).
+  Backend& backend() const { return be_; }
 
   // One update of every parameter with learning rate lr; t is the 1-based optimizer step.
   // grads·grad_scale are the gradients of the step's mean loss: grad_scale carries gradient
@@ -79,10 +88,18 @@ class Optimizer {
   }
 
  protected:
-  // Allocates one zeroed state buffer per prefix, each table.total() floats.
-  Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes);
+  // Allocates one zeroed state buffer per prefix, each table.total() floats. be: the backend
+  // whose ops update the parameters (the model's; must outlive this object).
+  Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes, Backend& be);
+
+  // The 1-D view of `spec`'s first n elements in a flat buffer laid out by the table.
+  static View flat(const float* base, const ParamSpec& spec, size_t n) {
+    return View::f32(base + spec.offset, {static_cast<std::int64_t>(n)});
+  }
+  static View flat(const float* base, const ParamSpec& spec) { return flat(base, spec, spec.numel); }
 
   const ParamTable& table_;
+  Backend& be_;
   std::vector<OptimizerState> state_;
 };
 

@@ -33,22 +33,14 @@ struct SophiaHyper {
 // --weight-decay) when a value is out of range.
 void validate(const SophiaHyper& hyper);
 
-// Elementwise Sophia update of n values with the gradients grads·grad_scale: decay, momentum,
-// clipped sign step. rho_b = ρ·b.
-void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr, float beta1,
-                   float rho_b, float weight_decay, float grad_scale = 1.0f);
-// h ← β2·h + (1−β2)·g⊙g over n values.
-void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2);
-// How many of n coordinates have |m| < rho_b·h (their update is not clipped).
-size_t sophia_unclipped_count(const float* m, const float* h, size_t n, float rho_b);
-
 // Sophia-G over every tensor of a parameter table. State: momentum m ("exp_avg") and the
 // Hessian EMA h ("hessian"), one allocation each; scalar state: the number of Hessian
 // estimates so far, which is also the counter of the label-sampling RNG.
 class Sophia : public Optimizer {
  public:
   // tokens_per_step: b in ρ·b·h. seed: the label-sampling RNG's seed (the run's seed).
-  Sophia(const ParamTable& table, const SophiaHyper& hyper, double tokens_per_step, uint64_t seed);
+  Sophia(const ParamTable& table, const SophiaHyper& hyper, double tokens_per_step, uint64_t seed,
+         Backend& be);
 
   OptimizerKind kind() const override { return OptimizerKind::Sophia; }
   using Optimizer::step;
@@ -63,7 +55,7 @@ class Sophia : public Optimizer {
   double update_curvature(const float* grads) override;
 
   // Fraction of real coordinates (padded rows excluded) with |m| < ρ·b·h, for the current m, h.
-  double win_rate() const;
+  double win_rate();
 
   FloatBuffer& m() { return state_[0].buffer; }
   FloatBuffer& h() { return state_[1].buffer; }

@@ -1,21 +1,9 @@
-// GradScaler semantics on the CPU backend.
+// GradScaler's scale schedule (the unscale itself is the backend's unscale_and_check).
 #include "precision/loss_scaler.h"
 
 #include <cmath>
 
 namespace mptrain {
-
-bool LossScaler::unscale_and_check(float* grads, size_t n) const {
-  const float inv = static_cast<float>(1.0 / static_cast<double>(scale_));
-  int found = 0;
-#pragma omp parallel for reduction(| : found) schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    const float g = grads[i];
-    found |= !std::isfinite(g);
-    grads[i] = g * inv;
-  }
-  return found != 0;
-}
 
 void LossScaler::update(bool found_inf) {
   if (found_inf) {

@@ -26,9 +26,10 @@ class LossScaler {
   explicit LossScaler(const LossScalerConfig& config = {}) : config_(config), scale_(config.init_scale) {}
 
   float scale() const { return scale_; }
-  // Multiplies grads[0..n) by 1/scale; returns true when any element is inf or NaN
-  // (those elements are left as they are: the step will be skipped).
-  bool unscale_and_check(float* grads, size_t n) const;
+  // The factor that unscales the gradients: 1/scale computed in double, used as float
+  // (GradScaler's inv_scale). The backend's unscale_and_check multiplies by it and reports
+  // inf/NaN (train/step.cpp).
+  float inv_scale() const { return static_cast<float>(1.0 / static_cast<double>(scale_)); }
   // After the step (taken or skipped): adjust the scale.
   void update(bool found_inf);
 

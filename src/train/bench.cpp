@@ -157,7 +157,8 @@ BenchResult bench_one(const BenchOptions& o) {
   const size_t num_params = bert ? bert->num_params() : gpt2->num_params();
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
   std::unique_ptr<Optimizer> optimizer =
-      make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337);
+      make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337,
+                     bert ? bert->backend() : gpt2->backend());
   // fp16 times the loss scaler's work too (unscale + inf check every step), as training does.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) scaler = std::make_unique<LossScaler>();

@@ -85,6 +85,7 @@ class BertTask final : public TrainTask {
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
   FloatBuffer& grads() override { return model_->grads(); }
+  Backend& backend() override { return model_->backend(); }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { load_bert_checkpoint_model(ckpt_dir, *model_); }
 

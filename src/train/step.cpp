@@ -10,13 +10,32 @@
 
 namespace mptrain {
 
+namespace {
+
+// The 1-D view of grads[lo, lo + count).
+View range_of(float* grads, size_t lo, size_t count) {
+  return View::f32(grads + lo, {static_cast<std::int64_t>(count)});
+}
+
+}  // namespace
+
+// The step's arithmetic (unscale, norm, clip, update, curvature) is the backend's optimizer ops,
+// on the backend the optimizer runs on (the model's); what stays here is the order, the
+// collectives and the decisions, so every device runs the same step.
 StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, float lr, float grad_clip, int64_t t,
                      LossScaler* scaler, DataParallel* dp, bool fault_inf_grad) {
   MPT_CHECK(!fault_inf_grad || scaler, "an injected inf gradient needs fp16 loss scaling (nothing would skip the step)");
+  Backend& be = optimizer.backend();
   // Without data parallelism: one process, its optimizer over the whole buffer.
   float* grads = model.grads->data();
   const size_t lo = dp ? dp->begin() : 0, count = dp ? dp->end() - lo : model.grads->size();
+  const View mine = range_of(grads, lo, count);  // this rank's range: the optimizer's
   const int world = dp ? dp->world_size() : 1;
+  // The norm of the averaged gradient over all ranks, from this rank's range.
+  const auto norm_of_grads = [&] {
+    const double local = std::sqrt(be.sum_squares(mine));
+    return dp ? dp->global_norm(local) : local;
+  };
   model.grads->zero();
   StepStats stats;
   stats.loss_scale = scaler ? scaler->scale() : 1.0f;
@@ -34,7 +53,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   if (fault_inf_grad && count > 0) grads[lo] = std::numeric_limits<float>::infinity();
   inject_test_nan(*model.table, grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
   if (scaler) {
-    bool found_inf = scaler->unscale_and_check(grads + lo, count);
+    bool found_inf = be.unscale_and_check(mine, scaler->inv_scale());
     if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none
     scaler->update(found_inf);
     if (found_inf) {
@@ -46,7 +65,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   // Numeric guard (train/numeric_guard.h): a non-finite loss or norm (fp32/bf16; fp16's
   // scaler skipped such steps above) returns before the weights or optimizer state change.
   // The norm and the loss are global, so every rank returns here alike.
-  stats.grad_norm = dp ? dp->global_norm(grads) : global_norm(grads, count);
+  stats.grad_norm = norm_of_grads();
   if (!std::isfinite(stats.grad_norm) || !std::isfinite(stats.loss)) {
     stats.non_finite = true;
     return stats;
@@ -58,7 +77,6 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   else
     optimizer.step(model.params().data(), grads, lr, t, clip);
   if (optimizer.curvature_due(t)) {
-    const size_t n = model.grads->size();
     model.grads->zero();
     MPT_CHECK(model.curvature != nullptr, "this model has no curvature pass for the optimizer's Hessian estimate");
     // Scaled by the scale unscale_and_check divides by below: the scaler's current one, which
@@ -69,19 +87,16 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
       dp->average_gradients(grads);
     }
-    bool found_inf = scaler && scaler->unscale_and_check(grads + lo, count);
+    bool found_inf = scaler && be.unscale_and_check(mine, scaler->inv_scale());
     if (dp) found_inf = dp->comm().any(found_inf);
     if (found_inf) return stats;
     // Without a scaler, a non-finite estimate is dropped here (the numeric guard's rule).
-    stats.curvature_norm = dp ? dp->global_norm(grads) : global_norm(grads, n);
+    stats.curvature_norm = norm_of_grads();
     if (!std::isfinite(stats.curvature_norm)) return stats;
-    if (dp) {
-      dp->clip(grads, stats.curvature_norm, grad_clip);
-      stats.win_rate = dp->global_fraction(optimizer.update_curvature(grads + lo));
-    } else {
-      clip_grad_norm(grads, n, stats.curvature_norm, grad_clip);
-      stats.win_rate = optimizer.update_curvature(grads);
-    }
+    const float factor = clip_coefficient(stats.curvature_norm, grad_clip);
+    if (factor != 1.0f) be.scale(mine, factor);
+    const double local_win_rate = optimizer.update_curvature(grads + lo);
+    stats.win_rate = dp ? dp->global_fraction(local_win_rate) : local_win_rate;
     stats.curvature = true;
   }
   return stats;

@@ -80,6 +80,8 @@ class TrainTask {
   // Non-const access marks the model's low-precision weight copies stale (model/gpt2.h).
   virtual FloatBuffer& params() = 0;
   virtual FloatBuffer& grads() = 0;
+  // The model's backend (the optimizer's too).
+  virtual Backend& backend() = 0;
   virtual void init_weights(uint64_t seed) = 0;
   virtual void load_weights(const std::string& ckpt_dir) = 0;
 

@@ -201,7 +201,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   }
   // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed).
   const OptimizerFactory make_opt = [&](const ParamTable& table) {
-    return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed);
+    return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed,
+                          task.backend());
   };
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h).
   DataParallel dp(*comm, task.table(), zero_stage_from_int(opt.zero));

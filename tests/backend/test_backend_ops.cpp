@@ -10,6 +10,7 @@
 // the result. The refusal mechanism is checked through a backend that lacks the bf16 kernels.
 // The GPU backend will run the same cases against this one.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -952,6 +953,93 @@ TEST_F(BackendOps, AccumulateWidensIntoFp32) {
   Buf dst(F32, d0);
   expect_error([&] { be.accumulate(dst.view({R * C}), src.view({R * C - 1})); },
                "[backend cpu] accumulate: dst fp32[40] and src bf16[39] differ in size");
+}
+
+// The optimizer's kernels, against float64 transcriptions of their definitions (PyTorch's AdamW,
+// the Sophia authors' update, GradScaler's unscale); each reads fp32 tensors of one size and
+// refuses others before writing.
+TEST_F(BackendOps, OptimizerOpsMatchTheirDefinitions) {
+  const size_t n = 1037;  // not a multiple of any vector width
+  const std::vector<float> p0 = test::randn(n, 141), g = test::randn(n, 142, 0.1f),
+                           m0 = test::randn(n, 143, 0.01f);
+  std::vector<float> v0 = test::randn(n, 144, 1e-3f), h0 = test::randn(n, 145, 1e-3f);
+  for (size_t i = 0; i < n; ++i) v0[i] = std::fabs(v0[i]), h0[i] = std::fabs(h0[i]);
+  const auto flat = [n](std::vector<float>& x) {
+    return View::f32(x.data(), {static_cast<std::int64_t>(n)});
+  };
+  std::vector<float> grads = g;
+  {  // AdamW at step 3, decayed, with a clip factor
+    std::vector<float> p = p0, m = m0, v = v0;
+    const float lr = 0.01f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    be.adamw({flat(p), flat(grads), flat(m), flat(v), lr, b1, b2, eps, wd, 3, gs});
+    for (size_t i = 0; i < n; ++i) {
+      const double gi = double(g[i]) * gs, mi = b1 * double(m0[i]) + (1.0 - b1) * gi;
+      const double vi = b2 * double(v0[i]) + (1.0 - b2) * gi * gi;
+      const double bc1 = 1.0 - std::pow(double(b1), 3), bc2 = 1.0 - std::pow(double(b2), 3);
+      const double want =
+          p0[i] * (1.0 - double(lr) * wd) - lr / bc1 * mi / (std::sqrt(vi) / std::sqrt(bc2) + eps);
+      ASSERT_NEAR(m[i], mi, 1e-6 * (1.0 + std::fabs(mi))) << i;
+      ASSERT_NEAR(p[i], want, 1e-5 * (1.0 + std::fabs(want))) << i;
+    }
+  }
+  {  // Sophia: decay, momentum, the clipped sign step; then the Hessian EMA and the win count
+    std::vector<float> p = p0, m = m0, h = h0;
+    const float lr = 0.01f, b1 = 0.965f, rho_b = 40.0f, wd = 0.1f, gs = 0.5f;
+    be.sophia({flat(p), flat(grads), flat(m), flat(h), lr, b1, rho_b, wd, gs});
+    std::int64_t unclipped = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double mi = b1 * double(m0[i]) + (1.0 - b1) * double(g[i]) * gs;
+      const double ratio = std::min(std::fabs(mi) / (rho_b * double(h0[i]) + 1e-15), 1.0);
+      const double want = p0[i] * (1.0 - double(lr) * wd) - lr * (mi > 0 ? 1.0 : mi < 0 ? -1.0 : 0.0) * ratio;
+      ASSERT_NEAR(p[i], want, 1e-6) << i;
+      unclipped += std::fabs(m[i]) < rho_b * h[i];
+    }
+    EXPECT_EQ(be.count_unclipped(flat(m), flat(h), rho_b), unclipped);
+    EXPECT_GT(unclipped, 0);
+    EXPECT_LT(unclipped, static_cast<std::int64_t>(n));
+    be.sophia_hessian(flat(h), flat(grads), 0.99f);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(h[i], 0.99 * h0[i] + 0.01 * double(g[i]) * g[i], 1e-7 * (1.0 + h[i])) << i;
+  }
+  {  // sum of squares in double, the same for any thread count; scale; unscale and check
+    double want = 0.0;
+    for (float x : g) want += double(x) * x;
+    const double got = be.sum_squares(flat(grads));
+    EXPECT_NEAR(got, want, 1e-12 * want);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    EXPECT_EQ(be.sum_squares(flat(grads)), got);
+    omp_set_num_threads(threads);
+    std::vector<float> x = g;
+    be.scale(flat(x), 0.25f);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], g[i] * 0.25f) << i;
+    EXPECT_FALSE(be.unscale_and_check(flat(x), 4.0f));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], g[i]) << i;  // *0.25 then *4: exact
+    x[n - 1] = std::nanf("");
+    EXPECT_TRUE(be.unscale_and_check(flat(x), 1.0f));
+  }
+  // fp32 tensors of one size only, refused before anything is written.
+  std::vector<float> p = p0, m = m0, v = v0;
+  Buf half(BF16, p0);
+  const View short_m = View::f32(m.data(), {static_cast<std::int64_t>(n - 1)});
+  expect_error(
+      [&] {
+        be.adamw({flat(p), flat(grads), short_m, flat(v), 0.01f});
+      },
+      "[backend cpu] adamw: m is fp32[1036], expected 1037 elements");
+  expect_error(
+      [&] {
+        be.adamw({half.view({static_cast<std::int64_t>(n)}), flat(grads), flat(m), flat(v), 0.01f});
+      },
+      "[backend cpu] adamw: params is bf16[1037], expected fp32");
+  expect_error(
+      [&] {
+        be.adamw({flat(p), flat(grads), flat(m), flat(v), 0.01f, 0.9f, 0.95f, 1e-8f, 0.0f, 0});
+      },
+      "[backend cpu] adamw: t is 0, expected the 1-based step");
+  EXPECT_TRUE(test::bit_identical(p, p0, "the refused update's params"));
+  expect_error([&] { be.sum_squares(half.view({static_cast<std::int64_t>(n)})); },
+               "[backend cpu] sum_squares: x is bf16[1037], expected fp32");
 }
 
 // The CPU backend with no bf16 kernels: it refuses every combination with a bf16 tensor and runs

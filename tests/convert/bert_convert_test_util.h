@@ -62,7 +62,7 @@ inline void init_nontrivial(Bert& model, uint64_t seed) {
 // vocab.txt and tokenizer_config.json) as run_dir/step_<step>; returns that directory.
 inline std::string save_bert_run_checkpoint(const std::string& run_dir, const Bert& model, int64_t step,
                                             bool lower_case = true) {
-  AdamW opt(model.table(), AdamWHyper{});
+  AdamW opt(model.table(), AdamWHyper{}, model.backend());
   BertTrainState state;
   state.step = step;
   state.vocab_text = small_bert_vocab_text();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/device_optimizer.h"
+#include "common/host_backend.h"
 #include "core/error.h"
 #include "cuda/gpu_test_util.h"
 #include "model/gpt2.h"
@@ -69,10 +70,10 @@ double cpu_step(Optimizer& opt, std::vector<float>& p, std::vector<float> g, int
 cuda::DeviceOptimizerConfig config_of(const Optimizer& host) { return cuda::device_optimizer_config(host); }
 
 std::unique_ptr<Optimizer> make_host(OptimizerKind kind, const ParamTable& table) {
-  if (kind == OptimizerKind::AdamW) return std::make_unique<AdamW>(table, AdamWHyper{});
+  if (kind == OptimizerKind::AdamW) return std::make_unique<AdamW>(table, AdamWHyper{}, host_backend());
   SophiaHyper h;
   h.k = 2;
-  return std::make_unique<Sophia>(table, h, 4096.0, 7);
+  return std::make_unique<Sophia>(table, h, 4096.0, 7, host_backend());
 }
 
 // Runs kSteps clipped steps (Sophia: a Hessian step after every even one) on the GPU with the

@@ -83,7 +83,7 @@ const Training& cpu_run(bool padded) {
     model.init_weights(1234);
     r.init.assign(model.params().data(), model.params().data() + model.num_params());
     model.plan(kB, kT);
-    AdamW opt(model.table(), AdamWHyper{});
+    AdamW opt(model.table(), AdamWHyper{}, model.backend());
     std::vector<int> tokens, targets;
     const size_t n = model.num_params();
     for (int s = 0; s < kSteps; ++s) {

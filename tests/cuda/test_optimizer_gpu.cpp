@@ -9,6 +9,7 @@
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/loss_scale.h"
+#include "backend/ops/optimizer.h"
 #include "cuda/gpu_test_util.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
@@ -48,8 +49,8 @@ TEST(CudaAdamW, MatchesCpuPerTensorUpdates) {
                          lowp == StorageType::F32 ? nullptr : low.data(), lowp, ctx());
       for (size_t i = 0; i < all.size(); ++i) {
         const size_t o = all[i].first;
-        adamw_update(p.data() + o, g.data() + o, m.data() + o, v.data() + o, sizes[i], a.lr, a.beta1, a.beta2,
-                     a.eps, i % 2 == 0 ? a.weight_decay : 0.0f, t);
+        cpu::adamw_update(p.data() + o, g.data() + o, m.data() + o, v.data() + o, sizes[i], a.lr, a.beta1,
+                          a.beta2, a.eps, i % 2 == 0 ? a.weight_decay : 0.0f, t);
       }
     }
     EXPECT_LT(rel_err(gp.download(ctx()), p), 1e-5);
@@ -86,7 +87,8 @@ TEST(CudaAdamW, GradScaleAndSkipFlag) {
   cuda::adamw_update(gp.data(), gg.data(), gm.data(), gv.data(), mask.data(), n, a, nullptr, StorageType::F32,
                      ctx());
   for (float& x : g) x *= 0.25f;
-  adamw_update(p.data(), g.data(), m.data(), v.data(), n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, 1);
+  cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                    1);
   EXPECT_LT(rel_err(gp.download(ctx()), p), 1e-5);
 }
 
@@ -124,7 +126,7 @@ TEST(CudaLossScale, UnscaleAndCheckMatchesCpu) {
       cuda::DeviceBuffer<float> gg(g, ctx());
       cuda::DeviceBuffer<int> flag(std::vector<int>{0}, ctx());
       cuda::unscale_and_check(gg.data(), n, scaler.scale(), flag.data(), ctx());
-      const bool cpu_found = scaler.unscale_and_check(g.data(), n);
+      const bool cpu_found = cpu::unscale_and_check(g.data(), n, scaler.inv_scale());
       EXPECT_EQ(flag.download(ctx())[0] != 0, cpu_found);
       const auto got = gg.download(ctx());
       for (size_t i = 0; i < n; ++i)

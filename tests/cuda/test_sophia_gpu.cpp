@@ -18,6 +18,7 @@
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/sophia.h"
 #include "backend/ops/crossentropy.h"
+#include "backend/ops/optimizer.h"
 #include "core/error.h"
 #include "cuda/gpu_test_util.h"
 #include "optim/sophia.h"
@@ -60,8 +61,8 @@ struct State {
 void cpu_step(const Table& t, State& s, float lr, const SophiaHyper& hy, float rho_b, float weight_decay) {
   for (size_t k = 0; k < t.ranges.size(); ++k) {
     const size_t o = t.ranges[k].first;
-    sophia_update(s.p.data() + o, s.g.data() + o, s.m.data() + o, s.h.data() + o, t.sizes[k], lr, hy.beta1,
-                  rho_b, t.decays(k) ? weight_decay : 0.0f);
+    cpu::sophia_update(s.p.data() + o, s.g.data() + o, s.m.data() + o, s.h.data() + o, t.sizes[k], lr,
+                       hy.beta1, rho_b, t.decays(k) ? weight_decay : 0.0f);
   }
 }
 
@@ -213,7 +214,7 @@ TEST(CudaSophia, SkipFlagChangesNothingAndGradScaleScales) {
   cuda::sophia_hessian_update(gh.data(), gg.data(), t.n, hy.beta2, scale.data(), nullptr, ctx());
   for (float& x : s.g) x *= 0.25f;
   cpu_step(t, s, a.lr, hy, a.rho_b, a.weight_decay);
-  sophia_hessian_update(s.h.data(), s.g.data(), t.n, hy.beta2);
+  cpu::sophia_hessian_update(s.h.data(), s.g.data(), t.n, hy.beta2);
   EXPECT_LT(rel_err(gp.download(ctx()), s.p), 1e-6);
   EXPECT_LT(rel_err(gm.download(ctx()), s.m), 1e-6);
   EXPECT_LT(rel_err(gh.download(ctx()), s.h), 1e-6);
@@ -228,7 +229,7 @@ TEST(CudaSophia, HessianUpdateMatchesCpu) {
     cuda::DeviceBuffer<float> gh(h, ctx()), gg(g, ctx());
     for (int k = 0; k < 2; ++k) {
       cuda::sophia_hessian_update(gh.data(), gg.data(), n, 0.99f, nullptr, nullptr, ctx());
-      sophia_hessian_update(h.data(), g.data(), n, 0.99f);
+      cpu::sophia_hessian_update(h.data(), g.data(), n, 0.99f);
     }
     EXPECT_LT(rel_err(gh.download(ctx()), h), 1e-6);
     EXPECT_TRUE(same_bits(gg.download(ctx()), g)) << "ghat was written";
@@ -245,7 +246,7 @@ TEST(CudaSophia, UnclippedCountEqualsCpu) {
     cuda::DeviceBuffer<unsigned long long> count(1);
     count.poison(ctx());
     cuda::sophia_unclipped_count(count.data(), gm.data(), gh.data(), n, rho_b, false, ctx());
-    const size_t want = sophia_unclipped_count(s.m.data(), s.h.data(), n, rho_b);
+    const size_t want = cpu::sophia_unclipped_count(s.m.data(), s.h.data(), n, rho_b);
     EXPECT_EQ(count.download(ctx())[0], want);
     if (n > 2) {
       EXPECT_GT(want, 0u);

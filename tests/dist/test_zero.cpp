@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/host_backend.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
@@ -67,7 +68,9 @@ void check_sharded_matches_whole(OptimizerKind kind, int world) {
   adamw.weight_decay = 0.1f;
   SophiaHyper sophia;
   sophia.k = 2;
-  auto make = [&](const ParamTable& t) { return make_optimizer(kind, t, adamw, sophia, 4096.0, 3); };
+  auto make = [&](const ParamTable& t) {
+    return make_optimizer(kind, t, adamw, sophia, 4096.0, 3, host_backend());
+  };
 
   std::vector<float> whole_params = random_values(n, 1, 0.2f);
   std::vector<float> shard_params = whole_params;
@@ -126,7 +129,9 @@ TEST(DataParallel, SingleProcessCoversTheWholeBufferAndScattersState) {
     EXPECT_EQ(dp.begin(), 0u);
     EXPECT_EQ(dp.end(), table.total());
     EXPECT_EQ(dp.optimizer_table().total(), table.total());
-    auto make = [](const ParamTable& t) { return make_optimizer(OptimizerKind::AdamW, t, {}, {}, 1.0, 1); };
+    auto make = [](const ParamTable& t) {
+      return make_optimizer(OptimizerKind::AdamW, t, {}, {}, 1.0, 1, host_backend());
+    };
     auto local = make(dp.optimizer_table());
     auto whole = make(table);
     for (auto& st : whole->state())

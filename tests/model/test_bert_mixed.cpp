@@ -279,7 +279,7 @@ TEST(BertSampled, ReproducibleLabelsInTheVocabularyAndASophiaStep) {
     EXPECT_NE(std::vector<float>(m.grads().data(), m.grads().data() + m.num_params()), g1) << what;
 
     // Sophia: h = EMA of g², then a step on finite values that moves the parameters.
-    Sophia opt(m.table(), SophiaHyper{}, 3.0 * k.T, 1234);
+    Sophia opt(m.table(), SophiaHyper{}, 3.0 * k.T, 1234, m.backend());
     opt.update_curvature(g1.data());
     double hsum = 0;
     for (size_t i = 0; i < m.num_params(); ++i) {

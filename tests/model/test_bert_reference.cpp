@@ -178,7 +178,7 @@ TEST(BertReference, LossesLogitsGradientsAndAdamWStepsMatchPyTorch) {
               mlm_err, nsp_err, logits_err, worst_grad);
 
   // Five AdamW steps on the same batch (decay only where the table says so), clipping at 1.0.
-  AdamW opt(model.table(), AdamWHyper{0.9f, 0.999f, 1e-6f, 0.01f});
+  AdamW opt(model.table(), AdamWHyper{0.9f, 0.999f, 1e-6f, 0.01f}, model.backend());
   std::vector<float> ref_losses(steps);
   const std::vector<int64_t> steps_shape{steps};
   ref.read_f32("losses", steps_shape, ref_losses.data());

@@ -117,7 +117,7 @@ TEST(Gpt2Reference, LogitsLossGradientsAndTenAdamWStepsMatchPyTorch) {
   }
 
   // Ten AdamW steps on the same batch, clipping at 1.0.
-  AdamW opt(model.table(), hyper);
+  AdamW opt(model.table(), hyper, model.backend());
   std::vector<float> ref_losses(steps);
   const std::vector<int64_t> steps_shape{steps};
   ref.read_f32("losses", steps_shape, ref_losses.data());

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/ops/optimizer.h"
 #include "core/rng.h"
 #include "optim/adamw.h"
 
@@ -43,7 +44,7 @@ TEST(AdamW, BitIdenticalToTheSpecifiedScalarOperations) {
         for (int t = 1; t <= 4; ++t) {
           std::vector<float> g(n);
           for (size_t i = 0; i < n; ++i) g[i] = (t == 3 && i % 7 == 0) ? 0.0f : 0.01f * normal01(12, t, i);
-          adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, wd, t);
+          cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, wd, t);
           reference_step(pr, g, mr, vr, 3e-3f, 0.9f, 0.95f, 1e-8f, wd, t);
         }
         EXPECT_EQ(std::memcmp(p.data(), pr.data(), n * sizeof(float)), 0) << "params n=" << n << " wd=" << wd;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/ops/optimizer.h"
+#include "common/host_backend.h"
 #include "core/rng.h"
 #include "optim/adamw.h"
 #include "optim/grad_norm.h"
@@ -23,7 +25,7 @@ TEST(AdamW, MatchesPyTorchFormulaOverSeveralSteps) {
   for (int t = 1; t <= 5; ++t) {
     std::vector<float> g(n);
     for (size_t i = 0; i < n; ++i) g[i] = normal01(2, t, i);
-    adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t);
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, t);
     for (size_t i = 0; i < n; ++i) {
       pd[i] *= 1.0 - double(lr) * wd;
       md[i] = b1 * md[i] + (1.0 - b1) * g[i];
@@ -39,7 +41,7 @@ TEST(AdamW, DecayOnlyOnTensorsMarkedForIt) {
   ParamTable table;
   table.add("w", {2, 3}, InitRule::Normal, true);
   table.add("b", {3}, InitRule::Zeros, false);
-  AdamW opt(table, AdamWHyper{0.9f, 0.95f, 1e-8f, 0.5f});
+  AdamW opt(table, AdamWHyper{0.9f, 0.95f, 1e-8f, 0.5f}, host_backend());
   std::vector<float> params(table.total(), 1.0f), grads(table.total(), 0.0f);
   opt.step(params.data(), grads.data(), 0.1f, 1);
   for (size_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(params[i], 1.0f - 0.1f * 0.5f);  // decayed, zero gradient

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/ops/optimizer.h"
+#include "common/host_backend.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -51,7 +53,7 @@ TEST(Sophia, UpdateMatchesTheAuthorsFormulaInDouble) {
   size_t clipped = 0, unclipped = 0;
   for (int t = 0; t < 4; ++t) {
     for (size_t i = 0; i < n; ++i) s.g[i] = 1e-2f * normal01(10 + t, 1, i);
-    sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, beta1, rho_b, wd);
+    cpu::sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, beta1, rho_b, wd);
     for (size_t i = 0; i < n; ++i) {
       p[i] *= 1.0 - double(lr) * wd;
       m[i] = beta1 * m[i] + (1.0 - beta1) * s.g[i];
@@ -73,7 +75,7 @@ TEST(Sophia, ClipBoundHoldsForEveryCoordinate) {
   State s = random_state(n, 2);
   const float lr = 1e-2f, wd = 0.2f, rho_b = 0.05f * 4096;
   const std::vector<float> before = s.p;
-  sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, 0.965f, rho_b, wd);
+  cpu::sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, 0.965f, rho_b, wd);
   const float decay = static_cast<float>(1.0 - double(lr) * wd);
   for (size_t i = 0; i < n; ++i) {
     const float step = s.p[i] - before[i] * decay;
@@ -93,7 +95,7 @@ TEST(Sophia, WithZeroHessianTheUpdateIsLrTimesSignOfM) {
   for (size_t i = 0; i < n; i += 9) s.g[i] = s.m[i] = 0.0f;  // sign(0) = 0: no move
   const std::vector<float> before = s.p;
   const float lr = 5e-3f;
-  sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, 0.965f, 0.04f * 1000, 0.0f);
+  cpu::sophia_update(s.p.data(), s.g.data(), s.m.data(), s.h.data(), n, lr, 0.965f, 0.04f * 1000, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     const float sign = s.m[i] > 0 ? 1.0f : (s.m[i] < 0 ? -1.0f : 0.0f);
     ASSERT_EQ(s.p[i], before[i] - lr * sign) << i;  // exact: ratio is exactly 1 (or m = 0)
@@ -113,7 +115,7 @@ Gpt2Config tiny_config() {
 
 TEST(Sophia, WeightDecayOnlyOnTwoDimensionalWeights) {
   const ParamTable table = gpt2_param_table(tiny_config());
-  Sophia opt(table, SophiaHyper{0.965f, 0.99f, 0.04f, 0.5f, 10}, 64, 1);
+  Sophia opt(table, SophiaHyper{0.965f, 0.99f, 0.04f, 0.5f, 10}, 64, 1, host_backend());
   std::vector<float> params(table.total(), 1.0f), grads(table.total(), 0.0f);
   opt.step(params.data(), grads.data(), 0.1f, 1);  // zero gradient and momentum: decay only
   const float decayed = static_cast<float>(1.0 - 0.1 * 0.5);
@@ -134,9 +136,10 @@ TEST(OptimizerGradScale, FactorInTheUpdateEqualsClippingFirst) {
       std::unique_ptr<Optimizer> first, fused;
       for (auto* o : {&first, &fused}) {
         if (sophia)
-          *o = std::make_unique<Sophia>(table, SophiaHyper{0.965f, 0.99f, 0.04f, 0.1f, 2}, 64, 1);
+          *o = std::make_unique<Sophia>(table, SophiaHyper{0.965f, 0.99f, 0.04f, 0.1f, 2}, 64, 1,
+                                        host_backend());
         else
-          *o = std::make_unique<AdamW>(table, AdamWHyper{});
+          *o = std::make_unique<AdamW>(table, AdamWHyper{}, host_backend());
       }
       std::vector<float> p1(n), p2(n);
       for (size_t i = 0; i < n; ++i) p1[i] = p2[i] = 0.02f * normal01(21, 0, i);
@@ -167,7 +170,7 @@ TEST(Sophia, HessianEmaWinRateAndSchedule) {
   table.add("w", {4, 2}, InitRule::Normal, true);
   table.add("b", {2}, InitRule::Zeros, false);
   const SophiaHyper hyper{0.9f, 0.75f, 0.5f, 0.0f, 3};
-  Sophia opt(table, hyper, /*tokens_per_step=*/4, /*seed=*/77);
+  Sophia opt(table, hyper, /*tokens_per_step=*/4, /*seed=*/77, host_backend());
   EXPECT_FALSE(opt.curvature_due(1));
   EXPECT_FALSE(opt.curvature_due(2));
   EXPECT_TRUE(opt.curvature_due(3));
@@ -188,7 +191,7 @@ TEST(Sophia, HessianEmaWinRateAndSchedule) {
   for (size_t i = 0; i < ghat.size(); ++i)
     ASSERT_FLOAT_EQ(opt.h()[i], 0.75f * 0.25f * ghat[i] * ghat[i] + 0.25f * ghat[i] * ghat[i]);
   // Scalar state round trip.
-  Sophia other(table, hyper, 4, 77);
+  Sophia other(table, hyper, 4, 77, host_backend());
   other.set_scalar_state(opt.scalar_state());
   EXPECT_EQ(other.curvature_counter(), 2u);
   EXPECT_THROW(other.set_scalar_state({{"hessian_updates", "x1"}}), Error);
@@ -199,7 +202,7 @@ TEST(Sophia, RejectsBadHyperparameters) {
   table.add("w", {2, 2}, InitRule::Normal, true);
   auto message = [&](SophiaHyper h) {
     try {
-      Sophia opt(table, h, 16, 1);
+      Sophia opt(table, h, 16, 1, host_backend());
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -230,7 +233,8 @@ TEST(Sophia, StateSurvivesACheckpointAndTheOtherOptimizerIsRefused) {
   cpu::Context ctx;
   Gpt2 model(cfg, ctx);
   model.init_weights(3);
-  auto opt = make_optimizer(OptimizerKind::Sophia, model.table(), AdamWHyper{}, SophiaHyper{}, 64, 5);
+  auto opt = make_optimizer(OptimizerKind::Sophia, model.table(), AdamWHyper{}, SophiaHyper{}, 64, 5,
+                            model.backend());
   auto& sophia = static_cast<Sophia&>(*opt);
   for (size_t i = 0; i < model.num_params(); ++i) {
     sophia.m()[i] = normal01(8, 0, i);
@@ -244,7 +248,8 @@ TEST(Sophia, StateSurvivesACheckpointAndTheOtherOptimizerIsRefused) {
   const std::string ckpt = resolve_checkpoint(tmp.path());
   EXPECT_EQ(checkpoint_optimizer_name(ckpt), "sophia");
 
-  auto back = make_optimizer(OptimizerKind::Sophia, model.table(), AdamWHyper{}, SophiaHyper{}, 64, 5);
+  auto back = make_optimizer(OptimizerKind::Sophia, model.table(), AdamWHyper{}, SophiaHyper{}, 64, 5,
+                             model.backend());
   load_checkpoint_optimizer(ckpt, model.table(), *back);
   for (size_t r = 0; r < 2; ++r)
     ASSERT_EQ(0, std::memcmp(back->state()[r].buffer.data(), opt->state()[r].buffer.data(),
@@ -252,7 +257,7 @@ TEST(Sophia, StateSurvivesACheckpointAndTheOtherOptimizerIsRefused) {
         << back->state()[r].prefix;
   EXPECT_EQ(back->curvature_counter(), 1u);
 
-  AdamW adamw(model.table(), AdamWHyper{});
+  AdamW adamw(model.table(), AdamWHyper{}, model.backend());
   try {
     load_checkpoint_optimizer(ckpt, model.table(), adamw);
     FAIL() << "AdamW accepted Sophia's state";

@@ -80,7 +80,7 @@ TEST(SophiaReference, FiveStepsWithAHessianEstimateMatchPyTorch) {
   in.add("lrs", DType::F32, {steps}, lrs);
 
   // The hand-written step sequence, recording what the script needs. Buffers outlive `in`.
-  Sophia opt(model.table(), hyper, N, seed);
+  Sophia opt(model.table(), hyper, N, seed, model.backend());
   std::vector<std::vector<float>> recorded;
   std::vector<std::vector<int>> labels;
   recorded.reserve(2 * steps);
@@ -157,7 +157,7 @@ TEST(SophiaReference, FiveStepsWithAHessianEstimateMatchPyTorch) {
   }
 
   // The trainer's path: train_step with the same batches gives the same bits.
-  Sophia twin_opt(twin.table(), hyper, N, seed);
+  Sophia twin_opt(twin.table(), hyper, N, seed, twin.backend());
   std::vector<int> xin(N), yin(N);
   for (int s = 0; s < steps; ++s) {
     auto batch = [&](int* a, int* b) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "common/host_backend.h"
 #include "optim/sophia.h"
 #include "precision/loss_scaler.h"
 #include "train/step.h"
@@ -19,7 +20,7 @@ namespace {
 TEST(LossScaler, UnscaleMultipliesByInverseAndFindsNonFinite) {
   LossScaler s;  // 65536
   std::vector<float> g = {65536.0f, -131072.0f, 3.0f};
-  EXPECT_FALSE(s.unscale_and_check(g.data(), g.size()));
+  EXPECT_FALSE(host_backend().unscale_and_check(View::f32(g.data(), {3}), s.inv_scale()));
   EXPECT_EQ(g[0], 1.0f);
   EXPECT_EQ(g[1], -2.0f);
   EXPECT_EQ(g[2], 3.0f / 65536.0f);
@@ -27,7 +28,7 @@ TEST(LossScaler, UnscaleMultipliesByInverseAndFindsNonFinite) {
                     std::numeric_limits<float>::quiet_NaN()}) {
     std::vector<float> h(1000, 1.0f);
     h[777] = bad;
-    EXPECT_TRUE(s.unscale_and_check(h.data(), h.size()));
+    EXPECT_TRUE(host_backend().unscale_and_check(View::f32(h.data(), {1000}), s.inv_scale()));
   }
 }
 
@@ -75,7 +76,7 @@ TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues
   Gpt2 model(tiny(), ctx);
   model.init_weights(3);
   model.plan(2, 8);
-  AdamW opt(model.table(), AdamWHyper{});
+  AdamW opt(model.table(), AdamWHyper{}, model.backend());
   std::vector<int> in(16), tg(16);
   auto batch = [](int* a, int* b) {
     for (int i = 0; i < 16; ++i) {
@@ -111,7 +112,7 @@ TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues
   Gpt2 ref(tiny(), ctx);
   std::copy(model.params().data(), model.params().data() + model.num_params(), ref.params().data());
   ref.plan(2, 8);
-  AdamW ref_opt(ref.table(), AdamWHyper{});
+  AdamW ref_opt(ref.table(), AdamWHyper{}, ref.backend());
   std::copy(m0.begin(), m0.end(), ref_opt.m().data());
   std::copy(v0.begin(), v0.end(), ref_opt.v().data());
   st = train_step(model, opt, batch, 2, 8, 1, 1e-3f, 1.0f, 2, in.data(), tg.data(), &scaler);
@@ -133,7 +134,7 @@ TEST(LossScaler, CurvatureEstimateUnscalesWithTheScaleItWasScaledBy) {
     model.plan(2, 8);
     SophiaHyper hyper;
     hyper.k = 1;  // an estimate after every step
-    Sophia opt(model.table(), hyper, 16.0, 7);
+    Sophia opt(model.table(), hyper, 16.0, 7, model.backend());
     std::vector<int> in(16), tg(16);
     auto batch = [](int* a, int* b) {
       for (int i = 0; i < 16; ++i) {

@@ -126,7 +126,8 @@ void expect_step_leaves_weights_unchanged(Precision precision, const std::string
   model.init_weights(3);
   const int B = 2, T = 16;
   model.plan(B, T);
-  auto optimizer = make_optimizer(OptimizerKind::AdamW, model.table(), AdamWHyper{}, SophiaHyper{}, B * T, 1);
+  auto optimizer = make_optimizer(OptimizerKind::AdamW, model.table(), AdamWHyper{}, SophiaHyper{}, B * T, 1,
+                                  model.backend());
   std::vector<int> inputs(B * T), targets(B * T);
   int counter = 0;
   const NextBatchFn next = [&](int* in, int* tg) {

@@ -16,6 +16,7 @@
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/linear.h"
+#include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
 #include "backend/ops/tanh.h"
 #include "core/error.h"
@@ -456,6 +457,40 @@ void CpuBackend::run_argmax_rows(int* best, const View& x, int n, int count) {
       if (row[i] > row[b]) b = i;
     best[r] = b;
   }
+}
+
+// --- the optimizer's kernels (backend/ops/optimizer.h) ---
+
+void CpuBackend::run_adamw(const AdamWArgs& a) {
+  adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
+               static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
+               a.grad_scale);
+}
+
+void CpuBackend::run_sophia(const SophiaArgs& a) {
+  sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
+                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale);
+}
+
+void CpuBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {
+  sophia_hessian_update(h.as<float>(), ghat.as<float>(), static_cast<size_t>(h.numel()), beta2);
+}
+
+std::int64_t CpuBackend::run_count_unclipped(const View& m, const View& h, float rho_b) {
+  return static_cast<std::int64_t>(
+      sophia_unclipped_count(m.as<float>(), h.as<float>(), static_cast<size_t>(m.numel()), rho_b));
+}
+
+bool CpuBackend::run_unscale_and_check(const View& grads, float inv_scale) {
+  return cpu::unscale_and_check(grads.as<float>(), static_cast<size_t>(grads.numel()), inv_scale);
+}
+
+double CpuBackend::run_sum_squares(const View& x) {
+  return sum_of_squares(x.as<float>(), static_cast<size_t>(x.numel()));
+}
+
+void CpuBackend::run_scale(const View& x, float factor) {
+  cpu::scale(x.as<float>(), static_cast<size_t>(x.numel()), factor);
 }
 
 }  // namespace mptrain::cpu

@@ -51,6 +51,13 @@ class CpuBackend : public Backend {
   void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override;
   void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override;
   void run_argmax_rows(int* best, const View& x, int n, int count) override;
+  void run_adamw(const AdamWArgs& a) override;
+  void run_sophia(const SophiaArgs& a) override;
+  void run_sophia_hessian(const View& h, const View& ghat, float beta2) override;
+  std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) override;
+  bool run_unscale_and_check(const View& grads, float inv_scale) override;
+  double run_sum_squares(const View& x) override;
+  void run_scale(const View& x, float factor) override;
 
  private:
   // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a

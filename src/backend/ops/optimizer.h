@@ -1,0 +1,36 @@
+// The optimizer's kernels on flat fp32 buffers: what the CPU backend runs for the optimizer ops
+// of the interface (backend/backend.h: adamw, sophia, sophia_hessian, count_unclipped,
+// unscale_and_check, sum_squares, scale). The algorithms (which tensors decay, bias correction's
+// step, Sophia's schedule of estimates) are optim/'s, written once over those ops.
+//
+// Every kernel is elementwise or a reduction in a fixed order, so any thread count gives the
+// same bits.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace mptrain::cpu {
+
+// AdamW with PyTorch's semantics on n values, reading the gradients as grads·grad_scale:
+//   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+//   p ← p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps)
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f);
+
+// Sophia-G's update (optim/sophia.h) on n values: decay, momentum, clipped sign step. rho_b = ρ·b.
+void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr,
+                   float beta1, float rho_b, float weight_decay, float grad_scale = 1.0f);
+// h ← β2·h + (1−β2)·g⊙g over n values.
+void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2);
+// How many of n coordinates have |m| < rho_b·h (their update is not clipped).
+size_t sophia_unclipped_count(const float* m, const float* h, size_t n, float rho_b);
+
+// sum x², accumulated in double over fixed-size blocks summed in order: the same value for any
+// number of threads.
+double sum_of_squares(const float* x, size_t n);
+// x ← x·factor.
+void scale(float* x, size_t n, float factor);
+// GradScaler's unscale: g ← g·inv_scale; true when any element was inf or NaN.
+bool unscale_and_check(float* grads, size_t n, float inv_scale);
+
+}  // namespace mptrain::cpu
