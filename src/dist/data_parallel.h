@@ -26,8 +26,8 @@
 #include <functional>
 #include <memory>
 
+#include "core/param_table.h"
 #include "dist/communicator.h"
-#include "model/param_table.h"
 #include "optim/optimizer.h"
 
 namespace mptrain {

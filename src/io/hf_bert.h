@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/param_table.h"
 #include "io/hf_folder.h"
 #include "model/bert_config.h"
-#include "model/param_table.h"
 
 namespace mptrain {
 

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/param_table.h"
 #include "io/safetensors.h"
-#include "model/param_table.h"
 
 namespace mptrain {
 

@@ -367,6 +367,10 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     be.scatter_add_rows(dh, dcls, cls.data(), B);
   }
 
+  // The heads are final (the decoder's weight is the word table's, handed with the embeddings).
+  wgrads_.ready(be, grads_, table_.range("bert.pooler."));
+  wgrads_.ready(be, grads_, table_.range("cls."));
+
   // Backward through a post-LN residual block's LayerNorm: dres (=) the gradient of the sum it
   // normalised, which also flows on unchanged along the residual path (dh (=) dres).
   auto residual_layernorm_backward = [&](ActivationPlan::Handle sum, const float* dgamma, const float* dbeta,
@@ -446,6 +450,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .dx_accumulate = true});
+    wgrads_.ready(be, grads_, table_.range("bert.encoder.layer." + std::to_string(l) + "."));
   }
 
   // Embeddings: emb_ln = LN(word + type + pos)
@@ -470,7 +475,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                          .B = B,
                          .T = T,
                          .pad_token = config_.pad_token_id});
-  // The gradients are final: a GPU's plan widens its 16-bit ones into the fp32 masters.
+  // The embeddings (the word table also the MLM decoder's) are final now, the last range handed.
   wgrads_.finish(be, grads_);
 }
 

@@ -24,9 +24,9 @@
 
 #include "backend/backend.h"
 #include "core/buffer.h"
+#include "core/param_table.h"
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
-#include "model/param_table.h"
 #include "model/policy_backend.h"
 #include "model/weight_copies.h"
 #include "model/weight_grads.h"
@@ -135,6 +135,9 @@ class Gpt2 {
   const FloatBuffer& grads() const { return grads_; }
   // The backend the passes run on; the optimizer updates the parameters there too.
   Backend& backend() const { return *be_; }
+  // Called during each backward with every range of grads() as it becomes final for the
+  // micro-batch (model/weight_grads.h), in the order backward finishes them; empty: none.
+  void set_grads_ready_hook(GradsReadyHook hook) { wgrads_.set_ready_hook(std::move(hook)); }
   size_t num_params() const { return table_.total(); }
 
   // GPT-2 / nanoGPT initialisation from a seed (counter-based: independent of threads).

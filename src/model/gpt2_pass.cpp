@@ -215,6 +215,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                          .gamma = small(w_.lnf_w, {C}),
                          .mean = acts_.row(a_.lnf_mean, N),
                          .rstd = acts_.row(a_.lnf_rstd, N)});
+  wgrads_.ready(be, grads_, table_.range("ln_f."));
 
   // dresidual holds the gradient of the current layer's output; each LayerNorm backward adds
   // the share that flows through its branch.
@@ -293,6 +294,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                            .gamma = small(w.ln1_w, {C}),
                            .mean = acts_.row(la.ln1_mean, N),
                            .rstd = acts_.row(la.ln1_rstd, N)});
+    wgrads_.ready(be, grads_, table_.range("h." + std::to_string(l) + "."));
   }
   be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),
                          .dpos = grad(g_.wpe, {config_.block_size, C}),
@@ -300,7 +302,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
                          .tokens = tokens,
                          .B = B,
                          .T = T});
-  // The gradients are final: a GPU's plan widens its 16-bit ones into the fp32 masters.
+  // The embeddings (wte also the LM head's) are final now, the last range handed.
   wgrads_.finish(be, grads_);
 }
 

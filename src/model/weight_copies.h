@@ -17,7 +17,7 @@
 #include "backend/backend.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
-#include "model/param_table.h"
+#include "core/param_table.h"
 #include "precision/policy.h"
 
 namespace mptrain {

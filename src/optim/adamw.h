@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "core/buffer.h"
-#include "model/param_table.h"
+#include "core/param_table.h"
 #include "optim/optimizer.h"
 
 namespace mptrain {

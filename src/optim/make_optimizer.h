@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "model/param_table.h"
+#include "core/param_table.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 #include "optim/sophia.h"

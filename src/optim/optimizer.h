@@ -24,7 +24,7 @@
 
 #include "backend/backend.h"
 #include "core/buffer.h"
-#include "model/param_table.h"
+#include "core/param_table.h"
 
 namespace mptrain {
 

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/param_table.h"
 #include "dist/data_parallel.h"
-#include "model/param_table.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 

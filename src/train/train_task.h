@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/buffer.h"
-#include "model/param_table.h"
+#include "core/param_table.h"
 #include "optim/optimizer.h"
 #include "precision/policy.h"
 #include "precision/precision.h"

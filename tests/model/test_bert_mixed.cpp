@@ -22,6 +22,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
+#include "common/grads_ready_log.h"
 #include "common/test_util.h"
 #include "model/bert.h"
 #include "optim/sophia.h"
@@ -223,6 +224,40 @@ TEST(BertMixed, GpuPlanIsCloseToFp32) {
   expect_close(k, run(k, make_policy(Precision::Fp16, {}, kCudaCaps)), ref, 5e-3, 0.995, "fp16 GPU plan");
   const Result cpu = run(k, make_policy(Precision::Bf16));
   EXPECT_GT(testing::relative_error(bf16.grads.data(), cpu.grads.data(), cpu.grads.size()), 1e-4);
+}
+
+// The gradient-ready hook hands each range once per micro-batch, each final when handed: the heads
+// (pooler, cls.*), the layers from the last, then the embeddings (the word table is also the
+// MLM decoder's, so it is final last).
+TEST(BertMixed, GradsReadyHookHandsEachRangeOnceAndFinal) {
+  const Case k = make_case();
+  cpu::Context ctx;
+  for (const BackendCaps caps : {BackendCaps{}, kCudaCaps}) {
+    Bert m(k.config, ctx, make_policy(Precision::Bf16, {}, caps));
+    m.init_weights(3);
+    m.plan(k.B, k.T);
+    m.zero_grad();
+    test::GradsReadyLog log;
+    m.set_grads_ready_hook(log.hook(m.grads()));
+    for (int micro = 0; micro < 2; ++micro) {
+      const std::string what = std::string(caps.lowp_between_ops ? "GPU plan" : "CPU plan") +
+                               ", micro-batch " + std::to_string(micro);
+      log.clear();
+      m.forward_backward(k.inputs(), k.B, k.T, 0.5f);
+      log.expect_every_range_once_and_final(m.grads(), m.num_params(), what);
+      const ParamTable& t = m.table();
+      const size_t L = static_cast<size_t>(k.config.n_layer);
+      ASSERT_EQ(log.ranges.size(), L + 3) << what;
+      EXPECT_EQ(log.ranges[0].begin, t.range("bert.pooler.").begin) << what;
+      EXPECT_EQ(log.ranges[1].end, t.total()) << what;  // cls.*
+      for (size_t l = 0; l < L; ++l)
+        EXPECT_EQ(log.ranges[2 + L - 1 - l].begin,
+                  t.range("bert.encoder.layer." + std::to_string(l) + ".").begin)
+            << what;
+      EXPECT_EQ(log.ranges.back().begin, 0u) << what;
+      EXPECT_EQ(log.ranges.back().end, t.range("bert.encoder.layer.0.").begin) << what;
+    }
+  }
 }
 
 TEST(BertMixed, Fp32PolicyTakesTheOriginalPath) {

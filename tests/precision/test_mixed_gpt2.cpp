@@ -17,6 +17,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
+#include "common/grads_ready_log.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -280,6 +281,67 @@ TEST(MixedGpt2, GpuPlanGradientsAccumulateInFp32) {
   const float* logits = m.logits();
   for (int i = 0; i < k.T * k.config.padded_vocab_size; ++i)
     ASSERT_EQ(logits[i], bf16_to_f32(f32_to_bf16(logits[i]))) << i;
+}
+
+// The gradient-ready hook (model/weight_grads.h) hands each range once per micro-batch, in the
+// order backward finishes them (ln_f, the blocks from the last, the embeddings), and each is final
+// when handed: under the GPU's plan, widened into the fp32 masters by then; under accumulation,
+// the sum so far.
+TEST(MixedGpt2, GradsReadyHookHandsEachRangeOnceAndFinal) {
+  const Batch k = make_batch();
+  cpu::Context ctx;
+  for (const BackendCaps caps : {BackendCaps{}, kCudaCaps}) {
+    Gpt2 m(k.config, ctx, make_policy(Precision::Bf16, {}, caps));
+    m.init_weights(3);
+    m.plan(k.B, k.T);
+    m.zero_grad();
+    test::GradsReadyLog log;
+    m.set_grads_ready_hook(log.hook(m.grads()));
+    for (int micro = 0; micro < 2; ++micro) {
+      const std::string what = std::string(caps.lowp_between_ops ? "GPU plan" : "CPU plan") +
+                               ", micro-batch " + std::to_string(micro);
+      log.clear();
+      m.forward_backward(k.inputs.data(), k.targets.data(), k.B, k.T, 0.5f);
+      log.expect_every_range_once_and_final(m.grads(), m.num_params(), what);
+      const ParamTable& t = m.table();
+      ASSERT_EQ(log.ranges.size(), static_cast<size_t>(k.config.n_layer) + 2) << what;
+      EXPECT_EQ(log.ranges.front().begin, t.range("ln_f.").begin) << what;
+      for (int l = 0; l < k.config.n_layer; ++l)
+        EXPECT_EQ(log.ranges[static_cast<size_t>(k.config.n_layer - l)].begin,
+                  t.range("h." + std::to_string(l) + ".").begin)
+            << what;
+      EXPECT_EQ(log.ranges.back().begin, 0u) << what;
+      EXPECT_EQ(log.ranges.back().end, t.range("h.0.").begin) << what;  // wte and wpe, last
+    }
+  }
+}
+
+TEST(WeightGrads, ARangeHandedTwiceInOneBackwardIsRefused) {
+  cpu::Context ctx;
+  cpu::CpuBackend be(ctx);
+  WeightGrads w;
+  w.setup(10, make_policy(Precision::Bf16, {}, kCudaCaps));
+  FloatBuffer master(10);
+  w.begin(be);
+  w.ready(be, master, {2, 6});
+  testing::expect_error(
+      [&] {
+        w.ready(be, master, {5, 8});
+      },
+      "[weight grads] range [5, 8) was already handed in this backward");
+  testing::expect_error(
+      [&] {
+        w.ready(be, master, {8, 11});
+      },
+      "[weight grads] range [8, 11) is outside the table");
+  std::vector<ParamRange> rest;
+  w.set_ready_hook([&](ParamRange r) { rest.push_back(r); });
+  w.finish(be, master);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].begin, 0u);
+  EXPECT_EQ(rest[0].end, 2u);
+  EXPECT_EQ(rest[1].begin, 6u);
+  EXPECT_EQ(rest[1].end, 10u);
 }
 
 TEST(MixedGpt2, Fp32PolicyTakesTheOriginalPath) {

@@ -29,9 +29,9 @@
 
 #include "backend/cuda/context.h"
 #include "core/dtype.h"
+#include "core/param_table.h"
 #include "model/bert.h"
 #include "model/bert_config.h"
-#include "model/param_table.h"
 #include "precision/precision.h"
 
 namespace mptrain::cuda {

@@ -26,7 +26,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_buffer.h"
 #include "core/dtype.h"
-#include "model/param_table.h"
+#include "core/param_table.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 #include "optim/sophia.h"

@@ -27,8 +27,8 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_optimizer.h"
+#include "core/param_table.h"
 #include "model/gpt2_config.h"
-#include "model/param_table.h"
 #include "optim/adamw.h"
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/param_table.h"
+#include "core/param_table.h"
 
 namespace mptrain::cuda {
 

@@ -1,5 +1,5 @@
 // Parameter table bookkeeping.
-#include "model/param_table.h"
+#include "core/param_table.h"
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -34,6 +34,21 @@ const ParamSpec& ParamTable::get(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return s;
   throw Error("no parameter named '" + name + "'");
+}
+
+ParamRange ParamTable::range(const std::string& prefix) const {
+  ParamRange r;
+  bool found = false, ended = false;
+  for (const auto& s : specs_) {
+    const bool in = s.name.rfind(prefix, 0) == 0;
+    MPT_CHECK(!(in && ended), "the parameters named '" + prefix + "*' are not consecutive in the table");
+    if (in && !found) r.begin = s.offset;
+    if (in) r.end = s.offset + s.numel;
+    ended = ended || (found && !in);
+    found = found || in;
+  }
+  MPT_CHECK(found, "no parameter named '" + prefix + "*'");
+  return r;
 }
 
 void init_params(const ParamTable& table, float* params, uint64_t seed, float std, float residual_std) {

@@ -23,10 +23,16 @@ struct ParamSpec {
   std::vector<int64_t> shape;     // shape as stored in memory (wte has Vp rows)
   std::vector<int64_t> hf_shape;  // shape in checkpoints (wte has V rows); a prefix of the memory
   InitRule init = InitRule::Normal;
-  bool decay = false;             // AdamW weight decay applies (2-D weights only)
-  size_t offset = 0;              // in elements, into the flat buffer
+  bool decay = false;  // AdamW weight decay applies (2-D weights only)
+  size_t offset = 0;   // in elements, into the flat buffer
   size_t numel = 0;
   size_t hf_numel() const;
+};
+
+// [begin, end) of the flat buffer, in elements.
+struct ParamRange {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
 };
 
 class ParamTable {
@@ -36,6 +42,9 @@ class ParamTable {
            std::vector<int64_t> hf_shape = {});
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec& get(const std::string& name) const;  // throws Error for an unknown name
+  // The range the tensors whose names start with `prefix` occupy (e.g. "h.3." for a GPT-2
+  // block); throws Error when none does or they are not consecutive.
+  ParamRange range(const std::string& prefix) const;
   size_t total() const { return total_; }
 
  private:

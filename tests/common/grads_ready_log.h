@@ -1,0 +1,48 @@
+// What a model's gradient-ready hook (model/weight_grads.h) hands during one backward: the
+// ranges, in order, and the gradients in each when it was handed, to check that every range was
+// handed once and was final by then.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/param_table.h"
+#include "model/weight_grads.h"
+
+namespace mptrain::test {
+
+struct GradsReadyLog {
+  std::vector<ParamRange> ranges;
+  std::vector<std::vector<float>> values;
+
+  GradsReadyHook hook(const FloatBuffer& grads) {
+    return [this, &grads](ParamRange r) {
+      ranges.push_back(r);
+      values.emplace_back(grads.data() + r.begin, grads.data() + r.end);
+    };
+  }
+  void clear() { ranges.clear(), values.clear(); }
+
+  // The ranges cover [0, n) without overlap, and each held then what grads holds now.
+  void expect_every_range_once_and_final(const FloatBuffer& grads, size_t n, const std::string& what) const {
+    std::vector<ParamRange> sorted = ranges;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const ParamRange& a, const ParamRange& b) { return a.begin < b.begin; });
+    size_t at = 0;
+    for (const ParamRange& r : sorted) {
+      EXPECT_EQ(r.begin, at) << what << ": a gap or an overlap before [" << r.begin << ", " << r.end << ")";
+      at = r.end;
+    }
+    EXPECT_EQ(at, n) << what << ": the ranges end before the table";
+    for (size_t k = 0; k < ranges.size(); ++k)
+      for (size_t i = 0; i < values[k].size(); ++i)
+        ASSERT_EQ(values[k][i], grads[ranges[k].begin + i])
+            << what << ": range " << k << " [" << ranges[k].begin << ", " << ranges[k].end
+            << ") changed after it was handed, at " << ranges[k].begin + i;
+  }
+};
+
+}  // namespace mptrain::test
