@@ -45,4 +45,26 @@ struct GradsReadyLog {
   }
 };
 
+// Two accumulated micro-batches through `pass` (one forward and backward of model m) with m's
+// hook set: after each, the ranges handed are `expected`, in that order, and each was final.
+template <class Model, class Pass>
+void expect_grads_ready_in_order(Model& m, const std::vector<ParamRange>& expected, const std::string& plan,
+                                 Pass pass) {
+  GradsReadyLog log;
+  m.set_grads_ready_hook(log.hook(m.grads()));
+  m.zero_grad();
+  for (int micro = 0; micro < 2; ++micro) {
+    const std::string what = plan + ", micro-batch " + std::to_string(micro);
+    log.clear();
+    pass();
+    log.expect_every_range_once_and_final(m.grads(), m.num_params(), what);
+    ASSERT_EQ(log.ranges.size(), expected.size()) << what;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(log.ranges[i].begin, expected[i].begin) << what << ", range " << i;
+      EXPECT_EQ(log.ranges[i].end, expected[i].end) << what << ", range " << i;
+    }
+  }
+  m.set_grads_ready_hook({});
+}
+
 }  // namespace mptrain::test

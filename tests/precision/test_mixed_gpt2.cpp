@@ -294,25 +294,13 @@ TEST(MixedGpt2, GradsReadyHookHandsEachRangeOnceAndFinal) {
     Gpt2 m(k.config, ctx, make_policy(Precision::Bf16, {}, caps));
     m.init_weights(3);
     m.plan(k.B, k.T);
-    m.zero_grad();
-    test::GradsReadyLog log;
-    m.set_grads_ready_hook(log.hook(m.grads()));
-    for (int micro = 0; micro < 2; ++micro) {
-      const std::string what = std::string(caps.lowp_between_ops ? "GPU plan" : "CPU plan") +
-                               ", micro-batch " + std::to_string(micro);
-      log.clear();
+    const ParamTable& t = m.table();
+    std::vector<ParamRange> order = {t.range("ln_f.")};
+    for (int l = k.config.n_layer - 1; l >= 0; --l) order.push_back(t.range("h." + std::to_string(l) + "."));
+    order.push_back({0, t.range("h.0.").begin});  // wte and wpe, last
+    test::expect_grads_ready_in_order(m, order, caps.lowp_between_ops ? "GPU plan" : "CPU plan", [&] {
       m.forward_backward(k.inputs.data(), k.targets.data(), k.B, k.T, 0.5f);
-      log.expect_every_range_once_and_final(m.grads(), m.num_params(), what);
-      const ParamTable& t = m.table();
-      ASSERT_EQ(log.ranges.size(), static_cast<size_t>(k.config.n_layer) + 2) << what;
-      EXPECT_EQ(log.ranges.front().begin, t.range("ln_f.").begin) << what;
-      for (int l = 0; l < k.config.n_layer; ++l)
-        EXPECT_EQ(log.ranges[static_cast<size_t>(k.config.n_layer - l)].begin,
-                  t.range("h." + std::to_string(l) + ".").begin)
-            << what;
-      EXPECT_EQ(log.ranges.back().begin, 0u) << what;
-      EXPECT_EQ(log.ranges.back().end, t.range("h.0.").begin) << what;  // wte and wpe, last
-    }
+    });
   }
 }
 
