@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend/view.h"
+#include "core/buffer.h"
 #include "precision/policy.h"
 
 namespace mptrain {
@@ -243,6 +244,15 @@ class Backend {
   virtual StorageType operand_storage(ComputeType math) const = 0;
   // The memory an attention of this shape and these dtypes needs (the activation plan asks).
   virtual AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const = 0;
+
+  // The memory every tensor an op reads or writes lives in (the model's parameters, gradients,
+  // activations and staged ids, the optimizer's state): the host's on the CPU, the device's on a
+  // GPU. Host code crosses into it only through upload/download (core/buffer.h), so the model
+  // enqueues work between explicit staging and download points.
+  virtual MemoryResource& memory() = 0;
+  // A contiguous view from the host, and back (the download waits for the work writing src).
+  void upload(const View& dst, const void* host);
+  void download(void* host, const View& src);
 
   // dst (=) src converted (exact widening, or one round to nearest even); same element count,
   // both contiguous.

@@ -82,4 +82,15 @@ void init_params(const ParamTable& table, float* params, uint64_t seed, float st
   }
 }
 
+void init_params(const ParamTable& table, FloatBuffer& params, uint64_t seed, float std, float residual_std) {
+  MPT_CHECK(params.size() >= table.total(), "the parameter buffer is smaller than its table");
+  if (params.memory().host_visible()) {
+    init_params(table, params.data(), seed, std, residual_std);
+    return;
+  }
+  FloatBuffer host(table.total());
+  init_params(table, host.data(), seed, std, residual_std);
+  params.upload(host.data(), host.size());
+}
+
 }  // namespace mptrain

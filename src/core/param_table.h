@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
+
 namespace mptrain {
 
 enum class InitRule {
@@ -56,5 +58,8 @@ class ParamTable {
 // N(0, std), NormalResidual N(0, residual_std), NormalRowsThenZeros N(0, std) over the HF rows
 // then zeros (padded vocabulary). Counter-based (seed, spec index, element): thread-independent.
 void init_params(const ParamTable& table, float* params, uint64_t seed, float std, float residual_std);
+// The same into a buffer in any memory: in place on the host, else drawn on the host and
+// uploaded.
+void init_params(const ParamTable& table, FloatBuffer& params, uint64_t seed, float std, float residual_std);
 
 }  // namespace mptrain

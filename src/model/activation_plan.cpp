@@ -14,16 +14,27 @@ ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, Stora
   return entries_.size() - 1;
 }
 
-void ActivationPlan::allocate() { buffer_.resize(total_ / sizeof(float)); }
+void ActivationPlan::allocate(MemoryResource& memory) { buffer_.resize(total_ / sizeof(float), memory); }
 
-const float* ActivationPlan::read_f32(Handle h, size_t n, Backend& be, FloatBuffer& widened) {
-  if (type(h) == StorageType::F32) return get(h);
+const float* ActivationPlan::read_f32(Handle h, size_t n, Backend& be, FloatBuffer& host) {
   MPT_CHECK(n <= entries_[h].numel,
             "activation '" + entries_[h].name + "' has fewer than " + std::to_string(n) + " values");
-  if (widened.size() < n) widened.resize(n);
+  const bool visible = buffer_.memory().host_visible();
+  if (type(h) == StorageType::F32 && visible) return get(h);
+  if (host.size() < n) host.resize(n);
   const auto count = static_cast<std::int64_t>(n);
-  be.cast(View::f32(widened.data(), {count}), View::of(raw(h), type(h), {count}));
-  return widened.data();
+  const View entry = View::of(raw(h), type(h), {count}), out = View::f32(host.data(), {count});
+  if (visible) {
+    be.cast(out, entry);
+  } else if (type(h) == StorageType::F32) {
+    be.download(host.data(), entry);
+  } else {
+    if (widened_.size() < n) widened_.resize(n, buffer_.memory());
+    const View wide = View::f32(widened_.data(), {count});
+    be.cast(wide, entry);
+    be.download(host.data(), wide);
+  }
+  return host.data();
 }
 
 float* ActivationPlan::get(Handle h) {

@@ -34,10 +34,12 @@ class ActivationPlan {
 
   // Registers numel elements of `type` (each entry starts 64-byte aligned).
   Handle add(std::string name, size_t numel, StorageType type, OpKind op, Role role);
-  void allocate();  // one allocation for everything added so far
+  // One allocation for everything added so far, in `memory` (the backend's).
+  void allocate(MemoryResource& memory = host_memory());
   bool allocated() const { return buffer_.size() > 0 || total_ == 0; }
 
-  // An fp32 entry's data; throws Error for an entry of another dtype.
+  // An fp32 entry's data (host code may read it only when the plan is in host memory); throws
+  // Error for an entry of another dtype.
   float* get(Handle h);
   void* raw(Handle h) { return reinterpret_cast<char*>(buffer_.data()) + entries_[h].offset; }
   // Typed views of an entry for the op interface: [rows, cols] or [n] from its start, and the
@@ -50,9 +52,10 @@ class ActivationPlan {
     return h == kNone ? View{} : View::of(raw(h), type(h), {static_cast<std::int64_t>(entries_[h].numel)});
   }
   StorageType type(Handle h) const { return entries_[h].type; }
-  // The first n values of an entry for the host, in fp32: the entry itself, or, when it is
-  // 16-bit (a GPU plan's logits), widened by `be` into `widened` (the pass's download point).
-  const float* read_f32(Handle h, size_t n, Backend& be, FloatBuffer& widened);
+  // The first n values of an entry for the host, in fp32 (a pass's download point): the entry
+  // itself when it is fp32 in host memory; else widened by `be` when 16-bit (a GPU plan's
+  // logits) and brought into the host buffer `host`.
+  const float* read_f32(Handle h, size_t n, Backend& be, FloatBuffer& host);
 
   size_t total_bytes() const { return total_; }
   size_t bytes(Role role) const;  // sum of entry sizes with that role (without alignment padding)
@@ -62,6 +65,7 @@ class ActivationPlan {
   std::vector<Entry> entries_;
   size_t total_ = 0;
   FloatBuffer buffer_;
+  FloatBuffer widened_;  // read_f32's fp32 values in the backend's memory, before the download
 };
 
 }  // namespace mptrain

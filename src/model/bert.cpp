@@ -77,18 +77,21 @@ Bert::Bert(const BertConfig& config, cpu::Context& ctx, Precision precision)
     : Bert(config, ctx, make_policy(precision, {}, cpu::CpuBackend(ctx).caps())) {}
 
 Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
+    : Bert(config, std::make_unique<cpu::CpuBackend>(ctx), policy) {}
+
+Bert::Bert(const BertConfig& config, std::unique_ptr<Backend> be, const Policy& policy)
     : config_(config),
-      ctx_(ctx),
       precision_(policy.precision),
       policy_(policy),
       mixed_(!policy.all_fp32()),
-      table_(bert_param_table(config)) {
-  params_.resize(table_.total());
-  grads_.resize(table_.total());
-  wgrads_.setup(table_.total(), policy_);
+      table_(bert_param_table(config)),
+      be_(std::move(be)) {
+  MemoryResource& memory = be_->memory();
+  params_.resize(table_.total(), memory);
+  grads_.resize(table_.total(), memory);
+  wgrads_.setup(table_.total(), policy_, memory);
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);
-  be_ = std::make_unique<cpu::CpuBackend>(ctx_);
   at_ = attention_dtypes(policy_);
   check_policy_supported(policy_, *be_);
   setup_weight_copies();
@@ -104,13 +107,12 @@ size_t Bert::num_hf_params() const {
 
 void Bert::init_weights(uint64_t seed) {
   copies_.mark_stale();
-  init_params(table_, params_.data(), seed, config_.init_std,
+  init_params(table_, params_, seed, config_.init_std,
               config_.init_std);  // BERT has no residual scaling
   // nn.Embedding(padding_idx) starts the [PAD] row at zero.
   const int pad = config_.pad_token_id;
   if (pad >= 0 && pad < config_.vocab_size)
-    std::fill(w_.word + static_cast<size_t>(pad) * config_.hidden,
-              w_.word + static_cast<size_t>(pad + 1) * config_.hidden, 0.0f);
+    be_->zero(View::f32(w_.word + static_cast<size_t>(pad) * config_.hidden, {config_.hidden}));
 }
 
 ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& policy, const Backend& be, int B,
@@ -233,11 +235,18 @@ size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy) {
 
 void Bert::plan(int B, int T, int max_predictions) {
   acts_ = bert_activation_plan(config_, policy_, *be_, B, T, max_predictions, &a_);
-  acts_.allocate();
+  MemoryResource& memory = be_->memory();
+  acts_.allocate(memory);
   const size_t BT = static_cast<size_t>(B) * T;
   plan_B_ = B;
   plan_T_ = T;
   plan_M_ = static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
+  const size_t head_rows = std::max<size_t>(static_cast<size_t>(plan_M_), static_cast<size_t>(B));
+  for (IndexBuffer* ids : {&ids_.tokens, &ids_.types, &ids_.key_mask}) ids->resize(BT, memory);
+  ids_.cls_rows.resize(static_cast<size_t>(B), memory);
+  ids_.mlm_pos.resize(static_cast<size_t>(plan_M_), memory);
+  ids_.labels.resize(head_rows, memory);
+  ids_.best.resize(head_rows, memory);
 }
 
 void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, int T, int plan_B,
@@ -321,6 +330,8 @@ const float* Bert::mlm_logits() {
   return acts_.read_f32(a_.mlm_logits, static_cast<size_t>(mlm_rows_) * config_.padded_vocab_size, *be_,
                         mlm_logits32_);
 }
-const float* Bert::nsp_logits() { return acts_.get(a_.nsp_logits); }
+const float* Bert::nsp_logits() {
+  return acts_.read_f32(a_.nsp_logits, static_cast<size_t>(last_batch_) * kNspClasses, *be_, nsp_logits32_);
+}
 
 }  // namespace mptrain

@@ -187,6 +187,9 @@ class Bert {
   Bert(const BertConfig& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
   // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
   Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy);
+  // On backend `be` (its memory holds the parameters, gradients and activations; the policy
+  // must be one it runs, else Error naming the op and dtypes).
+  Bert(const BertConfig& config, std::unique_ptr<Backend> be, const Policy& policy);
   ~Bert();
 
   const BertConfig& config() const { return config_; }
@@ -244,7 +247,8 @@ class Bert {
 
   // After forward: MLM logits [mlm_count, Vp] at the masked positions, in row-major (b, t)
   // order (valid until the next forward_backward overwrites them with their gradient), and
-  // those positions as b·T + t. NSP logits [B, 2].
+  // those positions as b·T + t. NSP logits [B, 2]. On the host (downloaded when the backend's
+  // memory is not).
   const float* mlm_logits();
   const std::vector<int>& mlm_positions() const { return mlm_pos_; }
   const float* nsp_logits();
@@ -260,6 +264,8 @@ class Bert {
   void validate_batch(const BertInputs& batch, int B, int T) const;
   void forward_impl(const BertInputs& batch, int B, int T);
   void collect_masked(const BertInputs& batch, int N);
+  // The batch's ids (and the rows the heads read) into ids_: the pass's staging point.
+  void stage_ids(const BertInputs& batch, int B, int T);
   BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
                       const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
@@ -291,22 +297,29 @@ class Bert {
   using Acts = BertActs;
 
   BertConfig config_;
-  cpu::Context& ctx_;
   Precision precision_;
   Policy policy_;
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
   WeightGrads wgrads_;        // where backward writes dW, db (model/weight_grads.h)
-  FloatBuffer mlm_logits32_;  // 16-bit MLM logits widened for mlm_logits()
+  FloatBuffer mlm_logits32_, nsp_logits32_;  // mlm_logits() and nsp_logits() on the host
   BertTensors w_, g_;
   ActivationPlan acts_;
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0, plan_M_ = 0;
+  int last_batch_ = 0;  // B of the last forward
   int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
   std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
   std::vector<int> sampled_mlm_, sampled_nsp_;
-  std::unique_ptr<Backend> be_;  // the CPU backend (backend/cpu/cpu_backend.h)
+  // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
+  // these), and the host side of a head's per-row loss gradient, losses and arg-maxes.
+  struct StagedIds {
+    IndexBuffer tokens, types, key_mask, cls_rows, mlm_pos, labels, best;
+  } ids_;
+  std::vector<float> dloss_host_, losses_host_;
+  std::vector<int> best_host_;
+  std::unique_ptr<Backend> be_;  // the backend the passes run on
   AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;
   // The GEMM weights as their GEMMs read them (copies, or the fp32 masters).

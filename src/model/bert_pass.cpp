@@ -40,17 +40,10 @@ std::vector<int> cls_rows(int B, int T) {
   return rows;
 }
 
-// The batch's segment ids, or all 0 (a single segment), held in `zeros`.
-const int* segment_ids(const BertInputs& batch, int N, std::vector<int>& zeros) {
-  if (batch.token_types) return batch.token_types;
-  zeros.assign(static_cast<size_t>(N), 0);
-  return zeros.data();
-}
-
 }  // namespace
 
 void Bert::setup_weight_copies() {
-  copies_.setup(table_, bert_gemm_reader, policy_);
+  copies_.setup(table_, bert_gemm_reader, policy_, be_->memory());
   auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
   wc_.clear();
   for (int l = 0; l < config_.n_layer; ++l) {
@@ -82,6 +75,21 @@ void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved,
   if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
 }
 
+void Bert::stage_ids(const BertInputs& batch, int B, int T) {
+  const size_t N = static_cast<size_t>(B) * T;
+  ids_.tokens.upload(batch.tokens, N);
+  // Without segment ids every token is in segment 0.
+  if (batch.token_types) {
+    ids_.types.upload(batch.token_types, N);
+  } else {
+    ids_.types.zero();
+  }
+  if (batch.attention_mask) ids_.key_mask.upload(batch.attention_mask, N);
+  const std::vector<int> cls = cls_rows(B, T);
+  ids_.cls_rows.upload(cls.data(), cls.size());
+  if (!mlm_pos_.empty()) ids_.mlm_pos.upload(mlm_pos_.data(), mlm_pos_.size());
+}
+
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   validate_batch(batch, B, T);
   collect_masked(batch, B * T);
@@ -93,11 +101,11 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   const StorageType lin_s = policy_.rule(OpKind::Linear).output;
   const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
-  std::vector<int> zeros;
-  const int* types = segment_ids(batch, N, zeros);
+  stage_ids(batch, B, T);
+  last_batch_ = B;
 
   be.embedding({.out = acts_.view(a_.emb, N, C),
-                .tokens = batch.tokens,
+                .tokens = ids_.tokens.data(),
                 .B = B,
                 .T = T,
                 // A GPU's plan reads the word table through the decoder's 16-bit copy.
@@ -105,7 +113,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                             ? View::f32(w_.word, {Vp, C})
                             : View::of(word_c_.ptr, word_c_.type, {Vp, C}),
                 .pos = small(w_.pos, {config_.max_position, C}),
-                .types = types,
+                .types = ids_.types.data(),
                 .type_table = small(w_.type, {config_.type_vocab_size, C})});
   View h = stream(0, a_.emb_ln, N);
   layernorm_to_stream(h, a_.emb_ln, a_.emb_mean, a_.emb_rstd, acts_.view(a_.emb, N, C), w_.emb_ln_w,
@@ -134,7 +142,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                   .NH = NH,
                   .types = at_,
                   .causal = false,
-                  .key_mask = batch.attention_mask});
+                  .key_mask = batch.attention_mask ? ids_.key_mask.data() : nullptr});
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
@@ -173,9 +181,8 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   }
 
   // Pooler and NSP: tanh(dense(h[b, 0])) → seq_relationship (fp32 logits).
-  const std::vector<int> cls = cls_rows(B, T);
   const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
-  be.gather_rows(cls_in, h, cls.data(), B);
+  be.gather_rows(cls_in, h, ids_.cls_rows.data(), B);
   be.linear({.out = pooled,
              .x = cls_in,
              .w = linear_weight(pool_c_, C, C),
@@ -196,7 +203,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   if (M == 0) return;
   const int Mr = mlm_rows_;
   const View mlm_in = acts_.view(a_.mlm_in, Mr, C), tl = acts_.view(a_.mlm_tl, Mr, C);
-  be.gather_rows(mlm_in, h, mlm_pos_.data(), M);
+  be.gather_rows(mlm_in, h, ids_.mlm_pos.data(), M);
   be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
              .x = mlm_in,
              .w = linear_weight(mlm_c_, C, C),
@@ -234,30 +241,39 @@ float Bert::head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle loss
                       bool backward, int* correct) {
   Backend& be = *be_;
   const View x = acts_.view(logits, rows, classes);
-  float* d = acts_.get(dloss);
-  for (int r = 0; r < rows; ++r) d[r] = grad_scale / static_cast<float>(rows);
+  const auto n = static_cast<size_t>(rows);
+  // Staged: the per-row gradient of the loss, and the labels (unless drawn).
+  dloss_host_.assign(n, grad_scale / static_cast<float>(rows));
+  be.upload(acts_.row(dloss, rows), dloss_host_.data());
+  if (!sampled) ids_.labels.upload(targets, n);
   // Arg-max before the fused pass overwrites the logits with their gradient.
-  std::vector<int> best(static_cast<size_t>(rows));
-  be.argmax_rows(best.data(), x, vocab, rows);
+  be.argmax_rows(ids_.best.data(), x, vocab, rows);
   CrossEntropyArgs a;
   a.losses = acts_.row(losses, rows);
   a.logits = x;
   if (backward) a.dlogits = x;
-  a.targets = targets;
+  a.targets = sampled ? nullptr : ids_.labels.data();
   a.dloss = acts_.row(dloss, rows);
   a.vocab = vocab;
   if (sampled) {
-    sampled->assign(static_cast<size_t>(rows), 0);
-    a.sampled = sampled->data();
+    a.sampled = ids_.labels.data();
     a.seed = seed;
     a.counter = counter;
   }
   be.cross_entropy(a);
+  // The download point: losses, arg-maxes and drawn labels to the host.
+  best_host_.resize(n);
+  ids_.best.download(best_host_.data(), n);
+  if (sampled) {
+    sampled->resize(n);
+    ids_.labels.download(sampled->data(), n);
+  }
+  losses_host_.resize(n);
+  be.download(losses_host_.data(), acts_.row(losses, rows));
   const int* labels = sampled ? sampled->data() : targets;
-  for (int r = 0; r < rows; ++r) *correct += best[static_cast<size_t>(r)] == labels[r];
-  const float* l = acts_.get(losses);
+  for (size_t r = 0; r < n; ++r) *correct += best_host_[r] == labels[r];
   double sum = 0.0;  // fixed order: deterministic
-  for (int r = 0; r < rows; ++r) sum += l[r];
+  for (const float l : losses_host_) sum += l;
   return static_cast<float>(sum / rows);
 }
 
@@ -337,7 +353,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .epilogue = Epilogue::BiasGeluErf,
                         .pre = acts_.view(a_.mlm_t, Mr, C),
                         .scratch = a_.dfch_gelu == a_.dfch ? db : acts_.work(a_.dfch)});
-    be.scatter_add_rows(dh, da, mlm_pos_.data(), M);  // masked positions are distinct
+    be.scatter_add_rows(dh, da, ids_.mlm_pos.data(), M);  // masked positions are distinct
   }
 
   // NSP and pooler, backwards: nsp = seq_relationship(pooled); pooled = tanh(dense(h[b, 0])).
@@ -363,8 +379,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .epilogue = Epilogue::BiasTanh,
                         .pre = pooled,
                         .scratch = a_.dfch_gelu == a_.dfch ? dpooled : acts_.work(a_.dfch)});
-    const std::vector<int> cls = cls_rows(B, T);
-    be.scatter_add_rows(dh, dcls, cls.data(), B);
+    be.scatter_add_rows(dh, dcls, ids_.cls_rows.data(), B);
   }
 
   // The heads are final (the decoder's weight is the word table's, handed with the embeddings).
@@ -464,14 +479,12 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                          .gamma = small(w_.emb_ln_w, {C}),
                          .mean = acts_.row(a_.emb_mean, N),
                          .rstd = acts_.row(a_.emb_rstd, N)});
-  std::vector<int> zeros;
-  const int* types = segment_ids(batch, N, zeros);
   be.embedding_backward({.dword = grad(g_.word, {Vp, C}),
                          .dpos = grad(g_.pos, {config_.max_position, C}),
                          .dtype = grad(g_.type, {config_.type_vocab_size, C}),
                          .dout = demb,
-                         .tokens = batch.tokens,
-                         .types = types,
+                         .tokens = ids_.tokens.data(),
+                         .types = ids_.types.data(),
                          .B = B,
                          .T = T,
                          .pad_token = config_.pad_token_id});

@@ -65,18 +65,21 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
     : Gpt2(config, ctx, make_policy(precision, {}, cpu::CpuBackend(ctx).caps())) {}
 
 Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
+    : Gpt2(config, std::make_unique<cpu::CpuBackend>(ctx), policy) {}
+
+Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend> be, const Policy& policy)
     : config_(config),
-      ctx_(ctx),
       precision_(policy.precision),
       policy_(policy),
       mixed_(!policy.all_fp32()),
-      table_(gpt2_param_table(config)) {
-  params_.resize(table_.total());
-  grads_.resize(table_.total());
-  wgrads_.setup(table_.total(), policy_);
+      table_(gpt2_param_table(config)),
+      be_(std::move(be)) {
+  MemoryResource& memory = be_->memory();
+  params_.resize(table_.total(), memory);
+  grads_.resize(table_.total(), memory);
+  wgrads_.setup(table_.total(), policy_, memory);
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
-  be_ = std::make_unique<cpu::CpuBackend>(ctx_);
   at_ = attention_dtypes(policy_);
   check_policy_supported(policy_, *be_);
   setup_weight_copies();
@@ -87,7 +90,7 @@ Gpt2::~Gpt2() = default;
 void Gpt2::init_weights(uint64_t seed) {
   copies_.mark_stale();
   const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
-  init_params(table_, params_.data(), seed, config_.init_std, residual_std);
+  init_params(table_, params_, seed, config_.init_std, residual_std);
 }
 
 ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, const Backend& be, int B,
@@ -178,7 +181,10 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
 
 void Gpt2::plan(int B, int T) {
   acts_ = gpt2_activation_plan(config_, policy_, *be_, B, T, &a_);
-  acts_.allocate();
+  acts_.allocate(be_->memory());
+  const size_t n = static_cast<size_t>(B) * T;
+  tokens_.resize(n, be_->memory());
+  targets_.resize(n, be_->memory());
   plan_B_ = B;
   plan_T_ = T;
 }
@@ -192,7 +198,7 @@ float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T
   MPT_CHECK(targets != nullptr, "forward_backward needs targets");
   forward_impl(tokens, B, T);
   const float loss = loss_impl(targets, B, T, grad_scale, true);
-  backward_impl(tokens, B, T);
+  backward_impl(B, T);
   return loss;
 }
 
@@ -202,7 +208,7 @@ float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int
   forward_impl(tokens, B, T);
   const LabelDraw draw{sampled, seed, counter};
   const float loss = loss_impl(nullptr, B, T, grad_scale, true, &draw);
-  backward_impl(tokens, B, T);
+  backward_impl(B, T);
   return loss;
 }
 
@@ -210,6 +216,8 @@ const float* Gpt2::logits() {
   return acts_.read_f32(a_.logits, static_cast<size_t>(last_tokens_) * config_.padded_vocab_size, *be_,
                         logits32_);
 }
-const float* Gpt2::losses() { return acts_.get(a_.losses); }
+const float* Gpt2::losses() {
+  return acts_.read_f32(a_.losses, static_cast<size_t>(last_tokens_), *be_, losses32_);
+}
 
 }  // namespace mptrain

@@ -119,6 +119,9 @@ class Gpt2 {
   Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
   // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
   Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy);
+  // On backend `be` (its memory holds the parameters, gradients and activations; the policy
+  // must be one it runs, else Error naming the op and dtypes).
+  Gpt2(const Gpt2Config& config, std::unique_ptr<Backend> be, const Policy& policy);
   ~Gpt2();
 
   const Gpt2Config& config() const { return config_; }
@@ -166,10 +169,11 @@ class Gpt2 {
   float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
                                  uint64_t seed, uint64_t counter);
 
-  // Logits of the last forward, [B,T,Vp] in fp32 (valid until the next forward_backward
-  // overwrites them; widened into a host buffer when the policy keeps them 16-bit).
+  // Logits of the last forward, [B,T,Vp] in fp32 on the host (valid until the next forward
+  // overwrites them): the backend's own buffer when it is host memory and fp32, else widened
+  // and/or downloaded into a host copy (the pass's download point).
   const float* logits();
-  const float* losses();  // per-token losses [B,T] of the last forward with targets
+  const float* losses();  // per-token losses [B,T] of the last forward with targets, likewise
 
   void zero_grad() { grads_.zero(); }
 
@@ -184,7 +188,7 @@ class Gpt2 {
   // dlogits for backward_impl. Returns the mean loss over the labelled positions.
   float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward,
                   const LabelDraw* draw = nullptr);
-  void backward_impl(const int* tokens, int B, int T);
+  void backward_impl(int B, int T);  // over the tokens forward_impl staged
   void setup_weight_copies();
   // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
   // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
@@ -200,20 +204,23 @@ class Gpt2 {
   };
 
   Gpt2Config config_;
-  cpu::Context& ctx_;
   Precision precision_;
   Policy policy_;
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
   FloatBuffer params_, grads_;
   WeightGrads wgrads_;    // where backward writes dW, db (model/weight_grads.h)
-  FloatBuffer logits32_;  // 16-bit logits widened for logits()
+  FloatBuffer logits32_, losses32_;  // logits() and losses() on the host
+  // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
+  // these), and the host side of the loss's per-row gradient and losses.
+  IndexBuffer tokens_, targets_;
+  std::vector<float> dloss_host_, losses_host_;
   int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;
   ActivationPlan acts_;
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0;
-  std::unique_ptr<Backend> be_;  // the CPU backend (backend/cpu/cpu_backend.h)
+  std::unique_ptr<Backend> be_;  // the backend the passes run on
   AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;          // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;

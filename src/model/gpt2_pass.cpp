@@ -32,7 +32,7 @@ View Gpt2::small(const float* master, std::initializer_list<std::int64_t> dims) 
 void Gpt2::setup_weight_copies() {
   // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
   // by forward_impl when params() marked it stale); an fp32 GEMM reads its master weight.
-  copies_.setup(table_, gpt2_gemm_reader, policy_);
+  copies_.setup(table_, gpt2_gemm_reader, policy_, be_->memory());
   auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
   wte_c_ = ref("wte.weight");
   wc_.clear();
@@ -50,6 +50,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
   copies_.refresh_if_stale(params_.data(), *be_);
   last_tokens_ = B * T;
   Backend& be = *be_;
+  tokens_.upload(tokens, static_cast<size_t>(B) * T);  // staged: the kernels read the backend's copy
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
   const StorageType lin_s = policy_.rule(OpKind::Linear).output;
@@ -58,7 +59,7 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
 
   be.embedding(
       {.out = acts_.view(a_.encoded, N, C),
-       .tokens = tokens,
+       .tokens = tokens_.data(),
        .B = B,
        .T = T,
        // A GPU's plan reads wte through the LM head's 16-bit copy, as every small weight.
@@ -157,9 +158,10 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
     count = 0;
     for (int i = 0; i < N; ++i) count += targets[i] != -1;
   }
-  float* dloss = acts_.get(a_.dloss);
-  const float d = count > 0 ? grad_scale / static_cast<float>(count) : 0.0f;
-  for (int i = 0; i < N; ++i) dloss[i] = d;
+  // Staged: the per-row gradient of the loss, and the labels.
+  dloss_host_.assign(static_cast<size_t>(N), count > 0 ? grad_scale / static_cast<float>(count) : 0.0f);
+  be_->upload(acts_.row(a_.dloss, N), dloss_host_.data());
+  if (targets) targets_.upload(targets, static_cast<size_t>(N));
   // dlogits in place in the logits when they share a dtype (fp32, or a GPU plan's 16 bits), or,
   // beside fp32 logits, straight into the 16-bit LM head operand (one rounding, no fp32 dlogits
   // pass; the sampled pass writes in place only); backward_impl reads whichever was written.
@@ -169,22 +171,25 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
   if (backward)
     a.dlogits = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, config_.padded_vocab_size) : a.logits;
-  a.targets = targets;
+  a.targets = targets ? targets_.data() : nullptr;
   a.dloss = acts_.row(a_.dloss, N);
   a.vocab = config_.vocab_size;
   if (draw) {
-    a.sampled = draw->sampled;
+    a.sampled = targets_.data();  // the drawn labels, brought to the host below
     a.seed = draw->seed;
     a.counter = draw->counter;
   }
   be_->cross_entropy(a);
-  const float* losses = acts_.get(a_.losses);
+  // The download point: the losses (and drawn labels) to the host.
+  if (draw) targets_.download(draw->sampled, static_cast<size_t>(N));
+  losses_host_.resize(static_cast<size_t>(N));
+  be_->download(losses_host_.data(), acts_.row(a_.losses, N));
   double sum = 0.0;  // fixed order: deterministic
-  for (int i = 0; i < N; ++i) sum += losses[i];
+  for (const float l : losses_host_) sum += l;
   return count > 0 ? static_cast<float>(sum / count) : 0.0f;
 }
 
-void Gpt2::backward_impl(const int* tokens, int B, int T) {
+void Gpt2::backward_impl(int B, int T) {
   Backend& be = *be_;
   wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
@@ -299,7 +304,7 @@ void Gpt2::backward_impl(const int* tokens, int B, int T) {
   be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),
                          .dpos = grad(g_.wpe, {config_.block_size, C}),
                          .dout = dresidual,
-                         .tokens = tokens,
+                         .tokens = tokens_.data(),
                          .B = B,
                          .T = T});
   // The embeddings (wte also the LM head's) are final now, the last range handed.

@@ -61,9 +61,10 @@ size_t weight_copy_bytes(const ParamTable& table, GemmReaderFn reader, const Pol
   return WeightCopies::layout(table, reader, policy, nullptr);
 }
 
-void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy) {
+void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                         MemoryResource& memory) {
   const size_t bytes = layout(table, reader, policy, &entries_);
-  buf_.resize(bytes / sizeof(float));
+  buf_.resize(bytes / sizeof(float), memory);
   stale_ = true;
 }
 

@@ -44,9 +44,10 @@ struct WeightRef {
 
 class WeightCopies {
  public:
-  // Carves the buffer for `table` (copies stale after). Holds no pointer to the table or the
-  // parameters, so the owning model stays movable.
-  void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy);
+  // Carves the buffer for `table` in `memory` (the backend's; copies stale after). Holds no pointer to the
+  // table or the parameters, so the owning model stays movable.
+  void setup(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+             MemoryResource& memory = host_memory());
   // The operand for parameter `name` of the same table, whose master values live in params.
   WeightRef ref(const ParamTable& table, const std::string& name, const float* params) const;
   // The tensor a pass reads for the parameter at `master` (a pointer into params at the start of

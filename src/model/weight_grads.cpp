@@ -9,10 +9,10 @@
 
 namespace mptrain {
 
-void WeightGrads::setup(size_t n, const Policy& policy) {
+void WeightGrads::setup(size_t n, const Policy& policy, MemoryResource& memory) {
   n_ = n;
   type_ = policy.weight_grads;
-  lowp_.resize(lowp_grad_floats(n, policy));
+  lowp_.resize(lowp_grad_floats(n, policy), memory);
 }
 
 View WeightGrads::at(const float* master_grad, const FloatBuffer& master,

@@ -30,8 +30,9 @@ using GradsReadyHook = std::function<void(ParamRange range)>;
 
 class WeightGrads {
  public:
-  // For n parameters under `policy` (allocates the 16-bit buffer when the policy has one).
-  void setup(size_t n, const Policy& policy);
+  // For n parameters under `policy` (allocates the 16-bit buffer in `memory`, the backend's,
+  // when the policy has one).
+  void setup(size_t n, const Policy& policy, MemoryResource& memory = host_memory());
   // The gradient of the parameter whose fp32 gradient starts at master_grad (a pointer into
   // master, the fp32 gradients of the same table), as a view of `dims`.
   View at(const float* master_grad, const FloatBuffer& master, std::initializer_list<std::int64_t> dims);

@@ -24,7 +24,8 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
 Optimizer::Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes, Backend& be)
     : table_(table), be_(be) {
   state_.reserve(state_prefixes.size());
-  for (const auto& prefix : state_prefixes) state_.push_back({prefix, FloatBuffer(table.total())});
+  for (const auto& prefix : state_prefixes)
+    state_.push_back({prefix, FloatBuffer(table.total(), be.memory())});
 }
 
 }  // namespace mptrain

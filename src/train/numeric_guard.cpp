@@ -113,7 +113,7 @@ RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, co
   return next;
 }
 
-void inject_test_nan(const ParamTable& table, float* grads, size_t lo, size_t hi, int64_t step) {
+void inject_test_nan(const ParamTable& table, FloatBuffer& grads, size_t lo, size_t hi, int64_t step) {
   const char* env = std::getenv("MPTRAIN_TEST_INJECT_NAN");  // a few ns per step when unset
   if (!env || !*env) return;
   const std::string v = env;
@@ -128,7 +128,8 @@ void inject_test_nan(const ParamTable& table, float* grads, size_t lo, size_t hi
   const size_t offset = table.get(v.substr(colon + 1)).offset;  // throws for an unknown name
   if (at != step) return;
   fired = v;
-  if (offset >= lo && offset < hi) grads[offset] = std::nanf("");
+  const float nan = std::nanf("");
+  if (offset >= lo && offset < hi) grads.upload(&nan, 1, offset);  // wherever the gradients live
 }
 
 }  // namespace mptrain

@@ -86,6 +86,6 @@ RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, co
 // backward of optimizer step <step> (1-based), once per process and value (a rollback that
 // replays the step then runs clean). Elements outside grads[lo, hi) (another rank's ZeRO shard) are left
 // alone. A malformed value or an unknown name throws Error. Unset: nothing happens.
-void inject_test_nan(const ParamTable& table, float* grads, size_t lo, size_t hi, int64_t step);
+void inject_test_nan(const ParamTable& table, FloatBuffer& grads, size_t lo, size_t hi, int64_t step);
 
 }  // namespace mptrain

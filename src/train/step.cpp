@@ -50,8 +50,11 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     dp->average_gradients(grads);  // grads[lo, lo + count) now hold the mean over ranks
   }
   stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
-  if (fault_inf_grad && count > 0) grads[lo] = std::numeric_limits<float>::infinity();
-  inject_test_nan(*model.table, grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
+  if (fault_inf_grad && count > 0) {
+    const float inf = std::numeric_limits<float>::infinity();
+    model.grads->upload(&inf, 1, lo);  // wherever the gradients live
+  }
+  inject_test_nan(*model.table, *model.grads, lo, lo + count, t);  // test-only (train/numeric_guard.h)
   if (scaler) {
     bool found_inf = be.unscale_and_check(mine, scaler->inv_scale());
     if (dp) found_inf = dp->comm().any(found_inf);  // every rank skips, or none

@@ -418,7 +418,20 @@ void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
                         a.tokens, a.types, a.pad_token, a.B, a.T, C);
 }
 
+namespace {
+
+// A row index outside the big tensor's rows, refused before any row moves.
+void check_row_indices(const char* op, const int* rows, int count, std::int64_t n) {
+  for (int r = 0; r < count; ++r)
+    MPT_CHECK(rows[r] >= 0 && rows[r] < n, std::string("[backend cpu] ") + op + ": row index " +
+                                               std::to_string(rows[r]) + " is outside [0, " +
+                                               std::to_string(n) + ")");
+}
+
+}  // namespace
+
 void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* rows, int count) {
+  check_row_indices("gather_rows", rows, count, src.dim(0));
   const size_t C = static_cast<size_t>(src.dim(1)), ed = storage_bytes(dst.type),
                es = storage_bytes(src.type);
   char* d = static_cast<char*>(dst.ptr);
@@ -429,6 +442,7 @@ void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* ro
 }
 
 void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
+  check_row_indices("scatter_add_rows", rows, count, dst.dim(0));
   if (narrow(dst) || narrow(src)) {
     Widening w(wide_);
     run_scatter_add_rows(w.write(dst), w.read(src), rows, count);

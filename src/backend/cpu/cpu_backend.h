@@ -32,6 +32,7 @@ class CpuBackend : public Backend {
     return ws_.operand_storage(gemm_math(math));
   }
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
+  MemoryResource& memory() override { return host_memory(); }
 
  protected:
   bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
