@@ -301,6 +301,9 @@ class Bert {
   Policy policy_;
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
+  // The backend the passes run on; declared before every buffer in its memory, so that it
+  // outlives them.
+  std::unique_ptr<Backend> be_;
   FloatBuffer params_, grads_;
   WeightGrads wgrads_;        // where backward writes dW, db (model/weight_grads.h)
   FloatBuffer mlm_logits32_, nsp_logits32_;  // mlm_logits() and nsp_logits() on the host
@@ -319,7 +322,6 @@ class Bert {
   } ids_;
   std::vector<float> dloss_host_, losses_host_;
   std::vector<int> best_host_;
-  std::unique_ptr<Backend> be_;  // the backend the passes run on
   AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;
   // The GEMM weights as their GEMMs read them (copies, or the fp32 masters).

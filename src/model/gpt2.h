@@ -208,6 +208,9 @@ class Gpt2 {
   Policy policy_;
   bool mixed_;  // !policy_.all_fp32()
   ParamTable table_;
+  // The backend the passes run on; declared before every buffer in its memory, so that it
+  // outlives them.
+  std::unique_ptr<Backend> be_;
   FloatBuffer params_, grads_;
   WeightGrads wgrads_;    // where backward writes dW, db (model/weight_grads.h)
   FloatBuffer logits32_, losses32_;  // logits() and losses() on the host
@@ -220,7 +223,6 @@ class Gpt2 {
   ActivationPlan acts_;
   Acts a_{};
   int plan_B_ = 0, plan_T_ = 0;
-  std::unique_ptr<Backend> be_;  // the backend the passes run on
   AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;          // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;
