@@ -29,6 +29,12 @@ __global__ void unscale_kernel(float* g, size_t n, float inv, int* found_inf) {
   if (bad) *found_inf = 1;
 }
 
+__global__ void scale_kernel(float* x, size_t n, float factor) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] *= factor;
+}
+
 }  // namespace
 
 void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx) {
@@ -42,6 +48,14 @@ void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Cont
   unscale_kernel<<<grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
       grads, n, inv, found_inf);
   MPT_CUDA_CHECK_LAUNCH("unscale_kernel");
+}
+
+void scale_in_place(float* x, size_t n, float factor, Context& ctx) {
+  MPT_PROFILE_RANGE("scale_in_place");
+  if (n == 0) return;
+  const int threads = 256;
+  scale_kernel<<<grid_for(n, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(x, n, factor);
+  MPT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 }  // namespace mptrain::cuda

@@ -12,5 +12,7 @@ namespace mptrain::cuda {
 // zero it once per step, check every gradient buffer into it, and read it once (or pass it to
 // adamw_update's `skip`, which needs no host read at all).
 void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx);
+// x[i] (=) *= factor: a clip factor applied on its own (Sophia's curvature estimate).
+void scale_in_place(float* x, size_t n, float factor, Context& ctx);
 
 }  // namespace mptrain::cuda

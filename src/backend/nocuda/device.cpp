@@ -1,10 +1,16 @@
 // Device queries for a build without the CUDA backend: no GPU is ever reported.
 #include "backend/device.h"
 
+#include "backend/backend.h"
+#include "core/error.h"
+
 namespace mptrain {
 
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return "none"; }
+std::unique_ptr<Backend> make_cuda_backend(int) {
+  throw Error("this build has no CUDA backend (nvcc was not found when it was configured)");
+}
 
 }  // namespace mptrain

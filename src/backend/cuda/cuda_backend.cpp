@@ -1,0 +1,561 @@
+// The CUDA backend: each op of the interface onto the launchers of this folder (cuda_backend.h).
+// The public Backend entry points have already checked shapes and supports(); what is checked
+// here is what only this backend needs (a GEMM operand's layout).
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/adamw.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/crossentropy.h"
+#include "backend/cuda/dispatch.h"
+#include "backend/cuda/embeddings.h"
+#include "backend/cuda/encoder.h"
+#include "backend/cuda/flash_attention.h"
+#include "backend/cuda/gelu.h"
+#include "backend/cuda/gelu_erf.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/grad_norm.h"
+#include "backend/cuda/layernorm.h"
+#include "backend/cuda/loss_scale.h"
+#include "backend/cuda/residual.h"
+#include "backend/cuda/rows.h"
+#include "backend/cuda/sophia.h"
+#include "backend/cuda/tanh.h"
+#include "backend/device.h"
+#include "core/error.h"
+
+namespace mptrain {
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+
+namespace cuda {
+
+namespace {
+
+// scratch() slots: each use has its own, so that two live at once never share memory.
+enum Slot : int { kWiden = 0, kDpre, kLayerNorm, kEmbedding, kFlag, kNorm, kOnes, kMask };
+static_assert(kMask < 8, "CudaBackend::kSlots");
+
+constexpr StorageType F32 = StorageType::F32;
+
+MathMode mode(ComputeType m) { return m == ComputeType::TF32 ? MathMode::Tf32 : MathMode::Fp32; }
+
+// The product arithmetic a storage type's GEMMs run in here.
+bool math_fits(StorageType t, ComputeType m) {
+  switch (t) {
+    case StorageType::F32:
+      return m == ComputeType::F32 || m == ComputeType::TF32;
+    case StorageType::BF16:
+      return m == ComputeType::BF16;
+    case StorageType::F16:
+      return m == ComputeType::F16;
+  }
+  return false;
+}
+
+size_t count(const View& v) { return static_cast<size_t>(v.numel()); }
+
+// How a GEMM reads a [rows, cols] operand view: stored as is (row-major), or as the transpose
+// of a row-major [cols, rows] tensor (View::t()). Anything else has no cuBLASLt layout here.
+bool transposed(const View& v, const char* op, const char* name) {
+  if (v.stride[1] == 1 && v.stride[0] == v.dim(1)) return false;
+  if (v.stride[0] == 1 && v.stride[1] == v.dim(0)) return true;
+  throw Error(std::string("[backend cuda] ") + op + ": " + name + " " + v.describe() +
+              " is neither row-major nor a transposed row-major tensor");
+}
+
+}  // namespace
+
+// --- memory ---------------------------------------------------------------------------------
+
+void* DeviceMemoryResource::allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
+    throw Error("out of GPU memory allocating " + std::to_string(bytes >> 20) + " MiB on " +
+                ctx_.info().name);
+  }
+  fill_bytes(p, 0, bytes, ctx_);
+  return p;
+}
+
+void DeviceMemoryResource::release(void* p, size_t) noexcept {
+  if (!p) return;
+  cudaStreamSynchronize(ctx_.stream());  // work still reading p finishes first
+  cudaFree(p);
+}
+
+void DeviceMemoryResource::zero(void* p, size_t bytes) { fill_bytes(p, 0, bytes, ctx_); }
+
+void DeviceMemoryResource::upload(void* dst, const void* host, size_t bytes) {
+  if (bytes) copy_to_device(dst, host, bytes, ctx_);
+}
+
+void DeviceMemoryResource::download(void* host, const void* src, size_t bytes) {
+  if (bytes) copy_to_host(host, src, bytes, ctx_);
+}
+
+// --- the backend ----------------------------------------------------------------------------
+
+CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<Context>(device)), mem_(*ctx_) {}
+
+CudaBackend::~CudaBackend() = default;
+
+StorageType CudaBackend::operand_storage(ComputeType math) const {
+  switch (math) {
+    case ComputeType::BF16:
+      return StorageType::BF16;
+    case ComputeType::F16:
+      return StorageType::F16;
+    default:
+      return F32;  // TF32: cuBLASLt rounds fp32 operands itself
+  }
+}
+
+bool CudaBackend::flash(int C, int NH, const AttentionDtypes& t) const {
+  return flash_attention_supported(C, NH, t.qkv);
+}
+
+AttentionBytes CudaBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
+  const size_t bt = static_cast<size_t>(B) * T;
+  if (flash(C, NH, t)) {
+    // The forward's out (the backward's interface has none) and row log-sum-exps, then the key
+    // mask (the backward's interface has none either), 64-byte aligned pieces.
+    const auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+    return {
+        up(bt * C * storage_bytes(t.qkv)) + up(flash_attention_saved_bytes(B, T, NH)) + up(bt * sizeof(int)),
+        flash_attention_scratch_bytes(B, T, NH)};
+  }
+  return {attention_saved_bytes(B, T, C, NH, t.qkv), attention_scratch_bytes(B, T, C, NH, t.qkv)};
+}
+
+bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const {
+  const StorageType* t = types.begin();
+  const size_t n = types.size();
+  // Every type from index `from` on equal to t[from].
+  const auto same_from = [&](size_t from) {
+    for (size_t i = from; i < n; ++i)
+      if (t[i] != t[from]) return false;
+    return true;
+  };
+  switch (op) {
+    case Op::Cast:
+      return t[0] == t[1] || t[0] == F32 || t[1] == F32;
+    case Op::Accumulate:
+      return t[0] == t[1] || t[0] == F32;
+    case Op::ToOperand:
+      return t[1] == F32 && t[0] == operand_storage(math);
+    case Op::Linear:  // out may be fp32 (cuBLASLt's C) over 16-bit operands
+      return same_from(1) && (t[0] == t[1] || t[0] == F32) && math_fits(t[1], math);
+    case Op::LinearActivation:
+    case Op::LinearResidual:
+    case Op::Attention:
+    case Op::AttentionBackward:
+      return same_from(0) && math_fits(t[0], math);
+    case Op::LinearBackward:
+    case Op::LinearActivationBackward:  // dw (t[1]) may be the fp32 master gradient
+      return t[0] == t[2] && same_from(2) && (t[1] == t[2] || t[1] == F32) && math_fits(t[2], math);
+    case Op::AdamW:
+    case Op::Sophia:
+    case Op::SophiaHessian:
+    case Op::CountUnclipped:
+    case Op::UnscaleCheck:
+    case Op::SumSquares:
+    case Op::Scale:
+      return same_from(0) && t[0] == F32;
+    default:  // LayerNorm (fused or not) and its backward, the loss, embeddings, rows
+      return same_from(0);
+  }
+}
+
+void* CudaBackend::scratch(int slot, size_t bytes) {
+  DeviceMemory& m = scratch_[slot];
+  if (m.bytes() < bytes) m = DeviceMemory(bytes);
+  return m.get();
+}
+
+const float* CudaBackend::device_scalar(float value) {
+  if (!scalar_.get()) scalar_ = DeviceMemory(sizeof(float));
+  if (!scalar_set_ || scalar_value_ != value) {
+    copy_to_device(scalar_.get(), &value, sizeof(float), *ctx_);
+    scalar_value_ = value;
+    scalar_set_ = true;
+  }
+  return static_cast<const float*>(scalar_.get());
+}
+
+const void* CudaBackend::ones(StorageType t, size_t n) {
+  // One buffer holds the three types' ones one after another, each n_max long.
+  const size_t need = std::max<size_t>(n, 1024);
+  const int k = static_cast<int>(t);
+  if (ones_n_[k] < n) {
+    const size_t cap = std::max({need, ones_n_[0], ones_n_[1], ones_n_[2]});
+    char* base = static_cast<char*>(scratch(kOnes, cap * (4 + 2 + 2)));
+    std::vector<float> host(cap, 1.0f);
+    copy_to_device(base, host.data(), cap * 4, *ctx_);
+    cast_f32_to_bf16(reinterpret_cast<Bf16*>(base + cap * 4),
+                     static_cast<const float*>(static_cast<void*>(base)), cap, ctx_->stream());
+    cast_f32_to_f16(reinterpret_cast<Fp16*>(base + cap * 6),
+                    static_cast<const float*>(static_cast<void*>(base)), cap, ctx_->stream());
+    ones_n_[0] = ones_n_[1] = ones_n_[2] = cap;
+  }
+  const size_t cap = ones_n_[k];
+  char* base = static_cast<char*>(scratch_[kOnes].get());
+  return t == F32 ? base : t == StorageType::BF16 ? base + cap * 4 : base + cap * 6;
+}
+
+const std::uint32_t* CudaBackend::all_decay(size_t n) {
+  if (mask_n_ < n) {
+    const std::vector<std::uint32_t> mask = adamw_decay_mask(n, {{0, n}});
+    void* p = scratch(kMask, mask.size() * sizeof(std::uint32_t));
+    copy_to_device(p, mask.data(), mask.size() * sizeof(std::uint32_t), *ctx_);
+    mask_n_ = n;
+  }
+  return static_cast<const std::uint32_t*>(scratch_[kMask].get());
+}
+
+void CudaBackend::run_cast(const View& dst, const View& src) {
+  const size_t n = count(dst);
+  if (dst.type == src.type) {
+    copy_device(dst.ptr, src.ptr, dst.bytes(), *ctx_);
+  } else if (src.type == F32) {
+    if (dst.type == StorageType::BF16)
+      cast_f32_to_bf16(dst.as<Bf16>(), src.as<float>(), n, ctx_->stream());
+    else
+      cast_f32_to_f16(dst.as<Fp16>(), src.as<float>(), n, ctx_->stream());
+  } else if (src.type == StorageType::BF16) {
+    cast_bf16_to_f32(dst.as<float>(), src.as<Bf16>(), n, ctx_->stream());
+  } else {
+    cast_f16_to_f32(dst.as<float>(), src.as<Fp16>(), n, ctx_->stream());
+  }
+}
+
+void CudaBackend::run_zero(const View& v) { fill_bytes(v.ptr, 0, v.bytes(), *ctx_); }
+
+void CudaBackend::run_accumulate(const View& dst, const View& src) {
+  const size_t n = count(dst);
+  if (dst.type != src.type) {  // fp32 += 16-bit: widened into scratch first (widen_grads.h's way)
+    const View wide = View::of(scratch(kWiden, n * sizeof(float)), F32, {static_cast<std::int64_t>(n)});
+    run_cast(wide, src);
+    cuda::accumulate<float>(dst.as<float>(), wide.as<float>(), n, *ctx_);
+    return;
+  }
+  dispatch_storage(dst.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::accumulate<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), n, *ctx_);
+  });
+}
+
+void CudaBackend::run_to_operand(const View& dst, const View& src, ComputeType) { run_cast(dst, src); }
+
+void CudaBackend::run_linear(const LinearArgs& a) {
+  const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
+            M = static_cast<int>(a.w.dim(1));
+  const bool wt = transposed(a.w, "linear", "w");
+  const StorageType T = a.x.type;
+  const MathMode mm = mode(a.math);
+  const auto product = [&](void* out, StorageType to, bool accumulate, const GemmEpilogue& ep) {
+    gemm(out, to, a.x.ptr, a.w.ptr, T, N, M, K, false, wt, accumulate, mm, ep, *ctx_);
+  };
+  const GemmEpilogue bias{a.bias.empty() ? Epilogue::None : Epilogue::Bias, a.bias.ptr, nullptr, nullptr};
+  const size_t n = static_cast<size_t>(N) * M;
+  switch (a.epilogue) {
+    case mptrain::Epilogue::Bias:
+      product(a.out.ptr, a.out.type, false, bias);
+      return;
+    case mptrain::Epilogue::BiasGelu:  // cuBLASLt's GELU epilogue is the tanh form
+      product(a.out.ptr, T, false, {Epilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
+      return;
+    case mptrain::Epilogue::BiasGeluErf:
+      product(a.pre.ptr, T, false, bias);
+      dispatch_storage(T, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        gelu_erf_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.pre.ptr), n, *ctx_);
+      });
+      return;
+    case mptrain::Epilogue::BiasTanh:
+      product(a.out.ptr, T, false, bias);
+      dispatch_storage(T, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        tanh_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.out.ptr), n, *ctx_);
+      });
+      return;
+    case mptrain::Epilogue::BiasResidual:
+      // out = residual + (x·w + b): the product accumulates into C, which holds the residual.
+      if (a.out.ptr != a.residual.ptr) copy_device(a.out.ptr, a.residual.ptr, a.out.bytes(), *ctx_);
+      product(a.out.ptr, T, true, bias);
+      return;
+  }
+}
+
+void CudaBackend::run_linear_backward(const LinearBackwardArgs& a) {
+  const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
+            M = static_cast<int>(a.w.dim(1));
+  const bool wt = transposed(a.w, "linear_backward", "w");
+  const StorageType T = a.dy.type;
+  const MathMode mm = mode(a.math);
+  const size_t n = static_cast<size_t>(N) * M;
+  // The gradient the GEMMs read: dy, or d(pre) through the activation's derivative.
+  const void* g = a.dy.ptr;
+  if (has_activation(a.epilogue)) {
+    void* dpre =
+        a.scratch.bytes() >= n * storage_bytes(T) ? a.scratch.ptr : scratch(kDpre, n * storage_bytes(T));
+    dispatch_storage(T, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      S* d = static_cast<S*>(dpre);
+      const S* dy = static_cast<const S*>(a.dy.ptr);
+      const S* pre = static_cast<const S*>(a.pre.ptr);
+      if (a.epilogue == mptrain::Epilogue::BiasGelu)
+        gelu_backward<S>(d, pre, dy, n, *ctx_);
+      else if (a.epilogue == mptrain::Epilogue::BiasGeluErf)
+        gelu_erf_backward<S>(d, pre, dy, n, *ctx_);
+      else
+        tanh_backward<S>(d, pre, dy, n, *ctx_);  // pre holds tanh's output
+    });
+    g = dpre;
+  }
+  const GemmEpilogue none{};
+  // dx[N,K] (= or +=) g[N,M]·w^T
+  if (!a.dx.empty())
+    gemm(a.dx.ptr, a.dx.type, g, a.w.ptr, T, N, K, M, false, !wt, a.dx_accumulate, mm, none, *ctx_);
+  // dw (+=): x^T·g into [K,M], or, for a transposed dw ([M,K] storage), g^T·x.
+  if (transposed(a.dw, "linear_backward", "dw"))
+    gemm(a.dw.ptr, a.dw.type, g, a.x.ptr, T, M, K, N, true, false, true, mm, none, *ctx_);
+  else
+    gemm(a.dw.ptr, a.dw.type, a.x.ptr, g, T, K, M, N, true, false, true, mm, none, *ctx_);
+  // db[M] (+=) the column sums of g: ones[1,N]·g (deterministic, no kernel of its own).
+  if (!a.db.empty())
+    gemm(a.db.ptr, a.db.type, ones(T, N), g, T, 1, M, N, false, false, true, mm, none, *ctx_);
+}
+
+void CudaBackend::run_layernorm(const LayerNormArgs& a) {
+  const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
+    if (a.add.empty())
+      layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
+                           in(a.gamma), in(a.beta), N, C, a.eps, *ctx_);
+    else
+      residual_layernorm_forward<T>(static_cast<T*>(a.residual_out.ptr), static_cast<T*>(a.out.ptr),
+                                    a.mean.as<float>(), a.rstd.as<float>(), in(a.x), in(a.add), in(a.gamma),
+                                    in(a.beta), N, C, a.eps, *ctx_);
+  });
+}
+
+void CudaBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
+  const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
+  float* work =
+      static_cast<float*>(scratch(kLayerNorm, layernorm_backward_scratch_floats(N, C) * sizeof(float)));
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
+    cuda::layernorm_backward<T>(static_cast<T*>(a.dx.ptr), static_cast<T*>(a.dgamma.ptr),
+                                static_cast<T*>(a.dbeta.ptr), in(a.dout), in(a.x), in(a.gamma),
+                                a.mean.as<float>(), a.rstd.as<float>(), work, N, C, *ctx_);
+  });
+}
+
+namespace {
+
+// Where a flash forward keeps what its backward needs inside `saved` (attention_bytes' layout).
+struct FlashSaved {
+  void* out;
+  float* lse;
+  int* mask;
+};
+FlashSaved flash_saved(const View& saved, int B, int T, int C, int NH, StorageType t) {
+  const auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  char* p = static_cast<char*>(saved.ptr);
+  const size_t out = up(static_cast<size_t>(B) * T * C * storage_bytes(t));
+  return {p, reinterpret_cast<float*>(p + out),
+          reinterpret_cast<int*>(p + out + up(flash_attention_saved_bytes(B, T, NH)))};
+}
+
+}  // namespace
+
+void CudaBackend::run_attention(const AttentionArgs& a) {
+  const int C = static_cast<int>(a.out.dim(1));
+  const MathMode mm = mode(a.types.scores);
+  dispatch_storage(a.types.qkv, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = static_cast<T*>(a.out.ptr);
+    const T* qkv = static_cast<const T*>(a.qkv.ptr);
+    if (flash(C, a.NH, a.types)) {
+      const FlashSaved s = flash_saved(a.saved, a.B, a.T, C, a.NH, a.types.qkv);
+      if (a.causal) {
+        flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
+      } else {
+        flash_attention_masked_forward<T>(out, s.lse, qkv, a.key_mask, a.B, a.T, C, a.NH, *ctx_);
+        if (a.key_mask)
+          copy_device(s.mask, a.key_mask, static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);
+        else
+          fill_bytes(s.mask, 0xFF, static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);  // nonzero: all real
+      }
+      copy_device(s.out, out, a.out.bytes(), *ctx_);
+    } else if (a.causal) {
+      attention_forward<T>(out, a.saved.ptr, qkv, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    } else {
+      attention_masked_forward<T>(out, a.saved.ptr, qkv, a.key_mask, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
+                                  *ctx_);
+    }
+  });
+}
+
+void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
+  const int C = static_cast<int>(a.dout.dim(1));
+  const MathMode mm = mode(a.types.scores);
+  dispatch_storage(a.types.qkv, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dqkv = static_cast<T*>(a.dqkv.ptr);
+    const T* dout = static_cast<const T*>(a.dout.ptr);
+    const T* qkv = static_cast<const T*>(a.qkv.ptr);
+    if (flash(C, a.NH, a.types)) {
+      const FlashSaved s = flash_saved(a.saved, a.B, a.T, C, a.NH, a.types.qkv);
+      if (a.causal)
+        flash_attention_backward<T>(dqkv, dout, qkv, static_cast<const T*>(s.out), s.lse, a.scratch.ptr, a.B,
+                                    a.T, C, a.NH, *ctx_);
+      else
+        flash_attention_masked_backward<T>(dqkv, dout, qkv, static_cast<const T*>(s.out), s.lse, s.mask,
+                                           a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
+    } else if (a.causal) {
+      cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    } else {
+      attention_masked_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    }
+  });
+}
+
+void CudaBackend::run_cross_entropy(const CrossEntropyArgs& a) {
+  const int N = static_cast<int>(a.logits.dim(0)), Vp = static_cast<int>(a.logits.dim(1));
+  dispatch_storage(a.logits.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dlogits = static_cast<T*>(a.dlogits.ptr);
+    const T* logits = static_cast<const T*>(a.logits.ptr);
+    const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
+    if (a.sampled)
+      crossentropy_sampled_forward_backward<T>(a.losses.as<float>(), dlogits, a.sampled, logits, dloss, N,
+                                               a.vocab, Vp, a.seed, a.counter, *ctx_);
+    else
+      crossentropy_forward_backward<T>(a.losses.as<float>(), dlogits, logits, a.targets, dloss, N, a.vocab,
+                                       Vp, *ctx_);
+  });
+}
+
+void CudaBackend::run_embedding(const EmbeddingArgs& a) {
+  const int C = static_cast<int>(a.out.dim(1));
+  dispatch_storage(a.out.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
+    if (a.types)
+      embeddings_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, a.types, in(a.word), in(a.pos),
+                            in(a.type_table), a.B, a.T, C, *ctx_);
+    else
+      encoder_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, in(a.word), in(a.pos), a.B, a.T, C, *ctx_);
+  });
+}
+
+void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
+  const int C = static_cast<int>(a.dout.dim(1));
+  const size_t bytes = embeddings_backward_scratch_bytes(a.B, a.T);
+  void* work = scratch(kEmbedding, bytes);
+  dispatch_storage(a.dout.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* dout = static_cast<const T*>(a.dout.ptr);
+    if (a.types)
+      embeddings_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr),
+                             static_cast<T*>(a.dtype.ptr), dout, a.tokens, a.types, a.pad_token, work, bytes,
+                             a.B, a.T, C, static_cast<int>(a.dtype.dim(0)), *ctx_);
+    else
+      encoder_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr), dout, a.tokens, work,
+                          bytes, a.B, a.T, C, *ctx_, a.pad_token);
+  });
+}
+
+void CudaBackend::run_gather_rows(const View& dst, const View& src, const int* rows, int n) {
+  dispatch_storage(dst.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::gather_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
+                         static_cast<int>(dst.dim(0)), static_cast<int>(src.dim(1)), *ctx_);
+  });
+}
+
+void CudaBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int n) {
+  dispatch_storage(dst.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::scatter_add_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
+                              static_cast<int>(dst.dim(1)), *ctx_);
+  });
+}
+
+void CudaBackend::run_argmax_rows(int* best, const View& x, int n, int rows) {
+  dispatch_storage(x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    row_argmax<T>(best, static_cast<const T*>(x.ptr), rows, n, static_cast<int>(x.stride[0]), *ctx_);
+  });
+}
+
+void CudaBackend::run_adamw(const mptrain::AdamWArgs& a) {
+  cuda::AdamWArgs k;
+  k.lr = a.lr, k.beta1 = a.beta1, k.beta2 = a.beta2, k.eps = a.eps, k.weight_decay = a.weight_decay,
+  k.t = a.t;
+  k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
+  const size_t n = count(a.params);
+  adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(), all_decay(n), n,
+               k, nullptr, StorageType::BF16, *ctx_);
+}
+
+void CudaBackend::run_sophia(const mptrain::SophiaArgs& a) {
+  cuda::SophiaArgs k;
+  k.lr = a.lr, k.beta1 = a.beta1, k.rho_b = a.rho_b, k.weight_decay = a.weight_decay;
+  k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
+  const size_t n = count(a.params);
+  sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(), all_decay(n), n,
+                k, nullptr, StorageType::BF16, *ctx_);
+}
+
+void CudaBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {
+  sophia_hessian_update(h.as<float>(), ghat.as<float>(), count(h), beta2, nullptr, nullptr, *ctx_);
+}
+
+std::int64_t CudaBackend::run_count_unclipped(const View& m, const View& h, float rho_b) {
+  auto* c = static_cast<unsigned long long*>(scratch(kFlag, sizeof(unsigned long long)));
+  sophia_unclipped_count(c, m.as<float>(), h.as<float>(), count(m), rho_b, false, *ctx_);
+  unsigned long long host = 0;
+  copy_to_host(&host, c, sizeof host, *ctx_);
+  return static_cast<std::int64_t>(host);
+}
+
+bool CudaBackend::run_unscale_and_check(const View& grads, float inv_scale) {
+  int* found = static_cast<int*>(scratch(kFlag, sizeof(unsigned long long)));
+  fill_bytes(found, 0, sizeof(int), *ctx_);
+  // The launcher multiplies by float(1/scale) formed in double: 1/inv_scale is the scale back
+  // (exact for the powers of two GradScaler uses).
+  cuda::unscale_and_check(grads.as<float>(), count(grads), 1.0f / inv_scale, found, *ctx_);
+  int host = 0;
+  copy_to_host(&host, found, sizeof host, *ctx_);
+  return host != 0;
+}
+
+double CudaBackend::run_sum_squares(const View& x) {
+  auto* work = static_cast<double*>(scratch(kNorm, (grad_norm_scratch_doubles() + 1) * sizeof(double)));
+  grad_norm(work, nullptr, x.as<float>(), count(x), 0.0f, work + 1, *ctx_);
+  double norm = 0.0;
+  copy_to_host(&norm, work, sizeof norm, *ctx_);
+  return norm * norm;  // the step takes its square root again
+}
+
+void CudaBackend::run_scale(const View& x, float factor) {
+  scale_in_place(x.as<float>(), count(x), factor, *ctx_);
+}
+
+}  // namespace cuda
+}  // namespace mptrain

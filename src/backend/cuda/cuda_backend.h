@@ -1,0 +1,101 @@
+// The CUDA backend of the op interface (backend/backend.h): routing onto this folder's launchers
+// (cuBLASLt GEMMs with their epilogues, flash or naive attention, the fused loss, LayerNorm,
+// embeddings, rows, the optimizer kernels), on one device and one stream, in device memory
+// (DeviceMemoryResource: what Backend::memory() hands the models and the optimizer).
+//
+// Its kernels take one storage type per launch (llm.c's plan, which make_policy builds from
+// kCudaCaps): supports() accepts a combination when every tensor of an op shares one type T, with
+// the exceptions the launchers serve (fp32 master gradients from 16-bit GEMM operands, casts,
+// widening accumulation). Anything else is refused when the model is built, naming the op.
+// No CUDA type appears here, so host code that only builds a backend needs no CUDA headers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/device_buffer.h"
+
+namespace mptrain::cuda {
+
+// cudaMalloc'd memory, zeroed, with stream-ordered copies that the host waits for.
+class DeviceMemoryResource final : public MemoryResource {
+ public:
+  explicit DeviceMemoryResource(Context& ctx) : ctx_(ctx) {}
+  void* allocate(size_t bytes) override;
+  void release(void* p, size_t bytes) noexcept override;
+  void zero(void* p, size_t bytes) override;
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void download(void* host, const void* src, size_t bytes) override;
+  bool host_visible() const override { return false; }
+
+ private:
+  Context& ctx_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device = 0);
+  ~CudaBackend() override;
+
+  const char* name() const override { return "cuda"; }
+  BackendCaps caps() const override { return kCudaCaps; }
+  // Both fusions have kernels here (the accumulate-into-C GEMM, residual_layernorm_forward).
+  bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
+  StorageType operand_storage(ComputeType math) const override;
+  // Flash attention where its kernels take the shape (16-bit, head size 64 or 128): it saves
+  // out and the row log-sum-exps; elsewhere the naive path saves the probabilities.
+  AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
+  MemoryResource& memory() override { return mem_; }
+  Context& context() { return *ctx_; }
+
+ protected:
+  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
+  void run_cast(const View& dst, const View& src) override;
+  void run_zero(const View& v) override;
+  void run_accumulate(const View& dst, const View& src) override;
+  void run_to_operand(const View& dst, const View& src, ComputeType math) override;
+  void run_linear(const LinearArgs& a) override;
+  void run_linear_backward(const LinearBackwardArgs& a) override;
+  void run_layernorm(const LayerNormArgs& a) override;
+  void run_layernorm_backward(const LayerNormBackwardArgs& a) override;
+  void run_attention(const AttentionArgs& a) override;
+  void run_attention_backward(const AttentionBackwardArgs& a) override;
+  void run_cross_entropy(const CrossEntropyArgs& a) override;
+  void run_embedding(const EmbeddingArgs& a) override;
+  void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
+  void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override;
+  void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override;
+  void run_argmax_rows(int* best, const View& x, int n, int count) override;
+  void run_adamw(const mptrain::AdamWArgs& a) override;
+  void run_sophia(const mptrain::SophiaArgs& a) override;
+  void run_sophia_hessian(const View& h, const View& ghat, float beta2) override;
+  std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) override;
+  bool run_unscale_and_check(const View& grads, float inv_scale) override;
+  double run_sum_squares(const View& x) override;
+  void run_scale(const View& x, float factor) override;
+
+ private:
+  // Device memory that grows to the largest need and stays (never inside a steady-state step:
+  // shapes repeat). Slots: see cuda_backend.cpp.
+  void* scratch(int slot, size_t bytes);
+  // A device fp32 scalar holding `value` (uploaded only when it changes: the clip factor is one
+  // value per step).
+  const float* device_scalar(float value);
+  // n ones of type t (the bias gradient's GEMM against ones), and an all-ones decay mask for n.
+  const void* ones(StorageType t, size_t n);
+  const std::uint32_t* all_decay(size_t n);
+  bool flash(int C, int NH, const AttentionDtypes& t) const;
+
+  std::unique_ptr<Context> ctx_;
+  DeviceMemoryResource mem_;
+  static constexpr int kSlots = 8;
+  DeviceMemory scratch_[kSlots];
+  DeviceMemory scalar_;
+  float scalar_value_ = 1.0f;
+  bool scalar_set_ = false;
+  size_t ones_n_[3] = {0, 0, 0}, mask_n_ = 0;
+};
+
+}  // namespace mptrain::cuda
