@@ -103,6 +103,41 @@ class Buffer {
   size_t size_ = 0, bytes_ = 0;
 };
 
+// Host access to a buffer wherever it lives: its own memory when the host can touch it (no copy),
+// else a host copy, downloaded on construction when `fetch`, written back by commit(). What
+// reads or writes a whole buffer on the host (checkpoints, MPI collectives, error messages) goes
+// through it, so the same code serves the CPU's memory and a GPU's.
+template <class T>
+class HostMirror {
+ public:
+  explicit HostMirror(Buffer<T>& b, bool fetch = true) : target_(&b) { attach(b, fetch); }
+  explicit HostMirror(const Buffer<T>& b) { attach(b, true); }  // read only: no commit
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  size_t size() const { return n_; }
+  // Writes the host copy back (nothing when the buffer is host memory: it was written in place).
+  void commit() {
+    MPT_CHECK(target_ != nullptr, "a read-only host mirror cannot be written back");
+    if (copy_.size()) target_->upload(copy_.data(), copy_.size());
+  }
+
+ private:
+  void attach(const Buffer<T>& b, bool fetch) {
+    n_ = b.size();
+    if (b.memory().host_visible()) {
+      ptr_ = const_cast<T*>(b.data());
+      return;
+    }
+    copy_.resize(n_);
+    if (fetch) b.download(copy_.data(), n_);
+    ptr_ = copy_.data();
+  }
+  Buffer<T>* target_ = nullptr;
+  Buffer<T> copy_;
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
 using FloatBuffer = Buffer<float>;
 using IndexBuffer = Buffer<int>;  // token ids, targets, rows: staged for the backend's kernels
 

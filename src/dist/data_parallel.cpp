@@ -59,18 +59,23 @@ DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStag
   for (const auto& spec : optimizer_table().specs()) real_in_range_ += spec.hf_numel();
 }
 
-void DataParallel::broadcast_params(float* params) {
-  if (world_size() > 1) comm_.broadcast(params, table_.total() * sizeof(float), 0);
+void DataParallel::broadcast_params(FloatBuffer& params) {
+  if (world_size() == 1) return;
+  HostMirror<float> host(params);
+  comm_.broadcast(host.data(), table_.total() * sizeof(float), 0);
+  host.commit();
 }
 
-void DataParallel::average_gradients(float* grads) {
+void DataParallel::average_gradients(FloatBuffer& grads) {
   if (world_size() == 1) return;
   ScopeTimer timer(comm_seconds_);
+  HostMirror<float> host(grads);
   if (zero_ == ZeroStage::One) {
-    comm_.reduce_scatter(grads, partition_, ReduceOp::Avg);
+    comm_.reduce_scatter(host.data(), partition_, ReduceOp::Avg);
   } else {
-    comm_.all_reduce(grads, table_.total(), ReduceOp::Avg);
+    comm_.all_reduce(host.data(), table_.total(), ReduceOp::Avg);
   }
+  host.commit();
 }
 
 double DataParallel::global_norm(double local) {
@@ -79,12 +84,14 @@ double DataParallel::global_norm(double local) {
   return std::sqrt(comm_.sum(local * local));
 }
 
-void DataParallel::optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t,
-                                  float grad_scale) {
-  opt.step(params + begin_, grads + begin_, lr, t, grad_scale);
+void DataParallel::optimizer_step(Optimizer& opt, FloatBuffer& params, const FloatBuffer& grads, float lr,
+                                  int64_t t, float grad_scale) {
+  opt.step(params.data() + begin_, grads.data() + begin_, lr, t, grad_scale);
   if (zero_ == ZeroStage::One && world_size() > 1) {
     ScopeTimer timer(comm_seconds_);
-    comm_.all_gather(params, partition_);
+    HostMirror<float> host(params);
+    comm_.all_gather(host.data(), partition_);
+    host.commit();
   }
 }
 
@@ -109,8 +116,14 @@ std::unique_ptr<Optimizer> DataParallel::gather_optimizer(const Optimizer& local
               "[zero] the optimizer factory made an optimizer of another kind");
   }
   for (size_t i = 0; i < local.state().size(); ++i) {
-    float* dst = whole ? whole->state()[i].buffer.data() : nullptr;
-    comm_.gather(dst, local.state()[i].buffer.data(), partition_, 0);
+    const HostMirror<float> mine(local.state()[i].buffer);
+    if (!whole) {
+      comm_.gather(nullptr, mine.data(), partition_, 0);
+      continue;
+    }
+    HostMirror<float> all(whole->state()[i].buffer, false);
+    comm_.gather(all.data(), mine.data(), partition_, 0);
+    all.commit();
   }
   if (whole) whole->set_scalar_state(local.scalar_state());
   return whole;
@@ -125,7 +138,7 @@ void DataParallel::scatter_optimizer(const Optimizer& whole, Optimizer& local) c
     FloatBuffer& dst = local.state()[i].buffer;
     MPT_CHECK(src.size() == table_.total() && dst.size() == n,
               "[zero] optimizer state '" + local.state()[i].prefix + "' has an unexpected size");
-    if (n > 0) std::memcpy(dst.data(), src.data() + begin_, n * sizeof(float));
+    if (n > 0) dst.upload(HostMirror<float>(src).data() + begin_, n);
   }
   local.set_scalar_state(whole.scalar_state());
 }

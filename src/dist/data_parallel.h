@@ -62,11 +62,13 @@ class DataParallel {
   // The table to build this rank's optimizer over: the model's, or with ZeRO-1 the shard's.
   const ParamTable& optimizer_table() const { return zero_ == ZeroStage::One ? shard_table_ : table_; }
 
+  // The collectives are MPI's over host memory: a buffer in a GPU's memory crosses through a
+  // host mirror (core/buffer.h).
   // Rank 0's parameters to every rank (start of a run: all ranks begin from the same bits).
-  void broadcast_params(float* params);
+  void broadcast_params(FloatBuffer& params);
   // grads[begin(), end()) ← the mean over ranks; without ZeRO that is the whole buffer, with
   // ZeRO-1 the rest of grads is left unspecified.
-  void average_gradients(float* grads);
+  void average_gradients(FloatBuffer& grads);
   // L2 norm of the averaged gradient over all N elements (after average_gradients), from
   // `local`, the norm of this rank's range grads[begin(), end()) (the backend's, train/step.cpp).
   // A collective under ZeRO-1.
@@ -74,7 +76,8 @@ class DataParallel {
   // The optimizer update of [begin(), end()) with the gradients grads·grad_scale (the clip
   // factor, Optimizer::step), then with ZeRO-1 the all-gather that makes
   // every rank's parameters whole. opt must be built over optimizer_table().
-  void optimizer_step(Optimizer& opt, float* params, const float* grads, float lr, int64_t t, float grad_scale);
+  void optimizer_step(Optimizer& opt, FloatBuffer& params, const FloatBuffer& grads, float lr, int64_t t,
+                      float grad_scale);
   // A fraction this rank's optimizer measured over the real (unpadded) coordinates of its
   // range (Sophia's win rate), as the fraction over all of them. A collective under ZeRO-1.
   double global_fraction(double local);

@@ -85,8 +85,9 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
   st["model"] = "bert";
   st["train_index"] = state.train_pos.index;
   st["train_epoch"] = state.train_pos.epoch;
+  const HostMirror<float> params(model.params());
   CheckpointContents c{&model.table(),
-                       model.params().data(),
+                       params.data(),
                        {{kModelKey, "bert"}, {"mptrain_config", bert_config_json(model.config()).dump()}},
                        hf_bert_config(model.config()),
                        std::move(st),
@@ -123,7 +124,9 @@ BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir) {
 
 void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model) {
   SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
-  load_hf_params(file, bert_name_map(), model.table(), model.params().data());
+  HostMirror<float> host(model.params());
+  load_hf_params(file, bert_name_map(), model.table(), host.data());
+  host.commit();
 }
 
 BertTrainState parse_bert_checkpoint_state(const std::string& text, const std::string& what) {

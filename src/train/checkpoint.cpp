@@ -135,9 +135,14 @@ void save_checkpoint_impl(const std::string& run_dir, int64_t step, const Checkp
   }
 }
 
-CheckpointContents gpt2_contents(const Gpt2& model, const TrainState& state) {
-  return {&model.table(), model.params().data(), {{"mptrain_config", config_json(model.config()).dump()}},
-          hf_gpt2_config(model.config()), state_json(state), {}};
+// params: the model's parameters on the host (a HostMirror of model.params()).
+CheckpointContents gpt2_contents(const Gpt2& model, const float* params, const TrainState& state) {
+  return {&model.table(),
+          params,
+          {{"mptrain_config", config_json(model.config()).dump()}},
+          hf_gpt2_config(model.config()),
+          state_json(state),
+          {}};
 }
 
 }  // namespace
@@ -145,19 +150,27 @@ CheckpointContents gpt2_contents(const Gpt2& model, const TrainState& state) {
 void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
                               const Optimizer& optimizer, int keep_last) {
   OptimizerFile file{optimizer.name(), {}, optimizer.scalar_state()};
-  for (const auto& st : optimizer.state()) file.tensors.emplace_back(st.prefix, st.buffer.data());
+  std::vector<HostMirror<float>> host;  // the state on the host, wherever it lives
+  host.reserve(optimizer.state().size());
+  for (const auto& st : optimizer.state()) {
+    host.emplace_back(st.buffer);
+    file.tensors.emplace_back(st.prefix, host.back().data());
+  }
   save_checkpoint_impl(run_dir, step, contents, file, keep_last);
 }
 
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
                      const TrainState& state, int keep_last) {
-  save_checkpoint_impl(run_dir, state.step, gpt2_contents(model, state),
+  const HostMirror<float> params(model.params());
+  save_checkpoint_impl(run_dir, state.step, gpt2_contents(model, params.data(), state),
                        {"adamw", {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, {}}, keep_last);
 }
 
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last) {
-  save_training_checkpoint(run_dir, state.step, gpt2_contents(model, state), optimizer, keep_last);
+  const HostMirror<float> params(model.params());
+  save_training_checkpoint(run_dir, state.step, gpt2_contents(model, params.data(), state), optimizer,
+                           keep_last);
 }
 
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
@@ -187,12 +200,14 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
 
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
   SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
-  float* params = model.params().data();
+  HostMirror<float> host(model.params(), false);
+  float* params = host.data();
   for (const auto& spec : model.table().specs()) {
     // Rows beyond hf_shape (wte's padding) are zero, as at initialisation.
     std::fill(params + spec.offset, params + spec.offset + spec.numel, 0.0f);
     file.read_f32(spec.name, spec.hf_shape, params + spec.offset);
   }
+  host.commit();
 }
 
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m,
@@ -217,9 +232,12 @@ void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& ta
   if (written_by != optimizer.name())
     throw Error("checkpoint '" + ckpt_dir + "' holds " + written_by + " optimizer state, but this run uses --optimizer " +
                 optimizer.name() + "; resume with --optimizer " + written_by);
-  for (auto& st : optimizer.state())
+  for (auto& st : optimizer.state()) {
+    HostMirror<float> host(st.buffer);
     for (const auto& spec : table.specs())
-      file.read_f32(st.prefix + "." + spec.name, spec.shape, st.buffer.data() + spec.offset);
+      file.read_f32(st.prefix + "." + spec.name, spec.shape, host.data() + spec.offset);
+    host.commit();
+  }
   optimizer.set_scalar_state(file.metadata());
 }
 

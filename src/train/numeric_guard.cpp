@@ -103,7 +103,7 @@ RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, co
     load_checkpoint_optimizer(ckpt_dir, task.table(), *whole);
     dp.scatter_optimizer(*whole, optimizer);
   }
-  dp.broadcast_params(task.params().data());
+  dp.broadcast_params(task.params());
   task.seek_to_checkpoint();
   RunState next = current;
   next.step = loaded.step;

@@ -47,7 +47,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   }
   if (dp) {
     loss_sum = dp->comm().sum(loss_sum);
-    dp->average_gradients(grads);  // grads[lo, lo + count) now hold the mean over ranks
+    dp->average_gradients(*model.grads);  // grads[lo, lo + count) now hold the mean over ranks
   }
   stats.loss = static_cast<float>(loss_sum / (static_cast<double>(accum) * world));
   if (fault_inf_grad && count > 0) {
@@ -76,7 +76,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   // Clipping's factor goes into the update (Optimizer::step's grad_scale): no pass of its own.
   const float clip = clip_coefficient(stats.grad_norm, grad_clip);
   if (dp)
-    dp->optimizer_step(optimizer, model.params().data(), grads, lr, t, clip);
+    dp->optimizer_step(optimizer, model.params(), *model.grads, lr, t, clip);
   else
     optimizer.step(model.params().data(), grads, lr, t, clip);
   if (optimizer.curvature_due(t)) {
@@ -88,7 +88,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     stats.curvature_loss = model.curvature(curvature_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
     if (dp) {
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
-      dp->average_gradients(grads);
+      dp->average_gradients(*model.grads);
     }
     bool found_inf = scaler && be.unscale_and_check(mine, scaler->inv_scale());
     if (dp) found_inf = dp->comm().any(found_inf);

@@ -226,7 +226,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   } else {
     task.init_weights(opt.seed);
   }
-  dp.broadcast_params(task.params().data());  // every rank starts from rank 0's bits
+  dp.broadcast_params(task.params());  // every rank starts from rank 0's bits
   state.options = opt.to_json();
   state.precision = opt.precision;
   state.has_loss_scaler =
@@ -313,8 +313,9 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       if (on_cuda) stepper->download_grads(task.grads().data());  // the message names the bad tensors
       // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
       // reload the last checkpoint and continue from it with a lower learning rate.
+      const HostMirror<float> grads(task.grads());
       const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, task.table(),
-                                                       task.grads().data(), dp.begin(), dp.end());
+                                                       grads.data(), dp.begin(), dp.end());
       const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
       state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
       if (on_cuda) upload_to_device();  // the checkpoint's params and moments

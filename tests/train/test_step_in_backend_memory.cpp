@@ -14,12 +14,15 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/fenced_backend.h"
+#include "common/test_util.h"
+#include "io/checkpoint_dir.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/sophia.h"
 #include "precision/loss_scaler.h"
 #include "precision/policy.h"
+#include "train/checkpoint.h"
 #include "train/step.h"
 
 namespace mptrain {
@@ -178,6 +181,37 @@ TEST(StepInBackendMemory, AnOpGivenHostMemoryIsRefused) {
     EXPECT_NE(std::string(e.what()).find("[fenced] cast: tensor fp32[8] is not in the backend's memory"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// A checkpoint written from the backend's memory and read back into it (or into the CPU's)
+// holds the same bits: the parameters and the optimizer state cross through host mirrors.
+TEST(StepInBackendMemory, Gpt2CheckpointsRoundTripThroughTheBackendsMemory) {
+  const Case c{Precision::Bf16, true, false};
+  Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(context()), policy_of(c));
+  model.init_weights(5);
+  model.plan(kB, kT);
+  AdamW opt(model.table(), AdamWHyper{}, model.backend());
+  std::vector<int> in(kB * kT), tg(kB * kT);
+  const auto batch = [](int* a, int* b) {
+    for (int i = 0; i < kB * kT; ++i) a[i] = (i * 5) % 61, b[i] = (i * 3 + 1) % 61;
+  };
+  train_step(model, opt, batch, kB, kT, 1, 1e-3f, 1.0f, 1, in.data(), tg.data());
+  const Outcome before = collect(model, opt, {});
+  testing::TempDir dir;
+  TrainState state;
+  state.step = 1;
+  save_checkpoint(dir.path(), model, opt, state, 0);
+  const std::string ckpt = dir / checkpoint_name(1);
+  for (const bool fenced : {true, false}) {
+    std::unique_ptr<Backend> be =
+        fenced ? std::unique_ptr<Backend>(std::make_unique<FencedCpuBackend>(context()))
+               : std::make_unique<cpu::CpuBackend>(context());
+    Gpt2 back(tiny_gpt2(), std::move(be), policy_of(c));
+    AdamW back_opt(back.table(), AdamWHyper{}, back.backend());
+    load_checkpoint_model(ckpt, back);
+    load_checkpoint_optimizer(ckpt, back.table(), back_opt);
+    expect_same(collect(back, back_opt, {}), before, fenced ? "into fenced memory" : "into the CPU's memory");
   }
 }
 
