@@ -2,31 +2,31 @@
 # Runs the GPU checks on a lent GPU machine, from what scripts/gpu/pack.sh packed into .gpu/.
 # Writes logs under $OUT (the device tool brings them back) and prints a short summary last.
 #
-#   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: tests nccl ops ladder):
+#   scripts/gpu/run.sh [STEP ...]    steps, in the order given (default: conformance tests nccl ops bench):
+#     conformance  the op-conformance test first (every op x every dtype the CUDA backend accepts,
+#                against the CPU backend), then the model and step on the GPU one feature at a
+#                time: GPT-2 against the CPU, BERT against the CPU, resume, Sophia, ZeRO-1
+#                (stops at the first failing feature)                         -> $OUT/conformance.log
 #     tests      every tests/cuda test (none may be skipped on a GPU)       -> $OUT/cuda_tests.log
 #     suites     the same tests, each suite in a process of its own, MPTRAIN_GPU_JOBS (default 6)
 #                at a time on the one GPU, each under MPTRAIN_GPU_SUITE_S seconds (default 300):
 #                a fault, abort or hang costs its suite alone; MPTRAIN_GPU_SUITES (a regex)
 #                picks suites                                      -> $OUT/suites.tar.xz, suites.txt
-#     nccl       NCCL communicator + train --device cuda over NCCL (world 1) -> $OUT/nccl.log, nccl_train.log
-#     sanitize   compute-sanitizer memcheck (op tests, one pass per precision of each model,
-#                the optimizer step) + racecheck (LN, CE, attention, Sophia), each under
-#                MPTRAIN_GPU_SANITIZE_S seconds (default 300)                -> $OUT/sanitize.log
+#     nccl       the NCCL communicator, and train --device cuda at world 1 (rerun, ZeRO-1, resume)
+#                and on two GPUs where there are two                -> $OUT/nccl.log, nccl_train.log
+#     sanitize   compute-sanitizer memcheck (the op tests and the conformance test) + racecheck
+#                (LN, CE, attention, Sophia), each under MPTRAIN_GPU_SANITIZE_S seconds
+#                (default 300)                                                -> $OUT/sanitize.log
 #     ops        bench_cuda_ops (every op at GPT-2 124M sizes)              -> $OUT/ops_bench.log
-#     gpt2       the GPT-2 device model's tests, one feature at a time        -> $OUT/gpt2.log
-#                (docs/dev/cuda.md checklist item 1 a-e: ops, naive, flash/unfused/unpadded,
-#                sampled + hook, graphs; stops at the first failing feature)
-#     bert       the BERT device model's tests, one feature at a time, then its bench ladder
-#                (docs/dev/cuda.md "BERT on the device"; stops at the first failing feature)
-#                                                                            -> $OUT/bert.log
-#     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024), 7 rows, then the PyTorch
-#                peer and llm.c's published figure, in one invocation          -> $OUT/ladder.log
+#     bench      mptrain bench --device cuda (gpt2, T=1024): fp32, tf32, then bf16 with the
+#                PyTorch GPU peer (bf16 autocast + torch.compile + flash SDPA); then BERT-base bf16
+#                                                                            -> $OUT/bench.log
 #     peer       bench/pytorch_gpt2_cuda.py alone: PyTorch's own ladder        -> $OUT/peer.log
 #     cpu        issue 4's CPU target on the host CPU (a Sapphire Rapids with AMX where the H100s
 #                are): the CPU precision ladder, gpt2 at batch 4 x 256 on 2 threads, with the
 #                PyTorch CPU peer (bf16 >= 3x fp32 and >= 2x PyTorch bf16 autocast)
 #                                                                            -> $OUT/cpu_ladder.log
-# Environment: MPTRAIN_GPU_BATCH (default 16) for ladder and peer.
+# Environment: MPTRAIN_GPU_BATCH (default 16) for bench and peer.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/mptrain-gpu-out}
@@ -105,23 +105,31 @@ run_step() {
       note "suites: $(awk '$1 != 0' "$dir/status" | wc -l) of $(wc -l <"$dir/status") suites failed: $(awk '$1 != 0 {printf "%s(%s) ", $2, $1}' "$dir/status")"
       note "suites: $(cat "$dir"/*.log | grep -cE '^\[       OK \]') tests ok, $(cat "$dir"/*.log | grep -cE '^\[  FAILED  \] [A-Za-z].*\(') failed, $(cat "$dir"/*.log | grep -cE '^\[  SKIPPED \] [A-Za-z]') skipped"
       ;;
+    conformance)
+      features conformance \
+        'Conformance.*' \
+        'TrainDeviceGpu.Fp32*' \
+        'TrainBertDeviceGpu.*LossesMatchTheCpu*:-TrainBertDeviceGpu.Sophia*' \
+        'TrainDeviceGpu.*:-TrainDeviceGpu.WorldOne*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*' \
+        'TrainBertDeviceGpu.*:-TrainBertDeviceGpu.TwoRanks*'
+      ;;
     nccl)
       "${ours[@]}" .gpu/bin/mptrain_tests_dist --gtest_filter='Nccl*' 2>&1 | tee "$out/nccl.log" | tail -15
       note "nccl: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl.log" | tr '\n' ' ')"
-      # train --device cuda over NCCL at world 1 (+ ZeRO-1, resume), and two ranks if two GPUs;
+      # train --device cuda at world 1 (a rerun, ZeRO-1, its resume), and two ranks if two GPUs;
       # GPT-2 and BERT.
       "${ours[@]}" .gpu/bin/mptrain_tests_cuda \
-        --gtest_filter='TrainDeviceGpu.Nccl*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*:TrainBertDeviceGpu.Nccl*:TrainBertDeviceGpu.TwoRanks*' 2>&1 \
+        --gtest_filter='TrainDeviceGpu.WorldOne*:TrainDeviceGpu.Zero*:TrainDeviceGpu.TwoRanks*:TrainBertDeviceGpu.WorldOne*:TrainBertDeviceGpu.TwoRanks*' 2>&1 \
         | tee "$out/nccl_train.log" | tail -15
-      note "nccl train: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl_train.log" | tr '\n' ' ')"
+      note "world-one/two-rank train: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/nccl_train.log" | tr '\n' ' ')"
       ;;
     sanitize)
-      # memcheck: the op tests, then one forward + backward per precision of each model (the
-      # model tests) and the device optimizer's step; the end-to-end Train* tests run mptrain as
-      # a child, which the sanitizer would not follow. Each tool under a time limit.
+      # memcheck: the op tests and the conformance test (every op the models reach, as they reach
+      # it); the end-to-end Train* tests run mptrain as a child, which the sanitizer would not
+      # follow. Each tool under a time limit.
       { timeout -k 10 "${MPTRAIN_GPU_SANITIZE_S:-300}" "${ours[@]}" compute-sanitizer --tool memcheck --error-exitcode 3 \
           .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
-          --gtest_filter='Cuda*:FlashAttentionSizes*:DeviceOptimizerGpu*:Variants/Gpt2DeviceTest.*:Gpt2DeviceGraphs.*:Precisions/BertDeviceTest.LossesAndGradients*:-CudaBuffer.ImpossibleAllocationIsALibraryError'
+          --gtest_filter='Cuda*:FlashAttentionSizes*:Conformance.*:-CudaBuffer.ImpossibleAllocationIsALibraryError'
         echo "memcheck exit $?"
         timeout -k 10 "${MPTRAIN_GPU_SANITIZE_S:-300}" "${ours[@]}" compute-sanitizer --tool racecheck --error-exitcode 3 \
           .gpu/bin/mptrain_tests_cuda --gtest_brief=1 \
@@ -133,29 +141,17 @@ run_step() {
       "${ours[@]}" .gpu/bin/bench_cuda_ops 20 2>&1 | tee "$out/ops_bench.log" | tail -40
       note "ops: $(wc -l <"$out/ops_bench.log") lines in ops_bench.log"
       ;;
-    gpt2)
-      features gpt2 \
-        'CudaAttention*:CudaFlashAttention*:FlashAttentionSizes*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
-        'Variants/Gpt2DeviceTest.*/fp32:Variants/Gpt2DeviceTest.*/tf32:Variants/Gpt2DeviceTest.*/*_naive:Gpt2Device.*:Gpt2DeviceOptions.*:Gpt2DeviceReference.*' \
-        'Variants/Gpt2DeviceTest.*:Pairs/Gpt2DevicePairTest.*flash*:Pairs/Gpt2DevicePairTest.*unfused*' \
-        'Precisions/Gpt2DeviceSampledTest.*:Variants/Gpt2DeviceHookTest.*/fp32:Variants/Gpt2DeviceHookTest.*/bf16' \
-        'Gpt2DeviceGraphs.*:Pairs/Gpt2DevicePairTest.*graphs*:Variants/Gpt2DeviceHookTest.*/bf16_graphs'
-      ;;
-    bert)
-      if features bert \
-        'CudaBertOps*:CudaAttention*:CudaFlashAttention*:CudaCrossEntropy*:CudaSampledCrossEntropy*' \
-        'Precisions/BertDeviceTest.*/fp32_hs16:Precisions/BertDeviceTest.*/tf32_hs16:BertDevice.ABatch*:BertDevice.Refuses*:BertDevicePlan.*:BertDeviceStaging.*' \
-        'Precisions/BertDeviceTest.*:Precisions/BertDeviceHookTest.*' \
-        'BertDevice.SampledPass*:TrainBertDeviceGpu*'; then
-        "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --ladder --preset bert-base --batch 32 --seq 128 \
-          --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bert.log" | tail -8
-        note "bert bench: $(grep -E '^mptrain cuda bert' "$out/bert.log" | tr '\n' ' ')"
-      fi
-      ;;
-    ladder)
-      "${ours[@]}" .gpu/bin/mptrain bench --device cuda --ladder --preset gpt2 --batch "$B" --seq 1024 --steps 10 --warmup 3 \
-        --python "$(command -v python3)" 2>&1 | tee "$out/ladder.log" | tail -30
-      note "ladder: $(grep -E '^\| |^best row|^PyTorch|^llm.c' "$out/ladder.log" | tr '\n' ' ')"
+    bench)
+      : >"$out/bench.log"
+      for p in fp32 tf32; do
+        "${ours[@]}" .gpu/bin/mptrain bench --device cuda --precision "$p" --preset gpt2 --batch "$B" --seq 1024 \
+          --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bench.log" | tail -3
+      done
+      "${ours[@]}" .gpu/bin/mptrain bench --device cuda --precision bf16 --preset gpt2 --batch "$B" --seq 1024 \
+        --steps 10 --warmup 3 --python "$(command -v python3)" 2>&1 | tee -a "$out/bench.log" | tail -8
+      "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --precision bf16 --preset bert-base --batch 32 \
+        --seq 128 --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bench.log" | tail -3
+      note "bench: $(grep -E '^mptrain |^ratio' "$out/bench.log" | tr '\n' ' ')"
       ;;
     peer)
       python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20
@@ -168,11 +164,11 @@ run_step() {
         --ladder --threads 2 --python "$(command -v python3)" 2>&1 | tee -a "$out/cpu_ladder.log" | tail -16
       note "cpu ladder: $(grep -E '^\| (fp32|bf16) ' "$out/cpu_ladder.log" | tr '\n' ' ')"
       ;;
-    *) echo "run.sh: unknown step '$1' (tests suites nccl sanitize ops gpt2 bert ladder peer cpu)"; exit 2 ;;
+    *) echo "run.sh: unknown step '$1' (conformance tests suites nccl sanitize ops bench peer cpu)"; exit 2 ;;
   esac
 }
 
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests nccl ops ladder)
+[[ ${#steps[@]} -eq 0 ]] && steps=(conformance tests nccl ops bench)
 for s in "${steps[@]}"; do run_step "$s"; done
 echo; echo "===== summary"; printf '%s\n' "${summary[@]}"

@@ -18,9 +18,10 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "Model family: gpt2 (random tokens) or bert (BertForPreTraining on synthetic masked instances)")
       ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
   cmd->add_option("--device", o->device,
-                  "Where the steps run: cpu, or cuda (GPU 0: GPT-2 + AdamW steps; BERT forward + backward passes, no "
-                  "optimizer yet; --ladder in one run)")
-      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+                  "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA "
+                  "backend, with the PyTorch GPU peer for GPT-2; one --precision per run)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple, "Pad the vocabulary to a multiple of this (BERT default: 64)")

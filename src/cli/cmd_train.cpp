@@ -90,10 +90,10 @@ void register_train(CLI::App& app, int& exit_code) {
       "loss scaling). Default fp32; on --resume, the checkpoint's");
   cmd->add_option(
          "--device", opt->device,
-         "Where the training step runs: cpu; cuda (GPT-2 or BERT, AdamW or Sophia, any precision, one "
-         "GPU per rank, NCCL between ranks; data, validation, samples and checkpoints stay on the CPU); "
-         "or auto (cuda when this build has CUDA, a GPU is visible and the run can use it, else cpu). "
-         "Default cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md)")
+         "Where the model and the training step run: cpu; cuda (the same GPT-2 or BERT and step on the "
+         "CUDA backend, any precision under the GPU's plan, AdamW or Sophia, one GPU per rank; data "
+         "loading stays on the CPU); or auto (cuda when this build has CUDA, a GPU is visible and the "
+         "run can use it, else cpu). Default cpu until the GPU path has run on a GPU (docs/dev/cuda.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option(
@@ -151,8 +151,8 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(cli::between(0, 1));
   cmd->add_option("--dist-backend", opt->dist_backend,
-                  "--device cuda collectives: auto = NCCL when there is more than one rank, nccl = NCCL even "
-                  "for one (runs every GPU data-parallel path on one GPU)")
+                  "Collectives between ranks: auto = MPI (through host copies of a GPU's buffers); nccl is "
+                  "refused until NCCL is wired to the CUDA backend")
       ->capture_default_str();
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")

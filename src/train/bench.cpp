@@ -7,14 +7,16 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/device.h"
 #include "core/error.h"
 #include "core/quietness.h"
 #include "core/rng.h"
@@ -27,7 +29,6 @@
 #include "precision/precision.h"
 #include "train/bert_synthetic.h"
 #include "train/child_result.h"
-#include "train/cuda_bench.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
 #include "train/step.h"
@@ -37,6 +38,10 @@ namespace mptrain {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The MFU peak of the GPU bench unless --peak-tflops: the H100 SXM's bf16 dense tensor-core
+// figure from its data sheet (so rows on one card compare).
+constexpr double kH100SxmBf16DenseTflops = 989.0;
 
 bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
 
@@ -130,13 +135,48 @@ void report_quietness(const Quietness& q, bool ratio) {
   if (ratio && q.busy()) std::printf("warning: %s\n", q.warning().c_str());
 }
 
-// Times one precision in this process.
+// The PyTorch GPU peer on the same model, batch and sequence, in its best recipe (bf16 autocast,
+// torch.compile, flash SDPA, the padded vocabulary); its median ms/step (0: no result, said why).
+double run_cuda_peer(const BenchOptions& o, int padded_vocab) {
+  const std::string script =
+      o.peer_script.empty() ? default_peer_script("pytorch_gpt2_cuda.py") : o.peer_script;
+  if (script.empty()) {
+    std::printf("peer: bench/pytorch_gpt2_cuda.py not found; skipping the PyTorch comparison\n");
+    return 0.0;
+  }
+  const std::string cmd = o.python + " " + script + " --preset " + o.preset + " --batch " +
+                          std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
+                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) +
+                          " --precision bf16 --attn flash --compile --vocab " + std::to_string(padded_vocab) +
+                          " 2>&1";
+  std::printf("\npeer: %s\n", cmd.c_str());
+  const ChildResult c = run_child(cmd, [&](const char* line) {
+    if (!o.quiet) std::printf("  [torch] %s", line);
+  });
+  const double ms = c.field("ms_per_step");
+  if (!c.ok() || ms <= 0.0) {
+    std::printf("peer: PyTorch run failed (exit status %d: %s); no ratio\n", c.exit_status,
+                c.last_line.c_str());
+    return 0.0;
+  }
+  return ms;
+}
+
+// Times one precision in this process, on the CPU or (--device cuda) GPU 0: the same model and
+// train_step that training runs.
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   const Precision precision = parse_precision(o.precision);
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);
   cpu::Context ctx;
+  const bool on_cuda = o.device == "cuda";
+  // The backend's own plan (a GPU's: 16-bit stream, logits and gradients).
+  const auto backend = [&]() -> std::unique_ptr<Backend> {
+    if (on_cuda) return make_cuda_backend(0);
+    return std::make_unique<cpu::CpuBackend>(ctx);
+  };
+  const auto policy_for = [&](const Backend& be) { return make_policy(precision, {}, be.caps()); };
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
   // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
   std::unique_ptr<Gpt2> gpt2;
@@ -144,12 +184,16 @@ BenchResult bench_one(const BenchOptions& o) {
   std::unique_ptr<BertSynthetic> bert_data;
   if (is_bert(o)) {
     const BertConfig config = bench_bert_config(o);
-    bert = std::make_unique<Bert>(config, ctx, precision);
+    std::unique_ptr<Backend> be = backend();
+    const Policy policy = policy_for(*be);
+    bert = std::make_unique<Bert>(config, std::move(be), policy);
     bert->init_weights(1337);
     bert->plan(o.batch, o.seq, bert_bench_masked_positions(o.batch, o.seq));
     bert_data = std::make_unique<BertSynthetic>(o.batch, o.seq, config.vocab_size);
   } else {
-    gpt2 = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), ctx, precision);
+    std::unique_ptr<Backend> be = backend();
+    const Policy policy = policy_for(*be);
+    gpt2 = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
     gpt2->init_weights(1337);
     gpt2->plan(o.batch, o.seq);
   }
@@ -198,7 +242,11 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   const double tokens = static_cast<double>(n);
   const double flops = info.flops_per_step;
-  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops, precision);
+  const PeakFlops peak =
+      on_cuda ? PeakFlops{o.peak_tflops > 0 ? o.peak_tflops : kH100SxmBf16DenseTflops,
+                          o.peak_tflops > 0 ? "--peak-tflops"
+                                            : "the H100 SXM's bf16 dense tensor-core data-sheet figure"}
+              : cpu_peak_flops(threads, o.peak_tflops, precision);
   if (!o.quiet) {
     std::printf("bench: %s (%zu params), batch %d x %d, %s, %s, %d threads, %d warmup + %d timed steps\n",
                 o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
@@ -210,7 +258,7 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
   // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
-  const bool with_peer = o.peer && kind == OptimizerKind::AdamW && peer_has(precision);
+  const bool with_peer = !on_cuda && o.peer && kind == OptimizerKind::AdamW && peer_has(precision);
   const int rounds = with_peer ? o.rounds : 1;
   Progress progress({.label = "bench",
                      .total = static_cast<double>(o.warmup + rounds * o.steps),
@@ -275,6 +323,16 @@ BenchResult bench_one(const BenchOptions& o) {
                 precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.model_mb,
                 r.last_loss, (long long)r.skipped_steps);
   if (!o.peer) {
+  } else if (on_cuda) {
+    const double peer = bert ? 0.0 : run_cuda_peer(o, gpt2->config().padded_vocab_size);
+    if (bert) std::printf("peer: skipped (bench/pytorch_gpt2_cuda.py is GPT-2's)\n");
+    if (peer > 0) {
+      r.peer_ms_per_step = peer;
+      std::printf(
+          "ratio: mptrain %s is %.2fx the speed of PyTorch (bf16 autocast + torch.compile + flash SDPA, same "
+          "model and batch)\n",
+          precision_name(precision), peer / r.ms_per_step);
+    }
   } else if (kind != OptimizerKind::AdamW) {
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
                 optimizer->name());
@@ -457,8 +515,14 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
-  if (o.device == "cuda") return is_bert(o) ? run_cuda_bert_bench(o) : run_cuda_bench(o);  // own ladders, one process
-  MPT_CHECK(o.device == "cpu", "--device must be cpu or cuda, not '" + o.device + "'");
+  MPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, not '" + o.device + "'");
+  if (o.device == "cuda") {
+    MPT_CHECK(cuda_compiled(), "[bench] this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
+    MPT_CHECK(cuda_device_count() > 0, "[bench] --device cuda: no CUDA GPU on this machine");
+    MPT_CHECK(!o.ladder,
+              "[bench] --device cuda --ladder: the GPU's ladder is not served by the one-step bench yet; "
+              "time one --precision at a time");
+  }
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;

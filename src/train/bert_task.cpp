@@ -17,7 +17,6 @@
 #include "model/bert.h"
 #include "precision/policy.h"
 #include "train/bert_checkpoint.h"
-#include "train/bert_device_step.h"
 #include "train/bert_eval.h"
 #include "train/run_monitor.h"
 
@@ -79,8 +78,8 @@ class BertTask final : public TrainTask {
   void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
   const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
 
-  void build(cpu::Context& ctx, const Policy& policy) override {
-    model_ = std::make_unique<Bert>(config_, ctx, policy);
+  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
+    model_ = std::make_unique<Bert>(config_, std::move(be), policy);
   }
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
@@ -141,20 +140,6 @@ class BertTask final : public TrainTask {
     return m;
   }
   void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = 0.0; }
-  // --device cuda: the same micro-batches (the training loader) and sums (record) on GPU 0.
-  bool has_device_step() const override { return true; }
-  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision,
-                                                     const Optimizer& optimizer, LossScaler* scaler,
-                                                     const DeviceParallel& par) override {
-    BertMicroBatches batches;
-    batches.next = [this] {
-      train_->next(batch_);
-      return inputs_of(batch_);
-    };
-    batches.record = [this](const BertStats& st) { record(st); };
-    return make_bert_cuda_stepper(config_, precision, B_, T_, B_ * bert_.max_predictions, optimizer, scaler,
-                                  par, std::move(batches));
-  }
   // The step's MLM and NSP means over its micro-batches, combined over ranks.
   StepExtras step_extras(Communicator& comm) override {
     double mlm_sum = mlm_sum_, mlm_n = mlm_n_, nsp_sum = nsp_sum_, nsp_n = nsp_n_, nsp_ok = nsp_ok_;

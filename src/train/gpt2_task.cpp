@@ -47,8 +47,8 @@ class Gpt2Task final : public TrainTask {
   nlohmann::json model_json() const override { return gpt2_model_json(config_); }
   void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
 
-  void build(cpu::Context& ctx, const Policy& policy) override {
-    model_ = std::make_unique<Gpt2>(config_, ctx, policy);
+  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
+    model_ = std::make_unique<Gpt2>(config_, std::move(be), policy);
   }
   const ParamTable& table() const override { return model_->table(); }
   FloatBuffer& params() override { return model_->params(); }
@@ -100,15 +100,6 @@ class Gpt2Task final : public TrainTask {
     return m;
   }
   StepExtras step_extras(Communicator&) override { return {}; }
-  bool has_device_step() const override { return true; }
-  std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions&, Precision precision,
-                                                     const Optimizer& optimizer, LossScaler* scaler,
-                                                     const DeviceParallel& par) override {
-    return make_gpt2_cuda_stepper(config_, precision, B_, T_, optimizer, scaler, par);
-  }
-  NextBatchFn next_batch() override {
-    return [this](int* inputs, int* targets) { train_->next(inputs, targets); };
-  }
 
   bool has_validation() const override { return val_ != nullptr; }
   // Ranks take turns over the same `val_steps` windows, so the loss is the same whatever the world size.

@@ -37,10 +37,10 @@ struct TrainOptions {
   // a new run (also with --init-from), the checkpoint's precision on --resume. A value given
   // on --resume wins over the checkpoint's (the trajectory then differs from the original run).
   std::string precision;
-  // Where the step runs: cpu, or cuda (GPT-2 or BERT, AdamW or Sophia, on the rank's GPU:
-  // train/device_step.h; the CPU keeps data, init, validation, samples and checkpoints), or
-  // auto (cuda where the run can use a GPU, else cpu: trainer.cpp's resolve_auto_device). The
-  // default stays cpu until the GPU path's racecheck covers all of attention (docs/dev/cuda.md's status).
+  // Where the model and the step run: cpu, or cuda (the same model and step on the rank's GPU,
+  // the CUDA backend; the CPU keeps the data loading), or auto (cuda where the run can use a GPU,
+  // else cpu: trainer.cpp's resolve_auto_device). The default stays cpu until the GPU path has run
+  // on a GPU (docs/dev/cuda.md's status).
   std::string device = "cpu";
   // Whose precision plan the CPU runs: "" (its own; on --resume, the checkpoint's), "cpu", or
   // "cuda" (the 16-bit stream, logits and gradients a GPU keeps: CI's check of the GPU's plan;
@@ -81,8 +81,8 @@ struct TrainOptions {
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks
   double collective_timeout = 300;  // seconds a collective may wait for the other ranks (0 = forever)
-  // --device cuda: "auto" = NCCL when there is more than one rank; "nccl" = NCCL even for one
-  // (every GPU data-parallel code path on a single GPU: tests, first runs on a new machine).
+  // Collectives between ranks: "auto" = MPI (a GPU's buffers through host copies); "nccl" is
+  // refused until NCCL is wired to the CUDA backend (over the gradient-ready hook).
   std::string dist_backend = "auto";
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the

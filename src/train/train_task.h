@@ -23,7 +23,6 @@
 #include "precision/policy.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
-#include "train/device_step.h"
 #include "train/memory_estimate.h"
 #include "train/options.h"
 #include "train/step.h"
@@ -32,9 +31,6 @@ namespace mptrain {
 
 class Communicator;
 class RunMonitor;
-namespace cpu {
-class Context;
-}
 
 // What a step adds to the log line and to its metrics.jsonl record (BERT: MLM/NSP loss, NSP
 // accuracy), already combined over ranks.
@@ -75,7 +71,8 @@ class TrainTask {
   virtual const char* decay_note() const { return ""; }
 
   // --- the model ---
-  virtual void build(cpu::Context& ctx, const Policy& policy) = 0;
+  // The model on `be` (the CPU's, or a GPU's with --device cuda: the same model and step code).
+  virtual void build(std::unique_ptr<Backend> be, const Policy& policy) = 0;
   virtual const ParamTable& table() const = 0;
   // Non-const access marks the model's low-precision weight copies stale (model/gpt2.h).
   virtual FloatBuffer& params() = 0;
@@ -101,18 +98,6 @@ class TrainTask {
   // loader through forward and backward; curvature (Sophia) reuses the step's last one.
   virtual StepModel step_model(const TrainOptions& opt) = 0;
   virtual void begin_step() {}
-  // --device cuda (train/device_step.h): whether this family has a GPU step, and the stepper
-  // (after open_data) with the training loader's next micro-batch to feed it.
-  virtual bool has_device_step() const { return false; }
-  // optimizer: the run's host optimizer (its kind and hyper-parameters; checkpoints carry its state).
-  virtual std::unique_ptr<DeviceStepper> make_device_stepper(const TrainOptions& /*opt*/,
-                                                             Precision /*precision*/,
-                                                             const Optimizer& /*optimizer*/,
-                                                             LossScaler* /*scaler*/,
-                                                             const DeviceParallel& /*par*/) {
-    return nullptr;
-  }
-  virtual NextBatchFn next_batch() { return {}; }
   // After a completed step: what it adds to the log line and record (collective under data
   // parallelism: every rank calls it).
   virtual StepExtras step_extras(Communicator& comm) = 0;

@@ -28,7 +28,6 @@
 #include "precision/policy.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
-#include "train/device_step.h"
 #include "train/gpt2_task.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
@@ -53,12 +52,12 @@ struct GpuRefusal {
   std::string why, error;
 };
 
-std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt, const TrainTask& task) {
-  if (!task.has_device_step())
-    return GpuRefusal{"this model has no GPU step", "[train] --device cuda: this model has no GPU step"};
-  if (!opt.fault_inf_grad_steps.empty())
-    return GpuRefusal{"--fault-inf-grad runs on the CPU only",
-                      "[train] --fault-inf-grad is not supported with --device cuda"};
+std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt) {
+  if (opt.dist_backend == "nccl")
+    return GpuRefusal{"--dist-backend nccl is not served by the one-step path yet",
+                      "[train] --dist-backend nccl: gradients are averaged over MPI through host copies on "
+                      "every device; the NCCL reduction (over the gradient-ready hook) is not wired to the "
+                      "CUDA backend yet"};
   if (opt.policy_of == "cuda")
     return GpuRefusal{
         "--policy-of cuda runs the GPU's plan on the CPU",
@@ -76,15 +75,15 @@ std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt, const TrainTask& 
 
 // --device auto: cuda where gpu_refusal finds nothing, else cpu. Rewrites opt.device (config.json
 // records the device used) and returns the log line that says which and why.
-std::string resolve_auto_device(TrainOptions& opt, const TrainTask& task) {
+std::string resolve_auto_device(TrainOptions& opt) {
   if (opt.device != "auto") return "";
-  const std::optional<GpuRefusal> refusal = gpu_refusal(opt, task);
+  const std::optional<GpuRefusal> refusal = gpu_refusal(opt);
   opt.device = refusal ? "cpu" : "cuda";
   return "device auto: " + opt.device + (refusal ? " (" + refusal->why + ")" : "");
 }
 
 // The device options' own checks, then --device cuda's refusal (gpu_refusal).
-void check_device(const TrainOptions& opt, const TrainTask& task) {
+void check_device(const TrainOptions& opt) {
   MPT_CHECK(opt.device == "cpu" || opt.device == "cuda",
             "--device must be cpu, cuda or auto, not '" + opt.device + "'");
   MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "nccl",
@@ -92,7 +91,7 @@ void check_device(const TrainOptions& opt, const TrainTask& task) {
   MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
             "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
   if (opt.device != "cuda") return;
-  if (const std::optional<GpuRefusal> refusal = gpu_refusal(opt, task)) throw Error(refusal->error);
+  if (const std::optional<GpuRefusal> refusal = gpu_refusal(opt)) throw Error(refusal->error);
 }
 
 }  // namespace
@@ -124,8 +123,8 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
   std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
   const int world = comm->world_size();
-  const std::string device_note = resolve_auto_device(opt, task);
-  check_device(opt, task);
+  const std::string device_note = resolve_auto_device(opt);
+  check_device(opt);
   const bool on_cuda = opt.device == "cuda";
 
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
@@ -183,14 +182,18 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       "--loss-scale-init must be finite and positive");
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
   cpu::Context ctx;
-  // The dtypes of every tensor: this CPU's plan, or (--policy-of cuda) the one a GPU runs,
-  // served here by widening around the fp32 kernels (backend/cpu/widening.h).
-  const Policy policy =
-      make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : cpu::CpuBackend(ctx).caps());
+  // The backend the model and the step run on: the CPU's, or (--device cuda) the local rank's GPU
+  // (one process per GPU) — the same model, loss, backward and step code either way.
+  const int gpu = on_cuda ? comm->local_rank() % std::max(1, cuda_device_count()) : -1;
+  std::unique_ptr<Backend> backend =
+      on_cuda ? make_cuda_backend(gpu) : std::unique_ptr<Backend>(std::make_unique<cpu::CpuBackend>(ctx));
+  // The dtypes of every tensor: the backend's plan, or (--policy-of cuda) the one a GPU runs,
+  // served on the CPU by widening around the fp32 kernels (backend/cpu/widening.h).
+  const Policy policy = make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h).
   const ModelFootprint footprint = task.footprint(opt, policy);
   if (footprint.activation_bytes) check_memory_fits(opt, footprint, world);
-  task.build(ctx, policy);
+  task.build(std::move(backend), policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) {
@@ -256,7 +259,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   if (world > 1)
     monitor.sayf(
         "data parallel: %d ranks (%s, launched by %s), %s\n", world,
-        on_cuda ? "gradients over NCCL, bootstrapped over MPI" : comm->backend(),
+        on_cuda ? "gradients over MPI through host copies" : comm->backend(),
         comm->topology().launcher.c_str(),
         dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
   if (!resume_dir.empty())
@@ -283,34 +286,19 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   if (!device_note.empty()) monitor.say(device_note);
 
   const StepModel step_model = task.step_model(opt);
-  // --device cuda: the step runs on the GPU from the params and optimizer state above (fresh,
-  // --init-from or resumed); the host copies are refreshed from it only when the loop reads them.
-  std::unique_ptr<DeviceStepper> stepper;
-  NextBatchFn next_batch;
-  const auto upload_to_device = [&] { stepper->upload(task.params().data(), *optimizer); };
-  if (on_cuda) {
-    stepper = task.make_device_stepper(opt, precision, *optimizer, scaler.get(),
-                                       DeviceParallel{&dp, opt.dist_backend == "nccl"});
-    next_batch = task.next_batch();
-    upload_to_device();
-    // One process per GPU: the local rank's (train/device_step.h).
-    const int gpu = comm->local_rank() % std::max(1, cuda_device_count());
-    monitor.sayf("device cuda: the step (forward, backward, %s) runs on GPU %d: %s%s", optimizer->name(), gpu,
-                 cuda_device_name(gpu).c_str(),
-                 world > 1 || opt.dist_backend == "nccl" ? ", gradients averaged over NCCL" : "");
-  }
+  if (on_cuda)
+    monitor.sayf("device cuda: the model and the step (forward, backward, %s) run on GPU %d: %s",
+                 optimizer->name(), gpu, cuda_device_name(gpu).c_str());
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
     const float lr = schedule.at(step) * state.lr_scale;  // lr_scale < 1 after a NaN rollback
     task.begin_step();
     const StepStats stats =
-        on_cuda ? stepper->step(next_batch, accum, lr, opt.grad_clip, step + 1)
-                : train_step(step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
-                             std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(),
-                                       step + 1) != opt.fault_inf_grad_steps.end());
+        train_step(step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
+                   std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
+                       opt.fault_inf_grad_steps.end());
     if (stats.non_finite) {
-      if (on_cuda) stepper->download_grads(task.grads().data());  // the message names the bad tensors
       // Numeric guard (train/numeric_guard.h): the weights are untouched; stop (throws), or
       // reload the last checkpoint and continue from it with a lower learning rate.
       const HostMirror<float> grads(task.grads());
@@ -318,7 +306,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
                                                        grads.data(), dp.begin(), dp.end());
       const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
       state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
-      if (on_cuda) upload_to_device();  // the checkpoint's params and moments
       monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on",
                    what.c_str(), ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
@@ -340,13 +327,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     summary.steps_done = done;
 
     const bool last = done == opt.steps;
-    // --device cuda: the CPU model validates, samples and saves; bring its params (and, for
-    // a checkpoint, the optimizer state) up from the GPU first. SIGINT's stop is decided below.
-    bool params_fresh = !on_cuda;
-    const auto fresh_params = [&] {
-      if (!params_fresh) stepper->download_params(task.params().data());
-      params_fresh = true;
-    };
     if (monitor.log_due(done)) {
       // Sophia's Hessian steps add the win rate: the fraction of unclipped coordinates.
       char curvature[64] = "";
@@ -362,8 +342,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
     for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
-    if (world > 1)
-      record.add("comm_ms", (on_cuda ? stepper->take_comm_seconds() : dp.take_comm_seconds()) * 1e3);
+    if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
     // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
     if (scaler)
       record.add("loss_scale", stats.loss_scale)
@@ -374,7 +353,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
           .add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
     if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
-      fresh_params();
       const ValResult val = task.validate(opt, *comm, done);
       monitor.say(val.line);
       summary.final_val_loss = val.loss;
@@ -382,8 +360,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     }
     monitor.step_done(done, loss, dt, record);
     if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last) {
-      // Every rank: on the GPU the download may be a collective (device_step.h); rank 0 samples.
-      fresh_params();
       if (comm->is_root()) {
         const std::string text = task.sample(opt, state.sample_counter);
         if (!text.empty()) monitor.say(text);
@@ -396,10 +372,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     if (world > 1 && !last && comm->any(stop != 0) && !stop) stop = SIGTERM;
     if ((opt.save_every > 0 && done % opt.save_every == 0) || last || stop) {
       // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
-      if (on_cuda) {
-        fresh_params();
-        stepper->download_state(*optimizer);
-      }
       std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
       if (comm->is_root()) task.save(opt.run_dir, whole ? *whole : *optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);

@@ -1,8 +1,8 @@
-// The GPU ops BERT's device model added (bert_device.h), each against its CPU op or a host loop,
-// every storage type, outputs poisoned first and += outputs pre-filled with random values:
-// exact GELU and tanh (forward and backward), the embeddings with token types (the [PAD] word
-// row takes no gradient), row gather / scatter-add / arg-max, and the nn.Linear-layout linear
-// layer (bias gradient through the ones product). Tolerances: fp32 1e-5, bf16/fp16 1e-2.
+// BERT's GPU kernels, each against its CPU op or a host loop, every storage type, outputs
+// poisoned first and += outputs pre-filled with random values: exact GELU and tanh (forward and
+// backward), the embeddings with token types (the [PAD] word row takes no gradient), row
+// gather / scatter-add / arg-max. (The nn.Linear layout is the CUDA backend's linear, checked in
+// test_backend_conformance_gpu.cpp.) Tolerances: fp32 1e-5, bf16/fp16 1e-2.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,12 +10,10 @@
 
 #include "backend/cuda/embeddings.h"
 #include "backend/cuda/gelu_erf.h"
-#include "backend/cuda/linear.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/tanh.h"
 #include "backend/ops/embeddings.h"
 #include "backend/ops/gelu_erf.h"
-#include "backend/ops/linear.h"
 #include "backend/ops/tanh.h"
 #include "cuda/gpu_test_util.h"
 
@@ -163,42 +161,6 @@ TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
   }
 }
 
-TYPED_TEST(CudaBertOps, LinearLayerMatchesCpu) {
-  SKIP_WITHOUT_GPU();
-  using T = TypeParam;
-  struct Shape {
-    int N, C, OC;
-  };
-  for (const Shape& s : {Shape{33, 64, 2}, Shape{127, 96, 128}, Shape{260, 64, 129}}) {
-    SCOPED_TRACE("N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " OC=" + std::to_string(s.OC) +
-                 " " + type_name<T>());
-    const size_t NC = static_cast<size_t>(s.N) * s.C, NO = static_cast<size_t>(s.N) * s.OC,
-                 W = static_cast<size_t>(s.OC) * s.C;
-    const std::vector<float> x = rounded<T>(randn(NC, 41)), w = rounded<T>(randn(W, 42, 0.1f)),
-                             b = rounded<T>(randn(s.OC, 43)), dy = rounded<T>(randn(NO, 44)),
-                             dx0 = rounded<T>(randn(NC, 45)), dw0 = rounded<T>(randn(W, 46)),
-                             db0 = rounded<T>(randn(s.OC, 47));
-    auto dxin = upload<T>(x), dw = upload<T>(w), dbias = upload<T>(b), ddy = upload<T>(dy);
-    auto out = poisoned<T>(NO);
-    cuda::linear_forward(out.data(), dxin.data(), dw.data(), dbias.data(), s.N, s.C, s.OC,
-                         cuda::MathMode::Fp32, ctx());
-    std::vector<float> ref(NO);
-    cpu::linear_forward(ref.data(), x.data(), w.data(), b.data(), s.N, s.C, s.OC, cpu_ctx());
-    EXPECT_LT(rel_err(download(out), ref), tolerance<T>()) << "linear forward";
-
-    auto gx = upload<T>(dx0), gw = upload<T>(dw0), gb = upload<T>(db0),
-         ones = upload<T>(std::vector<float>(s.N, 1.0f));
-    cuda::linear_backward(gx.data(), gw.data(), gb.data(), ddy.data(), dxin.data(), dw.data(), ones.data(),
-                          s.N, s.C, s.OC, cuda::MathMode::Fp32, ctx());
-    std::vector<float> rx = dx0, rw = dw0, rb = db0;
-    cpu::linear_backward(rx.data(), rw.data(), rb.data(), dy.data(), x.data(), w.data(), s.N, s.C, s.OC,
-                         cpu_ctx());
-    EXPECT_LT(rel_err(download(gx), rx), tolerance<T>()) << "dinp (+=)";
-    EXPECT_LT(rel_err(download(gw), rw), tolerance<T>()) << "dweight (+=)";
-    EXPECT_LT(rel_err(download(gb), rb), tolerance<T>()) << "dbias (+=, the ones product)";
-  }
-}
-
 TEST(CudaBertOpsArgs, BadSizesAreOneClearError) {
   SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> a(64), b(64);
@@ -206,12 +168,6 @@ TEST(CudaBertOpsArgs, BadSizesAreOneClearError) {
   expect_error_contains([&] { cuda::gather_rows(a.data(), b.data(), idx.data(), 5, 4, 8, ctx()); },
                         "[gather_rows]");
   expect_error_contains([&] { cuda::row_argmax(idx.data(), a.data(), 4, 9, 8, ctx()); }, "[row_argmax]");
-  expect_error_contains(
-      [&] {
-        cuda::linear_forward<float>(a.data(), nullptr, b.data(), nullptr, 2, 8, 8, cuda::MathMode::Fp32,
-                                    ctx());
-      },
-      "[linear_forward]");
 }
 
 }  // namespace

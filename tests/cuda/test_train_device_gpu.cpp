@@ -1,5 +1,5 @@
-// `mptrain train --device cuda` end to end (train/device_step.h): a tiny GPT-2 trained for 20
-// steps on GPU 0 and, from the same initialisation and data, on the CPU; their per-step losses
+// `mptrain train --device cuda` end to end (the CUDA backend under the one model and step): a tiny GPT-2
+// trained for 20 steps on GPU 0 and, from the same initialisation and data, on the CPU; their per-step losses
 // in metrics.jsonl agree (relative: fp32 1e-4, tf32 1e-2, bf16/fp16 3e-2, the tolerances of
 // test_gpt2_device_gpu.cpp). Two micro-batches per step (--total-batch) run the gradient
 // accumulation path. A run resumed on the GPU from its step-10 checkpoint reproduces the
@@ -7,11 +7,11 @@
 // loss scale, move them by far more). Sophia (--sophia-k 5, so steps 5, 10, 15, 20 make a
 // curvature pass on the device): the same comparisons, plus the Hessian records (hessian_loss,
 // win_rate) at the same steps as the CPU's and close to them, and a resume from step 10 that
-// carries m, h and the label counter. NCCL data parallelism on one GPU (--dist-backend nccl, a
-// world of one: every collective runs): equal to the plain run (AdamW and Sophia, fp32 and the
-// 16-bit precisions; ZeRO-1 too, its checkpoints' parameters included),
-// and a ZeRO-1 checkpoint resumed without NCCL/ZeRO reproduces the run (the state gathered
-// whole, in the CPU's layout); with two GPUs, the same under mpirun -np 2 against one rank.
+// carries m, h and the label counter. A rerun reproduces a run (the device step is
+// deterministic), ZeRO-1 on one GPU equals the plain run (AdamW and Sophia, fp32 and the 16-bit
+// precisions, its checkpoints' parameters included), and a ZeRO-1 checkpoint resumed without
+// ZeRO reproduces the run (the state gathered whole); with two GPUs, the same under mpirun -np 2
+// against one rank (gradients averaged over MPI through host copies).
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -148,53 +148,52 @@ void expect_same_losses(const std::string& a_dir, const std::string& b_dir, doub
         << "step " << la[i].first << ": " << la[i].second << " vs " << lb[i].second;
 }
 
-// --dist-backend nccl on one GPU against the plain device run: a world of one averages nothing,
-// so the losses and the saved parameters agree to rounding (NCCL's Avg of one rank divides by 1).
+// A rerun and ZeRO-1 on one GPU against the plain device run: a world of one averages nothing,
+// so the losses and the saved parameters agree to rounding.
 // Samples every 5 steps and a checkpoint at step 10 download the parameters mid-run: under ZeRO-1
 // in bf16/fp16 that first all-gathers the fp32 masters the 16-bit gathers marked stale (a world of
 // one runs the calls; two GPUs, TwoRanksMatchOneRank, make them matter).
-void nccl_world_one_equals_plain(const std::string& precision, std::string more) {
+void world_one_equals_plain(const std::string& precision, std::string more) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
   more += " --sample-every 5 --save-every 10";
   if (precision == "fp16") more += " --loss-scale-init 1024";
   const auto plain = run_mptrain(args(tmp, precision, "cuda", "plain") + more);
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const auto nccl = run_mptrain(args(tmp, precision, "cuda", "nccl") + more + " --dist-backend nccl");
-  ASSERT_EQ(nccl.exit_code, 0) << nccl.output;
-  EXPECT_NE(nccl.output.find("averaged over NCCL"), std::string::npos) << nccl.output;
-  const auto zero = run_mptrain(args(tmp, precision, "cuda", "zero") + more + " --dist-backend nccl --zero 1");
+  const auto again = run_mptrain(args(tmp, precision, "cuda", "again") + more);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const auto zero = run_mptrain(args(tmp, precision, "cuda", "zero") + more + " --zero 1");
   ASSERT_EQ(zero.exit_code, 0) << zero.output;
-  expect_same_losses(tmp / "nccl", tmp / "plain", 1e-6);
+  expect_same_losses(tmp / "again", tmp / "plain", 1e-6);
   expect_same_losses(tmp / "zero", tmp / "plain", 1e-6);
   for (const int64_t step : {10, 20})
     EXPECT_LT(testing::checkpoint_params_error(tmp / "zero", tmp / "plain", step), 1e-6) << "step " << step;
 }
 
-TEST(TrainDeviceGpu, NcclWorldOneEqualsThePlainRun) {
+TEST(TrainDeviceGpu, WorldOneEqualsThePlainRun) {
   SKIP_WITHOUT_GPU();
-  nccl_world_one_equals_plain("fp32", "");
+  world_one_equals_plain("fp32", "");
 }
-TEST(TrainDeviceGpu, NcclWorldOneSophiaBf16EqualsThePlainRun) {
+TEST(TrainDeviceGpu, WorldOneSophiaBf16EqualsThePlainRun) {
   SKIP_WITHOUT_GPU();
-  nccl_world_one_equals_plain("bf16", kSophia);
+  world_one_equals_plain("bf16", kSophia);
 }
 // AdamW in the 16-bit precisions: ZeRO-1 gathers the 16-bit copy (bf16 and fp16 bits alike).
-TEST(TrainDeviceGpu, NcclWorldOne16BitEqualsThePlainRun) {
+TEST(TrainDeviceGpu, WorldOne16BitEqualsThePlainRun) {
   SKIP_WITHOUT_GPU();
   for (const std::string precision : {"bf16", "fp16"}) {
     SCOPED_TRACE(precision);
-    nccl_world_one_equals_plain(precision, "");
+    world_one_equals_plain(precision, "");
   }
 }
 
-// A ZeRO-1 NCCL run's step-10 checkpoint resumed by a plain run (another world layout) gives the
+// A ZeRO-1 run's step-10 checkpoint resumed by a plain run (another world layout) gives the
 // uninterrupted run's losses: the checkpoint holds the whole optimizer state.
 TEST(TrainDeviceGpu, ZeroCheckpointResumesWithoutZero) {
   SKIP_WITHOUT_GPU();
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  const std::string zero = std::string(kSophia) + " --dist-backend nccl --zero 1";
+  const std::string zero = std::string(kSophia) + " --zero 1";
   const auto a = run_mptrain(args(tmp, "fp32", "cuda", "a") + zero + " --save-every 10");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const auto b = run_mptrain(args(tmp, "fp32", "cuda", "b") + kSophia + " --resume " + (tmp / "a/step_00000010"));

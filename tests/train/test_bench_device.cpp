@@ -1,6 +1,6 @@
 // `mptrain bench --device cuda` where it cannot run: in a build without the CUDA backend, and on
 // a machine without a GPU, it is one clear error line and a non-zero exit, before any work.
-// (Where a GPU exists these tests skip: tests/cuda/test_gpt2_device_gpu.cpp covers the model.)
+// (Where a GPU exists these tests skip: bench --device cuda runs there.)
 #include <gtest/gtest.h>
 
 #include <string>
@@ -26,7 +26,7 @@ TEST(BenchDevice, CudaWithoutAGpuIsOneClearErrorLine) {
                      expected_reason());
   expect_clear_error(run_mptrain("bench --device cuda --ladder --preset d2 --batch 1 --seq 8 --steps 1 --no-peer"),
                      expected_reason());
-  // BERT's device bench (backend/cuda/bert_bench.cpp) refuses the same way.
+  // BERT's refuses the same way (the same bench, on the same backend).
   expect_clear_error(run_mptrain("bench --device cuda --model bert --preset bert-tiny --batch 1 --seq 16 --steps 1 "
                                  "--no-peer"),
                      expected_reason());
