@@ -262,6 +262,9 @@ void CudaBackend::run_linear(const LinearArgs& a) {
   const bool wt = transposed(a.w, "linear", "w");
   const StorageType T = a.x.type;
   const MathMode mm = mode(a.math);
+  // cuBLASLt's bias epilogue reads the bias in C's type (supports() does not see the bias).
+  MPT_CHECK(a.bias.empty() || a.bias.type == (a.epilogue == mptrain::Epilogue::Bias ? a.out.type : T),
+            "[backend cuda] linear: bias " + a.bias.describe() + " must be in the output's dtype here");
   const auto product = [&](void* out, StorageType to, bool accumulate, const GemmEpilogue& ep) {
     gemm(out, to, a.x.ptr, a.w.ptr, T, N, M, K, false, wt, accumulate, mm, ep, *ctx_);
   };
