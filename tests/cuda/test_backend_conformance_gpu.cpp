@@ -57,6 +57,7 @@ class Twin {
   }
   View cpu() const { return shaped(c_.data()); }
   View gpu() const { return shaped(g_.data()); }
+  View on(bool gpu_side) const { return gpu_side ? gpu() : cpu(); }
   std::vector<float> read(bool on_gpu) const {
     std::vector<unsigned char> bytes(n_ * storage_bytes(type_));
     Backend& be = on_gpu ? *gpu_ : *cpu_;
@@ -141,15 +142,13 @@ TEST_F(Conformance, CastsAccumulateAndOperands) {
       const std::string what = std::string(storage_name(d)) + " <- " + storage_name(s);
       if (gpu_runs(Op::Cast, {d, s})) {
         Twin src = rand(s, {1000}, 1), dst = zeros(d, {1000});
-        both([&](Backend& be, bool g) { be.cast(g ? dst.gpu() : dst.cpu(), g ? src.gpu() : src.cpu()); });
+        both([&](Backend& be, bool g) { be.cast(dst.on(g), src.on(g)); });
         expect_close(dst, 1e-7, "cast " + what);
         ++tested;
       }
       if (gpu_runs(Op::Accumulate, {d, s})) {
         Twin src = rand(s, {1000}, 2), dst = rand(d, {1000}, 3);
-        both([&](Backend& be, bool g) {
-          be.accumulate(g ? dst.gpu() : dst.cpu(), g ? src.gpu() : src.cpu());
-        });
+        both([&](Backend& be, bool g) { be.accumulate(dst.on(g), src.on(g)); });
         expect_close(dst, tol(d), "accumulate " + what);
         ++tested;
       }
@@ -158,8 +157,7 @@ TEST_F(Conformance, CastsAccumulateAndOperands) {
     const StorageType o = gpu_->operand_storage(m);
     if (cpu_.operand_storage(m) != o || !gpu_runs(Op::ToOperand, {o, F32}, m)) continue;
     Twin src = rand(F32, {1000}, 4), dst = zeros(o, {1000});
-    both(
-        [&](Backend& be, bool g) { be.to_operand(g ? dst.gpu() : dst.cpu(), g ? src.gpu() : src.cpu(), m); });
+    both([&](Backend& be, bool g) { be.to_operand(dst.on(g), src.on(g), m); });
     expect_close(dst, tol(o, m), "to_operand");
     ++tested;
   }
@@ -190,20 +188,18 @@ TEST_F(Conformance, LinearForwardAndBackward) {
                         0.1f);
           Twin bias = rand(t, {M}, 12, 0.1f), out = zeros(t, {N, M}), pre = zeros(t, {N, M});
           Twin residual = rand(t, {N, M}, 13);
-          const auto wv = [&](bool g) {
-            return nn_linear ? (g ? w.gpu() : w.cpu()).t() : (g ? w.gpu() : w.cpu());
-          };
+          const auto wv = [&](bool g) { return nn_linear ? w.on(g).t() : w.on(g); };
           both([&](Backend& be, bool g) {
             LinearArgs a;
-            a.out = g ? out.gpu() : out.cpu();
-            a.x = g ? x.gpu() : x.cpu();
+            a.out = out.on(g);
+            a.x = x.on(g);
             a.w = wv(g);
-            a.bias = g ? bias.gpu() : bias.cpu();
+            a.bias = bias.on(g);
             a.math = m;
             a.epilogue = e;
-            if (keeps_pre(e)) a.pre = g ? pre.gpu() : pre.cpu();
+            if (keeps_pre(e)) a.pre = pre.on(g);
             if (e == Epilogue::BiasResidual) {
-              a.residual = g ? residual.gpu() : residual.cpu();
+              a.residual = residual.on(g);
               a.rounding = t;
             }
             be.linear(a);
@@ -223,15 +219,15 @@ TEST_F(Conformance, LinearForwardAndBackward) {
             const Twin& saved = e == Epilogue::BiasTanh ? out : pre;
             both([&](Backend& be, bool g) {
               LinearBackwardArgs a;
-              a.dx = g ? dx.gpu() : dx.cpu();
-              a.dw = nn_linear ? (g ? dw.gpu() : dw.cpu()).t() : (g ? dw.gpu() : dw.cpu());
-              a.db = g ? db.gpu() : db.cpu();
-              a.dy = g ? dy.gpu() : dy.cpu();
-              a.x = g ? x.gpu() : x.cpu();
+              a.dx = dx.on(g);
+              a.dw = nn_linear ? dw.on(g).t() : dw.on(g);
+              a.db = db.on(g);
+              a.dy = dy.on(g);
+              a.x = x.on(g);
               a.w = wv(g);
               a.math = m;
               a.epilogue = e;
-              if (has_activation(e)) a.pre = g ? saved.gpu() : saved.cpu();
+              if (has_activation(e)) a.pre = saved.on(g);
               a.dx_accumulate = gt == F32;  // both the (=) and the (+=) form
               be.linear_backward(a);
             });
@@ -257,15 +253,15 @@ TEST_F(Conformance, LayerNormFusedAndItsBackward) {
       Twin out = zeros(t, {N, C}), rsum = zeros(t, {N, C}), mean = zeros(F32, {N}), rstd = zeros(F32, {N});
       both([&](Backend& be, bool g) {
         LayerNormArgs a;
-        a.out = g ? out.gpu() : out.cpu();
-        a.mean = g ? mean.gpu() : mean.cpu();
-        a.rstd = g ? rstd.gpu() : rstd.cpu();
-        a.x = g ? x.gpu() : x.cpu();
-        a.gamma = g ? gamma.gpu() : gamma.cpu();
-        a.beta = g ? beta.gpu() : beta.cpu();
+        a.out = out.on(g);
+        a.mean = mean.on(g);
+        a.rstd = rstd.on(g);
+        a.x = x.on(g);
+        a.gamma = gamma.on(g);
+        a.beta = beta.on(g);
         if (fused) {
-          a.add = g ? add.gpu() : add.cpu();
-          a.residual_out = g ? rsum.gpu() : rsum.cpu();
+          a.add = add.on(g);
+          a.residual_out = rsum.on(g);
         }
         be.layernorm(a);
       });
@@ -278,14 +274,14 @@ TEST_F(Conformance, LayerNormFusedAndItsBackward) {
            dbeta = rand(t, {C}, 27);
       const Twin& normed = fused ? rsum : x;
       both([&](Backend& be, bool g) {
-        be.layernorm_backward({.dx = g ? dx.gpu() : dx.cpu(),
-                               .dgamma = g ? dg.gpu() : dg.cpu(),
-                               .dbeta = g ? dbeta.gpu() : dbeta.cpu(),
-                               .dout = g ? dout.gpu() : dout.cpu(),
-                               .x = g ? normed.gpu() : normed.cpu(),
-                               .gamma = g ? gamma.gpu() : gamma.cpu(),
-                               .mean = g ? mean.gpu() : mean.cpu(),
-                               .rstd = g ? rstd.gpu() : rstd.cpu()});
+        be.layernorm_backward({.dx = dx.on(g),
+                               .dgamma = dg.on(g),
+                               .dbeta = dbeta.on(g),
+                               .dout = dout.on(g),
+                               .x = normed.on(g),
+                               .gamma = gamma.on(g),
+                               .mean = mean.on(g),
+                               .rstd = rstd.on(g)});
       });
       expect_close(dx, tol(t), "layernorm_backward dx " + what);
       expect_close(dg, tol(t), "layernorm_backward dgamma " + what);
@@ -325,8 +321,8 @@ TEST_F(Conformance, AttentionForwardAndBackward) {
               g ? View::f32(gs.data(), {bytes(gb.saved)}) : View::f32(cs.data(), {bytes(cb.saved)});
           const View scratch =
               g ? View::f32(gw.data(), {bytes(gb.scratch)}) : View::f32(cw.data(), {bytes(cb.scratch)});
-          be.attention({.out = g ? out.gpu() : out.cpu(),
-                        .qkv = g ? qkv.gpu() : qkv.cpu(),
+          be.attention({.out = out.on(g),
+                        .qkv = qkv.on(g),
                         .saved = saved,
                         .scratch = scratch,
                         .B = B,
@@ -335,9 +331,9 @@ TEST_F(Conformance, AttentionForwardAndBackward) {
                         .types = types,
                         .causal = causal,
                         .key_mask = causal ? nullptr : key_mask.on(g)});
-          be.attention_backward({.dqkv = g ? dqkv.gpu() : dqkv.cpu(),
-                                 .dout = g ? dout.gpu() : dout.cpu(),
-                                 .qkv = g ? qkv.gpu() : qkv.cpu(),
+          be.attention_backward({.dqkv = dqkv.on(g),
+                                 .dout = dout.on(g),
+                                 .qkv = qkv.on(g),
                                  .saved = saved,
                                  .scratch = scratch,
                                  .B = B,
@@ -370,10 +366,10 @@ TEST_F(Conformance, FusedLossOnTargetsAndOnDrawnLabels) {
       const Ids drawn(cpu_, *gpu_, std::vector<int>(N, 0));
       both([&](Backend& be, bool g) {
         CrossEntropyArgs a;
-        a.losses = g ? losses.gpu() : losses.cpu();
-        a.logits = g ? logits.gpu() : logits.cpu();
+        a.losses = losses.on(g);
+        a.logits = logits.on(g);
         a.dlogits = a.logits;  // in place, as the models run it
-        a.dloss = g ? dloss.gpu() : dloss.cpu();
+        a.dloss = dloss.on(g);
         a.vocab = V;
         if (sampled) {
           a.sampled = const_cast<int*>(drawn.on(g));
@@ -418,18 +414,18 @@ TEST_F(Conformance, EmbeddingsAndRows) {
       Twin dword = rand(t, {V, C}, 53), dpos = rand(t, {T, C}, 54), dtype = rand(t, {2, C}, 55),
            dout = rand(t, {B * T, C}, 56);
       both([&](Backend& be, bool g) {
-        be.embedding({.out = g ? out.gpu() : out.cpu(),
+        be.embedding({.out = out.on(g),
                       .tokens = tok.on(g),
                       .B = B,
                       .T = T,
-                      .word = g ? word.gpu() : word.cpu(),
-                      .pos = g ? pos.gpu() : pos.cpu(),
+                      .word = word.on(g),
+                      .pos = pos.on(g),
                       .types = bert ? typ.on(g) : nullptr,
-                      .type_table = bert ? (g ? type.gpu() : type.cpu()) : View{}});
-        be.embedding_backward({.dword = g ? dword.gpu() : dword.cpu(),
-                               .dpos = g ? dpos.gpu() : dpos.cpu(),
-                               .dtype = bert ? (g ? dtype.gpu() : dtype.cpu()) : View{},
-                               .dout = g ? dout.gpu() : dout.cpu(),
+                      .type_table = bert ? type.on(g) : View{}});
+        be.embedding_backward({.dword = dword.on(g),
+                               .dpos = dpos.on(g),
+                               .dtype = bert ? dtype.on(g) : View{},
+                               .dout = dout.on(g),
                                .tokens = tok.on(g),
                                .types = bert ? typ.on(g) : nullptr,
                                .B = B,
@@ -448,9 +444,9 @@ TEST_F(Conformance, EmbeddingsAndRows) {
     std::vector<int> best_c(R), best_g(R);
     const Ids best(cpu_, *gpu_, std::vector<int>(R, -1));
     both([&](Backend& be, bool g) {
-      be.gather_rows(g ? small.gpu() : small.cpu(), g ? big.gpu() : big.cpu(), rows.on(g), 4);
-      be.scatter_add_rows(g ? back.gpu() : back.cpu(), g ? small.gpu() : small.cpu(), rows.on(g), 4);
-      be.argmax_rows(const_cast<int*>(best.on(g)), g ? big.gpu() : big.cpu(), C - 3, R);
+      be.gather_rows(small.on(g), big.on(g), rows.on(g), 4);
+      be.scatter_add_rows(back.on(g), small.on(g), rows.on(g), 4);
+      be.argmax_rows(const_cast<int*>(best.on(g)), big.on(g), C - 3, R);
     });
     expect_close(small, 1e-7, std::string("gather_rows ") + storage_name(t));
     expect_close(back, tol(t), std::string("scatter_add_rows ") + storage_name(t));
@@ -469,10 +465,10 @@ TEST_F(Conformance, OptimizerOps) {
   Twin p = rand(F32, {n}, 70), g = rand(F32, {n}, 71), m = rand(F32, {n}, 72, 0.1f);
   Twin v(cpu_, *gpu_, F32, {n}, second);
   both([&](Backend& be, bool on) {
-    be.adamw({.params = on ? p.gpu() : p.cpu(),
-              .grads = on ? g.gpu() : g.cpu(),
-              .m = on ? m.gpu() : m.cpu(),
-              .v = on ? v.gpu() : v.cpu(),
+    be.adamw({.params = p.on(on),
+              .grads = g.on(on),
+              .m = m.on(on),
+              .v = v.on(on),
               .lr = 1e-3f,
               .weight_decay = 0.1f,
               .t = 3,
@@ -482,22 +478,22 @@ TEST_F(Conformance, OptimizerOps) {
   expect_close(m, 1e-6, "adamw m");
   expect_close(v, 1e-6, "adamw v");
   both([&](Backend& be, bool on) {
-    be.sophia({.params = on ? p.gpu() : p.cpu(),
-               .grads = on ? g.gpu() : g.cpu(),
-               .m = on ? m.gpu() : m.cpu(),
-               .h = on ? v.gpu() : v.cpu(),
+    be.sophia({.params = p.on(on),
+               .grads = g.on(on),
+               .m = m.on(on),
+               .h = v.on(on),
                .lr = 1e-3f,
                .rho_b = 2.0f,
                .weight_decay = 0.1f,
                .grad_scale = 0.25f});
-    be.sophia_hessian(on ? v.gpu() : v.cpu(), on ? g.gpu() : g.cpu(), 0.99f);
+    be.sophia_hessian(v.on(on), g.on(on), 0.99f);
   });
   expect_close(p, 1e-6, "sophia params");
   expect_close(m, 1e-6, "sophia m");
   expect_close(v, 1e-6, "sophia_hessian h");
   EXPECT_EQ(gpu_->count_unclipped(m.gpu(), v.gpu(), 2.0f), cpu_.count_unclipped(m.cpu(), v.cpu(), 2.0f));
   EXPECT_NEAR(gpu_->sum_squares(g.gpu()), cpu_.sum_squares(g.cpu()), 1e-9 * cpu_.sum_squares(g.cpu()));
-  both([&](Backend& be, bool on) { be.scale(on ? g.gpu() : g.cpu(), 0.75f); });
+  both([&](Backend& be, bool on) { be.scale(g.on(on), 0.75f); });
   expect_close(g, 1e-7, "scale");
   EXPECT_FALSE(gpu_->unscale_and_check(g.gpu(), 1.0f / 1024.0f));
   EXPECT_FALSE(cpu_.unscale_and_check(g.cpu(), 1.0f / 1024.0f));

@@ -442,13 +442,13 @@ void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* ro
 }
 
 void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
-  check_row_indices("scatter_add_rows", rows, count, dst.dim(0));
-  if (narrow(dst) || narrow(src)) {
+  if (narrow(dst) || narrow(src)) {  // the fp32 call checks the rows before any write-back
     Widening w(wide_);
     run_scatter_add_rows(w.write(dst), w.read(src), rows, count);
     w.commit();
     return;
   }
+  check_row_indices("scatter_add_rows", rows, count, dst.dim(0));
   const size_t C = static_cast<size_t>(dst.dim(1));
   for (int r = 0; r < count; ++r) {
     float* d = dst.as<float>() + static_cast<size_t>(rows[r]) * C;

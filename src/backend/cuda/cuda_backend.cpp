@@ -193,23 +193,19 @@ const float* CudaBackend::device_scalar(float value) {
 }
 
 const void* CudaBackend::ones(StorageType t, size_t n) {
-  // One buffer holds the three types' ones one after another, each n_max long.
-  const size_t need = std::max<size_t>(n, 1024);
-  const int k = static_cast<int>(t);
-  if (ones_n_[k] < n) {
-    const size_t cap = std::max({need, ones_n_[0], ones_n_[1], ones_n_[2]});
+  // One buffer holds ones_n_ ones of each type, fp32 then bf16 then fp16.
+  if (ones_n_ < n) {
+    const size_t cap = std::max<size_t>(n, 1024);
     char* base = static_cast<char*>(scratch(kOnes, cap * (4 + 2 + 2)));
-    std::vector<float> host(cap, 1.0f);
+    const std::vector<float> host(cap, 1.0f);
     copy_to_device(base, host.data(), cap * 4, *ctx_);
-    cast_f32_to_bf16(reinterpret_cast<Bf16*>(base + cap * 4),
-                     static_cast<const float*>(static_cast<void*>(base)), cap, ctx_->stream());
-    cast_f32_to_f16(reinterpret_cast<Fp16*>(base + cap * 6),
-                    static_cast<const float*>(static_cast<void*>(base)), cap, ctx_->stream());
-    ones_n_[0] = ones_n_[1] = ones_n_[2] = cap;
+    const auto* f32 = reinterpret_cast<const float*>(base);
+    cast_f32_to_bf16(reinterpret_cast<Bf16*>(base + cap * 4), f32, cap, ctx_->stream());
+    cast_f32_to_f16(reinterpret_cast<Fp16*>(base + cap * 6), f32, cap, ctx_->stream());
+    ones_n_ = cap;
   }
-  const size_t cap = ones_n_[k];
   char* base = static_cast<char*>(scratch_[kOnes].get());
-  return t == F32 ? base : t == StorageType::BF16 ? base + cap * 4 : base + cap * 6;
+  return t == F32 ? base : t == StorageType::BF16 ? base + ones_n_ * 4 : base + ones_n_ * 6;
 }
 
 const std::uint32_t* CudaBackend::all_decay(size_t n) {

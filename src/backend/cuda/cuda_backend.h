@@ -95,7 +95,7 @@ class CudaBackend final : public Backend {
   DeviceMemory scalar_;
   float scalar_value_ = 1.0f;
   bool scalar_set_ = false;
-  size_t ones_n_[3] = {0, 0, 0}, mask_n_ = 0;
+  size_t ones_n_ = 0, mask_n_ = 0;  // elements of ones() per type, bits of all_decay()
 };
 
 }  // namespace mptrain::cuda
