@@ -2,6 +2,7 @@
 // when the CUDA backend is compiled, and by src/backend/nocuda otherwise, so that
 // callers never need an #ifdef.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -15,5 +16,15 @@ std::string cuda_device_name(int index);
 // The CUDA backend of the op interface on GPU `device` (Error when this build has none, or the
 // machine has no such GPU).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+// The CUDA backend's answers to what an activation plan or a memory estimate asks (the
+// attention's saved bytes, the fusions, the operand types), without a GPU: for `mptrain explain
+// --device cuda` and the estimate a run is refused by. Its memory refuses every allocation.
+// Error when this build has no CUDA backend.
+std::unique_ptr<Backend> make_cuda_sizing_backend();
+// Free and total memory of GPU `device` in bytes ({0, 0} when there is no such GPU).
+struct DeviceMemoryInfo {
+  size_t free = 0, total = 0;
+};
+DeviceMemoryInfo cuda_memory_info(int device);
 
 }  // namespace mptrain

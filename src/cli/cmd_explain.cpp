@@ -1,6 +1,7 @@
 // `mptrain explain`: the precision plan of a model, as a table — for every kind of op the dtype
 // it reads, computes in, accumulates in and writes, and the bytes it keeps for backward — and
-// the memory totals (parameters, gradients, optimizer state, weight copies, activations).
+// the memory totals (parameters, gradients, optimizer state, weight copies, activations), for this
+// CPU or (--device cuda) for a GPU's plan and device memory.
 //
 // Every number comes from the objects training uses: the policy table (precision/policy.h), the
 // activation plan the model allocates (gpt2_activation_plan or, for a bert-* preset,
@@ -14,8 +15,10 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
+#include "core/error.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
@@ -33,6 +36,7 @@ struct ExplainOptions {
   int seq = 256;
   int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
   std::string policy_of;     // "cuda": the GPU's plan, as `mptrain train --policy-of cuda` runs it here
+  std::string device = "cpu";  // "cuda": the plan and device memory of `mptrain train --device cuda`
 };
 
 std::string mib(double bytes) {
@@ -43,10 +47,17 @@ std::string mib(double bytes) {
 
 void run_explain(const ExplainOptions& o) {
   const Precision precision = parse_precision(o.precision);
+  const bool on_gpu = o.device == "cuda";
+  MPT_CHECK(!on_gpu || o.policy_of.empty(),
+            "--policy-of runs another device's plan on the CPU: it needs --device cpu");
+  // The backend the plan is sized for: this CPU's, or the CUDA backend's answers (no GPU needed).
   cpu::Context ctx;
-  const cpu::CpuBackend be(ctx);
-  const bool gpu_plan = o.policy_of == "cuda";
-  const BackendCaps caps = gpu_plan ? kCudaCaps : be.caps();
+  const std::unique_ptr<const Backend> sizing =
+      on_gpu ? make_cuda_sizing_backend() : std::make_unique<cpu::CpuBackend>(ctx);
+  const Backend& be = *sizing;
+  const bool gpu_plan = on_gpu || o.policy_of == "cuda";
+  BackendCaps caps = o.policy_of == "cuda" ? kCudaCaps : be.caps();
+  if (o.policy_of == "cuda") caps.gpu_gemms = false;  // the GPU's dtypes, this CPU's GEMMs
   const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // everything else GPT-2.
@@ -69,7 +80,12 @@ void run_explain(const ExplainOptions& o) {
               o.preset.c_str(), n_params, o.batch, o.seq);
   if (bert) std::printf(", at most %d masked positions per sequence", o.max_predictions);
   std::printf("\n");
-  if (gpu_plan)
+  if (on_gpu)
+    std::printf(
+        "the plan of `mptrain train --device cuda`: one storage type per kernel launch; the attention "
+        "is the CUDA backend's (flash where the shape allows: it keeps out and row log-sum-exps); the "
+        "memory below is the GPU's\n");
+  else if (gpu_plan)
     std::printf(
         "the GPU's plan (--policy-of cuda), as this CPU runs it: 16-bit tensors its kernels do not take "
         "are widened to fp32 around them and rounded once; the attention's memory is this CPU's\n");
@@ -111,7 +127,7 @@ void run_explain(const ExplainOptions& o) {
   const double act_saved = static_cast<double>(plan.bytes(ActivationPlan::Role::Saved));
   const double act_scratch = static_cast<double>(plan.bytes(ActivationPlan::Role::Scratch));
   const double act_total = static_cast<double>(plan.total_bytes());
-  std::printf("\nmemory:\n");
+  std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
   std::printf("  %-34s %12s\n", "parameters (fp32 master)", mib(weights).c_str());
   std::printf("  %-34s %12s\n", "gradients (fp32)", mib(grads).c_str());
   if (lowp_grads > 0)
@@ -146,6 +162,10 @@ void register_explain(CLI::App& app, int& exit_code) {
   cmd->add_option("--policy-of", o->policy_of,
                   "cuda: the plan a GPU runs (16-bit residual stream, logits, gradients, small weights), as "
                   "`mptrain train --policy-of cuda` runs it on this CPU")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", o->device,
+                  "cuda: the plan and device memory of `mptrain train --device cuda` (no GPU needed)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));

@@ -150,9 +150,14 @@ void register_train(CLI::App& app, int& exit_code) {
          "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
       ->capture_default_str()
       ->check(cli::between(0, 1));
-  cmd->add_option("--dist-backend", opt->dist_backend,
-                  "Collectives between ranks: auto = MPI (through host copies of a GPU's buffers); nccl is "
-                  "refused until NCCL is wired to the CUDA backend")
+  cmd->add_option(
+         "--dist-backend", opt->dist_backend,
+         "Collectives between ranks: mpi, nccl (GPU ranks), or auto = nccl for several GPU ranks, else mpi")
+      ->capture_default_str();
+  cmd->add_option(
+         "--overlap-grad-reduce", opt->overlap_grad_reduce,
+         "Reduce each block's gradients over ranks as the backward finishes it: on, off, or auto = on "
+         "with nccl")
       ->capture_default_str();
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")

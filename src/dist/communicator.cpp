@@ -96,6 +96,12 @@ Topology topology_from_environment() {
   return topology_from_environment([](const char* name) { return static_cast<const char*>(std::getenv(name)); });
 }
 
+void Communicator::reduce_range(float* data, size_t begin, size_t end, const Partition* part, ReduceOp op) {
+  if (!part) return all_reduce(data + begin, end - begin, op);
+  for (const PartitionSlice& s : slices_of(*part, begin, end))
+    reduce(data + s.begin, s.end - s.begin, op, s.rank);
+}
+
 double Communicator::sum(double x) {
   all_reduce(&x, 1, ReduceOp::Sum);
   return x;
@@ -122,6 +128,9 @@ class SingleCommunicator final : public Communicator {
     check(part);
     MPT_CHECK(root == 0, "[gather] root " + std::to_string(root) + " is not a rank of a single process");
     if (shard != data && part.total() > 0) std::memmove(data, shard, part.total() * sizeof(float));
+  }
+  void reduce(float*, size_t, ReduceOp, int root) override {
+    MPT_CHECK(root == 0, "[reduce] root " + std::to_string(root) + " is not a rank of a single process");
   }
   void broadcast(void*, size_t, int root) override {
     MPT_CHECK(root == 0, "[broadcast] root " + std::to_string(root) + " is not a rank of a single process");

@@ -107,9 +107,23 @@ class Communicator {
   // own shard (part.count(rank) elements) as `shard` and may pass data = nullptr. On root,
   // `shard` may be data + part.begin(root) (already in place) or another buffer.
   virtual void gather(float* data, const float* shard, const Partition& part, int root) = 0;
+  // data[0, n) on root ← the sum (or mean) of every rank's data[0, n); other ranks' data is
+  // left unspecified (implementations may use it as scratch).
+  virtual void reduce(float* data, size_t n, ReduceOp op, int root) = 0;
   // bytes from root to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+
+  // The reduction of one range as soon as the backward has made it final (data parallelism's
+  // gradient-ready hook, dist/data_parallel.h): data[begin, end) to every rank (part null: an
+  // all-reduce), or each piece to the rank whose shard of *part holds it (ZeRO-1, slices_of).
+  // An asynchronous communicator (NCCL) enqueues it behind the compute backend's work and
+  // returns; the host ones reduce at once (the CPU backend's work is done when the hook runs).
+  // wait_reductions() returns when every range started since the last wait has been reduced.
+  virtual void reduce_range(float* data, size_t begin, size_t end, const Partition* part, ReduceOp op);
+  virtual void wait_reductions() {}
+  // Whether the buffers of collectives are device memory (NCCL) rather than host memory.
+  virtual bool device_buffers() const { return false; }
 
   // Host scalars reduced over ranks (device communicators stage them through device memory).
   virtual double sum(double x);   // the sum over ranks of x

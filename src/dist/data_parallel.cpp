@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 
@@ -21,6 +22,34 @@ class ScopeTimer {
   double& total_;
   std::chrono::steady_clock::time_point start_;
 };
+// A buffer as a communicator takes it: in place where the communicator reaches its memory
+// (host memory for MPI, device memory for NCCL), else through a host mirror.
+template <typename T>
+class CommBuffer {
+ public:
+  CommBuffer(const Communicator& comm, Buffer<T>& b, bool fetch = true) {
+    if (reaches(comm, b)) {
+      ptr_ = b.data();
+    } else {
+      mirror_.emplace(b, fetch);
+      ptr_ = mirror_->data();
+    }
+  }
+  CommBuffer(const Communicator& comm, const Buffer<T>& b) : CommBuffer(comm, const_cast<Buffer<T>&>(b)) {}
+  T* data() { return ptr_; }
+  // Writes a mirror back (nothing in place).
+  void commit() {
+    if (mirror_) mirror_->commit();
+  }
+  static bool reaches(const Communicator& comm, const Buffer<T>& b) {
+    return comm.device_buffers() != b.memory().host_visible();
+  }
+
+ private:
+  std::optional<HostMirror<T>> mirror_;
+  T* ptr_ = nullptr;
+};
+
 }  // namespace
 
 ZeroStage zero_stage_from_int(int stage) {
@@ -61,21 +90,48 @@ DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStag
 
 void DataParallel::broadcast_params(FloatBuffer& params) {
   if (world_size() == 1) return;
-  HostMirror<float> host(params);
-  comm_.broadcast(host.data(), table_.total() * sizeof(float), 0);
-  host.commit();
+  CommBuffer<float> buf(comm_, params);
+  comm_.broadcast(buf.data(), table_.total() * sizeof(float), 0);
+  buf.commit();
+}
+
+void DataParallel::set_overlap(bool on, const FloatBuffer& grads) {
+  MPT_CHECK(
+      !on || CommBuffer<float>::reaches(comm_, grads),
+      std::string("[data parallel] overlapping the gradient reduction with the backward needs a communicator "
+                  "that reaches the gradients' memory; ") +
+          comm_.backend() + " reaches them only through host copies");
+  overlap_ = on;
+  armed_ = false;
+}
+
+void DataParallel::reduce_ready(FloatBuffer& grads, ParamRange range) {
+  if (!armed_ || range.size() == 0) return;
+  ScopeTimer timer(comm_seconds_);
+  comm_.reduce_range(grads.data(), range.begin, range.end, zero_ == ZeroStage::One ? &partition_ : nullptr,
+                     ReduceOp::Avg);
+  reduced_ += range.size();
 }
 
 void DataParallel::average_gradients(FloatBuffer& grads) {
+  armed_ = false;
   if (world_size() == 1) return;
   ScopeTimer timer(comm_seconds_);
-  HostMirror<float> host(grads);
-  if (zero_ == ZeroStage::One) {
-    comm_.reduce_scatter(host.data(), partition_, ReduceOp::Avg);
-  } else {
-    comm_.all_reduce(host.data(), table_.total(), ReduceOp::Avg);
+  if (reduced_ > 0) {
+    MPT_CHECK(reduced_ == table_.total(), "[data parallel] the backward handed " + std::to_string(reduced_) +
+                                              " of " + std::to_string(table_.total()) +
+                                              " gradients to reduce");
+    reduced_ = 0;
+    comm_.wait_reductions();
+    return;
   }
-  host.commit();
+  CommBuffer<float> buf(comm_, grads);
+  if (zero_ == ZeroStage::One) {
+    comm_.reduce_scatter(buf.data(), partition_, ReduceOp::Avg);
+  } else {
+    comm_.all_reduce(buf.data(), table_.total(), ReduceOp::Avg);
+  }
+  buf.commit();
 }
 
 double DataParallel::global_norm(double local) {
@@ -89,9 +145,9 @@ void DataParallel::optimizer_step(Optimizer& opt, FloatBuffer& params, const Flo
   opt.step(params.data() + begin_, grads.data() + begin_, lr, t, grad_scale);
   if (zero_ == ZeroStage::One && world_size() > 1) {
     ScopeTimer timer(comm_seconds_);
-    HostMirror<float> host(params);
-    comm_.all_gather(host.data(), partition_);
-    host.commit();
+    CommBuffer<float> buf(comm_, params);
+    comm_.all_gather(buf.data(), partition_);
+    buf.commit();
   }
 }
 
@@ -116,12 +172,12 @@ std::unique_ptr<Optimizer> DataParallel::gather_optimizer(const Optimizer& local
               "[zero] the optimizer factory made an optimizer of another kind");
   }
   for (size_t i = 0; i < local.state().size(); ++i) {
-    const HostMirror<float> mine(local.state()[i].buffer);
+    CommBuffer<float> mine(comm_, local.state()[i].buffer);
     if (!whole) {
       comm_.gather(nullptr, mine.data(), partition_, 0);
       continue;
     }
-    HostMirror<float> all(whole->state()[i].buffer, false);
+    CommBuffer<float> all(comm_, whole->state()[i].buffer, false);
     comm_.gather(all.data(), mine.data(), partition_, 0);
     all.commit();
   }

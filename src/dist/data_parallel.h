@@ -17,6 +17,12 @@
 // offset by begin(), it updates exactly the shard, with per-tensor rules intact at the
 // cuts. So any Optimizer shards without knowing it.
 //
+// Overlap (set_overlap): the step's last backward hands each range of the gradients to the
+// communicator as soon as nothing later writes it (the model's gradient-ready hook,
+// model/weight_grads.h), so NCCL reduces a block while the GPU computes the next one's gradients;
+// average_gradients() then only waits. Host communicators reduce each range at once (the CPU
+// computes synchronously: nothing to overlap, so the default reduces once after the backward).
+//
 // Checkpoints stay those of a single process (train/checkpoint.h): the optimizer state is
 // gathered whole onto rank 0, which writes it; a resuming rank of any world size reads the
 // whole state and keeps its shard.
@@ -62,12 +68,25 @@ class DataParallel {
   // The table to build this rank's optimizer over: the model's, or with ZeRO-1 the shard's.
   const ParamTable& optimizer_table() const { return zero_ == ZeroStage::One ? shard_table_ : table_; }
 
-  // The collectives are MPI's over host memory: a buffer in a GPU's memory crosses through a
+  // The collectives work on the buffers in place where the communicator reaches their memory
+  // (MPI and host memory, NCCL and device memory); a GPU's buffer under MPI crosses through a
   // host mirror (core/buffer.h).
   // Rank 0's parameters to every rank (start of a run: all ranks begin from the same bits).
   void broadcast_params(FloatBuffer& params);
+
+  // Whether each range is reduced when the backward hands it (see above). Needs a
+  // communicator that reaches the gradients' memory (no host mirror per range); throws
+  // Error naming the mismatch otherwise.
+  void set_overlap(bool on, const FloatBuffer& grads);
+  bool overlaps() const { return overlap_; }
+  // Called before each backward: whether this one completes the gradients to reduce (the
+  // step's last micro-batch, or the curvature pass). Ranges of an unarmed backward are left.
+  void arm(bool last_backward) { armed_ = overlap_ && last_backward && world_size() > 1; }
+  // The gradient-ready hook: starts the reduction of grads[range] when armed.
+  void reduce_ready(FloatBuffer& grads, ParamRange range);
   // grads[begin(), end()) ← the mean over ranks; without ZeRO that is the whole buffer, with
-  // ZeRO-1 the rest of grads is left unspecified.
+  // ZeRO-1 the rest of grads is left unspecified. After an armed backward it waits for the
+  // ranges' reductions (which must have covered the whole buffer) instead.
   void average_gradients(FloatBuffer& grads);
   // L2 norm of the averaged gradient over all N elements (after average_gradients), from
   // `local`, the norm of this rank's range grads[begin(), end()) (the backend's, train/step.cpp).
@@ -103,6 +122,8 @@ class DataParallel {
   ParamTable shard_table_;
   size_t real_in_range_ = 0;  // real (not padding) elements in [begin_, end_)
   double comm_seconds_ = 0.0;
+  bool overlap_ = false, armed_ = false;
+  size_t reduced_ = 0;  // elements whose reduction reduce_ready started since the last wait
 };
 
 }  // namespace mptrain

@@ -113,6 +113,24 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  void reduce(float* data, size_t n, ReduceOp op, int root) override {
+    check_root(root, "reduce");
+    {
+      auto armed = watchdog_.arm("reduce", n);
+      for (size_t done = 0; done < n;) {
+        const size_t piece = std::min(n - done, kMaxCount);
+        const int count = static_cast<int>(piece);
+        if (rank() == root) {
+          MPT_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, MPI_SUM, root, comm_));
+        } else {
+          MPT_MPI_CHECK(MPI_Reduce(data + done, nullptr, count, MPI_FLOAT, MPI_SUM, root, comm_));
+        }
+        done += piece;
+      }
+    }
+    if (op == ReduceOp::Avg && rank() == root) divide(data, n, world_size());
+  }
+
   void broadcast(void* data, size_t bytes, int root) override {
     check_root(root, "broadcast");
     auto armed = watchdog_.arm("broadcast", bytes);

@@ -59,8 +59,26 @@ const char* fp32_reason(OpKind op) {
   }
 }
 
-std::string gemm_note(ComputeType c, const char* what) {
+std::string gemm_note(ComputeType c, const char* what, bool gpu) {
   std::string s = what;
+  if (gpu) {  // cuBLASLt (backend/cuda/gemm.cpp)
+    switch (c) {
+      case ComputeType::F32:
+        return s + "; full fp32 products (cuBLASLt, CUBLAS_COMPUTE_32F)";
+      case ComputeType::TF32:
+        return s +
+               "; TF32 tensor cores (cuBLASLt, CUBLAS_COMPUTE_32F_FAST_TF32): fp32 operands rounded to a "
+               "10-bit mantissa inside the GEMM, fp32 accumulation";
+      case ComputeType::BF16:
+        return s + "; bf16 operands, fp32 accumulation (cuBLASLt on tensor cores)";
+      case ComputeType::F16:
+        return s +
+               "; fp16 operands, fp32 accumulation (cuBLASLt on tensor cores). Values beyond 65504 become "
+               "inf "
+               "(the loss scaler handles gradient overflow)";
+    }
+    return s;
+  }
   switch (c) {
     case ComputeType::F32:
       return s + "; full fp32 products";
@@ -182,24 +200,26 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
            "that reads it (") +
            storage_name(lin_s) + "): autocast writes fp32 and the linear casts it, the same values"});
   set({OpKind::Linear, lin_s, lin, F32, lin_s, lin_s, "its output when backward reads it (qkv, c_fc out)",
-       gemm_note(lin, stream16
-                          ? "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in "
+       gemm_note(lin,
+                 stream16 ? "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in "
                             "fp32 before the output is rounded; dW, db are written 16-bit per micro-batch "
                             "and widened into the fp32 master gradients (llm.c)"
                           : "c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj: out = x·W + b with the bias added in "
                             "fp32 before the output is rounded; dW, db accumulate into fp32 master "
-                            "gradients")});
+                            "gradients",
+                 caps.gpu_gemms)});
   set({OpKind::AttnScores, lin_s, scores, F32, F32, F32, "",
        gemm_note(scores,
                  "Q·K^T on the heads of qkv, written fp32 for the fp32 softmax (autocast would round "
-                 "them to the low precision first: one rounding fewer here)")});
+                 "them to the low precision first: one rounding fewer here)",
+                 caps.gpu_gemms)});
   set({OpKind::Softmax, F32, f32, F32, values_s, values_s, "probabilities P [B,NH,T,T]",
        std::string("fp32 (as CUDA autocast; torch 1.13's CPU softmax stays bf16); P is written once in the "
                    "P·V product's dtype (") +
            storage_name(values_s) + ")"});
   set({OpKind::AttnValues, values_s, values, F32, values_s, values_s, "its output y (attn.c_proj's input)",
-       gemm_note(values,
-                 "P·V per head; backward's dP = dY·V^T, dQ, dK, dV products also run in this dtype")});
+       gemm_note(values, "P·V per head; backward's dP = dY·V^T, dQ, dK, dV products also run in this dtype",
+                 caps.gpu_gemms)});
   set({OpKind::Gelu, lin_s, f32, F32, gelu_s, gelu_s, "its output (mlp.c_proj's input)",
        "math in fp32 registers, one rounding on output (as ATen's CPU bf16 kernels); autocast keeps an "
        "unlisted op in its input's dtype"});
@@ -210,13 +230,14 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
            : std::string("the residual stream stays fp32; a low-precision linear output is widened on add "
                          "(fp32 + bf16 -> fp32)")});
   set({OpKind::LmHead, lin_s, head, F32, lowp, lowp, "",
-       gemm_note(head, stream16
-                           ? "logits = lnf·wte^T over the padded vocabulary, kept in the GPU's 16-bit type "
-                             "(autocast's choice too); the fused cross-entropy reads them in fp32 and "
-                             "writes dlogits in place, one rounding"
-                           : "logits = lnf·wte^T over the padded vocabulary. Logits are kept fp32 (autocast: "
-                             "bf16) because the fused cross-entropy reads fp32 and writes dlogits in "
-                             "place; the backward GEMMs read dlogits rounded to this dtype")});
+       gemm_note(head,
+                 stream16 ? "logits = lnf·wte^T over the padded vocabulary, kept in the GPU's 16-bit type "
+                            "(autocast's choice too); the fused cross-entropy reads them in fp32 and "
+                            "writes dlogits in place, one rounding"
+                          : "logits = lnf·wte^T over the padded vocabulary. Logits are kept fp32 (autocast: "
+                            "bf16) because the fused cross-entropy reads fp32 and writes dlogits in "
+                            "place; the backward GEMMs read dlogits rounded to this dtype",
+                 caps.gpu_gemms)});
   set({OpKind::Loss, lowp, f32, F32, F32, F32, "", "fused log-softmax + NLL in fp32 (autocast fp32 list)"});
   set({OpKind::GradNorm, F32, f32, F32, F32, F32, "", "fp32 sum of squares over the fp32 master gradients"});
   set({OpKind::Optimizer, F32, f32, F32, F32, F32, "",

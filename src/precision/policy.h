@@ -70,12 +70,15 @@ struct BackendCaps {
   // half the memory traffic of every elementwise kernel, one storage type per kernel. Each
   // residual add, gradient and weight read then rounds once more than on the CPU's fp32 stream.
   bool lowp_between_ops = false;
+  // The GEMMs are cuBLASLt's on a GPU (the notes `mptrain explain` prints say so; the plan's
+  // dtypes do not change).
+  bool gpu_gemms = false;
   bool operator==(const BackendCaps&) const = default;
 };
 
 // The capabilities the CUDA backend has (tensor-core fp16 GEMMs, the 16-bit stream): the
 // policy `--device cuda` runs, which `--policy-of cuda` also runs on the CPU backend.
-constexpr BackendCaps kCudaCaps{.fp16_gemm = true, .lowp_between_ops = true};
+constexpr BackendCaps kCudaCaps{.fp16_gemm = true, .lowp_between_ops = true, .gpu_gemms = true};
 
 // One op's dtype forced by --op-precision op=dtype.
 struct OpOverride {

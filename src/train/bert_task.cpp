@@ -64,8 +64,9 @@ class BertTask final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, const Policy& policy) const override {
-    return bert_footprint(config_, policy, bert_.max_predictions);
+  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
+                           std::shared_ptr<const Backend> sizing) const override {
+    return bert_footprint(config_, policy, bert_.max_predictions, std::move(sizing));
   }
   double flops_per_token(const TrainOptions& opt) const override {
     return bert_flops_per_token(config_, opt.seq);
@@ -137,6 +138,7 @@ class BertTask final : public TrainTask {
     m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
       return model_->forward_backward_sampled(inputs_of(batch_), B_, T_, grad_scale, seed, counter).loss();
     };
+    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
   }
   void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = 0.0; }
@@ -213,13 +215,14 @@ ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int
   return bert_footprint(config, make_policy(precision, {}, BackendCaps{.fp16_gemm = false}), max_predictions);
 }
 
-ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, int max_predictions) {
+ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, int max_predictions,
+                              std::shared_ptr<const Backend> sizing) {
   // The model's own plan and weight copies (model/bert.h), built without allocating.
   ModelFootprint f;
   f.num_params = bert_param_table(config).total();
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
-  f.activation_bytes = [config, policy, max_predictions, be = cpu_sizing_backend()](int B, int T) {
+  f.activation_bytes = [config, policy, max_predictions, be = std::move(sizing)](int B, int T) {
     return bert_activation_plan(config, policy, *be, B, T, B * max_predictions).total_bytes();
   };
   return f;

@@ -29,6 +29,7 @@ std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert);
 // activation plan (model/bert.h, max_predictions masked positions per sequence), as Bert
 // allocates them.
 ModelFootprint bert_footprint(const BertConfig& config, Precision precision, int max_predictions);
-ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, int max_predictions);
+ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, int max_predictions,
+                              std::shared_ptr<const Backend> sizing = cpu_sizing_backend());
 
 }  // namespace mptrain

@@ -38,8 +38,9 @@ class Gpt2Task final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, const Policy& policy) const override {
-    return gpt2_footprint(config_, policy);
+  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
+                           std::shared_ptr<const Backend> sizing) const override {
+    return gpt2_footprint(config_, policy, std::move(sizing));
   }
   double flops_per_token(const TrainOptions& opt) const override {
     return gpt2_flops_per_token(config_, opt.seq);
@@ -97,6 +98,7 @@ class Gpt2Task final : public TrainTask {
       return model_->forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, grad_scale, seed,
                                               counter);
     };
+    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
   }
   StepExtras step_extras(Communicator&) override { return {}; }

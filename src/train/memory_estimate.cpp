@@ -16,6 +16,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/device.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
@@ -130,13 +131,14 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   return gpt2_footprint(config, make_policy(precision, {}, BackendCaps{.fp16_gemm = false}));
 }
 
-ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy) {
+ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
+                              std::shared_ptr<const Backend> sizing) {
   // The model's own plan and weight copies (model/gpt2.h), built without allocating.
   ModelFootprint f;
   f.num_params = gpt2_param_table(config).total();
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
-  f.activation_bytes = [config, policy, be = cpu_sizing_backend()](int B, int T) {
+  f.activation_bytes = [config, policy, be = std::move(sizing)](int B, int T) {
     return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
   };
   return f;
@@ -166,8 +168,18 @@ void check_memory_fits(const TrainOptions& o, const Gpt2Config& config, Precisio
   check_memory_fits(o, gpt2_footprint(config, precision), world);
 }
 
+MemoryBudget gpu_memory_budget(const std::string& limit, int device) {
+  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit"};
+  const DeviceMemoryInfo info = cuda_memory_info(device);
+  return {info.free, "free memory of GPU " + std::to_string(device) + ", " + cuda_device_name(device)};
+}
+
 void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int world) {
-  const MemoryBudget budget = available_memory(o.memory_limit);
+  check_memory_fits(o, model, world, available_memory(o.memory_limit));
+}
+
+void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int world,
+                       const MemoryBudget& budget) {
   if (budget.bytes == 0) return;  // nothing to check against (no /proc, no cgroup, no limit)
   const MemoryEstimate e = estimate_training_memory(o, model, world);
   if (e.total() <= budget.bytes) return;

@@ -2,8 +2,8 @@
 //  - memory: an estimate of what the run will hold (fp32 parameters, gradients, optimizer
 //    state, the activation plan for one micro-batch, token buffers, a fixed allowance for the
 //    runtime) against what is available (MemAvailable from /proc/meminfo, or the cgroup's
-//    limit minus its usage when lower, or --memory-limit when given). A configuration that
-//    cannot fit is refused with one line giving the estimate, the memory available and the
+//    limit minus its usage when lower; on a GPU its free memory; or --memory-limit when given). A
+//    configuration that cannot fit is refused with one line giving the estimate, the memory available and the
 //    largest --batch that fits. Activations come from the model's own activation plan, built
 //    without allocating, so the estimate follows every change to the model.
 //  - threads: OpenMP's default is one per core the process may run on; an explicit
@@ -54,12 +54,14 @@ struct ModelFootprint {
   size_t weight_copy_bytes = 0;
   std::function<size_t(int B, int T)> activation_bytes;
 };
-// GPT-2's, from its own plan and weight copies (model/gpt2.h).
-ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
-ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy);
-
-// The CPU backend the footprints ask what an attention keeps (it owns its context).
+// The CPU backend the footprints ask what an attention keeps by default (it owns its context).
 std::shared_ptr<const Backend> cpu_sizing_backend();
+
+// GPT-2's, from its own plan and weight copies (model/gpt2.h), the attention's share as `sizing`
+// (the backend the run computes on, or make_cuda_sizing_backend()) keeps it.
+ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
+ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
+                              std::shared_ptr<const Backend> sizing = cpu_sizing_backend());
 
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.
@@ -75,6 +77,8 @@ struct MemoryBudget {
 };
 // limit: --memory-limit's text ("" = detect). Throws Error for a malformed limit.
 MemoryBudget available_memory(const std::string& limit);
+// A --device cuda run's: --memory-limit when given, else the free memory of GPU `device`.
+MemoryBudget gpu_memory_budget(const std::string& limit, int device);
 
 // "2G", "1.5g", "512M", "64k", "1000000" (bytes); binary units (1G = 2^30). Throws Error.
 size_t parse_memory_size(const std::string& text, const std::string& what);
@@ -85,6 +89,8 @@ std::string format_bytes(size_t bytes);
 // Throws Error when the run cannot fit: "batch 64 x 256 needs an estimated 3.1 GiB (...) but
 // 2.0 GiB is available (--memory-limit); the largest batch that fits is --batch 37".
 void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world);
+void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world,
+                       const MemoryBudget& budget);
 void check_memory_fits(const TrainOptions& options, const Gpt2Config& config, Precision precision, int world);
 
 // Cores this process may run on (its CPU affinity mask).

@@ -81,9 +81,12 @@ struct TrainOptions {
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks
   double collective_timeout = 300;  // seconds a collective may wait for the other ranks (0 = forever)
-  // Collectives between ranks: "auto" = MPI (a GPU's buffers through host copies); "nccl" is
-  // refused until NCCL is wired to the CUDA backend (over the gradient-ready hook).
+  // Collectives between ranks: "mpi", "nccl" (GPU ranks), or "auto": NCCL for several GPU ranks,
+  // else MPI.
   std::string dist_backend = "auto";
+  // Reduce each range of gradients as the backward finishes it: "on", "off", or "auto" (on with
+  // NCCL, whose reductions run beside the GPU's compute).
+  std::string overlap_grad_reduce = "auto";
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
   // same whatever the number of ranks (0: one micro-batch per rank per step).

@@ -36,6 +36,13 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     const double local = std::sqrt(be.sum_squares(mine));
     return dp ? dp->global_norm(local) : local;
   };
+  // Overlapped reduction (dist/data_parallel.h): the hook hands each range to dp, which reduces
+  // those of an armed backward (the step's last micro-batch, the curvature pass).
+  if (dp && dp->overlaps()) {
+    MPT_CHECK(model.set_grads_ready_hook != nullptr,
+              "this model hands no gradient ranges: its reduction cannot overlap the backward");
+    model.set_grads_ready_hook([dp, grads = model.grads](ParamRange r) { dp->reduce_ready(*grads, r); });
+  }
   model.grads->zero();
   StepStats stats;
   stats.loss_scale = scaler ? scaler->scale() : 1.0f;
@@ -43,6 +50,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   for (int micro = 0; micro < accum; ++micro) {
     // Each micro-batch's mean loss is scaled by 1/accum so the gradients add up to the
     // gradient of the mean over the whole step.
+    if (dp) dp->arm(micro == accum - 1);
     loss_sum += model.micro_step(stats.loss_scale / static_cast<float>(accum));
   }
   if (dp) {
@@ -85,6 +93,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     // Scaled by the scale unscale_and_check divides by below: the scaler's current one, which
     // this step's clean update may have grown past stats.loss_scale.
     const float curvature_scale = scaler ? scaler->scale() : 1.0f;
+    if (dp) dp->arm(true);
     stats.curvature_loss = model.curvature(curvature_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
     if (dp) {
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
@@ -121,6 +130,7 @@ StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_
   m.curvature = [&](float grad_scale, uint64_t seed, uint64_t counter) {
     return model.forward_backward_sampled(inputs, targets, B, T, grad_scale, seed, counter);
   };
+  m.set_grads_ready_hook = [&model](GradsReadyHook hook) { model.set_grads_ready_hook(std::move(hook)); };
   return train_step(m, optimizer, accum, lr, grad_clip, t, scaler, dp, fault_inf_grad);
 }
 

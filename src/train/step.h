@@ -33,6 +33,10 @@ struct StepModel {
   // softmax, gradients +=; returns the mean loss on them). Empty: the model has none, and an
   // optimizer that asks for an estimate is refused with an Error.
   std::function<float(float grad_scale, uint64_t seed, uint64_t counter)> curvature;
+  // Installs the model's gradient-ready hook (model/weight_grads.h), through which data
+  // parallelism reduces each range as the backward finishes it. Empty: the model hands no
+  // ranges, and its gradients are reduced after the backward.
+  std::function<void(GradsReadyHook)> set_grads_ready_hook;
 };
 
 struct StepStats {

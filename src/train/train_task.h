@@ -59,8 +59,9 @@ class TrainTask {
   // The task keeps the data position it records for the next open_data or seek_to_checkpoint.
   virtual RunState read_state(const std::string& ckpt_dir) = 0;
   // For the memory estimate: parameter count, weight copies, activation bytes per (B, T), under
-  // the run's precision policy.
-  virtual ModelFootprint footprint(const TrainOptions& opt, const Policy& policy) const = 0;
+  // the run's precision policy, the attention's share as the backend `sizing` keeps it.
+  virtual ModelFootprint footprint(const TrainOptions& opt, const Policy& policy,
+                                   std::shared_ptr<const Backend> sizing) const = 0;
   // Training FLOPs per token at the run's T (the TFLOP/s and MFU columns).
   virtual double flops_per_token(const TrainOptions& opt) const = 0;
   // config.json's "model" object (train/run_files.h).

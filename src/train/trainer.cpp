@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "dist/nccl_communicator.h"
 #include "io/checkpoint_dir.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
@@ -53,11 +54,6 @@ struct GpuRefusal {
 };
 
 std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt) {
-  if (opt.dist_backend == "nccl")
-    return GpuRefusal{"--dist-backend nccl is not served by the one-step path yet",
-                      "[train] --dist-backend nccl: gradients are averaged over MPI through host copies on "
-                      "every device; the NCCL reduction (over the gradient-ready hook) is not wired to the "
-                      "CUDA backend yet"};
   if (opt.policy_of == "cuda")
     return GpuRefusal{
         "--policy-of cuda runs the GPU's plan on the CPU",
@@ -86,12 +82,25 @@ std::string resolve_auto_device(TrainOptions& opt) {
 void check_device(const TrainOptions& opt) {
   MPT_CHECK(opt.device == "cpu" || opt.device == "cuda",
             "--device must be cpu, cuda or auto, not '" + opt.device + "'");
-  MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "nccl",
-            "--dist-backend must be auto or nccl, not '" + opt.dist_backend + "'");
-  MPT_CHECK(opt.dist_backend == "auto" || opt.device == "cuda",
+  MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "mpi" || opt.dist_backend == "nccl",
+            "--dist-backend must be auto, mpi or nccl, not '" + opt.dist_backend + "'");
+  MPT_CHECK(opt.dist_backend != "nccl" || opt.device == "cuda",
             "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
+  MPT_CHECK(opt.overlap_grad_reduce == "auto" || opt.overlap_grad_reduce == "on" ||
+                opt.overlap_grad_reduce == "off",
+            "--overlap-grad-reduce must be auto, on or off, not '" + opt.overlap_grad_reduce + "'");
   if (opt.device != "cuda") return;
   if (const std::optional<GpuRefusal> refusal = gpu_refusal(opt)) throw Error(refusal->error);
+}
+
+// The communicator the gradients are reduced over: NCCL between GPU ranks (--dist-backend nccl,
+// or auto with several --device cuda ranks; its id travels over `host`), else `host` itself (MPI,
+// or the single process). Null means `host`.
+std::unique_ptr<Communicator> make_grad_communicator(const TrainOptions& opt, Communicator& host,
+                                                     Backend& compute) {
+  const bool nccl = opt.dist_backend == "nccl" ||
+                    (opt.dist_backend == "auto" && opt.device == "cuda" && host.world_size() > 1);
+  return nccl ? make_nccl_communicator(host, opt.collective_timeout, &compute) : nullptr;
 }
 
 }  // namespace
@@ -190,9 +199,15 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // The dtypes of every tensor: the backend's plan, or (--policy-of cuda) the one a GPU runs,
   // served on the CPU by widening around the fp32 kernels (backend/cpu/widening.h).
   const Policy policy = make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());
-  // Refuse a run that cannot fit before allocating it (train/memory_estimate.h).
-  const ModelFootprint footprint = task.footprint(opt, policy);
-  if (footprint.activation_bytes) check_memory_fits(opt, footprint, world);
+  // Refuse a run that cannot fit before allocating it (train/memory_estimate.h): host memory, or
+  // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
+  // done before the task takes the backend).
+  const ModelFootprint footprint = task.footprint(
+      opt, policy, std::shared_ptr<const Backend>(std::shared_ptr<const Backend>(), backend.get()));
+  if (footprint.activation_bytes)
+    check_memory_fits(
+        opt, footprint, world,
+        on_cuda ? gpu_memory_budget(opt.memory_limit, gpu) : available_memory(opt.memory_limit));
   task.build(std::move(backend), policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   std::unique_ptr<LossScaler> scaler;
@@ -208,7 +223,12 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
                           task.backend());
   };
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h).
-  DataParallel dp(*comm, task.table(), zero_stage_from_int(opt.zero));
+  const std::unique_ptr<Communicator> nccl = make_grad_communicator(opt, *comm, task.backend());
+  DataParallel dp(nccl ? *nccl : *comm, task.table(), zero_stage_from_int(opt.zero));
+  // Reducing each range as the backward finishes it pays where communication runs beside the
+  // compute (NCCL); a host communicator would only cut one reduction into many.
+  dp.set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && nccl),
+                 task.grads());
   std::unique_ptr<Optimizer> optimizer = make_opt(dp.optimizer_table());
   RunState state;
   state.seed = opt.seed;
@@ -258,10 +278,10 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
                  lr_shape_name(lr_shape), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (world > 1)
     monitor.sayf(
-        "data parallel: %d ranks (%s, launched by %s), %s\n", world,
-        on_cuda ? "gradients over MPI through host copies" : comm->backend(),
-        comm->topology().launcher.c_str(),
-        dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated");
+        "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", world,
+        on_cuda && !nccl ? "mpi through host copies" : dp.comm().backend(), comm->topology().launcher.c_str(),
+        dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
+        dp.overlaps() ? "during the backward" : "after the backward");
   if (!resume_dir.empty())
     monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
   if (!init_dir.empty())

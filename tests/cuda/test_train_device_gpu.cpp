@@ -11,7 +11,7 @@
 // deterministic), ZeRO-1 on one GPU equals the plain run (AdamW and Sophia, fp32 and the 16-bit
 // precisions, its checkpoints' parameters included), and a ZeRO-1 checkpoint resumed without
 // ZeRO reproduces the run (the state gathered whole); with two GPUs, the same under mpirun -np 2
-// against one rank (gradients averaged over MPI through host copies).
+// against one rank (gradients averaged over NCCL during the backward, or over MPI).
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -148,11 +148,9 @@ void expect_same_losses(const std::string& a_dir, const std::string& b_dir, doub
         << "step " << la[i].first << ": " << la[i].second << " vs " << lb[i].second;
 }
 
-// A rerun and ZeRO-1 on one GPU against the plain device run: a world of one averages nothing,
-// so the losses and the saved parameters agree to rounding.
-// Samples every 5 steps and a checkpoint at step 10 download the parameters mid-run: under ZeRO-1
-// in bf16/fp16 that first all-gathers the fp32 masters the 16-bit gathers marked stale (a world of
-// one runs the calls; two GPUs, TwoRanksMatchOneRank, make them matter).
+// A rerun and ZeRO-1 (over an NCCL communicator of one rank) on one GPU against the plain device
+// run: a world of one averages nothing, so the losses and the saved parameters agree to rounding.
+// Samples every 5 steps and a checkpoint at step 10 download the parameters mid-run.
 void world_one_equals_plain(const std::string& precision, std::string more) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
@@ -162,7 +160,8 @@ void world_one_equals_plain(const std::string& precision, std::string more) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto again = run_mptrain(args(tmp, precision, "cuda", "again") + more);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  const auto zero = run_mptrain(args(tmp, precision, "cuda", "zero") + more + " --zero 1");
+  const auto zero =
+      run_mptrain(args(tmp, precision, "cuda", "zero") + more + " --zero 1 --dist-backend nccl");
   ASSERT_EQ(zero.exit_code, 0) << zero.output;
   expect_same_losses(tmp / "again", tmp / "plain", 1e-6);
   expect_same_losses(tmp / "zero", tmp / "plain", 1e-6);
@@ -205,10 +204,10 @@ TEST(TrainDeviceGpu, ZeroCheckpointResumesWithoutZero) {
 }
 
 // Two GPUs: mpirun -np 2 (each rank its GPU and half of each global batch) against one rank with
-// the same global batch; ZeRO-1 and not. Reduction order differs: the CPU DP tolerance. bf16
-// with ZeRO-1 gathers only the 16-bit copy, leaving rank 1's fp32 masters stale on rank 0: the
-// samples (every 5 steps) and checkpoints (10, 20) must gather them first, so the saved
-// parameters match the one-rank run's (stale ones, steps behind, would be off by far more than 1%).
+// the same global batch; ZeRO-1 and not, over NCCL (the default between GPU ranks) with each
+// range reduced during the backward, and once over MPI through host copies. Reduction order
+// differs: the CPU DP tolerance. bf16 with ZeRO-1, samples every 5 steps and checkpoints at 10
+// and 20: the saved parameters match the one-rank run's.
 TEST(TrainDeviceGpu, TwoRanksMatchOneRank) {
   SKIP_WITHOUT_GPU();
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two GPUs";
@@ -221,8 +220,15 @@ TEST(TrainDeviceGpu, TwoRanksMatchOneRank) {
     const auto two = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
                                  args(tmp, "fp32", "cuda", "two" + zero) + " --zero " + zero);
     ASSERT_EQ(two.exit_code, 0) << two.output;
+    EXPECT_NE(two.output.find("(nccl"), std::string::npos) << two.output;
+    EXPECT_NE(two.output.find("gradients reduced during the backward"), std::string::npos) << two.output;
     expect_same_losses(tmp / ("two" + zero), tmp / "one", 1e-4);
   }
+  const auto mpi = testing::run_command(testing::mpirun(2) + " " + MPTRAIN_BINARY + " " +
+                                        args(tmp, "fp32", "cuda", "mpi") + " --zero 1 --dist-backend mpi");
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("(mpi through host copies"), std::string::npos) << mpi.output;
+  expect_same_losses(tmp / "mpi", tmp / "one", 1e-4);
   const std::string mid = " --sample-every 5 --save-every 10";
   const auto one16 = run_mptrain(args(tmp, "bf16", "cuda", "one16") + mid);
   ASSERT_EQ(one16.exit_code, 0) << one16.output;
@@ -252,4 +258,19 @@ TEST(TrainDeviceGpu, SophiaResumeReproducesTheRun) {  // m, h and the label coun
 }
 
 }  // namespace
+// A run that cannot fit the GPU is refused before anything is allocated, against the GPU's free
+// memory (not the host's), naming it and the largest batch that fits; --memory-limit still wins.
+TEST(TrainDeviceGpu, ABatchBeyondTheGpusMemoryIsRefusedByTheEstimate) {
+  SKIP_WITHOUT_GPU();
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  const std::string big = "train --preset gpt2 --train-data '" + (tmp / "train_*.bin") +
+                          "' --batch 4096 --seq 1024 --steps 1 --precision bf16 --device cuda -q --run-dir " +
+                          (tmp / "big");
+  const auto r = run_mptrain(big);
+  testing::expect_clear_error(r, "free memory of GPU 0");
+  EXPECT_NE(r.output.find("the largest batch that fits is --batch"), std::string::npos) << r.output;
+  testing::expect_clear_error(run_mptrain(big + " --memory-limit 1G"), "is available (--memory-limit)");
+}
+
 }  // namespace mptrain

@@ -105,6 +105,37 @@ TEST_F(DataParallelTraining, ResumeOnTwoRanksReproducesTheUninterruptedRun) {
   }
 }
 
+// The reduction overlapped with the backward (--overlap-grad-reduce on: each range reduced as the
+// backward hands it, on its last micro-batch and in Sophia's curvature pass; the path NCCL takes
+// between GPUs) leaves the same bits as one reduction after the backward: with two ranks every
+// sum is a + b whichever collective makes it. Under ZeRO-1 each range goes to the ranks whose
+// shards it crosses; under the GPU's plan the 16-bit gradients are widened before the hook.
+TEST_F(DataParallelTraining, ReducingEachRangeAsTheBackwardEndsItChangesNoBit) {
+  const std::string& d = tmp_.path();
+  const char* cases[] = {"--zero 0", "--zero 1 --optimizer sophia --sophia-k 2",
+                         "--zero 1 --precision bf16 --policy-of cuda"};
+  for (const std::string extra : cases) {
+    SCOPED_TRACE(extra);
+    const std::string after = tmp_ / "after", during = tmp_ / "during";
+    fs::remove_all(after);
+    fs::remove_all(during);
+    auto a = train(2, args(d, after) + " --steps 6 " + extra + " --overlap-grad-reduce off");
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_NE(a.output.find("gradients reduced after the backward"), std::string::npos) << a.output;
+    auto b = train(2, args(d, during) + " --steps 6 " + extra + " --overlap-grad-reduce on");
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_NE(b.output.find("gradients reduced during the backward"), std::string::npos) << b.output;
+    const auto la = read_losses(after), lb = read_losses(during);
+    ASSERT_EQ(la.size(), 6u);
+    EXPECT_EQ(la, lb);
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto same =
+          run_command("cmp " + after + "/step_00000006/" + file + " " + during + "/step_00000006/" + file);
+      EXPECT_EQ(same.exit_code, 0) << file << ": " << same.output;
+    }
+  }
+}
+
 TEST_F(DataParallelTraining, ResumesOnAnotherWorldSize) {
   const std::string& d = tmp_.path();
   // Written by 2 ZeRO-1 ranks (shards gathered), continued by 1 rank: the same global batch.

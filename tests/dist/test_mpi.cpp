@@ -91,6 +91,38 @@ TEST(MpiWorker, ReduceScatterAndAllGather) {
   }
 }
 
+// reduce onto one rank, and reduce_range (the overlapped gradient reduction): a buffer cut into
+// ranges that do not follow the shards, each reduced on its own, ends as the whole-buffer
+// collective leaves it: every element on every rank (all-reduce), or each shard on its rank.
+TEST(MpiWorker, ReduceAndReduceRange) {
+  if (!under_launcher()) GTEST_SKIP() << "runs under mpirun (MpiCollectives.*)";
+  Communicator& c = worker_comm();
+  const int W = c.world_size(), R = c.rank();
+  const auto mean = [W](size_t i) {
+    double sum = 0.0;
+    for (int r = 0; r < W; ++r) sum += value(r, i);
+    return static_cast<float>(sum / W);
+  };
+  for (size_t n : {size_t{37}, size_t{100003}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = value(R, i);
+    c.reduce(g.data(), n, ReduceOp::Avg, W - 1);
+    if (R == W - 1) {
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(g[i], mean(i)) << i;
+    }
+    const Partition p(n, W);
+    for (const Partition* part : {static_cast<const Partition*>(nullptr), &p}) {
+      for (size_t i = 0; i < n; ++i) g[i] = value(R, i);
+      // Backwards, as a backward pass hands its ranges: [2n/3, n), [n/3, 2n/3), [0, n/3).
+      for (int k = 2; k >= 0; --k) c.reduce_range(g.data(), n * k / 3, n * (k + 1) / 3, part, ReduceOp::Avg);
+      c.wait_reductions();
+      const size_t lo = part ? p.begin(R) : 0, hi = part ? p.end(R) : n;
+      for (size_t i = lo; i < hi; ++i) ASSERT_EQ(g[i], mean(i)) << (part ? "ZeRO-1, " : "all-reduce, ") << i;
+    }
+  }
+}
+
 TEST(MpiWorker, GatherBroadcastBarrier) {
   if (!under_launcher()) GTEST_SKIP() << "runs under mpirun (MpiCollectives.*)";
   Communicator& c = worker_comm();
@@ -131,7 +163,8 @@ TEST(MpiCollectives, TwoRanks) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not installed (scripts/setup.sh installs Open MPI)";
   const std::string out = run_workers(2);
   size_t passed = 0;
-  for (size_t at = out.find("[  PASSED  ] 3 tests"); at != std::string::npos; at = out.find("[  PASSED  ] 3 tests", at + 1))
+  for (size_t at = out.find("[  PASSED  ] 4 tests"); at != std::string::npos;
+       at = out.find("[  PASSED  ] 4 tests", at + 1))
     ++passed;
   EXPECT_EQ(passed, 2u) << out;
 }

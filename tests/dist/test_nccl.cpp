@@ -88,6 +88,36 @@ void check_collectives(Communicator& boot) {
           ASSERT_EQ(w[i], static_cast<float>(r) + 0.25f * static_cast<float>(i - p.begin(r)));
     }
   }
+  // reduce onto the last rank; reduce_range over ranges that do not follow the shards, handed
+  // backwards as a backward pass does, then one wait: to every rank, or each shard to its rank.
+  for (size_t n : {size_t{37}, size_t{100003}}) {
+    SCOPED_TRACE("reduce, n=" + std::to_string(n));
+    const auto mean = [W](size_t i) {
+      double sum = 0.0;
+      for (int r = 0; r < W; ++r) sum += value(r, i);
+      return sum / W;
+    };
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = value(R, i);
+    DeviceFloats d(n);
+    d.upload(h.data(), n);
+    c->reduce(d.data(), n, ReduceOp::Avg, W - 1);
+    d.download(h.data(), n);
+    if (R == W - 1) {
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(h[i], mean(i), 1e-6 * mean(i)) << i;
+    }
+    const Partition p(n, W);
+    for (const Partition* part : {static_cast<const Partition*>(nullptr), &p}) {
+      for (size_t i = 0; i < n; ++i) h[i] = value(R, i);
+      d.upload(h.data(), n);
+      for (int k = 2; k >= 0; --k) c->reduce_range(d.data(), n * k / 3, n * (k + 1) / 3, part, ReduceOp::Avg);
+      c->wait_reductions();
+      d.download(h.data(), n);
+      const size_t lo = part ? p.begin(R) : 0, hi = part ? p.end(R) : n;
+      for (size_t i = lo; i < hi; ++i)
+        ASSERT_NEAR(h[i], mean(i), 1e-6 * mean(i)) << (part ? "ZeRO-1 " : "") << i;
+    }
+  }
   // broadcast of bytes (staged through a float buffer) from the last rank
   std::vector<float> b(8, static_cast<float>(R));
   DeviceFloats db(b.size());

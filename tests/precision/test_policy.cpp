@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "backend/device.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "precision/policy.h"
@@ -179,6 +180,35 @@ TEST(Explain, PrintsTheGpuPlanRunOnTheCpu) {
     EXPECT_EQ(cpu.output.find("micro-batch gradients"), std::string::npos) << cpu.output;
     EXPECT_NE(cpu.output.find("residual     fp32   fp32    fp32   fp32"), std::string::npos) << cpu.output;
   }
+}
+
+// `explain --device cuda`: the plan `train --device cuda` runs and the device memory it needs,
+// sized by the CUDA backend's own answers (no GPU needed). GPT-2 124M, bf16, B=16, T=1024: flash
+// attention keeps per layer its bf16 output (B·T·C), fp32 row log-sum-exps (B·NH·T) and the int
+// key mask (B·T), each 64-byte aligned: 12 × 26,017,792 bytes = 297.8 MiB, where the CPU's
+// attention under the same dtypes keeps the probabilities (B·NH·T·T in bf16, 4.6 GiB).
+TEST(Explain, DeviceCudaPrintsTheGpusPlanAndDeviceMemory) {
+  const std::string args = "explain --preset gpt2 --precision bf16 --batch 16 --seq 1024";
+  if (!cuda_compiled()) {
+    testing::expect_clear_error(testing::run_mptrain(args + " --device cuda"),
+                                "this build has no CUDA backend");
+    return;
+  }
+  const auto gpu = testing::run_mptrain(args + " --device cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  for (const char* s :
+       {"the plan of `mptrain train --device cuda`",
+        "device memory:", "residual     bf16   fp32    fp32   bf16", "cuBLASLt on tensor cores",
+        "softmax      fp32   fp32    fp32   bf16   297.8 MiB", "micro-batch gradients (bf16)"})
+    EXPECT_NE(gpu.output.find(s), std::string::npos) << s << " in:\n" << gpu.output;
+  EXPECT_EQ(gpu.output.find("oneDNN"), std::string::npos) << gpu.output;
+  const auto cpu = testing::run_mptrain(args + " --policy-of cuda");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  EXPECT_NE(cpu.output.find("softmax      fp32   fp32    fp32   bf16   4608.0 MiB"), std::string::npos)
+      << cpu.output;
+  EXPECT_NE(cpu.output.find("oneDNN"), std::string::npos) << cpu.output;
+  testing::expect_clear_error(testing::run_mptrain(args + " --device cuda --policy-of cuda"),
+                              "--policy-of runs another device's plan on the CPU: it needs --device cpu");
 }
 
 TEST(Explain, BadInputIsOneClearError) {

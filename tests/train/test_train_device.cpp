@@ -1,9 +1,8 @@
 // `mptrain train --device cuda` where it cannot run: on a machine (or build) without a GPU it
 // stops with one clear error line and a non-zero exit (GPT-2 and BERT, Sophia, ZeRO-1 and fp16
-// fault injection included: the GPU runs the same model and step code), and what the GPU path does
-// not serve yet (--dist-backend nccl) or a --dist-backend that makes no sense is refused by name
-// before any GPU is looked for, so these checks run here. The GPU runs themselves:
-// tests/cuda/test_train_device_gpu.cpp.
+// fault injection included: the GPU runs the same model and step code), and distributed options
+// that make no sense are refused by name before any GPU is looked for, so these checks run here. The GPU runs
+// themselves: tests/cuda/test_train_device_gpu.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -29,9 +28,10 @@ TEST(TrainDevice, NoGpuIsOneClearError) {
                                               : "this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)";
   expect_clear_error(r, missing);
   EXPECT_FALSE(std::filesystem::exists(tmp / "run/metrics.jsonl")) << "nothing may be trained";
-  // Sophia, ZeRO-1 and fp16 fault injection run on the GPU too: they get as far as looking for it.
+  // Sophia, ZeRO-1, NCCL and fp16 fault injection run on the GPU too: they get as far as looking for it.
   expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --optimizer sophia"), missing);
   expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --zero 1"), missing);
+  expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --dist-backend nccl"), missing);
   expect_clear_error(run_mptrain(tiny_args(tmp) + " --device cuda --precision fp16 --fault-inf-grad 1"),
                      missing);
   // BERT runs on the GPU too: looked for before its (here missing) instance file is read.
@@ -42,10 +42,11 @@ TEST(TrainDevice, NoGpuIsOneClearError) {
 TEST(TrainDevice, UnsupportedOptionsAreRefusedByName) {
   TempDir tmp;
   const std::string args = tiny_args(tmp) + " --device cuda";
-  expect_clear_error(run_mptrain(args + " --dist-backend gloo"), "--dist-backend must be auto or nccl, not 'gloo'");
+  expect_clear_error(run_mptrain(args + " --dist-backend gloo"),
+                     "--dist-backend must be auto, mpi or nccl, not 'gloo'");
   expect_clear_error(run_mptrain(tiny_args(tmp) + " --dist-backend nccl"), "--dist-backend nccl needs --device cuda");
-  expect_clear_error(run_mptrain(args + " --dist-backend nccl"),
-                     "--dist-backend nccl: gradients are averaged over MPI through host copies");
+  expect_clear_error(run_mptrain(args + " --overlap-grad-reduce sometimes"),
+                     "--overlap-grad-reduce must be auto, on or off, not 'sometimes'");
 }
 
 TEST(TrainDevice, UnknownDeviceIsRefused) {

@@ -35,6 +35,8 @@ namespace mptrain {
 
 std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
 
+std::unique_ptr<Backend> make_cuda_sizing_backend() { return cuda::CudaBackend::sizing_only(); }
+
 namespace cuda {
 
 namespace {
@@ -75,37 +77,46 @@ bool transposed(const View& v, const char* op, const char* name) {
 
 // --- memory ---------------------------------------------------------------------------------
 
+Context& DeviceMemoryResource::ctx() const {
+  MPT_CHECK(ctx_ != nullptr, "[backend cuda] a sizing-only CUDA backend has no device memory");
+  return *ctx_;
+}
+
 void* DeviceMemoryResource::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
+  Context& c = ctx();
   void* p = nullptr;
   if (cudaMalloc(&p, bytes) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free error so later calls are not blamed
-    throw Error("out of GPU memory allocating " + std::to_string(bytes >> 20) + " MiB on " +
-                ctx_.info().name);
+    throw Error("out of GPU memory allocating " + std::to_string(bytes >> 20) + " MiB on " + c.info().name);
   }
-  fill_bytes(p, 0, bytes, ctx_);
+  fill_bytes(p, 0, bytes, c);
   return p;
 }
 
 void DeviceMemoryResource::release(void* p, size_t) noexcept {
   if (!p) return;
-  cudaStreamSynchronize(ctx_.stream());  // work still reading p finishes first
+  cudaStreamSynchronize(ctx_->stream());  // work still reading p finishes first
   cudaFree(p);
 }
 
-void DeviceMemoryResource::zero(void* p, size_t bytes) { fill_bytes(p, 0, bytes, ctx_); }
+void DeviceMemoryResource::zero(void* p, size_t bytes) { fill_bytes(p, 0, bytes, ctx()); }
 
 void DeviceMemoryResource::upload(void* dst, const void* host, size_t bytes) {
-  if (bytes) copy_to_device(dst, host, bytes, ctx_);
+  if (bytes) copy_to_device(dst, host, bytes, ctx());
 }
 
 void DeviceMemoryResource::download(void* host, const void* src, size_t bytes) {
-  if (bytes) copy_to_host(host, src, bytes, ctx_);
+  if (bytes) copy_to_host(host, src, bytes, ctx());
 }
 
 // --- the backend ----------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<Context>(device)), mem_(*ctx_) {}
+CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<Context>(device)), mem_(ctx_.get()) {}
+
+std::unique_ptr<CudaBackend> CudaBackend::sizing_only() {
+  return std::unique_ptr<CudaBackend>(new CudaBackend(SizingOnly{}));
+}
 
 CudaBackend::~CudaBackend() = default;
 

@@ -19,10 +19,11 @@
 
 namespace mptrain::cuda {
 
-// cudaMalloc'd memory, zeroed, with stream-ordered copies that the host waits for.
+// cudaMalloc'd memory, zeroed, with stream-ordered copies that the host waits for. Without a
+// context (a sizing-only backend) every allocation is refused.
 class DeviceMemoryResource final : public MemoryResource {
  public:
-  explicit DeviceMemoryResource(Context& ctx) : ctx_(ctx) {}
+  explicit DeviceMemoryResource(Context* ctx) : ctx_(ctx) {}
   void* allocate(size_t bytes) override;
   void release(void* p, size_t bytes) noexcept override;
   void zero(void* p, size_t bytes) override;
@@ -31,12 +32,17 @@ class DeviceMemoryResource final : public MemoryResource {
   bool host_visible() const override { return false; }
 
  private:
-  Context& ctx_;
+  Context& ctx() const;
+  Context* ctx_;
 };
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device = 0);
+  // A backend without a device, on any machine: it answers what a plan or an estimate asks
+  // (caps, fusions, operand types, attention_bytes); its memory refuses every allocation, so no
+  // model can be built on it.
+  static std::unique_ptr<CudaBackend> sizing_only();
   ~CudaBackend() override;
 
   const char* name() const override { return "cuda"; }
@@ -87,6 +93,8 @@ class CudaBackend final : public Backend {
   const void* ones(StorageType t, size_t n);
   const std::uint32_t* all_decay(size_t n);
   bool flash(int C, int NH, const AttentionDtypes& t) const;
+  struct SizingOnly {};
+  explicit CudaBackend(SizingOnly) : mem_(nullptr) {}
 
   std::unique_ptr<Context> ctx_;
   DeviceMemoryResource mem_;

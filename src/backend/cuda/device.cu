@@ -23,4 +23,19 @@ std::string cuda_device_name(int index) {
   return prop.name;
 }
 
+DeviceMemoryInfo cuda_memory_info(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  DeviceMemoryInfo info;
+  if (cudaMemGetInfo(&info.free, &info.total) != cudaSuccess) {
+    cudaGetLastError();
+    info = {};
+  }
+  cudaSetDevice(previous);
+  return info;
+}
+
 }  // namespace mptrain

@@ -7,6 +7,14 @@
 // Uneven partitions (the last shard shorter) have no NCCL reduce-scatter/all-gather, so they
 // run as one group of per-root ncclReduce / ncclBroadcast calls; even ones use NCCL's own
 // in-place ncclReduceScatter / ncclAllGather.
+//
+// The communicator has its own stream. Every collective first waits (an event, not the host) for
+// the work enqueued so far on the compute stream, the CUDA backend's, whose kernels wrote the
+// buffers; the host then waits for the collective, so what the compute stream does next follows
+// it. reduce_range does not wait on the host: a range's reduction runs while the backward goes on
+// (PyTorch DDP's buckets, llm.c's overlapped all-reduce), and wait_reductions() waits once.
+#include "dist/nccl_communicator.h"
+
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -17,9 +25,8 @@
 #include <string>
 #include <thread>
 
-#include "backend/cuda/nccl_async.h"
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
-#include "dist/nccl_communicator.h"
 #include "dist/watchdog.h"
 
 namespace mptrain {
@@ -62,11 +69,12 @@ class DeviceScope {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
 
-class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
+class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const Topology& t, double timeout_s, int device)
+  NcclCommunicator(const Topology& t, double timeout_s, int device, cudaStream_t compute)
       : Communicator(t, timeout_s),
         device_(device),
+        compute_(compute),
         who_("rank " + std::to_string(t.rank) + " of " + std::to_string(t.world_size) + " (GPU " +
              std::to_string(device) + ")") {}
 
@@ -103,15 +111,18 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
   }
 
   const char* backend() const override { return "nccl"; }
+  bool device_buffers() const override { return true; }
 
   void all_reduce(float* data, size_t n, ReduceOp op) override {
     DeviceScope scope(device_);
+    after_compute();
     MPT_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, nccl_op(op), comm_, stream_));
     finish("all_reduce", n);
   }
 
   void all_reduce(double* data, size_t n, ReduceOp op) override {
     DeviceScope scope(device_);
+    after_compute();
     MPT_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat64, nccl_op(op), comm_, stream_));
     finish("all_reduce", n);
   }
@@ -119,6 +130,7 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
   void reduce_scatter(float* data, const Partition& part, ReduceOp op) override {
     check(part, "reduce_scatter");
     DeviceScope scope(device_);
+    after_compute();
     if (part.uniform()) {
       // In place: NCCL's receive buffer is the send buffer at this rank's shard.
       MPT_NCCL_CHECK(ncclReduceScatter(data, data + part.begin(rank()), part.shard_size(), ncclFloat32, nccl_op(op),
@@ -147,6 +159,7 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
     check(part, "gather");
     check_root(root, "gather");
     DeviceScope scope(device_);
+    after_compute();
     if (rank() == root) {
       MPT_CHECK(data != nullptr, "[gather] the root needs a buffer for the whole partition");
       const size_t own = part.count(root);
@@ -166,9 +179,18 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
     finish("gather", part.total());
   }
 
+  void reduce(float* data, size_t n, ReduceOp op, int root) override {
+    check_root(root, "reduce");
+    DeviceScope scope(device_);
+    after_compute();
+    MPT_NCCL_CHECK(ncclReduce(data, data, n, ncclFloat32, nccl_op(op), root, comm_, stream_));
+    finish("reduce", n);
+  }
+
   void broadcast(void* data, size_t bytes, int root) override {
     check_root(root, "broadcast");
     DeviceScope scope(device_);
+    after_compute();
     MPT_NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_));
     finish("broadcast", bytes);
   }
@@ -179,14 +201,10 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
     finish("barrier", 0);
   }
 
-  void reduce_async(float* data, size_t begin, size_t end, const Partition* part, ReduceOp op,
-                    CUstream_st* after) override {
-    if (part) check(*part, "reduce_async");
+  void reduce_range(float* data, size_t begin, size_t end, const Partition* part, ReduceOp op) override {
+    if (part) check(*part, "reduce_range");
     DeviceScope scope(device_);
-    // One event suffices: a wait takes the event's state when it is enqueued, so re-recording
-    // it for the next range does not disturb this one.
-    MPT_CUDA_CHECK(cudaEventRecord(ready_, after));
-    MPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+    after_compute();
     float* p = data + begin;
     if (!part) {
       MPT_NCCL_CHECK(ncclAllReduce(p, p, end - begin, ncclFloat32, nccl_op(op), comm_, stream_));
@@ -198,11 +216,11 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
       MPT_NCCL_CHECK(ncclGroupEnd());
     }
     // A non-blocking communicator must have accepted one call before the next is made.
-    finish("reduce_async", end - begin, /*sync_stream=*/false);
+    finish("reduce_range", end - begin, /*sync_stream=*/false);
     pending_ += end - begin;
   }
 
-  void wait_async() override {
+  void wait_reductions() override {
     DeviceScope scope(device_);
     finish("overlapped gradient reduction", pending_);
     pending_ = 0;
@@ -264,11 +282,20 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
     }
   }
 
+  // This communicator's stream waits for the work enqueued so far on the compute stream. One
+  // event suffices: a wait takes the event's state when it is enqueued, so re-recording it for
+  // the next collective does not disturb this one.
+  void after_compute() {
+    MPT_CUDA_CHECK(cudaEventRecord(ready_, compute_));
+    MPT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+  }
+
   // In place: every rank's shard of data (part's elements of `type`, `bytes` each) to every
   // rank; NCCL's all-gather for even partitions, a group of per-root broadcasts for uneven ones.
   void all_gather_impl(void* data, const Partition& part, ncclDataType_t type, size_t bytes) {
     check(part, "all_gather");
     DeviceScope scope(device_);
+    after_compute();
     char* base = static_cast<char*>(data);
     if (part.uniform()) {
       MPT_NCCL_CHECK(ncclAllGather(base + part.begin(rank()) * bytes, base, part.shard_size(), type, comm_, stream_));
@@ -296,21 +323,28 @@ class NcclCommunicator final : public Communicator, public cuda::NcclAsync {
   }
 
   int device_;
+  cudaStream_t compute_;  // the CUDA backend's stream (the legacy default stream without one)
   std::string who_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   double* scratch_ = nullptr;
-  cudaEvent_t ready_ = nullptr;  // the compute stream's progress, for reduce_async
-  size_t pending_ = 0;           // elements enqueued by reduce_async since the last wait
+  cudaEvent_t ready_ = nullptr;  // the compute stream's progress (after_compute)
+  size_t pending_ = 0;           // elements enqueued by reduce_range since the last wait
 };
 
 }  // namespace
 
-cuda::NcclAsync* cuda::nccl_async(Communicator& comm) { return dynamic_cast<NcclAsync*>(&comm); }
-
 bool nccl_compiled() { return true; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, double timeout_s) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, double timeout_s,
+                                                     Backend* compute) {
+  cudaStream_t compute_stream = cudaStreamLegacy;
+  if (compute) {
+    auto* gpu = dynamic_cast<cuda::CudaBackend*>(compute);
+    MPT_CHECK(gpu != nullptr, std::string("NCCL communicator: the compute backend is '") + compute->name() +
+                                  "', not a GPU's (NCCL moves device memory)");
+    compute_stream = gpu->context().stream();
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no driver" status
@@ -326,7 +360,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, do
   if (bootstrap.is_root()) MPT_NCCL_CHECK(ncclGetUniqueId(&id));
   bootstrap.broadcast(&id, sizeof(id), 0);
   Topology t = bootstrap.topology();
-  auto comm = std::make_unique<NcclCommunicator>(t, timeout_s, device);
+  auto comm = std::make_unique<NcclCommunicator>(t, timeout_s, device, compute_stream);
   comm->init(id);
   return comm;
 }

@@ -12,5 +12,7 @@ std::string cuda_device_name(int) { return "none"; }
 std::unique_ptr<Backend> make_cuda_backend(int) {
   throw Error("this build has no CUDA backend (nvcc was not found when it was configured)");
 }
+std::unique_ptr<Backend> make_cuda_sizing_backend() { return make_cuda_backend(0); }
+DeviceMemoryInfo cuda_memory_info(int) { return {}; }
 
 }  // namespace mptrain

@@ -13,7 +13,9 @@ namespace {
 
 bool nccl_compiled() { return false; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, double) { no_cuda("NCCL communicator"); }
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, double, Backend*) {
+  no_cuda("NCCL communicator");
+}
 
 DeviceFloats::DeviceFloats(size_t) { no_cuda("device memory"); }
 DeviceFloats::~DeviceFloats() = default;
