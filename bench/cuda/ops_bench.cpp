@@ -21,13 +21,12 @@
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
-#include "backend/cuda/matmul.h"
 #include "backend/cuda/residual.h"
-#include "backend/cuda/softmax.h"
 #include "backend/cuda/sophia.h"
 #include "backend/device.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "cuda/linear_twin.h"
 
 using namespace mptrain;
 using namespace mptrain::cuda;
@@ -211,15 +210,6 @@ void bench_dtype(Context& ctx, const char* tn) {
                  [&] {
                    crossentropy_sampled_forward_backward(losses.data(), logits.data(), sampled.data(),
                                                          logits.data(), dloss.data(), N, V, Vp, 1234, 0, ctx);
-                 }),
-         2.0 * N * Vp * e, 0);
-  DeviceBuffer<float> probs(static_cast<size_t>(N) * Vp);
-  report("crossentropy unfused twin (softmax, from probs)" + p,
-         time_ms(ctx,
-                 [&] {
-                   softmax_forward(probs.data(), logits.data(), N, V, Vp, 1.0f, ctx);
-                   crossentropy_from_probs(losses.data(), logits.data(), probs.data(), targets.data(),
-                                           dloss.data(), N, V, Vp, ctx);
                  }),
          2.0 * N * Vp * e, 0);
   const double fl = 2.0 * N * C * OC;

@@ -21,6 +21,9 @@
 #     bench      mptrain bench --device cuda (gpt2, T=1024): fp32, tf32, then bf16 with the
 #                PyTorch GPU peer (bf16 autocast + torch.compile + flash SDPA); then BERT-base bf16
 #                                                                            -> $OUT/bench.log
+#     ladder     mptrain bench --device cuda --ladder (gpt2, T=1024): fp32, tf32, bf16, fused
+#                epilogues, flash attention, padded vocabulary, then the PyTorch GPU peer and
+#                issue 20's targets                                          -> $OUT/ladder.log
 #     peer       bench/pytorch_gpt2_cuda.py alone: PyTorch's own ladder        -> $OUT/peer.log
 #     cpu        issue 4's CPU target on the host CPU (a Sapphire Rapids with AMX where the H100s
 #                are): the CPU precision ladder, gpt2 at batch 4 x 256 on 2 threads, with the
@@ -152,6 +155,11 @@ run_step() {
       "${ours[@]}" .gpu/bin/mptrain bench --device cuda --model bert --precision bf16 --preset bert-base --batch 32 \
         --seq 128 --steps 10 --warmup 3 --no-peer 2>&1 | tee -a "$out/bench.log" | tail -3
       note "bench: $(grep -E '^mptrain |^ratio' "$out/bench.log" | tr '\n' ' ')"
+      ;;
+    ladder)
+      "${ours[@]}" .gpu/bin/mptrain bench --device cuda --ladder --preset gpt2 --batch "$B" --seq 1024 --steps 10 \
+        --warmup 3 --rounds 1 --python "$(command -v python3)" 2>&1 | tee "$out/ladder.log" | tail -16
+      note "ladder: $(grep -E '^\| .* \| [0-9.]+ \|' "$out/ladder.log" | cut -d'|' -f2,3,6 | tr '\n' ' ')"
       ;;
     peer)
       python3 bench/pytorch_gpt2_cuda.py --batch "$B" --seq 1024 2>&1 | tee "$out/peer.log" | tail -20

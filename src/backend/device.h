@@ -13,9 +13,15 @@ class Backend;
 bool cuda_compiled();   // was the CUDA backend built into this binary?
 int cuda_device_count(); // 0 when not compiled or no GPU/driver is present
 std::string cuda_device_name(int index);
+// What a CUDA backend may use. Both on is the product; the GPU ladder (`mptrain bench --device
+// cuda --ladder`) turns them off to show each one's share of the step.
+struct CudaOptions {
+  bool fuse = true;   // GELU in the GEMM's epilogue, the residual add accumulated into the GEMM
+  bool flash = true;  // flash attention where the shape allows it (else the naive path)
+};
 // The CUDA backend of the op interface on GPU `device` (Error when this build has none, or the
 // machine has no such GPU).
-std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, CudaOptions options = {});
 // The CUDA backend's answers to what an activation plan or a memory estimate asks (the
 // attention's saved bytes, the fusions, the operand types), without a GPU: for `mptrain explain
 // --device cuda` and the estimate a run is refused by. Its memory refuses every allocation.

@@ -19,7 +19,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
   cmd->add_option("--device", o->device,
                   "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA "
-                  "backend, with the PyTorch GPU peer for GPT-2; one --precision per run)")
+                  "backend, with the PyTorch GPU peer for GPT-2)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
@@ -35,11 +35,15 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
   cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
       ->capture_default_str();
-  cmd->add_flag("--ladder", o->ladder,
-                "Time every precision (fp32, tf32, bf16, fp16) on the same work, each in its own process, and the "
-                "PyTorch peer in fp32 and bf16; print one table");
+  cmd->add_flag(
+      "--ladder", o->ladder,
+      "Time every precision (fp32, tf32, bf16, fp16) on the same work, each in its own process, and the "
+      "PyTorch peer in fp32 and bf16; print one table. With --device cuda: fp32, TF32, bf16, fused "
+      "epilogues, flash attention, padded vocabulary, against the GPU peer");
   // Used by the ladder for its child runs (not in --help).
   cmd->add_flag("--result-line", o->result_line)->group("");
+  cmd->add_flag("!--cuda-unfused", o->cuda_fuse)->group("");
+  cmd->add_flag("!--cuda-no-flash", o->cuda_flash)->group("");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
   cmd->add_option("--rounds", o->rounds,
                   "Alternating rounds of mptrain and the peer (A B A B ...); each side's median is compared")

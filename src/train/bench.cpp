@@ -135,6 +135,12 @@ void report_quietness(const Quietness& q, bool ratio) {
   if (ratio && q.busy()) std::printf("warning: %s\n", q.warning().c_str());
 }
 
+// The GPU's MFU peak: --peak-tflops, or the H100 SXM's bf16 dense data-sheet figure.
+PeakFlops gpu_peak_flops(const BenchOptions& o) {
+  if (o.peak_tflops > 0) return {o.peak_tflops, "--peak-tflops"};
+  return {kH100SxmBf16DenseTflops, "the H100 SXM's bf16 dense tensor-core data-sheet figure"};
+}
+
 // The PyTorch GPU peer on the same model, batch and sequence, in its best recipe (bf16 autocast,
 // torch.compile, flash SDPA, the padded vocabulary); its median ms/step (0: no result, said why).
 double run_cuda_peer(const BenchOptions& o, int padded_vocab) {
@@ -173,7 +179,7 @@ BenchResult bench_one(const BenchOptions& o) {
   const bool on_cuda = o.device == "cuda";
   // The backend's own plan (a GPU's: 16-bit stream, logits and gradients).
   const auto backend = [&]() -> std::unique_ptr<Backend> {
-    if (on_cuda) return make_cuda_backend(0);
+    if (on_cuda) return make_cuda_backend(0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
     return std::make_unique<cpu::CpuBackend>(ctx);
   };
   const auto policy_for = [&](const Backend& be) { return make_policy(precision, {}, be.caps()); };
@@ -242,11 +248,7 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   const double tokens = static_cast<double>(n);
   const double flops = info.flops_per_step;
-  const PeakFlops peak =
-      on_cuda ? PeakFlops{o.peak_tflops > 0 ? o.peak_tflops : kH100SxmBf16DenseTflops,
-                          o.peak_tflops > 0 ? "--peak-tflops"
-                                            : "the H100 SXM's bf16 dense tensor-core data-sheet figure"}
-              : cpu_peak_flops(threads, o.peak_tflops, precision);
+  const PeakFlops peak = on_cuda ? gpu_peak_flops(o) : cpu_peak_flops(threads, o.peak_tflops, precision);
   if (!o.quiet) {
     std::printf("bench: %s (%zu params), batch %d x %d, %s, %s, %d threads, %d warmup + %d timed steps\n",
                 o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
@@ -300,6 +302,10 @@ BenchResult bench_one(const BenchOptions& o) {
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
   r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
+  if (on_cuda) {
+    const DeviceMemoryInfo gpu = cuda_memory_info(0);
+    r.device_mb = static_cast<double>(gpu.total - gpu.free) / (1024.0 * 1024.0);
+  }
   size_t model_bytes = 2 * num_params * sizeof(float) +
                        (bert ? bert->weight_copy_bytes() + bert->activation_bytes()
                              : gpt2->weight_copy_bytes() + gpt2->activation_bytes());
@@ -310,18 +316,21 @@ BenchResult bench_one(const BenchOptions& o) {
   const std::string median_of = round_ms.size() > 1 ? std::to_string(round_ms.size()) + " rounds' medians of " +
                                                           std::to_string(o.steps) + " steps"
                                                     : std::to_string(o.steps);
-  std::printf("mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | peak RSS %.0f MB, model %.0f MB "
-              "(median of %s)\n",
-              precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
-              r.peak_rss_mb, r.model_mb, median_of.c_str());
+  std::printf(
+      "mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | %s %.0f MB, model %.0f MB "
+      "(median of %s)\n",
+      precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
+      on_cuda ? "GPU memory in use" : "peak RSS", on_cuda ? r.device_mb : r.peak_rss_mb, r.model_mb,
+      median_of.c_str());
   if (scaler && r.skipped_steps > 0)
     std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
                 s, scaler->scale());
   if (o.result_line)
-    std::printf("RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f model_mb=%.1f "
-                "loss=%.6f skipped=%lld\n",
-                precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.model_mb,
-                r.last_loss, (long long)r.skipped_steps);
+    std::printf(
+        "RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f device_mb=%.1f "
+        "model_mb=%.1f loss=%.6f skipped=%lld\n",
+        precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb,
+        r.model_mb, r.last_loss, (long long)r.skipped_steps);
   if (!o.peer) {
   } else if (on_cuda) {
     const double peer = bert ? 0.0 : run_cuda_peer(o, gpt2->config().padded_vocab_size);
@@ -354,21 +363,54 @@ BenchResult bench_one(const BenchOptions& o) {
   return r;
 }
 
-// Runs `mptrain bench --precision P --result-line` as a child and parses its RESULT line.
-LadderRung run_rung(const BenchOptions& o, int threads, const std::string& precision) {
+// One rung of a ladder: what its child process runs with.
+struct RungSpec {
+  std::string label;  // the table's first column
+  Precision precision = Precision::Fp32;
+  int vocab_multiple = 1;
+  bool fuse = true, flash = true;  // the CUDA backend's options (backend/device.h)
+};
+
+// The CPU ladder: every precision on the same work.
+std::vector<RungSpec> cpu_rungs(const BenchOptions& o) {
+  std::vector<RungSpec> rungs;
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16})
+    rungs.push_back({precision_name(p), p, o.vocab_multiple});
+  return rungs;
+}
+
+// The GPU ladder, the steps of the PyTorch GPT-2 walkthrough (fp32 → TF32 → bf16 → torch.compile's
+// fusions → flash attention → a "nice" vocabulary): each rung adds one thing to the one before.
+// CUDA graphs, its last step, have no rung: the one-step path does not capture graphs yet.
+std::vector<RungSpec> gpu_rungs(const BenchOptions& o) {
+  return {{"fp32", Precision::Fp32, 1, false, false},
+          {"tf32", Precision::Tf32, 1, false, false},
+          {"bf16", Precision::Bf16, 1, false, false},
+          {"bf16 + fused epilogues", Precision::Bf16, 1, true, false},
+          {"bf16 + flash attention", Precision::Bf16, 1, true, true},
+          {"bf16 + padded vocabulary", Precision::Bf16, o.vocab_multiple, true, true}};
+}
+
+// Runs `mptrain bench --precision P --result-line` (and the rung's options) as a child and parses
+// its RESULT line.
+LadderRung run_rung(const BenchOptions& o, int threads, const RungSpec& spec) {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   MPT_CHECK(!ec, "cannot find the mptrain executable (/proc/self/exe) to run the ladder's rungs");
   char peak[64] = "";
   if (o.peak_tflops > 0) std::snprintf(peak, sizeof(peak), " --peak-tflops %g", o.peak_tflops);
-  const std::string cmd = self.string() + " bench --model " + o.model + " --preset " + o.preset + " --vocab-multiple " +
-                          std::to_string(o.vocab_multiple) + " --batch " + std::to_string(o.batch) + " --seq " +
-                          std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --warmup " +
-                          std::to_string(o.warmup) + " --threads " + std::to_string(threads) + " --optimizer " +
-                          o.optimizer + " --precision " + precision + peak +
+  std::string device = " --device " + o.device;
+  if (o.device == "cuda")
+    device += std::string(spec.fuse ? "" : " --cuda-unfused") + (spec.flash ? "" : " --cuda-no-flash");
+  const std::string cmd = self.string() + " bench --model " + o.model + " --preset " + o.preset +
+                          " --vocab-multiple " + std::to_string(spec.vocab_multiple) + " --batch " +
+                          std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
+                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --threads " +
+                          std::to_string(threads) + " --optimizer " + o.optimizer + " --precision " +
+                          precision_name(spec.precision) + device + peak +
                           " --no-peer --quiet --progress none --result-line 2>&1";
   LadderRung rung;
-  rung.precision = precision;
+  rung.precision = spec.label;
   const ChildResult c = run_child(cmd, [&](const char* line) {
     if (!o.quiet && std::strncmp(line, "mptrain ", 8) == 0) std::printf("  %s", line);
   });
@@ -376,6 +418,7 @@ LadderRung run_rung(const BenchOptions& o, int threads, const std::string& preci
   rung.result.tokens_per_s = c.field("tokens_per_s");
   rung.result.tflops = c.field("tflops");
   rung.result.peak_rss_mb = c.field("peak_rss_mb");
+  rung.result.device_mb = c.field("device_mb");
   rung.result.model_mb = c.field("model_mb");
   rung.result.last_loss = static_cast<float>(c.field("loss"));
   rung.result.skipped_steps = static_cast<int64_t>(c.field("skipped"));
@@ -406,6 +449,52 @@ PeerResult median_peer(const std::vector<PeerResult>& runs) {
   return out;
 }
 
+// Issue 4's CPU targets (GPT-2), stated against what was measured (never adjusted).
+void report_cpu_targets(const BenchOptions& o, const std::vector<LadderRung>& rungs,
+                        const std::vector<PeerResult>& torch, const ModelInfo& info, bool peer) {
+  const PeerResult& torch_fp32 = torch[0];
+  const PeerResult& torch_bf16 = torch[2];
+  std::printf(
+      "peak RSS = the resident-set high-water mark (VmHWM) of each precision's own process: parameters, "
+      "gradients, optimizer state, activations, weight copies and library workspaces. model = the model's "
+      "own "
+      "accounting: fp32 parameters + gradients + optimizer state + GEMM weight copies + planned "
+      "activations.\n");
+  if (peer)
+    std::printf(
+        "PyTorch = bench/%s (torch %s) on the same model, batch and AdamW; bf16 = "
+        "torch.autocast('cpu', torch.bfloat16) around forward + loss (peak RSS fp32 %.0f MB, bf16 %.0f "
+        "MB).\n",
+        info.peer_name.c_str(), torch_fp32.torch.empty() ? "?" : torch_fp32.torch.c_str(),
+        torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
+  const LadderRung& fp32 = rungs[0];
+  const LadderRung& bf16 = rungs[2];
+  if (is_bert(o) || !fp32.error.empty() || !bf16.error.empty()) return;
+  const double s = fp32.result.ms_per_step / bf16.result.ms_per_step;
+  std::printf("target bf16 >= 3x fp32: %s (%.2fx)\n", s >= 3.0 ? "met" : "NOT met", s);
+  if (torch_bf16.ms > 0) {
+    const double q = torch_bf16.ms / bf16.result.ms_per_step;
+    std::printf("target bf16 >= 2x PyTorch bf16 autocast: %s (%.2fx)\n", q >= 2.0 ? "met" : "NOT met", q);
+  }
+}
+
+// Issue 20's GPU targets (GPT-2 124M, T = 1024, bf16, one H100), for the last rung, stated against
+// what was measured (never adjusted).
+void report_gpu_targets(const BenchOptions& o, const LadderRung& best, double peer_ms,
+                        const PeakFlops& peak) {
+  if (is_bert(o) || !best.error.empty()) return;
+  const BenchResult& b = best.result;
+  if (peer_ms > 0) {
+    const double q = peer_ms / b.ms_per_step;
+    std::printf("target >= 1.5x PyTorch bf16 + SDPA + torch.compile: %s (%.2fx)\n",
+                q >= 1.5 ? "met" : "NOT met", q);
+  }
+  std::printf("target >= 585K tokens/s (1.25x llm.c's ~468K per H100): %s (%.0fK)\n",
+              b.tokens_per_s >= 585e3 ? "met" : "NOT met", b.tokens_per_s / 1e3);
+  const double u = mfu(b.tflops * 1e12, peak);
+  std::printf("target MFU >= 50%%: %s (%.1f%%)\n", u >= 0.5 ? "met" : "NOT met", u * 100.0);
+}
+
 }  // namespace
 
 int bert_bench_masked_positions(int B, int T) {
@@ -422,94 +511,109 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);  // an unknown preset or a bad --seq fails here, once
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
+  const bool on_cuda = o.device == "cuda";
   const double flops = info.flops_per_step;
-  // One peak for every row, the bf16 GEMMs' (as the GPU ladder's MFU is against the bf16 tensor
-  // cores for every row), so the MFU column compares rows.
-  const PeakFlops peak = cpu_peak_flops(threads, o.peak_tflops, Precision::Bf16);
-  std::printf("precision ladder: %s, batch %d x %d, %s, %d threads, %d warmup + %d timed steps (median) per precision\n",
-              o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads, o.warmup, o.steps);
+  // One peak for every row, the bf16 GEMMs' (the GPU's bf16 tensor cores, or this CPU's bf16
+  // kernels), so the MFU column compares rows.
+  const PeakFlops peak =
+      on_cuda ? gpu_peak_flops(o) : cpu_peak_flops(threads, o.peak_tflops, Precision::Bf16);
+  const std::vector<RungSpec> specs = on_cuda ? gpu_rungs(o) : cpu_rungs(o);
+  std::printf("%s ladder: %s, batch %d x %d, %s, %d threads, %d warmup + %d timed steps (median) per rung\n",
+              on_cuda ? "GPU" : "precision", o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads,
+              o.warmup, o.steps);
   std::fflush(stdout);
 
-  // Rounds: every precision's child, each followed by the peer in that precision where it has one
-  // (fp32, bf16 autocast), R times over (A B A B ...); each row keeps the round with its median
+  // Rounds, R times over (A B A B ...): on the CPU every precision's child, each followed by the
+  // peer in that precision where it has one (fp32, bf16 autocast); on the GPU every rung, then the
+  // GPU peer once (GPT-2, bf16 in its best recipe). Each row keeps the round with its median
   // ms/step, each peer the median of its rounds.
-  const std::vector<Precision> precisions = {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16};
-  const bool peer = o.peer && kind == OptimizerKind::AdamW;
+  const bool peer = o.peer && kind == OptimizerKind::AdamW && !(on_cuda && is_bert(o));
   if (o.peer && !peer)
-    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
-                o.optimizer.c_str());
+    std::printf(
+        "peer: skipped (%s)\n",
+        on_cuda
+            ? "bench/pytorch_gpt2_cuda.py is GPT-2's"
+            : ("bench/" + info.peer_name + " runs AdamW; no like-for-like " + o.optimizer + " peer").c_str());
   const int rounds = peer ? o.rounds : 1;
-  std::vector<std::vector<LadderRung>> runs(precisions.size());
-  std::vector<std::vector<PeerResult>> peer_runs(precisions.size());
+  const auto cpu_peer_for = [&](const RungSpec& r) { return peer && !on_cuda && peer_has(r.precision); };
+  std::vector<std::vector<LadderRung>> runs(specs.size());
+  std::vector<std::vector<PeerResult>> peer_runs(specs.size());
+  std::vector<double> gpu_peer_ms;
   for (int round = 0; round < rounds; ++round) {
-    for (size_t i = 0; i < precisions.size(); ++i) {
-      const char* name = precision_name(precisions[i]);
+    for (size_t i = 0; i < specs.size(); ++i) {
       const std::string which =
           rounds > 1 ? " (round " + std::to_string(round + 1) + "/" + std::to_string(rounds) + ")" : "";
-      if (!o.quiet) std::printf("ladder: %s%s ...\n", name, which.c_str());
+      if (!o.quiet) std::printf("ladder: %s%s ...\n", specs[i].label.c_str(), which.c_str());
       std::fflush(stdout);
-      runs[i].push_back(run_rung(o, threads, name));
-      if (!runs[i].back().error.empty()) std::printf("ladder: %s failed: %s\n", name, runs[i].back().error.c_str());
-      if (peer && peer_has(precisions[i])) {
+      runs[i].push_back(run_rung(o, threads, specs[i]));
+      if (!runs[i].back().error.empty())
+        std::printf("ladder: %s failed: %s\n", specs[i].label.c_str(), runs[i].back().error.c_str());
+      if (cpu_peer_for(specs[i])) {
+        const char* name = precision_name(specs[i].precision);
         peer_runs[i].push_back(run_peer(o, threads, info, name, false));
         if (!o.quiet && peer_runs[i].back().ms > 0)
           std::printf("  pytorch %s: %.1f ms/step\n", name, peer_runs[i].back().ms);
       }
     }
+    if (peer && on_cuda) {
+      const double ms = run_cuda_peer(o, gpt2_preset(o.preset, o.vocab_multiple).padded_vocab_size);
+      if (ms > 0) gpu_peer_ms.push_back(ms);
+    }
   }
   std::vector<LadderRung> rungs;
-  std::vector<PeerResult> torch(precisions.size());
-  for (size_t i = 0; i < precisions.size(); ++i) {
+  std::vector<PeerResult> torch(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
     rungs.push_back(median_rung(runs[i]));
     torch[i] = median_peer(peer_runs[i]);
   }
-  const PeerResult& torch_fp32 = torch[0];
-  const PeerResult& torch_bf16 = torch[2];
+  if (!gpu_peer_ms.empty()) torch.back().ms = median(gpu_peer_ms);  // against the last rung: all of it on
 
   const double fp32_ms = rungs[0].error.empty() ? rungs[0].result.ms_per_step : 0.0;
-  std::printf("\n| precision | ms/step | tokens/s | TFLOP/s | MFU | peak RSS (MB) | model (MB) | speed-up vs fp32 | "
-              "PyTorch ms/step | mptrain / PyTorch |\n");
+  std::printf(
+      "\n| %s | ms/step | tokens/s | TFLOP/s | MFU | %s | model (MB) | speed-up vs fp32 | PyTorch ms/step | "
+      "mptrain / PyTorch |\n",
+      on_cuda ? "rung" : "precision", on_cuda ? "GPU memory in use (MB)" : "peak RSS (MB)");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const LadderRung& r : rungs) {
+  for (size_t i = 0; i < rungs.size(); ++i) {
+    const LadderRung& r = rungs[i];
     if (!r.error.empty()) {
       std::printf("| %s | failed: %s | | | | | | | | |\n", r.precision.c_str(), r.error.c_str());
       continue;
     }
     const BenchResult& b = r.result;
-    const PeerResult* t = r.precision == "fp32" ? &torch_fp32 : r.precision == "bf16" ? &torch_bf16 : nullptr;
     char speedup[32] = "", tms[32] = "-", ratio[32] = "-";
     if (fp32_ms > 0) std::snprintf(speedup, sizeof(speedup), "%.2fx", fp32_ms / b.ms_per_step);
-    if (t && t->ms > 0) {
-      std::snprintf(tms, sizeof(tms), "%.1f", t->ms);
-      std::snprintf(ratio, sizeof(ratio), "%.2fx", t->ms / b.ms_per_step);
+    if (torch[i].ms > 0) {
+      std::snprintf(tms, sizeof(tms), "%.1f", torch[i].ms);
+      std::snprintf(ratio, sizeof(ratio), "%.2fx", torch[i].ms / b.ms_per_step);
     }
     std::printf("| %s%s | %.1f | %.0f | %.3f | %.1f%% | %.0f | %.0f | %s | %s | %s |\n", r.precision.c_str(),
                 b.skipped_steps > 0 ? " (skipped steps!)" : "", b.ms_per_step, b.tokens_per_s, b.tflops,
-                mfu(b.tflops * 1e12, peak) * 100.0, b.peak_rss_mb, b.model_mb, speedup, tms, ratio);
+                mfu(b.tflops * 1e12, peak) * 100.0, on_cuda ? b.device_mb : b.peak_rss_mb, b.model_mb,
+                speedup, tms, ratio);
   }
   std::printf("\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU, every row against the "
               "bf16 peak %.3f TFLOP/s = %s.\n",
               flops, info.flops_note.c_str(), peak.tflops, peak.formula.c_str());
-  std::printf("peak RSS = the resident-set high-water mark (VmHWM) of each precision's own process: parameters, "
-              "gradients, optimizer state, activations, weight copies and library workspaces. model = the model's own "
-              "accounting: fp32 parameters + gradients + optimizer state + GEMM weight copies + planned activations.\n");
-  if (peer)
-    std::printf("PyTorch = bench/%s (torch %s) on the same model, batch and AdamW; bf16 = "
-                "torch.autocast('cpu', torch.bfloat16) around forward + loss (peak RSS fp32 %.0f MB, bf16 %.0f MB).\n",
-                info.peer_name.c_str(), torch_fp32.torch.empty() ? "?" : torch_fp32.torch.c_str(),
-                torch_fp32.peak_rss_mb, torch_bf16.peak_rss_mb);
-  // Issue 4's targets (GPT-2), stated against what was measured (never adjusted).
-  const LadderRung& bf16 = rungs[2];
-  if (!is_bert(o) && fp32_ms > 0 && bf16.error.empty()) {
-    const double s = fp32_ms / bf16.result.ms_per_step;
-    std::printf("target bf16 >= 3x fp32: %s (%.2fx)\n", s >= 3.0 ? "met" : "NOT met", s);
-    if (torch_bf16.ms > 0) {
-      const double q = torch_bf16.ms / bf16.result.ms_per_step;
-      std::printf("target bf16 >= 2x PyTorch bf16 autocast: %s (%.2fx)\n", q >= 2.0 ? "met" : "NOT met", q);
-    }
+  if (on_cuda) {
+    std::printf(
+        "rungs: the vocabulary unpadded until the last (padded to a multiple of %d there); unfused = GELU "
+        "and the "
+        "residual add as kernels of their own; no flash = the naive attention (probabilities stored). "
+        "CUDA graphs: no rung (the one-step path does not capture graphs yet). GPU memory = in use on "
+        "GPU 0 after the timed steps (cudaMemGetInfo), the CUDA context included.\n",
+        o.vocab_multiple);
+    if (!gpu_peer_ms.empty())
+      std::printf(
+          "PyTorch = bench/pytorch_gpt2_cuda.py (bf16 autocast, torch.compile, flash SDPA, the padded "
+          "vocabulary) against the last rung.\n");
+    report_gpu_targets(o, rungs.back(), torch.back().ms, peak);
+  } else {
+    report_cpu_targets(o, rungs, torch, info, peer);
   }
   if (rounds > 1) std::printf("each row: the median of %d rounds, alternated with the peer's runs\n", rounds);
-  report_quietness(meter.finish(), torch_fp32.ms > 0 || torch_bf16.ms > 0);
+  report_quietness(meter.finish(),
+                   std::any_of(torch.begin(), torch.end(), [](const PeerResult& t) { return t.ms > 0; }));
   std::fflush(stdout);
   return rungs;
 }
@@ -519,9 +623,6 @@ BenchResult run_bench(const BenchOptions& o) {
   if (o.device == "cuda") {
     MPT_CHECK(cuda_compiled(), "[bench] this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
     MPT_CHECK(cuda_device_count() > 0, "[bench] --device cuda: no CUDA GPU on this machine");
-    MPT_CHECK(!o.ladder,
-              "[bench] --device cuda --ladder: the GPU's ladder is not served by the one-step bench yet; "
-              "time one --precision at a time");
   }
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);

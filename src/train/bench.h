@@ -7,7 +7,9 @@
 //
 // --precision P times one precision (the peer runs fp32, or bf16 under torch's CPU
 // autocast; torch 1.13 has no CPU fp16/TF32 autocast, so those have no peer).
-// --ladder times fp32, tf32, bf16 and fp16 on the same preset, batch and sequence, each in
+// --ladder times fp32, tf32, bf16 and fp16 on the same preset, batch and sequence (with --device
+// cuda: the PyTorch GPT-2 walkthrough's steps, fp32 → TF32 → bf16 → fused epilogues → flash
+// attention → padded vocabulary, against the GPU peer in its best recipe), each in
 // its own child process (`mptrain bench --precision P --result-line`), so that each one's
 // peak memory is its own resident-set high-water mark (VmHWM: parameters, gradients,
 // optimizer state, activations, low-precision weight copies and library workspaces, all of
@@ -49,6 +51,9 @@ struct BenchOptions {
   ProgressMode progress = ProgressMode::kAuto;  // bar on a terminal (step lines above it), else lines
   bool quiet = false;        // only the results
   double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
+  // The CUDA backend's options (backend/device.h); the GPU ladder's rungs turn them off.
+  bool cuda_fuse = true;
+  bool cuda_flash = true;
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
@@ -58,6 +63,7 @@ struct BenchResult {
   double tokens_per_s = 0.0;
   double tflops = 0.0;
   double peak_rss_mb = 0.0;  // VmHWM of the process after the timed steps
+  double device_mb = 0.0;    // --device cuda: the GPU's memory in use after the timed steps
   // The model's own accounting: fp32 parameters + gradients + optimizer state, the GEMM weight
   // copies (bf16/fp16) and the planned activations (in the dtypes the policy stores them).
   double model_mb = 0.0;
@@ -69,9 +75,10 @@ struct BenchResult {
 // BERT's synthetic batch shape (the recipe above): masked positions in all of a B x T batch.
 int bert_bench_masked_positions(int B, int T);
 
-// One rung of the ladder: a precision's result, or why it has none.
+// One rung of the ladder: a precision's (on a GPU, a step of the walkthrough's) result, or why it
+// has none.
 struct LadderRung {
-  std::string precision;
+  std::string precision;  // the rung's label: "bf16", or on a GPU e.g. "bf16 + flash attention"
   BenchResult result;
   std::string error;  // empty when the rung ran
 };

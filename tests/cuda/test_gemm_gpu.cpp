@@ -9,10 +9,10 @@
 #include "backend/cpu/context.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/matmul.h"
 #include "backend/ops/gelu.h"
 #include "backend/ops/gemm.h"
 #include "cuda/gpu_test_util.h"
+#include "cuda/linear_twin.h"
 
 namespace mptrain {
 namespace {

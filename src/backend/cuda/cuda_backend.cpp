@@ -33,7 +33,9 @@
 
 namespace mptrain {
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, CudaOptions options) {
+  return std::make_unique<cuda::CudaBackend>(device, options);
+}
 
 std::unique_ptr<Backend> make_cuda_sizing_backend() { return cuda::CudaBackend::sizing_only(); }
 
@@ -112,7 +114,8 @@ void DeviceMemoryResource::download(void* host, const void* src, size_t bytes) {
 
 // --- the backend ----------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(int device) : ctx_(std::make_unique<Context>(device)), mem_(ctx_.get()) {}
+CudaBackend::CudaBackend(int device, CudaOptions options)
+    : ctx_(std::make_unique<Context>(device)), options_(options), mem_(ctx_.get()) {}
 
 std::unique_ptr<CudaBackend> CudaBackend::sizing_only() {
   return std::unique_ptr<CudaBackend>(new CudaBackend(SizingOnly{}));
@@ -132,7 +135,7 @@ StorageType CudaBackend::operand_storage(ComputeType math) const {
 }
 
 bool CudaBackend::flash(int C, int NH, const AttentionDtypes& t) const {
-  return flash_attention_supported(C, NH, t.qkv);
+  return options_.flash && flash_attention_supported(C, NH, t.qkv);
 }
 
 AttentionBytes CudaBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
@@ -282,7 +285,15 @@ void CudaBackend::run_linear(const LinearArgs& a) {
       product(a.out.ptr, a.out.type, false, bias);
       return;
     case mptrain::Epilogue::BiasGelu:  // cuBLASLt's GELU epilogue is the tanh form
-      product(a.out.ptr, T, false, {Epilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
+      if (options_.fuse) {
+        product(a.out.ptr, T, false, {Epilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
+        return;
+      }
+      product(a.pre.ptr, T, false, bias);
+      dispatch_storage(T, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        gelu_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.pre.ptr), n, *ctx_);
+      });
       return;
     case mptrain::Epilogue::BiasGeluErf:
       product(a.pre.ptr, T, false, bias);

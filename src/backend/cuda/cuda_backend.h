@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/device.h"
 
 namespace mptrain::cuda {
 
@@ -38,7 +39,7 @@ class DeviceMemoryResource final : public MemoryResource {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device = 0);
+  explicit CudaBackend(int device = 0, CudaOptions options = {});
   // A backend without a device, on any machine: it answers what a plan or an estimate asks
   // (caps, fusions, operand types, attention_bytes); its memory refuses every allocation, so no
   // model can be built on it.
@@ -47,8 +48,8 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
   BackendCaps caps() const override { return kCudaCaps; }
-  // Both fusions have kernels here (the accumulate-into-C GEMM, residual_layernorm_forward).
-  bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
+  // The residual add rides the projection's GEMM (accumulate into C) unless options.fuse is off.
+  bool worth_fusing(Fusion f) const override { return options_.fuse && f == Fusion::ResidualIntoLinear; }
   StorageType operand_storage(ComputeType math) const override;
   // Flash attention where its kernels take the shape (16-bit, head size 64 or 128): it saves
   // out and the row log-sum-exps; elsewhere the naive path saves the probabilities.
@@ -97,6 +98,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(SizingOnly) : mem_(nullptr) {}
 
   std::unique_ptr<Context> ctx_;
+  CudaOptions options_;
   DeviceMemoryResource mem_;
   static constexpr int kSlots = 8;
   DeviceMemory scratch_[kSlots];

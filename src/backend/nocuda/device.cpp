@@ -9,10 +9,10 @@ namespace mptrain {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return "none"; }
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, CudaOptions) {
   throw Error("this build has no CUDA backend (nvcc was not found when it was configured)");
 }
-std::unique_ptr<Backend> make_cuda_sizing_backend() { return make_cuda_backend(0); }
+std::unique_ptr<Backend> make_cuda_sizing_backend() { return make_cuda_backend(0, {}); }
 DeviceMemoryInfo cuda_memory_info(int) { return {}; }
 
 }  // namespace mptrain
