@@ -18,7 +18,7 @@ One step = zero grads, forward + loss, backward, clip_grad_norm_(1.0), AdamW (lr
 0.9/0.95, eps 1e-8, weight decay 0.1 on parameters with dim >= 2, 0 on biases and LayerNorm),
 as mptrain's train_step with AdamWHyper's defaults.
 
-Synthetic instances, the recipe of src/train/bench.h (same shapes and masked counts as mptrain;
+Synthetic instances, the recipe of src/bench/bench.h (same shapes and masked counts as mptrain;
 the random draws themselves differ): row b holds T - (b mod 4)*(T//8) real tokens
 [CLS] A [SEP] B [SEP] then [PAD]s, segment A the first (len-3)//2 content tokens, content ids
 uniform in [999, V), max(1, floor(0.15*content + 0.5)) content positions replaced by [MASK]

@@ -333,7 +333,7 @@ def main(argv=None):
               f"{mfu:>6} {r['peak_mem_gib']:>8.2f} {(f'{speed:.2f}x' if speed else '-'):>8} "
               f"{r['first_step_ms'] / 1e3:>10.1f}", flush=True)
         print(json.dumps(r), flush=True)
-        # The line `mptrain bench --device cuda` parses (train/child_result.h), one per row.
+        # The line `mptrain bench --device cuda` parses (bench/child_result.h), one per row.
         print(f"RESULT row={name} ms_per_step={r['ms_per_step']} tokens_per_s={r['tokens_per_s']} "
               f"tflops={r['tflops']} peak_mem_gib={r['peak_mem_gib']}", flush=True)
         prev = r["ms_per_step"]

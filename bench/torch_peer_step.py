@@ -5,7 +5,7 @@ bench/pytorch_bert.py): one training step as mptrain's train_step takes it (zero
 
   RESULT ms_per_step=<median> tokens_per_s=<B*T/median> <the caller's key=value fields> peak_rss_mb=<..> torch=<version>
 
-that src/train/bench.cpp parses. Kept in one place so the peers time exactly the same thing.
+that src/bench/bench.cpp parses. Kept in one place so the peers time exactly the same thing.
 """
 
 import resource

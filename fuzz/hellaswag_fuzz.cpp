@@ -1,4 +1,4 @@
-// Fuzzes the HellaSwag jsonl reader (train/hellaswag.h): one JSON object per line with ctx (or
+// Fuzzes the HellaSwag jsonl reader (eval/hellaswag.h): one JSON object per line with ctx (or
 // ctx_a/ctx_b), 4 endings and a label. A rejected file must throw mptrain::Error naming the
 // line; an accepted example must have 4 endings and a label among them.
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "train/hellaswag.h"
+#include "eval/hellaswag.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

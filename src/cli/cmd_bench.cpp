@@ -2,11 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "bench/bench.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "core/error.h"
 #include "precision/precision.h"
-#include "train/bench.h"
 
 namespace mptrain {
 

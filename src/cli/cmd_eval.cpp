@@ -1,5 +1,5 @@
 // `mptrain eval`: loss and perplexity of a checkpoint on token shards, and HellaSwag-style
-// multiple-choice accuracy (train/eval.h).
+// multiple-choice accuracy (eval/eval.h).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -10,14 +10,15 @@
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
+#include "data/bert_instances.h"
 #include "data/loader.h"
+#include "eval/bert_eval.h"
+#include "eval/eval.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "precision/precision.h"
 #include "train/bert_checkpoint.h"
-#include "train/bert_eval.h"
 #include "train/checkpoint.h"
-#include "train/eval.h"
 
 namespace mptrain {
 
@@ -36,6 +37,41 @@ struct EvalOptions {
   std::string vocab_dir;
   std::string precision = "fp32";
 };
+
+// `mptrain eval` for a BERT checkpoint (resolved dir): MLM and NSP loss and accuracy on an
+// instance file (T = its max_seq_len), with the baselines. batches 0 = one pass.
+void run_bert_eval(const std::string& dir, const std::string& data, int batch, int64_t batches,
+                   int max_predictions = 20) {
+  MPT_CHECK(!data.empty(), "nothing to evaluate: give --data with an instance file of 'prepare --task bert'");
+  MPT_CHECK(batch > 0 && batches >= 0, "--batch must be positive and --steps >= 0");
+  const BertConfig config = load_bert_checkpoint_config(dir);
+  int T = 0;
+  {
+    const BertInstanceFile file(data);  // validated before the model is loaded
+    T = file.max_seq_len();
+  }
+  MPT_CHECK(T <= config.max_position, "instance file '" + data + "' has sequences of " + std::to_string(T) +
+                                          " tokens, more than the BERT model's " +
+                                          std::to_string(config.max_position) + " positions");
+  BertMaskingOptions masking;
+  masking.max_predictions = max_predictions;
+  masking.shuffle = false;
+  BertLoader loader(data, batch, T, config.vocab_size, masking);
+  cpu::Context ctx;
+  Bert model(config, ctx);
+  load_bert_checkpoint_model(dir, model);
+  model.plan(batch, T, batch * max_predictions);
+  std::printf(
+      "model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
+      dir.c_str(), model.num_hf_params(), config.n_layer, config.n_head, config.hidden, config.vocab_size,
+      omp_get_max_threads());
+  const BertEvalResult r = evaluate_bert(model, loader, batches);
+  std::printf("mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions\n",
+              r.mlm_loss, r.mlm_accuracy(), r.mlm_baseline, (long long)r.mlm_count);
+  std::printf(
+      "nsp loss %.6f | nsp accuracy %.4f (majority label %.4f) | %lld sequences in %lld batches of %dx%d\n",
+      r.nsp_loss, r.nsp_accuracy(), r.nsp_baseline, (long long)r.nsp_count, (long long)r.batches, batch, T);
+}
 
 void run_eval(const EvalOptions& o) {
   const Precision precision = parse_precision(o.precision);

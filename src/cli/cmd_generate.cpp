@@ -7,11 +7,11 @@
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
+#include "eval/sampler.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
-#include "train/sampler.h"
 
 namespace mptrain {
 

@@ -14,10 +14,10 @@
 #include "data/bert_instances.h"
 #include "data/bert_loader.h"
 #include "dist/communicator.h"
+#include "eval/bert_eval.h"
 #include "model/bert.h"
 #include "precision/policy.h"
 #include "train/bert_checkpoint.h"
-#include "train/bert_eval.h"
 #include "train/run_monitor.h"
 
 namespace mptrain {

@@ -5,7 +5,7 @@
 // data parallelism, every precision (one pass, in the policy's dtypes; fp16 with the loss scaler), the memory
 // check and the numeric guards.
 // BERT's own parts: the log line adds MLM loss, NSP loss and NSP accuracy; validation reports
-// MLM and NSP accuracy (train/bert_eval.h); checkpoints use Hugging Face BertForPreTraining
+// MLM and NSP accuracy (eval/bert_eval.h); checkpoints use Hugging Face BertForPreTraining
 // names (train/bert_checkpoint.h) and resume exactly.
 #pragma once
 #include <memory>

@@ -10,10 +10,10 @@
 #include "core/error.h"
 #include "data/loader.h"
 #include "dist/communicator.h"
+#include "eval/sampler.h"
 #include "model/gpt2.h"
 #include "train/bert_checkpoint.h"
 #include "train/run_monitor.h"
-#include "train/sampler.h"
 
 namespace mptrain {
 

@@ -1,6 +1,10 @@
-// The layers point one way: src/backend holds kernels, launchers and the device runtime, and
-// includes nothing from model/, train/ or optim/ (docs/ARCHITECTURE.md): the models, the step and
-// the optimizers are written once above the op interface, and a backend serves ops.
+// The layers point one way (docs/ARCHITECTURE.md):
+//  - src/backend holds kernels, launchers and the device runtime, and includes nothing from
+//    model/, train/ or optim/: the models, the step and the optimizers are written once above the
+//    op interface, and a backend serves ops;
+//  - src/eval runs models without training them, and includes nothing from train/, bench/ or cli/
+//    (training uses evaluation, not the other way);
+//  - src/train includes nothing from bench/ or cli/ (the benchmark times training's step).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,11 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The files under src/backend with an #include of model/, train/ or optim/.
-std::set<std::string> files_reaching_up(const fs::path& root) {
-  const std::regex up(R"re(^\s*#\s*include\s*"(model|train|optim)/)re");
+// The files under root/src/<folder> with an #include of one of `above` ("model|train|optim").
+std::set<std::string> files_reaching_up(const fs::path& root, const std::string& folder,
+                                        const std::string& above) {
+  const std::regex up("^\\s*#\\s*include\\s*\"(" + above + ")/");
   std::set<std::string> found;
-  for (const auto& e : fs::recursive_directory_iterator(root / "src/backend")) {
+  for (const auto& e : fs::recursive_directory_iterator(root / "src" / folder)) {
     if (!e.is_regular_file()) continue;
     std::ifstream in(e.path());
     std::string line;
@@ -31,12 +36,27 @@ std::set<std::string> files_reaching_up(const fs::path& root) {
   return found;
 }
 
+void expect_no_upward_include(const std::string& folder, const std::string& above, const std::string& why) {
+  const fs::path root(MPTRAIN_SOURCE_DIR);
+  ASSERT_TRUE(fs::exists(root / "src" / folder)) << "no src/" << folder << " under " << MPTRAIN_SOURCE_DIR;
+  for (const std::string& f : files_reaching_up(root, folder, above))
+    ADD_FAILURE() << f << " includes one of " << above << "/: " << why;
+}
+
 TEST(Layering, BackendIncludesNothingFromModelTrainOrOptim) {
-  ASSERT_TRUE(fs::exists(fs::path(MPTRAIN_SOURCE_DIR) / "src/backend"))
-      << "no source tree at " << MPTRAIN_SOURCE_DIR;
-  for (const std::string& f : files_reaching_up(MPTRAIN_SOURCE_DIR))
-    ADD_FAILURE() << f << " includes model/, train/ or optim/: the backend is kernels and a "
-                  << "runtime; put that logic in the model, train or optim layer";
+  expect_no_upward_include(
+      "backend", "model|train|optim",
+      "the backend is kernels and a runtime; put that logic in the model, train or optim layer");
+}
+
+TEST(Layering, EvalIncludesNothingFromTrainBenchOrCli) {
+  expect_no_upward_include("eval", "train|bench|cli",
+                           "evaluation runs a model without training it; training and the commands use it");
+}
+
+TEST(Layering, TrainIncludesNothingFromBenchOrCli) {
+  expect_no_upward_include("train", "bench|cli",
+                           "the benchmark and the commands use training, not the other way");
 }
 
 // The scan itself finds an upward include (so that an empty result means something).
@@ -45,7 +65,7 @@ TEST(Layering, TheScanSeesAnUpwardInclude) {
   fs::create_directories(root / "src/backend/cpu");
   std::ofstream(root / "src/backend/cpu/clean.cpp") << "#include \"core/dtype.h\"\n";
   std::ofstream(root / "src/backend/cpu/bad.cpp") << "// note\n  #  include \"optim/adamw.h\"\n";
-  const std::set<std::string> found = files_reaching_up(root);
+  const std::set<std::string> found = files_reaching_up(root, "backend", "model|train|optim");
   fs::remove_all(root);
   EXPECT_EQ(found, std::set<std::string>{"src/backend/cpu/bad.cpp"});
 }

@@ -111,7 +111,7 @@ TEST_F(BertDataParallel, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
     ASSERT_EQ(v1.size(), 2u);
     expect_losses_close(v2, v1, 1e-6);
   }
-  // The most-frequent-token baseline counts labels over all ranks' batches (train/bert_eval.cpp).
+  // The most-frequent-token baseline counts labels over all ranks' batches (eval/bert_eval.cpp).
   ASSERT_EQ(baselines(one.output).size(), 2u) << one.output;
   EXPECT_EQ(baselines(two.output), baselines(one.output)) << two.output;
 }

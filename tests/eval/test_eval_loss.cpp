@@ -13,9 +13,9 @@
 #include "backend/cpu/context.h"
 #include "common/test_util.h"
 #include "data/shard.h"
+#include "eval/eval.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
-#include "train/eval.h"
 
 namespace mptrain {
 namespace {

@@ -15,10 +15,10 @@
 #include "common/test_util.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
+#include "eval/eval.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
-#include "train/eval.h"
 
 namespace mptrain {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "common/fuzz_corpus.h"
 #include "core/error.h"
-#include "train/hellaswag.h"
+#include "eval/hellaswag.h"
 
 namespace mptrain {
 namespace {

@@ -1,6 +1,6 @@
 // `mptrain bench --model bert` as a user runs it (subprocesses): the precision ladder prints
 // one row per precision, each from its own child process, with figures in every column;
-// the synthetic batch's masked-position count (the recipe of train/bench.h) reaches the FLOP
+// the synthetic batch's masked-position count (the recipe of bench/bench.h) reaches the FLOP
 // count; the PyTorch peer (bench/pytorch_bert.py) runs in the same invocation when torch is
 // present; bad sizes and presets are one clear error before any work.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <regex>
 #include <string>
 
-#include "train/bench.h"
+#include "bench/bench.h"
 #include "train/train_test_util.h"
 
 namespace mptrain {

@@ -1,8 +1,8 @@
-// The RESULT-line runner shared by the benches' peers (train/child_result.h): a child's last
+// The RESULT-line runner shared by the benches' peers (bench/child_result.h): a child's last
 // RESULT line, its numeric and text fields, and its exit status.
 #include <gtest/gtest.h>
 
-#include "train/child_result.h"
+#include "bench/child_result.h"
 
 namespace mptrain {
 namespace {

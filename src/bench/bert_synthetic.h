@@ -1,4 +1,4 @@
-// BERT's synthetic pre-training instances for `mptrain bench` (the recipe in train/bench.h's
+// BERT's synthetic pre-training instances for `mptrain bench` (the recipe in bench/bench.h's
 // BenchOptions::model, the same in bench/pytorch_bert.py): the CPU bench and the GPU bench
 // (backend/cuda/bert_bench.cpp) time the same work.
 #pragma once

@@ -1,19 +1,12 @@
 // BERT evaluation: MLM and NSP accuracy on held-out instances.
-#include "train/bert_eval.h"
+#include "eval/bert_eval.h"
 
 #include <algorithm>
 #include <map>
 #include <vector>
 
-#include <omp.h>
-
-#include <cstdio>
-
-#include "backend/cpu/context.h"
 #include "core/error.h"
-#include "data/bert_instances.h"
 #include "dist/communicator.h"
-#include "train/bert_checkpoint.h"
 
 namespace mptrain {
 
@@ -67,38 +60,9 @@ BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, C
   r.mlm_loss = r.mlm_count ? mlm_sum / r.mlm_count : 0.0;
   r.nsp_loss = r.nsp_count ? nsp_sum / r.nsp_count : 0.0;
   r.mlm_baseline = r.mlm_count ? static_cast<double>(top) / r.mlm_count : 0.0;
-  r.nsp_baseline = r.nsp_count ? static_cast<double>(std::max(nsp_ones, r.nsp_count - nsp_ones)) / r.nsp_count : 0.0;
+  r.nsp_baseline =
+      r.nsp_count ? static_cast<double>(std::max(nsp_ones, r.nsp_count - nsp_ones)) / r.nsp_count : 0.0;
   return r;
-}
-
-void run_bert_eval(const std::string& dir, const std::string& data, int batch, int64_t batches, int max_predictions) {
-  MPT_CHECK(!data.empty(), "nothing to evaluate: give --data with an instance file of 'prepare --task bert'");
-  MPT_CHECK(batch > 0 && batches >= 0, "--batch must be positive and --steps >= 0");
-  const BertConfig config = load_bert_checkpoint_config(dir);
-  int T = 0;
-  {
-    const BertInstanceFile file(data);  // validated before the model is loaded
-    T = file.max_seq_len();
-  }
-  MPT_CHECK(T <= config.max_position, "instance file '" + data + "' has sequences of " + std::to_string(T) +
-                                          " tokens, more than the BERT model's " +
-                                          std::to_string(config.max_position) + " positions");
-  BertMaskingOptions masking;
-  masking.max_predictions = max_predictions;
-  masking.shuffle = false;
-  BertLoader loader(data, batch, T, config.vocab_size, masking);
-  cpu::Context ctx;
-  Bert model(config, ctx);
-  load_bert_checkpoint_model(dir, model);
-  model.plan(batch, T, batch * max_predictions);
-  std::printf("model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
-              dir.c_str(), model.num_hf_params(), config.n_layer, config.n_head, config.hidden, config.vocab_size,
-              omp_get_max_threads());
-  const BertEvalResult r = evaluate_bert(model, loader, batches);
-  std::printf("mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions\n", r.mlm_loss,
-              r.mlm_accuracy(), r.mlm_baseline, (long long)r.mlm_count);
-  std::printf("nsp loss %.6f | nsp accuracy %.4f (majority label %.4f) | %lld sequences in %lld batches of %dx%d\n",
-              r.nsp_loss, r.nsp_accuracy(), r.nsp_baseline, (long long)r.nsp_count, (long long)r.batches, batch, T);
 }
 
 }  // namespace mptrain

@@ -1,6 +1,6 @@
 // HellaSwag-format jsonl reading (see hellaswag.h): one JSON object per line, each field
 // checked with an error that names the file and the line.
-#include "train/hellaswag.h"
+#include "eval/hellaswag.h"
 
 #include <algorithm>
 #include <cerrno>

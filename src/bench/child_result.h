@@ -1,6 +1,6 @@
 // Child processes whose output carries a machine-readable "RESULT key=value ..." line: the
 // PyTorch peers (bench/pytorch_*.py) and `mptrain bench --result-line` (the CPU ladder's rungs).
-// One runner and one parser for every caller (train/bench.cpp, backend/cuda/gpt2_bench.cpp).
+// One runner and one parser for every caller (bench/bench.cpp).
 #pragma once
 #include <functional>
 #include <string>
@@ -21,7 +21,8 @@ struct ChildResult {
 // Runs `command` through the shell (popen; append 2>&1 to collect its errors too) and returns
 // its status and RESULT line; `echo` (nullable) sees every output line as it comes. Throws Error
 // when the process cannot be started.
-ChildResult run_child(const std::string& command, const std::function<void(const char* line)>& echo = nullptr);
+ChildResult run_child(const std::string& command,
+                      const std::function<void(const char* line)>& echo = nullptr);
 
 // bench/<name> next to the build (the executable's grandparent) or under the working directory;
 // "" when neither exists.

@@ -1,5 +1,5 @@
 // Training-step benchmark (GPT-2 or BERT) with an in-process-run PyTorch comparison.
-#include "train/bench.h"
+#include "bench/bench.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -17,6 +17,8 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
+#include "bench/bert_synthetic.h"
+#include "bench/child_result.h"
 #include "core/error.h"
 #include "core/quietness.h"
 #include "core/rng.h"
@@ -27,8 +29,6 @@
 #include "optim/make_optimizer.h"
 #include "precision/loss_scaler.h"
 #include "precision/precision.h"
-#include "train/bert_synthetic.h"
-#include "train/child_result.h"
 #include "train/metrics.h"
 #include "train/peak_flops.h"
 #include "train/step.h"
@@ -62,11 +62,13 @@ ModelInfo model_info(const BenchOptions& o) {
   const double tokens = static_cast<double>(o.batch) * o.seq;
   if (is_bert(o)) {
     const BertConfig config = bench_bert_config(o);
-    MPT_CHECK(o.seq <= config.max_position, "--seq " + std::to_string(o.seq) + " is longer than the model's " +
+    MPT_CHECK(o.seq <= config.max_position, "--seq " + std::to_string(o.seq) +
+                                                " is longer than the model's " +
                                                 std::to_string(config.max_position) + " positions");
-    MPT_CHECK(o.seq >= 8, "--seq " + std::to_string(o.seq) +
-                              " is too short for BERT's synthetic instances ([CLS] A [SEP] B [SEP] and padding): "
-                              "use 8 or more");
+    MPT_CHECK(o.seq >= 8,
+              "--seq " + std::to_string(o.seq) +
+                  " is too short for BERT's synthetic instances ([CLS] A [SEP] B [SEP] and padding): "
+                  "use 8 or more");
     const int masked = bert_bench_masked_positions(o.batch, o.seq);
     m.n_params = bert_param_table(config).total();
     m.flops_per_step = bert_flops_per_token(config, o.seq, masked / tokens) * tokens;
@@ -82,7 +84,8 @@ ModelInfo model_info(const BenchOptions& o) {
     return m;
   }
   const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
+  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) +
+                                            " is longer than the model's context of " +
                                             std::to_string(config.block_size));
   m.n_params = gpt2_param_table(config).total();
   m.flops_per_step = gpt2_flops_per_token(config, o.seq) * tokens;
@@ -109,9 +112,10 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
     return {};
   }
   const std::string cmd = "ATEN_CPU_CAPABILITY=avx512 " + o.python + " " + script + " --preset " + o.preset +
-                          " --batch " + std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
-                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --precision " +
-                          precision + " --threads " + std::to_string(threads) + info.peer_args + " 2>&1";
+                          " --batch " + std::to_string(o.batch) + " --seq " + std::to_string(o.seq) +
+                          " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) +
+                          " --precision " + precision + " --threads " + std::to_string(threads) +
+                          info.peer_args + " 2>&1";
   if (echo) std::printf("peer: %s\n", cmd.c_str());
   const ChildResult c = run_child(cmd, [&](const char* line) {
     if (echo) std::printf("  [torch] %s", line);
@@ -242,8 +246,8 @@ BenchResult bench_one(const BenchOptions& o) {
       }
     };
     step = [&](int64_t t) {
-      return train_step(*gpt2, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(), targets.data(),
-                        scaler.get());
+      return train_step(*gpt2, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(),
+                        targets.data(), scaler.get());
     };
   }
   const double tokens = static_cast<double>(n);
@@ -254,8 +258,10 @@ BenchResult bench_one(const BenchOptions& o) {
                 o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
                 threads, o.warmup, o.steps);
     if (bert)
-      std::printf("synthetic BERT instances: %d of %d positions masked per step, padding on 3 rows in 4, NSP labels\n",
-                  bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
+      std::printf(
+          "synthetic BERT instances: %d of %d positions masked per step, padding on 3 rows in 4, NSP "
+          "labels\n",
+          bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
     std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", peak.tflops, peak.formula.c_str());
   }
   // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
@@ -273,10 +279,12 @@ BenchResult bench_one(const BenchOptions& o) {
   auto run_step = [&](bool timed, std::vector<double>* times) {
     const auto t0 = std::chrono::steady_clock::now();
     const StepStats st = step(s + 1);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     char line[200], status[160];
-    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, timed ? "" : " (warmup)", ms,
-                  st.loss, st.curvature ? " + Hessian estimate" : "", st.skipped ? " (skipped: inf/NaN gradient)" : "");
+    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, timed ? "" : " (warmup)",
+                  ms, st.loss, st.curvature ? " + Hessian estimate" : "",
+                  st.skipped ? " (skipped: inf/NaN gradient)" : "");
     std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", s + 1,
                   o.warmup + rounds * o.steps, ms, format_si(tokens / (ms / 1e3)).c_str(),
                   mfu(flops / (ms / 1e3), peak) * 100.0);
@@ -296,7 +304,8 @@ BenchResult bench_one(const BenchOptions& o) {
     if (p.ms <= 0.0) break;  // run_peer said why; no ratio
     peer = p;
     peer_ms.push_back(p.ms);
-    std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds, round_ms.back(), p.ms);
+    std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds,
+                round_ms.back(), p.ms);
   }
   r.ms_per_step = median(round_ms);
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
@@ -306,16 +315,17 @@ BenchResult bench_one(const BenchOptions& o) {
     const DeviceMemoryInfo gpu = cuda_memory_info(0);
     r.device_mb = static_cast<double>(gpu.total - gpu.free) / (1024.0 * 1024.0);
   }
-  size_t model_bytes = 2 * num_params * sizeof(float) +
-                       (bert ? bert->weight_copy_bytes() + bert->activation_bytes()
-                             : gpt2->weight_copy_bytes() + gpt2->activation_bytes());
+  size_t model_bytes =
+      2 * num_params * sizeof(float) + (bert ? bert->weight_copy_bytes() + bert->activation_bytes()
+                                             : gpt2->weight_copy_bytes() + gpt2->activation_bytes());
   for (const auto& st : optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
   r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   progress.finish();
-  const std::string median_of = round_ms.size() > 1 ? std::to_string(round_ms.size()) + " rounds' medians of " +
-                                                          std::to_string(o.steps) + " steps"
-                                                    : std::to_string(o.steps);
+  const std::string median_of =
+      round_ms.size() > 1
+          ? std::to_string(round_ms.size()) + " rounds' medians of " + std::to_string(o.steps) + " steps"
+          : std::to_string(o.steps);
   std::printf(
       "mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | %s %.0f MB, model %.0f MB "
       "(median of %s)\n",
@@ -323,8 +333,8 @@ BenchResult bench_one(const BenchOptions& o) {
       on_cuda ? "GPU memory in use" : "peak RSS", on_cuda ? r.device_mb : r.peak_rss_mb, r.model_mb,
       median_of.c_str());
   if (scaler && r.skipped_steps > 0)
-    std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
-                s, scaler->scale());
+    std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n",
+                (long long)r.skipped_steps, s, scaler->scale());
   if (o.result_line)
     std::printf(
         "RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f device_mb=%.1f "
@@ -351,12 +361,13 @@ BenchResult bench_one(const BenchOptions& o) {
   } else if (!peer_ms.empty()) {
     r.peer_ms_per_step = median(peer_ms);
     std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB (median of %zu rounds)\n",
-                precision_name(precision), r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3), peer.peak_rss_mb,
-                peer_ms.size());
-    std::printf("ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer; medians of %zu "
-                "alternating rounds)\n",
-                r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
-                precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
+                precision_name(precision), r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3),
+                peer.peak_rss_mb, peer_ms.size());
+    std::printf(
+        "ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer; medians of %zu "
+        "alternating rounds)\n",
+        r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
+        precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
   }
   report_quietness(meter.finish(), r.peer_ms_per_step > 0.0);
   std::fflush(stdout);
@@ -434,8 +445,9 @@ LadderRung median_rung(std::vector<LadderRung> runs) {
   for (const LadderRung& r : runs)
     if (r.error.empty()) ok.push_back(r);
   if (ok.empty()) return runs.front();
-  std::sort(ok.begin(), ok.end(),
-            [](const LadderRung& a, const LadderRung& b) { return a.result.ms_per_step < b.result.ms_per_step; });
+  std::sort(ok.begin(), ok.end(), [](const LadderRung& a, const LadderRung& b) {
+    return a.result.ms_per_step < b.result.ms_per_step;
+  });
   return ok[ok.size() / 2];
 }
 
@@ -592,9 +604,10 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
                 mfu(b.tflops * 1e12, peak) * 100.0, on_cuda ? b.device_mb : b.peak_rss_mb, b.model_mb,
                 speedup, tms, ratio);
   }
-  std::printf("\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU, every row against the "
-              "bf16 peak %.3f TFLOP/s = %s.\n",
-              flops, info.flops_note.c_str(), peak.tflops, peak.formula.c_str());
+  std::printf(
+      "\nTFLOP/s = %.4g model FLOPs per step (%s) / step time; MFU, every row against the "
+      "bf16 peak %.3f TFLOP/s = %s.\n",
+      flops, info.flops_note.c_str(), peak.tflops, peak.formula.c_str());
   if (on_cuda) {
     std::printf(
         "rungs: the vocabulary unpadded until the last (padded to a multiple of %d there); unfused = GELU "

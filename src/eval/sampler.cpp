@@ -1,6 +1,6 @@
 // Sampling loop: full forward over the (sliding) context for each new token. No KV
 // cache: sampling is a small part of a training run, and the full forward keeps one code path.
-#include "train/sampler.h"
+#include "eval/sampler.h"
 
 #include <algorithm>
 #include <numeric>
@@ -22,9 +22,8 @@ int sample_from_probs(const float* probs, int n, int top_k, float u) {
   }
   std::vector<int> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(), [&](int a, int b) {
-    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
-  });
+  std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(),
+                    [&](int a, int b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
   double mass = 0.0;
   for (int i = 0; i < top_k; ++i) mass += probs[idx[i]];
   double cdf = 0.0;
@@ -41,7 +40,8 @@ std::vector<int> sample_tokens(Gpt2& model, const std::vector<int>& prompt, cons
   MPT_CHECK(model.planned_batch() >= 1, "model is not planned");
   const Gpt2Config& c = model.config();
   for (int t : prompt)
-    MPT_CHECK(t >= 0 && t < c.vocab_size, "prompt token id " + std::to_string(t) + " is out of range for a vocabulary of " +
+    MPT_CHECK(t >= 0 && t < c.vocab_size, "prompt token id " + std::to_string(t) +
+                                              " is out of range for a vocabulary of " +
                                               std::to_string(c.vocab_size));
   std::vector<int> context = prompt, out;
   std::vector<float> probs(c.padded_vocab_size);

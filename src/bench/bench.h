@@ -37,9 +37,9 @@ struct BenchOptions {
   int vocab_multiple = 128;     // the CLI defaults it to 64 for BERT (bert_preset's default)
   int batch = 4;
   int seq = 256;
-  int steps = 5;    // timed steps
-  int warmup = 1;   // untimed steps first
-  int threads = 0;  // 0 = all cores
+  int steps = 5;                    // timed steps
+  int warmup = 1;                   // untimed steps first
+  int threads = 0;                  // 0 = all cores
   std::string optimizer = "adamw";  // adamw | sophia (default hyperparameters; Hessian every 10 steps)
   std::string precision = "fp32";   // fp32 | tf32 | bf16 | fp16 (precision/precision.h)
   bool ladder = false;              // every precision in one run (see above)
@@ -49,8 +49,8 @@ struct BenchOptions {
   // over the rounds (the ladder: every precision's run and its peer's, R times over).
   int rounds = 3;
   ProgressMode progress = ProgressMode::kAuto;  // bar on a terminal (step lines above it), else lines
-  bool quiet = false;        // only the results
-  double peak_tflops = 0.0;  // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
+  bool quiet = false;                           // only the results
+  double peak_tflops = 0.0;                     // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   // The CUDA backend's options (backend/device.h); the GPU ladder's rungs turn them off.
   bool cuda_fuse = true;
   bool cuda_flash = true;
@@ -68,7 +68,7 @@ struct BenchResult {
   // copies (bf16/fp16) and the planned activations (in the dtypes the policy stores them).
   double model_mb = 0.0;
   float last_loss = 0.0f;
-  int64_t skipped_steps = 0;  // fp16: steps the loss scaler skipped
+  int64_t skipped_steps = 0;      // fp16: steps the loss scaler skipped
   double peer_ms_per_step = 0.0;  // 0 when the peer did not run
 };
 

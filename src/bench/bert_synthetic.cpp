@@ -1,6 +1,6 @@
-// BERT's synthetic instances (train/bert_synthetic.h), moved out of bench.cpp unchanged so that
+// BERT's synthetic instances (bench/bert_synthetic.h), moved out of bench.cpp unchanged so that
 // the GPU bench draws the same batches.
-#include "train/bert_synthetic.h"
+#include "bench/bert_synthetic.h"
 
 #include <algorithm>
 #include <utility>

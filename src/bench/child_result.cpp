@@ -1,5 +1,5 @@
 // Running a child process and reading its "RESULT key=value ..." line (child_result.h).
-#include "train/child_result.h"
+#include "bench/child_result.h"
 
 #include <array>
 #include <cstdio>
@@ -39,7 +39,8 @@ ChildResult run_child(const std::string& command, const std::function<void(const
     r.last_line = line;
   }
   r.exit_status = ::pclose(pipe);
-  while (!r.last_line.empty() && (r.last_line.back() == '\n' || r.last_line.back() == '\r')) r.last_line.pop_back();
+  while (!r.last_line.empty() && (r.last_line.back() == '\n' || r.last_line.back() == '\r'))
+    r.last_line.pop_back();
   return r;
 }
 

@@ -14,8 +14,8 @@
 
 #include "data/gpt2_tokenizer.h"
 #include "data/loader.h"
+#include "eval/hellaswag.h"
 #include "model/gpt2.h"
-#include "train/hellaswag.h"
 
 namespace mptrain {
 

@@ -1,4 +1,4 @@
-// HellaSwag's jsonl format, the input of multiple-choice evaluation (train/eval.h). Kept
+// HellaSwag's jsonl format, the input of multiple-choice evaluation (eval/eval.h). Kept
 // apart from the evaluation so that the parser links on its own (fuzz/hellaswag_fuzz.cpp).
 #pragma once
 #include <cstdint>

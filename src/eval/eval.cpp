@@ -1,5 +1,5 @@
 // Loss/perplexity on token shards and HellaSwag-style multiple-choice scoring.
-#include "train/eval.h"
+#include "eval/eval.h"
 
 #include <algorithm>
 #include <cmath>

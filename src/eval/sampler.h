@@ -13,7 +13,7 @@ struct SampleOptions {
   float temperature = 1.0f;  // 0 = greedy (argmax)
   int top_k = 0;             // 0 = the whole vocabulary
   uint64_t seed = 1337;
-  int stop_token = -1;       // stop after emitting this id (e.g. <|endoftext|>); -1 = never
+  int stop_token = -1;  // stop after emitting this id (e.g. <|endoftext|>); -1 = never
 };
 
 // Returns only the new tokens. The model must be planned for B >= 1; the context used
