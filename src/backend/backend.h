@@ -210,14 +210,17 @@ struct EmbeddingBackwardArgs {
   int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
 };
 
-// The optimizer's update of one tensor (or of the piece of one that a ZeRO-1 shard holds):
-// params, grads and the state are fp32, contiguous and of one size; the update reads the
-// gradients as grads·grad_scale (the clip factor: clipping takes no pass of its own).
+// The optimizer's update of a flat range of parameters (every tensor of a table in one launch,
+// or a piece of one): params, grads and the state are fp32, contiguous and of one size; the update
+// reads the gradients as grads·grad_scale (the clip factor: clipping takes no pass of its own).
+// decay_mask (in the backend's memory; null: every element decays) has bit i % 32 of word i / 32
+// set where element i decays by weight_decay: the tensors' decay rules in one launch.
 struct AdamWArgs {
   View params{}, grads{}, m{}, v{};
   float lr = 0.0f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
   std::int64_t t = 1;  // the 1-based optimizer step (bias correction)
   float grad_scale = 1.0f;
+  const std::uint32_t* decay_mask = nullptr;
 };
 
 struct SophiaArgs {
@@ -225,6 +228,7 @@ struct SophiaArgs {
   float lr = 0.0f, beta1 = 0.965f;
   float rho_b = 0.0f;  // ρ·b (b: tokens per optimizer step)
   float weight_decay = 0.0f, grad_scale = 1.0f;
+  const std::uint32_t* decay_mask = nullptr;  // as AdamWArgs'
 };
 
 class Backend {

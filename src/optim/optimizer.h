@@ -10,9 +10,10 @@
 // to sample with, and the training step (train/step.cpp) computes the gradient and hands
 // it back through update_curvature(). First-order optimizers never ask.
 //
-// The arithmetic is the backend's (backend/backend.h's optimizer ops, each the update of one
-// tensor): an optimizer is its per-tensor rules (which tensors decay, which coordinates are
-// real) and its state, on whatever backend the model runs on. The state is the backend's
+// The arithmetic is the backend's (backend/backend.h's optimizer ops, one launch over the whole
+// table with the tensors' decay flags as a bit mask, as llm.c's fused AdamW): an optimizer is its
+// per-tensor rules (which tensors decay, which coordinates are real) and its state, on whatever
+// backend the model runs on. The state is the backend's
 // memory; on the CPU backend that is host memory, which checkpoints read directly.
 #pragma once
 #include <cstddef>
@@ -97,10 +98,18 @@ class Optimizer {
     return View::f32(base + spec.offset, {static_cast<std::int64_t>(n)});
   }
   static View flat(const float* base, const ParamSpec& spec) { return flat(base, spec, spec.numel); }
+  // The 1-D view of a whole flat buffer laid out by the table.
+  View whole(const float* base) const { return View::f32(base, {static_cast<std::int64_t>(table_.total())}); }
+  // Bit i set where element i of the table decays (its tensor's `decay` flag), in the backend's
+  // memory: the update of every tensor in one launch.
+  const std::uint32_t* decay_mask() const { return decay_mask_.data(); }
 
   const ParamTable& table_;
   Backend& be_;
   std::vector<OptimizerState> state_;
+
+ private:
+  Buffer<std::uint32_t> decay_mask_;
 };
 
 }  // namespace mptrain

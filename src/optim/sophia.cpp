@@ -32,16 +32,17 @@ float Sophia::rho_b() const { return static_cast<float>(static_cast<double>(hype
 
 void Sophia::step(float* params, const float* grads, float lr, int64_t t, float grad_scale) {
   (void)t;  // Sophia has no bias correction; the schedule of estimates is curvature_due()'s
-  for (const auto& spec : table_.specs())
-    be_.sophia({.params = flat(params, spec),
-                .grads = flat(grads, spec),
-                .m = flat(m().data(), spec),
-                .h = flat(h().data(), spec),
-                .lr = lr,
-                .beta1 = hyper_.beta1,
-                .rho_b = rho_b(),
-                .weight_decay = spec.decay ? hyper_.weight_decay : 0.0f,
-                .grad_scale = grad_scale});
+  if (table_.total() == 0) return;
+  be_.sophia({.params = whole(params),
+              .grads = whole(grads),
+              .m = whole(m().data()),
+              .h = whole(h().data()),
+              .lr = lr,
+              .beta1 = hyper_.beta1,
+              .rho_b = rho_b(),
+              .weight_decay = hyper_.weight_decay,
+              .grad_scale = grad_scale,
+              .decay_mask = decay_mask()});
 }
 
 double Sophia::update_curvature(const float* grads) {

@@ -178,10 +178,12 @@ class FencedCpuBackend final : public cpu::CpuBackend {
   }
   void run_adamw(const AdamWArgs& a) override {
     const Guard g(*this, "adamw", {&a.params, &a.grads, &a.m, &a.v});
+    g.ids(a.decay_mask);
     CpuBackend::run_adamw(a);
   }
   void run_sophia(const SophiaArgs& a) override {
     const Guard g(*this, "sophia", {&a.params, &a.grads, &a.m, &a.h});
+    g.ids(a.decay_mask);
     CpuBackend::run_sophia(a);
   }
   void run_sophia_hessian(const View& h, const View& ghat, float beta2) override {
@@ -218,9 +220,9 @@ class FencedCpuBackend final : public cpu::CpuBackend {
           throw Error(std::string("[fenced] ") + op + ": tensor " + v->describe() +
                       " is not in the backend's memory");
     }
-    void ids(const int* p) const {
+    void ids(const void* p) const {
       if (!nested_ && p && !be_.mem_.owns(p))
-        throw Error(std::string("[fenced] ") + op_ + ": ids are not in the backend's memory");
+        throw Error(std::string("[fenced] ") + op_ + ": ids or a mask not in the backend's memory");
     }
 
    private:

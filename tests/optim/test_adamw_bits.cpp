@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -54,6 +55,54 @@ TEST(AdamW, BitIdenticalToTheSpecifiedScalarOperations) {
     }
   }
   omp_set_num_threads(saved_threads);
+}
+
+// One masked update over a whole buffer has the bits of one update per range with that range's
+// own weight decay (what the optimizers did per tensor before they launched once over the table):
+// ranges that start and end inside mask words, vectors and OpenMP blocks, for AdamW (whose vector
+// loop blends the decay factor per lane) and Sophia.
+TEST(DecayMask, OneMaskedUpdateEqualsOneUpdatePerRange) {
+  const size_t n = 5000;
+  // [begin, end, decays]: a tensor layout with odd sizes.
+  const struct Range {
+    size_t begin, end;
+    bool decay;
+  } ranges[] = {{0, 7, false},       {7, 1100, true},    {1100, 1117, false}, {1117, 1133, true},
+                {1133, 2048, false}, {2048, 4999, true}, {4999, 5000, false}};
+  std::vector<std::uint32_t> mask((n + 31) / 32, 0u);
+  for (const Range& r : ranges)
+    if (r.decay)
+      for (size_t i = r.begin; i < r.end; ++i) mask[i >> 5] |= 1u << (i & 31);
+  std::vector<float> p(n), m(n, 0.0f), v(n, 0.0f), h(n);
+  for (size_t i = 0; i < n; ++i) p[i] = normal01(21, 0, i), h[i] = std::fabs(normal01(22, 0, i));
+  std::vector<float> pa = p, ma = m, va = v, ps = p, ms = m, pb = p, mb = m, vb = v, pt = p, mt = m;
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = 0.01f * normal01(23, t, i);
+    cpu::adamw_update(pa.data(), g.data(), ma.data(), va.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.5f,
+                      mask.data());
+    cpu::sophia_update(ps.data(), g.data(), ms.data(), h.data(), n, 3e-3f, 0.965f, 0.04f, 0.1f, 0.5f,
+                       mask.data());
+    for (const Range& r : ranges) {
+      const size_t k = r.end - r.begin, o = r.begin;
+      cpu::adamw_update(pb.data() + o, g.data() + o, mb.data() + o, vb.data() + o, k, 3e-3f, 0.9f, 0.95f,
+                        1e-8f, r.decay ? 0.1f : 0.0f, t, 0.5f);
+      cpu::sophia_update(pt.data() + o, g.data() + o, mt.data() + o, h.data() + o, k, 3e-3f, 0.965f, 0.04f,
+                         r.decay ? 0.1f : 0.0f, 0.5f);
+    }
+  }
+  EXPECT_EQ(std::memcmp(pa.data(), pb.data(), n * sizeof(float)), 0) << "AdamW params";
+  EXPECT_EQ(std::memcmp(ma.data(), mb.data(), n * sizeof(float)), 0) << "AdamW m";
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), n * sizeof(float)), 0) << "AdamW v";
+  EXPECT_EQ(std::memcmp(ps.data(), pt.data(), n * sizeof(float)), 0) << "Sophia params";
+  EXPECT_EQ(std::memcmp(ms.data(), mt.data(), n * sizeof(float)), 0) << "Sophia m";
+  // And the mask matters: without it every element decays.
+  std::vector<float> pc = p, mc = m, vc = v;
+  std::vector<float> g(n, 0.0f);
+  cpu::adamw_update(pc.data(), g.data(), mc.data(), vc.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f,
+                    mask.data());
+  EXPECT_EQ(pc[3], p[3]) << "a masked-out element decayed";
+  EXPECT_NE(pc[8], p[8]) << "a masked-in element did not decay";
 }
 
 }  // namespace

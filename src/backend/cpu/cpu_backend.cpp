@@ -478,12 +478,13 @@ void CpuBackend::run_argmax_rows(int* best, const View& x, int n, int count) {
 void CpuBackend::run_adamw(const AdamWArgs& a) {
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
-               a.grad_scale);
+               a.grad_scale, a.decay_mask);
 }
 
 void CpuBackend::run_sophia(const SophiaArgs& a) {
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
-                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale);
+                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale,
+                a.decay_mask);
 }
 
 void CpuBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -29,25 +30,35 @@ struct AdamWCoef {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, step_size, decay, grad_scale;
 };
 
+// Whether element i decays: bit i of the mask (every element without one).
+inline bool decays(const std::uint32_t* mask, size_t i) { return !mask || ((mask[i >> 5] >> (i & 31)) & 1u); }
+
+// The decay factor of element i: `decay`, or exactly 1 (what 1 − lr·0 rounds to) where it does not
+// decay, so a masked update has the bits of one update per tensor.
+inline float decay_of(const std::uint32_t* mask, size_t i, float decay) {
+  return decays(mask, i) ? decay : 1.0f;
+}
+
 #if defined(__AVX512F__)
-inline void adamw_scalar(float& p, float g_raw, float& m, float& v, const AdamWCoef& k) {
+inline void adamw_scalar(float& p, float g_raw, float& m, float& v, const AdamWCoef& k, float decay) {
   const float g = g_raw * k.grad_scale;
   const float mi = std::fma(k.beta1, m, k.one_minus_beta1 * g);
   const float vi = std::fma(k.beta2, v, (k.one_minus_beta2 * g) * g);
   m = mi;
   v = vi;
   const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
-  p = std::fma(p, k.decay, -((k.step_size * mi) / denom));
+  p = std::fma(p, decay, -((k.step_size * mi) / denom));
 }
 
-// Elements [i0, i1) of the buffers; i1 - i0 a multiple of 16.
+// Elements [i0, i1) of the buffers; i0 and i1 multiples of 16 (so a vector's 16 mask bits lie in
+// one 32-bit word).
 inline void adamw_avx512(float* p, const float* g, float* m, float* v, size_t i0, size_t i1,
-                         const AdamWCoef& k) {
+                         const AdamWCoef& k, const std::uint32_t* mask) {
   const __m512 b1 = _mm512_set1_ps(k.beta1), omb1 = _mm512_set1_ps(k.one_minus_beta1);
   const __m512 b2 = _mm512_set1_ps(k.beta2), omb2 = _mm512_set1_ps(k.one_minus_beta2);
   const __m512 bc2s = _mm512_set1_ps(k.bc2_sqrt), eps = _mm512_set1_ps(k.eps);
   const __m512 step = _mm512_set1_ps(k.step_size), decay = _mm512_set1_ps(k.decay);
-  const __m512 scale = _mm512_set1_ps(k.grad_scale);
+  const __m512 scale = _mm512_set1_ps(k.grad_scale), one = _mm512_set1_ps(1.0f);
   for (size_t i = i0; i < i1; i += 16) {
     const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), scale);
     const __m512 mi = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m + i), _mm512_mul_ps(omb1, gi));
@@ -59,7 +70,9 @@ inline void adamw_avx512(float* p, const float* g, float* m, float* v, size_t i0
     const __m512 root = _mm512_mask_sqrt_ps(_mm512_setzero_ps(), 0xffff, vi);
     const __m512 denom = _mm512_add_ps(_mm512_div_ps(root, bc2s), eps);
     const __m512 upd = _mm512_div_ps(_mm512_mul_ps(step, mi), denom);
-    _mm512_storeu_ps(p + i, _mm512_fmsub_ps(_mm512_loadu_ps(p + i), decay, upd));
+    const __m512 d =
+        mask ? _mm512_mask_blend_ps(static_cast<__mmask16>(mask[i >> 5] >> (i & 31)), one, decay) : decay;
+    _mm512_storeu_ps(p + i, _mm512_fmsub_ps(_mm512_loadu_ps(p + i), d, upd));
   }
 }
 #endif
@@ -86,7 +99,8 @@ double block_sum_of_squares(const float* g, size_t lo, size_t hi) {
 }  // namespace
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale) {
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
+                  const std::uint32_t* decay_mask) {
   // Bias corrections in double, as PyTorch computes them on the host in Python floats.
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
@@ -100,12 +114,13 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
   const std::ptrdiff_t blocks = static_cast<std::ptrdiff_t>(n / kBlock);
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t b = 0; b < blocks; ++b)
-    adamw_avx512(params, grads, m, v, static_cast<size_t>(b) * kBlock, static_cast<size_t>(b + 1) * kBlock,
-                 k);
+    adamw_avx512(params, grads, m, v, static_cast<size_t>(b) * kBlock, static_cast<size_t>(b + 1) * kBlock, k,
+                 decay_mask);
   size_t i = static_cast<size_t>(blocks) * kBlock;
   const size_t vec_end = i + (n - i) / 16 * 16;
-  adamw_avx512(params, grads, m, v, i, vec_end, k);
-  for (i = vec_end; i < n; ++i) adamw_scalar(params[i], grads[i], m[i], v[i], k);
+  adamw_avx512(params, grads, m, v, i, vec_end, k, decay_mask);
+  for (i = vec_end; i < n; ++i)
+    adamw_scalar(params[i], grads[i], m[i], v[i], k, decay_of(decay_mask, i, decay));
 #else
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
@@ -115,7 +130,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
     m[i] = mi;
     v[i] = vi;
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    params[i] = params[i] * decay - step_size * mi / denom;
+    params[i] = params[i] * decay_of(decay_mask, i, decay) - step_size * mi / denom;
   }
 #endif
 }
@@ -127,14 +142,15 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 //   ratio = (|exp_avg| / (ρ·bs·hess + 1e-15)).clamp(max=1)
 //   param.addcmul_(sign(exp_avg), ratio, value=−lr)
 void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr,
-                   float beta1, float rho_b, float weight_decay, float grad_scale) {
+                   float beta1, float rho_b, float weight_decay, float grad_scale,
+                   const std::uint32_t* decay_mask) {
   // Host-side factors in double, rounded once, as PyTorch does with Python floats.
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
   const float one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(beta1));
   const float neg_lr = -lr;
 #pragma omp parallel for simd schedule(static)
   for (size_t i = 0; i < n; ++i) {
-    const float p = params[i] * decay;
+    const float p = params[i] * decay_of(decay_mask, i, decay);
     const float mi = m[i] * beta1 + one_minus_beta1 * (grads[i] * grad_scale);
     m[i] = mi;
     const float ratio = std::fmin(std::fabs(mi) / (rho_b * h[i] + 1e-15f), 1.0f);

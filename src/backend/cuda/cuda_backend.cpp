@@ -530,8 +530,8 @@ void CudaBackend::run_adamw(const mptrain::AdamWArgs& a) {
   k.t = a.t;
   k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
   const size_t n = count(a.params);
-  adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(), all_decay(n), n,
-               k, nullptr, StorageType::BF16, *ctx_);
+  adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
+               a.decay_mask ? a.decay_mask : all_decay(n), n, k, nullptr, StorageType::BF16, *ctx_);
 }
 
 void CudaBackend::run_sophia(const mptrain::SophiaArgs& a) {
@@ -539,8 +539,8 @@ void CudaBackend::run_sophia(const mptrain::SophiaArgs& a) {
   k.lr = a.lr, k.beta1 = a.beta1, k.rho_b = a.rho_b, k.weight_decay = a.weight_decay;
   k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
   const size_t n = count(a.params);
-  sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(), all_decay(n), n,
-                k, nullptr, StorageType::BF16, *ctx_);
+  sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
+                a.decay_mask ? a.decay_mask : all_decay(n), n, k, nullptr, StorageType::BF16, *ctx_);
 }
 
 void CudaBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {

@@ -14,12 +14,17 @@ namespace mptrain::cpu {
 // AdamW with PyTorch's semantics on n values, reading the gradients as grads·grad_scale:
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps)
+// wd is weight_decay where bit i of decay_mask is set (null: everywhere), else 0: the same bits as
+// an update per tensor with its own weight_decay.
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f);
+                  float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f,
+                  const std::uint32_t* decay_mask = nullptr);
 
 // Sophia-G's update (optim/sophia.h) on n values: decay, momentum, clipped sign step. rho_b = ρ·b.
+// decay_mask as adamw_update's.
 void sophia_update(float* params, const float* grads, float* m, const float* h, size_t n, float lr,
-                   float beta1, float rho_b, float weight_decay, float grad_scale = 1.0f);
+                   float beta1, float rho_b, float weight_decay, float grad_scale = 1.0f,
+                   const std::uint32_t* decay_mask = nullptr);
 // h ← β2·h + (1−β2)·g⊙g over n values.
 void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2);
 // How many of n coordinates have |m| < rho_b·h (their update is not clipped).
