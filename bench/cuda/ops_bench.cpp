@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/context.h"
@@ -261,9 +262,8 @@ int main(int argc, char** argv) {
     DeviceBuffer<float> p(n), g(n), m(n), v(n);
     DeviceBuffer<Bf16> low(n);
     for (auto* b : {&p, &g, &m, &v}) b->zero(ctx);
-    DeviceBuffer<uint32_t> mask(adamw_mask_words(n));
-    mask.zero(ctx);
-    AdamWArgs a;
+    DeviceBuffer<uint32_t> mask(decay_mask_bits(n, {}), ctx);
+    cuda::AdamWArgs a;
     a.lr = 1e-4f;
     report("adamw 124M params (+bf16 copy)",
            time_ms(ctx,
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
            n * (7 * 4.0 + 2.0), 0);
     // Sophia-G over the same buffers (v as h): reads p,g,m,h, writes p,m,copy; the Hessian EMA
     // reads h,g and writes h; the unclipped count reads m,h.
-    SophiaArgs sa;
+    cuda::SophiaArgs sa;
     sa.lr = 1e-4f;
     sa.rho_b = 0.05f * 480.0f;
     report("sophia_update 124M params (+bf16 copy)",

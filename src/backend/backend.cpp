@@ -465,6 +465,17 @@ void same_flat_f32(const Check& c, std::initializer_list<std::pair<const View*, 
 
 }  // namespace
 
+std::vector<std::uint32_t> decay_mask_bits(size_t n, const std::vector<std::pair<size_t, size_t>>& decayed) {
+  std::vector<std::uint32_t> mask((n + 31) / 32, 0u);
+  for (const auto& [begin, end] : decayed) {
+    MPT_CHECK(begin <= end && end <= n, "[decay mask] range [" + std::to_string(begin) + ", " +
+                                            std::to_string(end) + ") outside " + std::to_string(n) +
+                                            " parameters");
+    for (size_t i = begin; i < end; ++i) mask[i >> 5] |= 1u << (i & 31);
+  }
+  return mask;
+}
+
 void Backend::adamw(const AdamWArgs& a) {
   const Check c(name(), Op::AdamW);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/view.h"
 #include "core/buffer.h"
@@ -222,6 +224,10 @@ struct AdamWArgs {
   float grad_scale = 1.0f;
   const std::uint32_t* decay_mask = nullptr;
 };
+
+// The decay mask of n elements where the [begin, end) ranges decay (Error for a range past n):
+// built once on the host, then uploaded into the backend's memory.
+std::vector<std::uint32_t> decay_mask_bits(size_t n, const std::vector<std::pair<size_t, size_t>>& decayed);
 
 struct SophiaArgs {
   View params{}, grads{}, m{}, h{};

@@ -21,25 +21,15 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   throw Error("unknown optimizer '" + name + "' (known: adamw, sophia)");
 }
 
-namespace {
-
-// Bit i % 32 of word i / 32 set where element i of the table belongs to a tensor that decays.
-std::vector<std::uint32_t> decay_bits(const ParamTable& table) {
-  std::vector<std::uint32_t> bits((table.total() + 31) / 32, 0u);
-  for (const auto& spec : table.specs())
-    if (spec.decay)
-      for (size_t i = spec.offset; i < spec.offset + spec.numel; ++i) bits[i >> 5] |= 1u << (i & 31);
-  return bits;
-}
-
-}  // namespace
-
 Optimizer::Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes, Backend& be)
     : table_(table), be_(be) {
   state_.reserve(state_prefixes.size());
   for (const auto& prefix : state_prefixes)
     state_.push_back({prefix, FloatBuffer(table.total(), be.memory())});
-  const std::vector<std::uint32_t> bits = decay_bits(table);
+  std::vector<std::pair<size_t, size_t>> decayed;
+  for (const auto& spec : table.specs())
+    if (spec.decay) decayed.emplace_back(spec.offset, spec.offset + spec.numel);
+  const std::vector<std::uint32_t> bits = decay_mask_bits(table.total(), decayed);
   decay_mask_.resize(bits.size(), be.memory());
   decay_mask_.upload(bits.data(), bits.size());
 }

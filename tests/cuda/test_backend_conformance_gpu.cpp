@@ -491,6 +491,36 @@ TEST_F(Conformance, OptimizerOps) {
   expect_close(p, 1e-6, "sophia params");
   expect_close(m, 1e-6, "sophia m");
   expect_close(v, 1e-6, "sophia_hessian h");
+  // The whole-table launch: a decay mask with ranges that start and end inside its words.
+  std::vector<std::uint32_t> bits((n + 31) / 32, 0u);
+  for (int i = 0; i < n; ++i)
+    if ((i >= 7 && i < 300) || (i >= 517 && i < 901)) bits[i >> 5] |= 1u << (i & 31);
+  Buffer<std::uint32_t> mask_c(bits.size(), cpu_.memory()), mask_g(bits.size(), gpu_->memory());
+  mask_c.upload(bits.data(), bits.size());
+  mask_g.upload(bits.data(), bits.size());
+  both([&](Backend& be, bool on) {
+    const std::uint32_t* mask = on ? mask_g.data() : mask_c.data();
+    be.adamw({.params = p.on(on),
+              .grads = g.on(on),
+              .m = m.on(on),
+              .v = v.on(on),
+              .lr = 1e-3f,
+              .weight_decay = 0.1f,
+              .t = 4,
+              .grad_scale = 0.5f,
+              .decay_mask = mask});
+    be.sophia({.params = p.on(on),
+               .grads = g.on(on),
+               .m = m.on(on),
+               .h = v.on(on),
+               .lr = 1e-3f,
+               .rho_b = 2.0f,
+               .weight_decay = 0.1f,
+               .grad_scale = 0.25f,
+               .decay_mask = mask});
+  });
+  expect_close(p, 1e-6, "adamw + sophia with a decay mask: params");
+  expect_close(m, 1e-6, "adamw + sophia with a decay mask: m");
   EXPECT_EQ(gpu_->count_unclipped(m.gpu(), v.gpu(), 2.0f), cpu_.count_unclipped(m.cpu(), v.cpu(), 2.0f));
   EXPECT_NEAR(gpu_->sum_squares(g.gpu()), cpu_.sum_squares(g.cpu()), 1e-9 * cpu_.sum_squares(g.cpu()));
   both([&](Backend& be, bool on) { be.scale(g.on(on), 0.75f); });

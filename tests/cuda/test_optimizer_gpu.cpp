@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "backend/backend.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/loss_scale.h"
@@ -37,7 +38,7 @@ TEST(CudaAdamW, MatchesCpuPerTensorUpdates) {
     std::vector<float> p = randn(n, 1), g = randn(n, 2, 0.1f), m = randn(n, 3, 0.01f), v(n);
     for (size_t i = 0; i < n; ++i) v[i] = 0.001f * (1.0f + std::abs(randn(1, 100 + i)[0]));
     cuda::DeviceBuffer<float> gp(p, ctx()), gg(g, ctx()), gm(m, ctx()), gv(v, ctx());
-    cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(n, decayed), ctx());
+    cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(n, decayed), ctx());
     cuda::DeviceBuffer<uint16_t> low(n);
     low.poison(ctx());
     cuda::AdamWArgs a;
@@ -73,7 +74,7 @@ TEST(CudaAdamW, GradScaleAndSkipFlag) {
   const size_t n = 77;
   std::vector<float> p = randn(n, 1), g = randn(n, 2), m(n, 0.0f), v(n, 0.0f);
   cuda::DeviceBuffer<float> gp(p, ctx()), gg(g, ctx()), gm(m, ctx()), gv(v, ctx());
-  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(n, {{0, n}}), ctx());
+  cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(n, {{0, n}}), ctx());
   cuda::DeviceBuffer<float> scale(std::vector<float>{0.25f}, ctx());
   cuda::DeviceBuffer<int> skip(std::vector<int>{1}, ctx());
   cuda::AdamWArgs a;

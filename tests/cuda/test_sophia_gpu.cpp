@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/backend.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/sophia.h"
@@ -85,7 +86,7 @@ TEST(CudaSophia, MatchesCpuPerTensorUpdates) {
     SCOPED_TRACE(storage_name(lowp));
     State s(t.n, 1);
     cuda::DeviceBuffer<float> gp(s.p, ctx()), gg(s.g, ctx()), gm(s.m, ctx()), gh(s.h, ctx());
-    cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(t.n, t.decayed), ctx());
+    cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(t.n, t.decayed), ctx());
     cuda::DeviceBuffer<uint16_t> low(t.n);
     low.poison(ctx());
     cuda::SophiaArgs a;
@@ -125,7 +126,7 @@ TEST(CudaSophia, ZeroHessianStepIsLrTimesSignOfM) {
   State s(t.n, 5);
   std::fill(s.h.begin(), s.h.end(), 0.0f);
   cuda::DeviceBuffer<float> gp(s.p, ctx()), gg(s.g, ctx()), gm(s.m, ctx()), gh(s.h, ctx());
-  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(t.n, t.decayed), ctx());
+  cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(t.n, t.decayed), ctx());
   cuda::SophiaArgs a;
   a.lr = 1e-2f;
   a.rho_b = 2.56f;
@@ -134,7 +135,7 @@ TEST(CudaSophia, ZeroHessianStepIsLrTimesSignOfM) {
                       StorageType::F32, ctx());
   const auto p = gp.download(ctx()), m = gm.download(ctx());
   const float decay = static_cast<float>(1.0 - static_cast<double>(a.lr) * a.weight_decay);
-  const auto bits = cuda::adamw_decay_mask(t.n, t.decayed);
+  const auto bits = decay_mask_bits(t.n, t.decayed);
   int moved = 0;
   for (size_t i = 0; i < t.n; ++i) {
     const bool decayed = (bits[i >> 5] >> (i & 31)) & 1u;
@@ -156,7 +157,7 @@ TEST(CudaSophia, ClipBoundHoldsForEveryCoordinate) {
   State s(t.n, 9);
   for (size_t i = 0; i < t.n; ++i) s.g[i] *= (i % 3 == 0 ? 1000.0f : 1.0f);  // some huge momenta
   cuda::DeviceBuffer<float> gp(s.p, ctx()), gg(s.g, ctx()), gm(s.m, ctx()), gh(s.h, ctx());
-  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(t.n, t.decayed), ctx());
+  cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(t.n, t.decayed), ctx());
   cuda::SophiaArgs a;
   a.lr = 6e-4f;
   a.rho_b = 0.05f * 480.0f;
@@ -165,7 +166,7 @@ TEST(CudaSophia, ClipBoundHoldsForEveryCoordinate) {
                       StorageType::F32, ctx());
   const auto p = gp.download(ctx()), m = gm.download(ctx());
   const float decay = static_cast<float>(1.0 - static_cast<double>(a.lr) * a.weight_decay);
-  const auto bits = cuda::adamw_decay_mask(t.n, t.decayed);
+  const auto bits = decay_mask_bits(t.n, t.decayed);
   int clipped = 0, unclipped = 0;
   for (size_t i = 0; i < t.n; ++i) {
     const bool decayed = (bits[i >> 5] >> (i & 31)) & 1u;
@@ -189,7 +190,7 @@ TEST(CudaSophia, SkipFlagChangesNothingAndGradScaleScales) {
   const Table t;
   State s(t.n, 13);
   cuda::DeviceBuffer<float> gp(s.p, ctx()), gg(s.g, ctx()), gm(s.m, ctx()), gh(s.h, ctx());
-  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(t.n, t.decayed), ctx());
+  cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(t.n, t.decayed), ctx());
   cuda::DeviceBuffer<uint16_t> low(t.n);
   low.poison(ctx());
   cuda::DeviceBuffer<float> scale(std::vector<float>{0.25f}, ctx());
@@ -268,7 +269,7 @@ TEST(CudaSophia, BadArgumentsAreClearErrors) {
   SKIP_WITHOUT_GPU();
   const size_t n = 8;
   cuda::DeviceBuffer<float> buf(4 * n);
-  cuda::DeviceBuffer<uint32_t> mask(cuda::adamw_decay_mask(n, {}), ctx());
+  cuda::DeviceBuffer<uint32_t> mask(decay_mask_bits(n, {}), ctx());
   float* p = buf.data();
   cuda::SophiaArgs a;
   a.lr = 1e-3f;

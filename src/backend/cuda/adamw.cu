@@ -68,19 +68,6 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
 
 }  // namespace
 
-size_t adamw_mask_words(size_t n) { return (n + 31) / 32; }
-
-std::vector<uint32_t> adamw_decay_mask(size_t n, const std::vector<std::pair<size_t, size_t>>& decayed) {
-  std::vector<uint32_t> mask(adamw_mask_words(n), 0u);
-  for (const auto& [begin, end] : decayed) {
-    MPT_CHECK(begin <= end && end <= n, "[adamw] decayed range [" + std::to_string(begin) + ", " +
-                                            std::to_string(end) + ") outside " + std::to_string(n) +
-                                            " parameters");
-    for (size_t i = begin; i < end; ++i) mask[i >> 5] |= 1u << (i & 31);
-  }
-  return mask;
-}
-
 void adamw_update(float* params, const float* grads, float* m, float* v, const uint32_t* decay_mask, size_t n,
                   const AdamWArgs& a, void* lowp, StorageType lowp_type, Context& ctx) {
   MPT_PROFILE_RANGE("adamw_update");

@@ -3,8 +3,9 @@
 //   p = p·(1 - lr·wd_i) - (lr/(1-β1^t))·m / (sqrt(v)/sqrt(1-β2^t) + eps)
 // on fp32 master parameters, gradients and moments (flat buffers laid out by the parameter
 // table). wd_i is weight_decay where bit i of decay_mask is set, else 0 (biases, LayerNorm):
-// the mask replaces per-tensor launches. Optionally writes the updated parameters rounded to
-// a 16-bit type (the copy that the forward pass reads). Device pointers; asynchronous.
+// the mask replaces per-tensor launches (its layout: backend.h's decay_mask_bits). Optionally writes the
+// updated parameters rounded to a 16-bit type (the copy that the forward pass reads). Device pointers;
+// asynchronous.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,11 +23,6 @@ struct AdamWArgs {
   const float* grad_scale = nullptr;  // device scalar multiplying every gradient (clip factor); null = 1
   const int* skip = nullptr;          // device flag: nonzero = leave everything unchanged (fp16 overflow)
 };
-
-// Words of the decay mask for n parameters, and the mask itself from [begin, end) element
-// ranges that are decayed (the parameter table's `decay` entries), built once on the host.
-size_t adamw_mask_words(size_t n);
-std::vector<uint32_t> adamw_decay_mask(size_t n, const std::vector<std::pair<size_t, size_t>>& decayed);
 
 // params, m, v (=, updated in place); lowp (nullable, =) receives params rounded to lowp_type
 // (BF16 or F16). Pointers must be 16-byte aligned when n >= 4 (one allocation per role is).

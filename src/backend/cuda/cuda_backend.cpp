@@ -224,7 +224,7 @@ const void* CudaBackend::ones(StorageType t, size_t n) {
 
 const std::uint32_t* CudaBackend::all_decay(size_t n) {
   if (mask_n_ < n) {
-    const std::vector<std::uint32_t> mask = adamw_decay_mask(n, {{0, n}});
+    const std::vector<std::uint32_t> mask = decay_mask_bits(n, {{0, n}});
     void* p = scratch(kMask, mask.size() * sizeof(std::uint32_t));
     copy_to_device(p, mask.data(), mask.size() * sizeof(std::uint32_t), *ctx_);
     mask_n_ = n;

@@ -4,7 +4,7 @@
 //                           p ← p − lr·sign(m)·min(|m| / (ρ·b·h + 1e-15), 1)     (sign(0) = 0)
 //   sophia_hessian_update:  h ← β2·h + (1−β2)·ĝ²
 //   sophia_unclipped_count: #{i : |m_i| < ρ·b·h_i}  (the "win rate" numerator)
-// wd_i comes from the same decay bit mask as cuda::adamw_update (adamw_decay_mask), so one
+// wd_i comes from the same decay bit mask as cuda::adamw_update (decay_mask_bits), so one
 // launch covers every parameter. Optional device grad_scale (the clip factor from grad_norm)
 // and skip flag (fp16 overflow), as AdamW's, keep a whole step free of host syncs. Device
 // pointers; asynchronous on ctx.stream().
@@ -26,7 +26,7 @@ struct SophiaArgs {
   const int* skip = nullptr;          // device flag: nonzero = leave everything unchanged
 };
 
-// params, m (=, updated in place); h read only. decay_mask: adamw_decay_mask(n, decayed ranges).
+// params, m (=, updated in place); h read only. decay_mask: decay_mask_bits(n, decayed ranges).
 // lowp (nullable, =) receives the updated params rounded to lowp_type (BF16 or F16).
 // params, grads, m and h must be 16-byte aligned (one allocation per role is).
 void sophia_update(float* params, const float* grads, float* m, const float* h, const uint32_t* decay_mask,
