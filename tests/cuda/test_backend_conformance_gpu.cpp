@@ -464,63 +464,49 @@ TEST_F(Conformance, OptimizerOps) {
   for (float& x : second) x = std::fabs(x);
   Twin p = rand(F32, {n}, 70), g = rand(F32, {n}, 71), m = rand(F32, {n}, 72, 0.1f);
   Twin v(cpu_, *gpu_, F32, {n}, second);
-  both([&](Backend& be, bool on) {
-    be.adamw({.params = p.on(on),
-              .grads = g.on(on),
-              .m = m.on(on),
-              .v = v.on(on),
-              .lr = 1e-3f,
-              .weight_decay = 0.1f,
-              .t = 3,
-              .grad_scale = 0.5f});
-  });
-  expect_close(p, 1e-6, "adamw params");
-  expect_close(m, 1e-6, "adamw m");
-  expect_close(v, 1e-6, "adamw v");
-  both([&](Backend& be, bool on) {
-    be.sophia({.params = p.on(on),
-               .grads = g.on(on),
-               .m = m.on(on),
-               .h = v.on(on),
-               .lr = 1e-3f,
-               .rho_b = 2.0f,
-               .weight_decay = 0.1f,
-               .grad_scale = 0.25f});
-    be.sophia_hessian(v.on(on), g.on(on), 0.99f);
-  });
-  expect_close(p, 1e-6, "sophia params");
-  expect_close(m, 1e-6, "sophia m");
-  expect_close(v, 1e-6, "sophia_hessian h");
-  // The whole-table launch: a decay mask with ranges that start and end inside its words.
+  // Without a decay mask (every element decays), then with one whose ranges start and end inside
+  // its words (the optimizers' one launch over a whole table).
   std::vector<std::uint32_t> bits((n + 31) / 32, 0u);
   for (int i = 0; i < n; ++i)
     if ((i >= 7 && i < 300) || (i >= 517 && i < 901)) bits[i >> 5] |= 1u << (i & 31);
   Buffer<std::uint32_t> mask_c(bits.size(), cpu_.memory()), mask_g(bits.size(), gpu_->memory());
   mask_c.upload(bits.data(), bits.size());
   mask_g.upload(bits.data(), bits.size());
-  both([&](Backend& be, bool on) {
-    const std::uint32_t* mask = on ? mask_g.data() : mask_c.data();
-    be.adamw({.params = p.on(on),
-              .grads = g.on(on),
-              .m = m.on(on),
-              .v = v.on(on),
-              .lr = 1e-3f,
-              .weight_decay = 0.1f,
-              .t = 4,
-              .grad_scale = 0.5f,
-              .decay_mask = mask});
-    be.sophia({.params = p.on(on),
-               .grads = g.on(on),
-               .m = m.on(on),
-               .h = v.on(on),
-               .lr = 1e-3f,
-               .rho_b = 2.0f,
-               .weight_decay = 0.1f,
-               .grad_scale = 0.25f,
-               .decay_mask = mask});
-  });
-  expect_close(p, 1e-6, "adamw + sophia with a decay mask: params");
-  expect_close(m, 1e-6, "adamw + sophia with a decay mask: m");
+  for (const bool masked : {false, true}) {
+    const std::string what = masked ? " (decay mask)" : "";
+    const auto mask = [&](bool on) -> const std::uint32_t* {
+      return !masked ? nullptr : on ? mask_g.data() : mask_c.data();
+    };
+    both([&](Backend& be, bool on) {
+      be.adamw({.params = p.on(on),
+                .grads = g.on(on),
+                .m = m.on(on),
+                .v = v.on(on),
+                .lr = 1e-3f,
+                .weight_decay = 0.1f,
+                .t = 3,
+                .grad_scale = 0.5f,
+                .decay_mask = mask(on)});
+    });
+    expect_close(p, 1e-6, "adamw params" + what);
+    expect_close(m, 1e-6, "adamw m" + what);
+    expect_close(v, 1e-6, "adamw v" + what);
+    both([&](Backend& be, bool on) {
+      be.sophia({.params = p.on(on),
+                 .grads = g.on(on),
+                 .m = m.on(on),
+                 .h = v.on(on),
+                 .lr = 1e-3f,
+                 .rho_b = 2.0f,
+                 .weight_decay = 0.1f,
+                 .grad_scale = 0.25f,
+                 .decay_mask = mask(on)});
+      be.sophia_hessian(v.on(on), g.on(on), 0.99f);
+    });
+    expect_close(p, 1e-6, "sophia params" + what);
+    expect_close(m, 1e-6, "sophia m" + what);
+    expect_close(v, 1e-6, "sophia_hessian h" + what);
+  }
   EXPECT_EQ(gpu_->count_unclipped(m.gpu(), v.gpu(), 2.0f), cpu_.count_unclipped(m.cpu(), v.cpu(), 2.0f));
   EXPECT_NEAR(gpu_->sum_squares(g.gpu()), cpu_.sum_squares(g.cpu()), 1e-9 * cpu_.sum_squares(g.cpu()));
   both([&](Backend& be, bool on) { be.scale(g.on(on), 0.75f); });
