@@ -97,7 +97,6 @@ class Optimizer {
   static View flat(const float* base, const ParamSpec& spec, size_t n) {
     return View::f32(base + spec.offset, {static_cast<std::int64_t>(n)});
   }
-  static View flat(const float* base, const ParamSpec& spec) { return flat(base, spec, spec.numel); }
   // The 1-D view of a whole flat buffer laid out by the table.
   View whole(const float* base) const { return View::f32(base, {static_cast<std::int64_t>(table_.total())}); }
   // Bit i set where element i of the table decays (its tensor's `decay` flag), in the backend's

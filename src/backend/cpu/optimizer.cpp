@@ -30,13 +30,11 @@ struct AdamWCoef {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, step_size, decay, grad_scale;
 };
 
-// Whether element i decays: bit i of the mask (every element without one).
-inline bool decays(const std::uint32_t* mask, size_t i) { return !mask || ((mask[i >> 5] >> (i & 31)) & 1u); }
-
-// The decay factor of element i: `decay`, or exactly 1 (what 1 − lr·0 rounds to) where it does not
-// decay, so a masked update has the bits of one update per tensor.
+// The decay factor of element i: `decay` where bit i of the mask is set (everywhere without a
+// mask), else exactly 1 (what 1 − lr·0 rounds to), so a masked update has the bits of one update
+// per tensor.
 inline float decay_of(const std::uint32_t* mask, size_t i, float decay) {
-  return decays(mask, i) ? decay : 1.0f;
+  return !mask || ((mask[i >> 5] >> (i & 31)) & 1u) ? decay : 1.0f;
 }
 
 #if defined(__AVX512F__)

@@ -74,10 +74,4 @@ void* Context::scratch(size_t bytes) {
   return im.scratch;
 }
 
-double device_memory_in_use_mb() {
-  size_t free_b = 0, total_b = 0;
-  MPT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<double>(total_b - free_b) / (1024.0 * 1024.0);
-}
-
 }  // namespace mptrain::cuda

@@ -51,8 +51,4 @@ class Context {
   std::unique_ptr<Impl> impl_;
 };
 
-// Device memory in use on the current GPU, by every process (cudaMemGetInfo: total − free), in
-// MiB: what the benches report as their GPU memory.
-double device_memory_in_use_mb();
-
 }  // namespace mptrain::cuda
