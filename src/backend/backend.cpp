@@ -132,20 +132,21 @@ void Backend::cast(const View& dst, const View& src) {
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   require(Op::Cast, {"dst", "src"}, {dst.type, src.type});
-  run_cast(dst, src);
+  enqueue([this, dst, src] { run_cast(dst, src); });
 }
 
 void Backend::zero(const View& v) {
   if (v.empty()) return;
   MPT_CHECK(v.contiguous(),
             "[backend " + std::string(name()) + "] zero: " + v.describe() + " is not contiguous");
-  run_zero(v);
+  enqueue([this, v] { run_zero(v); });
 }
 
 void Backend::upload(const View& dst, const void* host) {
   if (dst.empty()) return;
   MPT_CHECK(dst.contiguous(),
             "[backend " + std::string(name()) + "] upload: " + dst.describe() + " is not contiguous");
+  no_host_transfer("upload");
   memory().upload(dst.ptr, host, dst.bytes());
 }
 
@@ -153,6 +154,7 @@ void Backend::download(void* host, const View& src) {
   if (src.empty()) return;
   MPT_CHECK(src.contiguous(),
             "[backend " + std::string(name()) + "] download: " + src.describe() + " is not contiguous");
+  no_host_transfer("download");
   memory().download(host, src.ptr, src.bytes());
 }
 
@@ -165,7 +167,7 @@ void Backend::accumulate(const View& dst, const View& src) {
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   require(Op::Accumulate, {"dst", "src"}, {dst.type, src.type});
-  run_accumulate(dst, src);
+  enqueue([this, dst, src] { run_accumulate(dst, src); });
 }
 
 void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
@@ -181,7 +183,7 @@ void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
          "dst is " + dst.describe() + ", " + compute_name(math) + " products read " +
              storage_name(operand_storage(math)));
   require(Op::ToOperand, {"dst", "src"}, {dst.type, src.type}, math);
-  run_to_operand(dst, src, math);
+  enqueue([this, dst, src, math] { run_to_operand(dst, src, math); });
 }
 
 void Backend::linear(const LinearArgs& a) {
@@ -209,7 +211,7 @@ void Backend::linear(const LinearArgs& a) {
     require(op, {"out", "x", "w", "residual"}, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
   else
     require(op, {"out", "x", "w"}, {a.out.type, a.x.type, a.w.type}, a.math);
-  run_linear(a);
+  enqueue([this, a] { run_linear(a); });
 }
 
 void Backend::linear_backward(const LinearBackwardArgs& a) {
@@ -237,7 +239,7 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
             {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
   else
     require(op, {"dx", "dw", "dy", "x", "w"}, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
-  run_linear_backward(a);
+  enqueue([this, a] { run_linear_backward(a); });
 }
 
 void Backend::layernorm(const LayerNormArgs& a) {
@@ -265,7 +267,7 @@ void Backend::layernorm(const LayerNormArgs& a) {
             {a.out.type, a.x.type, a.gamma.type, a.add.type, a.residual_out.type});
   else
     require(op, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
-  run_layernorm(a);
+  enqueue([this, a] { run_layernorm(a); });
 }
 
 void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
@@ -285,7 +287,7 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   require(Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"},
           {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
-  run_layernorm_backward(a);
+  enqueue([this, a] { run_layernorm_backward(a); });
 }
 
 namespace {
@@ -319,7 +321,7 @@ void Backend::attention(const AttentionArgs& a) {
       "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
   require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
-  run_attention(a);
+  enqueue([this, a] { run_attention(a); });
 }
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
@@ -337,7 +339,7 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
       "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
   require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
           a.types.scores);
-  run_attention_backward(a);
+  enqueue([this, a] { run_attention_backward(a); });
 }
 
 void Backend::cross_entropy(const CrossEntropyArgs& a) {
@@ -361,7 +363,7 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
   }
   c.rows_contiguous(a.logits, "logits");
   require(op, {"dlogits", "logits"}, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
-  run_cross_entropy(a);
+  enqueue([this, a] { run_cross_entropy(a); });
 }
 
 void Backend::embedding(const EmbeddingArgs& a) {
@@ -380,7 +382,7 @@ void Backend::embedding(const EmbeddingArgs& a) {
   for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   require(Op::Embedding, {"out", "word"}, {a.out.type, a.word.type});
-  run_embedding(a);
+  enqueue([this, a] { run_embedding(a); });
 }
 
 void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
@@ -401,7 +403,7 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   require(Op::EmbeddingBackward, {"dword", "dout"}, {a.dword.type, a.dout.type});
-  run_embedding_backward(a);
+  enqueue([this, a] { run_embedding_backward(a); });
 }
 
 namespace {
@@ -424,14 +426,14 @@ void Backend::gather_rows(const View& dst, const View& src, const int* rows, int
   const Check c(name(), Op::GatherRows);
   check_rows(c, src, dst, rows, count, "src", "dst");
   require(Op::GatherRows, {"dst", "src"}, {dst.type, src.type});
-  run_gather_rows(dst, src, rows, count);
+  enqueue([this, dst, src, rows, count] { run_gather_rows(dst, src, rows, count); });
 }
 
 void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::ScatterAddRows);
   check_rows(c, dst, src, rows, count, "dst", "src");
   require(Op::ScatterAddRows, {"dst", "src"}, {dst.type, src.type});
-  run_scatter_add_rows(dst, src, rows, count);
+  enqueue([this, dst, src, rows, count] { run_scatter_add_rows(dst, src, rows, count); });
 }
 
 void Backend::argmax_rows(int* best, const View& x, int n, int count) {
@@ -444,6 +446,7 @@ void Backend::argmax_rows(int* best, const View& x, int n, int count) {
          "count " + std::to_string(count) + " is outside [0, " + std::to_string(x.dim(0)) + "]");
   c.that(best != nullptr || count == 0, "needs somewhere to write");
   require(Op::ArgmaxRows, {"x"}, {x.type});
+  no_host_transfer("argmax_rows");
   run_argmax_rows(best, x, n, count);
 }
 
@@ -481,27 +484,28 @@ void Backend::adamw(const AdamWArgs& a) {
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
   require(Op::AdamW, {"params", "grads", "m", "v"}, {F32, F32, F32, F32});
-  run_adamw(a);
+  enqueue([this, a] { run_adamw(a); });
 }
 
 void Backend::sophia(const SophiaArgs& a) {
   const Check c(name(), Op::Sophia);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
   require(Op::Sophia, {"params", "grads", "m", "h"}, {F32, F32, F32, F32});
-  run_sophia(a);
+  enqueue([this, a] { run_sophia(a); });
 }
 
 void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
   const Check c(name(), Op::SophiaHessian);
   same_flat_f32(c, {{&h, "h"}, {&ghat, "ghat"}});
   require(Op::SophiaHessian, {"h", "ghat"}, {F32, F32});
-  run_sophia_hessian(h, ghat, beta2);
+  enqueue([this, h, ghat, beta2] { run_sophia_hessian(h, ghat, beta2); });
 }
 
 std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b) {
   const Check c(name(), Op::CountUnclipped);
   same_flat_f32(c, {{&m, "m"}, {&h, "h"}});
   require(Op::CountUnclipped, {"m", "h"}, {F32, F32});
+  no_host_transfer("count_unclipped");
   return run_count_unclipped(m, h, rho_b);
 }
 
@@ -509,6 +513,7 @@ bool Backend::unscale_and_check(const View& grads, float inv_scale) {
   const Check c(name(), Op::UnscaleCheck);
   same_flat_f32(c, {{&grads, "grads"}});
   require(Op::UnscaleCheck, {"grads"}, {F32});
+  no_host_transfer("unscale_and_check");
   return run_unscale_and_check(grads, inv_scale);
 }
 
@@ -516,6 +521,7 @@ double Backend::sum_squares(const View& x) {
   const Check c(name(), Op::SumSquares);
   same_flat_f32(c, {{&x, "x"}});
   require(Op::SumSquares, {"x"}, {F32});
+  no_host_transfer("sum_squares");
   return run_sum_squares(x);
 }
 
@@ -523,7 +529,51 @@ void Backend::scale(const View& x, float factor) {
   const Check c(name(), Op::Scale);
   same_flat_f32(c, {{&x, "x"}});
   require(Op::Scale, {"x"}, {F32});
-  run_scale(x, factor);
+  enqueue([this, x, factor] { run_scale(x, factor); });
+}
+
+// --- graphs ---
+
+namespace {
+
+// The default capture's graph: the recorded calls, made again in order.
+class RecordedGraph final : public Graph {
+ public:
+  explicit RecordedGraph(std::vector<std::function<void()>> calls) : calls_(std::move(calls)) {}
+  void replay() override {
+    for (const auto& call : calls_) call();
+  }
+
+ private:
+  std::vector<std::function<void()>> calls_;
+};
+
+}  // namespace
+
+void Backend::no_host_transfer(const char* what) const {
+  MPT_CHECK(!capturing_, std::string("[backend ") + name() + "] " + what +
+                             " while capturing a graph: a graph replays only the backend's own work "
+                             "(stage host values before it, read them after)");
+}
+
+void Backend::begin_capture() {
+  MPT_CHECK(!capturing_, std::string("[backend ") + name() + "] a graph is already being captured");
+  run_begin_capture();
+  capturing_ = true;
+}
+
+std::unique_ptr<Graph> Backend::end_capture() {
+  MPT_CHECK(capturing_, std::string("[backend ") + name() + "] end_capture without begin_capture");
+  capturing_ = false;
+  return run_end_capture();
+}
+
+void Backend::run_begin_capture() { recorded_ = std::make_unique<std::vector<std::function<void()>>>(); }
+
+std::unique_ptr<Graph> Backend::run_end_capture() {
+  auto graph = std::make_unique<RecordedGraph>(std::move(*recorded_));
+  recorded_.reset();
+  return graph;
 }
 
 }  // namespace mptrain

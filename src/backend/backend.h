@@ -15,7 +15,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -237,6 +239,15 @@ struct SophiaArgs {
   const std::uint32_t* decay_mask = nullptr;  // as AdamWArgs'
 };
 
+// Work captured once and replayed as a unit (backend.h, "Graphs"): a CUDA graph on a GPU, the
+// recorded calls on a backend without a native capture.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  // Runs the captured work again, on the same memory with the arguments it was captured with.
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -309,7 +320,22 @@ class Backend {
   double sum_squares(const View& x);
   void scale(const View& x, float factor);
 
+  // Graphs (CUDA graphs' capture and replay). Between begin_capture() and end_capture() the ops
+  // are not run but captured — their pointers and arguments as given — and the Graph replays
+  // them all at once. What reads or writes host memory (upload, download, the ops that answer a
+  // number, argmax_rows) is refused while capturing with an Error naming it: host values are
+  // staged before a replay and read after it. Everything a graph touches must stay allocated and
+  // keep its address while the graph lives; the first run of a shape should be eager (it sizes
+  // the backend's own scratch, which must not move under a graph).
+  void begin_capture();
+  std::unique_ptr<Graph> end_capture();
+  bool capturing() const { return capturing_; }
+
  protected:
+  // A backend with a native capture (CUDA's stream capture) overrides both; the default records
+  // each op's call, which replay() makes again (the CPU: no faster, but the same contract).
+  virtual void run_begin_capture();
+  virtual std::unique_ptr<Graph> run_end_capture();
   virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
   virtual void run_cast(const View& dst, const View& src) = 0;
   virtual void run_zero(const View& v) = 0;
@@ -340,6 +366,18 @@ class Backend {
   // unless supports(op, types, math).
   void require(Op op, std::initializer_list<const char*> names, std::initializer_list<StorageType> types,
                ComputeType math = ComputeType::F32) const;
+  // Runs an op's call now, or keeps it for the graph being recorded (the default capture).
+  template <class F>
+  void enqueue(F&& call) {
+    if (recorded_)
+      recorded_->push_back(std::forward<F>(call));
+    else
+      call();
+  }
+  // Error "[backend <name>] <what> while capturing a graph: ..." when capturing.
+  void no_host_transfer(const char* what) const;
+  bool capturing_ = false;
+  std::unique_ptr<std::vector<std::function<void()>>> recorded_;  // the default capture's calls
 };
 
 }  // namespace mptrain

@@ -177,6 +177,10 @@ double run_cuda_peer(const BenchOptions& o, int padded_vocab) {
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   const Precision precision = parse_precision(o.precision);
+  MPT_CHECK(!o.graphs || !is_bert(o), "--graphs: BERT's pass cannot be captured yet");
+  MPT_CHECK(!o.graphs || o.warmup >= 2,
+            "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
+            "only replays are timed)");
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);
   cpu::Context ctx;
@@ -206,6 +210,7 @@ BenchResult bench_one(const BenchOptions& o) {
     gpt2 = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
     gpt2->init_weights(1337);
     gpt2->plan(o.batch, o.seq);
+    gpt2->set_graphs(o.graphs);
   }
   const ParamTable& table = bert ? bert->table() : gpt2->table();
   const size_t num_params = bert ? bert->num_params() : gpt2->num_params();
@@ -380,6 +385,7 @@ struct RungSpec {
   Precision precision = Precision::Fp32;
   int vocab_multiple = 1;
   bool fuse = true, flash = true;  // the CUDA backend's options (backend/device.h)
+  bool graphs = false;             // the pass replayed from a CUDA graph (--graphs)
 };
 
 // The CPU ladder: every precision on the same work.
@@ -392,14 +398,18 @@ std::vector<RungSpec> cpu_rungs(const BenchOptions& o) {
 
 // The GPU ladder, the steps of the PyTorch GPT-2 walkthrough (fp32 → TF32 → bf16 → torch.compile's
 // fusions → flash attention → a "nice" vocabulary): each rung adds one thing to the one before.
-// CUDA graphs, its last step, have no rung: the one-step path does not capture graphs yet.
+// CUDA graphs, its last step, replay each micro-batch's pass (the optimizer's step stays eager;
+// GPT-2 only: BERT's pass is not capturable yet).
 std::vector<RungSpec> gpu_rungs(const BenchOptions& o) {
-  return {{"fp32", Precision::Fp32, 1, false, false},
-          {"tf32", Precision::Tf32, 1, false, false},
-          {"bf16", Precision::Bf16, 1, false, false},
-          {"bf16 + fused epilogues", Precision::Bf16, 1, true, false},
-          {"bf16 + flash attention", Precision::Bf16, 1, true, true},
-          {"bf16 + padded vocabulary", Precision::Bf16, o.vocab_multiple, true, true}};
+  std::vector<RungSpec> rungs = {{"fp32", Precision::Fp32, 1, false, false},
+                                 {"tf32", Precision::Tf32, 1, false, false},
+                                 {"bf16", Precision::Bf16, 1, false, false},
+                                 {"bf16 + fused epilogues", Precision::Bf16, 1, true, false},
+                                 {"bf16 + flash attention", Precision::Bf16, 1, true, true},
+                                 {"bf16 + padded vocabulary", Precision::Bf16, o.vocab_multiple, true, true}};
+  if (!is_bert(o))
+    rungs.push_back({"bf16 + CUDA graphs", Precision::Bf16, o.vocab_multiple, true, true, true});
+  return rungs;
 }
 
 // Runs `mptrain bench --precision P --result-line` (and the rung's options) as a child and parses
@@ -412,11 +422,13 @@ LadderRung run_rung(const BenchOptions& o, int threads, const RungSpec& spec) {
   if (o.peak_tflops > 0) std::snprintf(peak, sizeof(peak), " --peak-tflops %g", o.peak_tflops);
   std::string device = " --device " + o.device;
   if (o.device == "cuda")
-    device += std::string(spec.fuse ? "" : " --cuda-unfused") + (spec.flash ? "" : " --cuda-no-flash");
+    device += std::string(spec.fuse ? "" : " --cuda-unfused") + (spec.flash ? "" : " --cuda-no-flash") +
+              (spec.graphs ? " --graphs" : "");
+  const int warmup = spec.graphs ? std::max(o.warmup, 2) : o.warmup;
   const std::string cmd = self.string() + " bench --model " + o.model + " --preset " + o.preset +
                           " --vocab-multiple " + std::to_string(spec.vocab_multiple) + " --batch " +
                           std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
-                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --threads " +
+                          std::to_string(o.steps) + " --warmup " + std::to_string(warmup) + " --threads " +
                           std::to_string(threads) + " --optimizer " + o.optimizer + " --precision " +
                           precision_name(spec.precision) + device + peak +
                           " --no-peer --quiet --progress none --result-line 2>&1";

@@ -9,7 +9,7 @@
 // autocast; torch 1.13 has no CPU fp16/TF32 autocast, so those have no peer).
 // --ladder times fp32, tf32, bf16 and fp16 on the same preset, batch and sequence (with --device
 // cuda: the PyTorch GPT-2 walkthrough's steps, fp32 → TF32 → bf16 → fused epilogues → flash
-// attention → padded vocabulary, against the GPU peer in its best recipe), each in
+// attention → padded vocabulary → CUDA graphs, against the GPU peer in its best recipe), each in
 // its own child process (`mptrain bench --precision P --result-line`), so that each one's
 // peak memory is its own resident-set high-water mark (VmHWM: parameters, gradients,
 // optimizer state, activations, low-precision weight copies and library workspaces, all of
@@ -54,6 +54,9 @@ struct BenchOptions {
   // The CUDA backend's options (backend/device.h); the GPU ladder's rungs turn them off.
   bool cuda_fuse = true;
   bool cuda_flash = true;
+  // GPT-2's pass replayed from a graph (model/gpt2.h's set_graphs; CUDA graphs on a GPU). Its
+  // first step runs eagerly and its second captures: --warmup 2 at least, so only replays are timed.
+  bool graphs = false;
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };

@@ -39,11 +39,15 @@ void register_bench(CLI::App& app, int& exit_code) {
       "--ladder", o->ladder,
       "Time every precision (fp32, tf32, bf16, fp16) on the same work, each in its own process, and the "
       "PyTorch peer in fp32 and bf16; print one table. With --device cuda: fp32, TF32, bf16, fused "
-      "epilogues, flash attention, padded vocabulary, against the GPU peer");
+      "epilogues, flash attention, padded vocabulary, CUDA graphs, against the GPU peer");
   // Used by the ladder for its child runs (not in --help).
   cmd->add_flag("--result-line", o->result_line)->group("");
   cmd->add_flag("!--cuda-unfused", o->cuda_fuse)->group("");
   cmd->add_flag("!--cuda-no-flash", o->cuda_flash)->group("");
+  cmd->add_flag(
+      "--graphs", o->graphs,
+      "Replay each step's forward and backward from a graph (GPT-2; CUDA graphs with --device cuda); "
+      "needs --warmup 2");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
   cmd->add_option("--rounds", o->rounds,
                   "Alternating rounds of mptrain and the peer (A B A B ...); each side's median is compared")

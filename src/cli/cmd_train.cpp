@@ -159,6 +159,11 @@ void register_train(CLI::App& app, int& exit_code) {
          "Reduce each block's gradients over ranks as the backward finishes it: on, off, or auto = on "
          "with nccl")
       ->capture_default_str();
+  cmd->add_option("--graphs", opt->graphs,
+                  "Capture each micro-batch's forward and backward once and replay it (CUDA graphs; on the "
+                  "CPU the recorded calls, no faster): on or off; GPT-2 only")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
       ->capture_default_str()

@@ -187,29 +187,72 @@ void Gpt2::plan(int B, int T) {
   targets_.resize(n, be_->memory());
   plan_B_ = B;
   plan_T_ = T;
+  set_graphs(graphs_);  // a graph holds the old plan's addresses
 }
 
 float Gpt2::forward(const int* tokens, const int* targets, int B, int T) {
-  forward_impl(tokens, B, T);
-  return targets ? loss_impl(targets, B, T, 1.0f, false) : 0.0f;
+  const int count = stage(tokens, targets, B, T, 1.0f, false, false);
+  forward_impl(B, T);
+  if (!targets) return 0.0f;
+  loss_impl(B, T, true, false);
+  return read_loss(count);
 }
 
 float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale) {
   MPT_CHECK(targets != nullptr, "forward_backward needs targets");
-  forward_impl(tokens, B, T);
-  const float loss = loss_impl(targets, B, T, grad_scale, true);
-  backward_impl(B, T);
-  return loss;
+  const int count = stage(tokens, targets, B, T, grad_scale, true, false);
+  training_pass(B, T);
+  return read_loss(count);
 }
 
 float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
                                      uint64_t seed, uint64_t counter) {
   MPT_CHECK(sampled != nullptr, "forward_backward_sampled needs a buffer for the sampled labels");
-  forward_impl(tokens, B, T);
+  const int count = stage(tokens, nullptr, B, T, grad_scale, true, true);
+  forward_impl(B, T);
   const LabelDraw draw{sampled, seed, counter};
-  const float loss = loss_impl(nullptr, B, T, grad_scale, true, &draw);
+  loss_impl(B, T, false, true, &draw);
   backward_impl(B, T);
-  return loss;
+  targets_.download(sampled, static_cast<size_t>(B) * T);  // the drawn labels
+  return read_loss(count);
+}
+
+void Gpt2::set_graphs(bool on) {
+  graphs_ = on;
+  graph_.reset();
+  eager_B_ = eager_T_ = 0;
+}
+
+void Gpt2::enqueue_training_pass(int B, int T) {
+  forward_impl(B, T);
+  loss_impl(B, T, true, true);
+  backward_impl(B, T);
+}
+
+void Gpt2::training_pass(int B, int T) {
+  if (!graphs_) return enqueue_training_pass(B, T);
+  if (!graph_ || graph_B_ != B || graph_T_ != T) {
+    graph_.reset();
+    // A shape's first run is eager: it sizes the backend's own scratch, which a graph's
+    // pointers must not see move.
+    if (eager_B_ != B || eager_T_ != T) {
+      eager_B_ = B;
+      eager_T_ = T;
+      return enqueue_training_pass(B, T);
+    }
+    be_->begin_capture();
+    try {
+      enqueue_training_pass(B, T);
+    } catch (...) {
+      be_->end_capture();  // the backend leaves capture; the partial graph is dropped
+      throw;
+    }
+    graph_ = be_->end_capture();
+    graph_B_ = B;
+    graph_T_ = T;
+  }
+  graph_->replay();
+  wgrads_.replay_hooks();  // the captured backward handed its ranges to no hook
 }
 
 const float* Gpt2::logits() {

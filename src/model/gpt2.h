@@ -177,18 +177,33 @@ class Gpt2 {
 
   void zero_grad() { grads_.zero(); }
 
+  // Graphs (backend/backend.h): forward_backward's ops captured once per shape and replayed
+  // (CUDA graphs on a GPU); the gradient-ready hook then runs after each replay, range by range
+  // in the backward's order, instead of during the backward. Off by default.
+  void set_graphs(bool on);
+  bool graphs() const { return graphs_; }
+
  private:
-  void forward_impl(const int* tokens, int B, int T);
   // Sophia's labels drawn from the model's own softmax inside the fused loss, into sampled[B·T].
   struct LabelDraw {
     int* sampled;
     uint64_t seed, counter;
   };
-  // The fused loss on targets, or on drawn labels (draw non-null, targets null); with backward,
-  // dlogits for backward_impl. Returns the mean loss over the labelled positions.
-  float loss_impl(const int* targets, int B, int T, float grad_scale, bool backward,
-                  const LabelDraw* draw = nullptr);
-  void backward_impl(int B, int T);  // over the tokens forward_impl staged
+  // A pass is staged, enqueued, then read (so a GPU can capture the enqueued part in a graph):
+  //   stage      refreshes stale weight copies and uploads the ids, the targets and each row's
+  //              loss gradient; returns the labelled positions (targets != -1; all when drawn)
+  //   forward_impl, loss_impl (the fused loss on targets, or on drawn labels; with backward,
+  //              dlogits for backward_impl), backward_impl: the ops, no host transfer
+  //   read_loss  the download point: the mean loss over the labelled positions
+  int stage(const int* tokens, const int* targets, int B, int T, float grad_scale, bool backward, bool drawn);
+  void forward_impl(int B, int T);
+  void loss_impl(int B, int T, bool targets, bool backward, const LabelDraw* draw = nullptr);
+  void backward_impl(int B, int T);  // over the tokens stage() staged
+  float read_loss(int count);
+  // forward_impl, loss_impl and backward_impl on targets: through the captured graph with
+  // graphs on (captured on a shape's second run, its first eager), else enqueued.
+  void training_pass(int B, int T);
+  void enqueue_training_pass(int B, int T);
   void setup_weight_copies();
   // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
   // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
@@ -229,6 +244,10 @@ class Gpt2 {
   WeightRef wte_c_;
   // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.
   bool dlogits_lp_ready_ = false;
+  // Graphs: the captured training pass and its shape, and the shape whose eager first run came.
+  bool graphs_ = false;
+  std::unique_ptr<Graph> graph_;
+  int graph_B_ = 0, graph_T_ = 0, eager_B_ = 0, eager_T_ = 0;
 };
 
 }  // namespace mptrain

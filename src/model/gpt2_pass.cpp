@@ -43,14 +43,38 @@ void Gpt2::setup_weight_copies() {
   }
 }
 
-void Gpt2::forward_impl(const int* tokens, int B, int T) {
+int Gpt2::stage(const int* tokens, const int* targets, int B, int T, float grad_scale, bool backward,
+                bool drawn) {
   MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
                                               " exceeds the planned " + std::to_string(plan_B_) + "x" +
                                               std::to_string(plan_T_));
   copies_.refresh_if_stale(params_.data(), *be_);
-  last_tokens_ = B * T;
+  const int N = B * T;
+  last_tokens_ = N;
+  tokens_.upload(tokens, static_cast<size_t>(N));  // the kernels read the backend's copy
+  if (targets) targets_.upload(targets, static_cast<size_t>(N));
+  // The mean runs over the labelled positions: targets != -1, or every position for drawn labels.
+  int count = drawn ? N : 0;
+  if (targets)
+    for (int i = 0; i < N; ++i) count += targets[i] != -1;
+  if (backward) {  // each row's gradient of the mean loss
+    dloss_host_.assign(static_cast<size_t>(N), count > 0 ? grad_scale / static_cast<float>(count) : 0.0f);
+    be_->upload(acts_.row(a_.dloss, N), dloss_host_.data());
+  }
+  return count;
+}
+
+float Gpt2::read_loss(int count) {
+  const int N = last_tokens_;
+  losses_host_.resize(static_cast<size_t>(N));
+  be_->download(losses_host_.data(), acts_.row(a_.losses, N));
+  double sum = 0.0;  // fixed order: deterministic
+  for (const float l : losses_host_) sum += l;
+  return count > 0 ? static_cast<float>(sum / count) : 0.0f;
+}
+
+void Gpt2::forward_impl(int B, int T) {
   Backend& be = *be_;
-  tokens_.upload(tokens, static_cast<size_t>(B) * T);  // staged: the kernels read the backend's copy
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
   const StorageType lin_s = policy_.rule(OpKind::Linear).output;
@@ -149,19 +173,8 @@ void Gpt2::forward_impl(const int* tokens, int B, int T) {
              .w_rounded = rounded});
 }
 
-float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool backward,
-                      const LabelDraw* draw) {
+void Gpt2::loss_impl(int B, int T, bool targets, bool backward, const LabelDraw* draw) {
   const int N = B * T;
-  // The mean runs over the labelled positions: targets != -1, or every position for drawn labels.
-  int count = N;
-  if (!draw) {
-    count = 0;
-    for (int i = 0; i < N; ++i) count += targets[i] != -1;
-  }
-  // Staged: the per-row gradient of the loss, and the labels.
-  dloss_host_.assign(static_cast<size_t>(N), count > 0 ? grad_scale / static_cast<float>(count) : 0.0f);
-  be_->upload(acts_.row(a_.dloss, N), dloss_host_.data());
-  if (targets) targets_.upload(targets, static_cast<size_t>(N));
   // dlogits in place in the logits when they share a dtype (fp32, or a GPU plan's 16 bits), or,
   // beside fp32 logits, straight into the 16-bit LM head operand (one rounding, no fp32 dlogits
   // pass; the sampled pass writes in place only); backward_impl reads whichever was written.
@@ -169,24 +182,18 @@ float Gpt2::loss_impl(const int* targets, int B, int T, float grad_scale, bool b
   CrossEntropyArgs a;
   a.losses = acts_.row(a_.losses, N);
   a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
-  if (backward)
+  if (backward) {
     a.dlogits = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, config_.padded_vocab_size) : a.logits;
+    a.dloss = acts_.row(a_.dloss, N);  // staged
+  }
   a.targets = targets ? targets_.data() : nullptr;
-  a.dloss = acts_.row(a_.dloss, N);
   a.vocab = config_.vocab_size;
   if (draw) {
-    a.sampled = targets_.data();  // the drawn labels, brought to the host below
+    a.sampled = targets_.data();  // the drawn labels, downloaded after the pass
     a.seed = draw->seed;
     a.counter = draw->counter;
   }
   be_->cross_entropy(a);
-  // The download point: the losses (and drawn labels) to the host.
-  if (draw) targets_.download(draw->sampled, static_cast<size_t>(N));
-  losses_host_.resize(static_cast<size_t>(N));
-  be_->download(losses_host_.data(), acts_.row(a_.losses, N));
-  double sum = 0.0;  // fixed order: deterministic
-  for (const float l : losses_host_) sum += l;
-  return count > 0 ? static_cast<float>(sum / count) : 0.0f;
 }
 
 void Gpt2::backward_impl(int B, int T) {

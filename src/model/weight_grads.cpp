@@ -43,7 +43,12 @@ void WeightGrads::ready(Backend& be, FloatBuffer& master, ParamRange range) {
     be.accumulate(View::f32(master.data() + range.begin, {count}),
                   View::of(reinterpret_cast<char*>(lowp_.data()) + at, type_, {count}));
   }
-  if (hook_) hook_(range);
+  if (hook_ && !be.capturing()) hook_(range);
+}
+
+void WeightGrads::replay_hooks() {
+  if (!hook_) return;
+  for (const ParamRange& r : handed_) hook_(r);
 }
 
 void WeightGrads::finish(Backend& be, FloatBuffer& master) {

@@ -44,6 +44,9 @@ class WeightGrads {
   void ready(Backend& be, FloatBuffer& master, ParamRange range);
   // After the backward: ready() for each range not handed yet, in ascending order.
   void finish(Backend& be, FloatBuffer& master);
+  // A backward captured in a graph (be.capturing()) hands its ranges to no hook: the graph's
+  // replay finalises them, then this calls the hook with each, in the order they were handed.
+  void replay_hooks();
 
  private:
   View lowp() { return View::of(lowp_.data(), type_, {static_cast<std::int64_t>(n_)}); }

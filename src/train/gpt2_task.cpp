@@ -61,6 +61,7 @@ class Gpt2Task final : public TrainTask {
   void open_data(const TrainOptions& opt, const RunState&, int rank, int world) override {
     B_ = opt.batch, T_ = opt.seq;
     model_->plan(B_, T_);
+    model_->set_graphs(opt.graphs == "on");
     train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world);
     if (pending_) train_->set_position(*pending_);
     if (!opt.val_data.empty()) val_ = std::make_unique<TokenLoader>(opt.val_data, B_, T_, config_.vocab_size);
@@ -80,6 +81,11 @@ class Gpt2Task final : public TrainTask {
         "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
         "shard(s)\n",
         B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards());
+    if (model_->graphs())
+      monitor.sayf(
+          "graphs on: the micro-batch's forward and backward captured on its second run, then replayed "
+          "(%s)\n",
+          std::string(model_->backend().name()) == "cuda" ? "a CUDA graph" : "the recorded calls");
   }
 
   StepModel step_model(const TrainOptions&) override {

@@ -59,6 +59,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"collective_timeout", collective_timeout},
           {"dist_backend", dist_backend},
           {"overlap_grad_reduce", overlap_grad_reduce},
+          {"graphs", graphs},
           {"on_nan", on_nan},
           {"nan_lr_factor", nan_lr_factor},
           {"nan_max_rollbacks", nan_max_rollbacks},

@@ -87,6 +87,9 @@ struct TrainOptions {
   // Reduce each range of gradients as the backward finishes it: "on", "off", or "auto" (on with
   // NCCL, whose reductions run beside the GPU's compute).
   std::string overlap_grad_reduce = "auto";
+  // Capture each micro-batch's forward and backward in a graph once and replay it: "on" or "off"
+  // (model/gpt2.h's set_graphs; GPT-2 only). Off until the GPU has run it (issue 20).
+  std::string graphs = "off";
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
   // same whatever the number of ranks (0: one micro-batch per rank per step).

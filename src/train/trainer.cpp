@@ -281,7 +281,9 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
         "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", world,
         on_cuda && !nccl ? "mpi through host copies" : dp.comm().backend(), comm->topology().launcher.c_str(),
         dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
-        dp.overlaps() ? "during the backward" : "after the backward");
+        !dp.overlaps()       ? "after the backward"
+        : opt.graphs == "on" ? "range by range after each graph replay"
+                             : "during the backward");
   if (!resume_dir.empty())
     monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
   if (!init_dir.empty())

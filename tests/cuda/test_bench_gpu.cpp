@@ -1,8 +1,7 @@
 // `mptrain bench --device cuda`: one precision, and the GPU ladder (fp32 → TF32 → bf16 → fused
-// epilogues → flash attention → padded vocabulary), each rung in its own process, on a small
-// model: every rung runs (its backend options included), the table has a row for each and the
-// GPU's memory is reported. No timing is asserted (speed lives in benchmarks, not tests).
-// Skipped without a GPU.
+// epilogues → flash attention → padded vocabulary → CUDA graphs for GPT-2), each rung in its own process, on
+// a small model: every rung runs (its backend options included), the table has a row for each and the GPU's
+// memory is reported. No timing is asserted (speed lives in benchmarks, not tests). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,6 +35,8 @@ TEST(BenchGpu, LadderRunsEveryRung) {
     for (const char* row : {"| fp32 |", "| tf32 |", "| bf16 |", "| bf16 + fused epilogues |",
                             "| bf16 + flash attention |", "| bf16 + padded vocabulary |"})
       EXPECT_NE(r.output.find(row), std::string::npos) << row << " in:\n" << r.output;
+    const bool gpt2 = std::string(model) == "--preset d2";
+    EXPECT_EQ(r.output.find("| bf16 + CUDA graphs |") != std::string::npos, gpt2) << r.output;
     EXPECT_EQ(r.output.find("failed"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("GPU memory in use (MB)"), std::string::npos) << r.output;
   }

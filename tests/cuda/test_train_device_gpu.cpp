@@ -186,6 +186,27 @@ TEST(TrainDeviceGpu, WorldOne16BitEqualsThePlainRun) {
   }
 }
 
+// CUDA graphs (--graphs on): each micro-batch's pass replayed from a graph captured on its second
+// run gives the enqueued run's losses and parameters, in every precision and with Sophia's eager
+// curvature passes between the replays; validation and samples run eagerly between them too.
+TEST(TrainDeviceGpu, GraphsReplayTheEnqueuedRun) {
+  SKIP_WITHOUT_GPU();
+  for (const std::string c : {"fp32", "bf16", "fp16", "bf16 --optimizer sophia --sophia-k 5"}) {
+    SCOPED_TRACE(c);
+    TempDir tmp;
+    testing::write_small_shards(tmp.path());
+    const std::string more = std::string(" --sample-every 5 --val-every 5 --save-every 20") +
+                             (c == "fp16" ? " --loss-scale-init 1024" : "");
+    const auto plain = run_mptrain(args(tmp, c, "cuda", "plain") + more);
+    ASSERT_EQ(plain.exit_code, 0) << plain.output;
+    const auto graphs = run_mptrain(args(tmp, c, "cuda", "graphs") + more + " --graphs on");
+    ASSERT_EQ(graphs.exit_code, 0) << graphs.output;
+    EXPECT_NE(graphs.output.find("graphs on"), std::string::npos) << graphs.output;
+    expect_same_losses(tmp / "graphs", tmp / "plain", 1e-6);
+    EXPECT_LT(testing::checkpoint_params_error(tmp / "graphs", tmp / "plain", 20), 1e-6);
+  }
+}
+
 // A ZeRO-1 run's step-10 checkpoint resumed by a plain run (another world layout) gives the
 // uninterrupted run's losses: the checkpoint holds the whole optimizer state.
 TEST(TrainDeviceGpu, ZeroCheckpointResumesWithoutZero) {

@@ -32,6 +32,21 @@ TEST(BenchDevice, CudaWithoutAGpuIsOneClearErrorLine) {
                      expected_reason());
 }
 
+// --graphs times replays of the captured pass (on the CPU its recorded calls): it runs, and it
+// refuses a warmup too short to have captured, and BERT.
+TEST(BenchDevice, GraphsTimeReplaysAndRefuseWhatCannotBeReplayed) {
+  const auto r = run_mptrain("bench --preset d2 --batch 1 --seq 16 --steps 2 --warmup 2 --graphs --no-peer");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ms/step"), std::string::npos) << r.output;
+  expect_clear_error(
+      run_mptrain("bench --preset d2 --batch 1 --seq 16 --steps 1 --warmup 1 --graphs --no-peer"),
+      "--graphs needs --warmup 2");
+  expect_clear_error(
+      run_mptrain("bench --model bert --preset bert-tiny --batch 1 --seq 16 --steps 1 --warmup 2 "
+                  "--graphs --no-peer"),
+      "BERT's pass cannot be captured yet");
+}
+
 TEST(BenchDevice, UnknownDeviceIsOneClearErrorLine) {
   expect_clear_error(run_mptrain("bench --device tpu --preset d2 --batch 1 --seq 8 --steps 1 --no-peer"), "--device");
 }

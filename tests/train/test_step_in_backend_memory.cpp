@@ -118,10 +118,15 @@ constexpr int kB = 2, kT = 16, kAccum = 2, kSteps = 2;
 
 // kSteps steps of kAccum micro-batches on `be` (a fenced backend, or the CPU's).
 // With `logits`: then an evaluation forward's logits() and losses() (their download points).
-Outcome run_gpt2(const Case& c, std::unique_ptr<Backend> be, std::vector<float>* logits) {
+// With `graphs`: the micro-batches' passes replayed from a graph (model/gpt2.h's set_graphs), and
+// the ranges the gradient-ready hook saw, in order, into *handed.
+Outcome run_gpt2(const Case& c, std::unique_ptr<Backend> be, std::vector<float>* logits, bool graphs = false,
+                 std::vector<ParamRange>* handed = nullptr) {
   Gpt2 model(tiny_gpt2(), std::move(be), policy_of(c));
   model.init_weights(5);
   model.plan(kB, kT);
+  model.set_graphs(graphs);
+  if (handed) model.set_grads_ready_hook([handed](ParamRange r) { handed->push_back(r); });
   const std::unique_ptr<Optimizer> opt = optimizer_of(c, model.table(), model.backend());
   LossScaler scaler(LossScalerConfig{1024.0f, 2.0f, 0.5f, 2000});
   LossScaler* s = c.precision == Precision::Fp16 ? &scaler : nullptr;
@@ -155,6 +160,28 @@ TEST(StepInBackendMemory, Gpt2StepsTouchTheirTensorsOnlyThroughTheBackend) {
     const Outcome b = run_gpt2(c, std::make_unique<cpu::CpuBackend>(context()), &host_logits);
     expect_same(a, b, "GPT-2 " + c.name());
     EXPECT_EQ(fenced_logits, host_logits) << "GPT-2 " << c.name() << ": logits() or losses() differ";
+  }
+}
+
+// A pass captured once and replayed (the CPU's graphs: its recorded calls) stages and reads
+// through the same points and enqueues the same work: the steps — an eager first micro-batch, the
+// capture, replays, with Sophia's eager curvature passes between them — leave the bits of the
+// enqueued steps, and the gradient-ready hook sees the same ranges in the same order.
+TEST(StepInBackendMemory, Gpt2StepsReplayedFromAGraphMatchTheEnqueuedSteps) {
+  for (const Case& c : kCases) {
+    std::vector<float> replayed_logits, enqueued_logits;
+    std::vector<ParamRange> replayed_ranges, enqueued_ranges;
+    const Outcome a =
+        run_gpt2(c, std::make_unique<FencedCpuBackend>(context()), &replayed_logits, true, &replayed_ranges);
+    const Outcome b =
+        run_gpt2(c, std::make_unique<cpu::CpuBackend>(context()), &enqueued_logits, false, &enqueued_ranges);
+    expect_same(a, b, "GPT-2 replayed from a graph, " + c.name());
+    EXPECT_EQ(replayed_logits, enqueued_logits) << "GPT-2 " << c.name() << ": logits() or losses() differ";
+    ASSERT_EQ(replayed_ranges.size(), enqueued_ranges.size()) << c.name();
+    for (size_t i = 0; i < enqueued_ranges.size(); ++i)
+      EXPECT_TRUE(replayed_ranges[i].begin == enqueued_ranges[i].begin &&
+                  replayed_ranges[i].end == enqueued_ranges[i].end)
+          << c.name() << ": range " << i;
   }
 }
 

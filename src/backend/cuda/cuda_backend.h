@@ -82,6 +82,9 @@ class CudaBackend final : public Backend {
   bool run_unscale_and_check(const View& grads, float inv_scale) override;
   double run_sum_squares(const View& x) override;
   void run_scale(const View& x, float factor) override;
+  // Stream capture into a CUDA graph (graph.cpp).
+  void run_begin_capture() override;
+  std::unique_ptr<Graph> run_end_capture() override;
 
  private:
   // Device memory that grows to the largest need and stays (never inside a steady-state step:
