@@ -241,7 +241,8 @@ void Bert::plan(int B, int T, int max_predictions) {
   plan_B_ = B;
   plan_T_ = T;
   plan_M_ = static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
-  const size_t head_rows = std::max<size_t>(static_cast<size_t>(plan_M_), static_cast<size_t>(B));
+  // The MLM head's labels and arg-maxes, then the NSP head's (each read after the pass).
+  const size_t head_rows = static_cast<size_t>(plan_M_) + static_cast<size_t>(B);
   for (IndexBuffer* ids : {&ids_.tokens, &ids_.types, &ids_.key_mask}) ids->resize(BT, memory);
   ids_.cls_rows.resize(static_cast<size_t>(B), memory);
   ids_.mlm_pos.resize(static_cast<size_t>(plan_M_), memory);
@@ -305,25 +306,18 @@ void Bert::collect_masked(const BertInputs& batch, int N) {
 }
 
 BertStats Bert::forward(const BertInputs& batch, int B, int T) {
-  forward_impl(batch, B, T);
-  return loss_impl(batch, B, T, 1.0f, false, Sampling{});
+  return run(batch, B, T, 1.0f, false, Sampling{});
 }
 
 BertStats Bert::forward_backward(const BertInputs& batch, int B, int T, float grad_scale) {
-  forward_impl(batch, B, T);
-  const BertStats st = loss_impl(batch, B, T, grad_scale, true, Sampling{});
-  backward_impl(batch, B, T);
-  return st;
+  return run(batch, B, T, grad_scale, true, Sampling{});
 }
 
 BertStats Bert::forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale,
                                          uint64_t seed, uint64_t counter) {
-  forward_impl(batch, B, T);
   sampled_mlm_.clear();
   sampled_nsp_.clear();
-  const BertStats st = loss_impl(batch, B, T, grad_scale, true, Sampling{true, seed, counter});
-  backward_impl(batch, B, T);
-  return st;
+  return run(batch, B, T, grad_scale, true, Sampling{true, seed, counter});
 }
 
 const float* Bert::mlm_logits() {

@@ -262,13 +262,18 @@ class Bert {
     uint64_t seed = 0, counter = 0;
   };
   void validate_batch(const BertInputs& batch, int B, int T) const;
-  void forward_impl(const BertInputs& batch, int B, int T);
   void collect_masked(const BertInputs& batch, int N);
-  // The batch's ids (and the rows the heads read) into ids_: the pass's staging point.
-  void stage_ids(const BertInputs& batch, int B, int T);
-  BertStats loss_impl(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
-                      const Sampling& sampling);
+  // A pass is staged, enqueued, then read, as GPT-2's (model/gpt2.h): run() stages the batch's
+  // ids, labels and each head's per-row loss gradient (stage_ids), enqueues forward_impl,
+  // loss_impl and, with backward, backward_impl (no host transfer), then reads the heads' losses,
+  // arg-maxes and drawn labels (read_stats).
+  BertStats run(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
+                const Sampling& sampling);
+  void stage_ids(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool drawn);
+  void forward_impl(const BertInputs& batch, int B, int T);
+  void loss_impl(const BertInputs& batch, int B, bool backward, const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
+  BertStats read_stats(const BertInputs& batch, int B, const Sampling& sampling);
   void setup_weight_copies();
   // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
   // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
@@ -286,12 +291,23 @@ class Bert {
   // stream (=) LayerNorm(x), and the saved copy in the GEMMs' input dtype when that differs.
   void layernorm_to_stream(const View& stream, ActivationPlan::Handle saved, ActivationPlan::Handle mean,
                            ActivationPlan::Handle rstd, const View& x, const float* g, const float* b, int N);
-  // One head's fused loss over `rows` rows of `classes` logits (the first `vocab` real): the
-  // arg-max counted against the labels into *correct, dlogits in place when backward; labels
-  // drawn into *sampled when non-null. Returns the mean loss.
-  float head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle losses, ActivationPlan::Handle dloss,
-                  int rows, int classes, int vocab, const int* targets, std::vector<int>* sampled,
-                  uint64_t seed, uint64_t counter, float grad_scale, bool backward, int* correct);
+  // A head (MLM, NSP): its logits, per-row losses and loss gradients, and where its labels and
+  // arg-maxes sit in ids_.labels / ids_.best (the MLM head's from 0, the NSP head's after).
+  struct Head {
+    ActivationPlan::Handle logits, losses, dloss;
+    size_t at;
+  };
+  Head mlm_head() const { return {a_.mlm_logits, a_.mlm_losses, a_.mlm_dloss, 0}; }
+  Head nsp_head() const { return {a_.nsp_logits, a_.nsp_losses, a_.nsp_dloss, static_cast<size_t>(plan_M_)}; }
+  // Staging: each row's gradient of the head's mean loss, and the labels unless drawn.
+  void stage_head(const Head& h, int rows, const int* targets, float grad_scale, bool backward);
+  // The fused loss over `rows` rows of `classes` logits (the first `vocab` real), the arg-max
+  // taken first; dlogits in place when backward; labels drawn when `drawn`.
+  void head_loss(const Head& h, int rows, int classes, int vocab, bool drawn, uint64_t seed, uint64_t counter,
+                 bool backward);
+  // The download point: the mean loss; the arg-max counted against the labels into *correct;
+  // the drawn labels into *sampled when non-null.
+  float read_head(const Head& h, int rows, const int* targets, std::vector<int>* sampled, int* correct);
 
   using LayerActs = BertLayerActs;
   using Acts = BertActs;

@@ -75,7 +75,11 @@ void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved,
   if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
 }
 
-void Bert::stage_ids(const BertInputs& batch, int B, int T) {
+void Bert::stage_ids(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool drawn) {
+  validate_batch(batch, B, T);
+  collect_masked(batch, B * T);
+  copies_.refresh_if_stale(params_.data(), *be_);
+  last_batch_ = B;
   const size_t N = static_cast<size_t>(B) * T;
   ids_.tokens.upload(batch.tokens, N);
   // Without segment ids every token is in segment 0.
@@ -88,12 +92,21 @@ void Bert::stage_ids(const BertInputs& batch, int B, int T) {
   const std::vector<int> cls = cls_rows(B, T);
   ids_.cls_rows.upload(cls.data(), cls.size());
   if (!mlm_pos_.empty()) ids_.mlm_pos.upload(mlm_pos_.data(), mlm_pos_.size());
+  const int M = static_cast<int>(mlm_pos_.size());
+  if (M > 0) stage_head(mlm_head(), M, drawn ? nullptr : mlm_targets_.data(), grad_scale, backward);
+  if (batch.nsp_labels) stage_head(nsp_head(), B, drawn ? nullptr : batch.nsp_labels, grad_scale, backward);
+}
+
+BertStats Bert::run(const BertInputs& batch, int B, int T, float grad_scale, bool backward,
+                    const Sampling& sampling) {
+  stage_ids(batch, B, T, grad_scale, backward, sampling.on);
+  forward_impl(batch, B, T);
+  loss_impl(batch, B, backward, sampling);
+  if (backward) backward_impl(batch, B, T);
+  return read_stats(batch, B, sampling);
 }
 
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
-  validate_batch(batch, B, T);
-  collect_masked(batch, B * T);
-  copies_.refresh_if_stale(params_.data(), *be_);
   Backend& be = *be_;
   const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
@@ -101,8 +114,6 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   const StorageType lin_s = policy_.rule(OpKind::Linear).output;
   const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
-  stage_ids(batch, B, T);
-  last_batch_ = B;
 
   be.embedding({.out = acts_.view(a_.emb, N, C),
                 .tokens = ids_.tokens.data(),
@@ -235,41 +246,49 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
              .w_rounded = rounded});
 }
 
-float Bert::head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle losses,
-                      ActivationPlan::Handle dloss, int rows, int classes, int vocab, const int* targets,
-                      std::vector<int>* sampled, uint64_t seed, uint64_t counter, float grad_scale,
-                      bool backward, int* correct) {
-  Backend& be = *be_;
-  const View x = acts_.view(logits, rows, classes);
+void Bert::stage_head(const Head& h, int rows, const int* targets, float grad_scale, bool backward) {
   const auto n = static_cast<size_t>(rows);
-  // Staged: the per-row gradient of the loss, and the labels (unless drawn).
-  dloss_host_.assign(n, grad_scale / static_cast<float>(rows));
-  be.upload(acts_.row(dloss, rows), dloss_host_.data());
-  if (!sampled) ids_.labels.upload(targets, n);
+  if (backward) {
+    dloss_host_.assign(n, grad_scale / static_cast<float>(rows));
+    be_->upload(acts_.row(h.dloss, rows), dloss_host_.data());
+  }
+  if (targets) ids_.labels.upload(targets, n, h.at);
+}
+
+void Bert::head_loss(const Head& h, int rows, int classes, int vocab, bool drawn, uint64_t seed,
+                     uint64_t counter, bool backward) {
+  Backend& be = *be_;
+  const View x = acts_.view(h.logits, rows, classes);
+  int* labels = ids_.labels.data() + h.at;
   // Arg-max before the fused pass overwrites the logits with their gradient.
-  be.argmax_rows(ids_.best.data(), x, vocab, rows);
+  be.argmax_rows(ids_.best.data() + h.at, x, vocab, rows);
   CrossEntropyArgs a;
-  a.losses = acts_.row(losses, rows);
+  a.losses = acts_.row(h.losses, rows);
   a.logits = x;
-  if (backward) a.dlogits = x;
-  a.targets = sampled ? nullptr : ids_.labels.data();
-  a.dloss = acts_.row(dloss, rows);
+  if (backward) {
+    a.dlogits = x;
+    a.dloss = acts_.row(h.dloss, rows);  // staged
+  }
+  a.targets = drawn ? nullptr : labels;
   a.vocab = vocab;
-  if (sampled) {
-    a.sampled = ids_.labels.data();
+  if (drawn) {
+    a.sampled = labels;
     a.seed = seed;
     a.counter = counter;
   }
   be.cross_entropy(a);
-  // The download point: losses, arg-maxes and drawn labels to the host.
+}
+
+float Bert::read_head(const Head& h, int rows, const int* targets, std::vector<int>* sampled, int* correct) {
+  const auto n = static_cast<size_t>(rows);
   best_host_.resize(n);
-  ids_.best.download(best_host_.data(), n);
+  ids_.best.download(best_host_.data(), n, h.at);
   if (sampled) {
     sampled->resize(n);
-    ids_.labels.download(sampled->data(), n);
+    ids_.labels.download(sampled->data(), n, h.at);
   }
   losses_host_.resize(n);
-  be.download(losses_host_.data(), acts_.row(losses, rows));
+  be_->download(losses_host_.data(), acts_.row(h.losses, rows));
   const int* labels = sampled ? sampled->data() : targets;
   for (size_t r = 0; r < n; ++r) *correct += best_host_[r] == labels[r];
   double sum = 0.0;  // fixed order: deterministic
@@ -277,29 +296,36 @@ float Bert::head_loss(ActivationPlan::Handle logits, ActivationPlan::Handle loss
   return static_cast<float>(sum / rows);
 }
 
-BertStats Bert::loss_impl(const BertInputs& batch, int B, int /*T*/, float grad_scale, bool backward,
-                          const Sampling& sampling) {
-  BertStats st;
+void Bert::loss_impl(const BertInputs& batch, int B, bool backward, const Sampling& sampling) {
   const int V = config_.vocab_size, Vp = config_.padded_vocab_size;
   const int M = static_cast<int>(mlm_pos_.size());
   if (M > 0) {
-    st.mlm_loss = head_loss(a_.mlm_logits, a_.mlm_losses, a_.mlm_dloss, M, Vp, V, mlm_targets_.data(),
-                            sampling.on ? &sampled_mlm_ : nullptr, sampling.seed, sampling.counter,
-                            grad_scale, backward, &st.mlm_correct);
-    st.mlm_count = M;
+    head_loss(mlm_head(), M, Vp, V, sampling.on, sampling.seed, sampling.counter, backward);
     // The head's padding rows take no gradient.
     if (backward && mlm_rows_ > M)
       be_->zero(View::of(static_cast<char*>(acts_.raw(a_.mlm_logits)) +
                              static_cast<size_t>(M) * Vp * storage_bytes(acts_.type(a_.mlm_logits)),
                          acts_.type(a_.mlm_logits), {mlm_rows_ - M, Vp}));
   }
-  if (batch.nsp_labels) {
-    st.nsp_loss = head_loss(a_.nsp_logits, a_.nsp_losses, a_.nsp_dloss, B, kNsp, kNsp, batch.nsp_labels,
-                            sampling.on ? &sampled_nsp_ : nullptr, sampling.seed ^ kNspSeedSalt,
-                            sampling.counter, grad_scale, backward, &st.nsp_correct);
-    st.nsp_count = B;
-  } else if (backward) {
+  if (batch.nsp_labels)
+    head_loss(nsp_head(), B, kNsp, kNsp, sampling.on, sampling.seed ^ kNspSeedSalt, sampling.counter,
+              backward);
+  else if (backward)
     be_->zero(acts_.view(a_.nsp_logits, B, kNsp));  // no NSP gradient
+}
+
+BertStats Bert::read_stats(const BertInputs& batch, int B, const Sampling& sampling) {
+  BertStats st;
+  const int M = static_cast<int>(mlm_pos_.size());
+  if (M > 0) {
+    st.mlm_loss =
+        read_head(mlm_head(), M, mlm_targets_.data(), sampling.on ? &sampled_mlm_ : nullptr, &st.mlm_correct);
+    st.mlm_count = M;
+  }
+  if (batch.nsp_labels) {
+    st.nsp_loss =
+        read_head(nsp_head(), B, batch.nsp_labels, sampling.on ? &sampled_nsp_ : nullptr, &st.nsp_correct);
+    st.nsp_count = B;
   }
   return st;
 }
