@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/buffer.h"
@@ -58,19 +59,29 @@ class FencedMemory final : public MemoryResource {
     regions_.erase(it);
   }
   void zero(void* p, size_t bytes) override {
+    mark('T');
     const Open o(*this);
     std::memset(p, 0, bytes);
   }
   void upload(void* dst, const void* host, size_t bytes) override {
+    mark('T');
     const Open o(*this);
     if (bytes) std::memcpy(dst, host, bytes);
   }
   void download(void* host, const void* src, size_t bytes) override {
+    mark('T');
     const Open o(*this);
     if (bytes) std::memcpy(host, src, bytes);
   }
   bool host_visible() const override { return false; }
   bool is_open() const { return open_ > 0; }
+  // What reached the memory since the last take_trace(), runs collapsed: 'T' a host transfer
+  // (upload, download or zero from the host), 'O' an op. A pass that stages, enqueues, then
+  // reads leaves "TOT".
+  void mark(char c) {
+    if (trace_.empty() || trace_.back() != c) trace_ += c;
+  }
+  std::string take_trace() { return std::exchange(trace_, std::string()); }
 
   // Whether [p, p + bytes) lies inside one allocation.
   bool owns(const void* p, size_t bytes = 1) const {
@@ -92,12 +103,14 @@ class FencedMemory final : public MemoryResource {
   }
   std::map<char*, size_t> regions_;
   int open_ = 0;
+  std::string trace_;
 };
 
 class FencedCpuBackend final : public cpu::CpuBackend {
  public:
   using cpu::CpuBackend::CpuBackend;
   MemoryResource& memory() override { return mem_; }
+  std::string take_trace() { return mem_.take_trace(); }
 
  protected:
   void run_cast(const View& dst, const View& src) override {
@@ -215,6 +228,7 @@ class FencedCpuBackend final : public cpu::CpuBackend {
     Guard(FencedCpuBackend& be, const char* op, std::initializer_list<const View*> views)
         : be_(be), op_(op), nested_(be.mem_.is_open()), open_(be.mem_) {
       if (nested_) return;
+      be.mem_.mark('O');
       for (const View* v : views)
         if (!v->empty() && !be.mem_.owns(v->ptr, v->contiguous() ? v->bytes() : 1))
           throw Error(std::string("[fenced] ") + op + ": tensor " + v->describe() +

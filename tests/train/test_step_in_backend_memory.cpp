@@ -352,3 +352,53 @@ TEST(StepInBackendMemory, BertStepsTouchTheirTensorsOnlyThroughTheBackend) {
 
 }  // namespace
 }  // namespace mptrain
+
+namespace mptrain {
+namespace {
+
+// A pass stages its host values, enqueues its ops, then reads its results: no host transfer
+// between two ops (what lets a GPU run the pass without a sync and capture it in a graph).
+// The first pass of each model also refreshes the weight copies (ops before the staging), so
+// the second, with the copies fresh, is the one traced: "TOT". Under every plan, with and
+// without backward, and Sophia's sampled pass.
+TEST(StepInBackendMemory, APassStagesThenEnqueuesThenReads) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.name());
+    {
+      auto owned = std::make_unique<FencedCpuBackend>(context());
+      FencedCpuBackend& be = *owned;
+      Gpt2 model(tiny_gpt2(), std::move(owned), policy_of(c));
+      model.init_weights(5);
+      model.plan(kB, kT);
+      std::vector<int> in(kB * kT), tg(kB * kT);
+      for (int i = 0; i < kB * kT; ++i) in[i] = i % 61, tg[i] = (i * 5 + 1) % 61;
+      model.forward(in.data(), tg.data(), kB, kT);
+      be.take_trace();
+      model.forward(in.data(), tg.data(), kB, kT);
+      EXPECT_EQ(be.take_trace(), "TOT") << "GPT-2 forward";
+      model.forward_backward(in.data(), tg.data(), kB, kT, 1.0f);
+      EXPECT_EQ(be.take_trace(), "TOT") << "GPT-2 forward_backward";
+      model.forward_backward_sampled(in.data(), tg.data(), kB, kT, 1.0f, 3, 4);
+      EXPECT_EQ(be.take_trace(), "TOT") << "GPT-2 forward_backward_sampled";
+    }
+    {
+      auto owned = std::make_unique<FencedCpuBackend>(context());
+      FencedCpuBackend& be = *owned;
+      const BertCase k = bert_case(1);
+      Bert model(k.config, std::move(owned), policy_of(c));
+      model.init_weights(9);
+      model.plan(k.B, k.T);
+      model.forward(k.inputs(), k.B, k.T);
+      be.take_trace();
+      model.forward(k.inputs(), k.B, k.T);
+      EXPECT_EQ(be.take_trace(), "TOT") << "BERT forward";
+      model.forward_backward(k.inputs(), k.B, k.T, 1.0f);
+      EXPECT_EQ(be.take_trace(), "TOT") << "BERT forward_backward";
+      model.forward_backward_sampled(k.inputs(), k.B, k.T, 1.0f, 3, 4);
+      EXPECT_EQ(be.take_trace(), "TOT") << "BERT forward_backward_sampled";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mptrain
