@@ -52,35 +52,28 @@ class Context;
 // tied to the word embeddings and has no entry of its own.
 ParamTable bert_param_table(const BertConfig& config);
 
-// Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients), of
-// element type T: float here, the storage type of a typed copy on the GPU (backend/cuda/bert_device).
-template <class T>
-struct BertLayerTensorsOf {
-  T *qkv_w, *qkv_b;        // [3C, C], [3C]: query | key | value
-  T *attout_w, *attout_b;  // attention.output.dense [C, C]
-  T *ln1_w, *ln1_b;        // attention.output.LayerNorm
-  T *fc_w, *fc_b;          // intermediate.dense [I, C]
-  T *fcout_w, *fcout_b;    // output.dense [C, I]
-  T *ln2_w, *ln2_b;        // output.LayerNorm
+// Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients).
+struct BertLayerTensors {
+  float *qkv_w, *qkv_b;        // [3C, C], [3C]: query | key | value
+  float *attout_w, *attout_b;  // attention.output.dense [C, C]
+  float *ln1_w, *ln1_b;        // attention.output.LayerNorm
+  float *fc_w, *fc_b;          // intermediate.dense [I, C]
+  float *fcout_w, *fcout_b;    // output.dense [C, I]
+  float *ln2_w, *ln2_b;        // output.LayerNorm
 };
-template <class T>
-struct BertTensorsOf {
-  T *word, *pos, *type;  // [Vp, C], [max_position, C], [type_vocab, C]
-  T *emb_ln_w, *emb_ln_b;
-  std::vector<BertLayerTensorsOf<T>> layers;
-  T *pool_w, *pool_b;  // [C, C]
-  T *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]
-  T *mlm_ln_w, *mlm_ln_b;
-  T* mlm_bias;       // cls.predictions.bias [Vp]
-  T *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]
+struct BertTensors {
+  float *word, *pos, *type;  // [Vp, C], [max_position, C], [type_vocab, C]
+  float *emb_ln_w, *emb_ln_b;
+  std::vector<BertLayerTensors> layers;
+  float *pool_w, *pool_b;  // [C, C]
+  float *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]
+  float *mlm_ln_w, *mlm_ln_b;
+  float* mlm_bias;       // cls.predictions.bias [Vp]
+  float *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]
 };
-using BertLayerTensors = BertLayerTensorsOf<float>;
-using BertTensors = BertTensorsOf<float>;
-
-template <class T>
-BertTensorsOf<T> bind_bert_tensors(const ParamTable& table, T* base, int n_layer) {
+inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer) {
   auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  BertTensorsOf<T> t;
+  BertTensors t;
   t.word = at("bert.embeddings.word_embeddings.weight");
   t.pos = at("bert.embeddings.position_embeddings.weight");
   t.type = at("bert.embeddings.token_type_embeddings.weight");

@@ -51,12 +51,6 @@ GemmReader gpt2_gemm_reader(const ParamSpec& spec) {
   return spec.name == "wte.weight" ? GemmReader::LmHead : GemmReader::Linear;
 }
 
-bool gpt2_is_gemm_weight(const ParamSpec& spec) { return gpt2_gemm_reader(spec) != GemmReader::None; }
-
-ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy) {
-  return policy.rule(spec.name == "wte.weight" ? OpKind::LmHead : OpKind::Linear).compute;
-}
-
 size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy) {
   return weight_copy_bytes(gpt2_param_table(config), gpt2_gemm_reader, policy);
 }

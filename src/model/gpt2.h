@@ -42,27 +42,21 @@ class Context;
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);
 
-// Pointers into a flat buffer laid out by gpt2_param_table (parameters or their gradients), of
-// element type T: float here, the storage type of a typed copy on the GPU (backend/cuda/gpt2_device).
-template <class T>
-struct Gpt2LayerTensorsOf {
-  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
-  T *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+// Pointers into a flat buffer laid out by gpt2_param_table (parameters or their gradients).
+struct Gpt2LayerTensors {
+  float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
+  float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
 };
-template <class T>
-struct Gpt2TensorsOf {
-  T* wte;  // [Vp, C]
-  T* wpe;  // [block_size, C]
-  std::vector<Gpt2LayerTensorsOf<T>> layers;
-  T *lnf_w, *lnf_b;
+struct Gpt2Tensors {
+  float* wte;  // [Vp, C]
+  float* wpe;  // [block_size, C]
+  std::vector<Gpt2LayerTensors> layers;
+  float *lnf_w, *lnf_b;
 };
-using Gpt2LayerTensors = Gpt2LayerTensorsOf<float>;
-using Gpt2Tensors = Gpt2TensorsOf<float>;
 
-template <class T>
-Gpt2TensorsOf<T> bind_gpt2_tensors(const ParamTable& table, T* base, int n_layer) {
+inline Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n_layer) {
   auto at = [&](const std::string& name) { return base + table.get(name).offset; };
-  Gpt2TensorsOf<T> t;
+  Gpt2Tensors t;
   t.wte = at("wte.weight");
   t.wpe = at("wpe.weight");
   for (int l = 0; l < n_layer; ++l) {
@@ -108,9 +102,6 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
 // Which GEMM reads a parameter: wte is the LM head, the four Conv1D weights of each block are
 // linears; the rest (wpe, biases, LayerNorms) is read by none. Those read get a low-precision copy.
 GemmReader gpt2_gemm_reader(const ParamSpec& spec);
-bool gpt2_is_gemm_weight(const ParamSpec& spec);  // gpt2_gemm_reader(spec) != None
-// The compute type of the GEMM that reads a weight (the LM head for wte, the linears otherwise).
-ComputeType gpt2_weight_compute(const ParamSpec& spec, const Policy& policy);
 // Bytes of those copies under `policy` (0 when every GEMM is fp32).
 size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy);
 

@@ -39,18 +39,6 @@ inline Precision parse_precision(std::string_view name) {
   throw Error("unknown precision '" + std::string(name) + "' (expected fp32, tf32, bf16 or fp16)");
 }
 
-// The dtype GEMM operands (weight copies, saved activations) are stored in.
-inline StorageType low_precision_type(Precision p) {
-  switch (p) {
-    case Precision::Bf16:
-      return StorageType::BF16;
-    case Precision::Fp16:
-      return StorageType::F16;
-    default:
-      return StorageType::F32;
-  }
-}
-
 // fp16's narrow exponent range needs dynamic loss scaling; the others do not.
 inline bool needs_loss_scaler(Precision p) { return p == Precision::Fp16; }
 

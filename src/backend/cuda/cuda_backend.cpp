@@ -192,7 +192,11 @@ bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, Compu
 
 void* CudaBackend::scratch(int slot, size_t bytes) {
   DeviceMemory& m = scratch_[slot];
-  if (m.bytes() < bytes) m = DeviceMemory(bytes);
+  if (m.bytes() < bytes) {
+    // A captured graph may still point at the smaller area: it stays allocated (growth is rare).
+    if (m.get()) retired_.push_back(std::move(m));
+    m = DeviceMemory(bytes);
+  }
   return m.get();
 }
 

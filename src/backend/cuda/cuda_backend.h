@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/context.h"
@@ -105,6 +106,7 @@ class CudaBackend final : public Backend {
   DeviceMemoryResource mem_;
   static constexpr int kSlots = 8;
   DeviceMemory scratch_[kSlots];
+  std::vector<DeviceMemory> retired_;  // scratch areas outgrown (see scratch())
   DeviceMemory scalar_;
   float scalar_value_ = 1.0f;
   bool scalar_set_ = false;
