@@ -238,7 +238,11 @@ void Gpt2::training_pass(int B, int T) {
     try {
       enqueue_training_pass(B, T);
     } catch (...) {
-      be_->end_capture();  // the backend leaves capture; the partial graph is dropped
+      try {
+        be_->end_capture();  // the backend leaves capture; the partial graph is dropped
+      } catch (const Error&) {
+        // a broken capture's own error: the first one is the one reported
+      }
       throw;
     }
     graph_ = be_->end_capture();
