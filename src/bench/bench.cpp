@@ -177,7 +177,7 @@ double run_cuda_peer(const BenchOptions& o, int padded_vocab) {
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   const Precision precision = parse_precision(o.precision);
-  MPT_CHECK(!o.graphs || !is_bert(o), "--graphs: BERT's pass cannot be captured yet");
+  MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");

@@ -234,6 +234,10 @@ class Bert {
   BertStats forward_backward_sampled(const BertInputs& batch, int B, int T, float grad_scale, uint64_t seed,
                                      uint64_t counter);
   static constexpr uint64_t kNspSeedSalt = 0x5deece66dull;
+  // Why BERT has no graphs (GPT-2's set_graphs): what `--graphs` is refused with.
+  static constexpr const char* kNoGraphs =
+      "BERT's pass cannot be captured yet (the MLM head's launches are sized by each batch's masked "
+      "positions)";
   // The labels the last forward_backward_sampled drew: MLM ones in mlm_positions() order, NSP [B].
   const std::vector<int>& sampled_mlm_labels() const { return sampled_mlm_; }
   const std::vector<int>& sampled_nsp_labels() const { return sampled_nsp_; }
@@ -329,7 +333,8 @@ class Bert {
   struct StagedIds {
     IndexBuffer tokens, types, key_mask, cls_rows, mlm_pos, labels, best;
   } ids_;
-  std::vector<float> dloss_host_, losses_host_;
+  std::vector<float> dloss_host_;
+  FloatBuffer losses32_;  // a head's losses on the host (read_head)
   std::vector<int> best_host_;
   AttentionDtypes at_;           // the attention's dtypes under policy_
   WeightCopies copies_;

@@ -287,12 +287,11 @@ float Bert::read_head(const Head& h, int rows, const int* targets, std::vector<i
     sampled->resize(n);
     ids_.labels.download(sampled->data(), n, h.at);
   }
-  losses_host_.resize(n);
-  be_->download(losses_host_.data(), acts_.row(h.losses, rows));
+  const float* losses = acts_.read_f32(h.losses, n, *be_, losses32_);  // the buffer itself on the CPU
   const int* labels = sampled ? sampled->data() : targets;
   for (size_t r = 0; r < n; ++r) *correct += best_host_[r] == labels[r];
   double sum = 0.0;  // fixed order: deterministic
-  for (const float l : losses_host_) sum += l;
+  for (size_t r = 0; r < n; ++r) sum += losses[r];
   return static_cast<float>(sum / rows);
 }
 

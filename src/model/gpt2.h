@@ -223,7 +223,7 @@ class Gpt2 {
   // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
   // these), and the host side of the loss's per-row gradient and losses.
   IndexBuffer tokens_, targets_;
-  std::vector<float> dloss_host_, losses_host_;
+  std::vector<float> dloss_host_;
   int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;
   ActivationPlan acts_;

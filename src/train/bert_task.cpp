@@ -40,10 +40,7 @@ class BertTask final : public TrainTask {
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(),
               "no training data: pass --train-data with an instance file of 'prepare --task bert'");
-    // Each batch's count of masked positions sizes the MLM head's launches on the host.
-    MPT_CHECK(opt.graphs != "on",
-              "--graphs on: BERT's pass cannot be captured yet (the MLM head's launches "
-              "are sized by each batch's masked positions); use --graphs off");
+    MPT_CHECK(opt.graphs != "on", std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
     const BertInstanceFile probe(opt.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);

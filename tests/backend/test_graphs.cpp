@@ -9,6 +9,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
+#include "common/host_backend.h"
 #include "common/test_util.h"
 
 namespace mptrain {
@@ -16,13 +17,8 @@ namespace {
 
 using testing::expect_error;
 
-cpu::Context& context() {
-  static cpu::Context ctx;
-  return ctx;
-}
-
 TEST(Graphs, CapturedOpsRunOnlyWhenReplayedAndAgainAtEachReplay) {
-  cpu::CpuBackend be(context());
+  cpu::CpuBackend be(host_context());
   std::vector<float> x = {1.0f, 2.0f, 3.0f}, y(3, 0.0f);
   const View vx = View::f32(x.data(), {3}), vy = View::f32(y.data(), {3});
   be.begin_capture();
@@ -44,7 +40,7 @@ TEST(Graphs, CapturedOpsRunOnlyWhenReplayedAndAgainAtEachReplay) {
 }
 
 TEST(Graphs, HostTransfersAndAnsweringOpsAreRefusedWhileCapturing) {
-  cpu::CpuBackend be(context());
+  cpu::CpuBackend be(host_context());
   std::vector<float> x(4, 1.0f), host(4);
   const View vx = View::f32(x.data(), {4});
   be.begin_capture();

@@ -6,9 +6,14 @@
 
 namespace mptrain {
 
-inline Backend& host_backend() {
+// One CPU context for a test binary (oneDNN's primitive caches and the thread pool, built once).
+inline cpu::Context& host_context() {
   static cpu::Context ctx;
-  static cpu::CpuBackend be(ctx);
+  return ctx;
+}
+
+inline Backend& host_backend() {
+  static cpu::CpuBackend be(host_context());
   return be;
 }
 

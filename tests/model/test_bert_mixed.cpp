@@ -23,6 +23,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/grads_ready_log.h"
+#include "common/host_backend.h"
 #include "common/test_util.h"
 #include "model/bert.h"
 #include "optim/sophia.h"
@@ -76,11 +77,7 @@ struct Result {
 };
 
 // The CPU backend, and its capabilities (whether oneDNN multiplies fp16 here).
-const Backend& this_backend() {
-  static cpu::Context ctx;
-  static const cpu::CpuBackend be(ctx);
-  return be;
-}
+const Backend& this_backend() { return host_backend(); }
 BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Case& k, const Policy& policy, uint64_t seed = 7) {

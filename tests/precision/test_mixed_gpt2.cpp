@@ -18,6 +18,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/grads_ready_log.h"
+#include "common/host_backend.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "model/gpt2.h"
@@ -55,11 +56,7 @@ struct Result {
 };
 
 // The CPU backend, and its capabilities (whether oneDNN multiplies fp16 here).
-const Backend& this_backend() {
-  static cpu::Context ctx;
-  static const cpu::CpuBackend be(ctx);
-  return be;
-}
+const Backend& this_backend() { return host_backend(); }
 BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Batch& k, const Policy& policy, uint64_t seed = 7) {

@@ -16,6 +16,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/fenced_backend.h"
+#include "common/host_backend.h"
 #include "common/test_util.h"
 #include "io/checkpoint_dir.h"
 #include "model/bert.h"
@@ -31,11 +32,6 @@ namespace mptrain {
 namespace {
 
 using test::FencedCpuBackend;
-
-cpu::Context& context() {
-  static cpu::Context ctx;
-  return ctx;
-}
 
 // A case: the precision, whose plan (the CPU's or the GPU's), and which optimizer.
 struct Case {
@@ -54,7 +50,7 @@ const Case kCases[] = {
 };
 
 Policy policy_of(const Case& c) {
-  return make_policy(c.precision, {}, c.gpu_plan ? kCudaCaps : cpu::CpuBackend(context()).caps());
+  return make_policy(c.precision, {}, c.gpu_plan ? kCudaCaps : cpu::CpuBackend(host_context()).caps());
 }
 
 std::unique_ptr<Optimizer> optimizer_of(const Case& c, const ParamTable& table, Backend& be) {
@@ -156,8 +152,8 @@ Outcome run_gpt2(const Case& c, std::unique_ptr<Backend> be, std::vector<float>*
 TEST(StepInBackendMemory, Gpt2StepsTouchTheirTensorsOnlyThroughTheBackend) {
   for (const Case& c : kCases) {
     std::vector<float> fenced_logits, host_logits;
-    const Outcome a = run_gpt2(c, std::make_unique<FencedCpuBackend>(context()), &fenced_logits);
-    const Outcome b = run_gpt2(c, std::make_unique<cpu::CpuBackend>(context()), &host_logits);
+    const Outcome a = run_gpt2(c, std::make_unique<FencedCpuBackend>(host_context()), &fenced_logits);
+    const Outcome b = run_gpt2(c, std::make_unique<cpu::CpuBackend>(host_context()), &host_logits);
     expect_same(a, b, "GPT-2 " + c.name());
     EXPECT_EQ(fenced_logits, host_logits) << "GPT-2 " << c.name() << ": logits() or losses() differ";
   }
@@ -171,10 +167,10 @@ TEST(StepInBackendMemory, Gpt2StepsReplayedFromAGraphMatchTheEnqueuedSteps) {
   for (const Case& c : kCases) {
     std::vector<float> replayed_logits, enqueued_logits;
     std::vector<ParamRange> replayed_ranges, enqueued_ranges;
-    const Outcome a =
-        run_gpt2(c, std::make_unique<FencedCpuBackend>(context()), &replayed_logits, true, &replayed_ranges);
-    const Outcome b =
-        run_gpt2(c, std::make_unique<cpu::CpuBackend>(context()), &enqueued_logits, false, &enqueued_ranges);
+    const Outcome a = run_gpt2(c, std::make_unique<FencedCpuBackend>(host_context()), &replayed_logits, true,
+                               &replayed_ranges);
+    const Outcome b = run_gpt2(c, std::make_unique<cpu::CpuBackend>(host_context()), &enqueued_logits, false,
+                               &enqueued_ranges);
     expect_same(a, b, "GPT-2 replayed from a graph, " + c.name());
     EXPECT_EQ(replayed_logits, enqueued_logits) << "GPT-2 " << c.name() << ": logits() or losses() differ";
     ASSERT_EQ(replayed_ranges.size(), enqueued_ranges.size()) << c.name();
@@ -199,7 +195,8 @@ TEST(StepInBackendMemoryDeathTest, AHostReadOfFencedMemoryFaults) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(context()), make_policy(Precision::Fp32));
+        Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(host_context()),
+                   make_policy(Precision::Fp32));
         model.init_weights(1);
         struct sigaction sa {};
         sa.sa_handler = exit_on_segv;
@@ -212,7 +209,7 @@ TEST(StepInBackendMemoryDeathTest, AHostReadOfFencedMemoryFaults) {
 
 // Ids left on the host are refused by the op that would read them, naming it.
 TEST(StepInBackendMemory, AnOpGivenHostMemoryIsRefused) {
-  FencedCpuBackend be(context());
+  FencedCpuBackend be(host_context());
   std::vector<float> host(8);
   FloatBuffer dev(8, be.memory());
   try {
@@ -229,7 +226,7 @@ TEST(StepInBackendMemory, AnOpGivenHostMemoryIsRefused) {
 // holds the same bits: the parameters and the optimizer state cross through host mirrors.
 TEST(StepInBackendMemory, Gpt2CheckpointsRoundTripThroughTheBackendsMemory) {
   const Case c{Precision::Bf16, true, false};
-  Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(context()), policy_of(c));
+  Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(host_context()), policy_of(c));
   model.init_weights(5);
   model.plan(kB, kT);
   AdamW opt(model.table(), AdamWHyper{}, model.backend());
@@ -246,8 +243,8 @@ TEST(StepInBackendMemory, Gpt2CheckpointsRoundTripThroughTheBackendsMemory) {
   const std::string ckpt = dir / checkpoint_name(1);
   for (const bool fenced : {true, false}) {
     std::unique_ptr<Backend> be =
-        fenced ? std::unique_ptr<Backend>(std::make_unique<FencedCpuBackend>(context()))
-               : std::make_unique<cpu::CpuBackend>(context());
+        fenced ? std::unique_ptr<Backend>(std::make_unique<FencedCpuBackend>(host_context()))
+               : std::make_unique<cpu::CpuBackend>(host_context());
     Gpt2 back(tiny_gpt2(), std::move(be), policy_of(c));
     AdamW back_opt(back.table(), AdamWHyper{}, back.backend());
     load_checkpoint_model(ckpt, back);
@@ -343,8 +340,8 @@ Outcome run_bert(const Case& c, std::unique_ptr<Backend> be, std::vector<float>*
 TEST(StepInBackendMemory, BertStepsTouchTheirTensorsOnlyThroughTheBackend) {
   for (const Case& c : kCases) {
     std::vector<float> fenced_heads, host_heads;
-    const Outcome a = run_bert(c, std::make_unique<FencedCpuBackend>(context()), &fenced_heads);
-    const Outcome b = run_bert(c, std::make_unique<cpu::CpuBackend>(context()), &host_heads);
+    const Outcome a = run_bert(c, std::make_unique<FencedCpuBackend>(host_context()), &fenced_heads);
+    const Outcome b = run_bert(c, std::make_unique<cpu::CpuBackend>(host_context()), &host_heads);
     expect_same(a, b, "BERT " + c.name());
     EXPECT_EQ(fenced_heads, host_heads) << "BERT " << c.name() << ": the heads' logits or stats differ";
   }
@@ -365,7 +362,7 @@ TEST(StepInBackendMemory, APassStagesThenEnqueuesThenReads) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name());
     {
-      auto owned = std::make_unique<FencedCpuBackend>(context());
+      auto owned = std::make_unique<FencedCpuBackend>(host_context());
       FencedCpuBackend& be = *owned;
       Gpt2 model(tiny_gpt2(), std::move(owned), policy_of(c));
       model.init_weights(5);
@@ -382,7 +379,7 @@ TEST(StepInBackendMemory, APassStagesThenEnqueuesThenReads) {
       EXPECT_EQ(be.take_trace(), "TOT") << "GPT-2 forward_backward_sampled";
     }
     {
-      auto owned = std::make_unique<FencedCpuBackend>(context());
+      auto owned = std::make_unique<FencedCpuBackend>(host_context());
       FencedCpuBackend& be = *owned;
       const BertCase k = bert_case(1);
       Bert model(k.config, std::move(owned), policy_of(c));
