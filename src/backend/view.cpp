@@ -68,9 +68,4 @@ void View::check_type(StorageType t) const {
   MPT_CHECK(t == type, std::string("[view] ") + describe() + " read as " + storage_name(t));
 }
 
-void expect_rank(const View& v, int rank, const char* who, const char* what) {
-  MPT_CHECK(v.rank == rank, std::string("[") + who + "] " + what + " is " + v.describe() + ", expected " +
-                                std::to_string(rank) + " dimensions");
-}
-
 }  // namespace mptrain

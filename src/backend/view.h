@@ -59,7 +59,4 @@ struct View {
   void check_type(StorageType t) const;
 };
 
-// Throws Error "[<who>] <what> is <describe>, expected <expect>" unless v has `rank` dimensions.
-void expect_rank(const View& v, int rank, const char* who, const char* what);
-
 }  // namespace mptrain

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/ops/attention.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/error.h"
 #include "core/rng.h"

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/attention.h"
+#include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {

@@ -11,7 +11,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/attention.h"
-#include "backend/ops/attention_masked.h"
+#include "common/cpu_fp32.h"
 #include "core/error.h"
 #include "op_test_util.h"
 

@@ -11,8 +11,8 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/attention.h"
-#include "backend/ops/attention_masked.h"
 #include "backend/ops/convert.h"
+#include "common/cpu_fp32.h"
 #include "common/test_util.h"
 #include "core/error.h"
 

@@ -25,7 +25,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
 #include "backend/ops/gemm.h"
-#include "backend/ops/linear.h"
+#include "common/cpu_fp32.h"
 #include "common/test_util.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -5,12 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
-#include <iterator>
 
-#include "backend/ops/gelu.h"
 #include "backend/ops/gemm_mixed.h"
+#include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {

@@ -5,8 +5,7 @@
 #include <cmath>
 #include <iterator>
 
-#include "backend/ops/gelu.h"
-#include "backend/ops/gelu_erf.h"
+#include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {

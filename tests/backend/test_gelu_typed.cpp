@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops/gelu.h"
-#include "backend/ops/gelu_erf.h"
+#include "common/cpu_fp32.h"
 #include "core/dtype.h"
 #include "op_test_util.h"
 

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/gemm.h"
+#include "common/cpu_fp32.h"
 #include "core/error.h"
 #include "op_test_util.h"
 

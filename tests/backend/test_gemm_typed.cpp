@@ -8,6 +8,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/gemm.h"
+#include "common/cpu_fp32.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/ops/layernorm.h"
+#include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {

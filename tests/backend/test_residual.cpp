@@ -31,17 +31,5 @@ TEST(Residual, Forward) {
   }
 }
 
-TEST(Residual, AccumulateAdds) {
-  for (size_t n : kSizes) {
-    auto d0 = test::randn(n, 3), s = test::randn(n, 4);
-    Guarded d(d0);
-    accumulate(d.data(), s.data(), n);
-    std::vector<double> ref(n);
-    for (size_t i = 0; i < n; ++i) ref[i] = static_cast<double>(d0[i]) + s[i];
-    EXPECT_TRUE(all_close(d.values(), ref, {0.0, 6e-8}, "accumulate n=" + std::to_string(n)));
-    EXPECT_TRUE(d.guards_intact());
-  }
-}
-
 }  // namespace
 }  // namespace mptrain::cpu

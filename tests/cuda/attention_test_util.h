@@ -7,9 +7,9 @@
 
 #include "backend/cuda/gemm.h"
 #include "backend/ops/attention.h"
-#include "backend/ops/attention_masked.h"
 #include "backend/ops/convert.h"
 #include "backend/ops/gemm.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain::gputest {

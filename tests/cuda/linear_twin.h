@@ -7,6 +7,7 @@
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/residual.h"
+#include "common/cpu_fp32.h"
 #include "core/error.h"
 
 namespace mptrain::cuda {

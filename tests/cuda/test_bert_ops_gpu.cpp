@@ -13,8 +13,7 @@
 #include "backend/cuda/rows.h"
 #include "backend/cuda/tanh.h"
 #include "backend/ops/embeddings.h"
-#include "backend/ops/gelu_erf.h"
-#include "backend/ops/tanh.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {

@@ -6,8 +6,8 @@
 #include "backend/cpu/context.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/residual.h"
-#include "backend/ops/gelu.h"
 #include "backend/ops/residual.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {

@@ -9,8 +9,8 @@
 #include "backend/cpu/context.h"
 #include "backend/cuda/gelu.h"
 #include "backend/cuda/gemm.h"
-#include "backend/ops/gelu.h"
 #include "backend/ops/gemm.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 #include "cuda/linear_twin.h"
 

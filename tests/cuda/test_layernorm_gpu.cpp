@@ -9,6 +9,7 @@
 #include "backend/cuda/residual.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/residual.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {

@@ -1,11 +1,17 @@
-// Self-attention in mixed precision, causal (GPT-2) or bidirectional under a key padding mask
-// (BERT): the algorithms of attention.cpp and attention_masked.cpp with the products on
-// gemm_mixed and the tensors in the dtypes of AttentionTypes. One implementation serves both:
-// the causal form works in row blocks that skip the masked half (block [r0, r1) needs keys
-// [0, r1)); the bidirectional form is the same loops with a single block of T rows over all T
-// keys, and its softmax gives padded keys probability exactly 0. Scores, dP and the softmax
-// arithmetic are fp32 (scratch); P and dS are rounded once, when written for the products that
-// read them.
+// Self-attention on oneDNN batched matmuls over (b, h) (gemm_mixed) that read q, k, v straight
+// out of qkv[B,T,3C] and write out[B,T,C] / dqkv[B,T,3C] through strides (no permute copies),
+// causal (GPT-2) or bidirectional under a key padding mask (BERT), every tensor in the dtype
+// AttentionTypes gives it (fp32 included: one implementation for every precision). Per (b, h),
+// with S = Q·K^T·scale and P = softmax(S):
+//   forward:  Y = P·V
+//   backward: dP = dY·V^T;  dS = scale·P ⊙ (dP - rowsum(P ⊙ dP));  dQ = dS·K;  dK = dS^T·Q;
+//             dV = P^T·dY
+// The causal form works in row blocks of kRowBlock queries that skip the masked half (block
+// [r0, r1) needs keys [0, r1): about 56% of the T×T work at T = 1024); the bidirectional form is
+// the same loops with a single block of T rows over all T keys, and its softmax gives padded keys
+// probability exactly 0 (PyTorch adds finfo.min, whose exp underflows to 0 too), so they get no
+// gradient. Scores, dP and the softmax arithmetic are fp32; P and dS are rounded once, when
+// written for the products that read them — computed in place when they are kept in fp32.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -14,14 +20,17 @@
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/ops/attention.h"
-#include "backend/ops/attention_masked.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
 
 namespace {
 
-constexpr int kRowBlock = 128;  // as attention.cpp
+// Query rows per block: large enough for efficient GEMM tiles, small enough that the triangle
+// skipped is most of the upper half.
+constexpr int kRowBlock = 128;
+// Softmax rows per OpenMP chunk: rows of one head grow in length with t, so small interleaved
+// chunks keep the threads balanced.
 constexpr int kRowsPerTask = 16;
 
 inline int block_end(int t, int T) { return std::min(T, (t / kRowBlock + 1) * kRowBlock); }
@@ -41,8 +50,10 @@ size_t attention_saved_bytes_typed(int B, int T, int /*C*/, int NH, const Attent
   return tt(B, T, NH) * storage_bytes(types.probs);
 }
 
+// fp32 scores (forward, unless P is fp32 and they are computed in `saved`) or dP (backward),
+// and dS unless it is fp32 and computed in place in dP.
 size_t attention_scratch_bytes_typed(int B, int T, int /*C*/, int NH, const AttentionTypes& types) {
-  return tt(B, T, NH) * (sizeof(float) + storage_bytes(types.ds));
+  return tt(B, T, NH) * (sizeof(float) + (types.ds == StorageType::F32 ? 0 : storage_bytes(types.ds)));
 }
 
 namespace {
@@ -64,7 +75,8 @@ void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const 
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
   const AttentionViews v(NH, T, C);
-  float* scores = static_cast<float*>(scratch);
+  const bool in_place = ty.probs == StorageType::F32;  // the softmax writes P where it is kept
+  float* scores = static_cast<float*>(in_place ? saved : scratch);
 
   const int RB = mask.rows_per_block(T);
   for (int r0 = 0; r0 < T; r0 += RB) {
@@ -86,9 +98,10 @@ void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const 
       const int b = static_cast<int>(r / (static_cast<long long>(NH) * T));
       masked_softmax_row(p, mask.keys ? mask.keys + static_cast<size_t>(b) * T : nullptr, T, scale);
     }
-    dispatch_storage(ty.probs, [&](auto tag) {
-      narrow_span(reinterpret_cast<decltype(tag)*>(at(saved, static_cast<size_t>(r) * T, ty.probs)), p, T);
-    });
+    if (!in_place)
+      dispatch_storage(ty.probs, [&](auto tag) {
+        narrow_span(reinterpret_cast<decltype(tag)*>(at(saved, static_cast<size_t>(r) * T, ty.probs)), p, T);
+      });
   }
 
   for (int r0 = 0; r0 < T; r0 += RB) {
@@ -108,7 +121,7 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
   const AttentionViews v(NH, T, C);
   float* dp = static_cast<float*>(scratch);
-  void* ds = dp + tt(B, T, NH);
+  void* ds = ty.ds == StorageType::F32 ? static_cast<void*>(dp) : dp + tt(B, T, NH);  // in place when fp32
 
   // dP = dY·V^T (fp32), block rows [r0, r1), columns [0, key_end).
   const int RB = mask.rows_per_block(T);
@@ -128,31 +141,36 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
     const int t = static_cast<int>(r % T);
     const int n = mask.row_len(t, T), end = mask.row_end(t, T);
     float* d = dp + static_cast<size_t>(r) * T;
-    float p[kChunk];
+    // P's row in fp32: read in place when it is kept in fp32 (one pass over the row), else
+    // widened chunk by chunk.
+    const bool wide = ty.probs == StorageType::F32;
+    const int step = wide ? std::max(n, 1) : static_cast<int>(kChunk);
+    float chunk[kChunk];
+    const auto probs = [&](int j0, int len) -> const float* {
+      const void* row = at(saved, static_cast<size_t>(r) * T + j0, ty.probs);
+      if (wide) return static_cast<const float*>(row);
+      dispatch_storage(
+          ty.probs, [&](auto tag) { widen_span(chunk, reinterpret_cast<const decltype(tag)*>(row), len); });
+      return chunk;
+    };
     float dot = 0.0f;
-    for (int j0 = 0; j0 < n; j0 += static_cast<int>(kChunk)) {
-      const int len = std::min(static_cast<int>(kChunk), n - j0);
-      dispatch_storage(ty.probs, [&](auto tag) {
-        widen_span(
-            p, reinterpret_cast<const decltype(tag)*>(at(saved, static_cast<size_t>(r) * T + j0, ty.probs)),
-            len);
-      });
+    for (int j0 = 0; j0 < n; j0 += step) {
+      const int len = std::min(step, n - j0);
+      const float* p = probs(j0, len);
 #pragma omp simd reduction(+ : dot)
       for (int j = 0; j < len; ++j) dot += p[j] * d[j0 + j];
     }
-    for (int j0 = 0; j0 < n; j0 += static_cast<int>(kChunk)) {
-      const int len = std::min(static_cast<int>(kChunk), n - j0);
-      dispatch_storage(ty.probs, [&](auto tag) {
-        widen_span(
-            p, reinterpret_cast<const decltype(tag)*>(at(saved, static_cast<size_t>(r) * T + j0, ty.probs)),
-            len);
-      });
+    for (int j0 = 0; j0 < n; j0 += step) {
+      const int len = std::min(step, n - j0);
+      const float* p = probs(j0, len);
+#pragma omp simd
       for (int j = 0; j < len; ++j) d[j0 + j] = scale * p[j] * (d[j0 + j] - dot);
     }
     for (int j = n; j < end; ++j) d[j] = 0.0f;
-    dispatch_storage(ty.ds, [&](auto tag) {
-      narrow_span(reinterpret_cast<decltype(tag)*>(at(ds, static_cast<size_t>(r) * T, ty.ds)), d, end);
-    });
+    if (ds != dp)
+      dispatch_storage(ty.ds, [&](auto tag) {
+        narrow_span(reinterpret_cast<decltype(tag)*>(at(ds, static_cast<size_t>(r) * T, ty.ds)), d, end);
+      });
   }
 
   const void* cds = ds;
@@ -176,6 +194,15 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
 }
 
 }  // namespace
+
+void check_key_mask(const char* op, const int* key_mask, int B, int T) {
+  if (!key_mask) return;
+  for (int b = 0; b < B; ++b) {
+    const int* m = key_mask + static_cast<size_t>(b) * T;
+    MPT_CHECK(std::any_of(m, m + T, [](int x) { return x != 0; }),
+              std::string("[") + op + "] sequence " + std::to_string(b) + " of the batch is all padding");
+  }
+}
 
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
                              int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {

@@ -1,7 +1,6 @@
 // The CPU context and the only code that touches oneDNN: the engine, the stream, and a cache of
-// matmul primitives keyed by (batch, M, N, K, operand strides, accumulate). gemm() and
-// gemm_batched() live here rather than in gemm.cpp so that dnnl.hpp stays private to one file;
-// gemm.cpp builds the linear layer on top of them.
+// matmul primitives keyed by (batch, M, N, K, operand strides, dtypes, accumulate), here so that
+// dnnl.hpp stays private to one file.
 #include "backend/cpu/context.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -189,23 +188,6 @@ bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx)
   } catch (const LibraryError&) {
     return false;  // e.g. fp16 matmul on a CPU without AVX512-FP16
   }
-}
-
-void gemm_batched(float* c, GemmLayout lc, const float* a, GemmLayout la, const float* b, GemmLayout lb,
-                  int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx) {
-  gemm_batched_typed(c, StorageType::F32, lc, a, StorageType::F32, la, b, StorageType::F32, lb, nb0, nb1, M, N, K,
-                     accumulate, ctx);
-}
-
-void gemm(float* c, const float* a, const float* b, int M, int N, int K, bool trans_a, bool trans_b,
-          bool accumulate, Context& ctx) {
-  MPT_CHECK(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=" + std::to_string(M) +
-                                            " N=" + std::to_string(N) + " K=" + std::to_string(K));
-  // op(A)[m,k] is A[m*K + k] when A is stored [M,K], A[k*M + m] when stored [K,M]; same for B.
-  GemmLayout la{0, 0, trans_a ? 1 : K, trans_a ? M : 1};
-  GemmLayout lb{0, 0, trans_b ? 1 : N, trans_b ? K : 1};
-  GemmLayout lc{0, 0, N, 1};
-  gemm_batched(c, lc, a, la, b, lb, 1, 1, M, N, K, accumulate, ctx);
 }
 
 }  // namespace mptrain::cpu

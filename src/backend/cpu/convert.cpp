@@ -38,13 +38,4 @@ void convert(void* dst, StorageType dt, const void* src, StorageType st, size_t 
   });
 }
 
-void round_tf32(float* dst, const float* src, size_t n) {
-  const std::ptrdiff_t chunks = static_cast<std::ptrdiff_t>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const size_t i0 = static_cast<size_t>(c) * kChunk, len = n - i0 < kChunk ? n - i0 : kChunk;
-    tf32_span(dst + i0, src + i0, len);
-  }
-}
-
 }  // namespace mptrain::cpu

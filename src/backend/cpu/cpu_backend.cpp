@@ -1,24 +1,21 @@
-// The CPU backend: each op of the interface routed to the cpu:: kernel that serves it, fp32
-// ones first (today's fp32 path, bit for bit), then the mixed-precision ones; 16-bit tensors no
-// kernel takes (a GPU plan's) are widened around the fp32 kernel (backend/cpu/widening.h).
+// The CPU backend: each op of the interface routed to the cpu:: kernel that serves it (one kernel
+// for every precision, fp32 included, where its dtypes are parameters); 16-bit tensors a kernel
+// does not take (a GPU plan's) are widened around its fp32 form (backend/cpu/widening.h).
 #include "backend/cpu/cpu_backend.h"
 
 #include <cstring>
 
 #include "backend/cpu/widening.h"
-#include "backend/ops/attention_masked.h"
+#include "backend/ops/activations.h"
+#include "backend/ops/attention.h"
 #include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
 #include "backend/ops/embeddings.h"
 #include "backend/ops/encoder.h"
-#include "backend/ops/gelu.h"
-#include "backend/ops/gelu_erf.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
-#include "backend/ops/linear.h"
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
-#include "backend/ops/tanh.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -33,18 +30,8 @@ GemmLayout layout(const View& v) { return {0, 0, v.stride[0], v.stride[1]}; }
 
 int as_int(std::int64_t n) { return static_cast<int>(n); }
 
-bool all_f32(std::initializer_list<StorageType> types) {
-  for (StorageType t : types)
-    if (t != F32) return false;
-  return true;
-}
-
 // A present tensor in 16 bits (one the fp32-only kernels do not take).
 bool narrow(const View& v) { return !v.empty() && v.type != F32; }
-
-// A weight in Conv1D layout [K, M] (row-major) or nn.Linear's [M, K] read transposed.
-bool conv1d_layout(const View& w) { return w.stride[1] == 1 && w.stride[0] == w.shape[1]; }
-bool linear_layout(const View& w) { return w.stride[0] == 1 && w.stride[1] == w.shape[0]; }
 
 }  // namespace
 
@@ -71,14 +58,7 @@ AttentionTypes CpuBackend::typed(const AttentionDtypes& t) const {
           gemm_math(t.values)};
 }
 
-bool CpuBackend::fp32(const AttentionDtypes& t) {
-  return all_f32({t.qkv, t.probs, t.out}) && t.scores == ComputeType::F32 && t.values == ComputeType::F32;
-}
-
 AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
-  if (fp32(t))
-    return {attention_saved_floats(B, T, C, NH) * sizeof(float),
-            attention_scratch_floats(B, T, C, NH) * sizeof(float)};
   return {attention_saved_bytes_typed(B, T, C, NH, typed(t)),
           attention_scratch_bytes_typed(B, T, C, NH, typed(t))};
 }
@@ -131,32 +111,19 @@ void CpuBackend::run_linear(const LinearArgs& a) {
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
   const size_t NM = static_cast<size_t>(N) * M;
   const float* bias = a.bias.empty() ? nullptr : a.bias.as<float>();
-  // fp32 throughout: today's fp32 kernels (the GEMM with its bias pass, then the activation).
-  const bool f32 = a.math == ComputeType::F32 && all_f32({a.out.type, a.x.type, a.w.type}) &&
-                   a.x.contiguous() && a.out.contiguous() && (conv1d_layout(a.w) || linear_layout(a.w)) &&
-                   (a.pre.empty() || (a.pre.type == F32 && a.pre.contiguous()));
-  if (f32 && a.epilogue != Epilogue::BiasResidual) {
-    float* y = keeps_pre(a.epilogue) ? a.pre.as<float>() : a.out.as<float>();
-    if (conv1d_layout(a.w))
-      matmul_forward(y, a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
-    else
-      linear_forward(y, a.x.as<float>(), a.w.as<float>(), bias, N, K, M, ctx_);
-    if (a.epilogue == Epilogue::BiasGelu) gelu_forward(a.out.as<float>(), y, NM);
-    if (a.epilogue == Epilogue::BiasGeluErf) gelu_erf_forward(a.out.as<float>(), y, NM);
-    if (a.epilogue == Epilogue::BiasTanh) tanh_forward(a.out.as<float>(), y, NM);
-    return;
-  }
-  // The fp32 accumulator: out itself when it is fp32 and the epilogue writes in place.
-  const bool in_place = a.out.type == F32 && a.out.contiguous() && a.epilogue == Epilogue::Bias;
+  // The fp32 accumulator: the first tensor the epilogue writes (GELU's pre, or out) when it is
+  // fp32 and contiguous, so an fp32 linear takes no scratch; else the caller's or our own.
+  const View& first = keeps_pre(a.epilogue) ? a.pre : a.out;
+  const bool in_place = a.epilogue != Epilogue::BiasResidual && first.type == F32 && first.contiguous();
   float* acc =
-      in_place ? a.out.as<float>() : static_cast<float*>(scratch_or_own(a.scratch, 0, NM * sizeof(float)));
+      in_place ? first.as<float>() : static_cast<float*>(scratch_or_own(a.scratch, 0, NM * sizeof(float)));
   GemmOperand w = operand(a.w);
   w.ready = a.w_rounded;
   gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, gemm_math(a.math), 1, 1, N, M, K, false, ws_,
              ctx_);
   switch (a.epilogue) {
     case Epilogue::Bias:
-      if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);
+      if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);  // acc may be out
       return;
     case Epilogue::BiasGelu:
       bias_gelu_forward_typed(a.pre.ptr, a.pre.type, a.out.ptr, a.out.type, acc, bias, N, M);
@@ -180,14 +147,6 @@ namespace {
 // d(pre) (dtype t) = act'(saved)·dy: GELU's derivative at its input, tanh's from its output.
 void activation_backward(Epilogue e, void* dpre, StorageType t, const View& saved, const float* dy,
                          size_t n) {
-  if (t == F32 && saved.type == F32) {
-    float* d = static_cast<float*>(dpre);
-    const float* s = saved.as<float>();
-    if (e == Epilogue::BiasGelu) gelu_backward(d, s, dy, n);
-    if (e == Epilogue::BiasGeluErf) gelu_erf_backward(d, s, dy, n);
-    if (e == Epilogue::BiasTanh) tanh_backward(d, s, dy, n);
-    return;
-  }
   if (e == Epilogue::BiasGelu) gelu_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
   if (e == Epilogue::BiasGeluErf) gelu_erf_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
   if (e == Epilogue::BiasTanh) tanh_backward_typed(dpre, t, saved.ptr, saved.type, dy, n);
@@ -284,12 +243,8 @@ void CpuBackend::run_layernorm(const LayerNormArgs& a) {
     residual_forward(a.residual_out.as<float>(), x, a.add.as<float>(), static_cast<size_t>(N) * C);
     x = a.residual_out.as<float>();
   }
-  if (a.out.type == F32)
-    layernorm_forward(a.out.as<float>(), a.mean.as<float>(), a.rstd.as<float>(), x, a.gamma.as<float>(),
-                      a.beta.as<float>(), N, C, a.eps);
-  else
-    layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), x,
-                            a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
+  layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), x,
+                          a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
 }
 
 void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
@@ -314,42 +269,22 @@ void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
 
 void CpuBackend::run_attention(const AttentionArgs& a) {
   const int C = as_int(a.out.dim(1));
-  if (!a.causal) {
-    if (fp32(a.types))
-      attention_masked_forward(a.out.as<float>(), static_cast<float*>(a.saved.ptr), a.qkv.as<float>(),
-                               a.key_mask, static_cast<float*>(a.scratch.ptr), a.B, a.T, C, a.NH, ctx_);
-    else
-      attention_masked_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.key_mask, a.scratch.ptr,
-                                     typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
-    return;
-  }
-  if (fp32(a.types))
-    cpu::attention_forward(a.out.as<float>(), static_cast<float*>(a.saved.ptr), a.qkv.as<float>(),
-                           static_cast<float*>(a.scratch.ptr), a.B, a.T, C, a.NH, ctx_);
-  else
+  if (a.causal)
     attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T, C,
                             a.NH, ws_, ctx_);
+  else
+    attention_masked_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.key_mask, a.scratch.ptr,
+                                   typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
 }
 
 void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   const int C = as_int(a.dout.dim(1));
-  if (!a.causal) {
-    if (fp32(a.types))
-      attention_masked_backward(a.dqkv.as<float>(), a.dout.as<float>(), a.qkv.as<float>(),
-                                static_cast<float*>(a.saved.ptr), static_cast<float*>(a.scratch.ptr), a.B,
-                                a.T, C, a.NH, ctx_);
-    else
-      attention_masked_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr,
-                                      typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
-    return;
-  }
-  if (fp32(a.types))
-    cpu::attention_backward(a.dqkv.as<float>(), a.dout.as<float>(), a.qkv.as<float>(),
-                            static_cast<float*>(a.saved.ptr), static_cast<float*>(a.scratch.ptr), a.B, a.T, C,
-                            a.NH, ctx_);
-  else
+  if (a.causal)
     attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types),
                              a.B, a.T, C, a.NH, ws_, ctx_);
+  else
+    attention_masked_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr,
+                                    typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
 }
 
 void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {

@@ -1,8 +1,7 @@
 // The CPU backend of the op interface (backend/backend.h): thin routing onto the cpu:: ops
-// (oneDNN GEMMs, OpenMP kernels). fp32 work keeps today's fp32 kernels (matmul_forward,
-// layernorm_forward, gelu_forward, ...): an all-fp32 policy takes no extra pass and no
-// low-precision copy. Everything else goes through gemm_mixed, which reads an operand in place
-// when it is already in the arithmetic's format and converts it once otherwise.
+// (oneDNN GEMMs, OpenMP kernels). Every product goes through gemm_mixed, which reads an operand
+// in place when it is already in the arithmetic's format (an fp32 policy's, always) and converts
+// it once otherwise.
 #pragma once
 #include <memory>
 #include <vector>
@@ -68,8 +67,6 @@ class CpuBackend : public Backend {
   void* scratch_or_own(const View& given, int i, size_t bytes);
   // The attention's dtypes as the cpu:: kernels take them (dS in the scores' operand storage).
   AttentionTypes typed(const AttentionDtypes& t) const;
-  // fp32 everywhere: the fp32 kernels.
-  static bool fp32(const AttentionDtypes& t);
   Context& ctx_;
   GemmWorkspace ws_;
   FloatBuffer scratch_[2];

@@ -4,13 +4,12 @@
 // The sigmoid form needs one exp and no tanh, and vexp keeps the loop vectorised.
 // bias_gelu_forward_typed is the MLP's fc epilogue in one pass (bias, round, GELU, round), the
 // fused twin of bias_forward_typed followed by gelu_forward_typed, bit for bit.
-#include "backend/ops/gelu.h"
-
 #include <algorithm>
 #include <cstddef>
 
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
+#include "backend/ops/activations.h"
 
 namespace mptrain::cpu {
 
@@ -29,28 +28,8 @@ inline float sigmoid_2u(float x) {
 }
 }  // namespace
 
-void gelu_forward(float* out, const float* inp, size_t N) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
-#pragma omp parallel for simd schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    out[i] = x * sigmoid_2u(x);
-  }
-}
-
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
-#pragma omp parallel for simd schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float s = sigmoid_2u(x);
-    float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    dinp[i] = (s + 2.0f * x * s * (1.0f - s) * du) * dout[i];
-  }
-}
-
-// Typed variants: chunks widened to fp32 on the stack (lowp.h's map_chunks_typed), the same math,
-// one rounding on output.
+// Chunks widened to fp32 on the stack (lowp.h's map_chunks_typed), fp32 math, one rounding on
+// output (none for fp32).
 void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
   map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
 #pragma omp simd

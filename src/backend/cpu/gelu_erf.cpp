@@ -9,7 +9,7 @@
 
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/gelu_erf.h"
+#include "backend/ops/activations.h"
 
 namespace mptrain::cpu {
 
@@ -17,7 +17,6 @@ namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-// The scalar math, shared by the fp32 and the typed variants.
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
 inline float gelu_erf_grad(float x, float dy) {
   const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
@@ -25,18 +24,6 @@ inline float gelu_erf_grad(float x, float dy) {
   return (cdf + x * pdf) * dy;
 }
 }  // namespace
-
-void gelu_erf_forward(float* out, const float* inp, size_t N) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) out[i] = gelu_erf(inp[i]);
-}
-
-void gelu_erf_backward(float* dinp, const float* inp, const float* dout, size_t N) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) dinp[i] = gelu_erf_grad(inp[i], dout[i]);
-}
 
 // Chunks widened to fp32, the same math, one rounding on output (lowp.h's map_chunks_typed).
 void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {

@@ -26,8 +26,7 @@ constexpr int kStrip = 64;  // channels per task in the final reduction (256 byt
 
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 
-// Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes: the one
-// definition both forwards use, so the typed forward's statistics are the fp32 one's bits.
+// Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes.
 void row_mean_rstd(const float* x, int C, float inv_c, float eps, float& m, float& s) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -43,29 +42,8 @@ void row_mean_rstd(const float* x, int C, float inv_c, float eps, float& m, floa
 }
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, float eps) {
-  MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
-  MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
-  const float inv_c = 1.0f / static_cast<float>(C);
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n) {
-    const float* x = inp + static_cast<size_t>(n) * C;
-    float* y = out + static_cast<size_t>(n) * C;
-    float m, s;
-    row_mean_rstd(x, C, inv_c, eps, m, s);
-    for (int c = 0; c < C; ++c) y[c] = (x[c] - m) * s * weight[c] + bias[c];
-    mean[n] = m;
-    rstd[n] = s;
-  }
-}
-
 void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
                              const float* weight, const float* bias, int N, int C, float eps) {
-  if (to == StorageType::F32) {
-    layernorm_forward(static_cast<float*>(out), mean, rstd, inp, weight, bias, N, C, eps);
-    return;
-  }
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward_typed] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward_typed] eps must be >= 0, got " + std::to_string(eps));
   const float inv_c = 1.0f / static_cast<float>(C);

@@ -1,4 +1,4 @@
-// Elementwise add for the residual stream, and its backward (gradient accumulation).
+// Elementwise add for the residual stream, and the residual add fused with a linear's bias.
 #include "backend/ops/residual.h"
 
 #include <algorithm>
@@ -13,12 +13,6 @@ void residual_forward(float* out, const float* a, const float* b, size_t N) {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
 #pragma omp parallel for simd schedule(static)
   for (std::ptrdiff_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-void accumulate(float* dst, const float* src, size_t N) {
-  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(N);
-#pragma omp parallel for simd schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 void residual_bias_forward(float* out, const float* residual, const float* acc, const float* bias, StorageType round_to,

@@ -1,4 +1,4 @@
-// GELU on the GPU, tanh form (GPT-2's gelu_new), the contract of backend/ops/gelu.h for every
+// GELU on the GPU, tanh form (GPT-2's gelu_new), the contract of backend/ops/activations.h for every
 // storage type T (float, Bf16, Fp16): math in fp32, one rounding to T on store.
 // All pointers are device pointers; launches are asynchronous on ctx's stream.
 #pragma once

@@ -1,4 +1,4 @@
-// Exact (erf) GELU on the GPU, BERT's activation: the contract of backend/ops/gelu_erf.h for
+// Exact (erf) GELU on the GPU, BERT's activation: the contract of backend/ops/activations.h for
 // every storage type T (math in fp32, one rounding to T on store). GPT-2's tanh form is gelu.h
 // (and cuBLASLt's GELU epilogue, which is why BERT's linears do not fuse their GELU).
 // Device pointers; asynchronous on ctx's stream.

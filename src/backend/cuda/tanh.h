@@ -1,4 +1,4 @@
-// Elementwise tanh on the GPU (BERT's pooler activation): the contract of backend/ops/tanh.h
+// Elementwise tanh on the GPU (BERT's pooler activation): the contract of backend/ops/activations.h
 // for every storage type T (fp32 math, one rounding to T). Device pointers; asynchronous.
 #pragma once
 #include <cstddef>

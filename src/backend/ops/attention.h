@@ -1,5 +1,7 @@
-// Causal multi-head self-attention, materialising the T×T scores (the fused,
-// flash-style kernel is a later op; this one is the reference).
+// Multi-head self-attention materialising the T×T scores (cpu/attention_typed.cpp), causal
+// (GPT-2) or bidirectional under a key padding mask (BERT), every product in a chosen arithmetic
+// (fp32 accumulation) and every tensor in a chosen dtype, from the precision policy: fp32 is one
+// of them, not a kernel of its own. Scores and the softmax are fp32; P is rounded once when saved.
 //
 // Input qkv[B,T,3C] is the output of the fused c_attn projection: for token (b,t),
 // q = qkv[b,t,0:C], k = qkv[b,t,C:2C], v = qkv[b,t,2C:3C], each split into NH heads of HS.
@@ -14,39 +16,40 @@ namespace mptrain::cpu {
 
 class Context;
 
-// Floats of saved state that forward writes and backward reads:
-//   att[B,NH,T,T]   softmax probabilities (entries above the diagonal are 0)
-size_t attention_saved_floats(int B, int T, int C, int NH);
-// Floats of scratch that forward and backward may use freely (not preserved).
-size_t attention_scratch_floats(int B, int T, int C, int NH);
-
-void attention_forward(float* out, float* saved, const float* qkv, float* scratch, int B, int T, int C,
-                       int NH, Context& ctx);
-
-// dqkv[B,T,3C] is overwritten (=). Reads the same qkv and saved state forward used.
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved, float* scratch,
-                        int B, int T, int C, int NH, Context& ctx);
-
-// Mixed precision (cpu/attention_typed.cpp): the same algorithm with every product in a chosen
-// arithmetic (fp32 accumulation) and every tensor in a chosen dtype, from the precision policy.
-// Scores and the softmax are fp32; P is rounded once when saved.
 struct AttentionTypes {
   StorageType qkv;    // qkv [B,T,3C]; dqkv is written in it too (c_attn's backward reads it)
-  StorageType probs;  // saved P [B,NH,T,T]
+  StorageType probs;  // saved P [B,NH,T,T] (entries above the diagonal, or on padded keys, are 0)
   StorageType out;    // out [B,T,C]; dout is read in it too
   StorageType ds;     // dS [B,NH,T,T] in backward (an operand of the dQ, dK products)
   GemmMath scores;    // Q·K^T, dQ = dS·K, dK = dS^T·Q
   GemmMath values;    // P·V, dP = dY·V^T, dV = P^T·dY
 };
-// Bytes of saved state (P) and of scratch (fp32 scores / dP, then dS) for the typed variants.
+// Bytes of saved state (P, written by forward, read by backward) and of scratch (fp32 scores /
+// dP, then dS; not preserved).
 size_t attention_saved_bytes_typed(int B, int T, int C, int NH, const AttentionTypes& types);
 size_t attention_scratch_bytes_typed(int B, int T, int C, int NH, const AttentionTypes& types);
 
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& types, int B,
                              int T, int C, int NH, GemmWorkspace& ws, Context& ctx);
-// dqkv (=, dtype types.qkv); dout in types.out.
+// dqkv (=, every element written once, dtype types.qkv); dout in types.out. Reads the same qkv
+// and saved state forward used.
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
                               Context& ctx);
+
+// The bidirectional form. key_mask[B,T] is Hugging Face's attention_mask: nonzero = a real token
+// every query may attend to, 0 = padding no query sees (null = no padding). Query rows at padded
+// positions are computed like any other (over the real keys), as PyTorch does. A sequence with no
+// real key at all is refused (check_key_mask). Backward needs no mask: P is 0 on padded keys, so
+// their k and v get 0.
+void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask,
+                                    void* scratch, const AttentionTypes& types, int B, int T, int C, int NH,
+                                    GemmWorkspace& ws, Context& ctx);
+void attention_masked_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved,
+                                     void* scratch, const AttentionTypes& types, int B, int T, int C, int NH,
+                                     GemmWorkspace& ws, Context& ctx);
+// Throws Error "[op] sequence b of the batch is all padding" when a row of key_mask[B,T] has no
+// real key (a softmax over no keys is undefined). Null = no padding: nothing to check.
+void check_key_mask(const char* op, const int* key_mask, int B, int T);
 
 }  // namespace mptrain::cpu

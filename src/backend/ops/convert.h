@@ -1,5 +1,5 @@
 // Dtype conversions over flat buffers: fp32 <-> bf16 / fp16 with round to nearest even
-// (bit-identical to core/dtype.h's scalar conversions), and TF32 rounding.
+// (bit-identical to core/dtype.h's scalar conversions).
 #pragma once
 #include <cstddef>
 
@@ -10,8 +10,5 @@ namespace mptrain::cpu {
 // dst[i] (dtype dt) = src[i] (dtype st) for i < n; a 16-bit to 16-bit conversion goes through
 // fp32 (exact widening, one rounding). dst may equal src only when dt == st (then a no-op).
 void convert(void* dst, StorageType dt, const void* src, StorageType st, size_t n);
-
-// dst[i] = round_to_tf32(src[i]) (dst may alias src).
-void round_tf32(float* dst, const float* src, size_t n);
 
 }  // namespace mptrain::cpu

@@ -4,12 +4,9 @@
 
 namespace mptrain::cpu {
 
-// out[N,C] = (inp - mean) * rstd * weight + bias; saves mean[N] and rstd[N] for backward.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, float eps);
-
-// The same, with out written in dtype `to` (rounded once from the fp32 result): the input of a
-// low-precision GEMM is written directly in its dtype. Statistics stay fp32.
+// out[N,C] = (inp - mean) * rstd * weight + bias, written in dtype `to` (rounded once from the
+// fp32 result: the input of a low-precision GEMM is written directly in its dtype); saves the
+// fp32 mean[N] and rstd[N] for backward.
 void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
                              const float* weight, const float* bias, int N, int C, float eps);
 

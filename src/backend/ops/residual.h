@@ -9,9 +9,6 @@ namespace mptrain::cpu {
 // out[i] = a[i] + b[i]   (out may alias a or b).
 void residual_forward(float* out, const float* a, const float* b, size_t N);
 
-// dst[i] += src[i]: the backward of a residual connection (gradient flows to both inputs).
-void accumulate(float* dst, const float* src, size_t N);
-
 // The residual add after a mixed-precision linear layer, fused with its bias:
 //   out[N,OC] = residual[N,OC] + round_to(acc[N,OC] + bias[OC])
 // where round_to is the linear's output dtype (autocast: the linear writes bf16, and

@@ -1,0 +1,38 @@
+// The activations, elementwise over n values: math in fp32, each input widened from its dtype
+// and each output rounded once to its own (none for fp32). dinp may alias dout.
+//   GELU, tanh approximation (GPT-2's "gelu_new", cpu/gelu.cpp):
+//     gelu(x) = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x^3)))
+//   exact GELU, the form BERT uses in Hugging Face (activation "gelu", cpu/gelu_erf.cpp):
+//     gelu_erf(x) = 0.5·x·(1 + erf(x/sqrt(2)))
+//   tanh (BERT's pooler, cpu/tanh.cpp); its backward reads the forward's OUTPUT.
+#pragma once
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace mptrain::cpu {
+
+// out (dtype to) = gelu(inp (dtype ti));  dinp (dtype td) = gelu'(inp (dtype ti)) * dout (fp32)
+void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
+void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
+                         size_t N);
+
+// The fc layer's epilogue in one pass over acc[N,OC] (fp32 GEMM result; pre may be acc):
+//   pre[N,OC] (dtype tp) = round(acc + bias)       (bias may be null)
+//   out[N,OC] (dtype to) = round(gelu(pre))
+// bit-identical to bias_forward_typed(pre, ...) followed by gelu_forward_typed(out, to, pre, tp).
+void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
+                             const float* bias, int N, int OC);
+
+// out (dtype to) = gelu_erf(inp (dtype ti));  dinp (dtype td) = gelu_erf'(inp (dtype ti)) * dout (fp32)
+void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
+void gelu_erf_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
+                             size_t N);
+
+// out (dtype to) = tanh(inp (dtype ti)) (out may alias inp when to == ti);
+// dinp (dtype td) = (1 - out^2) * dout, out in dtype to, dout fp32
+void tanh_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
+void tanh_backward_typed(void* dinp, StorageType td, const void* out, StorageType to, const float* dout,
+                         size_t N);
+
+}  // namespace mptrain::cpu
