@@ -29,11 +29,8 @@ __device__ __forceinline__ float adamw_one(float p, float g, float& m, float& v,
   return p * (decayed ? k.decay : 1.0f) - k.step_size * mi / denom;
 }
 
-template <class L>
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, const uint32_t* mask,
-                             size_t n, Coeffs k, const float* grad_scale, const int* skip, L* lowp) {
-  if (skip && *skip) return;  // the same flag for every thread: a uniform exit
-  const float gs = grad_scale ? *grad_scale : 1.0f;
+                             size_t n, Coeffs k, float gs) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t groups = n / 4;
@@ -51,25 +48,17 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     reinterpret_cast<float4*>(params)[q] = p;
     reinterpret_cast<float4*>(m)[q] = mm;
     reinterpret_cast<float4*>(v)[q] = vv;
-    if (lowp) {
-      lowp[i] = from_f32<L>(p.x);
-      lowp[i + 1] = from_f32<L>(p.y);
-      lowp[i + 2] = from_f32<L>(p.z);
-      lowp[i + 3] = from_f32<L>(p.w);
-    }
   }
   for (size_t i = groups * 4 + tid; i < n; i += stride) {
     const bool decayed = (mask[i >> 5] >> (i & 31)) & 1u;
-    const float p = adamw_one(params[i], grads[i] * gs, m[i], v[i], decayed, k);
-    params[i] = p;
-    if (lowp) lowp[i] = from_f32<L>(p);
+    params[i] = adamw_one(params[i], grads[i] * gs, m[i], v[i], decayed, k);
   }
 }
 
 }  // namespace
 
 void adamw_update(float* params, const float* grads, float* m, float* v, const uint32_t* decay_mask, size_t n,
-                  const AdamWArgs& a, void* lowp, StorageType lowp_type, Context& ctx) {
+                  const AdamWArgs& a, Context& ctx) {
   MPT_PROFILE_RANGE("adamw_update");
   const std::string what = "n=" + std::to_string(n) + " t=" + std::to_string(a.t);
   MPT_CHECK(a.t >= 1, "[adamw] step t must be >= 1: " + what);
@@ -77,8 +66,6 @@ void adamw_update(float* params, const float* grads, float* m, float* v, const u
   MPT_CHECK(params && grads && m && v && decay_mask, "[adamw] null pointer: " + what);
   MPT_CHECK(aligned16(params) && aligned16(grads) && aligned16(m) && aligned16(v),
             "[adamw] params, grads, m and v must be 16-byte aligned: " + what);
-  MPT_CHECK(!lowp || lowp_type != StorageType::F32,
-            "[adamw] the low-precision copy must be bf16 or fp16, got fp32: " + what);
   const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.t));
   const Coeffs k{a.beta1,
@@ -90,12 +77,7 @@ void adamw_update(float* params, const float* grads, float* m, float* v, const u
   // 256 threads, a grid-stride loop over groups of 4: purely bandwidth-bound.
   const int threads = 256;
   const unsigned grid = grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count);
-  if (!lowp || lowp_type == StorageType::BF16)
-    adamw_kernel<Bf16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k,
-                                                           a.grad_scale, a.skip, static_cast<Bf16*>(lowp));
-  else
-    adamw_kernel<Fp16><<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k,
-                                                           a.grad_scale, a.skip, static_cast<Fp16*>(lowp));
+  adamw_kernel<<<grid, threads, 0, ctx.stream()>>>(params, grads, m, v, decay_mask, n, k, a.grad_scale);
   MPT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

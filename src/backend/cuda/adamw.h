@@ -1,11 +1,10 @@
 // Fused AdamW over every parameter in one launch (src/optim/adamw.h's semantics, PyTorch's):
-//   g = grads[i]·(*grad_scale);  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
+//   g = grads[i]·grad_scale;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
 //   p = p·(1 - lr·wd_i) - (lr/(1-β1^t))·m / (sqrt(v)/sqrt(1-β2^t) + eps)
 // on fp32 master parameters, gradients and moments (flat buffers laid out by the parameter
 // table). wd_i is weight_decay where bit i of decay_mask is set, else 0 (biases, LayerNorm):
-// the mask replaces per-tensor launches (its layout: backend.h's decay_mask_bits). Optionally writes the
-// updated parameters rounded to a 16-bit type (the copy that the forward pass reads). Device pointers;
-// asynchronous.
+// the mask replaces per-tensor launches (its layout: backend.h's decay_mask_bits). Device
+// pointers; asynchronous.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,13 +19,12 @@ struct AdamWArgs {
   float lr = 0.0f;
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
   int64_t t = 1;                      // 1-based optimizer step (bias correction)
-  const float* grad_scale = nullptr;  // device scalar multiplying every gradient (clip factor); null = 1
-  const int* skip = nullptr;          // device flag: nonzero = leave everything unchanged (fp16 overflow)
+  float grad_scale = 1.0f;            // multiplies every gradient (the clip factor)
 };
 
-// params, m, v (=, updated in place); lowp (nullable, =) receives params rounded to lowp_type
-// (BF16 or F16). Pointers must be 16-byte aligned when n >= 4 (one allocation per role is).
+// params, m, v (=, updated in place). Pointers must be 16-byte aligned when n >= 4 (one
+// allocation per role is).
 void adamw_update(float* params, const float* grads, float* m, float* v, const uint32_t* decay_mask, size_t n,
-                  const AdamWArgs& args, void* lowp, StorageType lowp_type, Context& ctx);
+                  const AdamWArgs& args, Context& ctx);
 
 }  // namespace mptrain::cuda

@@ -200,16 +200,6 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
   return m.get();
 }
 
-const float* CudaBackend::device_scalar(float value) {
-  if (!scalar_.get()) scalar_ = DeviceMemory(sizeof(float));
-  if (!scalar_set_ || scalar_value_ != value) {
-    copy_to_device(scalar_.get(), &value, sizeof(float), *ctx_);
-    scalar_value_ = value;
-    scalar_set_ = true;
-  }
-  return static_cast<const float*>(scalar_.get());
-}
-
 const void* CudaBackend::ones(StorageType t, size_t n) {
   // One buffer holds ones_n_ ones of each type, fp32 then bf16 then fp16.
   if (ones_n_ < n) {
@@ -529,31 +519,26 @@ void CudaBackend::run_argmax_rows(int* best, const View& x, int n, int rows) {
 }
 
 void CudaBackend::run_adamw(const mptrain::AdamWArgs& a) {
-  cuda::AdamWArgs k;
-  k.lr = a.lr, k.beta1 = a.beta1, k.beta2 = a.beta2, k.eps = a.eps, k.weight_decay = a.weight_decay,
-  k.t = a.t;
-  k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
+  const cuda::AdamWArgs k{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale};
   const size_t n = count(a.params);
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
-               a.decay_mask ? a.decay_mask : all_decay(n), n, k, nullptr, StorageType::BF16, *ctx_);
+               a.decay_mask ? a.decay_mask : all_decay(n), n, k, *ctx_);
 }
 
 void CudaBackend::run_sophia(const mptrain::SophiaArgs& a) {
-  cuda::SophiaArgs k;
-  k.lr = a.lr, k.beta1 = a.beta1, k.rho_b = a.rho_b, k.weight_decay = a.weight_decay;
-  k.grad_scale = a.grad_scale == 1.0f ? nullptr : device_scalar(a.grad_scale);
+  const cuda::SophiaArgs k{a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale};
   const size_t n = count(a.params);
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
-                a.decay_mask ? a.decay_mask : all_decay(n), n, k, nullptr, StorageType::BF16, *ctx_);
+                a.decay_mask ? a.decay_mask : all_decay(n), n, k, *ctx_);
 }
 
 void CudaBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {
-  sophia_hessian_update(h.as<float>(), ghat.as<float>(), count(h), beta2, nullptr, nullptr, *ctx_);
+  sophia_hessian_update(h.as<float>(), ghat.as<float>(), count(h), beta2, *ctx_);
 }
 
 std::int64_t CudaBackend::run_count_unclipped(const View& m, const View& h, float rho_b) {
   auto* c = static_cast<unsigned long long*>(scratch(kFlag, sizeof(unsigned long long)));
-  sophia_unclipped_count(c, m.as<float>(), h.as<float>(), count(m), rho_b, false, *ctx_);
+  sophia_unclipped_count(c, m.as<float>(), h.as<float>(), count(m), rho_b, *ctx_);
   unsigned long long host = 0;
   copy_to_host(&host, c, sizeof host, *ctx_);
   return static_cast<std::int64_t>(host);
@@ -571,11 +556,11 @@ bool CudaBackend::run_unscale_and_check(const View& grads, float inv_scale) {
 }
 
 double CudaBackend::run_sum_squares(const View& x) {
-  auto* work = static_cast<double*>(scratch(kNorm, (grad_norm_scratch_doubles() + 1) * sizeof(double)));
-  grad_norm(work, nullptr, x.as<float>(), count(x), 0.0f, work + 1, *ctx_);
-  double norm = 0.0;
-  copy_to_host(&norm, work, sizeof norm, *ctx_);
-  return norm * norm;  // the step takes its square root again
+  auto* work = static_cast<double*>(scratch(kNorm, (sum_squares_scratch_doubles() + 1) * sizeof(double)));
+  cuda::sum_squares(work, x.as<float>(), count(x), work + 1, *ctx_);
+  double sum = 0.0;
+  copy_to_host(&sum, work, sizeof sum, *ctx_);
+  return sum;
 }
 
 void CudaBackend::run_scale(const View& x, float factor) {

@@ -91,9 +91,6 @@ class CudaBackend final : public Backend {
   // Device memory that grows to the largest need and stays (never inside a steady-state step:
   // shapes repeat). Slots: see cuda_backend.cpp.
   void* scratch(int slot, size_t bytes);
-  // A device fp32 scalar holding `value` (uploaded only when it changes: the clip factor is one
-  // value per step).
-  const float* device_scalar(float value);
   // n ones of type t (the bias gradient's GEMM against ones), and an all-ones decay mask for n.
   const void* ones(StorageType t, size_t n);
   const std::uint32_t* all_decay(size_t n);
@@ -107,9 +104,6 @@ class CudaBackend final : public Backend {
   static constexpr int kSlots = 8;
   DeviceMemory scratch_[kSlots];
   std::vector<DeviceMemory> retired_;  // scratch areas outgrown (see scratch())
-  DeviceMemory scalar_;
-  float scalar_value_ = 1.0f;
-  bool scalar_set_ = false;
   size_t ones_n_ = 0, mask_n_ = 0;  // elements of ones() per type, bits of all_decay()
 };
 

@@ -1,4 +1,4 @@
-// Two-pass deterministic norm: kPartials blocks, each summing a fixed set of elements (a
+// Two-pass deterministic sum of squares: kPartials blocks, each summing a fixed set of elements (a
 // grid-stride loop whose grid is a constant, not a function of the GPU), then one block
 // reducing the partials with a fixed butterfly order.
 #include <string>
@@ -28,31 +28,23 @@ __global__ void sumsq_partial_kernel(double* partial, const float* g, size_t n) 
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void norm_final_kernel(double* norm, float* clip, const double* partial, float max_norm) {
+__global__ void sumsq_final_kernel(double* sum, const double* partial) {
   __shared__ double red[32];
   const double total = block_sum(partial[threadIdx.x], red);
-  if (threadIdx.x == 0) {
-    const double r = sqrt(total);
-    *norm = r;
-    if (clip) {
-      const double coef = max_norm > 0.0f ? static_cast<double>(max_norm) / (r + 1e-6) : 1.0;
-      *clip = coef < 1.0 ? static_cast<float>(coef) : 1.0f;
-    }
-  }
+  if (threadIdx.x == 0) *sum = total;
 }
 
 }  // namespace
 
-size_t grad_norm_scratch_doubles() { return kPartials; }
+size_t sum_squares_scratch_doubles() { return kPartials; }
 
-void grad_norm(double* norm, float* clip, const float* grads, size_t n, float max_norm, double* scratch,
-               Context& ctx) {
-  MPT_PROFILE_RANGE("grad_norm");
-  MPT_CHECK(norm && scratch && (grads || n == 0), "[grad_norm] null pointer, n=" + std::to_string(n));
-  sumsq_partial_kernel<<<kPartials, kThreads, 0, ctx.stream()>>>(scratch, grads, n);
+void sum_squares(double* sum, const float* x, size_t n, double* scratch, Context& ctx) {
+  MPT_PROFILE_RANGE("sum_squares");
+  MPT_CHECK(sum && scratch && (x || n == 0), "[sum_squares] null pointer, n=" + std::to_string(n));
+  sumsq_partial_kernel<<<kPartials, kThreads, 0, ctx.stream()>>>(scratch, x, n);
   MPT_CUDA_CHECK_LAUNCH("sumsq_partial_kernel");
-  norm_final_kernel<<<1, kPartials, 0, ctx.stream()>>>(norm, clip, scratch, max_norm);
-  MPT_CUDA_CHECK_LAUNCH("norm_final_kernel");
+  sumsq_final_kernel<<<1, kPartials, 0, ctx.stream()>>>(sum, scratch);
+  MPT_CUDA_CHECK_LAUNCH("sumsq_final_kernel");
 }
 
 }  // namespace mptrain::cuda

@@ -8,9 +8,7 @@
 namespace mptrain::cuda {
 
 // grads[i] (=) *= 1/scale (the reciprocal formed in double, then used as float, as on the CPU).
-// found_inf (device int) is SET to 1 when any grads[i] is inf or NaN, and never cleared here:
-// zero it once per step, check every gradient buffer into it, and read it once (or pass it to
-// adamw_update's `skip`, which needs no host read at all).
+// found_inf (device int) is SET to 1 when any grads[i] is inf or NaN, and never cleared here.
 void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx);
 // x[i] (=) *= factor: a clip factor applied on its own (Sophia's curvature estimate).
 void scale_in_place(float* x, size_t n, float factor, Context& ctx);

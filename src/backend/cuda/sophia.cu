@@ -43,12 +43,8 @@ __device__ __forceinline__ bool mask_bit(const uint32_t* mask, size_t i) {
   return (mask[i >> 5] >> (i & 31)) & 1u;
 }
 
-template <class L>
 __global__ void sophia_update_kernel(float* params, const float* grads, float* m, const float* h,
-                                     const uint32_t* mask, size_t n, UpdateCoeffs k, const float* grad_scale,
-                                     const int* skip, L* lowp) {
-  if (skip && *skip) return;  // the same flag for every thread: a uniform exit
-  const float gs = grad_scale ? *grad_scale : 1.0f;
+                                     const uint32_t* mask, size_t n, UpdateCoeffs k, float gs) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t groups = n / 4;
@@ -65,18 +61,9 @@ __global__ void sophia_update_kernel(float* params, const float* grads, float* m
     p.w = sophia_one(p.w, g.w * gs, mm.w, hh.w, bits & 8u, k);
     reinterpret_cast<float4*>(params)[q] = p;
     reinterpret_cast<float4*>(m)[q] = mm;
-    if (lowp) {
-      lowp[i] = from_f32<L>(p.x);
-      lowp[i + 1] = from_f32<L>(p.y);
-      lowp[i + 2] = from_f32<L>(p.z);
-      lowp[i + 3] = from_f32<L>(p.w);
-    }
   }
-  for (size_t i = groups * 4 + tid; i < n; i += stride) {
-    const float p = sophia_one(params[i], grads[i] * gs, m[i], h[i], mask_bit(mask, i), k);
-    params[i] = p;
-    if (lowp) lowp[i] = from_f32<L>(p);
-  }
+  for (size_t i = groups * 4 + tid; i < n; i += stride)
+    params[i] = sophia_one(params[i], grads[i] * gs, m[i], h[i], mask_bit(mask, i), k);
 }
 
 // cpu sophia_hessian_update's expression: h·β2 + ((1−β2)·ĝ)·ĝ.
@@ -85,23 +72,21 @@ __device__ __forceinline__ float hessian_one(float h, float g, float beta2, floa
 }
 
 __global__ void sophia_hessian_kernel(float* h, const float* ghat, size_t n, float beta2,
-                                      float one_minus_beta2, const float* grad_scale, const int* skip) {
-  if (skip && *skip) return;
-  const float gs = grad_scale ? *grad_scale : 1.0f;
+                                      float one_minus_beta2) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t groups = n / 4;
   for (size_t q = tid; q < groups; q += stride) {
     float4 hh = reinterpret_cast<const float4*>(h)[q];
     const float4 g = reinterpret_cast<const float4*>(ghat)[q];
-    hh.x = hessian_one(hh.x, g.x * gs, beta2, one_minus_beta2);
-    hh.y = hessian_one(hh.y, g.y * gs, beta2, one_minus_beta2);
-    hh.z = hessian_one(hh.z, g.z * gs, beta2, one_minus_beta2);
-    hh.w = hessian_one(hh.w, g.w * gs, beta2, one_minus_beta2);
+    hh.x = hessian_one(hh.x, g.x, beta2, one_minus_beta2);
+    hh.y = hessian_one(hh.y, g.y, beta2, one_minus_beta2);
+    hh.z = hessian_one(hh.z, g.z, beta2, one_minus_beta2);
+    hh.w = hessian_one(hh.w, g.w, beta2, one_minus_beta2);
     reinterpret_cast<float4*>(h)[q] = hh;
   }
   for (size_t i = groups * 4 + tid; i < n; i += stride)
-    h[i] = hessian_one(h[i], ghat[i] * gs, beta2, one_minus_beta2);
+    h[i] = hessian_one(h[i], ghat[i], beta2, one_minus_beta2);
 }
 
 constexpr int kCountThreads = 256;
@@ -130,14 +115,12 @@ std::string what(size_t n) { return "n=" + std::to_string(n); }
 }  // namespace
 
 void sophia_update(float* params, const float* grads, float* m, const float* h, const uint32_t* decay_mask,
-                   size_t n, const SophiaArgs& a, void* lowp, StorageType lowp_type, Context& ctx) {
+                   size_t n, const SophiaArgs& a, Context& ctx) {
   MPT_PROFILE_RANGE("sophia_update");
   if (n == 0) return;
   MPT_CHECK(params && grads && m && h && decay_mask, "[sophia] null pointer: " + what(n));
   MPT_CHECK(aligned16(params) && aligned16(grads) && aligned16(m) && aligned16(h),
             "[sophia] params, grads, m and h must be 16-byte aligned: " + what(n));
-  MPT_CHECK(!lowp || lowp_type != StorageType::F32,
-            "[sophia] the low-precision copy must be bf16 or fp16, got fp32: " + what(n));
   MPT_CHECK(a.rho_b > 0.0f && std::isfinite(a.rho_b),
             "[sophia] rho_b (rho times tokens per step) must be positive, got " + std::to_string(a.rho_b));
   // The factors as cpu sophia_update forms them: in double, rounded once.
@@ -145,17 +128,12 @@ void sophia_update(float* params, const float* grads, float* m, const float* h, 
                        static_cast<float>(1.0 - static_cast<double>(a.beta1)), -a.lr, a.rho_b};
   const int threads = 256;
   const unsigned grid = grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count);
-  if (!lowp || lowp_type == StorageType::BF16)
-    sophia_update_kernel<Bf16><<<grid, threads, 0, ctx.stream()>>>(
-        params, grads, m, h, decay_mask, n, k, a.grad_scale, a.skip, static_cast<Bf16*>(lowp));
-  else
-    sophia_update_kernel<Fp16><<<grid, threads, 0, ctx.stream()>>>(
-        params, grads, m, h, decay_mask, n, k, a.grad_scale, a.skip, static_cast<Fp16*>(lowp));
+  sophia_update_kernel<<<grid, threads, 0, ctx.stream()>>>(params, grads, m, h, decay_mask, n, k,
+                                                           a.grad_scale);
   MPT_CUDA_CHECK_LAUNCH("sophia_update_kernel");
 }
 
-void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, const float* grad_scale,
-                           const int* skip, Context& ctx) {
+void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, Context& ctx) {
   MPT_PROFILE_RANGE("sophia_hessian_update");
   if (n == 0) return;
   MPT_CHECK(h && ghat, "[sophia_hessian] null pointer: " + what(n));
@@ -166,16 +144,15 @@ void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, c
   const float one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(beta2));
   const int threads = 256;
   const unsigned grid = grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count);
-  sophia_hessian_kernel<<<grid, threads, 0, ctx.stream()>>>(h, ghat, n, beta2, one_minus_beta2, grad_scale,
-                                                            skip);
+  sophia_hessian_kernel<<<grid, threads, 0, ctx.stream()>>>(h, ghat, n, beta2, one_minus_beta2);
   MPT_CUDA_CHECK_LAUNCH("sophia_hessian_kernel");
 }
 
 void sophia_unclipped_count(unsigned long long* count, const float* m, const float* h, size_t n, float rho_b,
-                            bool accumulate, Context& ctx) {
+                            Context& ctx) {
   MPT_PROFILE_RANGE("sophia_unclipped_count");
   MPT_CHECK(count != nullptr, "[sophia_unclipped_count] null count pointer: " + what(n));
-  if (!accumulate) MPT_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned long long), ctx.stream()));
+  MPT_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned long long), ctx.stream()));
   if (n == 0) return;
   MPT_CHECK(m && h, "[sophia_unclipped_count] null pointer: " + what(n));
   const unsigned grid = grid_for(n, kCountThreads, ctx.info().sm_count);

@@ -5,9 +5,7 @@
 //   sophia_hessian_update:  h ← β2·h + (1−β2)·ĝ²
 //   sophia_unclipped_count: #{i : |m_i| < ρ·b·h_i}  (the "win rate" numerator)
 // wd_i comes from the same decay bit mask as cuda::adamw_update (decay_mask_bits), so one
-// launch covers every parameter. Optional device grad_scale (the clip factor from grad_norm)
-// and skip flag (fp16 overflow), as AdamW's, keep a whole step free of host syncs. Device
-// pointers; asynchronous on ctx.stream().
+// launch covers every parameter. Device pointers; asynchronous on ctx.stream().
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,26 +20,20 @@ struct SophiaArgs {
   float beta1 = 0.965f;
   float rho_b = 0.0f;                 // ρ·b (b = tokens per optimizer step), as cpu sophia_update's
   float weight_decay = 0.1f;          // applied where the decay mask's bit is set
-  const float* grad_scale = nullptr;  // device scalar multiplying every gradient (clip factor); null = 1
-  const int* skip = nullptr;          // device flag: nonzero = leave everything unchanged
+  float grad_scale = 1.0f;            // multiplies every gradient (the clip factor)
 };
 
 // params, m (=, updated in place); h read only. decay_mask: decay_mask_bits(n, decayed ranges).
-// lowp (nullable, =) receives the updated params rounded to lowp_type (BF16 or F16).
 // params, grads, m and h must be 16-byte aligned (one allocation per role is).
 void sophia_update(float* params, const float* grads, float* m, const float* h, const uint32_t* decay_mask,
-                   size_t n, const SophiaArgs& args, void* lowp, StorageType lowp_type, Context& ctx);
+                   size_t n, const SophiaArgs& args, Context& ctx);
 
-// h (=, in place) ← β2·h + (1−β2)·ĝ², ĝ = ghat·(*grad_scale) (null = 1: the estimate's gradient
-// clipped like the training gradient). skip (nullable): nonzero leaves h unchanged.
-// h and ghat must be 16-byte aligned.
-void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, const float* grad_scale,
-                           const int* skip, Context& ctx);
+// h (=, in place) ← β2·h + (1−β2)·ĝ². h and ghat must be 16-byte aligned.
+void sophia_hessian_update(float* h, const float* ghat, size_t n, float beta2, Context& ctx);
 
-// count (device, one value): = (or += with accumulate, so that several ranges of the table add
-// up) the number of i < n with |m_i| < rho_b·h_i. Integer atomics only: exact and
-// deterministic. Any alignment (a range may start anywhere in the table).
+// count (device, one value) = the number of i < n with |m_i| < rho_b·h_i. Integer atomics only:
+// exact and deterministic. Any alignment.
 void sophia_unclipped_count(unsigned long long* count, const float* m, const float* h, size_t n, float rho_b,
-                            bool accumulate, Context& ctx);
+                            Context& ctx);
 
 }  // namespace mptrain::cuda
