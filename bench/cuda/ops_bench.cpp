@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/activations.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/context.h"
@@ -19,7 +20,6 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/encoder.h"
 #include "backend/cuda/flash_attention.h"
-#include "backend/cuda/gelu.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/residual.h"

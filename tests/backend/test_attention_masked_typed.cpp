@@ -1,5 +1,5 @@
 // The typed masked attention (attention_masked_forward_typed / _backward_typed, the key-masked
-// form of cpu/attention_typed.cpp): with fp32 types and fp32 arithmetic it computes what the
+// form of cpu/attention.cpp): with fp32 types and fp32 arithmetic it computes what the
 // fp32 op does (same products, same softmax: within 1e-6); in bf16 it stays close to it (2e-2
 // relative, bf16's 8-bit mantissa on qkv, P, y and dS); padded keys get probability exactly 0
 // and their k and v no gradient; an all-padding sequence is one clear error.

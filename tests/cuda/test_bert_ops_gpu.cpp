@@ -8,10 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/embeddings.h"
-#include "backend/cuda/gelu_erf.h"
 #include "backend/cuda/rows.h"
-#include "backend/cuda/tanh.h"
 #include "backend/ops/embeddings.h"
 #include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/context.h"
-#include "backend/cuda/gelu.h"
+#include "backend/cuda/activations.h"
 #include "backend/cuda/residual.h"
 #include "backend/ops/residual.h"
 #include "common/cpu_fp32.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "backend/cpu/context.h"
-#include "backend/cuda/gelu.h"
+#include "backend/cuda/activations.h"
 #include "backend/cuda/gemm.h"
 #include "backend/ops/gemm.h"
 #include "common/cpu_fp32.h"

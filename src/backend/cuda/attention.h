@@ -2,12 +2,11 @@
 // batched cuBLASLt products + softmax kernels). It is the ladder's "before" row for flash
 // attention and the reference a fused kernel is tested against.
 //
-// The contract of backend/ops/attention.h (causal) and attention_masked.h (BERT's key padding
-// mask) for one storage type T ∈ {float, Bf16, Fp16} used by qkv, out, dout, dqkv and the saved
-// probabilities: qkv[B,T,3C] is c_attn's output (q | k | v per token, NH heads of HS = C/NH),
-// out[B,T,C] has the heads concatenated, scale = 1/sqrt(HS). The arithmetic is
-// cpu::attention_forward_typed's: products accumulate in fp32 (MathMode picks fp32 or TF32 when
-// T is float), scores and the softmax are fp32, P is rounded to T once when saved, dS is T.
+// The contract of backend/ops/attention.h (causal, and under BERT's key padding mask) for one storage type T
+// ∈ {float, Bf16, Fp16} used by qkv, out, dout, dqkv and the saved probabilities: qkv[B,T,3C] is c_attn's
+// output (q | k | v per token, NH heads of HS = C/NH), out[B,T,C] has the heads concatenated, scale =
+// 1/sqrt(HS). The arithmetic is cpu::attention_forward_typed's: products accumulate in fp32 (MathMode picks
+// fp32 or TF32 when T is float), scores and the softmax are fp32, P is rounded to T once when saved, dS is T.
 // Device pointers; asynchronous on ctx.stream(); capture-safe once each shape has run once.
 #pragma once
 #include <cstddef>

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/activations.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cast.h"
@@ -18,8 +19,6 @@
 #include "backend/cuda/embeddings.h"
 #include "backend/cuda/encoder.h"
 #include "backend/cuda/flash_attention.h"
-#include "backend/cuda/gelu.h"
-#include "backend/cuda/gelu_erf.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
@@ -27,7 +26,6 @@
 #include "backend/cuda/residual.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/sophia.h"
-#include "backend/cuda/tanh.h"
 #include "backend/device.h"
 #include "core/error.h"
 

@@ -1,10 +1,11 @@
-// The activations, elementwise over n values: math in fp32, each input widened from its dtype
-// and each output rounded once to its own (none for fp32). dinp may alias dout.
-//   GELU, tanh approximation (GPT-2's "gelu_new", cpu/gelu.cpp):
+// The activations (cpu/activations.cpp), elementwise over n values: math in fp32, each input
+// widened from its dtype and each output rounded once to its own (none for fp32). dinp may
+// alias dout.
+//   GELU, tanh approximation (GPT-2's "gelu_new"):
 //     gelu(x) = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x^3)))
-//   exact GELU, the form BERT uses in Hugging Face (activation "gelu", cpu/gelu_erf.cpp):
+//   exact GELU, the form BERT uses in Hugging Face (activation "gelu"):
 //     gelu_erf(x) = 0.5·x·(1 + erf(x/sqrt(2)))
-//   tanh (BERT's pooler, cpu/tanh.cpp); its backward reads the forward's OUTPUT.
+//   tanh (BERT's pooler); its backward reads the forward's OUTPUT.
 #pragma once
 #include <cstddef>
 

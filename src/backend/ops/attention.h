@@ -1,4 +1,4 @@
-// Multi-head self-attention materialising the T×T scores (cpu/attention_typed.cpp), causal
+// Multi-head self-attention materialising the T×T scores (cpu/attention.cpp), causal
 // (GPT-2) or bidirectional under a key padding mask (BERT), every product in a chosen arithmetic
 // (fp32 accumulation) and every tensor in a chosen dtype, from the precision policy: fp32 is one
 // of them, not a kernel of its own. Scores and the softmax are fp32; P is rounded once when saved.

@@ -1,15 +1,29 @@
-// GELU (tanh approximation). With u = sqrt(2/pi)·(x + 0.044715·x^3) and s = sigmoid(2u):
+// The activations (backend/ops/activations.h): chunks widened to fp32 on the stack (lowp.h's
+// map_chunks_typed), fp32 math, one rounding on output (none for fp32).
+//
+// GELU, tanh approximation. With u = sqrt(2/pi)·(x + 0.044715·x^3) and s = sigmoid(2u):
 //   0.5·(1 + tanh(u)) = s,   so gelu(x) = x·s = x / (1 + exp(-2u)),
 //   gelu'(x) = s + 2·x·s·(1 - s)·u'(x),   u'(x) = sqrt(2/pi)·(1 + 3·0.044715·x^2).
 // The sigmoid form needs one exp and no tanh, and vexp keeps the loop vectorised.
 // bias_gelu_forward_typed is the MLP's fc epilogue in one pass (bias, round, GELU, round), the
 // fused twin of bias_forward_typed followed by gelu_forward_typed, bit for bit.
+//
+// Exact GELU (BERT's activation in Hugging Face): with Phi the standard normal CDF,
+//   gelu(x)  = x·Phi(x) = 0.5·x·(1 + erf(x/sqrt(2)))
+//   gelu'(x) = Phi(x) + x·phi(x),   phi(x) = exp(-x^2/2)/sqrt(2·pi).
+// erf comes from libm (correctly rounded to within an ulp), so the forward matches PyTorch's
+// fp32 GELU to the last bit or two; vexp keeps the derivative's exp vectorisable.
+//
+// tanh (BERT's pooler, [B, C] values per step): libm's tanhf, where matching PyTorch's rounding
+// matters more than speed.
+#include "backend/ops/activations.h"
+
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/activations.h"
 
 namespace mptrain::cpu {
 
@@ -26,10 +40,18 @@ inline float sigmoid_2u(float x) {
   a = a > kMaxExpArg ? kMaxExpArg : a;
   return 1.0f / (1.0f + vexp(a));
 }
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+inline float gelu_erf_grad(float x, float dy) {
+  const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  const float pdf = kInvSqrt2Pi * vexp(-0.5f * x * x);
+  return (cdf + x * pdf) * dy;
+}
 }  // namespace
 
-// Chunks widened to fp32 on the stack (lowp.h's map_chunks_typed), fp32 math, one rounding on
-// output (none for fp32).
 void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
   map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
 #pragma omp simd
@@ -68,7 +90,8 @@ void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType t
   }
 }
 
-void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout, size_t N) {
+void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
+                         size_t N) {
   map_chunks_typed(dinp, td, inp, ti, N, [dout](float* x, size_t i0, size_t len) {
     const float* dy = dout + i0;
 #pragma omp simd
@@ -78,6 +101,32 @@ void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageTyp
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * v * v);
       x[i] = (s + 2.0f * v * s * (1.0f - s) * du) * dy[i];
     }
+  });
+}
+
+void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
+  map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
+    for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
+  });
+}
+
+void gelu_erf_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
+                             size_t N) {
+  map_chunks_typed(dinp, td, inp, ti, N, [dout](float* x, size_t i0, size_t len) {
+    for (size_t i = 0; i < len; ++i) x[i] = gelu_erf_grad(x[i], dout[i0 + i]);
+  });
+}
+
+void tanh_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
+  map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
+    for (size_t i = 0; i < len; ++i) x[i] = std::tanh(x[i]);
+  });
+}
+
+void tanh_backward_typed(void* dinp, StorageType td, const void* out, StorageType to, const float* dout,
+                         size_t N) {
+  map_chunks_typed(dinp, td, out, to, N, [dout](float* y, size_t i0, size_t len) {
+    for (size_t i = 0; i < len; ++i) y[i] = (1.0f - y[i] * y[i]) * dout[i0 + i];
   });
 }
 

@@ -12,14 +12,16 @@
 // probability exactly 0 (PyTorch adds finfo.min, whose exp underflows to 0 too), so they get no
 // gradient. Scores, dP and the softmax arithmetic are fp32; P and dS are rounded once, when
 // written for the products that read them — computed in place when they are kept in fp32.
+#include "backend/ops/attention.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
-#include "backend/cpu/attention_views.h"
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
-#include "backend/ops/attention.h"
+#include "backend/ops/gemm.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -32,6 +34,63 @@ constexpr int kRowBlock = 128;
 // Softmax rows per OpenMP chunk: rows of one head grow in length with t, so small interleaved
 // chunks keep the threads balanced.
 constexpr int kRowsPerTask = 16;
+
+inline void check_attention_sizes(const char* op, int B, int T, int C, int NH) {
+  MPT_CHECK(B > 0 && T > 0 && C > 0 && NH > 0 && C % NH == 0,
+            std::string("[") + op + "] bad size B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                " C=" + std::to_string(C) + " NH=" + std::to_string(NH) + " (C must be a multiple of NH)");
+}
+
+// Strides, in elements, of the per-(b, h) views.
+struct AttentionViews {
+  GemmLayout rows_qkv;  // a head of q, k or v inside qkv: [T, HS], row stride 3C
+  GemmLayout cols_qkv;  // the same head transposed: [HS, T]
+  GemmLayout rows_bt;   // a head of out / dout: [T, HS], row stride C
+  GemmLayout rows_tt;   // att / dS: [T, T] per (b, h)
+  GemmLayout cols_tt;   // att / dS transposed
+  AttentionViews(int NH, int T, int C) {
+    const std::int64_t HS = C / NH, t = T, c = C;
+    rows_qkv = {t * 3 * c, HS, 3 * c, 1};
+    cols_qkv = {t * 3 * c, HS, 1, 3 * c};
+    rows_bt = {t * c, HS, c, 1};
+    rows_tt = {NH * t * t, t * t, t, 1};
+    cols_tt = {NH * t * t, t * t, 1, t};
+  }
+};
+
+// Row t of a causal softmax of scale·p[0, T), in place: keys 0..t, zeros above the diagonal.
+inline void causal_softmax_row(float* p, int t, int T, float scale) {
+  float m = p[0];
+#pragma omp simd reduction(max : m)
+  for (int j = 1; j <= t; ++j) m = p[j] > m ? p[j] : m;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j <= t; ++j) {
+    float e = vexp((p[j] - m) * scale);
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int j = 0; j <= t; ++j) p[j] *= inv;
+  for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
+}
+
+// A softmax of scale·p[0, T) over the real keys (key_mask[j] != 0; null = all real), in place:
+// padded keys get probability exactly 0.
+inline void masked_softmax_row(float* p, const int* key_mask, int T, float scale) {
+  float mx = -INFINITY;
+  for (int j = 0; j < T; ++j)
+    if (!key_mask || key_mask[j]) mx = p[j] > mx ? p[j] : mx;
+  float sum = 0.0f;
+  for (int j = 0; j < T; ++j) {
+    const float e = (!key_mask || key_mask[j]) ? vexp((p[j] - mx) * scale) : 0.0f;
+    p[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int j = 0; j < T; ++j) p[j] *= inv;
+}
 
 inline int block_end(int t, int T) { return std::min(T, (t / kRowBlock + 1) * kRowBlock); }
 
@@ -63,14 +122,14 @@ struct Mask {
   bool causal;
   const int* keys;  // [B,T] nonzero = real key (null: all real); bidirectional form only
   int rows_per_block(int T) const { return causal ? kRowBlock : T; }
-  int key_end(int r1, int T) const { return causal ? r1 : T; }    // keys block rows read
-  int query_begin(int r0) const { return causal ? r0 : 0; }        // queries that read block keys
-  int row_len(int t, int T) const { return causal ? t + 1 : T; }   // keys row t attends to
+  int key_end(int r1, int T) const { return causal ? r1 : T; }              // keys block rows read
+  int query_begin(int r0) const { return causal ? r0 : 0; }                 // queries that read block keys
+  int row_len(int t, int T) const { return causal ? t + 1 : T; }            // keys row t attends to
   int row_end(int t, int T) const { return causal ? block_end(t, T) : T; }  // what products read
 };
 
-void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty, const Mask& mask,
-                  int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
+void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
+                  const Mask& mask, int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
   const int HS = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
@@ -219,9 +278,9 @@ void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, con
   backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
 }
 
-void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask, void* scratch,
-                                    const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
-                                    Context& ctx) {
+void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask,
+                                    void* scratch, const AttentionTypes& ty, int B, int T, int C, int NH,
+                                    GemmWorkspace& ws, Context& ctx) {
   check_attention_sizes("attention_masked_forward_typed", B, T, C, NH);
   MPT_CHECK(out && saved && qkv && scratch, "[attention_masked_forward_typed] null pointer");
   check_key_mask("attention_masked_forward_typed", key_mask, B, T);

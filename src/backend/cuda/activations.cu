@@ -1,0 +1,84 @@
+// The activations (activations.h), the CPU's formulas (cpu/activations.cpp) with the accurate
+// functions, not the fast intrinsics (expf, erff, tanhf), so that fp32 results stay within a few
+// ulp of the CPU's:
+//   GELU, tanh form, as a sigmoid: s = sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x^3); gelu = x·s
+//     gelu' = s + 2·x·s·(1 - s)·u',  u' = sqrt(2/pi)·(1 + 3·0.044715·x^2)
+//   exact GELU: gelu(x) = 0.5·x·(1 + erf(x/sqrt(2)));  gelu'(x) = Phi(x) + x·phi(x)
+//   tanh: its backward reads the forward's output
+#include "backend/cuda/activations.h"
+#include "backend/cuda/elementwise.cuh"
+
+namespace mptrain::cuda {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+constexpr float kMaxExpArg = 80.0f;  // as on the CPU: 1 + exp(a) stays finite
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+__device__ __forceinline__ float sigmoid_2u(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * x * x * x);
+  return 1.0f / (1.0f + expf(fminf(-2.0f * u, kMaxExpArg)));
+}
+
+struct GeluFwd {
+  __device__ float operator()(float x) const { return x * sigmoid_2u(x); }
+};
+struct GeluBwd {
+  __device__ float operator()(float x, float dy) const {
+    const float s = sigmoid_2u(x);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
+  }
+};
+struct GeluErfFwd {
+  __device__ float operator()(float x) const { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+};
+struct GeluErfBwd {
+  __device__ float operator()(float x, float dy) const {
+    const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+    return (cdf + x * pdf) * dy;
+  }
+};
+struct TanhFwd {
+  __device__ float operator()(float x) const { return tanhf(x); }
+};
+struct TanhBwd {
+  __device__ float operator()(float y, float dy) const { return (1.0f - y * y) * dy; }
+};
+
+}  // namespace
+
+template <class T>
+void gelu_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("gelu_forward", out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx);
+}
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("gelu_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx);
+}
+template <class T>
+void gelu_erf_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("gelu_erf_forward", out, Inputs<T, 1>{{inp}}, N, GeluErfFwd{}, ctx);
+}
+template <class T>
+void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("gelu_erf_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluErfBwd{}, ctx);
+}
+template <class T>
+void tanh_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("tanh_forward", out, Inputs<T, 1>{{inp}}, N, TanhFwd{}, ctx);
+}
+template <class T>
+void tanh_backward(T* dinp, const T* out, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("tanh_backward", dinp, Inputs<T, 2>{{out, dout}}, N, TanhBwd{}, ctx);
+}
+
+MPT_INSTANTIATE_ACTIVATION(gelu_forward, gelu_backward)
+MPT_INSTANTIATE_ACTIVATION(gelu_erf_forward, gelu_erf_backward)
+MPT_INSTANTIATE_ACTIVATION(tanh_forward, tanh_backward)
+
+}  // namespace mptrain::cuda

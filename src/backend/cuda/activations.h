@@ -1,0 +1,30 @@
+// The activations on the GPU: the contract of backend/ops/activations.h for every storage type T
+// (float, Bf16, Fp16): math in fp32, one rounding to T on store. out may alias inp, dinp may
+// alias dout. GPT-2's tanh-form GELU is also cuBLASLt's GELU epilogue, which is why BERT's
+// linears (exact GELU) do not fuse theirs. Device pointers; asynchronous on ctx's stream.
+#pragma once
+#include <cstddef>
+
+#include "backend/cuda/context.h"
+
+namespace mptrain::cuda {
+
+// out[i] = gelu(inp[i]), tanh form;  dinp[i] = gelu'(inp[i]) * dout[i]
+template <class T>
+void gelu_forward(T* out, const T* inp, size_t N, Context& ctx);
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx);
+
+// out[i] = 0.5·inp[i]·(1 + erf(inp[i]/sqrt(2)));  dinp[i] = gelu_erf'(inp[i]) * dout[i]
+template <class T>
+void gelu_erf_forward(T* out, const T* inp, size_t N, Context& ctx);
+template <class T>
+void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx);
+
+// out[i] = tanh(inp[i]);  dinp[i] = (1 - out[i]^2) * dout[i], from forward's OUTPUT
+template <class T>
+void tanh_forward(T* out, const T* inp, size_t N, Context& ctx);
+template <class T>
+void tanh_backward(T* dinp, const T* out, const T* dout, size_t N, Context& ctx);
+
+}  // namespace mptrain::cuda
