@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "backend/ops/encoder.h"
+#include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
 namespace mptrain::cpu {

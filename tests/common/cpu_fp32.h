@@ -7,6 +7,7 @@
 #include "backend/cpu/context.h"
 #include "backend/ops/activations.h"
 #include "backend/ops/attention.h"
+#include "backend/ops/embeddings.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/gemm_mixed.h"
 #include "backend/ops/layernorm.h"
@@ -95,6 +96,16 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, const float*
 // dst[i] += src[i]
 inline void accumulate(float* dst, const float* src, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// GPT-2's token + position embedding: the embeddings without token types.
+inline void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T,
+                            int C) {
+  embeddings_forward(out, tokens, nullptr, wte, wpe, nullptr, B, T, C);
+}
+inline void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T,
+                             int C) {
+  embeddings_backward(dwte, dwpe, nullptr, dout, tokens, nullptr, -1, B, T, C);
 }
 
 // --- attention --------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cuda/encoder.h"
-#include "backend/ops/encoder.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {

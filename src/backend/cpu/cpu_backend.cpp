@@ -11,7 +11,6 @@
 #include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
 #include "backend/ops/embeddings.h"
-#include "backend/ops/encoder.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/optimizer.h"
@@ -326,11 +325,8 @@ void CpuBackend::run_embedding(const EmbeddingArgs& a) {
     return;
   }
   const int C = as_int(a.word.dim(1));
-  if (a.types == nullptr)
-    encoder_forward(a.out.as<float>(), a.tokens, a.word.as<float>(), a.pos.as<float>(), a.B, a.T, C);
-  else
-    embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
-                       a.type_table.as<float>(), a.B, a.T, C);
+  embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
+                     a.types ? a.type_table.as<float>() : nullptr, a.B, a.T, C);
 }
 
 void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
@@ -346,11 +342,8 @@ void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
     return;
   }
   const int C = as_int(a.dword.dim(1));
-  if (a.types == nullptr)
-    encoder_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dout.as<float>(), a.tokens, a.B, a.T, C);
-  else
-    embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.dtype.as<float>(), a.dout.as<float>(),
-                        a.tokens, a.types, a.pad_token, a.B, a.T, C);
+  embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.types ? a.dtype.as<float>() : nullptr,
+                      a.dout.as<float>(), a.tokens, a.types, a.pad_token, a.B, a.T, C);
 }
 
 namespace {

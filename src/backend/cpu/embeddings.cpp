@@ -1,6 +1,8 @@
-// BERT embeddings. As in cpu/encoder.cpp, the backward scatters into rows chosen by id, so it is
-// parallel over strips of channels (each element summed over (b, t) in order): race-free and
-// deterministic for any thread count. The forward sums in PyTorch's order: (word + type) + pos.
+// Input embeddings, GPT-2's (word + position) and BERT's (+ token type). The backward scatters
+// into rows chosen by id, so two positions with the same token write the same row: it is parallel
+// over strips of channels instead of over positions, which keeps it race-free and deterministic
+// for any thread count (every element is summed over (b, t) in order). The forward sums in
+// PyTorch's order: (word + type) + pos.
 #include "backend/ops/embeddings.h"
 
 #include <algorithm>
@@ -29,8 +31,12 @@ void embeddings_forward(float* out, const int* tokens, const int* types, const f
     float* o = out + static_cast<size_t>(bt) * C;
     const float* w = word + static_cast<size_t>(tokens[bt]) * C;
     const float* p = pos + static_cast<size_t>(t) * C;
-    const float* y = type + static_cast<size_t>(types[bt]) * C;
-    for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
+    if (types) {
+      const float* y = type + static_cast<size_t>(types[bt]) * C;
+      for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
+    } else {
+      for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
+    }
   }
 }
 
@@ -47,10 +53,10 @@ void embeddings_backward(float* dword, float* dpos, float* dtype, const float* d
         const size_t bt = static_cast<size_t>(b) * T + t;
         const float* d = dout + bt * C + c0;
         float* p = dpos + static_cast<size_t>(t) * C + c0;
-        float* y = dtype + static_cast<size_t>(types[bt]) * C + c0;
-        for (int c = 0; c < width; ++c) {
-          p[c] += d[c];
-          y[c] += d[c];
+        for (int c = 0; c < width; ++c) p[c] += d[c];
+        if (types) {
+          float* y = dtype + static_cast<size_t>(types[bt]) * C + c0;
+          for (int c = 0; c < width; ++c) y[c] += d[c];
         }
         if (tokens[bt] == pad_token) continue;
         float* w = dword + static_cast<size_t>(tokens[bt]) * C + c0;

@@ -1,14 +1,16 @@
-// BERT's input embeddings: word + position + token type (segment A = 0, B = 1).
+// Input embeddings: word + position (GPT-2's wte and wpe), + token type for BERT (segment A = 0,
+// B = 1).
 #pragma once
 
 namespace mptrain::cpu {
 
-// out[B,T,C] = word[tokens[b,t]] + pos[t] + type[types[b,t]]. Ids are validated by the caller
-// (the model checks them against its vocabulary and type count).
+// out[B,T,C] = word[tokens[b,t]] + pos[t] (+ type[types[b,t]]; types null: none). Ids are
+// validated by the caller (the data layer, the model against its vocabulary and type count).
 void embeddings_forward(float* out, const int* tokens, const int* types, const float* word, const float* pos,
                         const float* type, int B, int T, int C);
 
-// dword[tok] += dout[b,t]; dpos[t] += dout[b,t]; dtype[types[b,t]] += dout[b,t]  (accumulated, +=).
+// dword[tok] += dout[b,t]; dpos[t] += dout[b,t]; dtype[types[b,t]] += dout[b,t] (types null:
+// none)  (accumulated, +=).
 // The word row pad_token gets nothing, as nn.Embedding's padding_idx (Hugging Face's BERT
 // passes padding_idx = pad_token_id); -1 = every row takes gradient.
 void embeddings_backward(float* dword, float* dpos, float* dtype, const float* dout, const int* tokens,
