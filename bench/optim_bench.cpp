@@ -32,14 +32,14 @@ void bytes_per_second(benchmark::State& state, double bytes) {
 
 void BM_GlobalNorm(benchmark::State& state) {
   const std::vector<float> g = gradients(kGpt2Params);
-  for (auto _ : state) benchmark::DoNotOptimize(global_norm(g.data(), g.size()));
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::sum_of_squares(g.data(), g.size()));
   bytes_per_second(state, 4.0 * kGpt2Params);
 }
 
 void BM_ClipGradNorm(benchmark::State& state) {
   std::vector<float> g = gradients(kGpt2Params);
   // A norm far above max_norm, so every call rescales (and the values stay finite: 0.999ⁿ).
-  for (auto _ : state) benchmark::DoNotOptimize(clip_grad_norm(g.data(), g.size(), 1.001, 1.0f));
+  for (auto _ : state) cpu::scale(g.data(), g.size(), clip_coefficient(1.001, 1.0f));
   bytes_per_second(state, 8.0 * kGpt2Params);
 }
 

@@ -27,6 +27,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "cuda/device_array.h"
 #include "cuda/linear_twin.h"
 
 using namespace mptrain;

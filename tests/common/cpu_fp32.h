@@ -2,6 +2,7 @@
 // them: each is the one kernel the backend runs (typed, with every dtype fp32 and fp32
 // products), so a test of these tests the product's code. The library has no fp32 copies.
 #pragma once
+#include <cmath>
 #include <cstddef>
 
 #include "backend/cpu/context.h"
@@ -11,6 +12,8 @@
 #include "backend/ops/gemm.h"
 #include "backend/ops/gemm_mixed.h"
 #include "backend/ops/layernorm.h"
+#include "backend/ops/optimizer.h"
+#include "optim/grad_norm.h"
 
 namespace mptrain::cpu {
 
@@ -140,3 +143,16 @@ inline void attention_masked_backward(float* dqkv, const float* dout, const floa
 }
 
 }  // namespace mptrain::cpu
+
+namespace mptrain {
+
+// The step's norm and clipping on host buffers, for references: sqrt(sum g²) as the CPU
+// backend's sum_squares sums it, and grads scaled by clip_coefficient (returned).
+inline double global_norm(const float* grads, size_t n) { return std::sqrt(cpu::sum_of_squares(grads, n)); }
+inline float clip_grad_norm(float* grads, size_t n, double norm, float max_norm) {
+  const float c = clip_coefficient(norm, max_norm);
+  if (c != 1.0f) cpu::scale(grads, n, c);
+  return c;
+}
+
+}  // namespace mptrain

@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "cuda/device_array.h"
 
 #define SKIP_WITHOUT_GPU()                                                                      \
   if (::mptrain::cuda_device_count() == 0)                                                      \

@@ -11,9 +11,9 @@
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/loss_scale.h"
 #include "backend/ops/optimizer.h"
+#include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 #include "optim/adamw.h"
-#include "optim/grad_norm.h"
 #include "precision/loss_scaler.h"
 
 namespace mptrain {

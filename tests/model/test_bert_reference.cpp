@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "common/cpu_fp32.h"
 #include "common/test_util.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "optim/adamw.h"
-#include "optim/grad_norm.h"
 
 namespace mptrain {
 namespace {

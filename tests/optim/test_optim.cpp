@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "backend/ops/optimizer.h"
+#include "common/cpu_fp32.h"
 #include "common/host_backend.h"
 #include "core/rng.h"
 #include "optim/adamw.h"
-#include "optim/grad_norm.h"
 #include "optim/schedule.h"
 
 namespace mptrain {

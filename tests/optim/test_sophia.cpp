@@ -13,6 +13,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/optimizer.h"
+#include "common/cpu_fp32.h"
 #include "common/host_backend.h"
 #include "common/test_util.h"
 #include "core/error.h"
@@ -20,7 +21,6 @@
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
-#include "optim/grad_norm.h"
 #include "optim/make_optimizer.h"
 #include "optim/sophia.h"
 #include "train/checkpoint.h"

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "common/cpu_fp32.h"
 #include "common/test_util.h"
 #include "io/safetensors.h"
 #include "model/gpt2.h"
-#include "optim/grad_norm.h"
 #include "optim/sophia.h"
 #include "train/step.h"
 

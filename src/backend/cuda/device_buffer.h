@@ -1,9 +1,6 @@
 // Owning device memory (RAII, move-only) and host<->device copies on a Context's stream.
-// DeviceBuffer<T> is the typed view used by tests and, later, by the model's role buffers
-// (parameters, gradients, moments, activations: one allocation each, carved by tables).
 #pragma once
 #include <cstddef>
-#include <vector>
 
 #include "backend/cuda/context.h"
 
@@ -32,30 +29,6 @@ class DeviceMemory {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
-};
-
-template <class T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t n) : mem_(n * sizeof(T)), n_(n) {}
-  DeviceBuffer(const std::vector<T>& host, Context& ctx) : DeviceBuffer(host.size()) { upload(host, ctx); }
-  T* data() const { return static_cast<T*>(mem_.get()); }
-  size_t size() const { return n_; }
-  void upload(const std::vector<T>& host, Context& ctx) {
-    copy_to_device(data(), host.data(), host.size() * sizeof(T), ctx);
-  }
-  std::vector<T> download(Context& ctx) const {
-    std::vector<T> host(n_);
-    copy_to_host(host.data(), data(), n_ * sizeof(T), ctx);
-    return host;
-  }
-  void poison(Context& ctx) { fill_bytes(data(), 0xFF, n_ * sizeof(T), ctx); }
-  void zero(Context& ctx) { fill_bytes(data(), 0, n_ * sizeof(T), ctx); }
-
- private:
-  DeviceMemory mem_;
-  size_t n_ = 0;
 };
 
 }  // namespace mptrain::cuda
