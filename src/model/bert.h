@@ -30,16 +30,13 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/buffer.h"
 #include "core/error.h"
 #include "core/param_table.h"
 #include "model/activation_plan.h"
 #include "model/bert_config.h"
+#include "model/model_core.h"
 #include "model/policy_backend.h"
-#include "model/weight_copies.h"
-#include "model/weight_grads.h"
 #include "precision/policy.h"
-#include "precision/precision.h"
 
 namespace mptrain {
 
@@ -174,7 +171,7 @@ GemmReader bert_gemm_reader(const ParamSpec& spec);
 // Bytes of the low-precision weight copies under `policy` (0 when every GEMM is fp32).
 size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy);
 
-class Bert {
+class Bert : public ModelCore {
  public:
   static constexpr int kNspClasses = 2;  // IsNext, NotNext
   Bert(const BertConfig& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
@@ -186,24 +183,7 @@ class Bert {
   ~Bert();
 
   const BertConfig& config() const { return config_; }
-  Precision precision() const { return precision_; }
-  const Policy& policy() const { return policy_; }
-  const ParamTable& table() const { return table_; }
-  // Non-const access marks the GEMM weight copies stale (the contract above).
-  FloatBuffer& params() {
-    copies_.mark_stale();
-    return params_;
-  }
-  const FloatBuffer& params() const { return params_; }
-  FloatBuffer& grads() { return grads_; }
-  const FloatBuffer& grads() const { return grads_; }
-  // The backend the passes run on; the optimizer updates the parameters there too.
-  Backend& backend() const { return *be_; }
-  // Called during each backward with every range of grads() as it becomes final for the
-  // micro-batch (model/weight_grads.h), in the order backward finishes them; empty: none.
-  void set_grads_ready_hook(GradsReadyHook hook) { wgrads_.set_ready_hook(std::move(hook)); }
-  size_t num_params() const { return table_.total(); }  // in memory (padded vocabulary rows included)
-  size_t num_hf_params() const;                         // as Hugging Face counts them (real rows only)
+  size_t num_hf_params() const;  // as Hugging Face counts them (real rows only)
 
   // Hugging Face's _init_weights from a seed: N(0, init_std) for linear and embedding weights,
   // zero biases, LayerNorm 1/0; the [PAD] word row and padded vocabulary rows zero.
@@ -212,11 +192,6 @@ class Bert {
   // Plans activations for micro-batches of up to B×T tokens with at most max_predictions
   // masked positions in all (0 = B·T). Throws Error when T exceeds the model's positions.
   void plan(int B, int T, int max_predictions = 0);
-  int planned_batch() const { return plan_B_; }
-  int planned_seq() const { return plan_T_; }
-  size_t activation_bytes() const { return acts_.total_bytes(); }
-  const ActivationPlan& activation_plan() const { return acts_; }
-  size_t weight_copy_bytes() const { return copies_.bytes(); }
 
   // Forward and the losses. Validates ids (tokens, types, labels) with clear errors.
   BertStats forward(const BertInputs& batch, int B, int T);
@@ -250,8 +225,6 @@ class Bert {
   const std::vector<int>& mlm_positions() const { return mlm_pos_; }
   const float* nsp_logits();
 
-  void zero_grad() { grads_.zero(); }
-
  private:
   // What the loss reads as labels: the batch's, or labels drawn from the model (Sophia).
   struct Sampling {
@@ -272,14 +245,6 @@ class Bert {
   void backward_impl(const BertInputs& batch, int B, int T);
   BertStats read_stats(const BertInputs& batch, int B, const Sampling& sampling);
   void setup_weight_copies();
-  // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
-  // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
-  View small(const float* master, std::initializer_list<std::int64_t> dims) const {
-    return copies_.view(master, params_.data(), dims);
-  }
-  View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
-    return wgrads_.at(grad, grads_, dims);
-  }
   // nn.Linear's weight gradient [OC, Cin] as the [Cin, OC] view a linear_backward accumulates into.
   View linear_grad(const float* g, std::int64_t oc, std::int64_t cin) { return grad(g, {oc, cin}).t(); }
   // The residual stream k (0 or 1) of N rows: the saved LayerNorm output itself when the GEMMs
@@ -310,20 +275,10 @@ class Bert {
   using Acts = BertActs;
 
   BertConfig config_;
-  Precision precision_;
-  Policy policy_;
-  bool mixed_;  // !policy_.all_fp32()
-  ParamTable table_;
-  // The backend the passes run on; declared before every buffer in its memory, so that it
-  // outlives them.
-  std::unique_ptr<Backend> be_;
-  FloatBuffer params_, grads_;
-  WeightGrads wgrads_;        // where backward writes dW, db (model/weight_grads.h)
   FloatBuffer mlm_logits32_, nsp_logits32_;  // mlm_logits() and nsp_logits() on the host
   BertTensors w_, g_;
-  ActivationPlan acts_;
   Acts a_{};
-  int plan_B_ = 0, plan_T_ = 0, plan_M_ = 0;
+  int plan_M_ = 0;
   int last_batch_ = 0;  // B of the last forward
   int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
   std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
@@ -336,8 +291,6 @@ class Bert {
   std::vector<float> dloss_host_;
   FloatBuffer losses32_;  // a head's losses on the host (read_head)
   std::vector<int> best_host_;
-  AttentionDtypes at_;           // the attention's dtypes under policy_
-  WeightCopies copies_;
   // The GEMM weights as their GEMMs read them (copies, or the fp32 masters).
   struct LayerWeights {
     WeightRef qkv, attout, fc, fcout;

@@ -61,20 +61,9 @@ Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
     : Gpt2(config, std::make_unique<cpu::CpuBackend>(ctx), policy) {}
 
 Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend> be, const Policy& policy)
-    : config_(config),
-      precision_(policy.precision),
-      policy_(policy),
-      mixed_(!policy.all_fp32()),
-      table_(gpt2_param_table(config)),
-      be_(std::move(be)) {
-  MemoryResource& memory = be_->memory();
-  params_.resize(table_.total(), memory);
-  grads_.resize(table_.total(), memory);
-  wgrads_.setup(table_.total(), policy_, memory);
+    : ModelCore(gpt2_param_table(config), std::move(be), policy), config_(config) {
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
-  at_ = attention_dtypes(policy_);
-  check_policy_supported(policy_, *be_);
   setup_weight_copies();
 }
 

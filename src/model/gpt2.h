@@ -23,15 +23,12 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/buffer.h"
 #include "core/param_table.h"
 #include "model/activation_plan.h"
 #include "model/gpt2_config.h"
+#include "model/model_core.h"
 #include "model/policy_backend.h"
-#include "model/weight_copies.h"
-#include "model/weight_grads.h"
 #include "precision/policy.h"
-#include "precision/precision.h"
 
 namespace mptrain {
 
@@ -105,7 +102,7 @@ GemmReader gpt2_gemm_reader(const ParamSpec& spec);
 // Bytes of those copies under `policy` (0 when every GEMM is fp32).
 size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy);
 
-class Gpt2 {
+class Gpt2 : public ModelCore {
  public:
   Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
   // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
@@ -116,34 +113,12 @@ class Gpt2 {
   ~Gpt2();
 
   const Gpt2Config& config() const { return config_; }
-  Precision precision() const { return precision_; }
-  const Policy& policy() const { return policy_; }
-  const ParamTable& table() const { return table_; }
-  // Non-const access marks the GEMM weight copies stale (see the contract above).
-  FloatBuffer& params() {
-    copies_.mark_stale();
-    return params_;
-  }
-  const FloatBuffer& params() const { return params_; }
-  FloatBuffer& grads() { return grads_; }
-  const FloatBuffer& grads() const { return grads_; }
-  // The backend the passes run on; the optimizer updates the parameters there too.
-  Backend& backend() const { return *be_; }
-  // Called during each backward with every range of grads() as it becomes final for the
-  // micro-batch (model/weight_grads.h), in the order backward finishes them; empty: none.
-  void set_grads_ready_hook(GradsReadyHook hook) { wgrads_.set_ready_hook(std::move(hook)); }
-  size_t num_params() const { return table_.total(); }
 
   // GPT-2 / nanoGPT initialisation from a seed (counter-based: independent of threads).
   void init_weights(uint64_t seed);
 
   // Plans and allocates activations for micro-batches of up to B×T tokens.
   void plan(int B, int T);
-  int planned_batch() const { return plan_B_; }
-  int planned_seq() const { return plan_T_; }
-  size_t activation_bytes() const { return acts_.total_bytes(); }
-  const ActivationPlan& activation_plan() const { return acts_; }
-  size_t weight_copy_bytes() const { return copies_.bytes(); }
 
   // Forward pass. tokens[B,T] must be valid ids (< V); targets may be null (logits only).
   // Returns the mean loss over targets != -1 (0 when targets is null).
@@ -165,8 +140,6 @@ class Gpt2 {
   // and/or downloaded into a host copy (the pass's download point).
   const float* logits();
   const float* losses();  // per-token losses [B,T] of the last forward with targets, likewise
-
-  void zero_grad() { grads_.zero(); }
 
   // Graphs (backend/backend.h): forward_backward's ops captured once per shape and replayed
   // (CUDA graphs on a GPU); the gradient-ready hook then runs after each replay, range by range
@@ -196,12 +169,6 @@ class Gpt2 {
   void training_pass(int B, int T);
   void enqueue_training_pass(int B, int T);
   void setup_weight_copies();
-  // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
-  // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
-  View small(const float* master, std::initializer_list<std::int64_t> dims) const;
-  View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
-    return wgrads_.at(grad, grads_, dims);
-  }
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;
@@ -210,15 +177,6 @@ class Gpt2 {
   };
 
   Gpt2Config config_;
-  Precision precision_;
-  Policy policy_;
-  bool mixed_;  // !policy_.all_fp32()
-  ParamTable table_;
-  // The backend the passes run on; declared before every buffer in its memory, so that it
-  // outlives them.
-  std::unique_ptr<Backend> be_;
-  FloatBuffer params_, grads_;
-  WeightGrads wgrads_;    // where backward writes dW, db (model/weight_grads.h)
   FloatBuffer logits32_, losses32_;  // logits() and losses() on the host
   // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
   // these), and the host side of the loss's per-row gradient and losses.
@@ -226,11 +184,7 @@ class Gpt2 {
   std::vector<float> dloss_host_;
   int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;
-  ActivationPlan acts_;
   Acts a_{};
-  int plan_B_ = 0, plan_T_ = 0;
-  AttentionDtypes at_;           // the attention's dtypes under policy_
-  WeightCopies copies_;          // every GEMM weight's copy (model/weight_copies.h), refreshed lazily
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
   // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.

@@ -25,10 +25,6 @@ View weight(const WeightRef& w, std::int64_t r, std::int64_t c) { return View::o
 
 }  // namespace
 
-View Gpt2::small(const float* master, std::initializer_list<std::int64_t> dims) const {
-  return copies_.view(master, params_.data(), dims);
-}
-
 void Gpt2::setup_weight_copies() {
   // One buffer for every copy (model/weight_copies.h: carved in parameter-table order, refreshed
   // by forward_impl when params() marked it stale); an fp32 GEMM reads its master weight.

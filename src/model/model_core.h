@@ -1,0 +1,76 @@
+// What every model family (Gpt2, Bert) holds and how its passes reach it, written once: the
+// precision policy, the parameter table, the backend, and in the backend's memory the fp32
+// master parameters and gradients, the weight copies and gradients the GEMMs read and write
+// (model/weight_copies.h, model/weight_grads.h) and the activation plan.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/buffer.h"
+#include "core/param_table.h"
+#include "model/activation_plan.h"
+#include "model/weight_copies.h"
+#include "model/weight_grads.h"
+#include "precision/policy.h"
+#include "precision/precision.h"
+
+namespace mptrain {
+
+class ModelCore {
+ public:
+  Precision precision() const { return precision_; }
+  const Policy& policy() const { return policy_; }
+  const ParamTable& table() const { return table_; }
+  // Non-const access marks the GEMM weight copies stale: any writer of the parameters goes
+  // through it (or init_weights), and the next forward refreshes the copies.
+  FloatBuffer& params() {
+    copies_.mark_stale();
+    return params_;
+  }
+  const FloatBuffer& params() const { return params_; }
+  FloatBuffer& grads() { return grads_; }
+  const FloatBuffer& grads() const { return grads_; }
+  void zero_grad() { grads_.zero(); }
+  // The backend the passes run on; the optimizer updates the parameters there too.
+  Backend& backend() const { return *be_; }
+  // Called during each backward with every range of grads() as it becomes final for the
+  // micro-batch (model/weight_grads.h), in the order backward finishes them; empty: none.
+  void set_grads_ready_hook(GradsReadyHook hook) { wgrads_.set_ready_hook(std::move(hook)); }
+  size_t num_params() const { return table_.total(); }  // in memory (padded vocabulary rows included)
+  int planned_batch() const { return plan_B_; }
+  int planned_seq() const { return plan_T_; }
+  size_t activation_bytes() const { return acts_.total_bytes(); }
+  const ActivationPlan& activation_plan() const { return acts_; }
+  size_t weight_copy_bytes() const { return copies_.bytes(); }
+
+ protected:
+  // Allocates the parameters and gradients in be's memory and refuses (Error naming the op and
+  // the dtypes) a policy the backend cannot run.
+  ModelCore(ParamTable table, std::unique_ptr<Backend> be, const Policy& policy);
+  ~ModelCore();
+  // What the pass reads for the non-GEMM weight at `master` (its 16-bit copy on a GPU's plan),
+  // and where it writes the gradient of the parameter whose fp32 gradient is at `grad`.
+  View small(const float* master, std::initializer_list<std::int64_t> dims) const {
+    return copies_.view(master, params_.data(), dims);
+  }
+  View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
+    return wgrads_.at(grad, grads_, dims);
+  }
+
+  Precision precision_;
+  Policy policy_;
+  bool mixed_;  // !policy_.all_fp32(): the GEMM weight copies hold their arithmetic's values
+  ParamTable table_;
+  // Declared before every buffer in its memory, so that it outlives them.
+  std::unique_ptr<Backend> be_;
+  FloatBuffer params_, grads_;
+  WeightGrads wgrads_;  // where backward writes dW, db
+  ActivationPlan acts_;
+  int plan_B_ = 0, plan_T_ = 0;
+  AttentionDtypes at_;   // the attention's dtypes under policy_
+  WeightCopies copies_;  // every GEMM weight's copy, refreshed lazily
+};
+
+}  // namespace mptrain
