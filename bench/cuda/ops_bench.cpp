@@ -18,7 +18,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/device_buffer.h"
-#include "backend/cuda/encoder.h"
+#include "backend/cuda/embeddings.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
@@ -155,17 +155,20 @@ void bench_dtype(Context& ctx, const char* tn) {
   DeviceBuffer<int> tokens(tok, ctx), targets(tok, ctx);
   const std::string p = std::string(" ") + tn;
 
-  report(
-      "encoder_forward" + p,
-      time_ms(ctx, [&] { encoder_forward(x.data(), tokens.data(), wte.data(), wpe.data(), B, Tn, C, ctx); }),
-      3.0 * NC * e, 0);
-  const size_t sb = encoder_backward_scratch_bytes(B, Tn);
+  report("encoder_forward" + p,
+         time_ms(ctx,
+                 [&] {
+                   embeddings_forward<T>(x.data(), tokens.data(), nullptr, wte.data(), wpe.data(), nullptr, B,
+                                         Tn, C, ctx);
+                 }),
+         3.0 * NC * e, 0);
+  const size_t sb = embeddings_backward_scratch_bytes(B, Tn);
   DeviceBuffer<char> escratch(sb);
   report("encoder_backward" + p,
          time_ms(ctx,
                  [&] {
-                   encoder_backward(wte.data(), wpe.data(), x.data(), tokens.data(), escratch.data(), sb, B,
-                                    Tn, C, ctx);
+                   embeddings_backward<T>(wte.data(), wpe.data(), nullptr, x.data(), tokens.data(), nullptr,
+                                          -1, escratch.data(), sb, B, Tn, C, 0, ctx);
                  }),
          3.0 * NC * e, 0);
   report("layernorm_forward" + p,

@@ -2,7 +2,7 @@
 // (the scatter case); the backward is bit-identical across runs (no atomics).
 #include <gtest/gtest.h>
 
-#include "backend/cuda/encoder.h"
+#include "backend/cuda/embeddings.h"
 #include "common/cpu_fp32.h"
 #include "cuda/gpu_test_util.h"
 
@@ -36,18 +36,19 @@ TYPED_TEST(CudaEncoder, ForwardBackwardMatchCpu) {
                        dwpe = rounded<T>(randn(wpe.size(), 5));
     cuda::DeviceBuffer<int> dtok(tokens, ctx());
     auto gwte = upload<T>(wte), gwpe = upload<T>(wpe), gdout = upload<T>(dout), out = poisoned<T>(BT * k.C);
-    cuda::encoder_forward(out.data(), dtok.data(), gwte.data(), gwpe.data(), k.B, k.T, k.C, ctx());
+    cuda::embeddings_forward<T>(out.data(), dtok.data(), nullptr, gwte.data(), gwpe.data(), nullptr, k.B, k.T,
+                                k.C, ctx());
     std::vector<float> ref(BT * k.C);
     cpu::encoder_forward(ref.data(), tokens.data(), wte.data(), wpe.data(), k.B, k.T, k.C);
     EXPECT_LT(rel_err(download(out), ref), tolerance<T>());
 
-    const size_t sbytes = cuda::encoder_backward_scratch_bytes(k.B, k.T);
+    const size_t sbytes = cuda::embeddings_backward_scratch_bytes(k.B, k.T);
     cuda::DeviceBuffer<char> scratch(sbytes);
     std::vector<float> first;
     for (int rep = 0; rep < 2; ++rep) {
       auto gdwte = upload<T>(dwte), gdwpe = upload<T>(dwpe);
-      cuda::encoder_backward(gdwte.data(), gdwpe.data(), gdout.data(), dtok.data(), scratch.data(), sbytes,
-                             k.B, k.T, k.C, ctx());
+      cuda::embeddings_backward<T>(gdwte.data(), gdwpe.data(), nullptr, gdout.data(), dtok.data(), nullptr,
+                                   -1, scratch.data(), sbytes, k.B, k.T, k.C, 0, ctx());
       const auto got_wte = download(gdwte), got_wpe = download(gdwpe);
       if (rep == 0) {
         std::vector<float> rwte = dwte, rwpe = dwpe;
@@ -68,10 +69,11 @@ TEST(CudaEncoderArgs, TooLittleScratchIsAClearError) {
   cuda::DeviceBuffer<float> buf(64);
   cuda::DeviceBuffer<int> tok(8);
   try {
-    cuda::encoder_backward(buf.data(), buf.data(), buf.data(), tok.data(), buf.data(), 4, 2, 4, 8, ctx());
+    cuda::embeddings_backward<float>(buf.data(), buf.data(), nullptr, buf.data(), tok.data(), nullptr, -1,
+                                     buf.data(), 4, 2, 4, 8, 0, ctx());
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[encoder_backward] scratch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[embeddings_backward] scratch"), std::string::npos) << e.what();
   }
 }
 

@@ -17,7 +17,6 @@
 #include "backend/cuda/crossentropy.h"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/embeddings.h"
-#include "backend/cuda/encoder.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grad_norm.h"
@@ -468,11 +467,8 @@ void CudaBackend::run_embedding(const EmbeddingArgs& a) {
   dispatch_storage(a.out.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
-    if (a.types)
-      embeddings_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, a.types, in(a.word), in(a.pos),
-                            in(a.type_table), a.B, a.T, C, *ctx_);
-    else
-      encoder_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, in(a.word), in(a.pos), a.B, a.T, C, *ctx_);
+    embeddings_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, a.types, in(a.word), in(a.pos),
+                          in(a.type_table), a.B, a.T, C, *ctx_);
   });
 }
 
@@ -482,14 +478,10 @@ void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
   void* work = scratch(kEmbedding, bytes);
   dispatch_storage(a.dout.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* dout = static_cast<const T*>(a.dout.ptr);
-    if (a.types)
-      embeddings_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr),
-                             static_cast<T*>(a.dtype.ptr), dout, a.tokens, a.types, a.pad_token, work, bytes,
-                             a.B, a.T, C, static_cast<int>(a.dtype.dim(0)), *ctx_);
-    else
-      encoder_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr), dout, a.tokens, work,
-                          bytes, a.B, a.T, C, *ctx_, a.pad_token);
+    embeddings_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr),
+                           static_cast<T*>(a.dtype.ptr), static_cast<const T*>(a.dout.ptr), a.tokens, a.types,
+                           a.pad_token, work, bytes, a.B, a.T, C,
+                           a.types ? static_cast<int>(a.dtype.dim(0)) : 0, *ctx_);
   });
 }
 

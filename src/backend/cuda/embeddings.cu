@@ -1,14 +1,16 @@
-// BERT embedding kernels (embeddings.h). Forward: one thread per element (grid-stride), the
-// CPU's (word + type) + pos. Backward: word and position rows by encoder_backward (with the
-// [PAD] row left out); the token-type rows by one thread per (type, channel) walking the
+// Input embedding kernels (embeddings.h), GPT-2's word + position and BERT's + token type.
+// Forward: one thread per 16-byte pack of a row (scalar when C or a pointer does not allow
+// packs), the CPU's order of the additions, (word + type) + pos. Backward: dpos by a kernel over
+// (t, c) summing b in order; dword by a stable radix sort of (token, position) and one block per
+// distinct token summing its positions in order (the [PAD] row left out), so the result is
+// bit-identical run to run; the token-type rows by one thread per (type, channel) walking the
 // positions in order: type_vocab is 2 in every BERT, so this is 2·C threads reading dout once
-// each (coalesced across channels), deterministic without atomics. A row-chunked two-pass
-// reduction would be faster at large B·T; measure first (it is one pass over dout per step).
+// each (coalesced across channels), deterministic without atomics.
+#include <cub/device/device_radix_sort.cuh>
 #include <string>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/embeddings.h"
-#include "backend/cuda/encoder.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/profiling.h"
 #include "core/error.h"
@@ -21,18 +23,87 @@ std::string dims(int B, int Tn, int C) {
   return "B=" + std::to_string(B) + " T=" + std::to_string(Tn) + " C=" + std::to_string(C);
 }
 
-template <class T>
+// W = elements per thread (kPack<T> when vectorised, else 1). Index math in size_t: B·T·C
+// can pass 2^31. types null: no token-type term.
+template <class T, int W>
 __global__ void embeddings_forward_kernel(T* out, const int* tokens, const int* types, const T* word,
                                           const T* pos, const T* type, int BT, int Tn, int C) {
-  const size_t total = static_cast<size_t>(BT) * C;
+  const size_t groups = static_cast<size_t>(C / W);
+  const size_t total = static_cast<size_t>(BT) * groups;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t bt = i / C, c = i % C;
-    const float w = to_f32(word[static_cast<size_t>(tokens[bt]) * C + c]);
-    const float y = to_f32(type[static_cast<size_t>(types[bt]) * C + c]);
-    const float p = to_f32(pos[(bt % Tn) * C + c]);
-    out[i] = from_f32<T>((w + y) + p);
+    const size_t bt = i / groups;
+    const size_t c = (i % groups) * W;
+    const size_t t = bt % Tn;
+    const T* e = word + static_cast<size_t>(tokens[bt]) * C + c;
+    const T* y = types ? type + static_cast<size_t>(types[bt]) * C + c : nullptr;
+    const T* p = pos + t * C + c;
+    T* o = out + bt * C + c;
+    if constexpr (W == 1) {
+      const float w = to_f32(*e);
+      *o = from_f32<T>((y ? w + to_f32(*y) : w) + to_f32(*p));
+    } else {
+      const Pack<T> pe = load_pack(e), pp = load_pack(p);
+      Pack<T> py{};
+      if (y) py = load_pack(y);
+      Pack<T> r;
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        const float w = to_f32(pe.v[k]);
+        r.v[k] = from_f32<T>((y ? w + to_f32(py.v[k]) : w) + to_f32(pp.v[k]));
+      }
+      store_pack(o, r);
+    }
   }
+}
+
+// dwpe[t,c] += Σ_b dout[b,t,c], one thread per (t, c).
+template <class T>
+__global__ void encoder_dwpe_kernel(T* dwpe, const T* dout, int B, int Tn, int C) {
+  const size_t total = static_cast<size_t>(Tn) * C;
+  const size_t stride = static_cast<size_t>(Tn) * C;  // from one batch row to the next
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float acc = 0.0f;
+    for (int b = 0; b < B; ++b) acc += to_f32(dout[static_cast<size_t>(b) * stride + i]);
+    dwpe[i] = from_f32<T>(to_f32(dwpe[i]) + acc);
+  }
+}
+
+__global__ void iota_kernel(int* v, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) v[i] = i;
+}
+
+// Block i of the sorted order: if it starts a run of equal tokens, it sums the run's rows of
+// dout (positions ascending, as the stable sort left them) and adds the sum to that token's
+// row of dwte (none for pad_token's run). Blocks inside a run exit at once (the test is
+// uniform over the block, so no thread can miss a barrier: there is none).
+template <class T>
+__global__ void encoder_dwte_kernel(T* dwte, const T* dout, const int* sorted_tokens, const int* sorted_pos,
+                                    int BT, int C, int pad_token) {
+  const int i = blockIdx.x;
+  const int tok = sorted_tokens[i];
+  if (tok == pad_token || (i > 0 && sorted_tokens[i - 1] == tok)) return;
+  int end = i + 1;
+  while (end < BT && sorted_tokens[end] == tok) ++end;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int k = i; k < end; ++k) acc += to_f32(dout[static_cast<size_t>(sorted_pos[k]) * C + c]);
+    T* w = dwte + static_cast<size_t>(tok) * C + c;
+    *w = from_f32<T>(to_f32(*w) + acc);
+  }
+}
+
+// Scratch layout: sorted tokens, positions in, positions out (BT ints each, 256-byte
+// aligned), then CUB's temporary storage.
+size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+size_t cub_temp_bytes(int BT) {
+  size_t bytes = 0;
+  MPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
+                                                 static_cast<int*>(nullptr), static_cast<const int*>(nullptr),
+                                                 static_cast<int*>(nullptr), BT));
+  return bytes;
 }
 
 // dtype[k, c] += Σ_{n: types[n] == k} dout[n, c], one thread per (k, c), n ascending.
@@ -60,31 +131,70 @@ void embeddings_forward(T* out, const int* tokens, const int* types, const T* wo
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[embeddings_forward] bad size: " + dims(B, Tn, C));
   const int BT = B * Tn;
   if (BT == 0) return;
-  MPT_CHECK(out && tokens && types && word && pos && type,
+  MPT_CHECK(out && tokens && word && pos && (!types || type),
             "[embeddings_forward] null pointer: " + dims(B, Tn, C));
-  const int threads = 256;  // a warp multiple; grid-stride over (position, channel)
-  embeddings_forward_kernel<T>
-      <<<grid_for(static_cast<size_t>(BT) * C, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
-          out, tokens, types, word, pos, type, BT, Tn, C);
+  constexpr int P = kPack<T>;
+  const bool vec =
+      C % P == 0 && aligned16(out) && aligned16(word) && aligned16(pos) && (!types || aligned16(type));
+  const int threads = 256;  // a warp multiple; grid-stride over (position, pack)
+  const size_t items = static_cast<size_t>(BT) * (vec ? C / P : C);
+  const unsigned grid = grid_for(items, threads, ctx.info().sm_count);
+  if (vec)
+    embeddings_forward_kernel<T, P>
+        <<<grid, threads, 0, ctx.stream()>>>(out, tokens, types, word, pos, type, BT, Tn, C);
+  else
+    embeddings_forward_kernel<T, 1>
+        <<<grid, threads, 0, ctx.stream()>>>(out, tokens, types, word, pos, type, BT, Tn, C);
   MPT_CUDA_CHECK_LAUNCH("embeddings_forward_kernel");
 }
 
-size_t embeddings_backward_scratch_bytes(int B, int Tn) { return encoder_backward_scratch_bytes(B, Tn); }
+size_t embeddings_backward_scratch_bytes(int B, int Tn) {
+  const int BT = B * Tn;
+  if (BT <= 0) return 0;
+  return 3 * align256(static_cast<size_t>(BT) * sizeof(int)) + cub_temp_bytes(BT);
+}
 
 template <class T>
-void embeddings_backward(T* dword, T* dpos, T* dtype, const T* dout, const int* tokens, const int* types,
+void embeddings_backward(T* dwte, T* dwpe, T* dtype, const T* dout, const int* tokens, const int* types,
                          int pad_token, void* scratch, size_t scratch_bytes, int B, int Tn, int C,
                          int n_types, Context& ctx) {
   MPT_PROFILE_RANGE("embeddings_backward");
-  MPT_CHECK(B >= 0 && Tn >= 0 && C > 0 && n_types > 0,
+  MPT_CHECK(B >= 0 && Tn >= 0 && C > 0 && (!types || n_types > 0),
             "[embeddings_backward] bad size: " + dims(B, Tn, C) + " types=" + std::to_string(n_types));
   const int BT = B * Tn;
   if (BT == 0) return;
-  MPT_CHECK(dtype && types, "[embeddings_backward] null pointer: " + dims(B, Tn, C));
-  encoder_backward<T>(dword, dpos, dout, tokens, scratch, scratch_bytes, B, Tn, C, ctx, pad_token);
-  const int threads = 128;  // n_types·C threads (1536 for BERT-base): small blocks spread them over SMs
-  token_type_backward_kernel<T><<<grid_for(static_cast<size_t>(n_types) * C, threads, ctx.info().sm_count),
-                                  threads, 0, ctx.stream()>>>(dtype, dout, types, BT, C, n_types);
+  MPT_CHECK(dwte && dwpe && dout && tokens && scratch && (!types || dtype),
+            "[embeddings_backward] null pointer: " + dims(B, Tn, C));
+  const size_t need = embeddings_backward_scratch_bytes(B, Tn);
+  MPT_CHECK(scratch_bytes >= need, "[embeddings_backward] scratch of " + std::to_string(scratch_bytes) +
+                                       " bytes, needs " + std::to_string(need) + ": " + dims(B, Tn, C));
+  cudaStream_t s = ctx.stream();
+  const int threads = 256;  // a warp multiple; dwpe: one thread per (t, c)
+  encoder_dwpe_kernel<T>
+      <<<grid_for(static_cast<size_t>(Tn) * C, threads, ctx.info().sm_count), threads, 0, s>>>(dwpe, dout, B,
+                                                                                               Tn, C);
+  MPT_CUDA_CHECK_LAUNCH("encoder_dwpe_kernel");
+
+  const size_t ints = align256(static_cast<size_t>(BT) * sizeof(int));
+  char* base = static_cast<char*>(scratch);
+  int* sorted_tokens = reinterpret_cast<int*>(base);
+  int* pos_in = reinterpret_cast<int*>(base + ints);
+  int* pos_out = reinterpret_cast<int*>(base + 2 * ints);
+  void* temp = base + 3 * ints;
+  size_t temp_bytes = scratch_bytes - 3 * ints;
+  iota_kernel<<<grid_for(static_cast<size_t>(BT), threads, ctx.info().sm_count), threads, 0, s>>>(pos_in, BT);
+  MPT_CUDA_CHECK_LAUNCH("iota_kernel");
+  // Token ids are non-negative ints: sorting all 32 bits is correct for any vocabulary size.
+  MPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, pos_in, pos_out, BT,
+                                                 0, static_cast<int>(sizeof(int) * 8), s));
+  // One block per sorted position (most exit at once); 256 threads stride over C.
+  encoder_dwte_kernel<T><<<BT, threads, 0, s>>>(dwte, dout, sorted_tokens, pos_out, BT, C, pad_token);
+  MPT_CUDA_CHECK_LAUNCH("encoder_dwte_kernel");
+  if (!types) return;
+  const int tthreads = 128;  // n_types·C threads (1536 for BERT-base): small blocks spread them over SMs
+  token_type_backward_kernel<T>
+      <<<grid_for(static_cast<size_t>(n_types) * C, tthreads, ctx.info().sm_count), tthreads, 0, s>>>(
+          dtype, dout, types, BT, C, n_types);
   MPT_CUDA_CHECK_LAUNCH("token_type_backward_kernel");
 }
 
