@@ -347,9 +347,6 @@ void attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const void*
                                             MathMode, Context&);                                             \
   template void attention_masked_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int, \
                                              MathMode, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -306,9 +306,6 @@ void crossentropy_sampled_forward_backward(float* losses, T* dlogits, int* sampl
                                                  int, Context&);                                             \
   template void crossentropy_sampled_forward_backward<T>(float*, T*, int*, const T*, const float*, int, int, \
                                                          int, uint64_t, uint64_t, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -203,9 +203,6 @@ void embeddings_backward(T* dwte, T* dwpe, T* dtype, const T* dout, const int* t
                                       int, Context&);                                                     \
   template void embeddings_backward<T>(T*, T*, T*, const T*, const int*, const int*, int, void*, size_t,  \
                                        int, int, int, int, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

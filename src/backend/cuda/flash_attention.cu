@@ -193,6 +193,45 @@ __device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&lo)[4],
   a[3] = pack2<T>(hi[2], hi[3]);
 }
 
+// --- warp products ---------------------------------------------------------------------------
+// acc[N/8] (=) this warp's 16 rows (from row0) of shared tile a · Bᵀ, B rows [0, N) of shared
+// tile b, over HS columns (S = Q·Kᵀ and its kin).
+template <class T, int N, int HS, int LD>
+__device__ __forceinline__ void mma_rows_bt(float (&acc)[N / 8][4], const uint16_t* a, int row0,
+                                            const uint16_t* b, int lane) {
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HS / 16; ++kk) {
+    uint32_t af[4];
+    load_a<LD>(af, a, row0, kk * 16, lane);
+#pragma unroll
+    for (int n = 0; n < N / 8; ++n) {
+      uint32_t b0, b1;
+      load_b_t<LD>(b0, b1, b, n * 8, kk * 16, lane);
+      mma16816<T>(acc[n], af, b0, b1);
+    }
+  }
+}
+
+// acc[HS/8] += P·M for this warp's 16 rows: P a 16 × K block held as K/8 fp32 accumulators
+// (rounded to T on the way), M rows [0, K) of shared tile m (O += P·V and its kin).
+template <class T, int K, int HS, int LD>
+__device__ __forceinline__ void mma_acc_tile(float (&acc)[HS / 8][4], const float (&p)[K / 8][4],
+                                             const uint16_t* m, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t a[4];
+    acc_to_a<T>(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+    for (int n = 0; n < HS / 8; ++n) {
+      uint32_t b0, b1;
+      load_b<LD>(b0, b1, m, kk * 16, n * 8, lane);
+      mma16816<T>(acc[n], a, b0, b1);
+    }
+  }
+}
+
 // --- shared-memory tiles ----------------------------------------------------------------------
 // ROWS rows of HS elements from global rows t0.. (stride `stride` elements) into a shared tile
 // (leading dimension HS + 8) with 16-byte loads; rows at or past Tn are zero-filled, so products
@@ -403,18 +442,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
-    // O += P·V
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t a[4];
-      acc_to_a<T>(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int n = 0; n < HS / 8; ++n) {
-        uint32_t b0, b1;
-        load_b<LD>(b0, b1, vs, kk * 16, n * 8, lane);
-        mma16816<T>(o[n], a, b0, b1);
-      }
-    }
+    mma_acc_tile<T, kTile, HS, LD>(o, s, vs, lane);  // O += P·V
     __syncthreads();  // stage st is consumed: iteration it+1 requests tile it+2 into it
   }
 
@@ -531,21 +559,8 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_wait_all_but_one();
     __syncthreads();  // tile it visible to all
 
-    // Sᵀ = K·Qᵀ (this warp's 16 keys × BQ queries)
-    float st[BQ / 8][4];
-#pragma unroll
-    for (int n = 0; n < BQ / 8; ++n) st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk) {
-      uint32_t a[4];
-      load_a<LD>(a, ks, warp * kRowsPerWarp, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < BQ / 8; ++n) {
-        uint32_t b0, b1;
-        load_b_t<LD>(b0, b1, qs, n * 8, kk * 16, lane);
-        mma16816<T>(st[n], a, b0, b1);
-      }
-    }
+    float st[BQ / 8][4];  // Sᵀ = K·Qᵀ (this warp's 16 keys × BQ queries)
+    mma_rows_bt<T, BQ, HS, LD>(st, ks, warp * kRowsPerWarp, qs, lane);
     // Pᵀ = exp(scale·Sᵀ − lse), exactly 0 where the pair is masked.
 #pragma unroll
     for (int n = 0; n < BQ / 8; ++n) {
@@ -556,50 +571,15 @@ __global__ void __launch_bounds__(kThreads)
         st[n][e] = ok ? exp2f(fmaf(st[n][e], scale_log2, -lse_s[j])) : 0.0f;
       }
     }
-    // dV += Pᵀ·dO
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk) {
-      uint32_t a[4];
-      acc_to_a<T>(a, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-      for (int n = 0; n < HS / 8; ++n) {
-        uint32_t b0, b1;
-        load_b<LD>(b0, b1, dos, kk * 16, n * 8, lane);
-        mma16816<T>(dv[n], a, b0, b1);
-      }
-    }
-    // dPᵀ = V·dOᵀ
-    float dpt[BQ / 8][4];
-#pragma unroll
-    for (int n = 0; n < BQ / 8; ++n) dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk) {
-      uint32_t a[4];
-      load_a<LD>(a, vs, warp * kRowsPerWarp, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < BQ / 8; ++n) {
-        uint32_t b0, b1;
-        load_b_t<LD>(b0, b1, dos, n * 8, kk * 16, lane);
-        mma16816<T>(dpt[n], a, b0, b1);
-      }
-    }
+    mma_acc_tile<T, BQ, HS, LD>(dv, st, dos, lane);  // dV += Pᵀ·dO
+    float dpt[BQ / 8][4];                            // dPᵀ = V·dOᵀ
+    mma_rows_bt<T, BQ, HS, LD>(dpt, vs, warp * kRowsPerWarp, dos, lane);
     // dSᵀ = scale·Pᵀ ⊙ (dPᵀ − D) (the naive path's factor order), in place of Pᵀ
 #pragma unroll
     for (int n = 0; n < BQ / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) st[n][e] = scale * st[n][e] * (dpt[n][e] - d_s[n * 8 + c + (e & 1)]);
-        // dK += dSᵀ·Q
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk) {
-      uint32_t a[4];
-      acc_to_a<T>(a, st[2 * kk], st[2 * kk + 1]);
-#pragma unroll
-      for (int n = 0; n < HS / 8; ++n) {
-        uint32_t b0, b1;
-        load_b<LD>(b0, b1, qs, kk * 16, n * 8, lane);
-        mma16816<T>(dk[n], a, b0, b1);
-      }
-    }
+    mma_acc_tile<T, BQ, HS, LD>(dk, st, qs, lane);  // dK += dSᵀ·Q
     __syncthreads();  // this stage is consumed: iteration it+1 requests tile it+2 into it
   }
 
@@ -679,24 +659,8 @@ __global__ void __launch_bounds__(kThreads)
 
     // S = Q·Kᵀ and dP = dO·Vᵀ (this warp's 16 queries × 64 keys)
     float s[kTile / 8][4], dp[kTile / 8][4];
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HS / 16; ++kk) {
-      uint32_t aq[4], ad[4];
-      load_a<LD>(aq, qs, warp * kRowsPerWarp, kk * 16, lane);
-      load_a<LD>(ad, dos, warp * kRowsPerWarp, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < kTile / 8; ++n) {
-        uint32_t b0, b1;
-        load_b_t<LD>(b0, b1, ks, n * 8, kk * 16, lane);
-        mma16816<T>(s[n], aq, b0, b1);
-        load_b_t<LD>(b0, b1, vs, n * 8, kk * 16, lane);
-        mma16816<T>(dp[n], ad, b0, b1);
-      }
-    }
+    mma_rows_bt<T, kTile, HS, LD>(s, qs, warp * kRowsPerWarp, ks, lane);
+    mma_rows_bt<T, kTile, HS, LD>(dp, dos, warp * kRowsPerWarp, vs, lane);
     // dS = scale·P ⊙ (dP − D), P = exp(scale·S − lse), exactly 0 where the pair is masked
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n) {
@@ -708,18 +672,7 @@ __global__ void __launch_bounds__(kThreads)
         s[n][e] = scale * p * (dp[n][e] - drow[r]);
       }
     }
-    // dQ += dS·K
-#pragma unroll
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      uint32_t a[4];
-      acc_to_a<T>(a, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-      for (int n = 0; n < HS / 8; ++n) {
-        uint32_t b0, b1;
-        load_b<LD>(b0, b1, ks, kk * 16, n * 8, lane);
-        mma16816<T>(dq[n], a, b0, b1);
-      }
-    }
+    mma_acc_tile<T, kTile, HS, LD>(dq, s, ks, lane);  // dQ += dS·K
     __syncthreads();  // stage st is consumed: iteration it+1 requests tile it+2 into it
   }
 
@@ -941,9 +894,6 @@ void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const
                                                   Context&);                                                 \
   template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*,           \
                                                    const int*, void*, int, int, int, int, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -98,4 +98,7 @@ inline unsigned grid_for(size_t items, int threads, int sm_count) {
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 
+// Expands a launcher's explicit instantiations M(T) for every storage type.
+#define MPT_FOR_STORAGE_TYPES(M) M(float) M(Bf16) M(Fp16)
+
 }  // namespace mptrain::cuda

@@ -351,9 +351,6 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
                                               const T*, int, int, float, Context&);                         \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
                                       float*, int, int, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

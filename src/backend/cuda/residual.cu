@@ -23,9 +23,6 @@ void accumulate(T* dst, const T* src, size_t N, Context& ctx) {
 #define MPT_INSTANTIATE(T)                                                     \
   template void residual_forward<T>(T*, const T*, const T*, size_t, Context&); \
   template void accumulate<T>(T*, const T*, size_t, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

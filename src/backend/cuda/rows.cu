@@ -115,9 +115,6 @@ void row_argmax(int* best, const T* x, int R, int V, int stride, Context& ctx) {
   template void gather_rows<T>(T*, const T*, const int*, int, int, int, Context&); \
   template void scatter_add_rows<T>(T*, const T*, const int*, int, int, Context&); \
   template void row_argmax<T>(int*, const T*, int, int, int, Context&);
-MPT_INSTANTIATE(float)
-MPT_INSTANTIATE(Bf16)
-MPT_INSTANTIATE(Fp16)
-#undef MPT_INSTANTIATE
+MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda
