@@ -308,17 +308,23 @@ void check_attention(const Check& c, int B, int T, int NH, const View& qkv, cons
          std::string(out_name) + " is " + out.describe() + ", the types say " + storage_name(t.out));
 }
 
+// saved and scratch hold what attention_bytes says the shape needs.
+void check_attention_memory(const Check& c, const AttentionBytes& need, const View& saved,
+                            const View& scratch) {
+  c.that(need.saved == 0 || (!saved.empty() && saved.bytes() >= need.saved),
+         "saved holds " + std::to_string(saved.bytes()) + " bytes, needs " + std::to_string(need.saved));
+  c.that(
+      need.scratch == 0 || (!scratch.empty() && scratch.bytes() >= need.scratch),
+      "scratch holds " + std::to_string(scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+}
+
 }  // namespace
 
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
   check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types);
-  const AttentionBytes need = attention_bytes(a.B, a.T, static_cast<int>(a.out.dim(1)), a.NH, a.types);
-  c.that(need.saved == 0 || (!a.saved.empty() && a.saved.bytes() >= need.saved),
-         "saved holds " + std::to_string(a.saved.bytes()) + " bytes, needs " + std::to_string(need.saved));
-  c.that(
-      need.scratch == 0 || (!a.scratch.empty() && a.scratch.bytes() >= need.scratch),
-      "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+  check_attention_memory(c, attention_bytes(a.B, a.T, static_cast<int>(a.out.dim(1)), a.NH, a.types), a.saved,
+                         a.scratch);
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
   require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
   enqueue([this, a] { run_attention(a); });
@@ -331,12 +337,8 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
   c.rows_contiguous(a.dqkv, "dqkv");
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
-  const AttentionBytes need = attention_bytes(a.B, a.T, static_cast<int>(a.dout.dim(1)), a.NH, a.types);
-  c.that(need.saved == 0 || (!a.saved.empty() && a.saved.bytes() >= need.saved),
-         "saved is smaller than forward's");
-  c.that(
-      need.scratch == 0 || (!a.scratch.empty() && a.scratch.bytes() >= need.scratch),
-      "scratch holds " + std::to_string(a.scratch.bytes()) + " bytes, needs " + std::to_string(need.scratch));
+  check_attention_memory(c, attention_bytes(a.B, a.T, static_cast<int>(a.dout.dim(1)), a.NH, a.types),
+                         a.saved, a.scratch);
   require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
           a.types.scores);
   enqueue([this, a] { run_attention_backward(a); });

@@ -31,23 +31,4 @@ class Backend;
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, double timeout_s,
                                                      Backend* compute = nullptr);
 
-// Device memory of n floats on the current device (for tests and tools, until the CUDA
-// backend owns its allocations). Throws Error in a build without CUDA.
-class DeviceFloats {
- public:
-  explicit DeviceFloats(size_t n);
-  ~DeviceFloats();
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-
-  float* data() { return data_; }
-  size_t size() const { return n_; }
-  void upload(const float* host, size_t n);       // host[0, n) → device[0, n)
-  void download(float* host, size_t n) const;     // device[0, n) → host[0, n)
-
- private:
-  float* data_ = nullptr;
-  size_t n_ = 0;
-};
-
 }  // namespace mptrain

@@ -68,10 +68,8 @@ View Bert::stream(int k, ActivationPlan::Handle saved, int N) {
 void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved, ActivationPlan::Handle mean,
                                ActivationPlan::Handle rstd, const View& x, const float* g, const float* b,
                                int N) {
-  const int C = config_.hidden;
-  be_->layernorm(
-      {stream, acts_.row(mean, N), acts_.row(rstd, N), x, small(g, {C}), small(b, {C}), config_.ln_eps});
-  const View copy = acts_.view(saved, N, C);
+  layernorm(stream, x, g, b, mean, rstd, config_.ln_eps);
+  const View copy = acts_.view(saved, N, config_.hidden);
   if (copy.ptr != stream.ptr) be_->cast(copy, stream);  // the GEMMs' input dtype
 }
 
@@ -144,16 +142,8 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
-    be.attention({.out = atty,
-                  .qkv = qkv,
-                  .saved = acts_.work(la.att),
-                  .scratch = acts_.work(a_.attn_scratch),
-                  .B = B,
-                  .T = T,
-                  .NH = NH,
-                  .types = at_,
-                  .causal = false,
-                  .key_mask = batch.attention_mask ? ids_.key_mask.data() : nullptr});
+    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/false,
+              batch.attention_mask ? ids_.key_mask.data() : nullptr);
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
@@ -230,13 +220,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     be.cast(acts_.view(a_.mlm_tg32, Mr, C), tg);
     tg = acts_.view(a_.mlm_tg32, Mr, C);
   }
-  be.layernorm({.out = tl,
-                .mean = acts_.row(a_.mlm_mean, Mr),
-                .rstd = acts_.row(a_.mlm_rstd, Mr),
-                .x = tg,
-                .gamma = small(w_.mlm_ln_w, {C}),
-                .beta = small(w_.mlm_ln_b, {C}),
-                .eps = config_.ln_eps});
+  layernorm(tl, tg, w_.mlm_ln_w, w_.mlm_ln_b, a_.mlm_mean, a_.mlm_rstd, config_.ln_eps);
   // logits[Mr,Vp] (fp32) = tl·word^T + bias, in the LM head's arithmetic.
   be.linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
              .x = tl,
@@ -358,14 +342,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     be.zero(db);
     const View tg =
         a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);
-    be.layernorm_backward({.dx = db,
-                           .dgamma = grad(g_.mlm_ln_w, {C}),
-                           .dbeta = grad(g_.mlm_ln_b, {C}),
-                           .dout = da,
-                           .x = tg,
-                           .gamma = small(w_.mlm_ln_w, {C}),
-                           .mean = acts_.row(a_.mlm_mean, Mr),
-                           .rstd = acts_.row(a_.mlm_rstd, Mr)});
+    layernorm_backward(db, da, tg, w_.mlm_ln_w, g_.mlm_ln_w, g_.mlm_ln_b, a_.mlm_mean, a_.mlm_rstd);
     // d(t) through GELU: in place in db (fp32), or into dfch in the GEMMs' operand dtype.
     be.linear_backward({.dx = da,
                         .dw = linear_grad(g_.mlm_w, C, C),
@@ -417,14 +394,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                                          const float* gamma, ActivationPlan::Handle mean,
                                          ActivationPlan::Handle rstd) {
     be.zero(dres);
-    be.layernorm_backward({.dx = dres,
-                           .dgamma = grad(dgamma, {C}),
-                           .dbeta = grad(dbeta, {C}),
-                           .dout = dh,
-                           .x = acts_.view(sum, N, C),
-                           .gamma = small(gamma, {C}),
-                           .mean = acts_.row(mean, N),
-                           .rstd = acts_.row(rstd, N)});
+    layernorm_backward(dres, dh, acts_.view(sum, N, C), gamma, dgamma, dbeta, mean, rstd);
     be.cast(dh, dres);
   };
   const View dfch_gelu = acts_.view(a_.dfch_gelu, N, I), datty = acts_.view(a_.datty, N, C);
@@ -471,16 +441,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
-    be.attention_backward({.dqkv = dqkv,
-                           .dout = datty,
-                           .qkv = acts_.view(la.qkv, N, 3 * C),
-                           .saved = acts_.work(la.att),
-                           .scratch = acts_.work(a_.attn_scratch),
-                           .B = B,
-                           .T = T,
-                           .NH = NH,
-                           .types = at_,
-                           .causal = false});
+    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, B, T, NH,
+                       /*causal=*/false);
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.qkv_w, 3 * C, C),
                         .db = grad(g.qkv_b, {3 * C}),
@@ -496,14 +458,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   // Embeddings: emb_ln = LN(word + type + pos)
   const View demb = dres;
   be.zero(demb);
-  be.layernorm_backward({.dx = demb,
-                         .dgamma = grad(g_.emb_ln_w, {C}),
-                         .dbeta = grad(g_.emb_ln_b, {C}),
-                         .dout = dh,
-                         .x = acts_.view(a_.emb, N, C),
-                         .gamma = small(w_.emb_ln_w, {C}),
-                         .mean = acts_.row(a_.emb_mean, N),
-                         .rstd = acts_.row(a_.emb_rstd, N)});
+  layernorm_backward(demb, dh, acts_.view(a_.emb, N, C), w_.emb_ln_w, g_.emb_ln_w, g_.emb_ln_b, a_.emb_mean,
+                     a_.emb_rstd);
   be.embedding_backward({.dword = grad(g_.word, {Vp, C}),
                          .dpos = grad(g_.pos, {config_.max_position, C}),
                          .dtype = grad(g_.type, {config_.type_vocab_size, C}),

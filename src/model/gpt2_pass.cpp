@@ -92,13 +92,7 @@ void Gpt2::forward_impl(int B, int T) {
                atty = acts_.view(la.atty, N, C);
     const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
     const View fch = acts_.view(la.fch, N, 4 * C), fch_gelu = acts_.view(la.fch_gelu, N, 4 * C);
-    be.layernorm({.out = ln1,
-                  .mean = acts_.row(la.ln1_mean, N),
-                  .rstd = acts_.row(la.ln1_rstd, N),
-                  .x = residual,
-                  .gamma = small(w.ln1_w, {C}),
-                  .beta = small(w.ln1_b, {C}),
-                  .eps = config_.ln_eps});
+    layernorm(ln1, residual, w.ln1_w, w.ln1_b, la.ln1_mean, la.ln1_rstd, config_.ln_eps);
     be.linear({.out = qkv,
                .x = ln1,
                .w = weight(wc.qkv_w, C, 3 * C),
@@ -106,14 +100,7 @@ void Gpt2::forward_impl(int B, int T) {
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
-    be.attention({.out = atty,
-                  .qkv = qkv,
-                  .saved = acts_.work(la.att),
-                  .scratch = acts_.work(a_.attn_scratch),
-                  .B = B,
-                  .T = T,
-                  .NH = NH,
-                  .types = at_});
+    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true);
     be.linear({.out = residual2,
                .x = atty,
                .w = weight(wc.attproj_w, C, C),
@@ -124,13 +111,7 @@ void Gpt2::forward_impl(int B, int T) {
                .residual = residual,
                .rounding = lin_s,
                .scratch = acc});
-    be.layernorm({.out = ln2,
-                  .mean = acts_.row(la.ln2_mean, N),
-                  .rstd = acts_.row(la.ln2_rstd, N),
-                  .x = residual2,
-                  .gamma = small(w.ln2_w, {C}),
-                  .beta = small(w.ln2_b, {C}),
-                  .eps = config_.ln_eps});
+    layernorm(ln2, residual2, w.ln2_w, w.ln2_b, la.ln2_mean, la.ln2_rstd, config_.ln_eps);
     be.linear({.out = fch_gelu,
                .x = ln2,
                .w = weight(wc.fc_w, C, 4 * C),
@@ -152,13 +133,7 @@ void Gpt2::forward_impl(int B, int T) {
                .rounding = lin_s,
                .scratch = acc});
   }
-  be.layernorm({.out = acts_.view(a_.lnf, N, C),
-                .mean = acts_.row(a_.lnf_mean, N),
-                .rstd = acts_.row(a_.lnf_rstd, N),
-                .x = residual,
-                .gamma = small(w_.lnf_w, {C}),
-                .beta = small(w_.lnf_b, {C}),
-                .eps = config_.ln_eps});
+  layernorm(acts_.view(a_.lnf, N, C), residual, w_.lnf_w, w_.lnf_b, a_.lnf_mean, a_.lnf_rstd, config_.ln_eps);
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
   be.linear({.out = acts_.view(a_.logits, N, Vp),
              .x = acts_.view(a_.lnf, N, C),
@@ -213,14 +188,7 @@ void Gpt2::backward_impl(int B, int T) {
   const View last =
       config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
   be.zero(dresidual);
-  be.layernorm_backward({.dx = dresidual,
-                         .dgamma = grad(g_.lnf_w, {C}),
-                         .dbeta = grad(g_.lnf_b, {C}),
-                         .dout = dln,
-                         .x = last,
-                         .gamma = small(w_.lnf_w, {C}),
-                         .mean = acts_.row(a_.lnf_mean, N),
-                         .rstd = acts_.row(a_.lnf_rstd, N)});
+  layernorm_backward(dresidual, dln, last, w_.lnf_w, g_.lnf_w, g_.lnf_b, a_.lnf_mean, a_.lnf_rstd);
   wgrads_.ready(be, grads_, table_.range("ln_f."));
 
   // dresidual holds the gradient of the current layer's output; each LayerNorm backward adds
@@ -256,14 +224,8 @@ void Gpt2::backward_impl(int B, int T) {
                         .epilogue = Epilogue::BiasGelu,
                         .pre = acts_.view(la.fch, N, 4 * C),
                         .scratch = acts_.work(a_.dfch)});
-    be.layernorm_backward({.dx = dresidual,
-                           .dgamma = grad(g.ln2_w, {C}),
-                           .dbeta = grad(g.ln2_b, {C}),
-                           .dout = dln,
-                           .x = acts_.view(la.residual2, N, C),
-                           .gamma = small(w.ln2_w, {C}),
-                           .mean = acts_.row(la.ln2_mean, N),
-                           .rstd = acts_.row(la.ln2_rstd, N)});
+    layernorm_backward(dresidual, dln, acts_.view(la.residual2, N, C), w.ln2_w, g.ln2_w, g.ln2_b, la.ln2_mean,
+                       la.ln2_rstd);
 
     // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
     be.linear_backward({.dx = datty,
@@ -275,15 +237,8 @@ void Gpt2::backward_impl(int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
-    be.attention_backward({.dqkv = dqkv,
-                           .dout = datty,
-                           .qkv = acts_.view(la.qkv, N, 3 * C),
-                           .saved = acts_.work(la.att),
-                           .scratch = acts_.work(a_.attn_scratch),
-                           .B = B,
-                           .T = T,
-                           .NH = NH,
-                           .types = at_});
+    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, B, T, NH,
+                       /*causal=*/true);
     be.linear_backward({.dx = dln,
                         .dw = grad(g.qkv_w, {C, 3 * C}),
                         .db = grad(g.qkv_b, {3 * C}),
@@ -292,14 +247,7 @@ void Gpt2::backward_impl(int B, int T) {
                         .w = weight(wc.qkv_w, C, 3 * C),
                         .math = lin,
                         .w_rounded = rounded});
-    be.layernorm_backward({.dx = dresidual,
-                           .dgamma = grad(g.ln1_w, {C}),
-                           .dbeta = grad(g.ln1_b, {C}),
-                           .dout = dln,
-                           .x = residual,
-                           .gamma = small(w.ln1_w, {C}),
-                           .mean = acts_.row(la.ln1_mean, N),
-                           .rstd = acts_.row(la.ln1_rstd, N)});
+    layernorm_backward(dresidual, dln, residual, w.ln1_w, g.ln1_w, g.ln1_b, la.ln1_mean, la.ln1_rstd);
     wgrads_.ready(be, grads_, table_.range("h." + std::to_string(l) + "."));
   }
   be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),

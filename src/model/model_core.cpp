@@ -20,4 +20,30 @@ ModelCore::ModelCore(ParamTable table, std::unique_ptr<Backend> be, const Policy
 
 ModelCore::~ModelCore() = default;
 
+void ModelCore::layernorm(const View& out, const View& x, const float* gamma, const float* beta,
+                          ActivationPlan::Handle mean, ActivationPlan::Handle rstd, float eps) {
+  const std::int64_t N = x.dim(0), C = x.dim(1);
+  be_->layernorm({out, acts_.row(mean, N), acts_.row(rstd, N), x, small(gamma, {C}), small(beta, {C}), eps});
+}
+
+void ModelCore::layernorm_backward(const View& dx, const View& dout, const View& x, const float* gamma,
+                                   const float* dgamma, const float* dbeta, ActivationPlan::Handle mean,
+                                   ActivationPlan::Handle rstd) {
+  const std::int64_t N = x.dim(0), C = x.dim(1);
+  be_->layernorm_backward({dx, grad(dgamma, {C}), grad(dbeta, {C}), dout, x, small(gamma, {C}),
+                           acts_.row(mean, N), acts_.row(rstd, N)});
+}
+
+void ModelCore::attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
+                          ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
+                          const int* key_mask) {
+  be_->attention({out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, key_mask});
+}
+
+void ModelCore::attention_backward(const View& dqkv, const View& dout, const View& qkv,
+                                   ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T,
+                                   int NH, bool causal) {
+  be_->attention_backward({dqkv, dout, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal});
+}
+
 }  // namespace mptrain

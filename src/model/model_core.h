@@ -58,6 +58,22 @@ class ModelCore {
   View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
     return wgrads_.at(grad, grads_, dims);
   }
+  // The passes' LayerNorms: the one whose weights are the masters at gamma, beta (read through
+  // small(), their gradients at dgamma, dbeta through grad()), with its saved statistics:
+  //   layernorm           out (=) LN(x); mean, rstd (=)
+  //   layernorm_backward  dx (+=) and the weights' gradients (+=) from dout; x the normalised input
+  void layernorm(const View& out, const View& x, const float* gamma, const float* beta,
+                 ActivationPlan::Handle mean, ActivationPlan::Handle rstd, float eps);
+  void layernorm_backward(const View& dx, const View& dout, const View& x, const float* gamma,
+                          const float* dgamma, const float* dbeta, ActivationPlan::Handle mean,
+                          ActivationPlan::Handle rstd);
+  // The passes' attention over the heads in qkv under at_, keeping its state in `saved` (the
+  // layer's) and working in `scratch` (shared); causal, or under key_mask. And its backward.
+  void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
+                 ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
+                 const int* key_mask = nullptr);
+  void attention_backward(const View& dqkv, const View& dout, const View& qkv, ActivationPlan::Handle saved,
+                          ActivationPlan::Handle scratch, int B, int T, int NH, bool causal);
 
   Precision precision_;
   Policy policy_;

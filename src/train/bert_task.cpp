@@ -77,16 +77,12 @@ class BertTask final : public TrainTask {
     j["model"] = "bert";
     return j;
   }
-  void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
   const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
 
   void build(std::unique_ptr<Backend> be, const Policy& policy) override {
     model_ = std::make_unique<Bert>(config_, std::move(be), policy);
   }
-  const ParamTable& table() const override { return model_->table(); }
-  FloatBuffer& params() override { return model_->params(); }
-  FloatBuffer& grads() override { return model_->grads(); }
-  Backend& backend() override { return model_->backend(); }
+  ModelCore& core() const override { return *model_; }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { load_bert_checkpoint_model(ckpt_dir, *model_); }
 

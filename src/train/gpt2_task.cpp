@@ -46,15 +46,11 @@ class Gpt2Task final : public TrainTask {
     return gpt2_flops_per_token(config_, opt.seq);
   }
   nlohmann::json model_json() const override { return gpt2_model_json(config_); }
-  void check_supported(Precision, OptimizerKind) const override {}  // every precision, both optimizers
 
   void build(std::unique_ptr<Backend> be, const Policy& policy) override {
     model_ = std::make_unique<Gpt2>(config_, std::move(be), policy);
   }
-  const ParamTable& table() const override { return model_->table(); }
-  FloatBuffer& params() override { return model_->params(); }
-  FloatBuffer& grads() override { return model_->grads(); }
-  Backend& backend() override { return model_->backend(); }
+  ModelCore& core() const override { return *model_; }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { load_checkpoint_model(ckpt_dir, *model_); }
 

@@ -159,23 +159,10 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   return e;
 }
 
-MemoryEstimate estimate_training_memory(const TrainOptions& o, const Gpt2Config& config, Precision precision,
-                                        int world) {
-  return estimate_training_memory(o, gpt2_footprint(config, precision), world);
-}
-
-void check_memory_fits(const TrainOptions& o, const Gpt2Config& config, Precision precision, int world) {
-  check_memory_fits(o, gpt2_footprint(config, precision), world);
-}
-
 MemoryBudget gpu_memory_budget(const std::string& limit, int device) {
   if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit"};
   const DeviceMemoryInfo info = cuda_memory_info(device);
   return {info.free, "free memory of GPU " + std::to_string(device) + ", " + cuda_device_name(device)};
-}
-
-void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int world) {
-  check_memory_fits(o, model, world, available_memory(o.memory_limit));
 }
 
 void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int world,

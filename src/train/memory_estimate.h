@@ -66,9 +66,6 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.
 MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world);
-// GPT-2: the same with gpt2_footprint(config, precision).
-MemoryEstimate estimate_training_memory(const TrainOptions& options, const Gpt2Config& config,
-                                        Precision precision, int world);
 
 // How much memory the run may use, and where that figure came from.
 struct MemoryBudget {
@@ -88,10 +85,8 @@ std::string format_bytes(size_t bytes);
 
 // Throws Error when the run cannot fit: "batch 64 x 256 needs an estimated 3.1 GiB (...) but
 // 2.0 GiB is available (--memory-limit); the largest batch that fits is --batch 37".
-void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world);
 void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world,
                        const MemoryBudget& budget);
-void check_memory_fits(const TrainOptions& options, const Gpt2Config& config, Precision precision, int world);
 
 // Cores this process may run on (its CPU affinity mask).
 int available_cores();

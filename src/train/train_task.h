@@ -19,6 +19,7 @@
 
 #include "core/buffer.h"
 #include "core/param_table.h"
+#include "model/model_core.h"
 #include "optim/optimizer.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
@@ -66,20 +67,19 @@ class TrainTask {
   virtual double flops_per_token(const TrainOptions& opt) const = 0;
   // config.json's "model" object (train/run_files.h).
   virtual nlohmann::json model_json() const = 0;
-  // Refuses what this family cannot do yet (precision, optimizer): Error naming the flag.
-  virtual void check_supported(Precision precision, OptimizerKind optimizer) const = 0;
   // The optimizer line's note on weight decay ("" or e.g. " (not on biases and LayerNorm)").
   virtual const char* decay_note() const { return ""; }
 
   // --- the model ---
   // The model on `be` (the CPU's, or a GPU's with --device cuda: the same model and step code).
   virtual void build(std::unique_ptr<Backend> be, const Policy& policy) = 0;
-  virtual const ParamTable& table() const = 0;
-  // Non-const access marks the model's low-precision weight copies stale (model/gpt2.h).
-  virtual FloatBuffer& params() = 0;
-  virtual FloatBuffer& grads() = 0;
-  // The model's backend (the optimizer's too).
-  virtual Backend& backend() = 0;
+  // The built model: its table, parameters (non-const access marks its weight copies stale),
+  // gradients and backend (the optimizer's too).
+  virtual ModelCore& core() const = 0;
+  const ParamTable& table() const { return core().table(); }
+  FloatBuffer& params() { return core().params(); }
+  FloatBuffer& grads() { return core().grads(); }
+  Backend& backend() { return core().backend(); }
   virtual void init_weights(uint64_t seed) = 0;
   virtual void load_weights(const std::string& ckpt_dir) = 0;
 

@@ -183,7 +183,6 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   if (opt.policy_of.empty() && !resume_dir.empty() && opt.device == "cpu" && resumed.options.is_object() &&
       resumed.options.value("policy_of", std::string()) == "cuda")
     opt.policy_of = "cuda";
-  task.check_supported(precision, optimizer_kind);
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
   MPT_CHECK(

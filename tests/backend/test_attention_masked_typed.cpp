@@ -1,4 +1,4 @@
-// The typed masked attention (attention_masked_forward_typed / _backward_typed, the key-masked
+// The typed masked attention (attention_forward_typed / _backward_typed, the key-masked
 // form of cpu/attention.cpp): with fp32 types and fp32 arithmetic it computes what the
 // fp32 op does (same products, same softmax: within 1e-6); in bf16 it stays close to it (2e-2
 // relative, bf16's 8-bit mantissa on qkv, P, y and dS); padded keys get probability exactly 0
@@ -56,10 +56,10 @@ Out run_typed(const Data& d, StorageType t, GemmMath math) {
   std::vector<float> scratch(attention_scratch_bytes_typed(d.B, d.T, d.C, d.NH, ty) / sizeof(float) + 1);
   convert(qkv.data(), t, d.qkv.data(), StorageType::F32, d.qkv.size());
   convert(dout.data(), t, d.dout.data(), StorageType::F32, d.dout.size());
-  attention_masked_forward_typed(y.data(), saved.data(), qkv.data(), d.mask.data(), scratch.data(), ty, d.B, d.T, d.C,
-                                 d.NH, ws, ctx);
-  attention_masked_backward_typed(dqkv.data(), dout.data(), qkv.data(), saved.data(), scratch.data(), ty, d.B, d.T,
-                                  d.C, d.NH, ws, ctx);
+  attention_forward_typed(y.data(), saved.data(), qkv.data(), scratch.data(), ty, d.B, d.T, d.C, d.NH, ws,
+                          ctx, false, d.mask.data());
+  attention_backward_typed(dqkv.data(), dout.data(), qkv.data(), saved.data(), scratch.data(), ty, d.B, d.T,
+                           d.C, d.NH, ws, ctx, false);
   Out o{std::vector<float>(n * d.C), std::vector<float>(tt), std::vector<float>(n * 3 * d.C)};
   convert(o.y.data(), StorageType::F32, y.data(), t, o.y.size());
   convert(o.p.data(), StorageType::F32, saved.data(), t, o.p.size());

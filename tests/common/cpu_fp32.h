@@ -132,14 +132,14 @@ inline void attention_backward(float* dqkv, const float* dout, const float* qkv,
 inline void attention_masked_forward(float* out, float* saved, const float* qkv, const int* key_mask,
                                      float* scratch, int B, int T, int C, int NH, Context& ctx) {
   GemmWorkspace ws(ctx);
-  attention_masked_forward_typed(out, saved, qkv, key_mask, scratch, fp32::attention_types(), B, T, C, NH, ws,
-                                 ctx);
+  attention_forward_typed(out, saved, qkv, scratch, fp32::attention_types(), B, T, C, NH, ws, ctx, false,
+                          key_mask);
 }
 inline void attention_masked_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
                                       float* scratch, int B, int T, int C, int NH, Context& ctx) {
   GemmWorkspace ws(ctx);
-  attention_masked_backward_typed(dqkv, dout, qkv, saved, scratch, fp32::attention_types(), B, T, C, NH, ws,
-                                  ctx);
+  attention_backward_typed(dqkv, dout, qkv, saved, scratch, fp32::attention_types(), B, T, C, NH, ws, ctx,
+                           false);
 }
 
 }  // namespace mptrain::cpu

@@ -44,10 +44,10 @@ AttentionReference cpu_attention(int B, int Tn, int C, int NH, const std::vector
     cpu::attention_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B, Tn, C, NH, ws,
                                   cpu_ctx());
   } else {
-    cpu::attention_masked_forward_typed(y.data(), saved.data(), q.data(), mask, scratch.data(), ty, B, Tn, C, NH,
-                                        ws, cpu_ctx());
-    cpu::attention_masked_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B, Tn, C,
-                                         NH, ws, cpu_ctx());
+    cpu::attention_forward_typed(y.data(), saved.data(), q.data(), scratch.data(), ty, B, Tn, C, NH, ws,
+                                 cpu_ctx(), false, mask);
+    cpu::attention_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B, Tn, C,
+                                  NH, ws, cpu_ctx(), false);
   }
   AttentionReference r{std::vector<float>(btc), std::vector<float>(static_cast<size_t>(B) * NH * Tn * Tn),
                        std::vector<float>(qkv.size())};

@@ -29,8 +29,8 @@ TEST(CudaCast, AllPatternsMatchHost) {
   std::vector<uint16_t> out(n);
   std::vector<float> back(n);
 
-  cuda::cast_f32_to_bf16(reinterpret_cast<Bf16*>(d_out), d_in, n, nullptr);
-  cuda::cast_bf16_to_f32(d_back, reinterpret_cast<Bf16*>(d_out), n, nullptr);
+  cuda::cast<Bf16, float>(reinterpret_cast<Bf16*>(d_out), d_in, n, nullptr);
+  cuda::cast<float, Bf16>(d_back, reinterpret_cast<Bf16*>(d_out), n, nullptr);
   ASSERT_EQ(cudaMemcpy(out.data(), d_out, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(back.data(), d_back, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (size_t i = 0; i < n; ++i) {
@@ -38,8 +38,8 @@ TEST(CudaCast, AllPatternsMatchHost) {
     ASSERT_EQ(f32_bits(back[i]), f32_bits(bf16_to_f32(Bf16{out[i]}))) << i;
   }
 
-  cuda::cast_f32_to_f16(reinterpret_cast<Fp16*>(d_out), d_in, n, nullptr);
-  cuda::cast_f16_to_f32(d_back, reinterpret_cast<Fp16*>(d_out), n, nullptr);
+  cuda::cast<Fp16, float>(reinterpret_cast<Fp16*>(d_out), d_in, n, nullptr);
+  cuda::cast<float, Fp16>(d_back, reinterpret_cast<Fp16*>(d_out), n, nullptr);
   ASSERT_EQ(cudaMemcpy(out.data(), d_out, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(back.data(), d_back, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (size_t i = 0; i < n; ++i) {

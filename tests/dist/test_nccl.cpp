@@ -8,7 +8,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/device.h"
+#include "core/buffer.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/dist_test_util.h"
@@ -19,18 +21,32 @@ namespace {
 
 bool have_gpu() { return nccl_compiled() && cuda_device_count() > 0; }
 
+// n floats in a GPU's memory (its CUDA backend's), with host copies the host waits for.
+class DeviceFloats {
+ public:
+  DeviceFloats(Backend& gpu, size_t n) : gpu_(gpu) { buf_.resize(n, gpu.memory()); }
+  float* data() { return buf_.data(); }
+  void upload(const float* host, size_t n) { gpu_.memory().upload(buf_.data(), host, n * sizeof(float)); }
+  void download(float* host, size_t n) { gpu_.memory().download(host, buf_.data(), n * sizeof(float)); }
+
+ private:
+  Backend& gpu_;
+  FloatBuffer buf_;
+};
+
 float value(int r, size_t i) { return static_cast<float>(r + 1) * 0.5f + static_cast<float>(i % 97); }
 
 // Every collective against host-computed expectations, on whatever world the bootstrap has.
 void check_collectives(Communicator& boot) {
   auto c = make_nccl_communicator(boot, 60.0);
+  const auto gpu = make_cuda_backend(boot.local_rank() % cuda_device_count());  // the communicator's GPU
   EXPECT_STREQ(c->backend(), "nccl");
   const int W = c->world_size(), R = c->rank();
   for (size_t n : {size_t{37}, size_t{16} * W, size_t{100003}}) {
     SCOPED_TRACE("n=" + std::to_string(n));
     std::vector<float> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = value(R, i);
-    DeviceFloats d(n);
+    DeviceFloats d(*gpu, n);
     d.upload(h.data(), n);
     c->all_reduce(d.data(), n, ReduceOp::Sum);
     d.download(h.data(), n);
@@ -66,7 +82,7 @@ void check_collectives(Communicator& boot) {
     const size_t words = (n + 1) / 2;
     std::vector<float> staged(words);
     std::memcpy(staged.data(), h16.data(), words * sizeof(float));
-    DeviceFloats d16(words);
+    DeviceFloats d16(*gpu, words);
     d16.upload(staged.data(), words);
     c->all_gather(reinterpret_cast<std::uint16_t*>(d16.data()), p);
     d16.download(staged.data(), words);
@@ -77,9 +93,9 @@ void check_collectives(Communicator& boot) {
     const int root = W - 1;
     std::vector<float> shard(p.count(R));
     for (size_t k = 0; k < shard.size(); ++k) shard[k] = static_cast<float>(R) + 0.25f * static_cast<float>(k);
-    DeviceFloats ds(shard.size() + 1);
+    DeviceFloats ds(*gpu, shard.size() + 1);
     ds.upload(shard.data(), shard.size());
-    DeviceFloats whole(n);
+    DeviceFloats whole(*gpu, n);
     c->gather(whole.data(), ds.data(), p, root);
     if (R == root) {
       whole.download(w.data(), n);
@@ -99,7 +115,7 @@ void check_collectives(Communicator& boot) {
     };
     std::vector<float> h(n);
     for (size_t i = 0; i < n; ++i) h[i] = value(R, i);
-    DeviceFloats d(n);
+    DeviceFloats d(*gpu, n);
     d.upload(h.data(), n);
     c->reduce(d.data(), n, ReduceOp::Avg, W - 1);
     d.download(h.data(), n);
@@ -120,7 +136,7 @@ void check_collectives(Communicator& boot) {
   }
   // broadcast of bytes (staged through a float buffer) from the last rank
   std::vector<float> b(8, static_cast<float>(R));
-  DeviceFloats db(b.size());
+  DeviceFloats db(*gpu, b.size());
   db.upload(b.data(), b.size());
   c->broadcast(db.data(), b.size() * sizeof(float), W - 1);
   db.download(b.data(), b.size());
@@ -135,7 +151,7 @@ TEST(Nccl, WithoutCudaItSaysSo) {
   if (nccl_compiled()) GTEST_SKIP() << "this build has CUDA";
   auto boot = make_single_communicator();
   EXPECT_THROW(make_nccl_communicator(*boot, 10.0), Error);
-  EXPECT_THROW(DeviceFloats(4), Error);
+  EXPECT_THROW(make_cuda_backend(0), Error);
 }
 
 TEST(Nccl, WorldOfOneRunsEveryCollective) {

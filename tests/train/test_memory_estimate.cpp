@@ -53,7 +53,7 @@ void expect_estimate_matches_model(Precision precision) {
   TrainOptions o;
   o.batch = 3;
   o.seq = 48;
-  const MemoryEstimate e = estimate_training_memory(o, config, precision, 1);
+  const MemoryEstimate e = estimate_training_memory(o, gpt2_footprint(config, precision), 1);
   cpu::Context ctx;
   Gpt2 model(config, ctx, precision);
   model.plan(o.batch, o.seq);
@@ -64,7 +64,7 @@ void expect_estimate_matches_model(Precision precision) {
   EXPECT_EQ(e.weight_copies, model.weight_copy_bytes()) << precision_name(precision);
   // Larger batches need more.
   o.batch = 6;
-  EXPECT_GT(estimate_training_memory(o, config, precision, 1).activations, e.activations);
+  EXPECT_GT(estimate_training_memory(o, gpt2_footprint(config, precision), 1).activations, e.activations);
 }
 
 TEST(MemoryEstimate, ActivationsAndWeightCopiesAreWhatTheModelAllocatesFp32) {
@@ -81,9 +81,9 @@ size_t limit_between(int fits, int T) {
   TrainOptions o;
   o.seq = T;
   o.batch = fits;
-  const size_t lo = estimate_training_memory(o, config, Precision::Fp32, 1).total();
+  const size_t lo = estimate_training_memory(o, gpt2_footprint(config, Precision::Fp32), 1).total();
   o.batch = fits + 1;
-  const size_t hi = estimate_training_memory(o, config, Precision::Fp32, 1).total();
+  const size_t hi = estimate_training_memory(o, gpt2_footprint(config, Precision::Fp32), 1).total();
   return (lo + hi) / 2;
 }
 

@@ -264,35 +264,21 @@ void check_key_mask(const char* op, const int* key_mask, int B, int T) {
 }
 
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
-                             int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
+                             int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx, bool causal,
+                             const int* key_mask) {
   check_attention_sizes("attention_forward_typed", B, T, C, NH);
   MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
-  forward_impl(out, saved, qkv, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
+  MPT_CHECK(!causal || !key_mask, "[attention_forward_typed] a key mask is for the bidirectional form");
+  check_key_mask("attention_forward_typed", key_mask, B, T);
+  forward_impl(out, saved, qkv, scratch, ty, Mask{causal, key_mask}, B, T, C, NH, ws, ctx);
 }
 
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx) {
+                              Context& ctx, bool causal) {
   check_attention_sizes("attention_backward_typed", B, T, C, NH);
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
-  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{true, nullptr}, B, T, C, NH, ws, ctx);
-}
-
-void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask,
-                                    void* scratch, const AttentionTypes& ty, int B, int T, int C, int NH,
-                                    GemmWorkspace& ws, Context& ctx) {
-  check_attention_sizes("attention_masked_forward_typed", B, T, C, NH);
-  MPT_CHECK(out && saved && qkv && scratch, "[attention_masked_forward_typed] null pointer");
-  check_key_mask("attention_masked_forward_typed", key_mask, B, T);
-  forward_impl(out, saved, qkv, scratch, ty, Mask{false, key_mask}, B, T, C, NH, ws, ctx);
-}
-
-void attention_masked_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved,
-                                     void* scratch, const AttentionTypes& ty, int B, int T, int C, int NH,
-                                     GemmWorkspace& ws, Context& ctx) {
-  check_attention_sizes("attention_masked_backward_typed", B, T, C, NH);
-  MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_masked_backward_typed] null pointer");
-  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{false, nullptr}, B, T, C, NH, ws, ctx);
+  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{causal, nullptr}, B, T, C, NH, ws, ctx);
 }
 
 }  // namespace mptrain::cpu

@@ -267,23 +267,13 @@ void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
 }
 
 void CpuBackend::run_attention(const AttentionArgs& a) {
-  const int C = as_int(a.out.dim(1));
-  if (a.causal)
-    attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T, C,
-                            a.NH, ws_, ctx_);
-  else
-    attention_masked_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.key_mask, a.scratch.ptr,
-                                   typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
+  attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
+                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask);
 }
 
 void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
-  const int C = as_int(a.dout.dim(1));
-  if (a.causal)
-    attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types),
-                             a.B, a.T, C, a.NH, ws_, ctx_);
-  else
-    attention_masked_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr,
-                                    typed(a.types), a.B, a.T, C, a.NH, ws_, ctx_);
+  attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
+                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal);
 }
 
 void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {

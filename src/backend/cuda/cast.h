@@ -7,10 +7,9 @@
 
 namespace mptrain::cuda {
 
-// All pointers are device pointers; `stream` is a cudaStream_t (void* keeps CUDA headers out).
-void cast_f32_to_bf16(Bf16* out, const float* in, size_t n, void* stream);
-void cast_bf16_to_f32(float* out, const Bf16* in, size_t n, void* stream);
-void cast_f32_to_f16(Fp16* out, const float* in, size_t n, void* stream);
-void cast_f16_to_f32(float* out, const Fp16* in, size_t n, void* stream);
+// out[i] = in[i] converted, for (Out, In) one of (Bf16, float), (float, Bf16), (Fp16, float),
+// (float, Fp16). Device pointers; `stream` is a cudaStream_t (void* keeps CUDA headers out).
+template <class Out, class In>
+void cast(Out* out, const In* in, size_t n, void* stream);
 
 }  // namespace mptrain::cuda

@@ -205,8 +205,8 @@ const void* CudaBackend::ones(StorageType t, size_t n) {
     const std::vector<float> host(cap, 1.0f);
     copy_to_device(base, host.data(), cap * 4, *ctx_);
     const auto* f32 = reinterpret_cast<const float*>(base);
-    cast_f32_to_bf16(reinterpret_cast<Bf16*>(base + cap * 4), f32, cap, ctx_->stream());
-    cast_f32_to_f16(reinterpret_cast<Fp16*>(base + cap * 6), f32, cap, ctx_->stream());
+    cuda::cast<Bf16, float>(reinterpret_cast<Bf16*>(base + cap * 4), f32, cap, ctx_->stream());
+    cuda::cast<Fp16, float>(reinterpret_cast<Fp16*>(base + cap * 6), f32, cap, ctx_->stream());
     ones_n_ = cap;
   }
   char* base = static_cast<char*>(scratch_[kOnes].get());
@@ -229,13 +229,13 @@ void CudaBackend::run_cast(const View& dst, const View& src) {
     copy_device(dst.ptr, src.ptr, dst.bytes(), *ctx_);
   } else if (src.type == F32) {
     if (dst.type == StorageType::BF16)
-      cast_f32_to_bf16(dst.as<Bf16>(), src.as<float>(), n, ctx_->stream());
+      cuda::cast<Bf16, float>(dst.as<Bf16>(), src.as<float>(), n, ctx_->stream());
     else
-      cast_f32_to_f16(dst.as<Fp16>(), src.as<float>(), n, ctx_->stream());
+      cuda::cast<Fp16, float>(dst.as<Fp16>(), src.as<float>(), n, ctx_->stream());
   } else if (src.type == StorageType::BF16) {
-    cast_bf16_to_f32(dst.as<float>(), src.as<Bf16>(), n, ctx_->stream());
+    cuda::cast<float, Bf16>(dst.as<float>(), src.as<Bf16>(), n, ctx_->stream());
   } else {
-    cast_f16_to_f32(dst.as<float>(), src.as<Fp16>(), n, ctx_->stream());
+    cuda::cast<float, Fp16>(dst.as<float>(), src.as<Fp16>(), n, ctx_->stream());
   }
 }
 

@@ -365,22 +365,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, do
   return comm;
 }
 
-DeviceFloats::DeviceFloats(size_t n) : n_(n) {
-  if (n > 0) MPT_CUDA_CHECK(cudaMalloc(&data_, n * sizeof(float)));
-}
-
-DeviceFloats::~DeviceFloats() {
-  if (data_) cudaFree(data_);
-}
-
-void DeviceFloats::upload(const float* host, size_t n) {
-  MPT_CHECK(n <= n_, "[device memory] upload of " + std::to_string(n) + " floats into " + std::to_string(n_));
-  if (n > 0) MPT_CUDA_CHECK(cudaMemcpy(data_, host, n * sizeof(float), cudaMemcpyHostToDevice));
-}
-
-void DeviceFloats::download(float* host, size_t n) const {
-  MPT_CHECK(n <= n_, "[device memory] download of " + std::to_string(n) + " floats from " + std::to_string(n_));
-  if (n > 0) MPT_CUDA_CHECK(cudaMemcpy(host, data_, n * sizeof(float), cudaMemcpyDeviceToHost));
-}
-
 }  // namespace mptrain

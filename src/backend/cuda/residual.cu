@@ -1,4 +1,4 @@
-// Residual add and accumulate: elementwise sums through elementwise.cuh's map kernel.
+// Gradient accumulation: the elementwise sum through elementwise.cuh's map kernel.
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/residual.h"
 
@@ -11,18 +11,11 @@ struct Add {
 }  // namespace
 
 template <class T>
-void residual_forward(T* out, const T* a, const T* b, size_t N, Context& ctx) {
-  map_op<T, 2>("residual_forward", out, Inputs<T, 2>{{a, b}}, N, Add{}, ctx);
-}
-
-template <class T>
 void accumulate(T* dst, const T* src, size_t N, Context& ctx) {
   map_op<T, 2>("accumulate", dst, Inputs<T, 2>{{dst, src}}, N, Add{}, ctx);
 }
 
-#define MPT_INSTANTIATE(T)                                                     \
-  template void residual_forward<T>(T*, const T*, const T*, size_t, Context&); \
-  template void accumulate<T>(T*, const T*, size_t, Context&);
+#define MPT_INSTANTIATE(T) template void accumulate<T>(T*, const T*, size_t, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

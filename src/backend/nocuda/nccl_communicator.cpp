@@ -17,9 +17,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, double, Back
   no_cuda("NCCL communicator");
 }
 
-DeviceFloats::DeviceFloats(size_t) { no_cuda("device memory"); }
-DeviceFloats::~DeviceFloats() = default;
-void DeviceFloats::upload(const float*, size_t) { no_cuda("device memory"); }
-void DeviceFloats::download(float*, size_t) const { no_cuda("device memory"); }
-
 }  // namespace mptrain

@@ -29,25 +29,18 @@ struct AttentionTypes {
 size_t attention_saved_bytes_typed(int B, int T, int C, int NH, const AttentionTypes& types);
 size_t attention_scratch_bytes_typed(int B, int T, int C, int NH, const AttentionTypes& types);
 
-void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& types, int B,
-                             int T, int C, int NH, GemmWorkspace& ws, Context& ctx);
+// causal: GPT-2's mask. Otherwise bidirectional under key_mask[B,T], Hugging Face's
+// attention_mask: nonzero = a real token every query may attend to, 0 = padding no query sees
+// (null = no padding). Query rows at padded positions are computed like any other (over the real
+// keys), as PyTorch does. A sequence with no real key at all is refused (check_key_mask).
+void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch,
+                             const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
+                             Context& ctx, bool causal = true, const int* key_mask = nullptr);
 // dqkv (=, every element written once, dtype types.qkv); dout in types.out. Reads the same qkv
-// and saved state forward used.
+// and saved state forward used; needs no key mask (P is 0 on padded keys, so their k and v get 0).
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx);
-
-// The bidirectional form. key_mask[B,T] is Hugging Face's attention_mask: nonzero = a real token
-// every query may attend to, 0 = padding no query sees (null = no padding). Query rows at padded
-// positions are computed like any other (over the real keys), as PyTorch does. A sequence with no
-// real key at all is refused (check_key_mask). Backward needs no mask: P is 0 on padded keys, so
-// their k and v get 0.
-void attention_masked_forward_typed(void* out, void* saved, const void* qkv, const int* key_mask,
-                                    void* scratch, const AttentionTypes& types, int B, int T, int C, int NH,
-                                    GemmWorkspace& ws, Context& ctx);
-void attention_masked_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved,
-                                     void* scratch, const AttentionTypes& types, int B, int T, int C, int NH,
-                                     GemmWorkspace& ws, Context& ctx);
+                              Context& ctx, bool causal = true);
 // Throws Error "[op] sequence b of the batch is all padding" when a row of key_mask[B,T] has no
 // real key (a softmax over no keys is undefined). Null = no padding: nothing to check.
 void check_key_mask(const char* op, const int* key_mask, int B, int T);
