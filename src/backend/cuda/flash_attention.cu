@@ -361,9 +361,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int kk = 0; kk < HS / 16; ++kk) load_a<LD>(qf[kk], qs, warp * kRowsPerWarp, kk * 16, lane);
 
-  float o[HS / 8][4];
-#pragma unroll
-  for (int n = 0; n < HS / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   for (int it = 0; it < n_tiles; ++it) {
@@ -389,9 +387,7 @@ __global__ void __launch_bounds__(kThreads)
     vote = next_vote;
     if (!any) continue;
 
-    float s[kTile / 8][4];
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    float s[kTile / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < HS / 16; ++kk)
 #pragma unroll
@@ -526,11 +522,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const bool any_key = __syncthreads_or(kv[0] || kv[1]) != 0;  // also orders the K, V tile loads
 
-  float dk[HS / 8][4], dv[HS / 8][4];
-#pragma unroll
-  for (int n = 0; n < HS / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
 
   // Causal: queries before k0 see none of these keys (k0 is a multiple of BQ). Query tiles are
   // double-buffered as the forward's key tiles: tile it+1 is requested (Q, dO by cp.async; lse, D
@@ -635,9 +627,7 @@ __global__ void __launch_bounds__(kThreads)
     drow[r] = in ? D[static_cast<size_t>(bh) * Tn + row] : 0.0f;
   }
 
-  float dq[HS / 8][4];
-#pragma unroll
-  for (int n = 0; n < HS / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  float dq[HS / 8][4] = {};
 
   for (int it = 0; it < n_tiles; ++it) {
     const int k0 = it * kTile, st = it & 1;
