@@ -11,8 +11,8 @@
 // Post-LN blocks (eps 1e-12), bidirectional attention under a key padding mask, exact erf GELU.
 //
 // Precision: as Gpt2 (model/gpt2.h), the model reads its precision policy (precision/policy.h)
-// for every dtype and runs one forward and backward for all of them (an all-fp32 policy reaches
-// the backend's fp32 kernels, bit for bit the original fp32 path): every GEMM (encoder linears,
+// for every dtype and runs one forward and backward for all of them (an all-fp32 policy runs the
+// backend's kernels with fp32 dtypes, bit for bit the original fp32 path): every GEMM (encoder linears,
 // attention's two products, pooler, NSP, MLM transform and decoder) with fp32 accumulation,
 // LayerNorm / softmax / loss in fp32, the residual stream (here: the LayerNorm outputs, BERT
 // being post-LN) fp32, activations saved in the policy's dtypes, fp32 master parameters and

@@ -146,8 +146,8 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
                        : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
   } else {
     a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
-    // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (bias+GELU needs
-    // none: matmul_forward writes pre), and GELU's backward runs in place in dfch.
+    // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (an fp32 linear
+    // accumulates in place in its output, or GELU's pre), and GELU's backward runs in place in dfch.
     a.gemm_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
     a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
     a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);

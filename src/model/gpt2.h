@@ -7,7 +7,7 @@
 // Precision: the model reads its precision policy (precision/policy.h) for every dtype, and runs
 // one forward and backward (gpt2_pass.cpp) over the op interface for all of them: activations
 // in the policy's dtypes, GEMMs with fp32 accumulation, fp32 master parameters and gradients.
-// An all-fp32 policy reaches the backend's fp32 kernels (bit for bit the original fp32 path).
+// An all-fp32 policy runs the backend's kernels with fp32 dtypes (bit for bit the original fp32 path).
 //
 // Weight copies: each GEMM weight is read through a copy in its GEMM's operand format (bf16,
 // fp16, TF32-rounded fp32), refreshed from the fp32 master weights once per optimizer step.
