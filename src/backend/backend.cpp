@@ -27,6 +27,9 @@
 //   sophia_hessian        {h, ghat}
 //   count_unclipped       {m, h}
 //   unscale_and_check, sum_squares, scale   {x}
+//   matmul                {c, a, b}                 math: the products' arithmetic
+//   muon_momentum         {m, grads, u}
+//   muon_update           {params, o}
 // Fixed by the interface: fp32 LayerNorm statistics, losses and dloss. A linear's bias may be in
 // any storage (the fp32 master, or a GPU plan's 16-bit copy of the non-GEMM weights).
 #include "backend/backend.h"
@@ -42,7 +45,7 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 27> kOpNames = {"cast",
+constexpr std::array<const char*, 30> kOpNames = {"cast",
                                                   "accumulate",
                                                   "linear",
                                                   "linear_activation",
@@ -68,7 +71,10 @@ constexpr std::array<const char*, 27> kOpNames = {"cast",
                                                   "count_unclipped",
                                                   "unscale_and_check",
                                                   "sum_squares",
-                                                  "scale"};
+                                                  "scale",
+                                                  "matmul",
+                                                  "muon_momentum",
+                                                  "muon_update"};
 
 // The checks of one op call: each failure is one line naming the op, the tensor and its view.
 class Check {
@@ -532,6 +538,58 @@ void Backend::scale(const View& x, float factor) {
   same_flat_f32(c, {{&x, "x"}});
   require(Op::Scale, {"x"}, {F32});
   enqueue([this, x, factor] { run_scale(x, factor); });
+}
+
+void Backend::matmul(const MatmulArgs& a) {
+  const Check c(name(), Op::Matmul);
+  c.shape(a.c, "c", {-1, -1});
+  c.shape(a.a, "a", {a.c.dim(0), -1});
+  c.shape(a.b, "b", {a.a.dim(1), a.c.dim(1)});
+  c.rows_contiguous(a.c, "c");
+  for (const auto& [v, n] : {std::pair{&a.a, "a"}, std::pair{&a.b, "b"}})
+    c.that(v->contiguous() || v->t().contiguous(),
+           std::string(n) + " is " + v->describe() + ", expected a contiguous matrix or its transpose");
+  c.that(a.a.type == a.b.type, "a is " + a.a.describe() + " but b is " + a.b.describe());
+  c.that(a.c.type == a.a.type || a.c.type == F32,
+         "c is " + a.c.describe() + ", expected the operands' type or fp32");
+  require(Op::Matmul, {"c", "a", "b"}, {a.c.type, a.a.type, a.b.type}, a.math);
+  enqueue([this, a] { run_matmul(a); });
+}
+
+namespace {
+
+// [R, W] with contiguous columns and rows at any stride of at least W: a column block of a
+// wider row-major matrix (Muon's q, k or v inside GPT-2's c_attn).
+void row_strided(const Check& c, const View& v, const char* name, const View& like) {
+  c.shape(v, name, {like.dim(0), like.dim(1)});
+  c.that(v.stride[1] == 1 && v.stride[0] >= v.shape[1],
+         std::string(name) + " is " + v.describe() + ", expected rows of contiguous columns");
+}
+
+}  // namespace
+
+void Backend::muon_momentum(const MuonMomentumArgs& a) {
+  const Check c(name(), Op::MuonMomentum);
+  c.shape(a.u, "u", {-1, -1});
+  c.rows_contiguous(a.u, "u");
+  row_strided(c, a.m, "m", a.u);
+  row_strided(c, a.grads, "grads", a.u);
+  c.that(a.m.stride[0] == a.grads.stride[0],
+         "m is " + a.m.describe() + " but grads is " + a.grads.describe());
+  for (const auto& [v, n] : {std::pair{&a.m, "m"}, std::pair{&a.grads, "grads"}, std::pair{&a.u, "u"}})
+    c.fp32(*v, n);
+  require(Op::MuonMomentum, {"m", "grads", "u"}, {F32, F32, F32});
+  enqueue([this, a] { run_muon_momentum(a); });
+}
+
+void Backend::muon_update(const MuonUpdateArgs& a) {
+  const Check c(name(), Op::MuonUpdate);
+  c.shape(a.o, "o", {-1, -1});
+  c.rows_contiguous(a.o, "o");
+  row_strided(c, a.params, "params", a.o);
+  c.fp32(a.params, "params");
+  require(Op::MuonUpdate, {"params", "o"}, {F32, a.o.type});
+  enqueue([this, a] { run_muon_update(a); });
 }
 
 // --- graphs ---

@@ -58,6 +58,9 @@ enum class Op {
   UnscaleCheck,
   SumSquares,
   Scale,
+  Matmul,
+  MuonMomentum,
+  MuonUpdate,
 };
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
 // "out=bf16 x=bf16 w=bf16 with bf16 products": the tensors of one supports() question, as the
@@ -239,6 +242,33 @@ struct SophiaArgs {
   const std::uint32_t* decay_mask = nullptr;  // as AdamWArgs'
 };
 
+// A plain matrix product with BLAS's scalars (Muon's Newton–Schulz steps, optim/muon.cpp):
+//   c[M,N] (=) alpha·a[M,K]·b[K,N] + beta·c, sums in fp32, c rounded once.
+// a and b: one storage type, each contiguous or the transpose (View::t()) of a contiguous
+// matrix; c contiguous, in their type or fp32. beta == 0 ignores what c held.
+struct MatmulArgs {
+  View c{}, a{}, b{};
+  float alpha = 1.0f, beta = 0.0f;
+  ComputeType math = ComputeType::F32;  // the products' arithmetic
+};
+
+// Muon's momentum over one matrix (or one of q, k, v inside a fused weight): m and grads are
+// [R, W] fp32 views whose rows may be strided (a column block of a wider matrix; columns
+// contiguous), u a contiguous fp32 [R, W]:
+//   m (=) mu·m + g;  u (=) nesterov ? g + mu·m : m;  g = grads·grad_scale
+struct MuonMomentumArgs {
+  View m{}, grads{}, u{};
+  float mu = 0.95f, grad_scale = 1.0f;
+  bool nesterov = true;
+};
+// Muon's update of one matrix: params [R, W] fp32 (rows may be strided, as above), o the
+// orthogonalised update [R, W] contiguous in any storage:
+//   p (=) p·(1 − lr·weight_decay) − lr·scale·o
+struct MuonUpdateArgs {
+  View params{}, o{};
+  float lr = 0.0f, weight_decay = 0.0f, scale = 1.0f;
+};
+
 // Work captured once and replayed as a unit (backend.h, "Graphs"): a CUDA graph on a GPU, the
 // recorded calls on a backend without a native capture.
 class Graph {
@@ -312,6 +342,7 @@ class Backend {
   //   unscale_and_check grads (=) grads·inv_scale; whether any was inf or NaN (GradScaler)
   //   sum_squares       sum x² in double, in an order that does not depend on the thread count
   //   scale             x (=) x·factor
+  //   matmul, muon_momentum, muon_update   Muon's (MatmulArgs, MuonMomentumArgs, MuonUpdateArgs)
   void adamw(const AdamWArgs& a);
   void sophia(const SophiaArgs& a);
   void sophia_hessian(const View& h, const View& ghat, float beta2);
@@ -319,6 +350,9 @@ class Backend {
   bool unscale_and_check(const View& grads, float inv_scale);
   double sum_squares(const View& x);
   void scale(const View& x, float factor);
+  void matmul(const MatmulArgs& a);
+  void muon_momentum(const MuonMomentumArgs& a);
+  void muon_update(const MuonUpdateArgs& a);
 
   // Graphs (CUDA graphs' capture and replay). Between begin_capture() and end_capture() the ops
   // are not run but captured — their pointers and arguments as given — and the Graph replays
@@ -360,6 +394,9 @@ class Backend {
   virtual bool run_unscale_and_check(const View& grads, float inv_scale) = 0;
   virtual double run_sum_squares(const View& x) = 0;
   virtual void run_scale(const View& x, float factor) = 0;
+  virtual void run_matmul(const MatmulArgs& a) = 0;
+  virtual void run_muon_momentum(const MuonMomentumArgs& a) = 0;
+  virtual void run_muon_update(const MuonUpdateArgs& a) = 0;
 
  private:
   // Throws Error "[backend <name>] <op>: no kernel for <names>=<dtypes>[ with <math> products]"

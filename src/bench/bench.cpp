@@ -215,9 +215,11 @@ BenchResult bench_one(const BenchOptions& o) {
   const ParamTable& table = bert ? bert->table() : gpt2->table();
   const size_t num_params = bert ? bert->num_params() : gpt2->num_params();
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
-  std::unique_ptr<Optimizer> optimizer =
-      make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{}, static_cast<double>(n), 1337,
-                     bert ? bert->backend() : gpt2->backend());
+  Backend& model_backend = bert ? bert->backend() : gpt2->backend();
+  MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
+  muon.ns_math = policy_for(model_backend).rule(OpKind::NewtonSchulz).compute;
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{},
+                                                        static_cast<double>(n), 1337, model_backend, muon);
   // fp16 times the loss scaler's work too (unscale + inf check every step), as training does.
   std::unique_ptr<LossScaler> scaler;
   if (needs_loss_scaler(precision)) scaler = std::make_unique<LossScaler>();

@@ -31,8 +31,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str()->check(cli::at_least(0));
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str()->check(cli::at_least(0));
-  cmd->add_option("--optimizer", o->optimizer, "Optimizer: adamw or sophia (its Hessian steps are part of the timing)")
-      ->capture_default_str()->check(CLI::IsMember({"adamw", "sophia"}));
+  cmd->add_option(
+         "--optimizer", o->optimizer,
+         "Optimizer: adamw, sophia (its Hessian steps are part of the timing) or muon (its Newton-Schulz "
+         "iterations are)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adamw", "sophia", "muon"}));
   cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
       ->capture_default_str();
   cmd->add_flag(

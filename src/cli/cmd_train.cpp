@@ -64,9 +64,11 @@ void register_train(CLI::App& app, int& exit_code) {
          "default, and BERT's) or linear (the original BERT recipe)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cosine", "linear"}));
-  cmd->add_option("--optimizer", opt->optimizer, "Optimizer: adamw, or sophia (Sophia-G)")
+  cmd->add_option(
+         "--optimizer", opt->optimizer,
+         "Optimizer: adamw, sophia (Sophia-G), or muon (Muon for the hidden matrices, AdamW for the rest)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"adamw", "sophia"}));
+      ->check(CLI::IsMember({"adamw", "sophia", "muon"}));
   // --weight-decay, --beta1, --beta2 set the chosen optimizer's value (parsed into adamw's
   // fields, copied to Sophia's in the callback when given).
   cmd->add_option("--weight-decay", opt->adamw.weight_decay,
@@ -80,6 +82,26 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--sophia-k", opt->sophia.k, "Sophia: steps between Hessian estimates")
       ->capture_default_str()
       ->check(cli::at_least(1));
+  cmd->add_option("--muon-momentum", opt->muon.momentum, "Muon: momentum mu")->capture_default_str();
+  cmd->add_flag("!--no-muon-nesterov", opt->muon.nesterov, "Muon: plain momentum instead of Nesterov's");
+  cmd->add_option("--muon-ns-steps", opt->muon.ns_steps, "Muon: Newton-Schulz iterations")
+      ->capture_default_str();
+  auto muon_adjust = std::make_shared<std::string>(muon_adjust_name(opt->muon.adjust));
+  cmd->add_option(
+         "--muon-adjust-lr", *muon_adjust,
+         "Muon: the update's scale per matrix: match_rms_adamw (0.2*sqrt(max(out, in)): AdamW's lr and "
+         "weight decay carry over) or original (max(1, out/in)^0.5, lr ~0.02)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"match_rms_adamw", "original"}));
+  auto muon_qkv = std::make_shared<std::string>(muon_qkv_name(opt->muon.qkv));
+  cmd->add_option("--muon-qkv", *muon_qkv,
+                  "Muon: attention's q, k, v weights orthogonalised as three matrices or one")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"three", "one"}));
+  cmd->add_option(
+         "--muon-adamw-lr", opt->muon_adamw_lr,
+         "Muon: peak lr of the parameters AdamW updates (embeddings, heads, biases, LayerNorm); default --lr")
+      ->check(CLI::PositiveNumber);
   auto recipe = std::make_shared<std::string>();
   cmd->add_option("--recipe", *recipe,
                   "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given "
@@ -201,7 +223,7 @@ void register_train(CLI::App& app, int& exit_code) {
       "--memory-limit", opt->memory_limit,
       "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
       "configuration whose estimate exceeds it is refused before allocating");
-  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, muon_adjust, muon_qkv, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
@@ -210,6 +232,12 @@ void register_train(CLI::App& app, int& exit_code) {
     if (given("--weight-decay")) opt->sophia.weight_decay = opt->adamw.weight_decay;
     MPT_CHECK(opt->optimizer == "sophia" || (!given("--sophia-rho") && !given("--sophia-k")),
               "--sophia-rho and --sophia-k only apply with --optimizer sophia");
+    for (const char* flag : {"--muon-momentum", "--no-muon-nesterov", "--muon-ns-steps", "--muon-adjust-lr",
+                             "--muon-qkv", "--muon-adamw-lr"})
+      MPT_CHECK(opt->optimizer == "muon" || !given(flag),
+                std::string(flag) + " only applies with --optimizer muon");
+    opt->muon.adjust = parse_muon_adjust(*muon_adjust);
+    opt->muon.qkv = parse_muon_qkv(*muon_qkv);
     std::unique_ptr<TrainTask> task;
     if (*model_kind == "bert") {
       bert->seq_given = given("--seq");

@@ -30,6 +30,20 @@ void ParamTable::add(std::string name, std::vector<int64_t> shape, InitRule init
   specs_.push_back(std::move(spec));
 }
 
+void ParamTable::add_matrix(std::string name, std::vector<int64_t> shape, InitRule init, MatrixLayout layout,
+                            QkvRole qkv) {
+  MPT_CHECK(shape.size() == 2 && layout != MatrixLayout::None, "[param table] " + name + " is not a matrix");
+  add(std::move(name), std::move(shape), init, true);
+  specs_.back().matrix = layout;
+  specs_.back().qkv = qkv;
+}
+
+void ParamTable::mark_matrix(MatrixLayout layout, QkvRole qkv) {
+  MPT_CHECK(!specs_.empty(), "[param table] no tensor to mark as a matrix");
+  specs_.back().matrix = layout;
+  specs_.back().qkv = qkv;
+}
+
 const ParamSpec& ParamTable::get(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return s;

@@ -12,22 +12,37 @@
 
 namespace mptrain {
 
-Partition::Partition(size_t n, int world, size_t align) : n_(n), world_(world) {
+Partition::Partition(size_t n, int world, size_t align) {
   MPT_CHECK(world > 0, "[partition] world size must be positive, got " + std::to_string(world));
   MPT_CHECK(align > 0, "[partition] alignment must be positive");
   const size_t w = static_cast<size_t>(world);
   const size_t per_rank = (n + w - 1) / w;
   shard_ = (per_rank + align - 1) / align * align;
+  bounds_.resize(w + 1);
+  for (size_t r = 0; r <= w; ++r) bounds_[r] = std::min(n, shard_ * r);
 }
 
-size_t Partition::begin(int rank) const {
-  const size_t b = shard_ * static_cast<size_t>(rank);
-  return b < n_ ? b : n_;
+Partition::Partition(std::vector<size_t> bounds) : bounds_(std::move(bounds)) {
+  MPT_CHECK(bounds_.size() >= 2 && bounds_.front() == 0,
+            "[partition] boundaries must start at 0 and name at least one shard");
+  for (size_t r = 1; r < bounds_.size(); ++r) {
+    MPT_CHECK(bounds_[r] >= bounds_[r - 1], "[partition] boundaries must not decrease");
+    shard_ = std::max(shard_, bounds_[r] - bounds_[r - 1]);
+  }
 }
 
-size_t Partition::end(int rank) const {
-  const size_t e = shard_ * (static_cast<size_t>(rank) + 1);
-  return e < n_ ? e : n_;
+Partition partition_keeping_whole(size_t n, int world, const std::vector<std::pair<size_t, size_t>>& whole,
+                                  size_t align) {
+  const Partition even(n, world, align);
+  std::vector<size_t> bounds{0};
+  for (int r = 1; r < world; ++r) {
+    size_t cut = even.begin(r);
+    for (const auto& [lo, hi] : whole)
+      if (lo < cut && cut < hi) cut = cut - lo <= hi - cut ? lo : hi;
+    bounds.push_back(std::max(cut, bounds.back()));
+  }
+  bounds.push_back(n);
+  return Partition(std::move(bounds));
 }
 
 std::vector<PartitionSlice> slices_of(const Partition& part, size_t begin, size_t end) {

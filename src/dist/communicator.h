@@ -26,28 +26,38 @@ namespace mptrain {
 
 enum class ReduceOp { Sum, Avg };
 
-// n elements split into world contiguous shards: rank r owns [begin(r), end(r)). Every shard
-// but the last non-empty one holds shard_size() elements, a multiple of `align` (so shards
+// n elements split into world contiguous shards: rank r owns [begin(r), end(r)). The even split
+// gives every shard but the last non-empty one the same size, a multiple of `align` (so shards
 // start on 64-byte boundaries for align = 16 floats); trailing shards may be shorter or empty.
+// Explicit boundaries give any contiguous split (Muon's: cuts only between whole matrices).
 class Partition {
  public:
   Partition() = default;
   Partition(size_t n, int world, size_t align = 16);
+  // bounds[r] = begin(r); bounds has world + 1 entries, from 0 up to n, non-decreasing (Error
+  // otherwise).
+  explicit Partition(std::vector<size_t> bounds);
 
-  size_t total() const { return n_; }
-  int world() const { return world_; }
-  size_t shard_size() const { return shard_; }
-  size_t begin(int rank) const;
-  size_t end(int rank) const;
+  size_t total() const { return bounds_.back(); }
+  int world() const { return static_cast<int>(bounds_.size()) - 1; }
+  size_t shard_size() const { return shard_; }  // the largest shard
+  size_t begin(int rank) const { return bounds_[static_cast<size_t>(rank)]; }
+  size_t end(int rank) const { return bounds_[static_cast<size_t>(rank) + 1]; }
   size_t count(int rank) const { return end(rank) - begin(rank); }
   // True when every shard holds exactly shard_size() elements (n == world·shard_size()).
-  bool uniform() const { return shard_ * static_cast<size_t>(world_) == n_; }
+  bool uniform() const { return shard_ * static_cast<size_t>(world()) == total(); }
+  bool operator==(const Partition&) const = default;
 
  private:
-  size_t n_ = 0;
-  int world_ = 1;
+  std::vector<size_t> bounds_{0, 0};
   size_t shard_ = 0;
 };
+
+// The even split of n over world ranks (as Partition(n, world, align)), with each cut that
+// falls strictly inside one of the `whole` ranges moved to the nearer end of it: shards of about
+// equal size that hold each of those ranges whole (Muon's matrices under ZeRO-1).
+Partition partition_keeping_whole(size_t n, int world, const std::vector<std::pair<size_t, size_t>>& whole,
+                                  size_t align = 16);
 
 // The pieces of [begin, end) that fall in each rank's shard, in rank order, empty ones left
 // out: where one range of the buffer goes when it is reduced on its own (a layer's gradients

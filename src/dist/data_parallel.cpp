@@ -68,15 +68,34 @@ ParamTable shard_param_table(const ParamTable& table, size_t begin, size_t end) 
     if (lo >= hi) continue;
     // Real elements come first in a tensor (padding is whole rows at the end), so the real
     // part of the piece is a prefix of it too.
+    if (lo == spec.offset && hi == spec.offset + spec.numel) {
+      if (spec.matrix != MatrixLayout::None)
+        shard.add_matrix(spec.name, spec.shape, spec.init, spec.matrix, spec.qkv);
+      else
+        shard.add(spec.name, spec.shape, spec.init, spec.decay, spec.hf_shape);
+      continue;
+    }
     const size_t real_end = spec.offset + spec.hf_numel();
     const size_t real = real_end > lo ? std::min(hi, real_end) - lo : 0;
     shard.add(spec.name, {static_cast<int64_t>(hi - lo)}, spec.init, spec.decay, {static_cast<int64_t>(real)});
+    // A cut matrix keeps its layout with a 1-D shape, so that Muon refuses it (muon_matrices).
+    if (spec.matrix != MatrixLayout::None) shard.mark_matrix(spec.matrix, spec.qkv);
   }
   return shard;
 }
 
-DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero)
-    : comm_(comm), table_(table), zero_(zero), partition_(table.total(), comm.world_size()) {
+namespace {
+Partition shard_partition(const ParamTable& table, int world, const std::vector<ParamRange>& whole) {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const ParamRange& r : whole) ranges.emplace_back(r.begin, r.end);
+  return ranges.empty() ? Partition(table.total(), world)
+                        : partition_keeping_whole(table.total(), world, ranges);
+}
+}  // namespace
+
+DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero,
+                           const std::vector<ParamRange>& whole)
+    : comm_(comm), table_(table), zero_(zero), partition_(shard_partition(table, comm.world_size(), whole)) {
   if (zero_ == ZeroStage::One) {
     begin_ = partition_.begin(comm_.rank());
     end_ = partition_.end(comm_.rank());

@@ -45,7 +45,8 @@ ZeroStage zero_stage_from_int(int stage);
 
 // The part of `table` that lies in [begin, end) of its flat buffer, as one 1-D entry per
 // tensor piece (in order, offsets from 0 = begin), keeping name, decay flag and, as
-// hf_shape, how many of the piece's elements are real (not vocabulary padding).
+// hf_shape, how many of the piece's elements are real (not vocabulary padding). A tensor that
+// lies whole in the range keeps its entry as it is (shape, matrix layout): Muon needs its shape.
 ParamTable shard_param_table(const ParamTable& table, size_t begin, size_t end);
 
 // Builds an optimizer of the run's kind and hyper-parameters over a table.
@@ -53,8 +54,11 @@ using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const ParamTab
 
 class DataParallel {
  public:
-  // table: the model's parameter table (must outlive this object).
-  DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero);
+  // table: the model's parameter table (must outlive this object). whole: ranges of the flat
+  // buffer a ZeRO-1 shard must hold whole (Muon's matrices: muon_whole_ranges); the shards are
+  // then cut only outside them, as near the even split as they allow.
+  DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero,
+               const std::vector<ParamRange>& whole = {});
 
   Communicator& comm() { return comm_; }
   ZeroStage zero() const { return zero_; }

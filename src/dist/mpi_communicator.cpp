@@ -211,21 +211,20 @@ class MpiCommunicator final : public Communicator {
 
   // MPI's per-rank counts and displacements for a partition (cached: the trainer uses one).
   void layout(const Partition& part) {
-    if (part.total() == layout_n_ && part.shard_size() == layout_shard_ && !counts_.empty()) return;
+    if (part == layout_ && !counts_.empty()) return;
     counts_.resize(world_size());
     displs_.resize(world_size());
     for (int r = 0; r < world_size(); ++r) {
       counts_[r] = static_cast<int>(part.count(r));
       displs_[r] = static_cast<int>(part.begin(r));
     }
-    layout_n_ = part.total();
-    layout_shard_ = part.shard_size();
+    layout_ = part;
   }
 
   MPI_Comm comm_;
   CollectiveWatchdog watchdog_;
   std::vector<int> counts_, displs_;
-  size_t layout_n_ = 0, layout_shard_ = 0;
+  Partition layout_;            // the partition counts_ and displs_ describe
   std::vector<float> scratch_;  // one ring segment
 };
 

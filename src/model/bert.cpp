@@ -24,8 +24,13 @@ ParamTable bert_param_table(const BertConfig& c) {
   ParamTable t;
   // No weight decay on biases and LayerNorm parameters (the original recipe's exclusions);
   // every other tensor, embeddings included, decays.
-  auto linear = [&](const std::string& p, int64_t out, int64_t in) {
-    t.add(p + ".weight", {out, in}, InitRule::Normal, true);
+  // A hidden layer's linear (nn.Linear: weight [out, in]); the NSP head is an output head, not a
+  // hidden matrix (Muon leaves it to AdamW).
+  auto linear = [&](const std::string& p, int64_t out, int64_t in, bool hidden = true) {
+    if (hidden)
+      t.add_matrix(p + ".weight", {out, in}, InitRule::Normal, MatrixLayout::OutIn);
+    else
+      t.add(p + ".weight", {out, in}, InitRule::Normal, true);
     t.add(p + ".bias", {out}, InitRule::Zeros, false);
   };
   auto layernorm = [&](const std::string& p) {
@@ -41,7 +46,8 @@ ParamTable bert_param_table(const BertConfig& c) {
     // query, key, value weights then their biases: consecutive, so they form one [3C, C] weight
     // and one [3C] bias (bind_bert_tensors checks it).
     for (const char* n : {"query", "key", "value"})
-      t.add(p + "attention.self." + n + ".weight", {C, C}, InitRule::Normal, true);
+      t.add_matrix(p + "attention.self." + n + ".weight", {C, C}, InitRule::Normal, MatrixLayout::OutIn,
+                   QkvRole::Part);
     for (const char* n : {"query", "key", "value"})
       t.add(p + "attention.self." + n + ".bias", {C}, InitRule::Zeros, false);
     linear(p + "attention.output.dense", C, C);
@@ -54,7 +60,7 @@ ParamTable bert_param_table(const BertConfig& c) {
   linear("cls.predictions.transform.dense", C, C);
   layernorm("cls.predictions.transform.LayerNorm");
   t.add("cls.predictions.bias", {Vp}, InitRule::Zeros, false, {V});
-  linear("cls.seq_relationship", kNspClasses, C);
+  linear("cls.seq_relationship", kNspClasses, C, /*hidden=*/false);
   return t;
 }
 

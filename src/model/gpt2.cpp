@@ -16,6 +16,8 @@ namespace mptrain {
 ParamTable gpt2_param_table(const Gpt2Config& c) {
   validate(c);
   const int64_t C = c.n_embd, Vp = c.padded_vocab_size, V = c.vocab_size;
+  // Conv1D weights are stored [in, out]; the block's four are the hidden matrices (Muon's).
+  constexpr MatrixLayout InOut = MatrixLayout::InOut;
   ParamTable t;
   t.add("wte.weight", {Vp, C}, InitRule::NormalRowsThenZeros, true, {V, C});
   t.add("wpe.weight", {c.block_size, C}, InitRule::Normal, true);
@@ -23,15 +25,15 @@ ParamTable gpt2_param_table(const Gpt2Config& c) {
     const std::string p = "h." + std::to_string(l) + ".";
     t.add(p + "ln_1.weight", {C}, InitRule::Ones, false);
     t.add(p + "ln_1.bias", {C}, InitRule::Zeros, false);
-    t.add(p + "attn.c_attn.weight", {C, 3 * C}, InitRule::Normal, true);
+    t.add_matrix(p + "attn.c_attn.weight", {C, 3 * C}, InitRule::Normal, InOut, QkvRole::Fused);
     t.add(p + "attn.c_attn.bias", {3 * C}, InitRule::Zeros, false);
-    t.add(p + "attn.c_proj.weight", {C, C}, InitRule::NormalResidual, true);
+    t.add_matrix(p + "attn.c_proj.weight", {C, C}, InitRule::NormalResidual, InOut);
     t.add(p + "attn.c_proj.bias", {C}, InitRule::Zeros, false);
     t.add(p + "ln_2.weight", {C}, InitRule::Ones, false);
     t.add(p + "ln_2.bias", {C}, InitRule::Zeros, false);
-    t.add(p + "mlp.c_fc.weight", {C, 4 * C}, InitRule::Normal, true);
+    t.add_matrix(p + "mlp.c_fc.weight", {C, 4 * C}, InitRule::Normal, InOut);
     t.add(p + "mlp.c_fc.bias", {4 * C}, InitRule::Zeros, false);
-    t.add(p + "mlp.c_proj.weight", {4 * C, C}, InitRule::NormalResidual, true);
+    t.add_matrix(p + "mlp.c_proj.weight", {4 * C, C}, InitRule::NormalResidual, InOut);
     t.add(p + "mlp.c_proj.bias", {C}, InitRule::Zeros, false);
   }
   t.add("ln_f.weight", {C}, InitRule::Ones, false);

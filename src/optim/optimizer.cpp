@@ -11,6 +11,8 @@ const char* optimizer_name(OptimizerKind kind) {
       return "adamw";
     case OptimizerKind::Sophia:
       return "sophia";
+    case OptimizerKind::Muon:
+      return "muon";
   }
   return "unknown";
 }
@@ -18,7 +20,20 @@ const char* optimizer_name(OptimizerKind kind) {
 OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (name == "adamw") return OptimizerKind::AdamW;
   if (name == "sophia") return OptimizerKind::Sophia;
-  throw Error("unknown optimizer '" + name + "' (known: adamw, sophia)");
+  if (name == "muon") return OptimizerKind::Muon;
+  throw Error("unknown optimizer '" + name + "' (known: adamw, sophia, muon)");
+}
+
+bool holds(StateHolds h, const ParamSpec& spec) {
+  switch (h) {
+    case StateHolds::Matrices:
+      return spec.matrix != MatrixLayout::None;
+    case StateHolds::NonMatrices:
+      return spec.matrix == MatrixLayout::None;
+    case StateHolds::All:
+      break;
+  }
+  return true;
 }
 
 Optimizer::Optimizer(const ParamTable& table, const std::vector<std::string>& state_prefixes, Backend& be)

@@ -1,5 +1,5 @@
 // The optimizer interface the trainer and the benchmark call, whatever the algorithm
-// (AdamW in adamw.h, Sophia-G in sophia.h). An optimizer works on flat fp32 buffers
+// (AdamW in adamw.h, Sophia-G in sophia.h, Muon in muon.h). An optimizer works on flat fp32 buffers
 // laid out by the parameter table and owns its per-parameter state: one allocation per
 // state role (e.g. AdamW's m and v), each carved by the same table, enumerated by name
 // so that checkpoints save and restore any optimizer without knowing which it is.
@@ -29,18 +29,24 @@
 
 namespace mptrain {
 
-enum class OptimizerKind { AdamW, Sophia };
+enum class OptimizerKind { AdamW, Sophia, Muon };
 
-// "adamw" / "sophia": the names used by --optimizer and written into checkpoints.
+// "adamw" / "sophia" / "muon": the names used by --optimizer and written into checkpoints.
 const char* optimizer_name(OptimizerKind kind);
 // Parses a name; throws Error naming the known optimizers.
 OptimizerKind parse_optimizer_kind(const std::string& name);
 
+// Which parameters a state role keeps values for: every one, or (Muon: momentum for the hidden
+// matrices, AdamW's moments for the rest) only the tensors with / without a MatrixLayout.
+enum class StateHolds { All, Matrices, NonMatrices };
+bool holds(StateHolds h, const ParamSpec& spec);
+
 // One per-parameter state role: checkpoints store the tensor of parameter <name> as
-// "<prefix>.<name>", in the parameter's memory shape.
+// "<prefix>.<name>", in the parameter's memory shape, for the parameters the role holds.
 struct OptimizerState {
   std::string prefix;
-  FloatBuffer buffer;  // table.total() floats, laid out like the parameters
+  FloatBuffer buffer;  // table.total() floats, laid out like the parameters (zero where not held)
+  StateHolds holds = StateHolds::All;
 };
 
 class Optimizer {

@@ -10,8 +10,8 @@ namespace mptrain {
 namespace {
 
 constexpr std::array<const char*, kNumOpKinds> kOpNames = {
-    "embedding", "layernorm", "linear",  "attn_scores", "softmax",   "attn_values",
-    "gelu",      "residual",  "lm_head", "loss",        "grad_norm", "optimizer"};
+    "embedding", "layernorm", "linear", "attn_scores", "softmax",   "attn_values",  "gelu",
+    "residual",  "lm_head",   "loss",   "grad_norm",   "optimizer", "newton_schulz"};
 
 constexpr StorageType F32 = StorageType::F32;
 
@@ -31,7 +31,8 @@ ComputeType gemm_compute(Precision p) {
 }
 
 bool is_gemm(OpKind op) {
-  return op == OpKind::Linear || op == OpKind::AttnScores || op == OpKind::AttnValues || op == OpKind::LmHead;
+  return op == OpKind::Linear || op == OpKind::AttnScores || op == OpKind::AttnValues ||
+         op == OpKind::LmHead || op == OpKind::NewtonSchulz;
 }
 
 // Why an fp32-only op refuses a lower precision (the autocast fp32 lists, and the numerics).
@@ -129,14 +130,16 @@ StorageType compute_storage(ComputeType t) {
 
 bool Policy::all_fp32() const {
   for (const OpRule& r : rules)
-    if (r.input != F32 || r.compute != ComputeType::F32 || r.output != F32 || r.saved != F32) return false;
+    if (r.op != OpKind::NewtonSchulz &&
+        (r.input != F32 || r.compute != ComputeType::F32 || r.output != F32 || r.saved != F32))
+      return false;
   return true;
 }
 
 bool Policy::uses_fp16() const {
   for (const OpRule& r : rules)
-    if (r.input == StorageType::F16 || r.compute == ComputeType::F16 || r.output == StorageType::F16 ||
-        r.saved == StorageType::F16)
+    if (r.op != OpKind::NewtonSchulz && (r.input == StorageType::F16 || r.compute == ComputeType::F16 ||
+                                         r.output == StorageType::F16 || r.saved == StorageType::F16))
       return true;
   return false;
 }
@@ -243,6 +246,15 @@ Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides
   set({OpKind::Optimizer, F32, f32, F32, F32, F32, "",
        "AdamW on fp32 master weights with two fp32 moments; the GEMM weight copies are refreshed from the "
        "master weights once per step (before the next forward)"});
+  // Muon's Newton–Schulz iteration multiplies in bf16 under both mixed precisions (its recipe's
+  // arithmetic: the iteration maps singular values into [0.7, 1.2], so bf16's 8-bit mantissa is
+  // enough and fp16's range buys nothing), in the run's own GEMM arithmetic under fp32 and TF32.
+  const ComputeType ns = knob(OpKind::NewtonSchulz, gemm == ComputeType::F16 ? ComputeType::BF16 : gemm);
+  set({OpKind::NewtonSchulz, F32, ns, F32, F32, F32, "",
+       gemm_note(ns,
+                 "Muon only: each hidden matrix's momentum, normalised, through 5 quintic Newton–Schulz "
+                 "steps (X·X^T, A·A, B·X); the orthogonalised update is applied to the fp32 master weights",
+                 caps.gpu_gemms)});
   // Between the ops: the residual stream is what the residual adds write, the logits what the
   // LM head writes; the loss writes dlogits straight in the LM head backward's operand storage
   // (one rounding, no fp32 pass). On the CPU gradients flow in fp32, dW and db accumulate into

@@ -25,20 +25,21 @@ namespace mptrain {
 
 // The kinds of op a transformer is made of. One rule per kind.
 enum class OpKind {
-  Embedding,   // wte[token] + wpe[t]
-  LayerNorm,   // ln_1, ln_2, ln_f
-  Linear,      // c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj (GEMM + bias)
-  AttnScores,  // Q·K^T per head
-  Softmax,     // causal softmax of the scaled scores
-  AttnValues,  // P·V per head
-  Gelu,        // tanh GELU between the MLP's two linears
-  Residual,    // x + f(x)
-  LmHead,      // lnf · wte^T (tied)
-  Loss,        // fused softmax + cross-entropy over the vocabulary
-  GradNorm,    // global gradient norm and clipping
-  Optimizer,   // AdamW / Sophia update of the fp32 master weights
+  Embedding,     // wte[token] + wpe[t]
+  LayerNorm,     // ln_1, ln_2, ln_f
+  Linear,        // c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj (GEMM + bias)
+  AttnScores,    // Q·K^T per head
+  Softmax,       // causal softmax of the scaled scores
+  AttnValues,    // P·V per head
+  Gelu,          // tanh GELU between the MLP's two linears
+  Residual,      // x + f(x)
+  LmHead,        // lnf · wte^T (tied)
+  Loss,          // fused softmax + cross-entropy over the vocabulary
+  GradNorm,      // global gradient norm and clipping
+  Optimizer,     // AdamW / Sophia update of the fp32 master weights
+  NewtonSchulz,  // Muon's orthogonalisation of each hidden matrix's update (optim/muon.h)
 };
-constexpr int kNumOpKinds = 12;
+constexpr int kNumOpKinds = 13;
 
 // The arithmetic of an op. TF32 is a compute mode (fp32 storage, products of operands rounded
 // to a 10-bit mantissa), not a storage type, so it has no StorageType.
@@ -110,13 +111,14 @@ struct Policy {
                                                     // biases, linear biases, the position embeddings
 
   const OpRule& rule(OpKind op) const { return rules[static_cast<size_t>(op)]; }
-  // The storage a GEMM op (Linear, AttnScores, AttnValues, LmHead) reads its operands in: its
+  // The storage a GEMM op (Linear, AttnScores, AttnValues, LmHead, NewtonSchulz) reads its operands in: its
   // compute type's storage, except TF32 (fp32 storage, rounded values) and fp16 without fp16
   // GEMMs in caps (fp16 values held in fp32). Weight copies and converted-once gradients use it.
   StorageType operand(OpKind gemm) const;
-  // True when every rule is plain fp32: the model then runs its original fp32 code path.
+  // True when every rule of the model is plain fp32 (the optimizer's Newton–Schulz GEMMs aside):
+  // the model then reads its fp32 master weights, with no GEMM weight copies.
   bool all_fp32() const;
-  // True when any op stores or computes in fp16 (dynamic loss scaling is then needed).
+  // True when any op of the model stores or computes in fp16 (dynamic loss scaling is then needed).
   bool uses_fp16() const;
 };
 

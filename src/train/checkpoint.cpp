@@ -91,6 +91,10 @@ struct OptimizerFile {
   std::string name;
   std::vector<std::pair<std::string, const float*>> tensors;
   std::map<std::string, std::string> scalars;
+  std::vector<StateHolds> holds = {};  // per tensors entry (absent: every parameter)
+  bool held(size_t i, const ParamSpec& spec) const {
+    return i >= holds.size() || mptrain::holds(holds[i], spec);
+  }
 };
 
 void write_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& c,
@@ -106,8 +110,11 @@ void write_checkpoint(const std::string& run_dir, int64_t step, const Checkpoint
 
   SafetensorsWriter opt;
   for (const auto& spec : table.specs())
-    for (const auto& [prefix, buffer] : optimizer.tensors)
-      opt.add(prefix + "." + spec.name, DType::F32, spec.shape, buffer + spec.offset);
+    for (size_t i = 0; i < optimizer.tensors.size(); ++i)
+      if (optimizer.held(i, spec)) {
+        const auto& [prefix, buffer] = optimizer.tensors[i];
+        opt.add(prefix + "." + spec.name, DType::F32, spec.shape, buffer + spec.offset);
+      }
   for (const auto& [key, value] : optimizer.scalars) opt.set_metadata(key, value);
   opt.set_metadata("optimizer", optimizer.name);
   opt.write(dir + "/" + kOptimizerFile);
@@ -155,6 +162,7 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
   for (const auto& st : optimizer.state()) {
     host.emplace_back(st.buffer);
     file.tensors.emplace_back(st.prefix, host.back().data());
+    file.holds.push_back(st.holds);
   }
   save_checkpoint_impl(run_dir, step, contents, file, keep_last);
 }
@@ -235,7 +243,8 @@ void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& ta
   for (auto& st : optimizer.state()) {
     HostMirror<float> host(st.buffer);
     for (const auto& spec : table.specs())
-      file.read_f32(st.prefix + "." + spec.name, spec.shape, host.data() + spec.offset);
+      if (holds(st.holds, spec))
+        file.read_f32(st.prefix + "." + spec.name, spec.shape, host.data() + spec.offset);
     host.commit();
   }
   optimizer.set_scalar_state(file.metadata());

@@ -8,6 +8,7 @@
 
 #include "core/progress.h"
 #include "optim/adamw.h"
+#include "optim/muon.h"
 #include "optim/sophia.h"
 
 namespace mptrain {
@@ -28,9 +29,11 @@ struct TrainOptions {
   float min_lr_frac = 0.1f;
   int64_t warmup = 0;
   std::string schedule = "cosine";  // cosine | linear (optim/schedule.h): the decay after warmup
-  std::string optimizer = "adamw";  // adamw | sophia
+  std::string optimizer = "adamw";  // adamw | sophia | muon
   AdamWHyper adamw;
   SophiaHyper sophia;
+  MuonHyper muon;              // ns_math and adamw_lr_ratio are set by the trainer (policy, lr)
+  float muon_adamw_lr = 0.0f;  // Muon's AdamW group's peak lr (0: --lr)
   std::string recipe;      // the --recipe applied, if any (informational)
   float grad_clip = 1.0f;  // 0 = off
   // precision (precision/precision.h): fp32 | tf32 | bf16 | fp16. Empty = not given: fp32 for

@@ -122,6 +122,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
   const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
   if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
+  if (optimizer_kind == OptimizerKind::Muon) validate(opt.muon);
   const LrShape lr_shape = parse_lr_shape(opt.schedule);
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
@@ -216,14 +217,21 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     if (resumed.has_loss_scaler)
       scaler->restore(resumed.loss_scale, resumed.growth_tracker, resumed.skipped_steps);
   }
-  // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed).
+  // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed); Muon's
+  // Newton–Schulz arithmetic (the policy's) and its AdamW group's lr relative to the schedule's.
+  MuonHyper muon = opt.muon;
+  muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
+  if (opt.muon_adamw_lr > 0.0f) muon.adamw_lr_ratio = opt.muon_adamw_lr / opt.lr;
   const OptimizerFactory make_opt = [&](const ParamTable& table) {
     return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed,
-                          task.backend());
+                          task.backend(), muon);
   };
-  // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h).
+  // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
+  // shards hold whole matrices.
   const std::unique_ptr<Communicator> nccl = make_grad_communicator(opt, *comm, task.backend());
-  DataParallel dp(nccl ? *nccl : *comm, task.table(), zero_stage_from_int(opt.zero));
+  DataParallel dp(nccl ? *nccl : *comm, task.table(), zero_stage_from_int(opt.zero),
+                  optimizer_kind == OptimizerKind::Muon ? muon_whole_ranges(task.table(), muon.qkv)
+                                                        : std::vector<ParamRange>{});
   // Reducing each range as the backward finishes it pays where communication runs beside the
   // compute (NCCL); a host communicator would only cut one reduction into many.
   dp.set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && nccl),
@@ -269,6 +277,15 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
         "%.0f\n",
         opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
         (long long)opt.sophia.k, tokens_per_step);
+  else if (optimizer_kind == OptimizerKind::Muon)
+    monitor.sayf(
+        "optimizer muon: %zu hidden matrices (q, k, v as %s), momentum %g%s, %d Newton-Schulz steps in %s, "
+        "lr "
+        "scale %s, weight decay %g; AdamW (beta1 %g, beta2 %g, eps %g, lr %g) for the other tensors%s\n",
+        muon_matrices(task.table(), muon.qkv).size(), muon_qkv_name(muon.qkv), muon.momentum,
+        muon.nesterov ? " (Nesterov)" : "", muon.ns_steps, compute_name(muon.ns_math),
+        muon_adjust_name(muon.adjust), opt.adamw.weight_decay, opt.adamw.beta1, opt.adamw.beta2,
+        opt.adamw.eps, static_cast<double>(opt.lr * muon.adamw_lr_ratio), task.decay_note());
   else
     monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1,
                  opt.adamw.beta2, opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());

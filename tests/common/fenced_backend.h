@@ -219,6 +219,18 @@ class FencedCpuBackend final : public cpu::CpuBackend {
     const Guard g(*this, "scale", {&x});
     CpuBackend::run_scale(x, factor);
   }
+  void run_matmul(const MatmulArgs& a) override {
+    const Guard g(*this, "matmul", {&a.c, &a.a, &a.b});
+    CpuBackend::run_matmul(a);
+  }
+  void run_muon_momentum(const MuonMomentumArgs& a) override {
+    const Guard g(*this, "muon_momentum", {&a.m, &a.grads, &a.u});
+    CpuBackend::run_muon_momentum(a);
+  }
+  void run_muon_update(const MuonUpdateArgs& a) override {
+    const Guard g(*this, "muon_update", {&a.params, &a.o});
+    CpuBackend::run_muon_update(a);
+  }
 
  private:
   // Opens the memory for one op after checking that each of its tensors lies in it. An op the

@@ -81,6 +81,23 @@ TEST_F(DataParallelTraining, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
   EXPECT_EQ(l2.size(), 20u);
 }
 
+// Muon under ZeRO-1: each rank orthogonalises the whole matrices of its shard, then the
+// parameters are all-gathered; the same run as one rank with twice the accumulation.
+TEST_F(DataParallelTraining, MuonOnTwoZeroRanksMatchesOneRank) {
+  const std::string& d = tmp_.path();
+  const std::string muon = " --steps 12 --optimizer muon --lr 1e-2";
+  auto one = train(1, args(d, tmp_ / "one") + muon);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto zero = train(2, args(d, tmp_ / "zero") + muon + " --zero 1");
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+  const auto l1 = read_losses(tmp_ / "one"), lz = read_losses(tmp_ / "zero");
+  ASSERT_EQ(l1.size(), 12u);
+  EXPECT_LT(l1.back().second, l1.front().second - 1.0);  // it learns
+  expect_losses_close(lz, l1, 1e-6);
+  expect_parameters_close(tmp_ / "zero/step_00000012", tmp_ / "one/step_00000012");
+}
+
 TEST_F(DataParallelTraining, ResumeOnTwoRanksReproducesTheUninterruptedRun) {
   const std::string& d = tmp_.path();
   for (const char* zero : {"0", "1"}) {

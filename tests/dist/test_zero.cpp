@@ -68,14 +68,20 @@ void check_sharded_matches_whole(OptimizerKind kind, int world) {
   adamw.weight_decay = 0.1f;
   SophiaHyper sophia;
   sophia.k = 2;
+  MuonHyper muon;
+  muon.qkv = MuonQkv::Three;
   auto make = [&](const ParamTable& t) {
-    return make_optimizer(kind, t, adamw, sophia, 4096.0, 3, host_backend());
+    return make_optimizer(kind, t, adamw, sophia, 4096.0, 3, host_backend(), muon);
   };
 
   std::vector<float> whole_params = random_values(n, 1, 0.2f);
   std::vector<float> shard_params = whole_params;
   auto whole = make(table);
-  const Partition part(n, world);
+  // Muon's shards hold whole matrices (DataParallel cuts them so).
+  std::vector<std::pair<size_t, size_t>> whole_ranges;
+  if (kind == OptimizerKind::Muon)
+    for (const ParamRange& r : muon_whole_ranges(table, muon.qkv)) whole_ranges.emplace_back(r.begin, r.end);
+  const Partition part = partition_keeping_whole(n, world, whole_ranges);
   std::vector<ParamTable> tables;
   std::vector<std::unique_ptr<Optimizer>> shards;
   tables.reserve(world);
@@ -119,6 +125,24 @@ TEST(ZeroShards, AdamWShardsMatchTheWholeOptimizer) {
 
 TEST(ZeroShards, SophiaShardsMatchTheWholeOptimizer) {
   for (int world : {2, 5}) check_sharded_matches_whole(OptimizerKind::Sophia, world);
+}
+
+TEST(ZeroShards, MuonShardsOfWholeMatricesMatchTheWholeOptimizer) {
+  for (int world : {2, 3, 5}) check_sharded_matches_whole(OptimizerKind::Muon, world);
+}
+
+TEST(ZeroShards, MuonRefusesAShardThatCutsAMatrix) {
+  const ParamTable table = small_table();
+  const ParamSpec& fc = table.get("h.0.mlp.c_fc.weight");
+  const ParamTable cut = shard_param_table(table, 0, fc.offset + 10);
+  try {
+    make_optimizer(OptimizerKind::Muon, cut, {}, {}, 1.0, 1, host_backend());
+    FAIL() << "a cut matrix was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("h.0.mlp.c_fc.weight is cut by this rank's shard"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(DataParallel, SingleProcessCoversTheWholeBufferAndScattersState) {

@@ -427,3 +427,42 @@ void CpuBackend::run_scale(const View& x, float factor) {
 }
 
 }  // namespace mptrain::cpu
+
+namespace mptrain::cpu {
+
+// alpha and beta around the product: straight into c when they are BLAS's defaults for a c the
+// GEMM can write (or accumulate into), else the fp32 product in scratch, then one pass.
+void CpuBackend::run_matmul(const MatmulArgs& a) {
+  const int M = as_int(a.c.dim(0)), N = as_int(a.c.dim(1)), K = as_int(a.a.dim(1));
+  const size_t n = static_cast<size_t>(M) * N;
+  const bool plain = a.alpha == 1.0f && (a.beta == 0.0f || (a.beta == 1.0f && a.c.type == F32));
+  if (plain) {
+    gemm_mixed(a.c.ptr, a.c.type, layout(a.c), operand(a.a), operand(a.b), gemm_math(a.math), 1, 1, M, N, K,
+               a.beta == 1.0f, ws_, ctx_);
+    return;
+  }
+  auto* acc = static_cast<float*>(scratch(0, n * sizeof(float)));
+  gemm_mixed(acc, F32, GemmLayout{0, 0, N, 1}, operand(a.a), operand(a.b), gemm_math(a.math), 1, 1, M, N, K,
+             false, ws_, ctx_);
+  if (a.c.type == F32) {
+    scale_add(a.c.as<float>(), acc, n, a.alpha, a.beta);
+    return;
+  }
+  auto* wide = static_cast<float*>(scratch(1, n * sizeof(float)));
+  if (a.beta != 0.0f) convert(wide, F32, a.c.ptr, a.c.type, n);
+  scale_add(wide, acc, n, a.alpha, a.beta);
+  convert(a.c.ptr, a.c.type, wide, F32, n);
+}
+
+void CpuBackend::run_muon_momentum(const MuonMomentumArgs& a) {
+  cpu::muon_momentum(a.m.as<float>(), a.grads.as<float>(), a.u.as<float>(), a.u.dim(0), a.u.dim(1),
+                     a.m.stride[0], a.mu, a.nesterov, a.grad_scale);
+}
+
+void CpuBackend::run_muon_update(const MuonUpdateArgs& a) {
+  Widening w(wide_);
+  cpu::muon_update(a.params.as<float>(), w.read(a.o).as<float>(), a.o.dim(0), a.o.dim(1), a.params.stride[0],
+                   a.lr, a.weight_decay, a.scale);
+}
+
+}  // namespace mptrain::cpu

@@ -58,6 +58,9 @@ class CpuBackend : public Backend {
   bool run_unscale_and_check(const View& grads, float inv_scale) override;
   double run_sum_squares(const View& x) override;
   void run_scale(const View& x, float factor) override;
+  void run_matmul(const MatmulArgs& a) override;
+  void run_muon_momentum(const MuonMomentumArgs& a) override;
+  void run_muon_update(const MuonUpdateArgs& a) override;
 
  private:
   // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a

@@ -31,6 +31,11 @@ void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t l
       narrow_span(h, tmp, n);
       widen_span(tmp, h, n);
     }
+    if (m == GemmMath::BF16 && dt == StorageType::F32) {  // emulated bf16: round to bf16, hold in fp32
+      Bf16 h[kChunk];
+      narrow_span(h, tmp, n);
+      widen_span(tmp, h, n);
+    }
     dispatch_storage(dt, [&](auto dtag) { narrow_span(static_cast<decltype(dtag)*>(d) + i0, tmp, n); });
   }
 }
@@ -68,14 +73,16 @@ bool needs_conversion(const GemmOperand& x, StorageType operand_storage, GemmMat
   if (x.type != operand_storage) return true;
   if (x.ready) return false;
   // Stored in the operand storage: that is the format itself, except for TF32 (fp32 values
-  // still to be rounded) and emulated fp16 (fp32 values still to be rounded to fp16).
-  return m == GemmMath::TF32 || (m == GemmMath::F16 && operand_storage == StorageType::F32);
+  // still to be rounded) and emulated fp16 or bf16 (fp32 values still to be rounded).
+  return m == GemmMath::TF32 ||
+         ((m == GemmMath::F16 || m == GemmMath::BF16) && operand_storage == StorageType::F32);
 }
 
 }  // namespace
 
 GemmWorkspace::GemmWorkspace(Context& ctx)
-    : fp16_native_(gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx)) {}
+    : fp16_native_(gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx)),
+      bf16_native_(gemm_supports(StorageType::F32, StorageType::BF16, StorageType::BF16, ctx)) {}
 
 GemmMath gemm_math(ComputeType t) {
   switch (t) {
@@ -91,10 +98,10 @@ GemmMath gemm_math(ComputeType t) {
   return GemmMath::F32;
 }
 
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native) {
+StorageType gemm_operand_storage(GemmMath m, bool fp16_native, bool bf16_native) {
   switch (m) {
     case GemmMath::BF16:
-      return StorageType::BF16;
+      return bf16_native ? StorageType::BF16 : StorageType::F32;
     case GemmMath::F16:
       return fp16_native ? StorageType::F16 : StorageType::F32;
     default:
@@ -111,7 +118,8 @@ void* GemmWorkspace::slot(int i, size_t bytes) {
 void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, GemmMath m,
                      const GemmWorkspace& ws) {
   const StorageType dt = ws.operand_storage(m);
-  if (m == GemmMath::F32 || m == GemmMath::BF16 || (m == GemmMath::F16 && dt == StorageType::F16)) {
+  if (m == GemmMath::F32 || (m == GemmMath::BF16 && dt == StorageType::BF16) ||
+      (m == GemmMath::F16 && dt == StorageType::F16)) {
     convert(dst, dt, src, st, n);
     return;
   }

@@ -188,6 +188,46 @@ void scale(float* x, size_t n, float factor) {
   for (size_t i = 0; i < n; ++i) x[i] *= factor;
 }
 
+void muon_momentum(float* m, const float* grads, float* u, int64_t rows, int64_t cols, int64_t ld, float mu,
+                   bool nesterov, float grad_scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* mr = m + r * ld;
+    const float* gr = grads + r * ld;
+    float* ur = u + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const float g = gr[c] * grad_scale;
+      const float mi = mu * mr[c] + g;
+      mr[c] = mi;
+      ur[c] = nesterov ? g + mu * mi : mi;
+    }
+  }
+}
+
+void muon_update(float* params, const float* o, int64_t rows, int64_t cols, int64_t ld, float lr,
+                 float weight_decay, float scale) {
+  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);
+  const float step = static_cast<float>(-static_cast<double>(lr) * scale);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* pr = params + r * ld;
+    const float* orow = o + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) pr[c] = pr[c] * decay + step * orow[c];
+  }
+}
+
+void scale_add(float* c, const float* acc, size_t n, float alpha, float beta) {
+  if (beta == 0.0f) {  // c's old values are ignored, NaN included (BLAS's rule)
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; ++i) c[i] = alpha * acc[i];
+    return;
+  }
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) c[i] = alpha * acc[i] + beta * c[i];
+}
+
 bool unscale_and_check(float* grads, size_t n, float inv_scale) {
   int found = 0;
 #pragma omp parallel for reduction(| : found) schedule(static)

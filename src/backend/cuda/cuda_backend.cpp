@@ -22,6 +22,7 @@
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
 #include "backend/cuda/loss_scale.h"
+#include "backend/cuda/muon.h"
 #include "backend/cuda/residual.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/sophia.h"
@@ -181,7 +182,12 @@ bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, Compu
     case Op::UnscaleCheck:
     case Op::SumSquares:
     case Op::Scale:
+    case Op::MuonMomentum:
       return same_from(0) && t[0] == F32;
+    case Op::MuonUpdate:
+      return t[0] == F32;
+    case Op::Matmul:  // c may be fp32 over 16-bit operands
+      return t[1] == t[2] && (t[0] == t[1] || t[0] == F32) && math_fits(t[1], math);
     default:  // LayerNorm (fused or not) and its backward, the loss, embeddings, rows
       return same_from(0);
   }
@@ -555,6 +561,28 @@ double CudaBackend::run_sum_squares(const View& x) {
 
 void CudaBackend::run_scale(const View& x, float factor) {
   scale_in_place(x.as<float>(), count(x), factor, *ctx_);
+}
+
+// Row-major views onto cuBLASLt's transposes: a contiguous operand as stored, the transpose of a
+// contiguous one as op(X) = X^T of its storage (backend.cpp admits no other strides).
+void CudaBackend::run_matmul(const mptrain::MatmulArgs& a) {
+  const bool ta = !a.a.contiguous(), tb = !a.b.contiguous();
+  gemm_scaled(a.c.ptr, a.c.type, a.a.ptr, a.b.ptr, a.a.type, static_cast<int>(a.c.dim(0)),
+              static_cast<int>(a.c.dim(1)), static_cast<int>(a.a.dim(1)), ta, tb, a.alpha, a.beta,
+              a.math == ComputeType::TF32 ? MathMode::Tf32 : MathMode::Fp32, *ctx_);
+}
+
+void CudaBackend::run_muon_momentum(const MuonMomentumArgs& a) {
+  cuda::muon_momentum(a.m.as<float>(), a.grads.as<float>(), a.u.as<float>(), a.u.dim(0), a.u.dim(1),
+                      a.m.stride[0], a.mu, a.nesterov, a.grad_scale, *ctx_);
+}
+
+void CudaBackend::run_muon_update(const MuonUpdateArgs& a) {
+  dispatch_storage(a.o.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::muon_update<T>(a.params.as<float>(), static_cast<const T*>(a.o.ptr), a.o.dim(0), a.o.dim(1),
+                         a.params.stride[0], a.lr, a.weight_decay, a.scale, *ctx_);
+  });
 }
 
 }  // namespace cuda

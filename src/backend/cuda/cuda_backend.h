@@ -83,6 +83,9 @@ class CudaBackend final : public Backend {
   bool run_unscale_and_check(const View& grads, float inv_scale) override;
   double run_sum_squares(const View& x) override;
   void run_scale(const View& x, float factor) override;
+  void run_matmul(const mptrain::MatmulArgs& a) override;
+  void run_muon_momentum(const MuonMomentumArgs& a) override;
+  void run_muon_update(const MuonUpdateArgs& a) override;
   // Stream capture into a CUDA graph (graph.cpp).
   void run_begin_capture() override;
   std::unique_ptr<Graph> run_end_capture() override;

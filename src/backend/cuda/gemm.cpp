@@ -204,9 +204,11 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
 }
 
 // gemm() and gemm_batched(): one product (batch.count 1) or a strided batch.
+// C = alpha·op(A)·op(B) + beta·C; the plan's `accumulate` is beta != 0 (C is read).
 void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-               bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep,
+               bool trans_a, bool trans_b, float alpha, float beta, MathMode math, const GemmEpilogue& ep,
                const GemmBatch& batch, Context& ctx) {
+  const bool accumulate = beta != 0.0f;
   GemmKey k;
   k.M = M, k.N = N, k.K = K;
   k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;
@@ -256,7 +258,6 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
   if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, ep, im)).first;
   GemmPlan& p = it->second;
   set_epilogue_pointers(p.desc, ep);
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   MPT_CUBLAS_CHECK(cublasLtMatmul(im.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                   im.workspace, im.workspace_bytes, im.stream));
 }
@@ -266,14 +267,22 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
 void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
           bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
   MPT_PROFILE_RANGE("gemm");
-  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, accumulate, math, ep, GemmBatch{}, ctx);
+  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f, math, ep,
+            GemmBatch{}, ctx);
 }
 
 void gemm_batched(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
                   bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
                   Context& ctx) {
   MPT_PROFILE_RANGE("gemm_batched");
-  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, accumulate, math, GemmEpilogue{}, batch, ctx);
+  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f, math, GemmEpilogue{},
+            batch, ctx);
+}
+
+void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+                 bool trans_a, bool trans_b, float alpha, float beta, MathMode math, Context& ctx) {
+  MPT_PROFILE_RANGE("gemm_scaled");
+  gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, alpha, beta, math, GemmEpilogue{}, GemmBatch{}, ctx);
 }
 
 size_t gemm_plan_count(Context& ctx) { return ctx.impl().plans.size(); }

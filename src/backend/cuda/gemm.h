@@ -53,6 +53,10 @@ void gemm_batched(void* c, StorageType tc, const void* a, const void* b, Storage
                   bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
                   Context& ctx);
 
+// C = alpha·op(A)·op(B) + beta·C, no epilogue (Muon's Newton–Schulz products: MatmulArgs).
+void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+                 bool trans_a, bool trans_b, float alpha, float beta, MathMode math, Context& ctx);
+
 // Number of cached plans (tests check that repeated shapes reuse them).
 size_t gemm_plan_count(Context& ctx);
 

@@ -4,7 +4,9 @@
 // The arithmetic (GemmMath) fixes the operand format the kernel reads:
 //   F32   fp32 operands                       (oneDNN fp32 kernels)
 //   TF32  fp32 operands rounded to TF32       (CPU emulation: round, then the fp32 kernel)
-//   BF16  bf16 operands, fp32 accumulation    (oneDNN AVX512-BF16 / AMX kernels)
+//   BF16  bf16 operands, fp32 accumulation    (oneDNN's bf16 kernels where the CPU has them —
+//         AVX512-BF16 / AMX, or AVX-512; on an AVX2-only CPU oneDNN has none, and bf16 values
+//         held in fp32 go through the fp32 kernel: exact, as a bf16 product is exact in fp32)
 //   F16   fp16 operands, fp32 accumulation    (oneDNN's fp16 kernel where the CPU has
 //         AVX512-FP16; elsewhere emulated exactly: fp16 values widened to fp32 — a product of
 //         two fp16 values is exact in fp32 — and the fp32 kernel)
@@ -35,9 +37,10 @@ struct GemmOperand {
   bool ready = false;
 };
 
-// The storage a GEMM of arithmetic m reads its operands in: bf16, fp16 where oneDNN has an fp16
-// kernel (fp16_native), fp32 otherwise (fp32, TF32-rounded fp32, fp16 values held in fp32).
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native);
+// The storage a GEMM of arithmetic m reads its operands in: bf16 or fp16 where oneDNN has a kernel
+// for it (bf16_native, fp16_native), fp32 otherwise (fp32, TF32-rounded fp32, bf16 or fp16 values
+// held in fp32).
+StorageType gemm_operand_storage(GemmMath m, bool fp16_native, bool bf16_native = true);
 
 // Conversion buffers for operands that are not in the arithmetic's format, and what this CPU's
 // oneDNN can do. One per model; grows to the largest need, then stays.
@@ -48,11 +51,14 @@ class GemmWorkspace {
   // What make_policy needs to know of this CPU.
   BackendCaps caps() const { return {fp16_native_}; }
   // The storage a GEMM of this arithmetic reads its operands in (fp16 emulated: fp32).
-  StorageType operand_storage(GemmMath m) const { return gemm_operand_storage(m, fp16_native_); }
+  StorageType operand_storage(GemmMath m) const {
+    return gemm_operand_storage(m, fp16_native_, bf16_native_);
+  }
   void* slot(int i, size_t bytes);  // i in [0, 3): a, b, c
 
  private:
   bool fp16_native_;
+  bool bf16_native_;
   FloatBuffer slots_[3];
 };
 

@@ -1,7 +1,7 @@
 // The optimizer's kernels on flat fp32 buffers: what the CPU backend runs for the optimizer ops
 // of the interface (backend/backend.h: adamw, sophia, sophia_hessian, count_unclipped,
-// unscale_and_check, sum_squares, scale). The algorithms (which tensors decay, bias correction's
-// step, Sophia's schedule of estimates) are optim/'s, written once over those ops.
+// unscale_and_check, sum_squares, scale, muon_momentum, muon_update). The algorithms (which tensors decay,
+// bias correction's step, Sophia's schedule of estimates) are optim/'s, written once over those ops.
 //
 // Every kernel is elementwise or a reduction in a fixed order, so any thread count gives the
 // same bits.
@@ -35,6 +35,18 @@ size_t sophia_unclipped_count(const float* m, const float* h, size_t n, float rh
 double sum_of_squares(const float* x, size_t n);
 // x ← x·factor.
 void scale(float* x, size_t n, float factor);
+// Muon (optim/muon.h) on one [rows, cols] matrix whose rows lie ld elements apart in m, grads and
+// params (a column block of a wider matrix when ld > cols); u and o are dense [rows, cols]:
+//   m ← mu·m + g;  u = nesterov ? g + mu·m : m;  g = grads·grad_scale
+//   p ← p·(1 − lr·wd) − lr·scale·o        (the factors rounded once from double, as PyTorch's
+//                                           mul_(1 − lr·wd) and add_(o, alpha=−lr·scale))
+void muon_momentum(float* m, const float* grads, float* u, int64_t rows, int64_t cols, int64_t ld, float mu,
+                   bool nesterov, float grad_scale);
+void muon_update(float* params, const float* o, int64_t rows, int64_t cols, int64_t ld, float lr,
+                 float weight_decay, float scale);
+// c ← alpha·acc + beta·c over n values (a matmul's BLAS scalars around its fp32 product).
+void scale_add(float* c, const float* acc, size_t n, float alpha, float beta);
+
 // GradScaler's unscale: g ← g·inv_scale; true when any element was inf or NaN.
 bool unscale_and_check(float* grads, size_t n, float inv_scale);
 
