@@ -5,14 +5,15 @@ Every run is `mptrain train` with the same preset, seed (so the same initial wei
 sequence length, step budget and data order (the loader walks the shards in order; Sophia's
 Hessian estimate reuses the step's last micro-batch, so it reads no extra data), with warmup then
 cosine decay to zero (--min-lr-frac 0: compare optimizers only against an AdamW whose lr was swept
-and decays fully). For each corpus the script prints every run's validation loss every N steps,
+and decays fully). Sophia-G runs its authors' GPT-2 recipe (--recipe sophia-gpt2), Muon the
+middle AdamW learning rate with its default match_rms_adamw scaling (no tuning of its own). For each corpus the script prints every run's validation loss every N steps,
 the steps and the wall-clock each run needs to reach the best AdamW's final validation loss, and
 every run's final validation loss; it writes `mptrain report` pages with the curves.
 
     python3 bench/optimizer_race.py [--mptrain build/mptrain] [--data data/fortunes ...]
         [--preset d6] [--batch 16] [--seq 64] [--steps 200] [--every 20]
-        [--lr 1e-3] [--adamw-lrs 5e-4,1e-3,2e-3] [--sophia-lr 1e-3] [--sophia-rho 0.04]
-        [--muon-lr LR] [--muon-qkv three] [--precision bf16] [--threads 2]
+        [--lr 1e-3] [--adamw-lrs 5e-4,1e-3,2e-3] [--sophia-lr 6e-4] [--sophia-rho RHO]
+        [--muon-lr LR] [--muon-qkv three] [--precision fp32] [--threads 2]
         [--out runs/optimizer-race] [-- extra flags for every run]
 
 --data takes one or more prepared corpora (directories with *_train_*.bin and *_val_*.bin, as
@@ -60,8 +61,10 @@ def run(args, data, name, optimizer, lr, extra, out_dir):
            "--val-every", str(args.every), "--val-steps", str(args.val_steps), "--log-every", str(args.every),
            "--sample-tokens", "16", "--seed", str(args.seed), "--precision", args.precision,
            "--threads", str(args.threads), "--deterministic", "--progress", "lines", "--run-dir", run_dir]
-    if optimizer == "sophia":
-        cmd += ["--sophia-rho", str(args.sophia_rho), "--sophia-k", str(args.sophia_k)]
+    if optimizer == "sophia":  # the authors' GPT-2 recipe (rho 0.05, wd 0.2, k 10, betas .965/.99)
+        cmd += ["--recipe", "sophia-gpt2"]
+        if args.sophia_rho:
+            cmd += ["--sophia-rho", str(args.sophia_rho)]
     if optimizer == "muon":
         cmd += ["--muon-qkv", args.muon_qkv]
     cmd += extra
@@ -131,12 +134,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--lr", type=float, default=1e-3, help="the middle of the AdamW sweep; Muon's default lr")
     ap.add_argument("--adamw-lrs", default="", help="comma-separated AdamW lrs (default: lr/2, lr, 2lr)")
-    ap.add_argument("--sophia-lr", type=float, default=0.0, help="default: --lr")
-    ap.add_argument("--sophia-rho", type=float, default=0.04)
-    ap.add_argument("--sophia-k", type=int, default=10)
+    ap.add_argument("--sophia-lr", type=float, default=6e-4, help="default: the recipe's 6e-4")
+    ap.add_argument("--sophia-rho", type=float, default=0.0, help="default: the recipe's 0.05")
     ap.add_argument("--muon-lr", type=float, default=0.0, help="default: --lr (match_rms_adamw scaling)")
     ap.add_argument("--muon-qkv", default="three", choices=["three", "one"])
-    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--precision", default="fp32")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(REPO, "runs", "optimizer-race"))
@@ -144,7 +146,6 @@ def main():
     extra = [a for a in extra if a != "--"]
     args.adamw_lrs = [float(x) for x in args.adamw_lrs.split(",")] if args.adamw_lrs else \
         [args.lr / 2, args.lr, args.lr * 2]
-    args.sophia_lr = args.sophia_lr or args.lr
     if not os.path.exists(args.mptrain):
         sys.exit(f"optimizer_race: no mptrain binary at {args.mptrain} (pass --mptrain)")
     for data in args.data:

@@ -45,6 +45,7 @@ PROGRAMS = ["cmake", "ctest", "make", "c++", "g++", "clang++", "node", "npm", "m
 # Data files the main job, the tests and the report read; Python modules the PyTorch references
 # and peers import (under Debian's /usr/bin/python3).
 DATA = ["/usr/bin/python3", "/usr/share/games/fortunes/fortunes", "/usr/share/games/fortunes/computers",
+        "/usr/share/perl/5.36.0/pod/perlfunc.pod",
         "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"]
 PY_MODULES = ["torch", "numpy"]
 IMAGE_PREFIXES = ("/usr/local/cuda",)

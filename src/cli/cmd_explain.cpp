@@ -89,7 +89,7 @@ void run_explain(const ExplainOptions& o) {
     std::printf(
         "the GPU's plan (--policy-of cuda), as this CPU runs it: 16-bit tensors its kernels do not take "
         "are widened to fp32 around them and rounded once; the attention's memory is this CPU's\n");
-  std::printf("%-12s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
+  std::printf("%-13s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
               "saved-for-bwd", "what backward keeps");
   std::vector<size_t> saved(kNumOpKinds, 0);
   for (const ActivationPlan::Entry& e : plan.entries())
@@ -97,21 +97,21 @@ void run_explain(const ExplainOptions& o) {
   for (const OpRule& r : policy.rules) {
     const size_t b = saved[static_cast<size_t>(r.op)];
     std::printf(
-        "%-12s %-6s %-7s %-6s %-6s %-13s %s\n", op_name(r.op), storage_name(r.input), compute_name(r.compute),
+        "%-13s %-6s %-7s %-6s %-6s %-13s %s\n", op_name(r.op), storage_name(r.input), compute_name(r.compute),
         storage_name(r.accumulate), storage_name(r.output), b ? mib(static_cast<double>(b)).c_str() : "-",
         *r.saves ? (std::string(r.saves) + (b ? std::string(" [") + storage_name(r.saved) + "]" : "")).c_str()
                  : "-");
   }
   std::printf("\nnotes:\n");
   if (bert)
-    std::printf("  %-12s %s\n", "bert",
+    std::printf("  %-13s %s\n", "bert",
                 "linear = query|key|value, attention.output.dense, intermediate.dense, output.dense, pooler, "
                 "MLM transform, NSP; lm_head = the MLM decoder (tied word embeddings) on the masked rows; "
                 "post-LN: the LayerNorm outputs are the fp32 residual stream, saved in the GEMM's dtype; "
                 "GELU is the exact erf form");
-  for (const OpRule& r : policy.rules) std::printf("  %-12s %s\n", op_name(r.op), r.note.c_str());
+  for (const OpRule& r : policy.rules) std::printf("  %-13s %s\n", op_name(r.op), r.note.c_str());
   if (policy.uses_fp16() && !gpu_plan)
-    std::printf("  %-12s %s\n", "this CPU",
+    std::printf("  %-13s %s\n", "this CPU",
                 caps.fp16_gemm
                     ? "oneDNN has fp16 GEMM kernels here (AVX512-FP16): fp16 operands are multiplied natively"
                     : "no fp16 GEMM in oneDNN here (no AVX512-FP16): fp16 GEMMs are EMULATED exactly "

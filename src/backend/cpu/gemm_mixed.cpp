@@ -98,10 +98,10 @@ GemmMath gemm_math(ComputeType t) {
   return GemmMath::F32;
 }
 
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native, bool bf16_native) {
+StorageType gemm_operand_storage(GemmMath m, bool fp16_native) {
   switch (m) {
     case GemmMath::BF16:
-      return bf16_native ? StorageType::BF16 : StorageType::F32;
+      return StorageType::BF16;
     case GemmMath::F16:
       return fp16_native ? StorageType::F16 : StorageType::F32;
     default:
@@ -118,8 +118,7 @@ void* GemmWorkspace::slot(int i, size_t bytes) {
 void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, GemmMath m,
                      const GemmWorkspace& ws) {
   const StorageType dt = ws.operand_storage(m);
-  if (m == GemmMath::F32 || (m == GemmMath::BF16 && dt == StorageType::BF16) ||
-      (m == GemmMath::F16 && dt == StorageType::F16)) {
+  if (m == GemmMath::F32 || m == GemmMath::BF16 || (m == GemmMath::F16 && dt == StorageType::F16)) {
     convert(dst, dt, src, st, n);
     return;
   }
@@ -139,7 +138,7 @@ void gemm_mixed(void* c, StorageType tc, GemmLayout lc, const GemmOperand& a, co
             std::string("[gemm_mixed] accumulating into a ") + storage_name(tc) + " output (needs fp32)");
   MPT_CHECK(nb0 >= 0 && nb1 >= 0 && M >= 0 && N >= 0 && K >= 0, "[gemm_mixed] negative size");
   if (nb0 == 0 || nb1 == 0 || M == 0 || N == 0) return;
-  const StorageType ot = ws.operand_storage(math);
+  const StorageType ot = ws.kernel_storage(math);
   const void* pa = a.ptr;
   const void* pb = b.ptr;
   GemmLayout la = a.layout, lb = b.layout;

@@ -37,10 +37,9 @@ struct GemmOperand {
   bool ready = false;
 };
 
-// The storage a GEMM of arithmetic m reads its operands in: bf16 or fp16 where oneDNN has a kernel
-// for it (bf16_native, fp16_native), fp32 otherwise (fp32, TF32-rounded fp32, bf16 or fp16 values
-// held in fp32).
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native, bool bf16_native = true);
+// The storage a GEMM of arithmetic m reads its operands in: bf16, fp16 where oneDNN has an fp16
+// kernel (fp16_native), fp32 otherwise (fp32, TF32-rounded fp32, fp16 values held in fp32).
+StorageType gemm_operand_storage(GemmMath m, bool fp16_native);
 
 // Conversion buffers for operands that are not in the arithmetic's format, and what this CPU's
 // oneDNN can do. One per model; grows to the largest need, then stays.
@@ -51,8 +50,12 @@ class GemmWorkspace {
   // What make_policy needs to know of this CPU.
   BackendCaps caps() const { return {fp16_native_}; }
   // The storage a GEMM of this arithmetic reads its operands in (fp16 emulated: fp32).
-  StorageType operand_storage(GemmMath m) const {
-    return gemm_operand_storage(m, fp16_native_, bf16_native_);
+  StorageType operand_storage(GemmMath m) const { return gemm_operand_storage(m, fp16_native_); }
+  // The storage oneDNN's kernel reads: the operand storage, except bf16 on a CPU without bf16
+  // kernels, whose bf16 operands are widened to fp32 inside gemm_mixed (so the plans, and what
+  // `explain` prints, are the same on every CPU).
+  StorageType kernel_storage(GemmMath m) const {
+    return m == GemmMath::BF16 && !bf16_native_ ? StorageType::F32 : operand_storage(m);
   }
   void* slot(int i, size_t bytes);  // i in [0, 3): a, b, c
 
