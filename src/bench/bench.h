@@ -41,6 +41,7 @@ struct BenchOptions {
   int warmup = 1;                   // untimed steps first
   int threads = 0;                  // 0 = all cores
   std::string optimizer = "adamw";  // adamw | sophia | muon (default hyperparameters; Hessian every 10 steps)
+  std::string muon_qkv = "three";   // Muon: q, k, v as three matrices or one
   std::string precision = "fp32";   // fp32 | tf32 | bf16 | fp16 (precision/precision.h)
   bool ladder = false;              // every precision in one run (see above)
   bool result_line = false;         // also print one machine-readable "RESULT key=value ..." line

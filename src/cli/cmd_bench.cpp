@@ -37,6 +37,9 @@ void register_bench(CLI::App& app, int& exit_code) {
          "iterations are)")
       ->capture_default_str()
       ->check(CLI::IsMember({"adamw", "sophia", "muon"}));
+  cmd->add_option("--muon-qkv", o->muon_qkv, "Muon: attention's q, k, v weights as three matrices or one")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"three", "one"}));
   cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
       ->capture_default_str();
   cmd->add_flag(

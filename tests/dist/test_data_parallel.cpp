@@ -85,7 +85,7 @@ TEST_F(DataParallelTraining, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
 // parameters are all-gathered; the same run as one rank with twice the accumulation.
 TEST_F(DataParallelTraining, MuonOnTwoZeroRanksMatchesOneRank) {
   const std::string& d = tmp_.path();
-  const std::string muon = " --steps 12 --optimizer muon --lr 1e-2";
+  const std::string muon = " --steps 12 --optimizer muon";
   auto one = train(1, args(d, tmp_ / "one") + muon);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   auto zero = train(2, args(d, tmp_ / "zero") + muon + " --zero 1");

@@ -11,8 +11,10 @@
 // Bits depend on the CPU (oneDNN picks kernels, and their summation order, by ISA and cache
 // sizes), so exact hashes and figures are kept per CPU signature (vendor, family, model and
 // the vector extensions that change kernels) in tests/golden/data/runs.json. Every CPU checks
-// the signature-free part against the recorded run: per-tensor parameter norms within 1e-3,
-// training losses within 2e-4 (fp32, tf32) or 2e-3 (bf16, fp16), d6 metrics within 1e-4 (a
+// the signature-free part against the recorded run: per-tensor parameter norms within 1e-3 (1e-2
+// for bf16/fp16, 3e-2 for Sophia, whose sign steps amplify last-bit differences),
+// training losses within 2e-4 (fp32, tf32) or 2e-3 (bf16, fp16), d6 metrics within 1e-4 (gradient
+// norms 3e-3) (a
 // coarse net: the exact hashes are the fine one). A CPU with no exact record says so in the log;
 // the explain text is exact everywhere.
 //   MPTRAIN_GOLDEN_UPDATE=1 mptrain_tests_golden   records this CPU's exact results (and the
@@ -147,10 +149,16 @@ void check_params(const std::string& name, const Params& got, double loss_tol) {
       << name << ": no golden record (MPTRAIN_GOLDEN_UPDATE=1 records one)";
   const json& norms = runs["norms"][name];
   ASSERT_EQ(norms.size(), got.norms.size()) << name << ": the tensor set changed";
+  // Across CPUs: Sophia steps by lr·sign(m), so a last-bit difference in a small m flips a sign
+  // and moves that coordinate by 2·lr (small biases' norms moved by up to 1.0e-2 on an AVX2 EPYC
+  // against the AVX-512 record); 16-bit runs round differently once sums do (up to 0.6e-2).
+  const double norm_tol = name.find("sophia") != std::string::npos ? 3e-2 : loss_tol > 2e-4 ? 1e-2 : 1e-3;
   for (const auto& [tensor, n] : got.norms) {
     ASSERT_TRUE(norms.contains(tensor)) << name << ": no tensor " << tensor << " in the golden record";
     const double want = norms[tensor].get<double>();
-    EXPECT_NEAR(n, want, 1e-3 * std::max(want, 1e-6)) << name << ": norm of " << tensor;
+    // Tensors whose norm is below 1e-3 (biases still near their zero start) are compared
+    // absolutely: their relative change is noise.
+    EXPECT_NEAR(n, want, norm_tol * std::max(want, 1e-3)) << name << ": norm of " << tensor;
   }
   if (runs.contains("exact") && runs["exact"].contains(sig) && runs["exact"][sig].contains(name)) {
     EXPECT_EQ(got.hash, runs["exact"][sig][name].get<std::string>())
@@ -324,7 +332,10 @@ TEST(Golden, D6MetricsOverFiftyStepsAndAResumeAtTwentyFive) {
     for (const auto& [f, v] : row) {
       ASSERT_TRUE(want[s].contains(f)) << f << " at step " << s;
       const double w = want[s][f].get<double>();
-      EXPECT_NEAR(v, w, 1e-4 * std::max(std::fabs(w), 1e-3)) << f << " at step " << s;
+      // The gradient norm drifts further than the losses between CPUs' kernels: 3.4e-4 to 1.7e-3
+      // by step 50 on an AVX2 EPYC against the AVX-512 record (losses within 1e-4).
+      const double tol = f == "grad_norm" ? 3e-3 : 1e-4;
+      EXPECT_NEAR(v, w, tol * std::max(std::fabs(w), 1e-3)) << f << " at step " << s;
       if (exact) {
         EXPECT_EQ(v, runs["metrics_exact"][sig][s][f].get<double>()) << f << " at step " << s << " (" << sig << ")";
       }

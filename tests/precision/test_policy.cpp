@@ -170,15 +170,15 @@ TEST(Explain, PrintsTheGpuPlanRunOnTheCpu) {
     const auto r = testing::run_mptrain(std::string("explain --preset ") + preset +
                                         " --precision bf16 --policy-of cuda --batch 2 --seq 32");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const char* s : {"the GPU's plan (--policy-of cuda)", "residual     bf16   fp32    fp32   bf16",
-                          "lm_head      bf16   bf16    fp32   bf16", "the GPU's residual stream is bf16",
+    for (const char* s : {"the GPU's plan (--policy-of cuda)", "residual      bf16   fp32    fp32   bf16",
+                          "lm_head       bf16   bf16    fp32   bf16", "the GPU's residual stream is bf16",
                           "micro-batch gradients (bf16)", "weight copies (every weight)"})
       EXPECT_NE(r.output.find(s), std::string::npos) << preset << ": " << s << " in:\n" << r.output;
     const auto cpu = testing::run_mptrain(std::string("explain --preset ") + preset +
                                           " --precision bf16 --batch 2 --seq 32");
     ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
     EXPECT_EQ(cpu.output.find("micro-batch gradients"), std::string::npos) << cpu.output;
-    EXPECT_NE(cpu.output.find("residual     fp32   fp32    fp32   fp32"), std::string::npos) << cpu.output;
+    EXPECT_NE(cpu.output.find("residual      fp32   fp32    fp32   fp32"), std::string::npos) << cpu.output;
   }
 }
 
@@ -198,13 +198,13 @@ TEST(Explain, DeviceCudaPrintsTheGpusPlanAndDeviceMemory) {
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
   for (const char* s :
        {"the plan of `mptrain train --device cuda`",
-        "device memory:", "residual     bf16   fp32    fp32   bf16", "cuBLASLt on tensor cores",
-        "softmax      fp32   fp32    fp32   bf16   297.8 MiB", "micro-batch gradients (bf16)"})
+        "device memory:", "residual      bf16   fp32    fp32   bf16", "cuBLASLt on tensor cores",
+        "softmax       fp32   fp32    fp32   bf16   297.8 MiB", "micro-batch gradients (bf16)"})
     EXPECT_NE(gpu.output.find(s), std::string::npos) << s << " in:\n" << gpu.output;
   EXPECT_EQ(gpu.output.find("oneDNN"), std::string::npos) << gpu.output;
   const auto cpu = testing::run_mptrain(args + " --policy-of cuda");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
-  EXPECT_NE(cpu.output.find("softmax      fp32   fp32    fp32   bf16   4608.0 MiB"), std::string::npos)
+  EXPECT_NE(cpu.output.find("softmax       fp32   fp32    fp32   bf16   4608.0 MiB"), std::string::npos)
       << cpu.output;
   EXPECT_NE(cpu.output.find("oneDNN"), std::string::npos) << cpu.output;
   testing::expect_clear_error(testing::run_mptrain(args + " --device cuda --policy-of cuda"),
