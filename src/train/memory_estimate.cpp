@@ -146,11 +146,14 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
 
 MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world) {
   const size_t n = model.num_params;
-  constexpr size_t kOptimizerStates = 2;  // AdamW: m, v; Sophia: m, h (optim/*.h)
+  // AdamW: m, v; Sophia: m, h; Muon: its momentum and AdamW's m, v, each laid out like the
+  // parameters (optim/*.h; Muon's Newton–Schulz working set, a few copies of its largest matrix,
+  // is within the runtime allowance).
+  const size_t states = o.optimizer == "muon" ? 3 : 2;
   MemoryEstimate e;
   e.params = n * sizeof(float);
   e.grads = n * sizeof(float) + model.lowp_grad_bytes;
-  e.optimizer = kOptimizerStates * n * sizeof(float);
+  e.optimizer = states * n * sizeof(float);
   if (o.zero == 1 && world > 1)
     e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
   e.activations = model.activation_bytes(o.batch, o.seq);
