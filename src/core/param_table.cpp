@@ -34,8 +34,7 @@ void ParamTable::add_matrix(std::string name, std::vector<int64_t> shape, InitRu
                             QkvRole qkv) {
   MPT_CHECK(shape.size() == 2 && layout != MatrixLayout::None, "[param table] " + name + " is not a matrix");
   add(std::move(name), std::move(shape), init, true);
-  specs_.back().matrix = layout;
-  specs_.back().qkv = qkv;
+  mark_matrix(layout, qkv);
 }
 
 void ParamTable::mark_matrix(MatrixLayout layout, QkvRole qkv) {
