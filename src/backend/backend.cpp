@@ -298,15 +298,34 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
 
 namespace {
 
+// The rows of a batch's tensors: B·T, or packed (backend.h's EmbeddingArgs) whatever `x` holds
+// up to B·T (cu_seqlens may live in device memory, so its last entry is not read here).
+std::int64_t packed_rows(const Check& c, int B, int T, const View& x, const char* name, bool packed) {
+  const std::int64_t full = static_cast<std::int64_t>(B) * T;
+  if (!packed) return full;
+  c.that(x.rank == 2 && x.dim(0) <= full,
+         std::string(name) + " is " + x.describe() +
+             ": packed sequences hold at most B·T = " + std::to_string(full) + " rows");
+  return x.dim(0);
+}
+
+// The batch an attention's memory is sized for (backend.h's AttentionArgs): B, or for packed
+// sequences ⌈rows / T⌉, which bounds any packing of those rows (Σ L² ≤ T·rows).
+int memory_batch(int B, int T, const View& qkv, const int* cu_seqlens) {
+  if (!cu_seqlens || T <= 0) return B;
+  return static_cast<int>((qkv.dim(0) + T - 1) / T);
+}
+
 // The shape contract shared by attention and its backward.
 void check_attention(const Check& c, int B, int T, int NH, const View& qkv, const View& out,
-                     const char* out_name, const AttentionDtypes& t) {
+                     const char* out_name, const AttentionDtypes& t, bool packed) {
   c.that(B >= 0 && T >= 0 && NH > 0, "needs B, T >= 0 and NH > 0");
-  c.shape(qkv, "qkv", {static_cast<std::int64_t>(B) * T, -1});
+  const std::int64_t rows = packed_rows(c, B, T, qkv, "qkv", packed);
+  c.shape(qkv, "qkv", {rows, -1});
   const std::int64_t C3 = qkv.dim(1);
   c.that(C3 % 3 == 0 && (C3 / 3) % NH == 0,
          "qkv is " + qkv.describe() + ": 3C with C a multiple of NH = " + std::to_string(NH) + " expected");
-  c.shape(out, out_name, {static_cast<std::int64_t>(B) * T, C3 / 3});
+  c.shape(out, out_name, {rows, C3 / 3});
   c.rows_contiguous(qkv, "qkv");
   c.rows_contiguous(out, out_name);
   c.that(qkv.type == t.qkv, "qkv is " + qkv.describe() + ", the types say " + storage_name(t.qkv));
@@ -328,22 +347,29 @@ void check_attention_memory(const Check& c, const AttentionBytes& need, const Vi
 
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types);
-  check_attention_memory(c, attention_bytes(a.B, a.T, static_cast<int>(a.out.dim(1)), a.NH, a.types), a.saved,
-                         a.scratch);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, a.cu_seqlens != nullptr);
+  check_attention_memory(c,
+                         attention_bytes(memory_batch(a.B, a.T, a.qkv, a.cu_seqlens), a.T,
+                                         static_cast<int>(a.out.dim(1)), a.NH, a.types),
+                         a.saved, a.scratch);
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
+  c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
+  c.that(a.key_mask == nullptr || a.cu_seqlens == nullptr, "packed sequences take no key mask");
   require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
   enqueue([this, a] { run_attention(a); });
 }
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
   const Check c(name(), Op::AttentionBackward);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types, a.cu_seqlens != nullptr);
+  c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
   c.shape(a.dqkv, "dqkv", {a.qkv.dim(0), a.qkv.dim(1)});
   c.rows_contiguous(a.dqkv, "dqkv");
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
-  check_attention_memory(c, attention_bytes(a.B, a.T, static_cast<int>(a.dout.dim(1)), a.NH, a.types),
+  check_attention_memory(c,
+                         attention_bytes(memory_batch(a.B, a.T, a.qkv, a.cu_seqlens), a.T,
+                                         static_cast<int>(a.dout.dim(1)), a.NH, a.types),
                          a.saved, a.scratch);
   require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
           a.types.scores);
@@ -379,7 +405,7 @@ void Backend::embedding(const EmbeddingArgs& a) {
   c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
   c.shape(a.word, "word", {-1, -1});
   const std::int64_t C = a.word.dim(1);
-  c.shape(a.out, "out", {static_cast<std::int64_t>(a.B) * a.T, C});
+  c.shape(a.out, "out", {packed_rows(c, a.B, a.T, a.out, "out", a.cu_seqlens != nullptr), C});
   c.shape(a.pos, "pos", {-1, C});
   c.that(a.pos.dim(0) >= a.T,
          "pos has " + std::to_string(a.pos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
@@ -398,7 +424,7 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
   c.shape(a.dword, "dword", {-1, -1});
   const std::int64_t C = a.dword.dim(1);
-  c.shape(a.dout, "dout", {static_cast<std::int64_t>(a.B) * a.T, C});
+  c.shape(a.dout, "dout", {packed_rows(c, a.B, a.T, a.dout, "dout", a.cu_seqlens != nullptr), C});
   c.shape(a.dpos, "dpos", {-1, C});
   c.that(a.dpos.dim(0) >= a.T,
          "dpos has " + std::to_string(a.dpos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");

@@ -161,8 +161,8 @@ struct AttentionBytes {
 // key padding mask (BERT): q, k, v = qkv[:, 0:C | C:2C |
 // 2C:3C], NH heads each, scale 1/sqrt(C/NH); out has the heads concatenated (before c_proj).
 struct AttentionArgs {
-  View out{};      // [B·T, C] (=)
-  View qkv{};      // [B·T, 3C]
+  View out{};      // [rows, C] (=)
+  View qkv{};      // [rows, 3C]: rows = B·T, or packed (EmbeddingArgs' comment) under cu_seqlens
   View saved{};    // attention_bytes().saved bytes: written here, read by backward
   View scratch{};  // attention_bytes().scratch bytes, not preserved
   int B = 0, T = 0, NH = 0;
@@ -171,16 +171,21 @@ struct AttentionArgs {
   // Bidirectional only: Hugging Face's attention_mask [B·T], nonzero = a real key (null: none
   // is padding). A sequence without a real key is refused.
   const int* key_mask = nullptr;
+  // Bidirectional only: the packed layout (each sequence attends to itself; no key mask). Its
+  // saved and scratch memory is attention_bytes(⌈rows / T⌉, T, ...): enough for any packing of
+  // the rows (Σ L² ≤ T·rows), however many sequences B counts.
+  const int* cu_seqlens = nullptr;
 };
 
 struct AttentionBackwardArgs {
-  View dqkv{};  // [B·T, 3C] (=), in types.qkv
-  View dout{};  // [B·T, C], in types.out
+  View dqkv{};  // [rows, 3C] (=), in types.qkv
+  View dout{};  // [rows, C], in types.out
   View qkv{};   // as the forward read it
   View saved{}, scratch{};
   int B = 0, T = 0, NH = 0;
   AttentionDtypes types;
-  bool causal = true;  // as the forward ran (the saved probabilities carry the mask)
+  bool causal = true;               // as the forward ran (the saved probabilities carry the mask)
+  const int* cu_seqlens = nullptr;  // as the forward ran
 };
 
 struct CrossEntropyArgs {
@@ -198,22 +203,29 @@ struct CrossEntropyArgs {
   std::uint64_t seed = 0, counter = 0;
 };
 
+// The packed (unpadded) layout of BERT's batches, for the embeddings and the attention: with
+// cu_seqlens [B+1] (the backend's memory, cu_seqlens[0] = 0, increasing), sequence b is rows
+// [cu_seqlens[b], cu_seqlens[b+1]) of every [rows, ·] tensor, at most T long, its positions
+// 0, 1, ... from its first row, and it attends only to itself; the tensors hold cu_seqlens[B]
+// rows (at most B·T). Null: B sequences of exactly T rows each (row b·T + t).
 struct EmbeddingArgs {
-  View out{};                   // [B·T, C] (=) word[tokens] + pos[t] (+ type[types])
-  const int* tokens = nullptr;  // [B·T], ids checked by the data layer
+  View out{};                   // [rows, C] (=) word[tokens] + pos[t] (+ type[types])
+  const int* tokens = nullptr;  // [rows], ids checked by the data layer
   int B = 0, T = 0;
-  View word{};                 // [V, C]
-  View pos{};                  // [P >= T, C]
-  const int* types = nullptr;  // BERT's segment ids [B·T], or null
-  View type_table{};           // [2, C] with types
+  const int* cu_seqlens = nullptr;  // packed layout (above); null: rows = B·T
+  View word{};                      // [V, C]
+  View pos{};                       // [P >= T, C]
+  const int* types = nullptr;       // BERT's segment ids [B·T], or null
+  View type_table{};                // [2, C] with types
 };
 
 struct EmbeddingBackwardArgs {
   View dword{}, dpos{}, dtype{};  // (+=), like the tables; dtype empty without types
-  View dout{};                    // [B·T, C]
+  View dout{};                    // [rows, C]
   const int* tokens = nullptr;
   const int* types = nullptr;
   int B = 0, T = 0;
+  const int* cu_seqlens = nullptr;  // as the forward's
   int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
 };
 

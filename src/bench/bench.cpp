@@ -17,6 +17,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
+#include "bench/bert_layouts.h"
 #include "bench/bert_synthetic.h"
 #include "bench/child_result.h"
 #include "core/error.h"
@@ -135,13 +136,6 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
 // has no CPU fp16 or TF32 autocast).
 bool peer_has(Precision p) { return p == Precision::Fp32 || p == Precision::Bf16; }
 
-// The quietness line under every ratio (core/quietness.h), and its warning when other work took
-// CPU time during the run.
-void report_quietness(const Quietness& q, bool ratio) {
-  std::printf("quietness: %s\n", q.describe().c_str());
-  if (ratio && q.busy()) std::printf("warning: %s\n", q.warning().c_str());
-}
-
 // The GPU's MFU peak: --peak-tflops, or the H100 SXM's bf16 dense data-sheet figure.
 PeakFlops gpu_peak_flops(const BenchOptions& o) {
   if (o.peak_tflops > 0) return {o.peak_tflops, "--peak-tflops"};
@@ -189,10 +183,7 @@ BenchResult bench_one(const BenchOptions& o) {
   cpu::Context ctx;
   const bool on_cuda = o.device == "cuda";
   // The backend's own plan (a GPU's: 16-bit stream, logits and gradients).
-  const auto backend = [&]() -> std::unique_ptr<Backend> {
-    if (on_cuda) return make_cuda_backend(0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
-    return std::make_unique<cpu::CpuBackend>(ctx);
-  };
+  const auto backend = [&]() { return bench_backend(o, ctx); };
   const auto policy_for = [&](const Backend& be) { return make_policy(precision, {}, be.caps()); };
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
   // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
@@ -650,6 +641,17 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   return rungs;
 }
 
+std::unique_ptr<Backend> bench_backend(const BenchOptions& o, cpu::Context& ctx) {
+  if (o.device == "cuda")
+    return make_cuda_backend(0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
+  return std::make_unique<cpu::CpuBackend>(ctx);
+}
+
+void report_quietness(const Quietness& q, bool ratio) {
+  std::printf("quietness: %s\n", q.describe().c_str());
+  if (ratio && q.busy()) std::printf("warning: %s\n", q.warning().c_str());
+}
+
 BenchResult run_bench(const BenchOptions& o) {
   MPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, not '" + o.device + "'");
   if (o.device == "cuda") {
@@ -663,6 +665,14 @@ BenchResult run_bench(const BenchOptions& o) {
   MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  if (!o.data.empty()) {
+    MPT_CHECK(is_bert(o), "--data: real instances are for --model bert (GPT-2's bench draws random tokens)");
+    const LayoutResult l = bench_bert_layouts(o);
+    BenchResult r;
+    r.ms_per_step = l.ms_per_step;
+    r.tokens_per_s = l.real_tokens_per_s;
+    return r;
+  }
   return bench_one(o);
 }
 

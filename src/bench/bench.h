@@ -17,6 +17,7 @@
 // fp32 and bf16, and prints one table with the speed-up over fp32 and the mptrain/PyTorch ratios.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@
 #include "core/stats.h"  // median: every bench reports it
 
 namespace mptrain {
+
+class Backend;
+struct Quietness;
+namespace cpu {
+class Context;
+}  // namespace cpu
 
 struct BenchOptions {
   // gpt2 | bert. BERT's synthetic instances (the same recipe in bench/pytorch_bert.py, so both
@@ -58,6 +65,9 @@ struct BenchOptions {
   // GPT-2's pass replayed from a graph (model/gpt2.h's set_graphs; CUDA graphs on a GPU). Its
   // first step runs eagerly and its second captures: --warmup 2 at least, so only replays are timed.
   bool graphs = false;
+  // BERT on a real instance file (bench/bert_layouts.h): padded against unpadded batches.
+  std::string data;                   // a `prepare --task bert` instance file; empty: synthetic
+  std::string batch_layout = "both";  // with data: padded | unpadded | both (alternating)
   std::string python = "/usr/bin/python3";
   std::string peer_script;  // default: bench/pytorch_<model>.py next to the build
 };
@@ -78,6 +88,12 @@ struct BenchResult {
 
 // BERT's synthetic batch shape (the recipe above): masked positions in all of a B x T batch.
 int bert_bench_masked_positions(int B, int T);
+
+// The backend a bench step runs on: the CPU's (on ctx), or GPU 0's with --device cuda.
+std::unique_ptr<Backend> bench_backend(const BenchOptions& o, cpu::Context& ctx);
+// The quietness line under every ratio (core/quietness.h), and its warning when other work took
+// CPU time during the run.
+void report_quietness(const Quietness& q, bool ratio);
 
 // One rung of the ladder: a precision's (on a GPU, a step of the walkthrough's) result, or why it
 // has none.

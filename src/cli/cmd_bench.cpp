@@ -14,9 +14,11 @@ void register_bench(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "bench", "Time GPT-2 or BERT training steps (and PyTorch on the same work); --ladder: every precision");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option("--model", o->model,
-                  "Model family: gpt2 (random tokens) or bert (BertForPreTraining on synthetic masked instances)")
-      ->capture_default_str()->check(CLI::IsMember({"gpt2", "bert"}));
+  cmd->add_option(
+         "--model", o->model,
+         "Model family: gpt2 (random tokens) or bert (BertForPreTraining on synthetic masked instances)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpt2", "bert"}));
   cmd->add_option("--device", o->device,
                   "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA "
                   "backend, with the PyTorch GPU peer for GPT-2)")
@@ -24,13 +26,19 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
       ->capture_default_str();
-  cmd->add_option("--vocab-multiple", o->vocab_multiple, "Pad the vocabulary to a multiple of this (BERT default: 64)")
-      ->capture_default_str()->check(cli::at_least(1));
+  cmd->add_option("--vocab-multiple", o->vocab_multiple,
+                  "Pad the vocabulary to a multiple of this (BERT default: 64)")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--steps", o->steps, "Timed steps")->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")->capture_default_str()->check(cli::at_least(0));
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str()->check(cli::at_least(0));
+  cmd->add_option("--warmup", o->warmup, "Untimed steps before timing")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")
+      ->capture_default_str()
+      ->check(cli::at_least(0));
   cmd->add_option(
          "--optimizer", o->optimizer,
          "Optimizer: adamw, sophia (its Hessian steps are part of the timing) or muon (its Newton-Schulz "
@@ -40,7 +48,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--muon-qkv", o->muon_qkv, "Muon: attention's q, k, v weights as three matrices or one")
       ->capture_default_str()
       ->check(CLI::IsMember({"three", "one"}));
-  cmd->add_option("--precision", o->precision, "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
+  cmd->add_option("--precision", o->precision,
+                  "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
       ->capture_default_str();
   cmd->add_flag(
       "--ladder", o->ladder,
@@ -62,16 +71,25 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(cli::at_least(1));
   auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--progress", *progress, "Progress display: auto, bar, lines or none")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the results");
   cmd->add_option("--peak-tflops", o->peak_tflops, "Peak TFLOP/s for MFU (default: an estimate for this CPU)")
       ->check(cli::at_least(0));
+  cmd->add_option("--data", o->data,
+                  "BERT: time steps on this instance file ('prepare --task bert') instead of synthetic "
+                  "instances, padded against unpadded batches (real tokens/s)");
+  cmd->add_option("--batch-layout", o->batch_layout,
+                  "With --data: padded, unpadded, or both (alternating rounds on the same batches)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"padded", "unpadded", "both"}));
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
-  cmd->add_option("--peer-script", o->peer_script, "Path of the peer (default bench/pytorch_gpt2.py or pytorch_bert.py)");
+  cmd->add_option("--peer-script", o->peer_script,
+                  "Path of the peer (default bench/pytorch_gpt2.py or pytorch_bert.py)");
   cmd->callback([cmd, o, progress, &exit_code]() {
     o->progress = parse_progress_mode(*progress);
     parse_precision(o->precision);  // an unknown name: one clear error before any work
-    if (o->model == "bert") {  // BERT's own defaults where the GPT-2 ones were left in place
+    if (o->model == "bert") {       // BERT's own defaults where the GPT-2 ones were left in place
       if (cmd->count("--preset") == 0) o->preset = "bert-base";
       if (cmd->count("--vocab-multiple") == 0) o->vocab_multiple = 64;
     }

@@ -7,6 +7,7 @@
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "io/hf_convert.h"
+#include "train/bert_checkpoint.h"
 
 namespace mptrain {
 
@@ -24,7 +25,8 @@ void print_tensor_report(const HfImportResult& r) {
     dtypes += (dtypes.empty() ? "" : ", ") + std::to_string(count) + " " + name;
   std::printf("tensors: %s", dtypes.c_str());
   if (!r.ignored.empty())
-    std::printf(r.model_type == "gpt2" ? "; %zu mask buffer(s) ignored" : "; %zu buffer(s) ignored", r.ignored.size());
+    std::printf(r.model_type == "gpt2" ? "; %zu mask buffer(s) ignored" : "; %zu buffer(s) ignored",
+                r.ignored.size());
   for (const auto& t : r.tied_copies) std::printf("; %s checked equal to its tied source", t.c_str());
   for (const auto& t : r.stand_ins) std::printf("; %s read as the tensor it is tied to", t.c_str());
   std::printf("\n");
@@ -37,20 +39,24 @@ void run_convert(const ConvertOptions& o) {
     if (r.model_type == "bert") {
       const BertConfig& c = r.bert;
       std::printf(
-          "imported bert: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, FFN %d, vocab %d "
+          "imported bert: %zu parameters (%s; %d layers, %d heads, %d wide, FFN %d, vocab %d "
           "padded to %d, %d positions, %d token types)\n",
-          r.num_params, c.n_layer, c.n_head, c.hidden, c.intermediate, c.vocab_size, c.padded_vocab_size,
-          c.max_position, c.type_vocab_size);
+          r.num_params, bert_hf_architecture(c), c.n_layer, c.n_head, c.hidden, c.intermediate, c.vocab_size,
+          c.padded_vocab_size, c.max_position, c.type_vocab_size);
       print_tensor_report(r);
       if (!r.vocab_source.empty())
-        std::printf("vocabulary: %s (%d tokens, %s)%s\n", r.vocab_source.c_str(), r.vocab_tokens,
-                    r.lower_case ? "lower-cased" : "cased",
-                    r.vocab_tokens < c.vocab_size ? "; fewer than vocab_size: the ids above have no text" : "");
+        std::printf(
+            "vocabulary: %s (%d tokens, %s)%s\n", r.vocab_source.c_str(), r.vocab_tokens,
+            r.lower_case ? "lower-cased" : "cased",
+            r.vocab_tokens < c.vocab_size ? "; fewer than vocab_size: the ids above have no text" : "");
       else
-        std::printf("vocabulary: none (no vocab.txt in %s): fill-mask will need --vocab, or convert again with --vocab\n",
-                    o.from_hf.c_str());
-      std::printf("wrote %s (weights only, step 0): use it with fill-mask, eval or train --model bert --init-from\n",
-                  o.out.c_str());
+        std::printf(
+            "vocabulary: none (no vocab.txt in %s): fill-mask will need --vocab, or convert again with "
+            "--vocab\n",
+            o.from_hf.c_str());
+      std::printf(
+          "wrote %s (weights only, step 0): use it with fill-mask, eval or train --model bert --init-from\n",
+          o.out.c_str());
     } else {
       std::printf(
           "imported %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d, context %d)\n",
@@ -63,11 +69,12 @@ void run_convert(const ConvertOptions& o) {
   } else {
     const HfExportResult r = export_hf_folder(o.to_hf, o.out, o.vocab_dir, o.vocab);
     if (r.model_type == "bert") {
-      std::printf("exported %s: %zu parameters (BertForPreTraining, vocab %d)\n", r.checkpoint.c_str(),
-                  r.num_params, r.bert.vocab_size);
+      std::printf("exported %s: %zu parameters (%s, vocab %d)\n", r.checkpoint.c_str(), r.num_params,
+                  bert_hf_architecture(r.bert), r.bert.vocab_size);
       std::printf("wrote %s: config.json, model.safetensors%s\n", o.out.c_str(),
-                  r.tokenizer_files ? ", vocab.txt, tokenizer_config.json"
-                                    : " (no vocab.txt in the checkpoint: no tokenizer files; give one with --vocab)");
+                  r.tokenizer_files
+                      ? ", vocab.txt, tokenizer_config.json"
+                      : " (no vocab.txt in the checkpoint: no tokenizer files; give one with --vocab)");
     } else {
       std::printf("exported %s: %zu parameters (GPT2LMHeadModel, vocab %d)\n", r.checkpoint.c_str(),
                   r.num_params, r.config.vocab_size);

@@ -25,9 +25,23 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"gpt2", "bert"}));
   auto bert = std::make_shared<BertTrainOptions>();
-  cmd->add_option("--max-predictions", bert->max_predictions, "BERT: masked positions per sequence at most")
-      ->capture_default_str()
+  cmd->add_option("--max-predictions", bert->max_predictions,
+                  "BERT: masked positions per sequence at most (default: max(20, ceil(mask rate x T)))")
       ->check(cli::at_least(1));
+  cmd->add_option("--mask-rate", bert->mask_rate,
+                  "BERT: fraction of each sequence's tokens masked for MLM (0.15 the original recipe, 0.30 "
+                  "MosaicBERT's); of them 80% [MASK], 10% random, 10% unchanged")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0).description("in (0, 1)"));
+  cmd->add_flag(
+      "--no-nsp", [bert](std::int64_t) { bert->nsp = false; },
+      "BERT: MLM-only pretraining (RoBERTa, MosaicBERT, ModernBERT): no next-sentence loss, and a "
+      "model without pooler and NSP head (Hugging Face's BertForMaskedLM)");
+  cmd->add_option_function<std::string>(
+         "--batch-layout", [bert](const std::string& v) { bert->unpadded = v == "unpadded"; },
+         "BERT: unpadded (default: the instances packed back to back, no work on padding) or padded (B rows "
+         "of T under an attention mask)")
+      ->check(CLI::IsMember({"unpadded", "padded"}));
   cmd->add_option("--preset", opt->preset,
                   "Model preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, d2, d4, d6, d8, d12)")
       ->capture_default_str();

@@ -1,6 +1,8 @@
 // Parameter table bookkeeping.
 #include "core/param_table.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -47,6 +49,10 @@ const ParamSpec& ParamTable::get(const std::string& name) const {
   for (const auto& s : specs_)
     if (s.name == name) return s;
   throw Error("no parameter named '" + name + "'");
+}
+
+bool ParamTable::has(const std::string& name) const {
+  return std::any_of(specs_.begin(), specs_.end(), [&](const ParamSpec& s) { return s.name == name; });
 }
 
 ParamRange ParamTable::range(const std::string& prefix) const {

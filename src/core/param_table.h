@@ -38,7 +38,7 @@ struct ParamSpec {
   bool decay = false;  // AdamW weight decay applies (2-D weights only)
   MatrixLayout matrix = MatrixLayout::None;
   QkvRole qkv = QkvRole::None;
-  size_t offset = 0;   // in elements, into the flat buffer
+  size_t offset = 0;  // in elements, into the flat buffer
   size_t numel = 0;
   size_t hf_numel() const;
 };
@@ -62,6 +62,7 @@ class ParamTable {
   void mark_matrix(MatrixLayout layout, QkvRole qkv);
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const ParamSpec& get(const std::string& name) const;  // throws Error for an unknown name
+  bool has(const std::string& name) const;
   // The range the tensors whose names start with `prefix` occupy (e.g. "h.3." for a GPT-2
   // block); throws Error when none does or they are not consecutive.
   ParamRange range(const std::string& prefix) const;

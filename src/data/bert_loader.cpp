@@ -114,6 +114,22 @@ void BertLoader::set_position(const BertLoaderPosition& pos) {
   build_order(pos.epoch);
 }
 
+void unpad(BertBatch& batch) {
+  MPT_CHECK(batch.cu_seqlens.empty(), "unpad: the batch is unpadded already");
+  batch.cu_seqlens.assign(static_cast<size_t>(batch.B) + 1, 0);
+  size_t to = 0;
+  for (int b = 0; b < batch.B; ++b) {
+    const size_t from = static_cast<size_t>(b) * batch.T, len = static_cast<size_t>(batch.lengths[b]);
+    for (std::vector<int>* v : {&batch.input_ids, &batch.token_type_ids, &batch.mlm_labels})
+      std::copy_n(v->begin() + static_cast<std::ptrdiff_t>(from), len,
+                  v->begin() + static_cast<std::ptrdiff_t>(to));
+    to += len;
+    batch.cu_seqlens[static_cast<size_t>(b) + 1] = static_cast<int>(to);
+  }
+  for (std::vector<int>* v : {&batch.input_ids, &batch.token_type_ids, &batch.mlm_labels}) v->resize(to);
+  batch.attention_mask.clear();
+}
+
 void BertLoader::next(BertBatch& batch) {
   const size_t global = static_cast<size_t>(B_) * world_;
   if (static_cast<size_t>(pos_.index) + global > file_.size()) {
@@ -131,6 +147,7 @@ void BertLoader::next(BertBatch& batch) {
   batch.mlm_labels.assign(BT, kMlmIgnoreLabel);
   batch.nsp_labels.assign(B_, 0);
   batch.lengths.assign(B_, 0);
+  batch.cu_seqlens.clear();
   batch.num_masked = 0;
   for (int b = 0; b < B_; ++b) {
     const size_t inst = order_[static_cast<size_t>(pos_.index) + static_cast<size_t>(rank_) * B_ + b];

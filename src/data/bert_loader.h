@@ -47,7 +47,14 @@ struct BertBatch {
   std::vector<int> input_ids, token_type_ids, attention_mask, mlm_labels;  // [B*T]
   std::vector<int> nsp_labels, lengths;                                    // [B]
   int64_t num_masked = 0;
+  // Unpadded (unpad below): [B+1] offsets of the rows; input_ids, token_type_ids and mlm_labels
+  // then hold the real tokens only, back to back, and attention_mask is empty. Empty: padded.
+  std::vector<int> cu_seqlens;
 };
+
+// Drops a padded batch's padding in place (model/bert.h's packed layout, BertInputs::cu_seqlens):
+// row b's lengths[b] real tokens, then row b+1's, ...; same tokens, labels, masks and order.
+void unpad(BertBatch& batch);
 
 struct BertMaskingOptions {
   double mask_prob = 0.15;         // fraction of maskable tokens predicted

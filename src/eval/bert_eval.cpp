@@ -10,6 +10,16 @@
 
 namespace mptrain {
 
+BertInputs bert_inputs(const BertBatch& b, const BertConfig& config) {
+  const bool packed = !b.cu_seqlens.empty();
+  return {b.input_ids.data(),
+          b.token_type_ids.data(),
+          packed ? nullptr : b.attention_mask.data(),
+          b.mlm_labels.data(),
+          config.nsp ? b.nsp_labels.data() : nullptr,
+          packed ? b.cu_seqlens.data() : nullptr};
+}
+
 BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, Communicator* comm) {
   if (batches <= 0) batches = static_cast<int64_t>(loader.batches_per_epoch());
   loader.reset();
@@ -22,9 +32,7 @@ BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, C
   for (int64_t i = 0; i < batches; ++i) {
     loader.next(batch);
     if (i % world != rank) continue;
-    const BertInputs in{batch.input_ids.data(), batch.token_type_ids.data(), batch.attention_mask.data(),
-                        batch.mlm_labels.data(), batch.nsp_labels.data()};
-    const BertStats st = model.forward(in, batch.B, batch.T);
+    const BertStats st = model.forward(bert_inputs(batch, model.config()), batch.B, batch.T);
     r.mlm_count += st.mlm_count;
     r.mlm_correct += st.mlm_correct;
     r.nsp_count += st.nsp_count;
@@ -33,7 +41,8 @@ BertEvalResult evaluate_bert(Bert& model, BertLoader& loader, int64_t batches, C
     nsp_sum += static_cast<double>(st.nsp_loss) * st.nsp_count;
     for (int label : batch.mlm_labels)
       if (label != kMlmIgnoreLabel) ++label_counts[label];
-    for (int label : batch.nsp_labels) nsp_ones += label;
+    if (st.nsp_count > 0)
+      for (int label : batch.nsp_labels) nsp_ones += label;
   }
   int64_t top = 0;
   for (const auto& [label, n] : label_counts) top = std::max(top, n);

@@ -24,6 +24,11 @@ struct BertEvalResult {
   double nsp_accuracy() const { return nsp_count ? static_cast<double>(nsp_correct) / nsp_count : 0.0; }
 };
 
+// A loader's batch as the model reads it: packed when the batch is unpadded (BertBatch's
+// cu_seqlens), and NSP labels only for a model with the NSP head (BertConfig::nsp: an MLM-only
+// model trains and evaluates without them).
+BertInputs bert_inputs(const BertBatch& batch, const BertConfig& config);
+
 // Runs `batches` batches from the start of the loader (reset first; 0 = one epoch). With a
 // communicator, ranks take turns over the same batches and the sums are combined, so the
 // result does not depend on the world size. The model must be planned for the loader's B×T.

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kGpt2Vocab = 50257;  // the vocabulary of GPT-2's encoder.json
+constexpr int kGpt2Vocab = 50257;        // the vocabulary of GPT-2's encoder.json
 constexpr int kGpt2VocabMultiple = 128;  // train's --vocab-multiple default
 
 // An output folder built under a hidden sibling name and renamed into place by commit();
@@ -93,8 +93,8 @@ std::string model_file_of(const std::string& hf_dir) {
 
 // What every family's import does with the folder's model.safetensors: the parameters laid
 // out by `table`, filled through the family's name map, and the report copied into r.
-std::vector<float> load_hf_folder_params(const std::string& hf_dir, const HfNameMap& map, const ParamTable& table,
-                                         HfImportResult& r) {
+std::vector<float> load_hf_folder_params(const std::string& hf_dir, const HfNameMap& map,
+                                         const ParamTable& table, HfImportResult& r) {
   SafetensorsFile file(model_file_of(hf_dir));
   check_params_fit(file, table, kHfConfigFile);
   std::vector<float> params(table.total());
@@ -115,7 +115,8 @@ HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir,
   r.model_type = "gpt2";
   r.config = gpt2_config_from_hf(cfg, "'" + hf_dir + "/" + kHfConfigFile + "'",
                                  vocab_multiple > 0 ? vocab_multiple : kGpt2VocabMultiple);
-  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.config.n_layer, "'" + hf_dir + "/" + kHfConfigFile + "'");
+  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.config.n_layer,
+                   "'" + hf_dir + "/" + kHfConfigFile + "'");
   const ParamTable table = gpt2_param_table(r.config);
   const std::vector<float> params = load_hf_folder_params(hf_dir, gpt2_hf_name_map(), table, r);
 
@@ -138,7 +139,12 @@ HfImportResult import_bert(const nlohmann::json& cfg, const std::string& hf_dir,
   r.vocab_source = vocab.source;
   r.vocab_tokens = vocab.size;
   r.lower_case = vocab.lower_case;
-  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.bert.n_layer, "'" + hf_dir + "/" + kHfConfigFile + "'");
+  const SafetensorsFile file(model_file_of(hf_dir));
+  check_layers_fit(file, r.bert.n_layer, "'" + hf_dir + "/" + kHfConfigFile + "'");
+  // A file without the next-sentence head is an MLM-only model (BertForMaskedLM: no pooler either);
+  // one with it keeps both heads, whatever class config.json names (the hub's bert-base-uncased
+  // says BertForMaskedLM yet holds both).
+  r.bert.nsp = file.contains("cls.seq_relationship.weight");
   const ParamTable table = bert_param_table(r.bert);
   const std::vector<float> params = load_hf_folder_params(hf_dir, bert_hf_name_map(), table, r);
 
@@ -160,7 +166,8 @@ std::string hf_model_type(const nlohmann::json& cfg, const std::string& what) {
 // The checkpoint's parameters as a Hugging Face file: every spec under its (HF) name with its
 // hf_shape, in fp32. Reading through hf_read_f32 keeps export working whatever dtype a
 // checkpoint stores; `values` owns the data the writer references.
-SafetensorsWriter hf_weights_of(const std::string& ckpt, const ParamTable& table, std::vector<float>& values) {
+SafetensorsWriter hf_weights_of(const std::string& ckpt, const ParamTable& table,
+                                std::vector<float>& values) {
   SafetensorsFile file(ckpt + "/" + kCheckpointModelFile);
   std::vector<size_t> offsets;
   size_t total = 0;
@@ -253,7 +260,8 @@ HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::s
                                      "' is a BERT checkpoint (give its vocab.txt with --vocab)");
     export_bert(r, out_dir, bert_vocab);
   } else {
-    MPT_CHECK(bert_vocab.empty(), "--vocab is a BERT vocab.txt; '" + r.checkpoint + "' is a GPT-2 checkpoint");
+    MPT_CHECK(bert_vocab.empty(),
+              "--vocab is a BERT vocab.txt; '" + r.checkpoint + "' is a GPT-2 checkpoint");
     export_gpt2(r, out_dir, vocab_dir);
   }
   return r;

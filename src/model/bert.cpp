@@ -56,11 +56,11 @@ ParamTable bert_param_table(const BertConfig& c) {
     linear(p + "output.dense", C, I);
     layernorm(p + "output.LayerNorm");
   }
-  linear("bert.pooler.dense", C, C);
+  if (c.nsp) linear("bert.pooler.dense", C, C);
   linear("cls.predictions.transform.dense", C, C);
   layernorm("cls.predictions.transform.LayerNorm");
   t.add("cls.predictions.bias", {Vp}, InitRule::Zeros, false, {V});
-  linear("cls.seq_relationship", kNspClasses, C, /*hidden=*/false);
+  if (c.nsp) linear("cls.seq_relationship", kNspClasses, C, /*hidden=*/false);
   return t;
 }
 
@@ -163,11 +163,14 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     la.ln2_rstd = saved(p + "ln2_rstd", BT, OpKind::LayerNorm);
     a.layers.push_back(la);
   }
-  a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
-  a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
-  a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear);  // also dlogits after the fused loss
-  a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
-  a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
+  a.cls_in = a.pooled = a.nsp_logits = a.nsp_losses = a.nsp_dloss = ActivationPlan::kNone;
+  if (config.nsp) {
+    a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
+    a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
+    a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear);  // also dlogits after the fused loss
+    a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
+    a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
+  }
   a.mlm_in = saved("mlm_in", M * C, OpKind::Linear, ln_s);  // the masked rows of the last layer's output
   a.mlm_t = saved("mlm_t", M * C, OpKind::Linear, lin_s);
   a.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu, gelu_s);
@@ -188,8 +191,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
     a.datty = scratch("datty", BT * C, OpKind::Linear);
     a.dfch = scratch("dfch", BT * I, OpKind::Gelu);
-    a.dpooled = scratch("dpooled", B * C, OpKind::Linear);
-    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear);
+    a.dpooled = config.nsp ? scratch("dpooled", B * C, OpKind::Linear) : ActivationPlan::kNone;
+    a.dcls_in = config.nsp ? scratch("dcls_in", B * C, OpKind::Linear) : ActivationPlan::kNone;
     a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
     a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
     a.dfch_gelu = a.dfch;
@@ -210,8 +213,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu, grads);
     // GELU's / tanh's input gradient as a GEMM operand (encoder FFN, MLM transform, pooler).
     a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpKind::Gelu, lin_op);
-    a.dpooled = scratch("dpooled", B * C, OpKind::Linear, grads);
-    a.dcls_in = scratch("dcls_in", B * C, OpKind::Linear, grads);
+    a.dpooled = config.nsp ? scratch("dpooled", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
+    a.dcls_in = config.nsp ? scratch("dcls_in", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
     a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear, grads);
     a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm, grads);
     // dlogits rounded once for the decoder's GEMMs; 16-bit logits (a GPU's plan) are their own.
@@ -242,6 +245,31 @@ void Bert::plan(int B, int T, int max_predictions) {
   ids_.mlm_pos.resize(static_cast<size_t>(plan_M_), memory);
   ids_.labels.resize(head_rows, memory);
   ids_.best.resize(head_rows, memory);
+  // A packed batch's sequences and its tail's (each tail sequence at least one row).
+  ids_.cu.resize(static_cast<size_t>(B) + 1 + kBertPackedRowMultiple, memory);
+}
+
+int bert_packed_rows(int real_rows, int B, int T) {
+  const int m = kBertPackedRowMultiple;
+  return std::min(B * T, (real_rows + m - 1) / m * m);
+}
+
+void Bert::set_layout(const BertInputs& batch, int B, int T) {
+  packed_ = batch.cu_seqlens != nullptr;
+  if (!packed_) {
+    rows_ = real_rows_ = B * T;
+    seqs_ = B;
+    return;
+  }
+  real_rows_ = batch.cu_seqlens[B];
+  rows_ = bert_packed_rows(real_rows_, B, T);
+  packed_cu_.assign(batch.cu_seqlens, batch.cu_seqlens + B + 1);
+  for (int end = real_rows_; end < rows_;) {  // the tail: [PAD] sequences of at most T rows
+    end = std::min(rows_, end + T);
+    packed_cu_.push_back(end);
+  }
+  seqs_ = static_cast<int>(packed_cu_.size()) - 1;
+  ids_.cu.upload(packed_cu_.data(), packed_cu_.size());
 }
 
 void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, int T, int plan_B,
@@ -253,8 +281,20 @@ void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, i
   MPT_CHECK(B <= plan_B && T <= plan_T, "batch " + std::to_string(B) + "x" + std::to_string(T) +
                                             " exceeds the planned " + std::to_string(plan_B) + "x" +
                                             std::to_string(plan_T));
-  const int N = B * T, V = config.vocab_size;
+  const int* cu = b.cu_seqlens;
+  if (cu) {
+    MPT_CHECK(cu[0] == 0, "packed BERT batch: cu_seqlens starts at " + std::to_string(cu[0]) + ", not 0");
+    for (int s = 0; s < B; ++s)
+      MPT_CHECK(cu[s + 1] - cu[s] >= 1 && cu[s + 1] - cu[s] <= T,
+                "packed BERT batch: sequence " + std::to_string(s) + " has " +
+                    std::to_string(cu[s + 1] - cu[s]) + " tokens, not in [1, " + std::to_string(T) + "]");
+  }
+  const int N = cu ? cu[B] : B * T, V = config.vocab_size;
   auto where = [&](int i) {
+    if (cu) {
+      const int s = static_cast<int>(std::upper_bound(cu, cu + B + 1, i) - cu) - 1;
+      return " at sequence " + std::to_string(s) + ", position " + std::to_string(i - cu[s]);
+    }
     return " at sequence " + std::to_string(i / T) + ", position " + std::to_string(i % T);
   };
   for (int i = 0; i < N; ++i) {
@@ -270,6 +310,8 @@ void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, i
                 "masked-LM label " + std::to_string(b.mlm_labels[i]) + where(i) +
                     " is neither -1 nor a token id below " + std::to_string(V));
   }
+  MPT_CHECK(!b.nsp_labels || config.nsp,
+            "the batch has next-sentence labels, but the model has no NSP head (it was built MLM-only)");
   if (b.nsp_labels)
     for (int i = 0; i < B; ++i)
       MPT_CHECK(b.nsp_labels[i] == 0 || b.nsp_labels[i] == 1,
@@ -319,6 +361,7 @@ const float* Bert::mlm_logits() {
                         mlm_logits32_);
 }
 const float* Bert::nsp_logits() {
+  MPT_CHECK(config_.nsp, "the model has no NSP head (it was built MLM-only)");
   return acts_.read_f32(a_.nsp_logits, static_cast<size_t>(last_batch_) * kNspClasses, *be_, nsp_logits32_);
 }
 

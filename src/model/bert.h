@@ -62,14 +62,15 @@ struct BertTensors {
   float *word, *pos, *type;  // [Vp, C], [max_position, C], [type_vocab, C]
   float *emb_ln_w, *emb_ln_b;
   std::vector<BertLayerTensors> layers;
-  float *pool_w, *pool_b;  // [C, C]
+  float *pool_w, *pool_b;  // [C, C]; null without the NSP head (BertConfig::nsp)
   float *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]
   float *mlm_ln_w, *mlm_ln_b;
   float* mlm_bias;       // cls.predictions.bias [Vp]
-  float *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]
+  float *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]; null without the NSP head
 };
 inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer) {
   auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  auto at_if = [&](const std::string& name) { return table.has(name) ? at(name) : nullptr; };
   BertTensors t;
   t.word = at("bert.embeddings.word_embeddings.weight");
   t.pos = at("bert.embeddings.position_embeddings.weight");
@@ -92,15 +93,15 @@ inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n
                         at(p + "output.dense.bias"), at(p + "output.LayerNorm.weight"),
                         at(p + "output.LayerNorm.bias")});
   }
-  t.pool_w = at("bert.pooler.dense.weight");
-  t.pool_b = at("bert.pooler.dense.bias");
+  t.pool_w = at_if("bert.pooler.dense.weight");
+  t.pool_b = at_if("bert.pooler.dense.bias");
   t.mlm_w = at("cls.predictions.transform.dense.weight");
   t.mlm_b = at("cls.predictions.transform.dense.bias");
   t.mlm_ln_w = at("cls.predictions.transform.LayerNorm.weight");
   t.mlm_ln_b = at("cls.predictions.transform.LayerNorm.bias");
   t.mlm_bias = at("cls.predictions.bias");
-  t.nsp_w = at("cls.seq_relationship.weight");
-  t.nsp_b = at("cls.seq_relationship.bias");
+  t.nsp_w = at_if("cls.seq_relationship.weight");
+  t.nsp_b = at_if("cls.seq_relationship.bias");
   return t;
 }
 
@@ -118,10 +119,21 @@ struct BertInputs {
   const int* attention_mask = nullptr;  // 1 = real token, 0 = padding; null = no padding
   const int* mlm_labels = nullptr;      // original id at masked positions, -1 elsewhere; null = no MLM loss
   const int* nsp_labels = nullptr;  // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
+  // Unpadded (packed) batches: sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) of tokens,
+  // token_types and mlm_labels, which then hold cu_seqlens[B] rows (no padding; each sequence at
+  // most T long; attention_mask is not read). Null: B rows of T, padded under attention_mask.
+  const int* cu_seqlens = nullptr;  // [B+1] on the host
 };
 
+// The rows a packed batch runs on: its cu_seqlens[B] tokens rounded up to kBertPackedRowMultiple
+// (at most B·T), so that the GEMMs meet a few shapes, not a new one every batch; the extra rows
+// are [PAD] sequences of their own, which no loss reads and so take exactly zero gradient.
+inline constexpr int kBertPackedRowMultiple = 32;
+int bert_packed_rows(int real_rows, int B, int T);
+
 // Checks one batch before any model reads it: token ids, token types, MLM labels (-1 or a token
-// id) and NSP labels (0/1) against `config`, T against its positions and B×T against the plan.
+// id) and NSP labels (0/1) against `config`, T against its positions and B×T against the plan;
+// a packed batch's cu_seqlens (from 0, every sequence 1..T rows).
 // Throws Error naming the first bad value and where it is. The CPU model and the device model
 // (backend/cuda/bert_device.h) share it.
 void validate_bert_batch(const BertConfig& config, const BertInputs& batch, int B, int T, int plan_B,
@@ -233,6 +245,10 @@ class Bert : public ModelCore {
   };
   void validate_batch(const BertInputs& batch, int B, int T) const;
   void collect_masked(const BertInputs& batch, int N);
+  // The pass's layout: rows_ and, for a packed batch, the sequences the kernels see (the
+  // batch's, then the [PAD] tail's) in packed_cu_ / ids_.cu.
+  void set_layout(const BertInputs& batch, int B, int T);
+  const int* cu_seqlens() const { return packed_ ? ids_.cu.data() : nullptr; }
   // A pass is staged, enqueued, then read, as GPT-2's (model/gpt2.h): run() stages the batch's
   // ids, labels and each head's per-row loss gradient (stage_ids), enqueues forward_impl,
   // loss_impl and, with backward, backward_impl (no host transfer), then reads the heads' losses,
@@ -241,6 +257,9 @@ class Bert : public ModelCore {
                 const Sampling& sampling);
   void stage_ids(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool drawn);
   void forward_impl(const BertInputs& batch, int B, int T);
+  // The heads on the last layer's output h: pooler and NSP (BertConfig::nsp), MLM.
+  void forward_nsp_head(const View& h, int B);
+  void forward_mlm_head(const View& h);
   void loss_impl(const BertInputs& batch, int B, bool backward, const Sampling& sampling);
   void backward_impl(const BertInputs& batch, int B, int T);
   BertStats read_stats(const BertInputs& batch, int B, const Sampling& sampling);
@@ -280,13 +299,19 @@ class Bert : public ModelCore {
   Acts a_{};
   int plan_M_ = 0;
   int last_batch_ = 0;  // B of the last forward
+  // The pass's rows (B·T, or a packed batch's bert_packed_rows) and the sequences its kernels
+  // see (B, or a packed batch's B plus its tail's).
+  int rows_ = 0, seqs_ = 0;
+  bool packed_ = false;
+  int real_rows_ = 0;  // a packed batch's own tokens (cu_seqlens[B])
+  std::vector<int> packed_cu_, packed_ids_;
   int mlm_rows_ = 0;  // rows the MLM head ran on: the masked ones, then zero rows (see forward_impl)
   std::vector<int> mlm_pos_, mlm_targets_;  // masked positions (b·T + t) and their labels
   std::vector<int> sampled_mlm_, sampled_nsp_;
   // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
   // these), and the host side of a head's per-row loss gradient, losses and arg-maxes.
   struct StagedIds {
-    IndexBuffer tokens, types, key_mask, cls_rows, mlm_pos, labels, best;
+    IndexBuffer tokens, types, key_mask, cls_rows, mlm_pos, labels, best, cu;
   } ids_;
   std::vector<float> dloss_host_;
   FloatBuffer losses32_;  // a head's losses on the host (read_head)

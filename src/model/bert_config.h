@@ -12,11 +12,14 @@ struct BertConfig {
   int type_vocab_size = 2;        // token types (segments A and B)
   int n_layer = 12;
   int n_head = 12;
-  int hidden = 768;               // C
-  int intermediate = 3072;        // FFN width (4·C in every standard preset)
-  int pad_token_id = 0;           // [PAD]: its word embedding row takes no gradient (padding_idx)
+  int hidden = 768;         // C
+  int intermediate = 3072;  // FFN width (4·C in every standard preset)
+  int pad_token_id = 0;     // [PAD]: its word embedding row takes no gradient (padding_idx)
   float ln_eps = 1e-12f;
   float init_std = 0.02f;
+  // BertForPreTraining's pooler and next-sentence head. false: MLM-only pretraining, the model
+  // Hugging Face's BertForMaskedLM (no pooler, no NSP head), as RoBERTa, MosaicBERT, ModernBERT.
+  bool nsp = true;
 
   int head_size() const { return hidden / n_head; }
 };

@@ -33,10 +33,10 @@ View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
   return View::of(w.ptr, w.type, {oc, cin}).t();
 }
 
-// The rows b·T of each sequence's [CLS] token.
-std::vector<int> cls_rows(int B, int T) {
+// The rows of each sequence's [CLS] token: b·T, or a packed sequence's first.
+std::vector<int> cls_rows(int B, int T, const int* cu_seqlens) {
   std::vector<int> rows(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = b * T;
+  for (int b = 0; b < B; ++b) rows[static_cast<size_t>(b)] = cu_seqlens ? cu_seqlens[b] : b * T;
   return rows;
 }
 
@@ -53,9 +53,11 @@ void Bert::setup_weight_copies() {
                    ref(p + "intermediate.dense.weight"), ref(p + "output.dense.weight")});
   }
   word_c_ = ref("bert.embeddings.word_embeddings.weight");
-  pool_c_ = ref("bert.pooler.dense.weight");
   mlm_c_ = ref("cls.predictions.transform.dense.weight");
-  nsp_c_ = ref("cls.seq_relationship.weight");
+  if (config_.nsp) {
+    pool_c_ = ref("bert.pooler.dense.weight");
+    nsp_c_ = ref("cls.seq_relationship.weight");
+  }
 }
 
 View Bert::stream(int k, ActivationPlan::Handle saved, int N) {
@@ -75,19 +77,22 @@ void Bert::layernorm_to_stream(const View& stream, ActivationPlan::Handle saved,
 
 void Bert::stage_ids(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool drawn) {
   validate_batch(batch, B, T);
-  collect_masked(batch, B * T);
+  set_layout(batch, B, T);
+  collect_masked(batch, real_rows_);
   copies_.refresh_if_stale(params_.data(), *be_);
   last_batch_ = B;
-  const size_t N = static_cast<size_t>(B) * T;
-  ids_.tokens.upload(batch.tokens, N);
-  // Without segment ids every token is in segment 0.
-  if (batch.token_types) {
-    ids_.types.upload(batch.token_types, N);
-  } else {
-    ids_.types.zero();
+  const auto N = static_cast<size_t>(real_rows_);
+  // Without segment ids every token is in segment 0; a packed batch's tail rows are [PAD]s of
+  // segment 0.
+  ids_.types.zero();
+  if (rows_ > real_rows_) {
+    packed_ids_.assign(static_cast<size_t>(rows_ - real_rows_), config_.pad_token_id);
+    ids_.tokens.upload(packed_ids_.data(), packed_ids_.size(), N);
   }
-  if (batch.attention_mask) ids_.key_mask.upload(batch.attention_mask, N);
-  const std::vector<int> cls = cls_rows(B, T);
+  ids_.tokens.upload(batch.tokens, N);
+  if (batch.token_types) ids_.types.upload(batch.token_types, N);
+  if (batch.attention_mask && !packed_) ids_.key_mask.upload(batch.attention_mask, N);
+  const std::vector<int> cls = cls_rows(B, T, batch.cu_seqlens);
   ids_.cls_rows.upload(cls.data(), cls.size());
   if (!mlm_pos_.empty()) ids_.mlm_pos.upload(mlm_pos_.data(), mlm_pos_.size());
   const int M = static_cast<int>(mlm_pos_.size());
@@ -106,17 +111,18 @@ BertStats Bert::run(const BertInputs& batch, int B, int T, float grad_scale, boo
 
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
-  const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute;
   const StorageType lin_s = policy_.rule(OpKind::Linear).output;
   const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
 
   be.embedding({.out = acts_.view(a_.emb, N, C),
                 .tokens = ids_.tokens.data(),
-                .B = B,
+                .B = seqs_,
                 .T = T,
+                .cu_seqlens = cu_seqlens(),
                 // A GPU's plan reads the word table through the decoder's 16-bit copy.
                 .word = policy_.small_weights == StorageType::F32
                             ? View::f32(w_.word, {Vp, C})
@@ -142,8 +148,8 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                .math = lin,
                .w_rounded = rounded,
                .scratch = acc});
-    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/false,
-              batch.attention_mask ? ids_.key_mask.data() : nullptr);
+    attention(atty, qkv, la.att, a_.attn_scratch, seqs_, T, NH, /*causal=*/false,
+              batch.attention_mask && !packed_ ? ids_.key_mask.data() : nullptr, cu_seqlens());
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
@@ -181,7 +187,17 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     h_saved = la.ln2;
   }
 
-  // Pooler and NSP: tanh(dense(h[b, 0])) → seq_relationship (fp32 logits).
+  if (config_.nsp) forward_nsp_head(h, B);
+  forward_mlm_head(h);
+}
+
+// Pooler and NSP: tanh(dense(h[b, 0])) → seq_relationship (fp32 logits).
+void Bert::forward_nsp_head(const View& h, int B) {
+  Backend& be = *be_;
+  const int C = config_.hidden;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute;
+  const bool rounded = mixed_;
+  const View acc = acts_.work(a_.gemm_out);
   const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
   be.gather_rows(cls_in, h, ids_.cls_rows.data(), B);
   be.linear({.out = pooled,
@@ -198,7 +214,14 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
              .bias = small(w_.nsp_b, {kNsp}),
              .math = lin,
              .w_rounded = rounded});
+}
 
+void Bert::forward_mlm_head(const View& h) {
+  Backend& be = *be_;
+  const int C = config_.hidden, Vp = config_.padded_vocab_size;
+  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
+  const bool rounded = mixed_;
+  const View acc = acts_.work(a_.gemm_out);
   // MLM head on the masked rows only (mlm_rows_ of them: zero rows after the masked ones).
   const int M = static_cast<int>(mlm_pos_.size());
   if (M == 0) return;
@@ -293,7 +316,7 @@ void Bert::loss_impl(const BertInputs& batch, int B, bool backward, const Sampli
   if (batch.nsp_labels)
     head_loss(nsp_head(), B, kNsp, kNsp, sampling.on, sampling.seed ^ kNspSeedSalt, sampling.counter,
               backward);
-  else if (backward)
+  else if (backward && config_.nsp)
     be_->zero(acts_.view(a_.nsp_logits, B, kNsp));  // no NSP gradient
 }
 
@@ -315,7 +338,7 @@ BertStats Bert::read_stats(const BertInputs& batch, int B, const Sampling& sampl
 
 void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
-  const int N = B * T, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
   const int M = static_cast<int>(mlm_pos_.size());
   const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
@@ -385,7 +408,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   }
 
   // The heads are final (the decoder's weight is the word table's, handed with the embeddings).
-  wgrads_.ready(be, grads_, table_.range("bert.pooler."));
+  if (config_.nsp) wgrads_.ready(be, grads_, table_.range("bert.pooler."));
   wgrads_.ready(be, grads_, table_.range("cls."));
 
   // Backward through a post-LN residual block's LayerNorm: dres (=) the gradient of the sum it
@@ -441,8 +464,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
-    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, B, T, NH,
-                       /*causal=*/false);
+    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, seqs_, T, NH,
+                       /*causal=*/false, cu_seqlens());
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.qkv_w, 3 * C, C),
                         .db = grad(g.qkv_b, {3 * C}),
@@ -466,8 +489,9 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                          .dout = demb,
                          .tokens = ids_.tokens.data(),
                          .types = ids_.types.data(),
-                         .B = B,
+                         .B = seqs_,
                          .T = T,
+                         .cu_seqlens = cu_seqlens(),
                          .pad_token = config_.pad_token_id});
   // The embeddings (the word table also the MLM decoder's) are final now, the last range handed.
   wgrads_.finish(be, grads_);

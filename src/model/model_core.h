@@ -68,12 +68,14 @@ class ModelCore {
                           const float* dgamma, const float* dbeta, ActivationPlan::Handle mean,
                           ActivationPlan::Handle rstd);
   // The passes' attention over the heads in qkv under at_, keeping its state in `saved` (the
-  // layer's) and working in `scratch` (shared); causal, or under key_mask. And its backward.
+  // layer's) and working in `scratch` (shared); causal, or under key_mask, or over packed
+  // sequences (cu_seqlens, backend/backend.h). And its backward.
   void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                  ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                 const int* key_mask = nullptr);
+                 const int* key_mask = nullptr, const int* cu_seqlens = nullptr);
   void attention_backward(const View& dqkv, const View& dout, const View& qkv, ActivationPlan::Handle saved,
-                          ActivationPlan::Handle scratch, int B, int T, int NH, bool causal);
+                          ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
+                          const int* cu_seqlens = nullptr);
 
   Precision precision_;
   Policy policy_;

@@ -33,12 +33,18 @@ HfNameMap bert_name_map() {
 }  // namespace
 
 nlohmann::json bert_config_json(const BertConfig& c) {
-  return {{"vocab_size", c.vocab_size},     {"padded_vocab_size", c.padded_vocab_size},
-          {"max_position", c.max_position}, {"type_vocab_size", c.type_vocab_size},
-          {"n_layer", c.n_layer},           {"n_head", c.n_head},
-          {"hidden", c.hidden},             {"intermediate", c.intermediate},
-          {"pad_token_id", c.pad_token_id}, {"ln_eps", c.ln_eps},
-          {"init_std", c.init_std}};
+  return {{"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"max_position", c.max_position},
+          {"type_vocab_size", c.type_vocab_size},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"hidden", c.hidden},
+          {"intermediate", c.intermediate},
+          {"pad_token_id", c.pad_token_id},
+          {"ln_eps", c.ln_eps},
+          {"init_std", c.init_std},
+          {"nsp", c.nsp}};
 }
 
 BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what) {
@@ -54,12 +60,17 @@ BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& wha
   c.pad_token_id = json_get<int>(j, "pad_token_id", what);
   c.ln_eps = json_get<float>(j, "ln_eps", what);
   c.init_std = json_get<float>(j, "init_std", what);
+  c.nsp = j.contains("nsp") ? json_get<bool>(j, "nsp", what) : true;  // checkpoints before MLM-only runs
   validate(c);
   return c;
 }
 
+const char* bert_hf_architecture(const BertConfig& c) {
+  return c.nsp ? "BertForPreTraining" : "BertForMaskedLM";
+}
+
 nlohmann::json hf_bert_config(const BertConfig& c) {
-  return {{"architectures", {"BertForPreTraining"}},
+  return {{"architectures", {bert_hf_architecture(c)}},
           {"model_type", "bert"},
           {"hidden_act", "gelu"},
           {"hidden_size", c.hidden},
@@ -96,7 +107,8 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
     c.extra_files.emplace_back("vocab.txt", state.vocab_text);
     c.extra_files.emplace_back(
         "tokenizer_config.json",
-        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) + "\n");
+        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
+            "\n");
   }
   save_training_checkpoint(run_dir, state.step, c, optimizer, keep_last);
 }
@@ -149,7 +161,8 @@ BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir) {
 
 std::string bert_checkpoint_vocab(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/vocab.txt";
-  MPT_CHECK(std::filesystem::exists(path), "checkpoint '" + ckpt_dir + "' has no vocab.txt; pass --vocab vocab.txt");
+  MPT_CHECK(std::filesystem::exists(path),
+            "checkpoint '" + ckpt_dir + "' has no vocab.txt; pass --vocab vocab.txt");
   return path;
 }
 
@@ -157,8 +170,9 @@ bool bert_checkpoint_lower_case(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/tokenizer_config.json";
   if (!std::filesystem::exists(path)) return true;
   const nlohmann::json j = parse_json(read_file(path), "'" + path + "'");
-  return j.is_object() && j.contains("do_lower_case") && j["do_lower_case"].is_boolean() ? j["do_lower_case"].get<bool>()
-                                                                                          : true;
+  return j.is_object() && j.contains("do_lower_case") && j["do_lower_case"].is_boolean()
+             ? j["do_lower_case"].get<bool>()
+             : true;
 }
 
 }  // namespace mptrain

@@ -16,9 +16,8 @@
 // word embeddings (cls.predictions.bias) it is tied to, bert.embeddings.position_ids is skipped.
 #pragma once
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "data/bert_loader.h"
 #include "model/bert.h"
@@ -30,7 +29,7 @@ namespace mptrain {
 // BERT's state: the run state (train/checkpoint.h: step, seed, precision, loss scaler,
 // rollback fields, options) and where the next training instance starts.
 struct BertTrainState : RunState {
-  BertLoaderPosition train_pos;   // where the next training batch starts
+  BertLoaderPosition train_pos;  // where the next training batch starts
   // The WordPiece vocabulary the ids index (vocab.txt text; from the instance file) and its
   // casing, written beside the weights as vocab.txt and tokenizer_config.json, so fill-mask
   // and eval need nothing but the checkpoint. Empty: not written. (Not read back into the state.)
@@ -58,6 +57,9 @@ std::string bert_checkpoint_vocab(const std::string& ckpt_dir);
 bool bert_checkpoint_lower_case(const std::string& ckpt_dir);
 
 // The Hugging Face BertConfig JSON for a config, and the mptrain config JSON (both directions).
+// Its architectures name the class that holds the model's heads: BertForPreTraining, or
+// BertForMaskedLM for an MLM-only model (BertConfig::nsp false).
+const char* bert_hf_architecture(const BertConfig& config);
 nlohmann::json hf_bert_config(const BertConfig& config);
 nlohmann::json bert_config_json(const BertConfig& config);
 BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what);

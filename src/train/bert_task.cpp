@@ -4,6 +4,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -24,15 +26,12 @@ namespace mptrain {
 
 namespace {
 
-BertInputs inputs_of(const BertBatch& b) {
-  return {b.input_ids.data(), b.token_type_ids.data(), b.attention_mask.data(), b.mlm_labels.data(),
-          b.nsp_labels.data()};
-}
-
 class BertTask final : public TrainTask {
  public:
   explicit BertTask(const BertTrainOptions& bert) : bert_(bert) {
-    MPT_CHECK(bert.max_predictions > 0, "--max-predictions must be positive");
+    MPT_CHECK(bert.max_predictions >= 0, "--max-predictions must be positive");
+    MPT_CHECK(bert.mask_rate > 0.0 && bert.mask_rate < 1.0,
+              "--mask-rate " + std::to_string(bert.mask_rate) + " is outside (0, 1)");
   }
 
   // Model config: the checkpoint's when resuming or initialising from one, else the preset
@@ -44,10 +43,16 @@ class BertTask final : public TrainTask {
     const BertInstanceFile probe(opt.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);
+      // The objective follows the model: an MLM-only checkpoint trains MLM-only; a model with the
+      // NSP head would keep (and decay) a head no loss trains.
+      MPT_CHECK(bert_.nsp || !config_.nsp, "--no-nsp: the checkpoint '" + ckpt_dir +
+                                               "' has the NSP head (BertForPreTraining); MLM-only runs start "
+                                               "from a preset or an MLM-only checkpoint");
     } else {
       if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
       config_ = bert_preset(opt.preset, static_cast<int>(probe.header().vocab_size));
       config_.pad_token_id = probe.header().pad_id;
+      config_.nsp = bert_.nsp;
     }
     MPT_CHECK(static_cast<int>(probe.header().vocab_size) <= config_.vocab_size,
               "instance file '" + opt.train_data + "' has a vocabulary of " +
@@ -59,6 +64,7 @@ class BertTask final : public TrainTask {
                                                    std::to_string(config_.max_position) + " positions");
     vocab_text_ = probe.vocab().to_text();
     lower_case_ = probe.lower_case();
+    bert_.max_predictions = bert_max_predictions(bert_, opt.seq);
   }
   RunState read_state(const std::string& ckpt_dir) override {
     const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
@@ -70,7 +76,7 @@ class BertTask final : public TrainTask {
     return bert_footprint(config_, policy, bert_.max_predictions, std::move(sizing));
   }
   double flops_per_token(const TrainOptions& opt) const override {
-    return bert_flops_per_token(config_, opt.seq);
+    return bert_flops_per_token(config_, opt.seq, bert_.mask_rate);
   }
   nlohmann::json model_json() const override {
     nlohmann::json j = bert_config_json(config_);
@@ -91,6 +97,7 @@ class BertTask final : public TrainTask {
     model_->plan(B_, T_, B_ * bert_.max_predictions);
     // Masking is seeded by the run's seed: a resumed run draws the same masks.
     BertMaskingOptions masking;
+    masking.mask_prob = bert_.mask_rate;
     masking.max_predictions = bert_.max_predictions;
     masking.seed = state.seed;
     train_ = std::make_unique<BertLoader>(opt.train_data, B_, T_, config_.vocab_size, masking, rank, world);
@@ -107,14 +114,16 @@ class BertTask final : public TrainTask {
   void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
                 double tokens_per_step) const override {
     monitor.sayf(
-        "model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d padded to "
+        "model %s: %zu parameters (%s; %d layers, %d heads, %d wide, vocab %d padded to "
         "%d)\n",
-        from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(), config_.n_layer,
-        config_.n_head, config_.hidden, config_.vocab_size, config_.padded_vocab_size);
+        from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(),
+        bert_hf_architecture(config_), config_.n_layer, config_.n_head, config_.hidden, config_.vocab_size,
+        config_.padded_vocab_size);
     monitor.sayf(
-        "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training instances, "
-        "%d masked positions per sequence at most\n",
-        B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->num_instances(),
+        "batch %d x %d (%s), %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training "
+        "instances; %s, %.0f%% of tokens masked, %d per sequence at most\n",
+        B_, T_, bert_.unpadded ? "unpadded" : "padded", accum, tokens_per_step, omp_get_max_threads(),
+        train_->num_instances(), config_.nsp ? "MLM + NSP" : "MLM only", 100.0 * bert_.mask_rate,
         bert_.max_predictions);
   }
 
@@ -126,14 +135,16 @@ class BertTask final : public TrainTask {
     m.grads = &model_->grads();
     m.micro_step = [this](float grad_scale) {
       train_->next(batch_);
-      const BertStats st = model_->forward_backward(inputs_of(batch_), B_, T_, grad_scale);
+      if (bert_.unpadded) unpad(batch_);
+      const BertStats st = model_->forward_backward(bert_inputs(batch_, config_), B_, T_, grad_scale);
       record(st);
       return st.loss();
     };
     // Sophia's estimate on the step's last micro-batch (batch_ still holds it): MLM and NSP labels
     // drawn from the model's own softmax (model/bert.h).
     m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
-      return model_->forward_backward_sampled(inputs_of(batch_), B_, T_, grad_scale, seed, counter).loss();
+      return model_->forward_backward_sampled(bert_inputs(batch_, config_), B_, T_, grad_scale, seed, counter)
+          .loss();
     };
     m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
@@ -149,6 +160,10 @@ class BertTask final : public TrainTask {
     const double mlm_loss = mlm_n > 0 ? mlm_sum / mlm_n : 0.0, nsp_loss = nsp_n > 0 ? nsp_sum / nsp_n : 0.0;
     const double nsp_acc = nsp_n > 0 ? nsp_ok / nsp_n : 0.0;
     char extra[96];
+    if (!config_.nsp) {
+      std::snprintf(extra, sizeof(extra), " | mlm %.4f", mlm_loss);
+      return {extra, {{"mlm_loss", mlm_loss}}};
+    }
     std::snprintf(extra, sizeof(extra), " | mlm %.4f | nsp %.4f | nsp acc %.3f", mlm_loss, nsp_loss, nsp_acc);
     return {extra, {{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"nsp_acc", nsp_acc}}};
   }
@@ -157,6 +172,14 @@ class BertTask final : public TrainTask {
   ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
     const BertEvalResult v = evaluate_bert(*model_, *val_, opt.val_steps, &comm);
     char line[256];
+    if (!config_.nsp) {
+      std::snprintf(line, sizeof(line),
+                    "step %6lld | val mlm loss %.4f | mlm acc %.4f (most frequent token %.4f)",
+                    static_cast<long long>(step), v.mlm_loss, v.mlm_accuracy(), v.mlm_baseline);
+      return {static_cast<float>(v.mlm_loss),
+              line,
+              {{"val_loss", v.mlm_loss}, {"val_mlm_loss", v.mlm_loss}, {"val_mlm_acc", v.mlm_accuracy()}}};
+    }
     std::snprintf(
         line, sizeof(line),
         "step %6lld | val mlm loss %.4f | mlm acc %.4f (most frequent token %.4f) | nsp loss %.4f | "
@@ -223,6 +246,11 @@ ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, in
     return bert_activation_plan(config, policy, *be, B, T, B * max_predictions).total_bytes();
   };
   return f;
+}
+
+int bert_max_predictions(const BertTrainOptions& bert, int T) {
+  if (bert.max_predictions > 0) return bert.max_predictions;
+  return std::max(20, static_cast<int>(std::ceil(bert.mask_rate * T)));
 }
 
 std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) {

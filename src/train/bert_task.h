@@ -16,9 +16,16 @@
 namespace mptrain {
 
 struct BertTrainOptions {
-  int max_predictions = 20;  // masked positions per sequence at most (the recipe's 20 at seq 128)
-  bool seq_given = false;    // --seq given: T is that; else the instance file's max_seq_len
+  // Masked positions per sequence at most; 0: max(20, ceil(mask_rate·T)), the recipe's 20 at
+  // 15% of 128 and never fewer than the masking rate asks for.
+  int max_predictions = 0;
+  double mask_rate = 0.15;  // of each sequence's maskable tokens (MosaicBERT: 0.30), 80/10/10 kept
+  bool nsp = true;          // false: MLM-only pretraining, a model without pooler and NSP head
+  bool unpadded = true;     // packed batches (model/bert.h's cu_seqlens): no work on padding
+  bool seq_given = false;   // --seq given: T is that; else the instance file's max_seq_len
 };
+// The masked positions per sequence a run plans for (BertTrainOptions::max_predictions).
+int bert_max_predictions(const BertTrainOptions& bert, int T);
 
 // options.preset names a BERT preset (bert-mini if it names none); options.train_data is an
 // instance file (val_data optional). A sequence length T over the model's positions, or a

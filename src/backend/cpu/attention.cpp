@@ -263,21 +263,65 @@ void check_key_mask(const char* op, const int* key_mask, int B, int T) {
   }
 }
 
+namespace {
+
+// Packed sequences one at a time (each a batch of one sequence of its own length L, the
+// products batched over the heads): sequence b reads and writes its rows from cu_seqlens[b]
+// and keeps P at the running sum of NH·L² (the forward and backward agree on it); the scratch
+// is not preserved, so every sequence starts it at 0. Sequences of one length could share a
+// batched product; at T = 128 attention is ~3% of BERT-base's FLOPs, so one call each is kept.
+template <class Run>
+void for_each_packed(const int* cu, int B, int T, int NH, const AttentionTypes& ty, const char* op, Run run) {
+  MPT_CHECK(cu[0] == 0, std::string("[") + op + "] cu_seqlens does not start at 0");
+  size_t p_at = 0;
+  for (int b = 0; b < B; ++b) {
+    const int L = cu[b + 1] - cu[b];
+    MPT_CHECK(L >= 1 && L <= T, std::string("[") + op + "] packed sequence " + std::to_string(b) + " has " +
+                                    std::to_string(L) + " rows, not in [1, " + std::to_string(T) + "]");
+    run(static_cast<size_t>(cu[b]), L, p_at * storage_bytes(ty.probs));
+    p_at += static_cast<size_t>(NH) * L * L;
+  }
+}
+
+template <class P>
+P* bytes_at(P* base, size_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<Byte*>(base) + bytes;
+}
+
+}  // namespace
+
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
                              int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx, bool causal,
-                             const int* key_mask) {
+                             const int* key_mask, const int* cu_seqlens) {
   check_attention_sizes("attention_forward_typed", B, T, C, NH);
   MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
   MPT_CHECK(!causal || !key_mask, "[attention_forward_typed] a key mask is for the bidirectional form");
+  if (cu_seqlens) {
+    MPT_CHECK(!causal && !key_mask, "[attention_forward_typed] packed sequences are bidirectional, unmasked");
+    for_each_packed(cu_seqlens, B, T, NH, ty, "attention_forward_typed", [&](size_t row, int L, size_t p) {
+      forward_impl(at(out, row * C, ty.out), bytes_at(saved, p), at(qkv, row * 3 * C, ty.qkv), scratch, ty,
+                   Mask{false, nullptr}, 1, L, C, NH, ws, ctx);
+    });
+    return;
+  }
   check_key_mask("attention_forward_typed", key_mask, B, T);
   forward_impl(out, saved, qkv, scratch, ty, Mask{causal, key_mask}, B, T, C, NH, ws, ctx);
 }
 
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx, bool causal) {
+                              Context& ctx, bool causal, const int* cu_seqlens) {
   check_attention_sizes("attention_backward_typed", B, T, C, NH);
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
+  if (cu_seqlens) {
+    MPT_CHECK(!causal, "[attention_backward_typed] packed sequences are bidirectional");
+    for_each_packed(cu_seqlens, B, T, NH, ty, "attention_backward_typed", [&](size_t row, int L, size_t p) {
+      backward_impl(at(dqkv, row * 3 * C, ty.qkv), at(dout, row * C, ty.out), at(qkv, row * 3 * C, ty.qkv),
+                    bytes_at(saved, p), scratch, ty, Mask{false, nullptr}, 1, L, C, NH, ws, ctx);
+    });
+    return;
+  }
   backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{causal, nullptr}, B, T, C, NH, ws, ctx);
 }
 

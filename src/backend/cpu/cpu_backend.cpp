@@ -268,12 +268,12 @@ void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
 
 void CpuBackend::run_attention(const AttentionArgs& a) {
   attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
-                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask);
+                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask, a.cu_seqlens);
 }
 
 void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
-                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal);
+                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal, a.cu_seqlens);
 }
 
 void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
@@ -316,7 +316,7 @@ void CpuBackend::run_embedding(const EmbeddingArgs& a) {
   }
   const int C = as_int(a.word.dim(1));
   embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
-                     a.types ? a.type_table.as<float>() : nullptr, a.B, a.T, C);
+                     a.types ? a.type_table.as<float>() : nullptr, a.B, a.T, C, a.cu_seqlens);
 }
 
 void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
@@ -333,7 +333,7 @@ void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
   }
   const int C = as_int(a.dword.dim(1));
   embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.types ? a.dtype.as<float>() : nullptr,
-                      a.dout.as<float>(), a.tokens, a.types, a.pad_token, a.B, a.T, C);
+                      a.dout.as<float>(), a.tokens, a.types, a.pad_token, a.B, a.T, C, a.cu_seqlens);
 }
 
 namespace {

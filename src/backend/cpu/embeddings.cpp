@@ -19,38 +19,60 @@ void check(const char* op, int B, int T, int C) {
   MPT_CHECK(B >= 0 && T >= 0 && C >= 0, std::string("[") + op + "] negative size B=" + std::to_string(B) +
                                             " T=" + std::to_string(T) + " C=" + std::to_string(C));
 }
+
+// Where sequence b's rows start and how many it has: packed (cu_seqlens) or B·T.
+struct Rows {
+  const int* cu;
+  int T;
+  size_t first(int b) const { return cu ? static_cast<size_t>(cu[b]) : static_cast<size_t>(b) * T; }
+  int length(int b) const { return cu ? cu[b + 1] - cu[b] : T; }
+};
+
+void check_packing(const char* op, const int* cu, int B, int T) {
+  if (!cu) return;
+  MPT_CHECK(cu[0] == 0, std::string("[") + op + "] cu_seqlens does not start at 0");
+  for (int b = 0; b < B; ++b)
+    MPT_CHECK(cu[b + 1] > cu[b] && cu[b + 1] - cu[b] <= T,
+              std::string("[") + op + "] packed sequence " + std::to_string(b) + " has " +
+                  std::to_string(cu[b + 1] - cu[b]) + " rows, not in [1, " + std::to_string(T) + "]");
+}
 }  // namespace
 
 void embeddings_forward(float* out, const int* tokens, const int* types, const float* word, const float* pos,
-                        const float* type, int B, int T, int C) {
+                        const float* type, int B, int T, int C, const int* cu_seqlens) {
   check("embeddings_forward", B, T, C);
-  const int BT = B * T;
-#pragma omp parallel for schedule(static)
-  for (int bt = 0; bt < BT; ++bt) {
-    const int t = bt % T;
-    float* o = out + static_cast<size_t>(bt) * C;
-    const float* w = word + static_cast<size_t>(tokens[bt]) * C;
-    const float* p = pos + static_cast<size_t>(t) * C;
-    if (types) {
-      const float* y = type + static_cast<size_t>(types[bt]) * C;
-      for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
-    } else {
-      for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
+  check_packing("embeddings_forward", cu_seqlens, B, T);
+  const Rows rows{cu_seqlens, T};
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      if (t >= rows.length(b)) continue;
+      const size_t bt = rows.first(b) + static_cast<size_t>(t);
+      float* o = out + bt * C;
+      const float* w = word + static_cast<size_t>(tokens[bt]) * C;
+      const float* p = pos + static_cast<size_t>(t) * C;
+      if (types) {
+        const float* y = type + static_cast<size_t>(types[bt]) * C;
+        for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
+      } else {
+        for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
+      }
     }
-  }
 }
 
 void embeddings_backward(float* dword, float* dpos, float* dtype, const float* dout, const int* tokens,
-                         const int* types, int pad_token, int B, int T, int C) {
+                         const int* types, int pad_token, int B, int T, int C, const int* cu_seqlens) {
   check("embeddings_backward", B, T, C);
+  check_packing("embeddings_backward", cu_seqlens, B, T);
+  const Rows rows{cu_seqlens, T};
   const int strips = (C + kStrip - 1) / kStrip;
 #pragma omp parallel for schedule(static)
   for (int s = 0; s < strips; ++s) {
     const int c0 = s * kStrip;
     const int width = std::min(kStrip, C - c0);
     for (int b = 0; b < B; ++b) {
-      for (int t = 0; t < T; ++t) {
-        const size_t bt = static_cast<size_t>(b) * T + t;
+      for (int t = 0; t < rows.length(b); ++t) {
+        const size_t bt = rows.first(b) + static_cast<size_t>(t);
         const float* d = dout + bt * C + c0;
         float* p = dpos + static_cast<size_t>(t) * C + c0;
         for (int c = 0; c < width; ++c) p[c] += d[c];

@@ -33,14 +33,18 @@ size_t attention_scratch_bytes_typed(int B, int T, int C, int NH, const Attentio
 // attention_mask: nonzero = a real token every query may attend to, 0 = padding no query sees
 // (null = no padding). Query rows at padded positions are computed like any other (over the real
 // keys), as PyTorch does. A sequence with no real key at all is refused (check_key_mask).
+// With cu_seqlens [B+1] (bidirectional, no key mask) the rows are packed sequences
+// (backend/backend.h's EmbeddingArgs): each attends to its own L <= T rows, one sequence after
+// another; P takes NH·L² of the saved B·NH·T² entries per sequence, back to back.
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch,
                              const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
-                             Context& ctx, bool causal = true, const int* key_mask = nullptr);
+                             Context& ctx, bool causal = true, const int* key_mask = nullptr,
+                             const int* cu_seqlens = nullptr);
 // dqkv (=, every element written once, dtype types.qkv); dout in types.out. Reads the same qkv
 // and saved state forward used; needs no key mask (P is 0 on padded keys, so their k and v get 0).
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx, bool causal = true);
+                              Context& ctx, bool causal = true, const int* cu_seqlens = nullptr);
 // Throws Error "[op] sequence b of the batch is all padding" when a row of key_mask[B,T] has no
 // real key (a softmax over no keys is undefined). Null = no padding: nothing to check.
 void check_key_mask(const char* op, const int* key_mask, int B, int T);
