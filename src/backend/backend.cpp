@@ -309,13 +309,6 @@ std::int64_t packed_rows(const Check& c, int B, int T, const View& x, const char
   return x.dim(0);
 }
 
-// The batch an attention's memory is sized for (backend.h's AttentionArgs): B, or for packed
-// sequences ⌈rows / T⌉, which bounds any packing of those rows (Σ L² ≤ T·rows).
-int memory_batch(int B, int T, const View& qkv, const int* cu_seqlens) {
-  if (!cu_seqlens || T <= 0) return B;
-  return static_cast<int>((qkv.dim(0) + T - 1) / T);
-}
-
 // The shape contract shared by attention and its backward.
 void check_attention(const Check& c, int B, int T, int NH, const View& qkv, const View& out,
                      const char* out_name, const AttentionDtypes& t, bool packed) {
@@ -345,11 +338,16 @@ void check_attention_memory(const Check& c, const AttentionBytes& need, const Vi
 
 }  // namespace
 
+int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlens) {
+  if (!cu_seqlens || T <= 0) return B;
+  return static_cast<int>((rows + T - 1) / T);
+}
+
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
   check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, a.cu_seqlens != nullptr);
   check_attention_memory(c,
-                         attention_bytes(memory_batch(a.B, a.T, a.qkv, a.cu_seqlens), a.T,
+                         attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
                                          static_cast<int>(a.out.dim(1)), a.NH, a.types),
                          a.saved, a.scratch);
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
@@ -368,7 +366,7 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
   check_attention_memory(c,
-                         attention_bytes(memory_batch(a.B, a.T, a.qkv, a.cu_seqlens), a.T,
+                         attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
                                          static_cast<int>(a.dout.dim(1)), a.NH, a.types),
                          a.saved, a.scratch);
   require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},

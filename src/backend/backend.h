@@ -177,6 +177,10 @@ struct AttentionArgs {
   const int* cu_seqlens = nullptr;
 };
 
+// The batch an attention's saved and scratch memory is sized for (attention_bytes' B): B, or
+// for packed sequences ⌈rows / T⌉, which bounds any packing of the rows (Σ L² ≤ T·rows).
+int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlens);
+
 struct AttentionBackwardArgs {
   View dqkv{};  // [rows, 3C] (=), in types.qkv
   View dout{};  // [rows, C], in types.out

@@ -3,6 +3,8 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -36,12 +38,13 @@ struct EvalOptions {
   int threads = 0;
   std::string vocab_dir;
   std::string precision = "fp32";
+  double mask_rate = 0.15;  // BERT: the masking the MLM loss is measured under
 };
 
 // `mptrain eval` for a BERT checkpoint (resolved dir): MLM and NSP loss and accuracy on an
 // instance file (T = its max_seq_len), with the baselines. batches 0 = one pass.
 void run_bert_eval(const std::string& dir, const std::string& data, int batch, int64_t batches,
-                   int max_predictions = 20) {
+                   double mask_rate) {
   MPT_CHECK(!data.empty(), "nothing to evaluate: give --data with an instance file of 'prepare --task bert'");
   MPT_CHECK(batch > 0 && batches >= 0, "--batch must be positive and --steps >= 0");
   const BertConfig config = load_bert_checkpoint_config(dir);
@@ -53,7 +56,12 @@ void run_bert_eval(const std::string& dir, const std::string& data, int batch, i
   MPT_CHECK(T <= config.max_position, "instance file '" + data + "' has sequences of " + std::to_string(T) +
                                           " tokens, more than the BERT model's " +
                                           std::to_string(config.max_position) + " positions");
+  MPT_CHECK(mask_rate > 0.0 && mask_rate < 1.0,
+            "--mask-rate " + std::to_string(mask_rate) + " is outside (0, 1)");
+  // As training plans it: the recipe's 20 per sequence, or what the rate asks for.
+  const int max_predictions = std::max(20, static_cast<int>(std::ceil(mask_rate * T)));
   BertMaskingOptions masking;
+  masking.mask_prob = mask_rate;
   masking.max_predictions = max_predictions;
   masking.shuffle = false;
   BertLoader loader(data, batch, T, config.vocab_size, masking);
@@ -61,16 +69,18 @@ void run_bert_eval(const std::string& dir, const std::string& data, int batch, i
   Bert model(config, ctx);
   load_bert_checkpoint_model(dir, model);
   model.plan(batch, T, batch * max_predictions);
-  std::printf(
-      "model %s: %zu parameters (BertForPreTraining; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
-      dir.c_str(), model.num_hf_params(), config.n_layer, config.n_head, config.hidden, config.vocab_size,
-      omp_get_max_threads());
+  std::printf("model %s: %zu parameters (%s; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
+              dir.c_str(), model.num_hf_params(), bert_hf_architecture(config), config.n_layer, config.n_head,
+              config.hidden, config.vocab_size, omp_get_max_threads());
   const BertEvalResult r = evaluate_bert(model, loader, batches);
-  std::printf("mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions\n",
-              r.mlm_loss, r.mlm_accuracy(), r.mlm_baseline, (long long)r.mlm_count);
   std::printf(
-      "nsp loss %.6f | nsp accuracy %.4f (majority label %.4f) | %lld sequences in %lld batches of %dx%d\n",
-      r.nsp_loss, r.nsp_accuracy(), r.nsp_baseline, (long long)r.nsp_count, (long long)r.batches, batch, T);
+      "mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions (%.0f%% "
+      "masking)\n",
+      r.mlm_loss, r.mlm_accuracy(), r.mlm_baseline, (long long)r.mlm_count, 100.0 * mask_rate);
+  if (config.nsp)
+    std::printf(
+        "nsp loss %.6f | nsp accuracy %.4f (majority label %.4f) | %lld sequences in %lld batches of %dx%d\n",
+        r.nsp_loss, r.nsp_accuracy(), r.nsp_baseline, (long long)r.nsp_count, (long long)r.batches, batch, T);
 }
 
 void run_eval(const EvalOptions& o) {
@@ -82,7 +92,7 @@ void run_eval(const EvalOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
   if (is_bert_checkpoint(dir)) {  // BERT: masked-LM and NSP accuracy on an instance file
-    run_bert_eval(dir, o.data, o.batch, o.steps);
+    run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate);
     return;
   }
   const Gpt2Config config = load_checkpoint_config(dir);
@@ -108,9 +118,10 @@ void run_eval(const EvalOptions& o) {
   cpu::Context ctx;
   Gpt2 model(config, ctx, precision);
   load_checkpoint_model(dir, model);
-  std::printf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s\n",
-              dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd,
-              config.vocab_size, config.block_size, omp_get_max_threads(), precision_name(precision));
+  std::printf(
+      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s\n",
+      dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd, config.vocab_size,
+      config.block_size, omp_get_max_threads(), precision_name(precision));
   std::fflush(stdout);
 
   if (loader) {
@@ -153,9 +164,7 @@ void register_eval(CLI::App& app, int& exit_code) {
   cmd->add_option("-b,--batch", o->batch, "Sequences per batch (B)")
       ->capture_default_str()
       ->check(cli::at_least(1));
-  cmd->add_option("-t,--seq", o->seq, "Sequence length (T)")
-      ->capture_default_str()
-      ->check(cli::at_least(1));
+  cmd->add_option("-t,--seq", o->seq, "Sequence length (T)")->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--steps", o->steps, "Batches to evaluate (0 = one pass over the data)")
       ->capture_default_str();
   cmd->add_option("--hellaswag", o->hellaswag,
@@ -166,6 +175,11 @@ void register_eval(CLI::App& app, int& exit_code) {
   cmd->add_flag("--verbose", o->verbose, "Print each example's losses and picks");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option(
+         "--mask-rate", o->mask_rate,
+         "BERT: fraction of each sequence's tokens masked for the MLM loss (0.15 the original recipe)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)")
       ->capture_default_str();
   cmd->callback([o, &exit_code]() {

@@ -26,11 +26,11 @@ using testing::TempDir;
 
 struct Variant {
   const char* what;
-  bool prefix;        // "bert." on the body's names
-  bool gamma_beta;    // LayerNorm .gamma/.beta instead of .weight/.bias
-  bool decoder;       // cls.predictions.decoder.weight (equal to the word embeddings)
-  int decoder_bias;   // 0: cls.predictions.bias only; 1: and decoder.bias; 2: decoder.bias only
-  bool buffers;       // bert.embeddings.position_ids / token_type_ids (I64)
+  bool prefix;       // "bert." on the body's names
+  bool gamma_beta;   // LayerNorm .gamma/.beta instead of .weight/.bias
+  bool decoder;      // cls.predictions.decoder.weight (equal to the word embeddings)
+  int decoder_bias;  // 0: cls.predictions.bias only; 1: and decoder.bias; 2: decoder.bias only
+  bool buffers;      // bert.embeddings.position_ids / token_type_ids (I64)
   DType dtype;
 };
 
@@ -65,8 +65,8 @@ class HfBertImport : public ::testing::Test {
   }
 
   // Writes the folder: config.json, model.safetensors (plus I64 buffers), vocab.txt unless told not to.
-  std::string write_folder(const std::string& dir, const std::vector<HfTensor>& t, const nlohmann::json& config,
-                           bool buffers = false, bool vocab = true) const {
+  std::string write_folder(const std::string& dir, const std::vector<HfTensor>& t,
+                           const nlohmann::json& config, bool buffers = false, bool vocab = true) const {
     fs::create_directories(dir);
     testing::write_text(dir + "/config.json", config.dump(2));
     SafetensorsWriter w;
@@ -98,12 +98,14 @@ class HfBertImport : public ::testing::Test {
   std::vector<HfTensor> plain() const { return tensors({"", true, false, false, 0, false, DType::F32}); }
 
   // Converts a broken folder: one clear error, and nothing left under the output name.
-  void expect_import_error(const std::string& hf_dir, const std::string& needle, const std::string& flags = "") const {
+  void expect_import_error(const std::string& hf_dir, const std::string& needle,
+                           const std::string& flags = "") const {
     const std::string out = hf_dir + "-out";
     expect_clear_error(run_mptrain("convert --from-hf " + hf_dir + " -o " + out + flags), needle);
     EXPECT_FALSE(fs::exists(out)) << out;
     for (const auto& e : fs::directory_iterator(fs::path(hf_dir).parent_path()))
-      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
+      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos)
+          << "left behind: " << e.path();
   }
 
   cpu::Context ctx_;
@@ -150,21 +152,23 @@ TEST_F(HfBertImport, EveryNamingVariantAndDtypeLoads) {
     load_bert_checkpoint_model(tmp / "out", loaded);
     for (const auto& spec : model_.table().specs()) {
       std::vector<float> want(spec.numel, 0.0f);
-      const std::vector<float> stored = HfTensor{spec.name, spec.hf_shape,
-                                                 std::vector<float>(model_.params().data() + spec.offset,
-                                                                    model_.params().data() + spec.offset + spec.hf_numel()),
-                                                 v.dtype}
-                                            .stored();
+      const std::vector<float> stored =
+          HfTensor{spec.name, spec.hf_shape,
+                   std::vector<float>(model_.params().data() + spec.offset,
+                                      model_.params().data() + spec.offset + spec.hf_numel()),
+                   v.dtype}
+              .stored();
       std::copy(stored.begin(), stored.end(), want.begin());
       EXPECT_EQ(std::memcmp(loaded.params().data() + spec.offset, want.data(), spec.numel * sizeof(float)), 0)
           << spec.name;
     }
     EXPECT_EQ(read_file(tmp / "out/vocab.txt"), testing::small_bert_vocab_text());
-    EXPECT_TRUE(bert_checkpoint_lower_case(tmp / "out"));  // BertTokenizer's default without tokenizer_config.json
+    EXPECT_TRUE(
+        bert_checkpoint_lower_case(tmp / "out"));  // BertTokenizer's default without tokenizer_config.json
   }
 }
 
-TEST_F(HfBertImport, AnyBertArchitectureWithBothHeadsLoads) {
+TEST_F(HfBertImport, AnyBertArchitectureLoadsWithTheHeadsItsFileHolds) {
   TempDir tmp;
   // The hub's bert-base-uncased: architectures BertForMaskedLM, a file with both heads.
   nlohmann::json config = testing::hf_bert_config_for(cfg_);
@@ -172,19 +176,30 @@ TEST_F(HfBertImport, AnyBertArchitectureWithBothHeadsLoads) {
   write_folder(tmp / "mlm", plain(), config);
   auto r = run_mptrain("convert --from-hf " + (tmp / "mlm") + " -o " + (tmp / "out"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // A file without the pooler and NSP head (BertForMaskedLM.save_pretrained) cannot be one.
+  EXPECT_TRUE(load_bert_checkpoint_config(tmp / "out").nsp);
+  // A file without the pooler and NSP head (BertForMaskedLM.save_pretrained) is an MLM-only model.
   auto t = plain();
   std::erase_if(t, [](const HfTensor& x) {
     return x.name.starts_with("bert.pooler.") || x.name.starts_with("cls.seq_relationship.");
   });
   write_folder(tmp / "heads", t, config);
-  expect_import_error(tmp / "heads", "missing tensors 'cls.seq_relationship.bias', 'cls.seq_relationship.weight', 'bert.pooler.dense.bias'");
+  r = run_mptrain("convert --from-hf " + (tmp / "heads") + " -o " + (tmp / "mlm_only"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(BertForMaskedLM;"), std::string::npos) << r.output;
+  EXPECT_FALSE(load_bert_checkpoint_config(tmp / "mlm_only").nsp);
+  // With the NSP head but not the pooler it feeds: a missing tensor.
+  t = plain();
+  std::erase_if(t, [](const HfTensor& x) { return x.name.starts_with("bert.pooler."); });
+  write_folder(tmp / "no_pooler", t, config);
+  expect_import_error(tmp / "no_pooler",
+                      "missing tensors 'bert.pooler.dense.bias', 'bert.pooler.dense.weight'");
 }
 
 TEST_F(HfBertImport, VocabularyFromTheFolderTheFlagOrNone) {
   TempDir tmp;
   write_folder(tmp / "hf", plain());
-  testing::write_text(tmp / "hf/tokenizer_config.json", R"({"do_lower_case": false, "model_max_length": 512})");
+  testing::write_text(tmp / "hf/tokenizer_config.json",
+                      R"({"do_lower_case": false, "model_max_length": 512})");
   auto r = run_mptrain("convert --from-hf " + (tmp / "hf") + " -o " + (tmp / "cased"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("(100 tokens, cased)"), std::string::npos) << r.output;
@@ -196,7 +211,8 @@ TEST_F(HfBertImport, VocabularyFromTheFolderTheFlagOrNone) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("vocabulary: none"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(tmp / "novocab/vocab.txt"));
-  expect_clear_error(run_mptrain("fill-mask --checkpoint " + (tmp / "novocab") + " 'the [MASK] sat'"), "vocab.txt");
+  expect_clear_error(run_mptrain("fill-mask --checkpoint " + (tmp / "novocab") + " 'the [MASK] sat'"),
+                     "vocab.txt");
 
   // --vocab supplies one (and a smaller vocabulary than V is allowed, as in transformers).
   std::string small = testing::small_bert_vocab_text();
@@ -248,7 +264,9 @@ TEST_F(HfBertImport, BrokenFoldersGiveOneClearError) {
   auto untied = tensors({"", true, false, true, 0, false, DType::F32});
   untied.back().values[7] += 1.0f;
   write_folder(tmp / "untied", untied);
-  expect_import_error(tmp / "untied", "'cls.predictions.decoder.weight' differs from 'bert.embeddings.word_embeddings.weight'");
+  expect_import_error(
+      tmp / "untied",
+      "'cls.predictions.decoder.weight' differs from 'bert.embeddings.word_embeddings.weight'");
 
   // A decoder bias that differs from cls.predictions.bias.
   auto bias = tensors({"", true, false, false, 1, false, DType::F32});

@@ -9,7 +9,10 @@
 //    NSP logits (fp32, norm-wise relative error < 1e-5)
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "convert/bert_convert_test_util.h"
 #include "io/fileutil.h"
@@ -98,6 +101,85 @@ TEST(HfBertRoundTrip, CheckpointToHfAndBackIsBitExact) {
       << "every parameter, padded rows (zero) included";
 }
 
+// Three sequences of 13 (straddling vector widths): padding, every token type of the config,
+// every real position but [CLS] predicted, both NSP labels.
+struct ReferenceBatch {
+  static constexpr int B = 3, T = 13;
+  std::vector<int> ids, types, mask, mlm, nsp{0, 1, 1};
+  ReferenceBatch(int vocab, int type_vocab) : ids(B * T), types(B * T), mask(B * T), mlm(B * T, -1) {
+    for (int b = 0; b < B; ++b) {
+      const int len = T - 3 * b;
+      for (int t = 0; t < T; ++t) {
+        const int i = b * T + t;
+        mask[i] = t < len ? 1 : 0;
+        ids[i] = t == 0 ? 2 : t < len ? 5 + (i * 37 + 11) % 95 : 0;
+        types[i] = t < len ? (t * type_vocab) / len : 0;
+        if (t > 0 && t < len) mlm[i] = (i * 13) % vocab;
+      }
+    }
+  }
+  void write(const std::string& path) const {
+    SafetensorsWriter in;
+    in.add("input_ids", DType::I32, {B, T}, ids.data());
+    in.add("token_type_ids", DType::I32, {B, T}, types.data());
+    in.add("attention_mask", DType::I32, {B, T}, mask.data());
+    in.add("mlm_labels", DType::I32, {B, T}, mlm.data());
+    in.add("nsp_labels", DType::I32, {B}, nsp.data());
+    in.write(path);
+  }
+  BertInputs inputs(bool with_nsp) const {
+    return {ids.data(), types.data(), mask.data(), mlm.data(), with_nsp ? nsp.data() : nullptr};
+  }
+};
+
+// tests/ref/hf_bert_logits.py over the folder hf_dir on ReferenceBatch, against `model`'s own
+// logits and losses (the NSP ones only where the model has the head).
+void expect_pytorch_agrees(Bert& model, const std::string& hf_dir, const std::string& tmp) {
+  const BertConfig& cfg = model.config();
+  const ReferenceBatch batch(cfg.vocab_size, cfg.type_vocab_size);
+  const int B = ReferenceBatch::B, T = ReferenceBatch::T;
+  batch.write(tmp + "/in.safetensors");
+  auto run =
+      testing::run_command("/usr/bin/python3 " + testing::source_dir() + "/tests/ref/hf_bert_logits.py " +
+                           hf_dir + " " + tmp + "/in.safetensors " + tmp + "/out.safetensors");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+
+  model.plan(B, T);
+  const BertStats st = model.forward(batch.inputs(cfg.nsp), B, T);
+  const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, M = st.mlm_count;
+  ASSERT_EQ(M, 27);
+  std::vector<float> ours(static_cast<size_t>(M) * V), theirs(ours.size());
+  for (int m = 0; m < M; ++m)
+    for (int v = 0; v < V; ++v)
+      ours[static_cast<size_t>(m) * V + v] = model.mlm_logits()[static_cast<size_t>(m) * Vp + v];
+  SafetensorsFile ref(tmp + "/out.safetensors");
+  ref.read_f32("mlm_logits", std::vector<int64_t>{M, V}, theirs.data());
+  const double mlm_err = testing::relative_error(ours.data(), theirs.data(), ours.size());
+  float losses[2];
+  ref.read_f32("mlm_loss", std::vector<int64_t>{1}, &losses[0]);
+  ref.read_f32("nsp_loss", std::vector<int64_t>{1}, &losses[1]);
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.3e", mlm_err);
+  ::testing::Test::RecordProperty("mlm_logits_relative_error", text);
+  EXPECT_LT(mlm_err, 1e-5);
+  EXPECT_NEAR(st.mlm_loss, losses[0], 1e-5 * losses[0]);
+  if (!cfg.nsp) {
+    EXPECT_EQ(ref.get("nsp_logits").shape, (std::vector<int64_t>{0, 2}));
+    EXPECT_EQ(losses[1], 0.0f);
+    std::printf("MLM-only: MLM logits relative error %.3e (M = %d masked positions)\n", mlm_err, M);
+    return;
+  }
+  std::vector<float> nsp_ours(model.nsp_logits(), model.nsp_logits() + 2 * B), nsp_theirs(2 * B);
+  ref.read_f32("nsp_logits", std::vector<int64_t>{B, 2}, nsp_theirs.data());
+  const double nsp_err = testing::relative_error(nsp_ours.data(), nsp_theirs.data(), nsp_ours.size());
+  std::snprintf(text, sizeof(text), "%.3e", nsp_err);
+  ::testing::Test::RecordProperty("nsp_logits_relative_error", text);
+  EXPECT_LT(nsp_err, 1e-5);
+  EXPECT_NEAR(st.nsp_loss, losses[1], 1e-5 * losses[1]);
+  std::printf("MLM logits relative error %.3e, NSP logits %.3e (M = %d masked positions)\n", mlm_err, nsp_err,
+              M);
+}
+
 TEST(HfBertRoundTrip, PyTorchReadsTheExportedFolderAndComputesTheSameMlmAndNspLogits) {
   if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
   TempDir tmp;
@@ -111,62 +193,55 @@ TEST(HfBertRoundTrip, PyTorchReadsTheExportedFolderAndComputesTheSameMlmAndNspLo
   testing::save_bert_run_checkpoint(tmp / "run", model, 1);
   auto to_hf = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf"));
   ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+  expect_pytorch_agrees(model, tmp / "hf", tmp.path());
+}
 
-  // Three sequences of 13 (straddling vector widths): padding, three token types, every real
-  // position but [CLS] predicted, both NSP labels.
-  const int B = 3, T = 13;
-  std::vector<int> ids(B * T), types(B * T), mask(B * T), mlm(B * T, -1), nsp{0, 1, 1};
-  for (int b = 0; b < B; ++b) {
-    const int len = T - 3 * b;
-    for (int t = 0; t < T; ++t) {
-      const int i = b * T + t;
-      mask[i] = t < len ? 1 : 0;
-      ids[i] = t == 0 ? 2 : t < len ? 5 + (i * 37 + 11) % 95 : 0;
-      types[i] = t < len ? (t * 3) / len : 0;
-      if (t > 0 && t < len) mlm[i] = (i * 13) % cfg.vocab_size;
-    }
-  }
-  {
-    SafetensorsWriter in;
-    in.add("input_ids", DType::I32, {B, T}, ids.data());
-    in.add("token_type_ids", DType::I32, {B, T}, types.data());
-    in.add("attention_mask", DType::I32, {B, T}, mask.data());
-    in.add("mlm_labels", DType::I32, {B, T}, mlm.data());
-    in.add("nsp_labels", DType::I32, {B}, nsp.data());
-    in.write(tmp / "in.safetensors");
-  }
-  auto run =
-      testing::run_command("/usr/bin/python3 " + testing::source_dir() + "/tests/ref/hf_bert_logits.py " +
-                           (tmp / "hf") + " " + (tmp / "in.safetensors") + " " + (tmp / "out.safetensors"));
-  ASSERT_EQ(run.exit_code, 0) << run.output;
+// An MLM-only run (--no-nsp, 30% masking, unpadded batches) exports a BertForMaskedLM folder:
+// its class's tensors only (no pooler, no NSP head), which PyTorch reads and runs to mptrain's
+// MLM logits; imported back, it is an MLM-only checkpoint again.
+TEST(HfBertRoundTrip, MlmOnlyRunExportsABertForMaskedLm) {
+  if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
+  TempDir tmp;
+  testing::write_small_bert_instances(tmp / "data.bert");
+  auto train = run_mptrain("train --model bert --no-nsp --mask-rate 0.3 --preset bert-tiny --data " +
+                           (tmp / "data.bert") +
+                           " --batch 8 --steps 3 --lr 3e-3 --warmup 1 --threads 2"
+                           " --progress lines --run-dir " +
+                           (tmp / "run"));
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_NE(train.output.find("BertForMaskedLM"), std::string::npos) << train.output;
+  EXPECT_NE(train.output.find("MLM only, 30% of tokens masked"), std::string::npos) << train.output;
+  EXPECT_EQ(train.output.find("nsp"), std::string::npos) << "no NSP column: " << train.output;
+  auto to_hf = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf"));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+  EXPECT_NE(to_hf.output.find("BertForMaskedLM"), std::string::npos) << to_hf.output;
+  const auto config = nlohmann::json::parse(read_file(tmp / "hf/config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"BertForMaskedLM"}));
+  SafetensorsFile hf(tmp / "hf/model.safetensors");
+  EXPECT_FALSE(hf.contains("bert.pooler.dense.weight"));
+  EXPECT_FALSE(hf.contains("cls.seq_relationship.weight"));
 
-  model.plan(B, T);
-  const BertInputs in{ids.data(), types.data(), mask.data(), mlm.data(), nsp.data()};
-  const BertStats st = model.forward(in, B, T);
-  const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, M = st.mlm_count;
-  ASSERT_EQ(M, 27);
-  std::vector<float> ours(static_cast<size_t>(M) * V), theirs(ours.size());
-  for (int m = 0; m < M; ++m)
-    for (int v = 0; v < V; ++v) ours[static_cast<size_t>(m) * V + v] = model.mlm_logits()[static_cast<size_t>(m) * Vp + v];
-  SafetensorsFile ref(tmp / "out.safetensors");
-  ref.read_f32("mlm_logits", std::vector<int64_t>{M, V}, theirs.data());
-  const double mlm_err = testing::relative_error(ours.data(), theirs.data(), ours.size());
-  std::vector<float> nsp_ours(model.nsp_logits(), model.nsp_logits() + 2 * B), nsp_theirs(2 * B);
-  ref.read_f32("nsp_logits", std::vector<int64_t>{B, 2}, nsp_theirs.data());
-  const double nsp_err = testing::relative_error(nsp_ours.data(), nsp_theirs.data(), nsp_ours.size());
-  float losses[2];
-  ref.read_f32("mlm_loss", std::vector<int64_t>{1}, &losses[0]);
-  ref.read_f32("nsp_loss", std::vector<int64_t>{1}, &losses[1]);
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.3e", mlm_err);
-  RecordProperty("mlm_logits_relative_error", text);
-  std::snprintf(text, sizeof(text), "%.3e", nsp_err);
-  RecordProperty("nsp_logits_relative_error", text);
-  EXPECT_LT(mlm_err, 1e-5);
-  EXPECT_LT(nsp_err, 1e-5);
-  EXPECT_NEAR(st.mlm_loss, losses[0], 1e-5 * losses[0]);
-  EXPECT_NEAR(st.nsp_loss, losses[1], 1e-5 * losses[1]);
-  std::printf("MLM logits relative error %.3e, NSP logits %.3e (M = %d masked positions)\n", mlm_err, nsp_err, M);
+  const std::string ckpt = resolve_checkpoint(tmp / "run");
+  cpu::Context ctx;
+  Bert model(load_bert_checkpoint_config(ckpt), ctx);
+  ASSERT_FALSE(model.config().nsp);
+  load_bert_checkpoint_model(ckpt, model);
+  expect_pytorch_agrees(model, tmp / "hf", tmp.path());
+
+  auto back = run_mptrain("convert --from-hf " + (tmp / "hf") + " -o " + (tmp / "back"));
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  EXPECT_NE(back.output.find("BertForMaskedLM"), std::string::npos) << back.output;
+  EXPECT_FALSE(load_bert_checkpoint_config(tmp / "back").nsp);
+  testing::expect_same_tensors(SafetensorsFile(ckpt + "/model.safetensors"),
+                               SafetensorsFile(tmp / "back/model.safetensors"));
+  // A model with the NSP head cannot be trained MLM-only: one clear error.
+  Bert with_nsp(testing::small_bert_config(), ctx);
+  testing::init_nontrivial(with_nsp, 2);
+  const std::string nsp_ckpt = testing::save_bert_run_checkpoint(tmp / "nsp_run", with_nsp, 1);
+  testing::expect_clear_error(
+      run_mptrain("train --model bert --no-nsp --init-from " + nsp_ckpt + " --data " + (tmp / "data.bert") +
+                  " --batch 8 --steps 1 --threads 2 --run-dir " + (tmp / "r2")),
+      "has the NSP head");
 }
 
 }  // namespace

@@ -59,7 +59,9 @@ INT_KEYS = ("n_layer", "n_head", "hidden", "intermediate", "vocab_size", "max_po
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels")
 
 
-def expected_shapes(cfg):
+def expected_shapes(cfg, nsp=True):
+    """BertForPreTraining's tensors (name -> shape), or BertForMaskedLM's without nsp (no pooler,
+    no cls.seq_relationship)."""
     C, I, V = cfg["hidden"], cfg["intermediate"], cfg["vocab_size"]
     s = {
         "bert.embeddings.word_embeddings.weight": (V, C),
@@ -83,20 +85,23 @@ def expected_shapes(cfg):
         s[p + "output.dense.bias"] = (C,)
         s[p + "output.LayerNorm.weight"] = (C,)
         s[p + "output.LayerNorm.bias"] = (C,)
-    s["bert.pooler.dense.weight"] = (C, C)
-    s["bert.pooler.dense.bias"] = (C,)
+    if nsp:
+        s["bert.pooler.dense.weight"] = (C, C)
+        s["bert.pooler.dense.bias"] = (C,)
     s["cls.predictions.transform.dense.weight"] = (C, C)
     s["cls.predictions.transform.dense.bias"] = (C,)
     s["cls.predictions.transform.LayerNorm.weight"] = (C,)
     s["cls.predictions.transform.LayerNorm.bias"] = (C,)
     s["cls.predictions.bias"] = (V,)
-    s["cls.seq_relationship.weight"] = (2, C)
-    s["cls.seq_relationship.bias"] = (2,)
+    if nsp:
+        s["cls.seq_relationship.weight"] = (2, C)
+        s["cls.seq_relationship.bias"] = (2,)
     return s
 
 
 def bert_losses(P, cfg, batch):
-    """BertForPreTraining forward: returns (mlm_loss, nsp_loss, mlm_logits at masked rows, nsp_logits)."""
+    """BertForPreTraining forward: returns (mlm_loss, nsp_loss, mlm_logits at masked rows, nsp_logits).
+    Without the pooler in P (BertForMaskedLM) nsp_loss is 0 and nsp_logits is empty."""
     ids, types, mask, mlm_labels, nsp_labels = batch
     B, T = ids.shape
     C, NH, eps = cfg["hidden"], cfg["n_head"], cfg["ln_eps"]
@@ -128,15 +133,17 @@ def bert_losses(P, cfg, batch):
         f = F.linear(f, P[p + "output.dense.weight"], P[p + "output.dense.bias"])
         x = F.layer_norm(f + x, (C,), P[p + "output.LayerNorm.weight"], P[p + "output.LayerNorm.bias"], eps)
 
-    pooled = torch.tanh(F.linear(x[:, 0], P["bert.pooler.dense.weight"], P["bert.pooler.dense.bias"]))
-    nsp_logits = F.linear(pooled, P["cls.seq_relationship.weight"], P["cls.seq_relationship.bias"])
+    nsp_logits = torch.zeros(0, 2, dtype=x.dtype)
+    if "bert.pooler.dense.weight" in P:
+        pooled = torch.tanh(F.linear(x[:, 0], P["bert.pooler.dense.weight"], P["bert.pooler.dense.bias"]))
+        nsp_logits = F.linear(pooled, P["cls.seq_relationship.weight"], P["cls.seq_relationship.bias"])
     t = F.gelu(F.linear(x, P["cls.predictions.transform.dense.weight"], P["cls.predictions.transform.dense.bias"]))
     t = F.layer_norm(t.float(), (C,), P["cls.predictions.transform.LayerNorm.weight"],
                      P["cls.predictions.transform.LayerNorm.bias"], eps)
     logits = F.linear(t, word, P["cls.predictions.bias"])  # decoder tied to the word embeddings
     V = word.shape[0]
     mlm_loss = F.cross_entropy(logits.reshape(-1, V), mlm_labels.reshape(-1), ignore_index=-1)
-    nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)
+    nsp_loss = F.cross_entropy(nsp_logits, nsp_labels) if len(nsp_logits) else torch.zeros(())
     masked = mlm_labels.reshape(-1) != -1
     return mlm_loss, nsp_loss, logits.reshape(-1, V)[masked], nsp_logits
 

@@ -1,4 +1,5 @@
-"""MLM and NSP logits of a Hugging Face BertForPreTraining folder, read the way Hugging Face reads it.
+"""MLM and NSP logits of a Hugging Face BertForPreTraining (or BertForMaskedLM) folder, read the way
+Hugging Face reads it.
 
     /usr/bin/python3 hf_bert_logits.py HF_DIR IN.safetensors OUT.safetensors
 
@@ -19,6 +20,8 @@ on the parameters looked up by their HF names.
 IN: input_ids, token_type_ids, attention_mask, mlm_labels [B,T] and nsp_labels [B], I32 (the
 conventions of bert_reference.py). OUT (F32): mlm_logits [M, V] at the masked positions in
 row-major (b, t) order, nsp_logits [B, 2], mlm_loss [1], nsp_loss [1].
+A folder whose config.json names BertForMaskedLM (an MLM-only model) must hold exactly that
+class's tensors (no pooler, no cls.seq_relationship): nsp_logits is then [0, 2] and nsp_loss 0.
 Any mismatch exits non-zero with a message.
 """
 
@@ -45,7 +48,7 @@ def fail(msg):
 def check_config(cfg):
     if cfg.get("model_type") != "bert":
         fail("config.json model_type is %r, not 'bert'" % cfg.get("model_type"))
-    if cfg.get("architectures") != ["BertForPreTraining"]:
+    if cfg.get("architectures") not in (["BertForPreTraining"], ["BertForMaskedLM"]):
         fail("config.json architectures is %r" % cfg.get("architectures"))
     for key in CONFIG_INTS:
         if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool) or cfg[key] <= 0:
@@ -101,10 +104,10 @@ def main(argv):
     if ref_cfg["hidden"] % ref_cfg["n_head"]:
         fail("hidden_size is not a multiple of num_attention_heads")
 
-    expected = bert_reference.expected_shapes(ref_cfg)
+    family = cfg["architectures"][0]
+    expected = bert_reference.expected_shapes(ref_cfg, nsp=family == "BertForPreTraining")
     try:
-        tensors = safetensors_np.load_hf_model(os.path.join(hf_dir, "model.safetensors"), expected,
-                                               "BertForPreTraining")
+        tensors = safetensors_np.load_hf_model(os.path.join(hf_dir, "model.safetensors"), expected, family)
     except safetensors_np.SafetensorsError as e:
         fail(str(e))
 

@@ -12,6 +12,7 @@
 #include "backend/cuda/activations.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_packed.h"
 #include "backend/cuda/cast.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/crossentropy.h"
@@ -400,17 +401,22 @@ FlashSaved flash_saved(const View& saved, int B, int T, int C, int NH, StorageTy
 
 }  // namespace
 
+// Packed sequences (a.cu_seqlens) run the flash kernels' packed form (out, lse per row and no key
+// mask in attention_bytes' layout for attention_memory_batch) or attention_packed.h's kernels.
 void CudaBackend::run_attention(const AttentionArgs& a) {
-  const int C = static_cast<int>(a.out.dim(1));
+  const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const MathMode mm = mode(a.types.scores);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, a.B, a.T, C, a.NH, a.types.qkv);
+      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, C,
+                                       a.NH, a.types.qkv);
       if (a.causal) {
         flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
+      } else if (a.cu_seqlens) {
+        flash_attention_packed_forward<T>(out, s.lse, qkv, a.cu_seqlens, rows, a.B, a.T, C, a.NH, *ctx_);
       } else {
         flash_attention_masked_forward<T>(out, s.lse, qkv, a.key_mask, a.B, a.T, C, a.NH, *ctx_);
         if (a.key_mask)
@@ -421,6 +427,9 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
       copy_device(s.out, out, a.out.bytes(), *ctx_);
     } else if (a.causal) {
       attention_forward<T>(out, a.saved.ptr, qkv, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    } else if (a.cu_seqlens) {
+      attention_packed_forward<T>(out, a.saved.ptr, qkv, a.cu_seqlens, a.scratch.ptr, rows, a.B, a.T, C, a.NH,
+                                  *ctx_);
     } else {
       attention_masked_forward<T>(out, a.saved.ptr, qkv, a.key_mask, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
                                   *ctx_);
@@ -429,7 +438,7 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
 }
 
 void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
-  const int C = static_cast<int>(a.dout.dim(1));
+  const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
   const MathMode mm = mode(a.types.scores);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -437,15 +446,22 @@ void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
     const T* dout = static_cast<const T*>(a.dout.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, a.B, a.T, C, a.NH, a.types.qkv);
+      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, C,
+                                       a.NH, a.types.qkv);
+      const T* out = static_cast<const T*>(s.out);
       if (a.causal)
-        flash_attention_backward<T>(dqkv, dout, qkv, static_cast<const T*>(s.out), s.lse, a.scratch.ptr, a.B,
-                                    a.T, C, a.NH, *ctx_);
+        flash_attention_backward<T>(dqkv, dout, qkv, out, s.lse, a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
+      else if (a.cu_seqlens)
+        flash_attention_packed_backward<T>(dqkv, dout, qkv, out, s.lse, a.cu_seqlens, a.scratch.ptr, rows,
+                                           a.B, a.T, C, a.NH, *ctx_);
       else
-        flash_attention_masked_backward<T>(dqkv, dout, qkv, static_cast<const T*>(s.out), s.lse, s.mask,
-                                           a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
+        flash_attention_masked_backward<T>(dqkv, dout, qkv, out, s.lse, s.mask, a.scratch.ptr, a.B, a.T, C,
+                                           a.NH, *ctx_);
     } else if (a.causal) {
       cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    } else if (a.cu_seqlens) {
+      attention_packed_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.cu_seqlens, a.scratch.ptr, rows, a.B, a.T,
+                                   C, a.NH, *ctx_);
     } else {
       attention_masked_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     }
@@ -469,24 +485,26 @@ void CudaBackend::run_cross_entropy(const CrossEntropyArgs& a) {
 }
 
 void CudaBackend::run_embedding(const EmbeddingArgs& a) {
-  const int C = static_cast<int>(a.out.dim(1));
+  const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   dispatch_storage(a.out.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     embeddings_forward<T>(static_cast<T*>(a.out.ptr), a.tokens, a.types, in(a.word), in(a.pos),
-                          in(a.type_table), a.B, a.T, C, *ctx_);
+                          in(a.type_table), a.cu_seqlens, a.B, a.T, C, rows, *ctx_);
   });
 }
 
 void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
-  const int C = static_cast<int>(a.dout.dim(1));
+  const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
+  // Sized for B·T rows whatever the layout: a packed batch's rows vary from batch to batch, and
+  // the scratch then stays one size.
   const size_t bytes = embeddings_backward_scratch_bytes(a.B, a.T);
   void* work = scratch(kEmbedding, bytes);
   dispatch_storage(a.dout.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     embeddings_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr),
                            static_cast<T*>(a.dtype.ptr), static_cast<const T*>(a.dout.ptr), a.tokens, a.types,
-                           a.pad_token, work, bytes, a.B, a.T, C,
+                           a.cu_seqlens, a.pad_token, work, bytes, a.B, a.T, C, rows,
                            a.types ? static_cast<int>(a.dtype.dim(0)) : 0, *ctx_);
   });
 }

@@ -17,12 +17,16 @@
 //             accumulate dQ = dS·K. Two passes instead of FlashAttention-2's atomic dQ: every
 //             output element has one writer and a fixed summation order, so repeated runs are
 //             bit-identical (the backend's no-float-atomics rule).
-// Masking: a key is valid when key < T and key_mask (if any) is nonzero; causal adds key ≤ query.
-// Invalid scores are −inf before the softmax (forward) and P is exactly 0 for them (backward),
-// so padded keys get exactly 0 dK and dV. Rows and keys past T are zero-filled in shared memory
-// and never stored. Causal tiles entirely above the diagonal are skipped by the loop bounds; key
-// tiles with no valid key (padding) by a block vote. Every kernel double-buffers the tiles it
-// loops over with cp.async; fragments come through ldmatrix (switches kCpAsync, kLdmatrix).
+// Masking: a key is valid when key < L (the sequence's length: T, or a packed sequence's own) and
+// key_mask (if any) is nonzero; causal adds key ≤ query. Invalid scores are −inf before the
+// softmax (forward) and P is exactly 0 for them (backward), so padded keys get exactly 0 dK and
+// dV. Rows and keys past L are zero-filled in shared memory (never read) and never stored.
+// Packed sequences (cu_seqlens) keep the grid of the B·T layout, tiles counted from T: a block
+// whose tile starts at or past its sequence's end exits at once; the others offset their rows by
+// the sequence's first row instead of b·T, and lse and D are kept per row (struct Seq).
+// Causal tiles entirely above the diagonal are skipped by the loop bounds; key tiles with no
+// valid key (padding) by a block vote. Every kernel double-buffers the tiles it loops over with
+// cp.async; fragments come through ldmatrix (switches kCpAsync, kLdmatrix).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -51,6 +55,10 @@ constexpr int kRowsPerWarp = 16;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDotThreads = 256;  // D kernel: 8 warps, one (token, head) row per warp at a time
 static_assert(kTile == kWarps * kRowsPerWarp, "each warp owns 16 rows of a 64-row tile");
+
+// Which keys a query sees, a template argument of every kernel, so that each form compiles to its
+// own code: the causal diagonal, a padded batch's key mask (or none), packed sequences' own rows.
+enum class Keys { Causal, Masked, Packed };
 
 // Query rows per tile of the dK/dV kernel: its accumulators (dK and dV, 16 × HS each per warp)
 // plus Sᵀ and dPᵀ (16 × BQ each) must fit in registers.
@@ -234,21 +242,22 @@ __device__ __forceinline__ void mma_acc_tile(float (&acc)[HS / 8][4], const floa
 
 // --- shared-memory tiles ----------------------------------------------------------------------
 // ROWS rows of HS elements from global rows t0.. (stride `stride` elements) into a shared tile
-// (leading dimension HS + 8) with 16-byte loads; rows at or past Tn are zero-filled, so products
-// over them are finite and exactly 0 where P is 0.
+// (leading dimension HS + 8) with 16-byte loads; rows at or past len (the sequence's end) are
+// zero-filled, never read, so products over them are finite and exactly 0 where P is 0.
 template <int HS, int ROWS>
-__device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, size_t stride, int t0, int Tn) {
+__device__ __forceinline__ void load_tile(uint16_t* dst, const uint16_t* src, size_t stride, int t0,
+                                          int len) {
   constexpr int kPacks = HS / 8, LD = HS + 8;
   for (int i = threadIdx.x; i < ROWS * kPacks; i += kThreads) {
     const int r = i / kPacks, c = (i % kPacks) * 8;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (t0 + r < Tn) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(t0 + r) * stride + c);
+    if (t0 + r < len) v = *reinterpret_cast<const uint4*>(src + static_cast<size_t>(t0 + r) * stride + c);
     *reinterpret_cast<uint4*>(dst + r * LD + c) = v;
   }
 }
 
 // The forward's K/V tiles are double-buffered: the next tile is requested with cp.async (16 bytes
-// per thread, global → shared without registers; src-size 0 zero-fills rows past Tn) before the
+// per thread, global → shared without registers; src-size 0 zero-fills rows past len) before the
 // current one is used, so the copy overlaps the products. kCpAsync = false loads the next tile
 // synchronously into the same two buffers (same barriers): the fallback to isolate a suspected
 // cp.async problem on a GPU.
@@ -269,27 +278,29 @@ __device__ __forceinline__ void cp_async_wait_all_but_one() {
 
 template <int HS, int ROWS>
 __device__ __forceinline__ void load_tile_async(uint16_t* dst, const uint16_t* src, size_t stride, int t0,
-                                                int Tn) {
+                                                int len) {
   if constexpr (kCpAsync) {
     constexpr int kPacks = HS / 8, LD = HS + 8;
     for (int i = threadIdx.x; i < ROWS * kPacks; i += kThreads) {
       const int r = i / kPacks, c = (i % kPacks) * 8;
-      const bool ok = t0 + r < Tn;
-      // a row past Tn reads nothing (src-size 0) but still names a valid address: row 0
+      const bool ok = t0 + r < len;
+      // a row past len reads nothing (src-size 0) but still names a valid address: row 0
       cp_async16(dst + r * LD + c, src + static_cast<size_t>(ok ? t0 + r : 0) * stride + c, ok);
     }
   } else {
-    load_tile<HS, ROWS>(dst, src, stride, t0, Tn);
+    load_tile<HS, ROWS>(dst, src, stride, t0, len);
   }
 }
 
 // Key validity for the tile at k0 into valid[0..kTile) by plain stores (threads < kTile); returns
-// this thread's vote (whether its key is valid), to be combined later by __syncthreads_or.
-__device__ __forceinline__ int write_key_valid(int* valid, const int* key_mask, int b, int k0, int Tn) {
+// this thread's vote (whether its key is valid), to be combined later by __syncthreads_or. A key
+// is valid below its sequence's length len where key_mask [B,T] (null: none) is nonzero.
+__device__ __forceinline__ int write_key_valid(int* valid, const int* key_mask, int b, int Tn, int k0,
+                                               int len) {
   int ok = 0;
   if (threadIdx.x < kTile) {
     const int key = k0 + static_cast<int>(threadIdx.x);
-    ok = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
+    ok = key < len && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
     valid[threadIdx.x] = ok;
   }
   return ok;
@@ -297,12 +308,12 @@ __device__ __forceinline__ int write_key_valid(int* valid, const int* key_mask, 
 
 // A warp's 16 × HS fp32 accumulators, multiplied by the row factors f[0] (row g) and f[1]
 // (row g+8), rounded to T into the warp's own 16 rows of a shared tile, then stored as 16-byte
-// rows to dst rows t0.. (stride elements; rows at or past Tn skipped). Only this warp touches
+// rows to dst rows t0.. (stride elements; rows at or past len skipped). Only this warp touches
 // those shared rows, so warp barriers suffice.
 template <class T, int HS>
 __device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_t* tile,
-                                           const float (&acc)[HS / 8][4], const float (&f)[2], int t0, int Tn,
-                                           int warp, int lane) {
+                                           const float (&acc)[HS / 8][4], const float (&f)[2], int t0,
+                                           int len, int warp, int lane) {
   constexpr int LD = HS + 8, kPacks = HS / 8;
   const int g = lane >> 2, c = (lane & 3) * 2;
   uint16_t* rows = tile + warp * kRowsPerWarp * LD;
@@ -316,9 +327,33 @@ __device__ __forceinline__ void store_rows(uint16_t* dst, size_t stride, uint16_
   __syncwarp();
   for (int i = lane; i < kRowsPerWarp * kPacks; i += 32) {
     const int r = i / kPacks, col = (i % kPacks) * 8, t = t0 + warp * kRowsPerWarp + r;
-    if (t < Tn)
+    if (t < len)
       *reinterpret_cast<uint4*>(dst + static_cast<size_t>(t) * stride + col) =
           *reinterpret_cast<const uint4*>(rows + r * LD + col);
+  }
+}
+
+// --- sequences -------------------------------------------------------------------------------
+// Where a block's sequence b lies, for head h. The B·T layout (Causal, Masked): rows b·T.., T of
+// them, lse and D [B,NH,T]. Packed (backend/backend.h's EmbeddingArgs; cu_seqlens device ints,
+// trusted: the host checked them before staging): rows cu[b].., cu[b+1] − cu[b] of them, lse
+// and D per row, [rows, NH], so that memory sized for ⌈rows / T⌉ sequences of T (backend.h's
+// AttentionArgs) holds any packing, however many sequences it has.
+struct Seq {
+  size_t first;   // its first row of qkv, out, dout and dqkv
+  int len;        // its rows: queries and keys at or past len do not exist
+  size_t stat0;   // the lse / D entry of its row 0
+  int stat_step;  // entries from one row to the next
+  __device__ __forceinline__ size_t stat(int t) const { return stat0 + static_cast<size_t>(t) * stat_step; }
+};
+
+template <Keys K>
+__device__ __forceinline__ Seq sequence_at(const int* cu_seqlens, int b, int h, int Tn, int NH) {
+  if constexpr (K == Keys::Packed) {
+    const int first = cu_seqlens[b];
+    return {static_cast<size_t>(first), cu_seqlens[b + 1] - first, static_cast<size_t>(first) * NH + h, NH};
+  } else {
+    return {static_cast<size_t>(b) * Tn, Tn, static_cast<size_t>(b * NH + h) * Tn, 1};
   }
 }
 
@@ -328,11 +363,13 @@ constexpr size_t fwd_smem_bytes() {  // Q, two K and two V tiles, two key-validi
   return static_cast<size_t>(5 * kTile) * (HS + 8) * sizeof(uint16_t) + 2 * kTile * sizeof(int);
 }
 
-// grid (B·NH, query tiles), heaviest causal tiles first; lse in natural-log units of scale·s.
-template <class T, int HS, bool kCausal>
+// grid (B·NH, query tiles of T), heaviest causal tiles first; lse in natural-log units of scale·s.
+// Packed: a tile at or past its sequence's end has no rows and exits (uniformly, before any
+// barrier); the tiles below it cover every row of the sequence.
+template <class T, int HS, Keys K>
 __global__ void __launch_bounds__(kThreads)
-    flash_fwd_kernel(T* out, float* lse, const T* qkv, const int* key_mask, int Tn, int NH, float scale,
-                     float scale_log2) {
+    flash_fwd_kernel(T* out, float* lse, const T* qkv, const int* key_mask, const int* cu_seqlens, int Tn,
+                     int NH, float scale, float scale_log2) {
   constexpr int LD = HS + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
@@ -342,20 +379,25 @@ __global__ void __launch_bounds__(kThreads)
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  constexpr bool kCausal = K == Keys::Causal;
+  const int* mask = K == Keys::Packed ? nullptr : key_mask;
+  const Seq seq = sequence_at<K>(cu_seqlens, b, h, Tn, NH);
+  if (q0 >= seq.len) return;
+  const int len = seq.len;
   const int C = NH * HS;
   const size_t rs = 3 * static_cast<size_t>(C);
-  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + seq.first * rs + h * HS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
   const int row0 = q0 + warp * kRowsPerWarp + g;  // this lane's rows: row0 and row0 + 8
-  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  const int kv_end = kCausal ? min(len, q0 + kTile) : len;
   const int n_tiles = (kv_end + kTile - 1) / kTile;
 
   // Prologue: request key tile 0 into stage 0, then load Q (synchronously) while it flies.
-  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, Tn);
-  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, Tn);
+  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, len);
+  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, len);
   cp_async_commit();
-  int vote = write_key_valid(kvalid_buf, key_mask, b, 0, Tn);
-  load_tile<HS, kTile>(qs, base, rs, q0, Tn);
+  int vote = write_key_valid(kvalid_buf, mask, b, Tn, 0, len);
+  load_tile<HS, kTile>(qs, base, rs, q0, len);
   __syncthreads();
   uint32_t qf[HS / 16][4];
 #pragma unroll
@@ -374,9 +416,9 @@ __global__ void __launch_bounds__(kThreads)
     int next_vote = 0;
     if (it + 1 < n_tiles) {
       const int nst = st ^ 1;
-      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, Tn);
-      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, Tn);
-      next_vote = write_key_valid(kvalid_buf + nst * kTile, key_mask, b, k0 + kTile, Tn);
+      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, len);
+      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, len);
+      next_vote = write_key_valid(kvalid_buf + nst * kTile, mask, b, Tn, k0 + kTile, len);
     }
     cp_async_commit();
     cp_async_wait_all_but_one();  // this thread's copies of tile it have landed
@@ -398,7 +440,7 @@ __global__ void __launch_bounds__(kThreads)
       }
 
     // Masking is needed only on tiles with padding, the sequence end or the diagonal.
-    const bool need_mask = key_mask != nullptr || k0 + kTile > Tn || (kCausal && k0 + kTile > q0);
+    const bool need_mask = mask != nullptr || k0 + kTile > len || (kCausal && k0 + kTile > q0);
     if (need_mask) {
 #pragma unroll
       for (int n = 0; n < kTile / 8; ++n)
@@ -452,17 +494,19 @@ __global__ void __launch_bounds__(kThreads)
     lt += __shfl_xor_sync(0xffffffffu, lt, 2);
     inv[r] = 1.0f / lt;
     const int row = row0 + r * 8;
-    if ((lane & 3) == 0 && row < Tn) lse[static_cast<size_t>(bh) * Tn + row] = m[r] * scale + logf(lt);
+    if ((lane & 3) == 0 && row < len) lse[seq.stat(row)] = m[r] * scale + logf(lt);
   }
   const size_t C_ = static_cast<size_t>(C);
-  store_rows<T, HS>(reinterpret_cast<uint16_t*>(out) + static_cast<size_t>(b) * Tn * C_ + h * HS, C_, qs, o,
-                    inv, q0, Tn, warp, lane);
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(out) + seq.first * C_ + h * HS, C_, qs, o, inv, q0, len, warp,
+                    lane);
 }
 
 // --- backward ------------------------------------------------------------------------------
-// D[b,h,t] = Σ_d dO[b,t,h,d]·O[b,t,h,d] in fp32; rows are (b, t, h) in memory order.
+// D = Σ_d dO·O in fp32 for every (token row, head) pair r = row·NH + h of dout and out, in memory
+// order; stored at D[b,h,t] (B·T layout, row = b·T + t) or, packed, at D[r] itself (Seq's layouts).
 template <class T, int HS>
-__global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, int NH, size_t rows) {
+__global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, int NH, size_t rows,
+                                 bool packed) {
   const int lane = threadIdx.x & 31;
   const size_t step = static_cast<size_t>(gridDim.x) * (kDotThreads / 32);
   for (size_t r = static_cast<size_t>(blockIdx.x) * (kDotThreads / 32) + (threadIdx.x >> 5); r < rows;
@@ -475,7 +519,7 @@ __global__ void flash_dot_kernel(float* D, const T* dout, const T* out, int Tn, 
     acc = warp_sum(acc);
     if (lane == 0) {
       const size_t h = r % NH, bt = r / NH, t = bt % Tn, b = bt / Tn;
-      D[(b * NH + h) * Tn + t] = acc;
+      D[packed ? r : (b * NH + h) * Tn + t] = acc;
     }
   }
 }
@@ -486,39 +530,44 @@ constexpr size_t dkdv_smem_bytes() {
   return static_cast<size_t>(2 * kTile + 4 * BQ) * (HS + 8) * sizeof(uint16_t) + 4 * BQ * sizeof(float);
 }
 
-// grid (B·NH, key tiles); causal blocks with the first keys have the most query tiles and run
+// grid (B·NH, key tiles of T); causal blocks with the first keys have the most query tiles and run
 // first. dK and dV rows of padded or out-of-range keys come out exactly 0 (or are not stored).
-template <class T, int HS, bool kCausal>
+// Packed: a key tile at or past its sequence's end exits, as the forward's query tiles.
+template <class T, int HS, Keys K>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dkdv_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D,
-                          const int* key_mask, int Tn, int NH, float scale, float scale_log2) {
+                          const int* key_mask, const int* cu_seqlens, int Tn, int NH, float scale,
+                          float scale_log2) {
   constexpr int LD = HS + 8, BQ = bwd_query_tile<HS>();
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* ks = reinterpret_cast<uint16_t*>(smem);
   uint16_t* vs = ks + kTile * LD;
   uint16_t* qs_buf = vs + kTile * LD;                                // stage st at + st·BQ·LD
   uint16_t* dos_buf = qs_buf + 2 * BQ * LD;                          // likewise
-  float* lse_buf = reinterpret_cast<float*>(dos_buf + 2 * BQ * LD);  // lse·log2(e); +inf past Tn (P = 0)
+  float* lse_buf = reinterpret_cast<float*>(dos_buf + 2 * BQ * LD);  // lse·log2(e); +inf past len (P = 0)
   float* d_buf = lse_buf + 2 * BQ;                                   // stage st at + st·BQ (both)
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int k0 = blockIdx.y * kTile;
+  constexpr bool kCausal = K == Keys::Causal;
+  const int* mask = K == Keys::Packed ? nullptr : key_mask;
+  const Seq seq = sequence_at<K>(cu_seqlens, b, h, Tn, NH);
+  if (k0 >= seq.len) return;
+  const int len = seq.len;
   const int C = NH * HS;
   const size_t rs = 3 * static_cast<size_t>(C), C_ = static_cast<size_t>(C);
-  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
-  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + static_cast<size_t>(b) * Tn * C_ + h * HS;
-  const float* lse_bh = lse + static_cast<size_t>(bh) * Tn;
-  const float* d_bh = D + static_cast<size_t>(bh) * Tn;
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + seq.first * rs + h * HS;
+  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + seq.first * C_ + h * HS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
   const int key0 = k0 + warp * kRowsPerWarp + g;  // this lane's keys: key0 and key0 + 8
 
-  load_tile<HS, kTile>(ks, base + C, rs, k0, Tn);
-  load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, Tn);
+  load_tile<HS, kTile>(ks, base + C, rs, k0, len);
+  load_tile<HS, kTile>(vs, base + 2 * C, rs, k0, len);
   bool kv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + 8 * r;
-    kv[r] = key < Tn && (key_mask == nullptr || key_mask[static_cast<size_t>(b) * Tn + key] != 0);
+    kv[r] = key < len && (mask == nullptr || mask[static_cast<size_t>(b) * Tn + key] != 0);
   }
   const bool any_key = __syncthreads_or(kv[0] || kv[1]) != 0;  // also orders the K, V tile loads
 
@@ -527,15 +576,15 @@ __global__ void __launch_bounds__(kThreads)
   // Causal: queries before k0 see none of these keys (k0 is a multiple of BQ). Query tiles are
   // double-buffered as the forward's key tiles: tile it+1 is requested (Q, dO by cp.async; lse, D
   // by plain stores) before tile it is used; a barrier ends every iteration.
-  const int q_start = any_key ? (kCausal ? k0 : 0) : Tn;
-  const int n_q = (Tn - q_start + BQ - 1) / BQ;
+  const int q_start = any_key ? (kCausal ? k0 : 0) : len;
+  const int n_q = (len - q_start + BQ - 1) / BQ;
   auto request = [&](int stage, int q0) {
-    load_tile_async<HS, BQ>(qs_buf + stage * BQ * LD, base, rs, q0, Tn);
-    load_tile_async<HS, BQ>(dos_buf + stage * BQ * LD, dbase, C_, q0, Tn);
+    load_tile_async<HS, BQ>(qs_buf + stage * BQ * LD, base, rs, q0, len);
+    load_tile_async<HS, BQ>(dos_buf + stage * BQ * LD, dbase, C_, q0, len);
     if (threadIdx.x < BQ) {
       const int q = q0 + static_cast<int>(threadIdx.x);
-      lse_buf[stage * BQ + threadIdx.x] = q < Tn ? lse_bh[q] * kLog2e : INFINITY;
-      d_buf[stage * BQ + threadIdx.x] = q < Tn ? d_bh[q] : 0.0f;
+      lse_buf[stage * BQ + threadIdx.x] = q < len ? lse[seq.stat(q)] * kLog2e : INFINITY;
+      d_buf[stage * BQ + threadIdx.x] = q < len ? D[seq.stat(q)] : 0.0f;
     }
   };
   if (n_q > 0) request(0, q_start);
@@ -559,7 +608,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = n * 8 + c + (e & 1), key = key0 + (e >> 1) * 8, q = q0 + j;
-        const bool ok = kv[e >> 1] && q < Tn && (!kCausal || q >= key);
+        const bool ok = kv[e >> 1] && q < len && (!kCausal || q >= key);
         st[n][e] = ok ? exp2f(fmaf(st[n][e], scale_log2, -lse_s[j])) : 0.0f;
       }
     }
@@ -576,9 +625,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const float one[2] = {1.0f, 1.0f};
-  uint16_t* dbh = reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
-  store_rows<T, HS>(dbh + C, rs, ks, dk, one, k0, Tn, warp, lane);
-  store_rows<T, HS>(dbh + 2 * C, rs, vs, dv, one, k0, Tn, warp, lane);
+  uint16_t* dbh = reinterpret_cast<uint16_t*>(dqkv) + seq.first * rs + h * HS;
+  store_rows<T, HS>(dbh + C, rs, ks, dk, one, k0, len, warp, lane);
+  store_rows<T, HS>(dbh + 2 * C, rs, vs, dv, one, k0, len, warp, lane);
 }
 
 template <int HS>
@@ -586,11 +635,12 @@ constexpr size_t dq_smem_bytes() {  // Q, dO, two K and two V tiles, two key-val
   return static_cast<size_t>(6 * kTile) * (HS + 8) * sizeof(uint16_t) + 2 * kTile * sizeof(int);
 }
 
-// grid (B·NH, query tiles), heaviest causal tiles first.
-template <class T, int HS, bool kCausal>
+// grid (B·NH, query tiles of T), heaviest causal tiles first; packed tiles past the end exit.
+template <class T, int HS, Keys K>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dq_kernel(T* dqkv, const T* dout, const T* qkv, const float* lse, const float* D,
-                        const int* key_mask, int Tn, int NH, float scale, float scale_log2) {
+                        const int* key_mask, const int* cu_seqlens, int Tn, int NH, float scale,
+                        float scale_log2) {
   constexpr int LD = HS + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem);
@@ -601,30 +651,35 @@ __global__ void __launch_bounds__(kThreads)
 
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;
+  constexpr bool kCausal = K == Keys::Causal;
+  const int* mask = K == Keys::Packed ? nullptr : key_mask;
+  const Seq seq = sequence_at<K>(cu_seqlens, b, h, Tn, NH);
+  if (q0 >= seq.len) return;
+  const int len = seq.len;
   const int C = NH * HS;
   const size_t rs = 3 * static_cast<size_t>(C), C_ = static_cast<size_t>(C);
-  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + static_cast<size_t>(b) * Tn * rs + h * HS;
-  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + static_cast<size_t>(b) * Tn * C_ + h * HS;
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(qkv) + seq.first * rs + h * HS;
+  const uint16_t* dbase = reinterpret_cast<const uint16_t*>(dout) + seq.first * C_ + h * HS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
   const int row0 = q0 + warp * kRowsPerWarp + g;
-  const int kv_end = kCausal ? min(Tn, q0 + kTile) : Tn;
+  const int kv_end = kCausal ? min(len, q0 + kTile) : len;
   const int n_tiles = (kv_end + kTile - 1) / kTile;
 
   // The forward's pipeline: key tile 0 requested into stage 0 first, Q and dO loaded meanwhile
   // (made visible by the first iteration's barrier).
-  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, Tn);
-  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, Tn);
+  load_tile_async<HS, kTile>(ks_buf, base + C, rs, 0, len);
+  load_tile_async<HS, kTile>(vs_buf, base + 2 * C, rs, 0, len);
   cp_async_commit();
-  int vote = write_key_valid(kvalid_buf, key_mask, b, 0, Tn);
-  load_tile<HS, kTile>(qs, base, rs, q0, Tn);
-  load_tile<HS, kTile>(dos, dbase, C_, q0, Tn);
+  int vote = write_key_valid(kvalid_buf, mask, b, Tn, 0, len);
+  load_tile<HS, kTile>(qs, base, rs, q0, len);
+  load_tile<HS, kTile>(dos, dbase, C_, q0, len);
   float lse2[2], drow[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + 8 * r;
-    const bool in = row < Tn;
-    lse2[r] = in ? lse[static_cast<size_t>(bh) * Tn + row] * kLog2e : INFINITY;
-    drow[r] = in ? D[static_cast<size_t>(bh) * Tn + row] : 0.0f;
+    const bool in = row < len;
+    lse2[r] = in ? lse[seq.stat(row)] * kLog2e : INFINITY;
+    drow[r] = in ? D[seq.stat(row)] : 0.0f;
   }
 
   float dq[HS / 8][4] = {};
@@ -637,9 +692,9 @@ __global__ void __launch_bounds__(kThreads)
     int next_vote = 0;
     if (it + 1 < n_tiles) {  // the other stage's last readers passed iteration it−1's barrier
       const int nst = st ^ 1;
-      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, Tn);
-      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, Tn);
-      next_vote = write_key_valid(kvalid_buf + nst * kTile, key_mask, b, k0 + kTile, Tn);
+      load_tile_async<HS, kTile>(ks_buf + nst * kTile * LD, base + C, rs, k0 + kTile, len);
+      load_tile_async<HS, kTile>(vs_buf + nst * kTile * LD, base + 2 * C, rs, k0 + kTile, len);
+      next_vote = write_key_valid(kvalid_buf + nst * kTile, mask, b, Tn, k0 + kTile, len);
     }
     cp_async_commit();
     cp_async_wait_all_but_one();
@@ -667,8 +722,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const float one[2] = {1.0f, 1.0f};
-  store_rows<T, HS>(reinterpret_cast<uint16_t*>(dqkv) + static_cast<size_t>(b) * Tn * rs + h * HS, rs, qs, dq,
-                    one, q0, Tn, warp, lane);
+  store_rows<T, HS>(reinterpret_cast<uint16_t*>(dqkv) + seq.first * rs + h * HS, rs, qs, dq, one, q0, len,
+                    warp, lane);
 }
 
 // --- host side -------------------------------------------------------------------------------
@@ -730,87 +785,109 @@ void prepare_smem(K kernel, size_t bytes, const char* op, Context& ctx) {
 
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression
 
-template <class T, int HS, bool kCausal>
-void forward_launch(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn, int NH,
-                    Context& ctx) {
+// A batch's layout as the kernels see it: B sequences of T rows under key_mask (null: no padding),
+// or packed sequences (cu_seqlens, never with a key mask); rows of qkv, out, dout and dqkv.
+struct Layout {
+  const int* key_mask = nullptr;
+  const int* cu_seqlens = nullptr;
+  size_t rows = 0;
+};
+
+Layout full_rows(int B, int T, const int* key_mask = nullptr) {
+  return {key_mask, nullptr, static_cast<size_t>(B) * T};
+}
+
+template <class T, int HS, Keys K>
+void forward_launch(T* out, float* lse, const T* qkv, const Layout& at, int B, int Tn, int NH, Context& ctx) {
   const size_t smem = fwd_smem_bytes<HS>();
-  auto kernel = flash_fwd_kernel<T, HS, kCausal>;
+  auto kernel = flash_fwd_kernel<T, HS, K>;
   prepare_smem(kernel, smem, "forward", ctx);
   const float scale = softmax_scale(HS);
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((Tn + kTile - 1) / kTile));
-  kernel<<<grid, kThreads, smem, ctx.stream()>>>(out, lse, qkv, key_mask, Tn, NH, scale, scale * kLog2e);
+  kernel<<<grid, kThreads, smem, ctx.stream()>>>(out, lse, qkv, at.key_mask, at.cu_seqlens, Tn, NH, scale,
+                                                 scale * kLog2e);
   MPT_CUDA_CHECK_LAUNCH("flash_fwd_kernel");
 }
 
-template <class T, int HS, bool kCausal>
-void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                     const int* key_mask, float* D, int B, int Tn, int NH, Context& ctx) {
+template <class T, int HS, Keys K>
+void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const Layout& at,
+                     float* D, int B, int Tn, int NH, Context& ctx) {
   const float scale = softmax_scale(HS);
-  const size_t rows = static_cast<size_t>(B) * Tn * NH;
+  const size_t pairs = at.rows * NH;  // (row, head) pairs of dout and out
   flash_dot_kernel<T, HS>
-      <<<grid_for(rows, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(D, dout, out,
-                                                                                                Tn, NH, rows);
+      <<<grid_for(pairs, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(
+          D, dout, out, Tn, NH, pairs, K == Keys::Packed);
   MPT_CUDA_CHECK_LAUNCH("flash_dot_kernel");
 
   const dim3 grid(static_cast<unsigned>(B * NH), static_cast<unsigned>((Tn + kTile - 1) / kTile));
   const size_t smem_kv = dkdv_smem_bytes<HS>();
-  auto kv_kernel = flash_bwd_dkdv_kernel<T, HS, kCausal>;
+  auto kv_kernel = flash_bwd_dkdv_kernel<T, HS, K>;
   prepare_smem(kv_kernel, smem_kv, "backward", ctx);
-  kv_kernel<<<grid, kThreads, smem_kv, ctx.stream()>>>(dqkv, dout, qkv, lse, D, key_mask, Tn, NH, scale,
-                                                       scale * kLog2e);
+  kv_kernel<<<grid, kThreads, smem_kv, ctx.stream()>>>(dqkv, dout, qkv, lse, D, at.key_mask, at.cu_seqlens,
+                                                       Tn, NH, scale, scale * kLog2e);
   MPT_CUDA_CHECK_LAUNCH("flash_bwd_dkdv_kernel");
 
   const size_t smem_q = dq_smem_bytes<HS>();
-  auto q_kernel = flash_bwd_dq_kernel<T, HS, kCausal>;
+  auto q_kernel = flash_bwd_dq_kernel<T, HS, K>;
   prepare_smem(q_kernel, smem_q, "backward", ctx);
-  q_kernel<<<grid, kThreads, smem_q, ctx.stream()>>>(dqkv, dout, qkv, lse, D, key_mask, Tn, NH, scale,
-                                                     scale * kLog2e);
+  q_kernel<<<grid, kThreads, smem_q, ctx.stream()>>>(dqkv, dout, qkv, lse, D, at.key_mask, at.cu_seqlens, Tn,
+                                                     NH, scale, scale * kLog2e);
   MPT_CUDA_CHECK_LAUNCH("flash_bwd_dq_kernel");
 }
 
+// The kernels' form for a call and its head size (64 or 128, checked by check_sizes): f is called
+// with std::integral_constant arguments for HS and K.
+template <class F>
+void with_form(int HS, bool causal, const Layout& at, F f) {
+  const auto keys = [&](auto hs) {
+    if (causal)
+      f(hs, std::integral_constant<Keys, Keys::Causal>{});
+    else if (at.cu_seqlens)
+      f(hs, std::integral_constant<Keys, Keys::Packed>{});
+    else
+      f(hs, std::integral_constant<Keys, Keys::Masked>{});
+  };
+  if (HS == 64)
+    keys(std::integral_constant<int, 64>{});
+  else
+    keys(std::integral_constant<int, 128>{});
+}
+
 template <class T>
-void forward_impl(T* out, float* lse, const T* qkv, const int* key_mask, bool causal, int B, int Tn, int C,
+void forward_impl(T* out, float* lse, const T* qkv, const Layout& at, bool causal, int B, int Tn, int C,
                   int NH, Context& ctx) {
   if constexpr (std::is_same_v<T, float>) {
-    (void)out, (void)lse, (void)qkv, (void)key_mask, (void)causal, (void)B, (void)Tn, (void)C, (void)NH,
-        (void)ctx;
+    (void)out, (void)lse, (void)qkv, (void)at, (void)causal, (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
   } else {
-    const int HS = C / NH;
-    if (HS == 64) {
-      if (causal)
-        forward_launch<T, 64, true>(out, lse, qkv, nullptr, B, Tn, NH, ctx);
-      else
-        forward_launch<T, 64, false>(out, lse, qkv, key_mask, B, Tn, NH, ctx);
-    } else {
-      if (causal)
-        forward_launch<T, 128, true>(out, lse, qkv, nullptr, B, Tn, NH, ctx);
-      else
-        forward_launch<T, 128, false>(out, lse, qkv, key_mask, B, Tn, NH, ctx);
-    }
+    with_form(C / NH, causal, at, [&](auto hs, auto keys) {
+      forward_launch<T, decltype(hs)::value, decltype(keys)::value>(out, lse, qkv, at, B, Tn, NH, ctx);
+    });
   }
 }
 
 template <class T>
-void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const int* key_mask,
+void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const Layout& at,
                    bool causal, void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
   if constexpr (std::is_same_v<T, float>) {
-    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)key_mask, (void)causal, (void)scratch,
-        (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)at, (void)causal, (void)scratch, (void)B,
+        (void)Tn, (void)C, (void)NH, (void)ctx;
   } else {
     float* D = static_cast<float*>(scratch);
-    const int HS = C / NH;
-    if (HS == 64) {
-      if (causal)
-        backward_launch<T, 64, true>(dqkv, dout, qkv, out, lse, nullptr, D, B, Tn, NH, ctx);
-      else
-        backward_launch<T, 64, false>(dqkv, dout, qkv, out, lse, key_mask, D, B, Tn, NH, ctx);
-    } else {
-      if (causal)
-        backward_launch<T, 128, true>(dqkv, dout, qkv, out, lse, nullptr, D, B, Tn, NH, ctx);
-      else
-        backward_launch<T, 128, false>(dqkv, dout, qkv, out, lse, key_mask, D, B, Tn, NH, ctx);
-    }
+    with_form(C / NH, causal, at, [&](auto hs, auto keys) {
+      backward_launch<T, decltype(hs)::value, decltype(keys)::value>(dqkv, dout, qkv, out, lse, at, D, B, Tn,
+                                                                     NH, ctx);
+    });
   }
+}
+
+// The packed layout's own arguments: cu_seqlens int-aligned device memory, rows in (0, B·T].
+void check_packing(const char* op, const int* cu_seqlens, int rows, int B, int T, int C, int NH) {
+  const std::string pre = std::string("[flash attention] ") + op + ": ";
+  MPT_CHECK(cu_seqlens != nullptr && aligned_to(cu_seqlens, sizeof(int)),
+            pre + "cu_seqlens is null or not aligned to int: " + dims(B, T, C, NH));
+  MPT_CHECK(
+      rows > 0 && static_cast<int64_t>(rows) <= static_cast<int64_t>(B) * T,
+      pre + "packed sequences hold " + std::to_string(rows) + " rows, not in [1, B·T]: " + dims(B, T, C, NH));
 }
 
 }  // namespace
@@ -840,7 +917,7 @@ void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, in
   MPT_PROFILE_RANGE("flash_attention_forward");
   check_sizes("forward", B, Tn, C, NH, storage_of<T>());
   check_pointers("forward", {out, qkv}, {lse}, B, Tn, C, NH);
-  forward_impl<T>(out, lse, qkv, nullptr, true, B, Tn, C, NH, ctx);
+  forward_impl<T>(out, lse, qkv, full_rows(B, Tn), true, B, Tn, C, NH, ctx);
 }
 
 template <class T>
@@ -849,7 +926,7 @@ void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out
   MPT_PROFILE_RANGE("flash_attention_backward");
   check_sizes("backward", B, Tn, C, NH, storage_of<T>());
   check_pointers("backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
-  backward_impl<T>(dqkv, dout, qkv, out, lse, nullptr, true, scratch, B, Tn, C, NH, ctx);
+  backward_impl<T>(dqkv, dout, qkv, out, lse, full_rows(B, Tn), true, scratch, B, Tn, C, NH, ctx);
 }
 
 template <class T>
@@ -860,7 +937,7 @@ void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int*
   check_pointers("masked forward", {out, qkv}, {lse}, B, Tn, C, NH);
   MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
             "[flash attention] masked forward: key_mask is not aligned to int");
-  forward_impl<T>(out, lse, qkv, key_mask, false, B, Tn, C, NH, ctx);
+  forward_impl<T>(out, lse, qkv, full_rows(B, Tn, key_mask), false, B, Tn, C, NH, ctx);
 }
 
 template <class T>
@@ -872,7 +949,29 @@ void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const
   check_pointers("masked backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
   MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
             "[flash attention] masked backward: key_mask is not aligned to int");
-  backward_impl<T>(dqkv, dout, qkv, out, lse, key_mask, false, scratch, B, Tn, C, NH, ctx);
+  backward_impl<T>(dqkv, dout, qkv, out, lse, full_rows(B, Tn, key_mask), false, scratch, B, Tn, C, NH, ctx);
+}
+
+template <class T>
+void flash_attention_packed_forward(T* out, float* lse, const T* qkv, const int* cu_seqlens, int rows, int B,
+                                    int Tn, int C, int NH, Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_packed_forward");
+  check_sizes("packed forward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("packed forward", {out, qkv}, {lse}, B, Tn, C, NH);
+  check_packing("packed forward", cu_seqlens, rows, B, Tn, C, NH);
+  forward_impl<T>(out, lse, qkv, {nullptr, cu_seqlens, static_cast<size_t>(rows)}, false, B, Tn, C, NH, ctx);
+}
+
+template <class T>
+void flash_attention_packed_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                                     const int* cu_seqlens, void* scratch, int rows, int B, int Tn, int C,
+                                     int NH, Context& ctx) {
+  MPT_PROFILE_RANGE("flash_attention_packed_backward");
+  check_sizes("packed backward", B, Tn, C, NH, storage_of<T>());
+  check_pointers("packed backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
+  check_packing("packed backward", cu_seqlens, rows, B, Tn, C, NH);
+  backward_impl<T>(dqkv, dout, qkv, out, lse, {nullptr, cu_seqlens, static_cast<size_t>(rows)}, false,
+                   scratch, B, Tn, C, NH, ctx);
 }
 
 // float is instantiated so that dispatch_storage callers link; it is refused by check_sizes.
@@ -883,7 +982,11 @@ void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const
   template void flash_attention_masked_forward<T>(T*, float*, const T*, const int*, int, int, int, int,      \
                                                   Context&);                                                 \
   template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*,           \
-                                                   const int*, void*, int, int, int, int, Context&);
+                                                   const int*, void*, int, int, int, int, Context&);         \
+  template void flash_attention_packed_forward<T>(T*, float*, const T*, const int*, int, int, int, int, int, \
+                                                  Context&);                                                 \
+  template void flash_attention_packed_backward<T>(T*, const T*, const T*, const T*, const float*,           \
+                                                   const int*, void*, int, int, int, int, int, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

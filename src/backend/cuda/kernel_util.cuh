@@ -1,6 +1,6 @@
 // Device-side helpers shared by the kernels (included by .cu files only): fp32 conversions
 // of the storage types, 16-byte packs for vectorised loads and stores, warp and block
-// reductions, and launch-size helpers.
+// reductions, the packed layout's row → sequence search, and launch-size helpers.
 //
 // Conversions use core/dtype.h's functions, which are bit-identical on host and device, so a
 // kernel's rounding matches the CPU backend's casts exactly.
@@ -87,6 +87,21 @@ __device__ __forceinline__ V block_sum(V v, V* shared) {
   v = warp_sum(v);
   __syncthreads();
   return v;
+}
+
+// The packed layout (backend/backend.h's EmbeddingArgs: cu_seqlens [B+1], cu[0] = 0, increasing):
+// the sequence b whose rows [cu[b], cu[b+1]) hold `row` (row < cu[B]), by binary search, so a
+// kernel over rows needs no per-row table. A few cached loads for the B of a batch.
+__device__ __forceinline__ int packed_sequence_of(const int* cu_seqlens, int B, size_t row) {
+  int lo = 0, hi = B - 1;  // the largest b with cu[b] <= row lies in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (static_cast<size_t>(cu_seqlens[mid]) <= row)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }
 
 // Blocks for a grid-stride loop over `items`: enough to fill the GPU several times over
