@@ -120,8 +120,9 @@ class BertTask final : public TrainTask {
         bert_hf_architecture(config_), config_.n_layer, config_.n_head, config_.hidden, config_.vocab_size,
         config_.padded_vocab_size);
     monitor.sayf(
-        "batch %d x %d (%s), %d accumulation step(s) = %.0f tokens/step; %d threads; %zu training "
-        "instances; %s, %.0f%% of tokens masked, %d per sequence at most\n",
+        "batch %d x %d (%s), %d accumulation step(s) = %.0f positions/step (tok/s counts the real "
+        "tokens); %d threads; %zu training instances; %s, %.0f%% of tokens masked, %d per sequence at "
+        "most\n",
         B_, T_, bert_.unpadded ? "unpadded" : "padded", accum, tokens_per_step, omp_get_max_threads(),
         train_->num_instances(), config_.nsp ? "MLM + NSP" : "MLM only", 100.0 * bert_.mask_rate,
         bert_.max_predictions);
@@ -135,6 +136,7 @@ class BertTask final : public TrainTask {
     m.grads = &model_->grads();
     m.micro_step = [this](float grad_scale) {
       train_->next(batch_);
+      for (int len : batch_.lengths) tokens_ += len;
       if (bert_.unpadded) unpad(batch_);
       const BertStats st = model_->forward_backward(bert_inputs(batch_, config_), B_, T_, grad_scale);
       record(st);
@@ -149,23 +151,27 @@ class BertTask final : public TrainTask {
     m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
   }
-  void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = 0.0; }
+  void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = tokens_ = 0.0; }
   // The step's MLM and NSP means over its micro-batches, combined over ranks.
   StepExtras step_extras(Communicator& comm) override {
     double mlm_sum = mlm_sum_, mlm_n = mlm_n_, nsp_sum = nsp_sum_, nsp_n = nsp_n_, nsp_ok = nsp_ok_;
+    double tokens = tokens_;
     if (comm.world_size() > 1) {
       mlm_sum = comm.sum(mlm_sum), mlm_n = comm.sum(mlm_n), nsp_sum = comm.sum(nsp_sum);
-      nsp_n = comm.sum(nsp_n), nsp_ok = comm.sum(nsp_ok);
+      nsp_n = comm.sum(nsp_n), nsp_ok = comm.sum(nsp_ok), tokens = comm.sum(tokens);
     }
     const double mlm_loss = mlm_n > 0 ? mlm_sum / mlm_n : 0.0, nsp_loss = nsp_n > 0 ? nsp_sum / nsp_n : 0.0;
     const double nsp_acc = nsp_n > 0 ? nsp_ok / nsp_n : 0.0;
     char extra[96];
+    // tok/s and MFU count the real tokens, padded or not: the work done, comparable across layouts.
     if (!config_.nsp) {
       std::snprintf(extra, sizeof(extra), " | mlm %.4f", mlm_loss);
-      return {extra, {{"mlm_loss", mlm_loss}}};
+      return {extra, {{"mlm_loss", mlm_loss}, {"real_tokens", tokens}}, tokens};
     }
     std::snprintf(extra, sizeof(extra), " | mlm %.4f | nsp %.4f | nsp acc %.3f", mlm_loss, nsp_loss, nsp_acc);
-    return {extra, {{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"nsp_acc", nsp_acc}}};
+    return {extra,
+            {{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"nsp_acc", nsp_acc}, {"real_tokens", tokens}},
+            tokens};
   }
 
   bool has_validation() const override { return val_ != nullptr; }
@@ -223,8 +229,8 @@ class BertTask final : public TrainTask {
   std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
   BertBatch batch_;
   int B_ = 0, T_ = 0;
-  double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0,
-         nsp_ok_ = 0.0;  // this step's, this rank's
+  double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0, nsp_ok_ = 0.0,
+         tokens_ = 0.0;  // this step's, this rank's (tokens_: real ones)
 };
 
 }  // namespace

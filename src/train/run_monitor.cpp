@@ -21,7 +21,6 @@ std::string iso_time_utc() {
   return buf;
 }
 
-
 nlohmann::json run_config(const TrainOptions& opt, const nlohmann::json& model, const RunShape& s,
                           const PeakFlops& peak) {
   nlohmann::json options = opt.to_json();
@@ -95,24 +94,24 @@ void RunMonitor::start() {
     sayf("MFU not shown: %s", peak_.formula.c_str());
 }
 
-double RunMonitor::mfu_of(double seconds) const {
-  return seconds > 0 ? mfu(shape_.flops_per_step / seconds, peak_) : 0.0;
+double RunMonitor::mfu_of(double seconds, double tokens) const {
+  return seconds > 0 ? mfu(flops_of(tokens) / seconds, peak_) : 0.0;
 }
 
 bool RunMonitor::log_due(int64_t done) const {
   return done % opt_.log_every == 0 || done == opt_.steps || done == shape_.first_step + 1;
 }
 
-std::string RunMonitor::step_line(int64_t done, float loss, float lr, double grad_norm,
-                                  double seconds) const {
+std::string RunMonitor::step_line(int64_t done, float loss, float lr, double grad_norm, double seconds,
+                                  double tokens) const {
   char buf[320];
   std::snprintf(buf, sizeof(buf),
                 "step %6lld/%lld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %9.0f tok/s | %.3f TFLOP/s | "
                 "MFU %5.2f%% "
                 "| ETA %s",
                 (long long)done, (long long)opt_.steps, loss, lr, grad_norm, seconds * 1e3,
-                shape_.tokens_per_step / seconds, shape_.flops_per_step / seconds / 1e12,
-                mfu_of(seconds) * 100.0,
+                tokens_of(tokens) / seconds, flops_of(tokens) / seconds / 1e12,
+                mfu_of(seconds, tokens) * 100.0,
                 format_duration(progress_->eta_seconds(static_cast<double>(done))).c_str());
   return buf;
 }
@@ -121,7 +120,8 @@ void RunMonitor::log(const std::string& line) {
   if (progress_->mode() != ProgressMode::kNone) progress_->print(line);
 }
 
-MetricsRecord RunMonitor::record(int64_t done, float loss, float lr, double grad_norm, double seconds) const {
+MetricsRecord RunMonitor::record(int64_t done, float loss, float lr, double grad_norm, double seconds,
+                                 double tokens) const {
   MetricsRecord r;
   r.add("step", done)
       .add("tokens", static_cast<int64_t>(shape_.tokens_per_step * static_cast<double>(done)))
@@ -129,32 +129,34 @@ MetricsRecord RunMonitor::record(int64_t done, float loss, float lr, double grad
       .add("lr", lr)
       .add("grad_norm", grad_norm)
       .add("ms", seconds * 1e3)
-      .add("tokens_per_s", shape_.tokens_per_step / seconds)
-      .add("tflops", shape_.flops_per_step / seconds / 1e12)
-      .add("mfu", mfu_of(seconds))
+      .add("tokens_per_s", tokens_of(tokens) / seconds)
+      .add("tflops", flops_of(tokens) / seconds / 1e12)
+      .add("mfu", mfu_of(seconds, tokens))
       .add("peak_rss_mb", static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0))
       .add("elapsed_s", progress_->elapsed_seconds());
   return r;
 }
 
-void RunMonitor::step_done(int64_t done, float loss, double seconds, const MetricsRecord& record) {
+void RunMonitor::step_done(int64_t done, float loss, double seconds, const MetricsRecord& record,
+                           double tokens) {
   if (metrics_) metrics_->write(record);
   step_seconds_ += seconds;
+  step_tokens_ += tokens_of(tokens);
+  step_flops_ += flops_of(tokens);
   ++steps_run_;
   last_loss_ = loss;
   char status[160];
   std::snprintf(status, sizeof(status), "step %lld/%lld | loss %.4f | %s tok/s | MFU %.2f%%", (long long)done,
-                (long long)opt_.steps, loss, format_si(shape_.tokens_per_step / seconds).c_str(),
-                mfu_of(seconds) * 100.0);
+                (long long)opt_.steps, loss, format_si(tokens_of(tokens) / seconds).c_str(),
+                mfu_of(seconds, tokens) * 100.0);
   progress_->draw(static_cast<double>(done), status);
 }
 
 void RunMonitor::finish(const TrainSummary& s) {
   progress_->finish();
   if (shape_.rank != 0) return;
-  const double tok_s = step_seconds_ > 0 ? shape_.tokens_per_step * steps_run_ / step_seconds_ : 0.0;
-  const double avg_mfu =
-      step_seconds_ > 0 ? mfu(shape_.flops_per_step * steps_run_ / step_seconds_, peak_) : 0.0;
+  const double tok_s = step_seconds_ > 0 ? step_tokens_ / step_seconds_ : 0.0;
+  const double avg_mfu = step_seconds_ > 0 ? mfu(step_flops_ / step_seconds_, peak_) : 0.0;
   std::string line;
   char buf[512];
   if (s.stopped_by_signal)

@@ -11,9 +11,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/progress.h"
 #include "model/gpt2_config.h"
@@ -62,14 +61,18 @@ class RunMonitor {
   // True when step `done` gets a log line: every --log-every steps, the first and the last.
   bool log_due(int64_t done) const;
   // The standard log line of a step; the trainer may append feature fields (" | win rate …").
-  std::string step_line(int64_t done, float loss, float lr, double grad_norm, double seconds) const;
+  // `tokens`: the step's tokens when the task counts them (BERT: the real ones, padding not),
+  // which tok/s and MFU then read; 0 = the run's shape, B·T·accumulation·ranks.
+  std::string step_line(int64_t done, float loss, float lr, double grad_norm, double seconds,
+                        double tokens = 0.0) const;
   // Prints a step line (above the bar on a terminal; not with --quiet or --progress none).
   void log(const std::string& line);
 
   // The standard fields of step `done` (see metrics.h); features add theirs before write.
-  MetricsRecord record(int64_t done, float loss, float lr, double grad_norm, double seconds) const;
+  MetricsRecord record(int64_t done, float loss, float lr, double grad_norm, double seconds,
+                       double tokens = 0.0) const;
   // Writes the record and redraws the bar.
-  void step_done(int64_t done, float loss, double seconds, const MetricsRecord& record);
+  void step_done(int64_t done, float loss, double seconds, const MetricsRecord& record, double tokens = 0.0);
 
   // SIGINT or SIGTERM received (0: none); checked by the loop after each step.
   int stop_requested() const { return interrupt_.requested(); }
@@ -80,7 +83,13 @@ class RunMonitor {
   const PeakFlops& peak() const { return peak_; }
 
  private:
-  double mfu_of(double seconds) const;
+  double mfu_of(double seconds, double tokens) const;
+  // A step's tokens (step_line's `tokens`, or the shape's) and the model FLOPs they take.
+  double tokens_of(double tokens) const { return tokens > 0 ? tokens : shape_.tokens_per_step; }
+  double flops_of(double tokens) const {
+    return shape_.tokens_per_step > 0 ? shape_.flops_per_step * tokens_of(tokens) / shape_.tokens_per_step
+                                      : 0.0;
+  }
 
   const TrainOptions& opt_;
   RunShape shape_;
@@ -88,7 +97,7 @@ class RunMonitor {
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<MetricsWriter> metrics_;
   InterruptGuard interrupt_;
-  double step_seconds_ = 0;  // summed over this invocation's steps
+  double step_seconds_ = 0, step_tokens_ = 0, step_flops_ = 0;  // summed over this invocation's steps
   int64_t steps_run_ = 0;
   float last_loss_ = 0;
 };

@@ -38,6 +38,9 @@ class RunMonitor;
 struct StepExtras {
   std::string log;  // appended to the step line, e.g. " | mlm 6.1 | nsp 0.69 | nsp acc 0.52"
   std::vector<std::pair<std::string, double>> metrics;
+  // The step's tokens over all ranks when the task counts them (BERT: real tokens, padding not),
+  // for tok/s and MFU; 0 = the run's shape, B·T·accumulation·ranks.
+  double tokens = 0.0;
 };
 
 // One validation pass: the loss the summary reports, the line printed, the record's fields.

@@ -374,10 +374,11 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       if (scaler)
         std::snprintf(scaling, sizeof(scaling), " | scale %g skipped %lld", stats.loss_scale,
                       (long long)scaler->skipped_steps());
-      monitor.log(monitor.step_line(done, loss, lr, norm, dt) + extras.log + scaling + curvature);
+      monitor.log(monitor.step_line(done, loss, lr, norm, dt, extras.tokens) + extras.log + scaling +
+                  curvature);
     }
     // metrics.jsonl: the standard fields, then the model's and each feature's own (train/metrics.h).
-    MetricsRecord record = monitor.record(done, loss, lr, norm, dt);
+    MetricsRecord record = monitor.record(done, loss, lr, norm, dt, extras.tokens);
     for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
     if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
@@ -396,7 +397,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       summary.final_val_loss = val.loss;
       for (const auto& [key, value] : val.metrics) record.add(key, value);
     }
-    monitor.step_done(done, loss, dt, record);
+    monitor.step_done(done, loss, dt, record, extras.tokens);
     if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last) {
       if (comm->is_root()) {
         const std::string text = task.sample(opt, state.sample_counter);

@@ -175,14 +175,17 @@ TEST(BertLoader, BatchLayout) {
 // Masking statistics over 20,000 instances against binomial bounds: each check allows
 // 5 standard deviations (a false failure has probability ~6e-7 per check), far below
 // the deviations a wrong rule would make.
-TEST(BertLoader, MaskingStatistics) {
+// The masking rule at one rate (`mask_prob`): the exact count per instance, 80/10/10, uniform
+// positions.
+void check_masking_statistics(double rate_wanted) {
   TempDir dir;
   const auto v = synthetic_vocab(300);
   const size_t n = 20000;
   const auto inst = synthetic_instances(v, n, 128, 99);
   const std::string path = write_file(dir, v, inst, 128);
   BertMaskingOptions opt;
-  opt.max_predictions = 1000;  // no cap: n = round(0.15 * maskable) exactly
+  opt.mask_prob = rate_wanted;
+  opt.max_predictions = 1000;  // no cap: n = round(rate * maskable) exactly
   BertLoader loader(path, 100, 128, v.size(), opt);
   BertBatch batch;
   int64_t cand = 0, predicted = 0, as_mask = 0, as_random = 0, unchanged = 0, expected_n = 0;
@@ -212,15 +215,15 @@ TEST(BertLoader, MaskingStatistics) {
           ++as_random;
       }
       cand += c;
-      expected_n += std::max<int64_t>(1, std::lround(0.15 * c));
+      expected_n += std::max<int64_t>(1, std::lround(rate_wanted * c));
       first_cand_masked += batch.mlm_labels[static_cast<size_t>(b) * 128 + first] != kMlmIgnoreLabel;
       last_cand_masked += batch.mlm_labels[static_cast<size_t>(b) * 128 + last] != kMlmIgnoreLabel;
     }
   }
   // The count per instance is exact.
   EXPECT_EQ(predicted, expected_n);
-  // 15% of maskable tokens, up to the rounding of each instance's count (|error| <= 0.5 each).
-  EXPECT_NEAR(double(predicted) / double(cand), 0.15, 0.5 * double(n) / double(cand));
+  // The rate of maskable tokens, up to the rounding of each instance's count (|error| <= 0.5 each).
+  EXPECT_NEAR(double(predicted) / double(cand), rate_wanted, 0.5 * double(n) / double(cand));
   // 80/10/10: a random replacement equals the original with probability 1/300.
   const double N = double(predicted), q = 1.0 / 300;
   auto bound = [&](double p) { return 5 * std::sqrt(p * (1 - p) / N); };
@@ -232,6 +235,34 @@ TEST(BertLoader, MaskingStatistics) {
   const double rate = double(predicted) / double(cand), sd = std::sqrt(rate * (1 - rate) / double(n));
   EXPECT_NEAR(first_cand_masked / double(n), rate, 5 * sd + 0.01);
   EXPECT_NEAR(last_cand_masked / double(n), rate, 5 * sd + 0.01);
+}
+
+TEST(BertLoader, MaskingStatistics) { check_masking_statistics(0.15); }
+TEST(BertLoader, MaskingStatisticsAtMosaicBertsThirtyPercent) { check_masking_statistics(0.30); }
+
+// unpad() keeps every real token, type and label in order, sequence by sequence.
+TEST(BertLoader, UnpadPacksTheRealTokensInOrder) {
+  TempDir dir;
+  const auto v = synthetic_vocab();
+  const std::string path = write_file(dir, v, synthetic_instances(v, 40, 64, 5), 64);
+  BertLoader loader(path, 8, 64, v.size());
+  BertBatch padded;
+  loader.next(padded);
+  BertBatch packed = padded;
+  unpad(packed);
+  ASSERT_EQ(packed.cu_seqlens.size(), 9u);
+  EXPECT_TRUE(packed.attention_mask.empty());
+  EXPECT_EQ(packed.nsp_labels, padded.nsp_labels);
+  for (int b = 0; b < 8; ++b) {
+    ASSERT_EQ(packed.cu_seqlens[b + 1] - packed.cu_seqlens[b], padded.lengths[b]);
+    for (int t = 0; t < padded.lengths[b]; ++t) {
+      const size_t from = static_cast<size_t>(b) * 64 + t, to = static_cast<size_t>(packed.cu_seqlens[b] + t);
+      EXPECT_EQ(packed.input_ids[to], padded.input_ids[from]);
+      EXPECT_EQ(packed.token_type_ids[to], padded.token_type_ids[from]);
+      EXPECT_EQ(packed.mlm_labels[to], padded.mlm_labels[from]);
+    }
+  }
+  EXPECT_EQ(packed.input_ids.size(), static_cast<size_t>(packed.cu_seqlens.back()));
 }
 
 TEST(BertLoader, MaxPredictionsCapsAndOneAtLeast) {

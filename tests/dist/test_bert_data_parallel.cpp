@@ -90,7 +90,7 @@ TEST_F(BertDataParallel, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
   auto two = train(2, args("two", 8, val_args()));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("data parallel: 2 ranks (mpi"), std::string::npos) << two.output;
-  EXPECT_NE(two.output.find("2 accumulation step(s) = 256 tokens/step"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("2 accumulation step(s) = 256 positions/step"), std::string::npos) << two.output;
   // ZeRO-1 with each range reduced as the backward hands it (the path NCCL takes between GPUs).
   auto zero = train(2, args("zero", 8, val_args() + " --zero 1 --overlap-grad-reduce on"));
   ASSERT_EQ(zero.exit_code, 0) << zero.output;

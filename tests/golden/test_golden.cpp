@@ -1,6 +1,7 @@
 // Golden results, taken before the one-model / one-op-interface redesign (issue 19) so that the
 // redesign can show it changed nothing a user sees, or name what changed and why:
-//  - the parameters after 3 training steps, GPT-2 (d2) and BERT (bert-tiny) × fp32/tf32/bf16/fp16
+//  - the parameters after 3 training steps, GPT-2 (d2) and BERT (bert-tiny, padded batches as
+//    recorded) × fp32/tf32/bf16/fp16
 //    × {2 accumulation steps, Sophia with a Hessian step, 2 ranks under mpirun with ZeRO 0 and 1};
 //  - the training fields of metrics.jsonl (train loss, grad norm, lr, val loss, loss scale,
 //    skipped) of a --deterministic d6 run of 50 steps, and a resume at step 25 that reproduces
@@ -88,9 +89,7 @@ json load_runs() {
   return json::parse(in);
 }
 
-void save_runs(const json& j) {
-  std::ofstream(kData + "/runs.json") << j.dump(1) << "\n";
-}
+void save_runs(const json& j) { std::ofstream(kData + "/runs.json") << j.dump(1) << "\n"; }
 
 // The final checkpoint's parameters: one XXH3-64 over every tensor's fp32 values in file order,
 // and each tensor's L2 norm (the attention key biases left out: their gradient is zero in exact
@@ -144,7 +143,8 @@ void check_params(const std::string& name, const Params& got, double loss_tol) {
   const std::vector<double> losses = runs["losses"][name].get<std::vector<double>>();
   ASSERT_EQ(got.losses.size(), losses.size()) << name << ": steps";
   for (size_t i = 0; i < losses.size(); ++i)
-    EXPECT_NEAR(got.losses[i], losses[i], loss_tol * std::fabs(losses[i])) << name << ": train loss at step " << i + 1;
+    EXPECT_NEAR(got.losses[i], losses[i], loss_tol * std::fabs(losses[i]))
+        << name << ": train loss at step " << i + 1;
   ASSERT_TRUE(runs.contains("norms") && runs["norms"].contains(name))
       << name << ": no golden record (MPTRAIN_GOLDEN_UPDATE=1 records one)";
   const json& norms = runs["norms"][name];
@@ -164,7 +164,8 @@ void check_params(const std::string& name, const Params& got, double loss_tol) {
     EXPECT_EQ(got.hash, runs["exact"][sig][name].get<std::string>())
         << name << ": the parameters after 3 steps are no longer bit-identical on this CPU (" << sig << ")";
   } else {
-    std::printf("[ golden ] %s: no exact record for this CPU (%s); norms checked\n", name.c_str(), sig.c_str());
+    std::printf("[ golden ] %s: no exact record for this CPU (%s); norms checked\n", name.c_str(),
+                sig.c_str());
   }
 }
 
@@ -239,10 +240,11 @@ void run_gpu_plan_variants(const std::string& family, const std::string& base) {
 TEST(Golden, Gpt2ParametersAfterThreeSteps) {
   TempDir data;
   testing::write_small_shards(data.path());
-  run_variants("gpt2", "train --preset d2 --train-data '" + (data / "train_*.bin") + "' --val-data '" +
-                           (data / "val_*.bin") +
-                           "' --batch 2 --seq 32 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1"
-                           " --sample-tokens 1 --seed 11 --deterministic --progress none --log-every 1");
+  run_variants("gpt2",
+               "train --preset d2 --train-data '" + (data / "train_*.bin") + "' --val-data '" +
+                   (data / "val_*.bin") +
+                   "' --batch 2 --seq 32 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1"
+                   " --sample-tokens 1 --seed 11 --deterministic --progress none --log-every 1");
 }
 
 TEST(Golden, Gpt2GpuPlanOnTheCpuAfterThreeSteps) {
@@ -263,16 +265,19 @@ TEST(Golden, BertGpuPlanOnTheCpuAfterThreeSteps) {
       "bert", "train --model bert --preset bert-tiny --data " + (data / "d/b_train.bert") + " --val-data " +
                   (data / "d/b_val.bert") +
                   " --batch 2 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1 "
-                  "--max-predictions 5 --seed 11 --deterministic --progress none --log-every 1");
+                  "--max-predictions 5 --seed 11 --deterministic --progress none --log-every 1 "
+                  "--batch-layout padded");
 }
 
 TEST(Golden, BertParametersAfterThreeSteps) {
   TempDir data;
   if (!testing::prepare_bert_data(data / "d")) GTEST_SKIP() << "Debian's fortunes missing (scripts/setup.sh)";
-  run_variants("bert", "train --model bert --preset bert-tiny --data " + (data / "d/b_train.bert") + " --val-data " +
-                           (data / "d/b_val.bert") +
-                           " --batch 2 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1 --max-predictions 5"
-                           " --seed 11 --deterministic --progress none --log-every 1");
+  run_variants(
+      "bert",
+      "train --model bert --preset bert-tiny --data " + (data / "d/b_train.bert") + " --val-data " +
+          (data / "d/b_val.bert") +
+          " --batch 2 --total-batch 128 --steps 3 --lr 1e-3 --warmup 1 --val-steps 1 --max-predictions 5"
+          " --seed 11 --deterministic --progress none --log-every 1 --batch-layout padded");
 }
 
 // The fields a refactor must not move, per step.
@@ -296,13 +301,14 @@ std::map<int64_t, std::map<std::string, double>> read_fields(const std::string& 
 TEST(Golden, D6MetricsOverFiftyStepsAndAResumeAtTwentyFive) {
   TempDir tmp;
   testing::write_small_shards(tmp.path(), 200000, 20000);
-  const std::string base = "train --preset d6 --train-data '" + (tmp / "train_*.bin") + "' --val-data '" +
-                           (tmp / "val_*.bin") +
-                           "' --batch 4 --seq 64 --steps 50 --lr 1e-3 --warmup 5 --val-every 10 --val-steps 2"
-                           " --sample-tokens 1 --seed 3 --threads 2 --deterministic --progress none --log-every 1";
+  const std::string base =
+      "train --preset d6 --train-data '" + (tmp / "train_*.bin") + "' --val-data '" + (tmp / "val_*.bin") +
+      "' --batch 4 --seq 64 --steps 50 --lr 1e-3 --warmup 5 --val-every 10 --val-steps 2"
+      " --sample-tokens 1 --seed 3 --threads 2 --deterministic --progress none --log-every 1";
   const RunResult a = testing::run_mptrain(base + " --save-every 25 --run-dir " + (tmp / "a"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  const RunResult b = testing::run_mptrain(base + " --run-dir " + (tmp / "b") + " --resume " + (tmp / "a/step_00000025"));
+  const RunResult b =
+      testing::run_mptrain(base + " --run-dir " + (tmp / "b") + " --resume " + (tmp / "a/step_00000025"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const auto fa = read_fields(tmp / "a"), fb = read_fields(tmp / "b");
   ASSERT_EQ(fa.size(), 50u);
@@ -310,7 +316,8 @@ TEST(Golden, D6MetricsOverFiftyStepsAndAResumeAtTwentyFive) {
   for (int64_t step = 26; step <= 50; ++step) {
     ASSERT_TRUE(fb.count(step)) << "the resumed run has no step " << step;
     for (const auto& [f, v] : fa.at(step))
-      EXPECT_EQ(fb.at(step).count(f) ? fb.at(step).at(f) : NAN, v) << f << " at step " << step << " after the resume";
+      EXPECT_EQ(fb.at(step).count(f) ? fb.at(step).at(f) : NAN, v)
+          << f << " at step " << step << " after the resume";
   }
   // Against the recorded run: exact on this CPU if recorded, within 1e-4 on any.
   json runs = load_runs();
@@ -337,11 +344,14 @@ TEST(Golden, D6MetricsOverFiftyStepsAndAResumeAtTwentyFive) {
       const double tol = f == "grad_norm" ? 3e-3 : 1e-4;
       EXPECT_NEAR(v, w, tol * std::max(std::fabs(w), 1e-3)) << f << " at step " << s;
       if (exact) {
-        EXPECT_EQ(v, runs["metrics_exact"][sig][s][f].get<double>()) << f << " at step " << s << " (" << sig << ")";
+        EXPECT_EQ(v, runs["metrics_exact"][sig][s][f].get<double>())
+            << f << " at step " << s << " (" << sig << ")";
       }
     }
   }
-  if (!exact) std::printf("[ golden ] d6 metrics: no exact record for this CPU (%s); checked within 1e-4\n", sig.c_str());
+  if (!exact)
+    std::printf("[ golden ] d6 metrics: no exact record for this CPU (%s); checked within 1e-4\n",
+                sig.c_str());
 }
 
 TEST(Golden, ExplainForEveryPresetAndPrecisionIsByteIdentical) {
