@@ -110,6 +110,32 @@ class Check {
   std::string who_;
 };
 
+// --- what each op does, for the op profile (backend/op_profile.h) ---
+
+// The bytes of the present views: what an op reads and writes at least once.
+double bytes_of(std::initializer_list<const View*> views) {
+  double b = 0.0;
+  for (const View* v : views)
+    if (!v->empty()) b += static_cast<double>(v->bytes());
+  return b;
+}
+
+// A product's row: the op and its shape, rows x inner x columns.
+std::string gemm_label(Op op, std::int64_t N, std::int64_t K, std::int64_t M) {
+  return std::string(backend_op_name(op)) + " " + std::to_string(N) + "x" + std::to_string(K) + "x" +
+         std::to_string(M);
+}
+
+// The query-key pairs an attention scores: per sequence T² (bidirectional) or T(T+1)/2 (causal),
+// over the packed sequences' own lengths when packed.
+double attention_pairs(int B, int T, bool causal, const int* cu_seqlens) {
+  const auto pairs = [causal](double L) { return causal ? L * (L + 1) / 2 : L * L; };
+  if (!cu_seqlens) return B * pairs(T);
+  double sum = 0.0;
+  for (int b = 0; b < B; ++b) sum += pairs(cu_seqlens[b + 1] - cu_seqlens[b]);
+  return sum;
+}
+
 }  // namespace
 
 const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
@@ -138,14 +164,17 @@ void Backend::cast(const View& dst, const View& src) {
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   require(Op::Cast, {"dst", "src"}, {dst.type, src.type});
-  enqueue([this, dst, src] { run_cast(dst, src); });
+  enqueue([this, dst, src] { run_cast(dst, src); },
+          [&] {
+            return OpWork{"cast", 0, bytes_of({&dst, &src})};
+          });
 }
 
 void Backend::zero(const View& v) {
   if (v.empty()) return;
   MPT_CHECK(v.contiguous(),
             "[backend " + std::string(name()) + "] zero: " + v.describe() + " is not contiguous");
-  enqueue([this, v] { run_zero(v); });
+  enqueue([this, v] { run_zero(v); }, [&] { return OpWork{"zero", 0, bytes_of({&v})}; });
 }
 
 void Backend::upload(const View& dst, const void* host) {
@@ -173,7 +202,10 @@ void Backend::accumulate(const View& dst, const View& src) {
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   require(Op::Accumulate, {"dst", "src"}, {dst.type, src.type});
-  enqueue([this, dst, src] { run_accumulate(dst, src); });
+  enqueue([this, dst, src] { run_accumulate(dst, src); },
+          [&] {
+            return OpWork{"accumulate", 0, 2 * bytes_of({&dst}) + bytes_of({&src})};
+          });
 }
 
 void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
@@ -189,7 +221,10 @@ void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
          "dst is " + dst.describe() + ", " + compute_name(math) + " products read " +
              storage_name(operand_storage(math)));
   require(Op::ToOperand, {"dst", "src"}, {dst.type, src.type}, math);
-  enqueue([this, dst, src, math] { run_to_operand(dst, src, math); });
+  enqueue([this, dst, src, math] { run_to_operand(dst, src, math); },
+          [&] {
+            return OpWork{"to_operand", 0, bytes_of({&dst, &src})};
+          });
 }
 
 void Backend::linear(const LinearArgs& a) {
@@ -217,7 +252,11 @@ void Backend::linear(const LinearArgs& a) {
     require(op, {"out", "x", "w", "residual"}, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
   else
     require(op, {"out", "x", "w"}, {a.out.type, a.x.type, a.w.type}, a.math);
-  enqueue([this, a] { run_linear(a); });
+  enqueue([this, a] { run_linear(a); },
+          [&] {
+            return OpWork{gemm_label(op, N, K, M), 2.0 * N * K * M,
+                          bytes_of({&a.out, &a.x, &a.w, &a.bias, &a.pre, &a.residual})};
+          });
 }
 
 void Backend::linear_backward(const LinearBackwardArgs& a) {
@@ -245,7 +284,11 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
             {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
   else
     require(op, {"dx", "dw", "dy", "x", "w"}, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
-  enqueue([this, a] { run_linear_backward(a); });
+  enqueue([this, a] { run_linear_backward(a); },
+          [&] {
+            return OpWork{gemm_label(op, N, K, M), (a.dx.empty() ? 2.0 : 4.0) * N * K * M,
+                          bytes_of({&a.dx, &a.dw, &a.dw, &a.db, &a.dy, &a.x, &a.w, &a.pre})};
+          });
 }
 
 void Backend::layernorm(const LayerNormArgs& a) {
@@ -273,7 +316,11 @@ void Backend::layernorm(const LayerNormArgs& a) {
             {a.out.type, a.x.type, a.gamma.type, a.add.type, a.residual_out.type});
   else
     require(op, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
-  enqueue([this, a] { run_layernorm(a); });
+  enqueue([this, a] { run_layernorm(a); },
+          [&] {
+            return OpWork{backend_op_name(op), 0,
+                          bytes_of({&a.out, &a.x, &a.add, &a.residual_out, &a.mean, &a.rstd})};
+          });
 }
 
 void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
@@ -293,7 +340,10 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   require(Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"},
           {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
-  enqueue([this, a] { run_layernorm_backward(a); });
+  enqueue([this, a] { run_layernorm_backward(a); },
+          [&] {
+            return OpWork{"layernorm_backward", 0, bytes_of({&a.dx, &a.dx, &a.dout, &a.x})};
+          });
 }
 
 namespace {
@@ -354,7 +404,13 @@ void Backend::attention(const AttentionArgs& a) {
   c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
   c.that(a.key_mask == nullptr || a.cu_seqlens == nullptr, "packed sequences take no key mask");
   require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
-  enqueue([this, a] { run_attention(a); });
+  enqueue([this, a] { run_attention(a); },
+          [&] {
+            return OpWork{
+                "attention",
+                4.0 * static_cast<double>(a.out.dim(1)) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens),
+                bytes_of({&a.out, &a.qkv})};
+          });
 }
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
@@ -371,7 +427,13 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
                          a.saved, a.scratch);
   require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
           a.types.scores);
-  enqueue([this, a] { run_attention_backward(a); });
+  enqueue([this, a] { run_attention_backward(a); },
+          [&] {
+            return OpWork{
+                "attention_backward",
+                8.0 * static_cast<double>(a.dout.dim(1)) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens),
+                bytes_of({&a.dqkv, &a.dout, &a.qkv})};
+          });
 }
 
 void Backend::cross_entropy(const CrossEntropyArgs& a) {
@@ -395,7 +457,10 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
   }
   c.rows_contiguous(a.logits, "logits");
   require(op, {"dlogits", "logits"}, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
-  enqueue([this, a] { run_cross_entropy(a); });
+  enqueue([this, a] { run_cross_entropy(a); },
+          [&] {
+            return OpWork{backend_op_name(op), 0, bytes_of({&a.logits, &a.dlogits, &a.losses})};
+          });
 }
 
 void Backend::embedding(const EmbeddingArgs& a) {
@@ -414,7 +479,7 @@ void Backend::embedding(const EmbeddingArgs& a) {
   for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   require(Op::Embedding, {"out", "word"}, {a.out.type, a.word.type});
-  enqueue([this, a] { run_embedding(a); });
+  enqueue([this, a] { run_embedding(a); }, [&] { return OpWork{"embedding", 0, 2 * bytes_of({&a.out})}; });
 }
 
 void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
@@ -435,7 +500,10 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   require(Op::EmbeddingBackward, {"dword", "dout"}, {a.dword.type, a.dout.type});
-  enqueue([this, a] { run_embedding_backward(a); });
+  enqueue([this, a] { run_embedding_backward(a); },
+          [&] {
+            return OpWork{"embedding_backward", 0, 3 * bytes_of({&a.dout})};
+          });
 }
 
 namespace {
@@ -458,14 +526,20 @@ void Backend::gather_rows(const View& dst, const View& src, const int* rows, int
   const Check c(name(), Op::GatherRows);
   check_rows(c, src, dst, rows, count, "src", "dst");
   require(Op::GatherRows, {"dst", "src"}, {dst.type, src.type});
-  enqueue([this, dst, src, rows, count] { run_gather_rows(dst, src, rows, count); });
+  enqueue([this, dst, src, rows, count] { run_gather_rows(dst, src, rows, count); },
+          [&] {
+            return OpWork{"gather_rows", 0, 2 * bytes_of({&dst})};
+          });
 }
 
 void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::ScatterAddRows);
   check_rows(c, dst, src, rows, count, "dst", "src");
   require(Op::ScatterAddRows, {"dst", "src"}, {dst.type, src.type});
-  enqueue([this, dst, src, rows, count] { run_scatter_add_rows(dst, src, rows, count); });
+  enqueue([this, dst, src, rows, count] { run_scatter_add_rows(dst, src, rows, count); },
+          [&] {
+            return OpWork{"scatter_add_rows", 0, 3 * bytes_of({&src})};
+          });
 }
 
 void Backend::argmax_rows(int* best, const View& x, int n, int count) {
@@ -479,7 +553,10 @@ void Backend::argmax_rows(int* best, const View& x, int n, int count) {
   c.that(best != nullptr || count == 0, "needs somewhere to write");
   require(Op::ArgmaxRows, {"x"}, {x.type});
   no_host_transfer("argmax_rows");
-  run_argmax_rows(best, x, n, count);
+  answer([&] { run_argmax_rows(best, x, n, count); },
+         [&] {
+           return OpWork{"argmax_rows", 0, bytes_of({&x})};
+         });
 }
 
 // --- the optimizer's kernels: fp32 tensors, contiguous, of one size ---
@@ -516,21 +593,30 @@ void Backend::adamw(const AdamWArgs& a) {
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
   require(Op::AdamW, {"params", "grads", "m", "v"}, {F32, F32, F32, F32});
-  enqueue([this, a] { run_adamw(a); });
+  enqueue([this, a] { run_adamw(a); },
+          [&] {
+            return OpWork{"adamw", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.v, &a.v})};
+          });
 }
 
 void Backend::sophia(const SophiaArgs& a) {
   const Check c(name(), Op::Sophia);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
   require(Op::Sophia, {"params", "grads", "m", "h"}, {F32, F32, F32, F32});
-  enqueue([this, a] { run_sophia(a); });
+  enqueue([this, a] { run_sophia(a); },
+          [&] {
+            return OpWork{"sophia", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.h})};
+          });
 }
 
 void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
   const Check c(name(), Op::SophiaHessian);
   same_flat_f32(c, {{&h, "h"}, {&ghat, "ghat"}});
   require(Op::SophiaHessian, {"h", "ghat"}, {F32, F32});
-  enqueue([this, h, ghat, beta2] { run_sophia_hessian(h, ghat, beta2); });
+  enqueue([this, h, ghat, beta2] { run_sophia_hessian(h, ghat, beta2); },
+          [&] {
+            return OpWork{"sophia_hessian", 0, bytes_of({&h, &h, &ghat})};
+          });
 }
 
 std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b) {
@@ -538,7 +624,10 @@ std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b)
   same_flat_f32(c, {{&m, "m"}, {&h, "h"}});
   require(Op::CountUnclipped, {"m", "h"}, {F32, F32});
   no_host_transfer("count_unclipped");
-  return run_count_unclipped(m, h, rho_b);
+  return answer([&] { return run_count_unclipped(m, h, rho_b); },
+                [&] {
+                  return OpWork{"count_unclipped", 0, bytes_of({&m, &h})};
+                });
 }
 
 bool Backend::unscale_and_check(const View& grads, float inv_scale) {
@@ -546,7 +635,10 @@ bool Backend::unscale_and_check(const View& grads, float inv_scale) {
   same_flat_f32(c, {{&grads, "grads"}});
   require(Op::UnscaleCheck, {"grads"}, {F32});
   no_host_transfer("unscale_and_check");
-  return run_unscale_and_check(grads, inv_scale);
+  return answer([&] { return run_unscale_and_check(grads, inv_scale); },
+                [&] {
+                  return OpWork{"unscale_and_check", 0, bytes_of({&grads, &grads})};
+                });
 }
 
 double Backend::sum_squares(const View& x) {
@@ -554,14 +646,17 @@ double Backend::sum_squares(const View& x) {
   same_flat_f32(c, {{&x, "x"}});
   require(Op::SumSquares, {"x"}, {F32});
   no_host_transfer("sum_squares");
-  return run_sum_squares(x);
+  return answer([&] { return run_sum_squares(x); }, [&] { return OpWork{"sum_squares", 0, bytes_of({&x})}; });
 }
 
 void Backend::scale(const View& x, float factor) {
   const Check c(name(), Op::Scale);
   same_flat_f32(c, {{&x, "x"}});
   require(Op::Scale, {"x"}, {F32});
-  enqueue([this, x, factor] { run_scale(x, factor); });
+  enqueue([this, x, factor] { run_scale(x, factor); },
+          [&] {
+            return OpWork{"scale", 0, bytes_of({&x, &x})};
+          });
 }
 
 void Backend::matmul(const MatmulArgs& a) {
@@ -577,7 +672,13 @@ void Backend::matmul(const MatmulArgs& a) {
   c.that(a.c.type == a.a.type || a.c.type == F32,
          "c is " + a.c.describe() + ", expected the operands' type or fp32");
   require(Op::Matmul, {"c", "a", "b"}, {a.c.type, a.a.type, a.b.type}, a.math);
-  enqueue([this, a] { run_matmul(a); });
+  enqueue([this, a] { run_matmul(a); },
+          [&] {
+            return OpWork{gemm_label(Op::Matmul, a.c.dim(0), a.a.dim(1), a.c.dim(1)),
+                          2.0 * static_cast<double>(a.c.dim(0)) * static_cast<double>(a.a.dim(1)) *
+                              static_cast<double>(a.c.dim(1)),
+                          bytes_of({&a.c, &a.a, &a.b})};
+          });
 }
 
 namespace {
@@ -603,7 +704,10 @@ void Backend::muon_momentum(const MuonMomentumArgs& a) {
   for (const auto& [v, n] : {std::pair{&a.m, "m"}, std::pair{&a.grads, "grads"}, std::pair{&a.u, "u"}})
     c.fp32(*v, n);
   require(Op::MuonMomentum, {"m", "grads", "u"}, {F32, F32, F32});
-  enqueue([this, a] { run_muon_momentum(a); });
+  enqueue([this, a] { run_muon_momentum(a); },
+          [&] {
+            return OpWork{"muon_momentum", 0, bytes_of({&a.m, &a.m, &a.grads, &a.u})};
+          });
 }
 
 void Backend::muon_update(const MuonUpdateArgs& a) {
@@ -613,7 +717,10 @@ void Backend::muon_update(const MuonUpdateArgs& a) {
   row_strided(c, a.params, "params", a.o);
   c.fp32(a.params, "params");
   require(Op::MuonUpdate, {"params", "o"}, {F32, a.o.type});
-  enqueue([this, a] { run_muon_update(a); });
+  enqueue([this, a] { run_muon_update(a); },
+          [&] {
+            return OpWork{"muon_update", 0, bytes_of({&a.params, &a.params, &a.o})};
+          });
 }
 
 // --- graphs ---
@@ -633,6 +740,15 @@ class RecordedGraph final : public Graph {
 };
 
 }  // namespace
+
+void Backend::set_profile(OpProfile* profile) {
+  MPT_CHECK(
+      profile == nullptr || memory().host_visible(),
+      std::string("[backend ") + name() +
+          "] op profile: its ops run asynchronously, so a call's time is not the op's: profile them with "
+          "Nsight Systems (nsys)");
+  profile_ = profile;
+}
 
 void Backend::no_host_transfer(const char* what) const {
   MPT_CHECK(!capturing_, std::string("[backend ") + name() + "] " + what +

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/op_profile.h"
 #include "backend/view.h"
 #include "core/buffer.h"
 #include "precision/policy.h"
@@ -381,6 +382,11 @@ class Backend {
   std::unique_ptr<Graph> end_capture();
   bool capturing() const { return capturing_; }
 
+  // Times every op run from now on into `profile` (backend/op_profile.h; null: stop). Only a
+  // backend whose ops have finished when their call returns gives true times: the CPU's.
+  // Refused (Error) on a backend whose memory the host cannot read (a GPU's).
+  void set_profile(OpProfile* profile);
+
  protected:
   // A backend with a native capture (CUDA's stream capture) overrides both; the default records
   // each op's call, which replay() makes again (the CPU: no faster, but the same contract).
@@ -419,18 +425,28 @@ class Backend {
   // unless supports(op, types, math).
   void require(Op op, std::initializer_list<const char*> names, std::initializer_list<StorageType> types,
                ComputeType math = ComputeType::F32) const;
-  // Runs an op's call now, or keeps it for the graph being recorded (the default capture).
-  template <class F>
-  void enqueue(F&& call) {
+  // Runs an op's call now (timed into the profile, with the OpWork that work() describes), or
+  // keeps it for the graph being recorded (the default capture).
+  template <class F, class W>
+  void enqueue(F&& call, W&& work) {
     if (recorded_)
       recorded_->push_back(std::forward<F>(call));
+    else if (profile_)
+      profile_->time(work(), call);
     else
       call();
+  }
+  // An op that answers the host at once (never captured): run now, timed into the profile.
+  template <class F, class W>
+  decltype(auto) answer(F&& call, W&& work) {
+    if (profile_) return profile_->time(work(), call);
+    return call();
   }
   // Error "[backend <name>] <what> while capturing a graph: ..." when capturing.
   void no_host_transfer(const char* what) const;
   bool capturing_ = false;
   std::unique_ptr<std::vector<std::function<void()>>> recorded_;  // the default capture's calls
+  OpProfile* profile_ = nullptr;
 };
 
 }  // namespace mptrain

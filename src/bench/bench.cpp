@@ -20,6 +20,7 @@
 #include "bench/bert_layouts.h"
 #include "bench/bert_synthetic.h"
 #include "bench/child_result.h"
+#include "bench/op_profile_report.h"
 #include "core/error.h"
 #include "core/quietness.h"
 #include "core/rng.h"
@@ -268,7 +269,8 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
   // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
-  const bool with_peer = !on_cuda && o.peer && kind == OptimizerKind::AdamW && peer_has(precision);
+  const bool with_peer =
+      !on_cuda && o.peer && !o.profile && kind == OptimizerKind::AdamW && peer_has(precision);
   const int rounds = with_peer ? o.rounds : 1;
   Progress progress({.label = "bench",
                      .total = static_cast<double>(o.warmup + rounds * o.steps),
@@ -296,9 +298,13 @@ BenchResult bench_one(const BenchOptions& o) {
     r.last_loss = st.loss;
   };
   for (int w = 0; w < o.warmup; ++w) run_step(false, nullptr);
+  OpProfile op_profile;
+  if (o.profile) model_backend.set_profile(&op_profile);
+  double timed_ms = 0.0;
   for (int round = 0; round < rounds; ++round) {
     std::vector<double> times;
     for (int t = 0; t < o.steps; ++t) run_step(true, &times);
+    for (double ms : times) timed_ms += ms;
     round_ms.push_back(median(times));
     if (!with_peer) continue;
     progress.finish();
@@ -309,6 +315,7 @@ BenchResult bench_one(const BenchOptions& o) {
     std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds,
                 round_ms.back(), p.ms);
   }
+  model_backend.set_profile(nullptr);
   r.ms_per_step = median(round_ms);
   r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
   r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
@@ -371,6 +378,9 @@ BenchResult bench_one(const BenchOptions& o) {
         r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
         precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
   }
+  if (o.profile)
+    print_op_profile(op_profile, rounds * o.steps, timed_ms / 1e3, flops, peak,
+                     measure_fma_peak_tflops(precision), measure_memory_bandwidth_gbs());
   report_quietness(meter.finish(), r.peer_ms_per_step > 0.0);
   std::fflush(stdout);
   return r;

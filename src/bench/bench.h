@@ -53,6 +53,9 @@ struct BenchOptions {
   bool ladder = false;              // every precision in one run (see above)
   bool result_line = false;         // also print one machine-readable "RESULT key=value ..." line
   bool peer = true;
+  // Time every op of the timed steps and print where the step's time goes (bench/op_profile_report.h);
+  // the CPU backend only, without the peer.
+  bool profile = false;
   // With the peer: rounds of (our timed steps, one peer run), alternated, each side's median
   // over the rounds (the ladder: every precision's run and its peer's, R times over).
   int rounds = 3;

@@ -65,6 +65,9 @@ void register_bench(CLI::App& app, int& exit_code) {
       "Replay each step's forward and backward from a graph (GPT-2; CUDA graphs with --device cuda); "
       "needs --warmup 2");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");
+  cmd->add_flag("--profile", o->profile,
+                "Time every op of the timed steps and print where the step goes: each GEMM shape against the "
+                "FLOP/s peak, every other op against the measured memory bandwidth (CPU; no peer)");
   cmd->add_option("--rounds", o->rounds,
                   "Alternating rounds of mptrain and the peer (A B A B ...); each side's median is compared")
       ->capture_default_str()
@@ -95,6 +98,12 @@ void register_bench(CLI::App& app, int& exit_code) {
     }
     MPT_CHECK(!o->ladder || cmd->count("--precision") == 0,
               "--ladder runs every precision; drop --precision (or drop --ladder to time one)");
+    MPT_CHECK(!o->profile || !o->ladder, "--profile times one precision; drop --ladder");
+    MPT_CHECK(!o->profile || o->data.empty(), "--profile times synthetic steps; drop --data");
+    MPT_CHECK(!o->profile || !o->graphs,
+              "--profile times each op as it runs; a graph replays them unseen: drop --graphs");
+    MPT_CHECK(!o->profile || o->device == "cpu",
+              "--profile times the CPU backend's ops; on a GPU use Nsight Systems (nsys)");
     run_bench(*o);
     exit_code = 0;
   });

@@ -42,12 +42,19 @@ struct PeakFlops {
 // The estimate above for `threads` threads running `precision`'s GEMMs, from the text of
 // /proc/cpuinfo, the max frequency in kHz from cpufreq (0 when unknown) and a measured clock
 // in GHz (0 when not measured). Pure: the testable part.
-PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int threads, double measured_ghz = 0.0,
-                            Precision precision = Precision::Fp32);
+PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int threads,
+                            double measured_ghz = 0.0, Precision precision = Precision::Fp32);
 
 // The clock this thread's core runs at now, in GHz (the dependent-add chain above; a few ms).
 // 0 where it cannot be measured (not x86-64).
 double measure_core_clock_ghz();
+
+// The peak measured instead of estimated: FMA instructions of the precision's GEMMs (fp32: the
+// widest vfmadd this build targets; bf16 with AVX512-BF16: vdpbf16ps), independent chains on
+// every OpenMP thread, timed for ~0.1 s, best of three — what the cores sustain under that load,
+// after any clock drop the estimate's single-thread clock does not see. 0 when this build has
+// no such instructions (or with AMX, whose tiles it does not time).
+double measure_fma_peak_tflops(Precision precision = Precision::Fp32);
 
 // Reads /proc/cpuinfo and cpufreq and measures the clock on this machine. user_tflops > 0 wins
 // over the estimate (for every precision).
