@@ -10,7 +10,12 @@
 //
 // A signal handler can only reach process-wide state, so the flag is the one global this
 // needs (a lock-free std::atomic<int>, safe in a handler); only one guard may live at a time.
+//
+// The handler never runs on the threads that compute: the guard blocks both signals in the
+// thread that creates it and in OpenMP's workers, and a thread of its own takes them with
+// sigwait (interrupting a step under Open MPI corrupted the heap; interrupt.cpp says how).
 #pragma once
+#include <thread>
 
 namespace mptrain {
 
@@ -27,6 +32,9 @@ class InterruptGuard {
   // Records `signal` as if it had been delivered (tests, and callers that stop for
   // their own reasons through the same path).
   void request(int signal);
+
+ private:
+  std::thread waiter_;  // takes SIGINT/SIGTERM with sigwait while the guard lives
 };
 
 // "SIGINT", "SIGTERM", else "signal".

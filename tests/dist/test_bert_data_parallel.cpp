@@ -163,9 +163,11 @@ TEST_F(BertDataParallel, SixteenBitPrecisionsMatchOneRank) {
       const auto l1 = read_metric(run_dir(precision + "_one"), key),
                  lz = read_metric(run_dir(precision + "_zero"), key);
       ASSERT_EQ(l1.size(), 8u);
-      // bf16 rounds activations, so the ranks' other summation order flips roundings: 1.6e-4 on
-      // an AVX2 EPYC (fp32 kernels over widened bf16 operands), under 2e-4 on AVX-512 CPUs.
-      expect_losses_close(lz, l1, 4e-4);
+      // bf16 rounds activations, so the ranks' other summation order flips roundings: under 2e-4
+      // on AVX-512 CPUs; on an AVX2 EPYC (fp32 kernels over widened bf16 operands) 1.6e-4, and
+      // 4.6e-4 (NSP loss, step 7) since AdamW's update there spells out the AVX-512 form's fma's
+      // (2026-11-27): the same noise on another trajectory. A sharding error is O(1e-2) or more.
+      expect_losses_close(lz, l1, 8e-4);
     }
     if (precision == "fp16") {
       const auto s1 = read_metric(run_dir("fp16_one"), "loss_scale"),
@@ -173,8 +175,11 @@ TEST_F(BertDataParallel, SixteenBitPrecisionsMatchOneRank) {
       ASSERT_EQ(s1.size(), 8u);
       expect_losses_close(sz, s1, 0.0);
     }
+    // 2e-2: the NSP head's two-element bias is the loosest tensor (a few Adam steps of about ±lr
+    // each, whose signs the 16-bit noise can flip): 1.23e-2 in bf16 on the AVX2 EPYC since AdamW's
+    // update spells out its fma's (2026-11-27), under 1e-2 before; a sharding error is O(1).
     expect_parameters_close(run_dir(precision + "_zero/step_00000008"),
-                            run_dir(precision + "_one/step_00000008"), 1e-2, 1e-2);
+                            run_dir(precision + "_one/step_00000008"), 2e-2, 1e-2);
   }
 }
 
