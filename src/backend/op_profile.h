@@ -51,7 +51,6 @@ class OpProfile {
   }
   // The rows, slowest (wall clock) first.
   std::vector<OpProfileRow> rows() const;
-  void clear() { rows_.clear(); }
 
  private:
   struct Stamp {

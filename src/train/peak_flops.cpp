@@ -2,8 +2,10 @@
 // formula.
 #include "train/peak_flops.h"
 
-#include <immintrin.h>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>

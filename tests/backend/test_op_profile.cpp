@@ -35,12 +35,17 @@ struct Linear {
   }
 };
 
-TEST(OpProfile, EachCallLandsInItsShapesRowWithItsFlopsAndBytes) {
+// A CPU backend timing into `profile` from the start.
+class ProfiledCpuBackend : public ::testing::Test {
+ protected:
+  void SetUp() override { be.set_profile(&profile); }
   cpu::Context ctx;
   cpu::CpuBackend be{ctx};
   OpProfile profile;
+};
+
+TEST_F(ProfiledCpuBackend, EachCallLandsInItsShapesRowWithItsFlopsAndBytes) {
   Linear lin;
-  be.set_profile(&profile);
   be.linear(lin.args());
   be.linear(lin.args());
   std::vector<float> v(100, 1.0f);
@@ -66,9 +71,7 @@ TEST(OpProfile, EachCallLandsInItsShapesRowWithItsFlopsAndBytes) {
   EXPECT_DOUBLE_EQ(s->bytes, 400.0);
 }
 
-TEST(OpProfile, CausalAttentionCountsTheTriangleItScores) {
-  cpu::Context ctx;
-  cpu::CpuBackend be{ctx};
+TEST_F(ProfiledCpuBackend, CausalAttentionCountsTheTriangleItScores) {
   const int B = 2, T = 4, C = 8, NH = 2;
   AttentionArgs a;
   a.B = B, a.T = T, a.NH = NH;
@@ -79,8 +82,6 @@ TEST(OpProfile, CausalAttentionCountsTheTriangleItScores) {
   a.out = View::f32(out.data(), {B * T, C});
   a.saved = View::f32(saved.data(), {static_cast<std::int64_t>(saved.size())});
   a.scratch = View::f32(scratch.data(), {static_cast<std::int64_t>(scratch.size())});
-  OpProfile profile;
-  be.set_profile(&profile);
   be.attention(a);
   const std::vector<OpProfileRow> rows = profile.rows();
   ASSERT_EQ(rows.size(), 1u);
@@ -88,12 +89,8 @@ TEST(OpProfile, CausalAttentionCountsTheTriangleItScores) {
   EXPECT_DOUBLE_EQ(rows[0].flops, 4.0 * C * B * (T * (T + 1) / 2));
 }
 
-TEST(OpProfile, CapturedWorkIsNotTimedWhenRecorded) {
-  cpu::Context ctx;
-  cpu::CpuBackend be{ctx};
-  OpProfile profile;
+TEST_F(ProfiledCpuBackend, CapturedWorkIsNotTimedWhenRecorded) {
   Linear lin;
-  be.set_profile(&profile);
   be.begin_capture();
   be.linear(lin.args());
   std::unique_ptr<Graph> graph = be.end_capture();
