@@ -43,7 +43,8 @@ TEST(BenchProfile, GptStepOpByOpAddsUpToTheStep) {
   ASSERT_GE(others, 0.0) << r.output;
   ASSERT_GE(between, 0.0) << r.output;
   EXPECT_NEAR(products + others + between, 100.0, 0.3) << r.output;
-  EXPECT_GT(products, others) << r.output;  // the LM head's GEMMs dominate even at d2
+  // Which rows dominate is a speed property (under CI's sanitizer build, -O1 with ASan, the
+  // scalar AdamW and cross-entropy outweigh the GEMMs); it belongs to benchmarks, not here.
   EXPECT_EQ(r.output.find("pytorch"), std::string::npos) << r.output;  // no peer
 }
 
