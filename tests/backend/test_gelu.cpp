@@ -1,6 +1,6 @@
 // GELU (tanh form) forward and backward against the float64 formula, over a range that covers
 // the saturated tails; the analytic derivative is itself checked by finite differences. The fused
-// fc epilogue (bias + GELU) against its unfused twin, bit for bit.
+// fc epilogue (bias + GELU, both forms) against its unfused twin: bit for bit for the tanh form.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,27 +79,68 @@ TEST(Gelu, ReferenceDerivativeMatchesFiniteDifferences) {
   }
 }
 
-TEST(Gelu, FusedBiasGeluMatchesUnfusedPairBitForBit) {
+// Widened values of n elements of dtype t at p.
+std::vector<float> widened(const void* p, StorageType t, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == StorageType::F32)
+      v[i] = static_cast<const float*>(p)[i];
+    else if (t == StorageType::BF16)
+      v[i] = bf16_to_f32(Bf16{static_cast<const uint16_t*>(p)[i]});
+    else
+      v[i] = f16_to_f32(Fp16{static_cast<const uint16_t*>(p)[i]});
+  }
+  return v;
+}
+
+// The erf form's passes may take libmvec's vector erff and libm's scalar one for the same
+// element (each loop's tail is scalar, and the chunks fall differently), which differ by an ulp
+// or two of erf: 0.5·|x|·3e-7 in gelu (1 + erf cancels in the negative tail, so this is absolute
+// in x, not relative), then one ulp of the output dtype where the rounding falls the other way.
+::testing::AssertionResult erf_pair_close(const std::vector<float>& pre, const std::vector<float>& got,
+                                          const std::vector<float>& ref, StorageType to) {
+  const double ulp = to == StorageType::F32 ? 0x1p-23 : to == StorageType::BF16 ? 0x1p-7 : 0x1p-10;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = 1.5e-7 * std::fabs(pre[i]) + ulp * std::fabs(ref[i]) + 1e-7;
+    if (!(std::fabs(got[i] - ref[i]) <= tol))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got[i] << " vs " << ref[i] << " (pre " << pre[i] << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(Gelu, FusedBiasGeluMatchesTheUnfusedPair) {
   const StorageType types[] = {StorageType::BF16, StorageType::F16, StorageType::F32};
-  for (const StorageType tp : types) {
-    for (const StorageType to : types) {
-      for (const int OC : {1, 33, 1000, 1025, 3072}) {
-        for (const bool with_bias : {true, false}) {
-          const int N = 7;
-          const size_t n = static_cast<size_t>(N) * OC;
-          const std::vector<float> acc = test::randn(n, 40 + OC, 3.0f), bias = test::randn(OC, 41, 0.5f);
-          const float* b = with_bias ? bias.data() : nullptr;
-          const size_t wp = (n * storage_bytes(tp) + 3) / 4 + 1, wo = (n * storage_bytes(to) + 3) / 4 + 1;
-          std::vector<float> pre_ref(wp, 0.0f), out_ref(wo, 0.0f);
-          bias_forward_typed(pre_ref.data(), tp, acc.data(), b, N, OC);
-          gelu_forward_typed(out_ref.data(), to, pre_ref.data(), tp, n);
-          Guarded pre(wp), out(wo);
-          bias_gelu_forward_typed(pre.data(), tp, out.data(), to, acc.data(), b, N, OC);
-          const std::string what = std::string(storage_name(tp)) + "->" + storage_name(to) +
-                                   " OC=" + std::to_string(OC) + (with_bias ? "" : " no bias");
-          EXPECT_EQ(std::memcmp(pre.data(), pre_ref.data(), n * storage_bytes(tp)), 0) << "pre " << what;
-          EXPECT_EQ(std::memcmp(out.data(), out_ref.data(), n * storage_bytes(to)), 0) << "out " << what;
-          EXPECT_TRUE(pre.guards_intact() && out.guards_intact()) << what;
+  for (const GeluForm form : {GeluForm::Tanh, GeluForm::Erf}) {
+    for (const StorageType tp : types) {
+      for (const StorageType to : types) {
+        for (const int OC : {1, 33, 1000, 1025, 3072}) {
+          for (const bool with_bias : {true, false}) {
+            const int N = 7;
+            const size_t n = static_cast<size_t>(N) * OC;
+            const std::vector<float> acc = test::randn(n, 40 + OC, 3.0f), bias = test::randn(OC, 41, 0.5f);
+            const float* b = with_bias ? bias.data() : nullptr;
+            const size_t wp = (n * storage_bytes(tp) + 3) / 4 + 1, wo = (n * storage_bytes(to) + 3) / 4 + 1;
+            std::vector<float> pre_ref(wp, 0.0f), out_ref(wo, 0.0f);
+            bias_forward_typed(pre_ref.data(), tp, acc.data(), b, N, OC);
+            if (form == GeluForm::Tanh)
+              gelu_forward_typed(out_ref.data(), to, pre_ref.data(), tp, n);
+            else
+              gelu_erf_forward_typed(out_ref.data(), to, pre_ref.data(), tp, n);
+            Guarded pre(wp), out(wo);
+            bias_gelu_forward_typed(pre.data(), tp, out.data(), to, acc.data(), b, N, OC, form);
+            const std::string what = std::string(form == GeluForm::Tanh ? "tanh " : "erf ") +
+                                     storage_name(tp) + "->" + storage_name(to) +
+                                     " OC=" + std::to_string(OC) + (with_bias ? "" : " no bias");
+            EXPECT_EQ(std::memcmp(pre.data(), pre_ref.data(), n * storage_bytes(tp)), 0) << "pre " << what;
+            if (form == GeluForm::Tanh)
+              EXPECT_EQ(std::memcmp(out.data(), out_ref.data(), n * storage_bytes(to)), 0) << "out " << what;
+            else
+              EXPECT_TRUE(erf_pair_close(widened(pre_ref.data(), tp, n), widened(out.data(), to, n),
+                                         widened(out_ref.data(), to, n), to))
+                  << "out " << what;
+            EXPECT_TRUE(pre.guards_intact() && out.guards_intact()) << what;
+          }
         }
       }
     }

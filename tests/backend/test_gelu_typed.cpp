@@ -16,14 +16,14 @@
 namespace mptrain::cpu {
 namespace {
 
-struct GeluForm {
+struct GeluVariant {
   const char* name;
   void (*fwd)(float*, const float*, size_t);
   void (*bwd)(float*, const float*, const float*, size_t);
   void (*fwd_typed)(void*, StorageType, const void*, StorageType, size_t);
   void (*bwd_typed)(void*, StorageType, const void*, StorageType, const float*, size_t);
 };
-const GeluForm kForms[] = {
+const GeluVariant kForms[] = {
     {"gelu", gelu_forward, gelu_backward, gelu_forward_typed, gelu_backward_typed},
     {"gelu_erf", gelu_erf_forward, gelu_erf_backward, gelu_erf_forward_typed, gelu_erf_backward_typed},
 };
@@ -58,12 +58,14 @@ Typed rounded(const std::vector<float>& x, StorageType t) {
 }
 
 // Half an ulp of the output dtype relative, plus slack for fp32 evaluation differences.
-double tolerance(StorageType t) { return t == StorageType::F32 ? 1e-6 : t == StorageType::BF16 ? 4e-3 : 5e-4; }
+double tolerance(StorageType t) {
+  return t == StorageType::F32 ? 1e-6 : t == StorageType::BF16 ? 4e-3 : 5e-4;
+}
 
 TEST(GeluTyped, EveryFormDtypeAndChunkMatchesTheFp32Function) {
   test::ScopedThreads threads(2);
   const StorageType types[] = {StorageType::F32, StorageType::BF16, StorageType::F16};
-  for (const GeluForm& form : kForms) {
+  for (const GeluVariant& form : kForms) {
     for (const size_t n : {size_t{1}, size_t{1023}, size_t{1024}, size_t{1025}, size_t{3001}}) {
       const std::vector<float> x0 = test::randn(n, 7 + n, 3.0f), dout = test::randn(n, 8 + n, 1.0f);
       for (const StorageType ti : types) {

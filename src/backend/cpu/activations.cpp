@@ -6,13 +6,13 @@
 //   gelu'(x) = s + 2·x·s·(1 - s)·u'(x),   u'(x) = sqrt(2/pi)·(1 + 3·0.044715·x^2).
 // The sigmoid form needs one exp and no tanh, and vexp keeps the loop vectorised.
 // bias_gelu_forward_typed is the MLP's fc epilogue in one pass (bias, round, GELU, round), the
-// fused twin of bias_forward_typed followed by gelu_forward_typed, bit for bit.
+// fused twin of bias_forward_typed followed by gelu_forward_typed (or gelu_erf_forward_typed).
 //
 // Exact GELU (BERT's activation in Hugging Face): with Phi the standard normal CDF,
 //   gelu(x)  = x·Phi(x) = 0.5·x·(1 + erf(x/sqrt(2)))
 //   gelu'(x) = Phi(x) + x·phi(x),   phi(x) = exp(-x^2/2)/sqrt(2·pi).
-// erf comes from libm (correctly rounded to within an ulp), so the forward matches PyTorch's
-// fp32 GELU to the last bit or two; vexp keeps the derivative's exp vectorisable.
+// erf is glibc's (verf: libmvec's vector erff, within 2 ulp), so the forward matches PyTorch's
+// fp32 GELU to the last bit or two; verf and vexp keep both loops vectorised.
 //
 // tanh (BERT's pooler, [B, C] values per step): libm's tanhf, where matching PyTorch's rounding
 // matters more than speed.
@@ -44,9 +44,9 @@ inline float sigmoid_2u(float x) {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + verf(x * kInvSqrt2)); }
 inline float gelu_erf_grad(float x, float dy) {
-  const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  const float cdf = 0.5f * (1.0f + verf(x * kInvSqrt2));
   const float pdf = kInvSqrt2Pi * vexp(-0.5f * x * x);
   return (cdf + x * pdf) * dy;
 }
@@ -60,7 +60,7 @@ void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType 
 }
 
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
-                             const float* bias, int N, int OC) {
+                             const float* bias, int N, int OC, GeluForm form) {
   const size_t ep = storage_bytes(tp), eo = storage_bytes(to);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
@@ -81,8 +81,13 @@ void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType t
         narrow_span(p, x, len);
         widen_span(x, p, len);
       });
+      if (form == GeluForm::Tanh) {
 #pragma omp simd
-      for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
+        for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
+      } else {
+#pragma omp simd
+        for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
+      }
       dispatch_storage(to, [&](auto t) {
         narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), x, len);
       });
@@ -106,6 +111,7 @@ void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageTyp
 
 void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N) {
   map_chunks_typed(out, to, inp, ti, N, [](float* x, size_t, size_t len) {
+#pragma omp simd
     for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
   });
 }
@@ -113,6 +119,7 @@ void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageT
 void gelu_erf_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
                              size_t N) {
   map_chunks_typed(dinp, td, inp, ti, N, [dout](float* x, size_t i0, size_t len) {
+#pragma omp simd
     for (size_t i = 0; i < len; ++i) x[i] = gelu_erf_grad(x[i], dout[i0 + i]);
   });
 }

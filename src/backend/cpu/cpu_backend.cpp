@@ -125,11 +125,9 @@ void CpuBackend::run_linear(const LinearArgs& a) {
       if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);  // acc may be out
       return;
     case Epilogue::BiasGelu:
-      bias_gelu_forward_typed(a.pre.ptr, a.pre.type, a.out.ptr, a.out.type, acc, bias, N, M);
-      return;
     case Epilogue::BiasGeluErf:
-      bias_forward_typed(a.pre.ptr, a.pre.type, acc, bias, N, M);
-      gelu_erf_forward_typed(a.out.ptr, a.out.type, a.pre.ptr, a.pre.type, NM);
+      bias_gelu_forward_typed(a.pre.ptr, a.pre.type, a.out.ptr, a.out.type, acc, bias, N, M,
+                              a.epilogue == Epilogue::BiasGelu ? GeluForm::Tanh : GeluForm::Erf);
       return;
     case Epilogue::BiasTanh:
       bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);

@@ -18,12 +18,16 @@ void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType 
 void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
                          size_t N);
 
+enum class GeluForm { Tanh, Erf };
+
 // The fc layer's epilogue in one pass over acc[N,OC] (fp32 GEMM result; pre may be acc):
 //   pre[N,OC] (dtype tp) = round(acc + bias)       (bias may be null)
-//   out[N,OC] (dtype to) = round(gelu(pre))
-// bit-identical to bias_forward_typed(pre, ...) followed by gelu_forward_typed(out, to, pre, tp).
+//   out[N,OC] (dtype to) = round(gelu(pre))        (gelu or gelu_erf, by form)
+// the same as bias_forward_typed(pre, ...) followed by gelu_forward_typed(out, to, pre, tp) (or
+// gelu_erf_forward_typed): bit for bit for Tanh; for Erf within libmvec's vector erff against
+// libm's scalar one, which the two passes apply to different elements of a loop's tail.
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
-                             const float* bias, int N, int OC);
+                             const float* bias, int N, int OC, GeluForm form);
 
 // out (dtype to) = gelu_erf(inp (dtype ti));  dinp (dtype td) = gelu_erf'(inp (dtype ti)) * dout (fp32)
 void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
