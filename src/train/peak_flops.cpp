@@ -196,13 +196,15 @@ namespace {
 // Hand-written, like the clock above: no library measures the FMA rate. Ten independent chains
 // per thread, enough to cover an FMA's latency (4-5 cycles) on two pipes, each from its own
 // start (splat(k)) so that no compiler may merge them; `step` is one instruction on one chain,
-// worth `flops` FLOPs. Returns FLOP/s over all OpenMP threads, the best of three ~35 ms runs.
+// worth `flops` FLOPs. Returns FLOP/s over all OpenMP threads, the best of eight ~35 ms runs: on
+// a shared VM one core can be taken for a tenth of a second, and three runs (the first version)
+// once all fell inside such a gap and read half the peak (bert-base profile, 2026-11-27).
 template <class Splat, class Step>
 double fma_chains_flops_per_s(Splat splat, Step step, double flops) {
   using V = decltype(splat(0.0f));
   constexpr long kIterations = 20000000;  // 200 M instructions per thread: ~35 ms at 2 per cycle
   double best = 0.0;
-  for (int run = 0; run < 3; ++run) {
+  for (int run = 0; run < 8; ++run) {
     float sink = 0.0f;
     const auto t0 = std::chrono::steady_clock::now();
     int threads = 1;
