@@ -10,9 +10,10 @@
 // glibc's libmvec (2.35 on, x86-64) has vector erff — the AVX2 form within 2 ulp of the true
 // value, measured over [-6, 6] — but math.h declares its simd variants only under -ffast-math.
 // Redeclaring erff with GCC's simd attribute is what math.h would do: loops that call it under
-// `omp simd` then call _ZGVdN8v_erff and friends (CMakeLists.txt links libmvec). Without glibc or
-// under clang (the fuzz build) the declaration is skipped and erff stays scalar.
-#if defined(__GLIBC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// `omp simd` then call _ZGVdN8v_erff and friends. Without libmvec (CMakeLists.txt links it where
+// found), glibc or GCC, the declaration is skipped and erff stays scalar.
+#if defined(MPTRAIN_HAVE_LIBMVEC) && defined(__GLIBC__) && defined(__x86_64__) && defined(__GNUC__) && \
+    !defined(__clang__)
 #if __GLIBC_PREREQ(2, 35)
 extern "C" float erff(float) noexcept __attribute__((simd("notinbranch")));
 #endif
