@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops/convert.h"
 #include "backend/ops/gemm_mixed.h"
 #include "common/cpu_fp32.h"
 #include "op_test_util.h"
@@ -79,17 +80,11 @@ TEST(Gelu, ReferenceDerivativeMatchesFiniteDifferences) {
   }
 }
 
-// Widened values of n elements of dtype t at p.
+// Widened values of n elements of dtype t at p (convert's exact widening, as the other typed
+// tests read their outputs).
 std::vector<float> widened(const void* p, StorageType t, size_t n) {
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (t == StorageType::F32)
-      v[i] = static_cast<const float*>(p)[i];
-    else if (t == StorageType::BF16)
-      v[i] = bf16_to_f32(Bf16{static_cast<const uint16_t*>(p)[i]});
-    else
-      v[i] = f16_to_f32(Fp16{static_cast<const uint16_t*>(p)[i]});
-  }
+  convert(v.data(), StorageType::F32, p, t, n);
   return v;
 }
 
