@@ -7,7 +7,7 @@
 //   backward: dP = dY·V^T;  dS = scale·P ⊙ (dP - rowsum(P ⊙ dP));  dQ = dS·K;  dK = dS^T·Q;
 //             dV = P^T·dY
 // The causal form works in row blocks of kRowBlock queries that skip the masked half (block
-// [r0, r1) needs keys [0, r1): about 56% of the T×T work at T = 1024); the bidirectional form is
+// [r0, r1) needs keys [0, r1): about 53% of the T×T work at T = 1024); the bidirectional form is
 // the same loops with a single block of T rows over all T keys, and its softmax gives padded keys
 // probability exactly 0 (PyTorch adds finfo.min, whose exp underflows to 0 too), so they get no
 // gradient. Scores, dP and the softmax arithmetic are fp32; P and dS are rounded once, when
@@ -29,8 +29,9 @@ namespace mptrain::cpu {
 namespace {
 
 // Query rows per block: large enough for efficient GEMM tiles, small enough that the triangle
-// skipped is most of the upper half.
-constexpr int kRowBlock = 128;
+// skipped is most of the upper half. 64 over 128: GPT-2 124M's attention 8-12% faster at T = 256
+// and T = 1024 on a 2-core AVX2 EPYC (docs/BENCHMARKS.md, issue 23); 256 was slower.
+constexpr int kRowBlock = 64;
 // Softmax rows per OpenMP chunk: rows of one head grow in length with t, so small interleaved
 // chunks keep the threads balanced.
 constexpr int kRowsPerTask = 16;
