@@ -47,7 +47,10 @@ ChildResult run_child(const std::string& command, const std::function<void(const
 std::string default_peer_script(const std::string& name) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  for (const fs::path& base : {exe.parent_path().parent_path(), fs::current_path()}) {
+  // Beside an in-tree build directory, in the working directory, or in the source tree the binary
+  // was built from (a build directory elsewhere, BUILD_DIR=/tmp/b scripts/build.sh).
+  for (const fs::path& base :
+       {exe.parent_path().parent_path(), fs::current_path(), fs::path(MPTRAIN_SOURCE_DIR)}) {
     const fs::path p = base / "bench" / name;
     if (fs::exists(p)) return p.string();
   }
