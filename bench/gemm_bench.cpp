@@ -18,8 +18,9 @@ namespace {
 
 using namespace mptrain;
 
-// Which operand the step reads transposed.
-enum Orientation { kForward = 0, kInputGrad = 1, kWeightGrad = 2 };
+// Which operand the step reads transposed: neither (the forward X·W), B (the input gradient
+// dY·W^T) or A (the weight gradient X^T·dY).
+enum Orientation { kPlain = 0, kBTransposed = 1, kATransposed = 2 };
 
 template <StorageType T>
 void BM_Gemm(benchmark::State& state) {
@@ -28,9 +29,9 @@ void BM_Gemm(benchmark::State& state) {
   const auto orientation = static_cast<Orientation>(state.range(3));
   // A is [M, K] row-major, or stored [K, M] and read transposed; B is [K, N], or stored [N, K].
   const cpu::GemmLayout la =
-      orientation == kWeightGrad ? cpu::GemmLayout{0, 0, 1, M} : cpu::GemmLayout{0, 0, K, 1};
+      orientation == kATransposed ? cpu::GemmLayout{0, 0, 1, M} : cpu::GemmLayout{0, 0, K, 1};
   const cpu::GemmLayout lb =
-      orientation == kInputGrad ? cpu::GemmLayout{0, 0, 1, K} : cpu::GemmLayout{0, 0, N, 1};
+      orientation == kBTransposed ? cpu::GemmLayout{0, 0, 1, K} : cpu::GemmLayout{0, 0, N, 1};
   cpu::Context ctx;
   const size_t bytes = storage_bytes(T);
   std::vector<char> a(static_cast<size_t>(M) * K * bytes), b(static_cast<size_t>(K) * N * bytes);
@@ -64,13 +65,13 @@ void BM_Gemm(benchmark::State& state) {
 // forward, plain in the input gradient, and its gradient is dlogits^T·X).
 void Gpt2StepShapes(benchmark::internal::Benchmark* b) {
   for (const auto& [in, out] : {std::pair{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}}) {
-    b->Args({1024, out, in, kForward});
-    b->Args({1024, in, out, kInputGrad});
-    b->Args({in, out, 1024, kWeightGrad});
+    b->Args({1024, out, in, kPlain});        // Y = X·W
+    b->Args({1024, in, out, kBTransposed});  // dX = dY·W^T
+    b->Args({in, out, 1024, kATransposed});  // dW = X^T·dY
   }
-  b->Args({1024, 50304, 768, kInputGrad});   // logits = X·wte^T
-  b->Args({1024, 768, 50304, kForward});     // dX = dlogits·wte
-  b->Args({50304, 768, 1024, kWeightGrad});  // dwte = dlogits^T·X
+  b->Args({1024, 50304, 768, kBTransposed});  // logits = X·wte^T
+  b->Args({1024, 768, 50304, kPlain});        // dX = dlogits·wte
+  b->Args({50304, 768, 1024, kATransposed});  // dwte = dlogits^T·X
   b->ArgNames({"M", "N", "K", "orient"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 #define GPT2_SHAPES ->Apply(Gpt2StepShapes)

@@ -22,8 +22,8 @@ using test::Tol;
 struct AttnCase {
   int B, T, C, NH;
 };
-const AttnCase kCases[] = {{1, 1, 8, 1},   {2, 7, 24, 3},   {2, 64, 64, 4},  {1, 127, 62, 2},
-                           {1, 65, 40, 2}, {1, 128, 33, 1}, {1, 130, 96, 3}, {2, 257, 32, 1}};
+const AttnCase kCases[] = {{1, 1, 8, 1},    {2, 7, 24, 3},   {2, 64, 64, 4},  {1, 65, 40, 2},
+                           {1, 127, 62, 2}, {1, 128, 33, 1}, {1, 130, 96, 3}, {2, 257, 32, 1}};
 const Tol kOutTol{1e-5, 1e-4};
 const Tol kAttTol{1e-6, 1e-4};
 const Tol kGradTol{2e-5, 1e-4};
