@@ -3,6 +3,7 @@
 
     ATEN_CPU_CAPABILITY=avx512 /usr/bin/python3 bench/pytorch_bert.py --preset bert-base --batch 8 --seq 128 \\
         --steps 3 --warmup 1 --precision fp32|bf16 --threads 2 [--vocab 30522 --padded-vocab 30528]
+    python3 bench/pytorch_bert.py --device cuda --compile --preset bert-base --batch 32 --seq 128 --precision bf16
 
 The model is BertForPreTraining written here in plain torch (Debian's torch 1.13 has no
 `transformers`), with mptrain's sizes and structure (src/model/bert.h): word / position /
@@ -28,6 +29,11 @@ with their original ids as labels, a random NSP label per row; fresh every step.
 parameters, gradients and AdamW state stay fp32. torch 1.13's CPU autocast runs linear/matmul in
 bf16 and refuses a bf16 LayerNorm input, so LayerNorm inputs are cast .float() (as
 tests/ref/gpt2_model.py does).
+
+--device cuda (the GPU peer of `mptrain bench --device cuda --model bert`): the same model and
+batches on GPU 0, autocast("cuda", bf16), attention through scaled_dot_product_attention with the
+key mask (torch 2's fused kernels), fused AdamW, and with --compile torch.compile around the
+model: PyTorch's best recipe for this model, as bench/pytorch_gpt2_cuda.py is GPT-2's.
 
 Output: human-readable lines per step, then ONE line
   RESULT ms_per_step=<median of timed steps> tokens_per_s=<B*T/median> ... peak_rss_mb=<ru_maxrss>
@@ -78,8 +84,12 @@ class Layer(nn.Module):
         hs = C // self.n_head
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.reshape(B, T, self.n_head, hs).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs)) + key_bias  # [B, H, T, T]
-        y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        if x.is_cuda:  # torch 2's fused attention (the key mask as an additive bias)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_bias.to(q.dtype))
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs)) + key_bias  # [B, H, T, T]
+            y = att.softmax(dim=-1) @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
         x = self.ln1(ln_in(x + self.att_out(y)))
         h = F.gelu(self.fc(x))  # exact erf GELU
         return self.ln2(ln_in(x + self.fc_out(h)))
@@ -108,7 +118,7 @@ class BertForPreTraining(nn.Module):
 
     def forward(self, tokens, types, attn_mask, mlm_pos, mlm_labels, nsp_labels):
         B, T = tokens.shape
-        pos = torch.arange(T)
+        pos = torch.arange(T, device=tokens.device)
         x = self.emb_ln(self.word(tokens) + self.pos(pos)[None] + self.tok_type(types))
         key_bias = ((1.0 - attn_mask.float()) * -1e9)[:, None, None, :]  # padded keys out
         for layer in self.layers:
@@ -166,6 +176,8 @@ def main(argv=None):
     ap.add_argument("--clip", type=float, default=1.0, help="grad-norm clip before AdamW (0 = off)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2, --device cuda)")
     a = ap.parse_args(argv)
     if a.steps <= 0 or a.warmup < 0:
         ap.error("--steps must be > 0 and --warmup >= 0")
@@ -181,10 +193,15 @@ def main(argv=None):
     log(f"torch {torch.__version__}, {torch.get_num_threads()} threads, ATEN_CPU_CAPABILITY={cap or '(unset)'}")
 
     n_layer, hidden = PRESETS[a.preset]
-    model = BertForPreTraining(n_layer, hidden, padded)
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA GPU visible to torch")
+    model = BertForPreTraining(n_layer, hidden, padded).to(a.device)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+    fused = {"fused": True} if cuda else {}
+    opt = torch.optim.AdamW(decay_groups(model, 0.1), lr=a.lr, betas=(0.9, 0.95), eps=1e-8, **fused)
+    run = torch.compile(model) if a.compile else model
     params = list(model.parameters())
     B, T = a.batch, a.seq
     gen = torch.Generator()
@@ -196,14 +213,16 @@ def main(argv=None):
           f"timed steps", flush=True)
 
     def step(s):
-        batch = make_batch(B, T, a.vocab, gen)  # outside the model work, but timed as mptrain's is
-        out_dtype, loss = torch_peer_step.train_step(lambda: model(*batch), opt, params, a.clip, bf16)
+        # Drawn on the host and uploaded, outside the model work but timed, as mptrain's are.
+        batch = [t.to(a.device) for t in make_batch(B, T, a.vocab, gen)]
+        out_dtype, loss = torch_peer_step.train_step(lambda: run(*batch), opt, params, a.clip, bf16, a.device)
         if s == 0:
             log(f"torch: dtypes: mlm logits {out_dtype}, params {params[0].dtype}")
         return loss
 
     times = torch_peer_step.time_steps(step, a.warmup, a.steps)
-    torch_peer_step.report(times, B * T, [("precision", a.precision), ("threads", torch.get_num_threads()),
+    torch_peer_step.report(times, B * T, [("precision", a.precision), ("device", a.device),
+                                          ("threads", torch.get_num_threads()),
                                           ("preset", a.preset), ("batch", B), ("seq", T), ("vocab", padded),
                                           ("masked", n_masked)])
     return 0

@@ -15,11 +15,12 @@ import time
 import torch
 
 
-def train_step(forward, opt, params, clip, bf16):
-    """One optimizer step; forward() returns (output, loss). Returns (output dtype, loss value)."""
+def train_step(forward, opt, params, clip, bf16, device="cpu"):
+    """One optimizer step; forward() returns (output, loss). Returns (output dtype, loss value);
+    the loss's .item() waits for a GPU's work, so each step's time is all of it."""
     opt.zero_grad(set_to_none=True)
     if bf16:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16):
             out, loss = forward()
     else:
         out, loss = forward()

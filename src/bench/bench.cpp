@@ -144,19 +144,21 @@ PeakFlops gpu_peak_flops(const BenchOptions& o) {
 }
 
 // The PyTorch GPU peer on the same model, batch and sequence, in its best recipe (bf16 autocast,
-// torch.compile, flash SDPA, the padded vocabulary); its median ms/step (0: no result, said why).
-double run_cuda_peer(const BenchOptions& o, int padded_vocab) {
-  const std::string script =
-      o.peer_script.empty() ? default_peer_script("pytorch_gpt2_cuda.py") : o.peer_script;
+// torch.compile, fused attention, the padded vocabulary): bench/pytorch_gpt2_cuda.py for GPT-2,
+// bench/pytorch_bert.py --device cuda for BERT. Its median ms/step (0: no result, said why).
+double run_cuda_peer(const BenchOptions& o, const ModelInfo& info) {
+  const std::string name = is_bert(o) ? info.peer_name : "pytorch_gpt2_cuda.py";
+  const std::string script = o.peer_script.empty() ? default_peer_script(name) : o.peer_script;
   if (script.empty()) {
-    std::printf("peer: bench/pytorch_gpt2_cuda.py not found; skipping the PyTorch comparison\n");
+    std::printf("peer: bench/%s not found; skipping the PyTorch comparison\n", name.c_str());
     return 0.0;
   }
+  const std::string recipe = is_bert(o) ? " --precision bf16 --device cuda --compile"
+                                        : " --precision bf16 --attn flash --compile";
   const std::string cmd = o.python + " " + script + " --preset " + o.preset + " --batch " +
                           std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
-                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) +
-                          " --precision bf16 --attn flash --compile --vocab " + std::to_string(padded_vocab) +
-                          " 2>&1";
+                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + recipe +
+                          info.peer_args + " 2>&1";
   std::printf("\npeer: %s\n", cmd.c_str());
   const ChildResult c = run_child(cmd, [&](const char* line) {
     if (!o.quiet) std::printf("  [torch] %s", line);
@@ -352,14 +354,13 @@ BenchResult bench_one(const BenchOptions& o) {
         r.model_mb, r.last_loss, (long long)r.skipped_steps);
   if (!o.peer) {
   } else if (on_cuda) {
-    const double peer = bert ? 0.0 : run_cuda_peer(o, gpt2->config().padded_vocab_size);
-    if (bert) std::printf("peer: skipped (bench/pytorch_gpt2_cuda.py is GPT-2's)\n");
+    const double peer = run_cuda_peer(o, info);
     if (peer > 0) {
       r.peer_ms_per_step = peer;
       std::printf(
-          "ratio: mptrain %s is %.2fx the speed of PyTorch (bf16 autocast + torch.compile + flash SDPA, same "
+          "ratio: mptrain %s is %.2fx the speed of PyTorch (bf16 autocast + torch.compile + %s, same "
           "model and batch)\n",
-          precision_name(precision), peer / r.ms_per_step);
+          precision_name(precision), peer / r.ms_per_step, bert ? "fused SDPA, fused AdamW" : "flash SDPA");
     }
   } else if (kind != OptimizerKind::AdamW) {
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
@@ -559,13 +560,10 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   // peer in that precision where it has one (fp32, bf16 autocast); on the GPU every rung, then the
   // GPU peer once (GPT-2, bf16 in its best recipe). Each row keeps the round with its median
   // ms/step, each peer the median of its rounds.
-  const bool peer = o.peer && kind == OptimizerKind::AdamW && !(on_cuda && is_bert(o));
+  const bool peer = o.peer && kind == OptimizerKind::AdamW;
   if (o.peer && !peer)
-    std::printf(
-        "peer: skipped (%s)\n",
-        on_cuda
-            ? "bench/pytorch_gpt2_cuda.py is GPT-2's"
-            : ("bench/" + info.peer_name + " runs AdamW; no like-for-like " + o.optimizer + " peer").c_str());
+    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
+                o.optimizer.c_str());
   const int rounds = peer ? o.rounds : 1;
   const auto cpu_peer_for = [&](const RungSpec& r) { return peer && !on_cuda && peer_has(r.precision); };
   std::vector<std::vector<LadderRung>> runs(specs.size());
@@ -588,7 +586,7 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
       }
     }
     if (peer && on_cuda) {
-      const double ms = run_cuda_peer(o, gpt2_preset(o.preset, o.vocab_multiple).padded_vocab_size);
+      const double ms = run_cuda_peer(o, info);
       if (ms > 0) gpu_peer_ms.push_back(ms);
     }
   }
@@ -637,9 +635,9 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
         "GPU 0 after the timed steps (cudaMemGetInfo), the CUDA context included.\n",
         o.vocab_multiple);
     if (!gpu_peer_ms.empty())
-      std::printf(
-          "PyTorch = bench/pytorch_gpt2_cuda.py (bf16 autocast, torch.compile, flash SDPA, the padded "
-          "vocabulary) against the last rung.\n");
+      std::printf("PyTorch = %s (bf16 autocast, torch.compile, fused attention, the padded vocabulary) against "
+                  "the last rung.\n",
+                  is_bert(o) ? "bench/pytorch_bert.py --device cuda" : "bench/pytorch_gpt2_cuda.py");
     report_gpu_targets(o, rungs.back(), torch.back().ms, peak);
   } else {
     report_cpu_targets(o, rungs, torch, info, peer);

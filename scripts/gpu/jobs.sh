@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The GPU plan's jobs (scripts/gpu/plan.txt), each one command that prints its log and exits 0 only
+# when everything it checked passed. Run by scripts/gpu/run.sh, which exports BIN, REFS, DATA,
+# WORK and MPTRAIN_GPU_LD (the packed libraries' path, for our binaries only).
+#
+#   jobs.sh gtest FILTER        the CUDA test binary on FILTER; a test that skips fails the job (on a
+#                               GPU machine only the two-GPU tests may skip, and no filter names them)
+#   jobs.sh suites              every CUDA suite no other job runs, 6 processes at a time, each under
+#                               150 s, so a fault or a hang costs its suite alone
+#   jobs.sh train REGEX         the rows of train_matrix.sh whose names match: `train --device cuda`,
+#                               compared with the CPU reference pack.sh carried (compare_runs.py)
+#   jobs.sh resume-cross        a GPU checkpoint resumed on the CPU and a CPU one on the GPU, each
+#                               continuing the CPU reference's trajectory
+#   jobs.sh ladder              GPT-2 124M's GPU ladder at B=16, T=1024, the PyTorch peer in the command
+#   jobs.sh bert-bench          BERT-base bf16 at seq 128 and its PyTorch peer
+#   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ours() { env LD_LIBRARY_PATH="$MPTRAIN_GPU_LD" "$@"; }
+python=$(command -v python3)
+
+gtest() {
+  local log="$WORK/gtest.$$.log"
+  ours "$BIN/mptrain_tests_cuda" --gtest_filter="$1" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local ran skipped
+  ran=$(grep -cE '^\[       OK \]|^\[  FAILED  \] [A-Za-z].*\(' "$log")
+  skipped=$(grep -cE '^\[  SKIPPED \] [A-Za-z]' "$log")
+  echo "[jobs] $ran tests ran, $skipped skipped, exit $rc"
+  ((rc == 0 && ran > 0 && skipped == 0))
+}
+
+suites() {
+  local dir="$WORK/suites.$$"
+  mkdir -p "$dir"
+  # Conformance and the packed sequences are a job of their own, the Train* suites are the train
+  # jobs' (their CPU halves come from pack.sh), the two-GPU tests need two GPUs.
+  ours "$BIN/mptrain_tests_cuda" --gtest_list_tests | awk '/^[^ ]/ {print $1}' |
+    grep -vE '^(Conformance|PackedSequences|Train)' >"$dir/list"
+  ours xargs -P 6 -I{} scripts/gpu/suite.sh "$BIN/mptrain_tests_cuda" {} "$dir" 150 <"$dir/list"
+  local f
+  for f in "$dir"/*.log; do
+    echo "----- $(basename "$f" .log)"
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test|^\[  FAILED  \] [A-Za-z].*\(|^\[  SKIPPED \] [A-Za-z]' "$f"
+    grep -qE '^\[  PASSED  \]' "$f" || tail -30 "$f"
+  done
+  echo "----- exit statuses (124: timed out; 134/139: abort/segfault)"
+  sort -n "$dir/status"
+  ! awk '$1 != 0' "$dir/status" | grep -q . && ! grep -qE '^\[  SKIPPED \] [A-Za-z]' "$dir"/*.log
+}
+
+source scripts/gpu/train_matrix.sh
+
+# One training run on the GPU: the row's arguments, the GPU's own, and $extra.
+gpu_train() {  # ARGS GPU_ARGS RUN_DIR EXTRA LOG
+  eval "ours \"\$BIN/mptrain\" $1 --device cuda $2 $4 --run-dir '$3'" >"$5" 2>&1
+}
+
+train() {
+  local fails=0 rows=0 name ref tol args gpu dir
+  mkdir -p "$WORK/train"
+  while IFS='|' read -r name ref tol args gpu; do
+    [[ $name =~ ^($1)$ ]] || continue
+    ((rows++))
+    dir="$WORK/train/$name"
+    echo "--- $name (tolerance $tol${gpu:+, $gpu}; reference ${ref}: CPU, the GPU's plan)"
+    if [[ ! -f "$REFS/$ref.json" ]]; then
+      echo "  MISS: no reference $REFS/$ref.json (pack.sh makes them)"
+      ((fails++))
+      continue
+    fi
+    if ! gpu_train "$args" "$gpu" "$dir" "--save-every 20" "$dir.log" || ! grep -q "device cuda" "$dir.log"; then
+      echo "  MISS: the GPU run failed or did not run on the GPU:"
+      tail -15 "$dir.log"
+      ((fails++))
+      continue
+    fi
+    "$python" scripts/gpu/compare_runs.py compare "$REFS/$ref.json" "$dir" --tol "$tol" || ((fails++))
+  done < <(matrix_rows)
+  echo "[jobs] train '$1': $rows rows, $fails missed"
+  ((rows > 0 && fails == 0))
+}
+
+# Checkpoints across devices, each resumed at step 10 and compared with the CPU reference's steps
+# 11-20: GPU -> CPU (the CPU continues under the GPU's plan, as the checkpoint's options say), and
+# CPU -> GPU (the CPU's first half runs here: a few seconds of d2 or bert-tiny).
+resume_cross() {
+  local fails=0 name ref tol args gpu dir
+  mkdir -p "$WORK/resume"
+  while IFS='|' read -r name ref tol args gpu; do
+    [[ $name =~ ^(gpt2-fp32-adamw|gpt2-bf16-adamw|bert-bf16-unpadded-adamw)$ ]] || continue
+    dir="$WORK/resume/$name"
+    echo "--- $name: GPU to step 10, then the CPU"
+    if gpu_train "$args" "" "$dir-gpu" "--save-every 10" "$dir-gpu.log" &&
+      eval "ours \"\$BIN/mptrain\" $args --device cpu --resume '$dir-gpu/step_00000010' --run-dir '$dir-cpu'" \
+        >"$dir-cpu.log" 2>&1; then
+      "$python" scripts/gpu/compare_runs.py compare "$REFS/$ref.json" "$dir-cpu" --tol "$tol" --first-step 11 ||
+        ((fails++))
+    else
+      tail -15 "$dir-gpu.log" "$dir-cpu.log" 2>/dev/null
+      ((fails++))
+    fi
+    echo "--- $name: the CPU (the GPU's plan) to step 10, then the GPU"
+    if eval "ours \"\$BIN/mptrain\" $args --device cpu --policy-of cuda --save-every 10 --run-dir '$dir-cpu0'" \
+      >"$dir-cpu0.log" 2>&1 &&
+      gpu_train "$args" "" "$dir-gpu1" "--resume '$dir-cpu0/step_00000010'" "$dir-gpu1.log"; then
+      "$python" scripts/gpu/compare_runs.py compare "$REFS/$ref.json" "$dir-gpu1" --tol "$tol" --first-step 11 ||
+        ((fails++))
+    else
+      tail -15 "$dir-cpu0.log" "$dir-gpu1.log" 2>/dev/null
+      ((fails++))
+    fi
+  done < <(matrix_rows)
+  echo "[jobs] resume across devices: $fails missed"
+  ((fails == 0))
+}
+
+ladder() {
+  ours "$BIN/mptrain" bench --device cuda --ladder --preset gpt2 --batch 16 --seq 1024 --steps 10 --warmup 3 \
+    --rounds 1 --python "$python" --progress none
+}
+
+bert_bench() {
+  ours "$BIN/mptrain" bench --device cuda --model bert --preset bert-base --precision bf16 --batch 32 --seq 128 \
+    --steps 10 --warmup 3 --python "$python" --progress none
+}
+
+memcheck() {
+  ours compute-sanitizer --tool memcheck --error-exitcode 3 "$BIN/mptrain_tests_cuda" --gtest_brief=1 \
+    --gtest_filter='Conformance*:PackedSequences*'
+}
+
+case "${1:-}" in
+  gtest) gtest "$2" ;;
+  suites) suites ;;
+  train) train "$2" ;;
+  resume-cross) resume_cross ;;
+  ladder) ladder ;;
+  bert-bench) bert_bench ;;
+  memcheck) memcheck ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross ladder bert-bench memcheck)"; exit 2 ;;
+esac
