@@ -167,7 +167,9 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   if (config.nsp) {
     a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
     a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
-    a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear);  // also dlogits after the fused loss
+    // Also dlogits after the fused loss, in the logits' dtype as the MLM head's: a GPU's plan
+    // keeps them 16-bit, the dtype its classifier's backward GEMMs take with the pooled rows.
+    a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear, policy.logits);
     a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
     a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
   }
@@ -185,7 +187,7 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::AttnScores);
     // One buffer plays two parts in fp32: proj is the fp32 accumulator of the residual
     // epilogues, and GELU's / tanh's backward run in place in dfch, dmlm_b and dpooled.
-    a.gemm_out = scratch("proj", BT * C, OpKind::Linear);
+    a.gemm_out = be.linear_uses_scratch() ? scratch("proj", BT * C, OpKind::Linear) : ActivationPlan::kNone;
     a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
     a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
@@ -201,8 +203,9 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::Softmax);
     // fp32 LayerNorm outputs: the residual stream (a GPU's plan keeps it 16-bit: the saved outputs).
     a.h32 = stream == StorageType::F32 ? scratch("h32", 2 * BT * C, OpKind::Residual) : ActivationPlan::kNone;
-    a.gemm_out =
-        scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear);  // fp32 GEMM result before bias
+    a.gemm_out = be.linear_uses_scratch()  // the fp32 GEMM result before bias
+                     ? scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear)
+                     : ActivationPlan::kNone;
     a.mlm_tg32 = stream == StorageType::F32 ? scratch("mlm_tg32", M * C, OpKind::LayerNorm)  // the MLM
                                             : ActivationPlan::kNone;  // LayerNorm's input, widened
     a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);

@@ -88,10 +88,10 @@ std::vector<float> widened(const void* p, StorageType t, size_t n) {
   return v;
 }
 
-// The erf form's passes may take libmvec's vector erff and libm's scalar one for the same
+// The erf form's passes may take libmvec's vector erfcf and libm's scalar one for the same
 // element (each loop's tail is scalar, and the chunks fall differently), which differ by an ulp
-// or two of erf: 0.5·|x|·3e-7 in gelu (1 + erf cancels in the negative tail, so this is absolute
-// in x, not relative), then one ulp of the output dtype where the rounding falls the other way.
+// or two of erfc: at most 0.5·|x|·3e-7 in gelu (kept absolute in x, as when Phi was 1 + erf),
+// then one ulp of the output dtype where the rounding falls the other way.
 ::testing::AssertionResult erf_pair_close(const std::vector<float>& pre, const std::vector<float>& got,
                                           const std::vector<float>& ref, StorageType to) {
   const double ulp = to == StorageType::F32 ? 0x1p-23 : to == StorageType::BF16 ? 0x1p-7 : 0x1p-10;

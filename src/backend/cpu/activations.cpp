@@ -9,10 +9,13 @@
 // fused twin of bias_forward_typed followed by gelu_forward_typed (or gelu_erf_forward_typed).
 //
 // Exact GELU (BERT's activation in Hugging Face): with Phi the standard normal CDF,
-//   gelu(x)  = x·Phi(x) = 0.5·x·(1 + erf(x/sqrt(2)))
+//   gelu(x)  = x·Phi(x) = 0.5·x·(1 + erf(x/sqrt(2))) = 0.5·x·erfc(-x/sqrt(2))
 //   gelu'(x) = Phi(x) + x·phi(x),   phi(x) = exp(-x^2/2)/sqrt(2·pi).
-// erf is glibc's (verf: libmvec's vector erff, within 2 ulp), so the forward matches PyTorch's
-// fp32 GELU to the last bit or two; verf and vexp keep both loops vectorised.
+// Phi is taken as 0.5·erfc(-x/sqrt(2)), not 0.5·(1 + erf(·)): for negative x, 1 + erf cancels to
+// a few ulps of 1 (1e-7 absolute) where Phi itself is tiny, and libmvec's AVX-512 erff saturates
+// to -1 from x ≈ -3.6 (3.9 ulp; its AVX2 form is within 1) — the tail then loses every digit.
+// erfcf (verfc: libmvec's vector erfcf, within 1.5 ulp on AVX2 and AVX-512, measured over
+// [-7, 7]) has no cancellation on either side; verfc and vexp keep both loops vectorised.
 //
 // tanh (BERT's pooler, [B, C] values per step): libm's tanhf, where matching PyTorch's rounding
 // matters more than speed.
@@ -44,9 +47,9 @@ inline float sigmoid_2u(float x) {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-inline float gelu_erf(float x) { return 0.5f * x * (1.0f + verf(x * kInvSqrt2)); }
+inline float gelu_erf(float x) { return 0.5f * x * verfc(-x * kInvSqrt2); }
 inline float gelu_erf_grad(float x, float dy) {
-  const float cdf = 0.5f * (1.0f + verf(x * kInvSqrt2));
+  const float cdf = 0.5f * verfc(-x * kInvSqrt2);
   const float pdf = kInvSqrt2Pi * vexp(-0.5f * x * x);
   return (cdf + x * pdf) * dy;
 }

@@ -1,5 +1,5 @@
 // The activations (activations.h), the CPU's formulas (cpu/activations.cpp) with the accurate
-// functions, not the fast intrinsics (expf, erff, tanhf), so that fp32 results stay within a few
+// functions, not the fast intrinsics (expf, erfcf, tanhf), so that fp32 results stay within a few
 // ulp of the CPU's:
 //   GELU, tanh form, as a sigmoid: s = sigmoid(2u), u = sqrt(2/pi)·(x + 0.044715·x^3); gelu = x·s
 //     gelu' = s + 2·x·s·(1 - s)·u',  u' = sqrt(2/pi)·(1 + 3·0.044715·x^2)
@@ -33,12 +33,13 @@ struct GeluBwd {
     return (s + 2.0f * x * s * (1.0f - s) * du) * dy;
   }
 };
+// Phi(x) = 0.5·erfc(-x/sqrt(2)): no cancellation in the negative tail (backend/cpu/activations.cpp).
 struct GeluErfFwd {
-  __device__ float operator()(float x) const { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+  __device__ float operator()(float x) const { return 0.5f * x * erfcf(-x * kInvSqrt2); }
 };
 struct GeluErfBwd {
   __device__ float operator()(float x, float dy) const {
-    const float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+    const float cdf = 0.5f * erfcf(-x * kInvSqrt2);
     const float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
     return (cdf + x * pdf) * dy;
   }

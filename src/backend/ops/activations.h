@@ -24,7 +24,7 @@ enum class GeluForm { Tanh, Erf };
 //   pre[N,OC] (dtype tp) = round(acc + bias)       (bias may be null)
 //   out[N,OC] (dtype to) = round(gelu(pre))        (gelu or gelu_erf, by form)
 // the same as bias_forward_typed(pre, ...) followed by gelu_forward_typed(out, to, pre, tp) (or
-// gelu_erf_forward_typed): bit for bit for Tanh; for Erf within libmvec's vector erff against
+// gelu_erf_forward_typed): bit for bit for Tanh; for Erf within libmvec's vector erfcf against
 // libm's scalar one, which the two passes apply to different elements of a loop's tail.
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
                              const float* bias, int N, int OC, GeluForm form);
