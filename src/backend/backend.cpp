@@ -359,6 +359,20 @@ std::int64_t packed_rows(const Check& c, int B, int T, const View& x, const char
   return x.dim(0);
 }
 
+// The packed layout itself, where the host can read cu_seqlens (a host-visible backend's memory):
+// starting at 0, sequences of 1..T rows, ending at the tensors' last row. A device backend checks
+// it where the offsets live (backend/cuda/rows.h's check_packing) and reports at its next sync.
+void check_packing(const Check& c, const int* cu, int B, int T, std::int64_t rows, bool host_visible) {
+  if (!cu || !host_visible) return;
+  c.that(cu[0] == 0, "cu_seqlens starts at " + std::to_string(cu[0]) + ", not 0");
+  for (int b = 0; b < B; ++b)
+    c.that(cu[b + 1] - cu[b] >= 1 && cu[b + 1] - cu[b] <= T,
+           "packed sequence " + std::to_string(b) + " has " + std::to_string(cu[b + 1] - cu[b]) +
+               " rows, not in [1, " + std::to_string(T) + "]");
+  c.that(cu[B] == rows, "packed sequences end at row " + std::to_string(cu[B]) + " (cu_seqlens[" +
+                            std::to_string(B) + "]), but the tensors hold " + std::to_string(rows) + " rows");
+}
+
 // The shape contract shared by attention and its backward.
 void check_attention(const Check& c, int B, int T, int NH, const View& qkv, const View& out,
                      const char* out_name, const AttentionDtypes& t, bool packed) {
@@ -396,6 +410,7 @@ int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlen
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
   check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, a.cu_seqlens != nullptr);
+  check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
   check_attention_memory(c,
                          attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
                                          static_cast<int>(a.out.dim(1)), a.NH, a.types),
@@ -416,9 +431,13 @@ void Backend::attention(const AttentionArgs& a) {
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
   const Check c(name(), Op::AttentionBackward);
   check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types, a.cu_seqlens != nullptr);
+  check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
   c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
   c.shape(a.dqkv, "dqkv", {a.qkv.dim(0), a.qkv.dim(1)});
   c.rows_contiguous(a.dqkv, "dqkv");
+  c.shape(a.out, "out", {a.dout.dim(0), a.dout.dim(1)});
+  c.rows_contiguous(a.out, "out");
+  c.that(a.out.type == a.types.out, "out is " + a.out.describe() + ", the types say " + storage_name(a.types.out));
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
   check_attention_memory(c,
@@ -469,6 +488,7 @@ void Backend::embedding(const EmbeddingArgs& a) {
   c.shape(a.word, "word", {-1, -1});
   const std::int64_t C = a.word.dim(1);
   c.shape(a.out, "out", {packed_rows(c, a.B, a.T, a.out, "out", a.cu_seqlens != nullptr), C});
+  check_packing(c, a.cu_seqlens, a.B, a.T, a.out.dim(0), memory().host_visible());
   c.shape(a.pos, "pos", {-1, C});
   c.that(a.pos.dim(0) >= a.T,
          "pos has " + std::to_string(a.pos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
@@ -488,6 +508,7 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   c.shape(a.dword, "dword", {-1, -1});
   const std::int64_t C = a.dword.dim(1);
   c.shape(a.dout, "dout", {packed_rows(c, a.B, a.T, a.dout, "dout", a.cu_seqlens != nullptr), C});
+  check_packing(c, a.cu_seqlens, a.B, a.T, a.dout.dim(0), memory().host_visible());
   c.shape(a.dpos, "dpos", {-1, C});
   c.that(a.dpos.dim(0) >= a.T,
          "dpos has " + std::to_string(a.dpos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");

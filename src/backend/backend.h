@@ -185,6 +185,7 @@ int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlen
 struct AttentionBackwardArgs {
   View dqkv{};  // [rows, 3C] (=), in types.qkv
   View dout{};  // [rows, C], in types.out
+  View out{};   // [rows, C] the forward's out as it wrote it (a flash backward reads it), in types.out
   View qkv{};   // as the forward read it
   View saved{}, scratch{};
   int B = 0, T = 0, NH = 0;
@@ -312,6 +313,10 @@ class Backend {
   virtual StorageType operand_storage(ComputeType math) const = 0;
   // The memory an attention of this shape and these dtypes needs (the activation plan asks).
   virtual AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const = 0;
+  // Whether a linear keeps its fp32 accumulator in the working memory the caller plans
+  // (LinearArgs::scratch): the CPU's GEMMs sum into memory before the epilogue rounds; a GPU's
+  // epilogue rounds in registers, and the plan then holds no such buffer.
+  virtual bool linear_uses_scratch() const { return true; }
 
   // The memory every tensor an op reads or writes lives in (the model's parameters, gradients,
   // activations and staged ids, the optimizer's state): the host's on the CPU, the device's on a

@@ -83,7 +83,7 @@ void run_explain(const ExplainOptions& o) {
   if (on_gpu)
     std::printf(
         "the plan of `mptrain train --device cuda`: one storage type per kernel launch; the attention "
-        "is the CUDA backend's (flash where the shape allows: it keeps out and row log-sum-exps); the "
+        "is the CUDA backend's (flash where the shape allows: it keeps the row log-sum-exps); the "
         "memory below is the GPU's\n");
   else if (gpu_plan)
     std::printf(

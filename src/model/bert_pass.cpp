@@ -464,8 +464,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
-    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, seqs_, T, NH,
-                       /*causal=*/false, cu_seqlens());
+    attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
+                       a_.attn_scratch, seqs_, T, NH, /*causal=*/false, cu_seqlens());
     be.linear_backward({.dx = dh,
                         .dw = linear_grad(g.qkv_w, 3 * C, C),
                         .db = grad(g.qkv_b, {3 * C}),

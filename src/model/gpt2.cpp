@@ -132,8 +132,9 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   // Scratch shared by every layer (reused; not saved for backward).
   if (mixed) {
     a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
-    a.gemm_out =
-        plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch);  // fp32 GEMM result before bias
+    a.gemm_out = be.linear_uses_scratch()
+                     ? plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch)  // fp32 GEMM result before bias
+                     : ActivationPlan::kNone;
     a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
     a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
@@ -150,7 +151,8 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
     // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (an fp32 linear
     // accumulates in place in its output, or GELU's pre), and GELU's backward runs in place in dfch.
-    a.gemm_out = plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch);
+    a.gemm_out = be.linear_uses_scratch() ? plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch)
+                                          : ActivationPlan::kNone;
     a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
     a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
     a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpKind::Linear, scratch);

@@ -237,8 +237,8 @@ void Gpt2::backward_impl(int B, int T) {
                         .math = lin,
                         .w_rounded = rounded,
                         .scratch = acts_.work(a_.dout_lp)});
-    attention_backward(dqkv, datty, acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, B, T, NH,
-                       /*causal=*/true);
+    attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
+                       a_.attn_scratch, B, T, NH, /*causal=*/true);
     be.linear_backward({.dx = dln,
                         .dw = grad(g.qkv_w, {C, 3 * C}),
                         .db = grad(g.qkv_b, {3 * C}),

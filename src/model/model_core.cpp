@@ -41,11 +41,11 @@ void ModelCore::attention(const View& out, const View& qkv, ActivationPlan::Hand
       {out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, key_mask, cu_seqlens});
 }
 
-void ModelCore::attention_backward(const View& dqkv, const View& dout, const View& qkv,
+void ModelCore::attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
                                    ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T,
                                    int NH, bool causal, const int* cu_seqlens) {
   be_->attention_backward(
-      {dqkv, dout, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, cu_seqlens});
+      {dqkv, dout, out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, cu_seqlens});
 }
 
 }  // namespace mptrain

@@ -69,11 +69,12 @@ class ModelCore {
                           ActivationPlan::Handle rstd);
   // The passes' attention over the heads in qkv under at_, keeping its state in `saved` (the
   // layer's) and working in `scratch` (shared); causal, or under key_mask, or over packed
-  // sequences (cu_seqlens, backend/backend.h). And its backward.
+  // sequences (cu_seqlens, backend/backend.h). And its backward, given the forward's out.
   void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                  ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
                  const int* key_mask = nullptr, const int* cu_seqlens = nullptr);
-  void attention_backward(const View& dqkv, const View& dout, const View& qkv, ActivationPlan::Handle saved,
+  void attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
+                          ActivationPlan::Handle saved,
                           ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
                           const int* cu_seqlens = nullptr);
 

@@ -633,7 +633,8 @@ TEST_F(BackendOps, CausalAttentionForwardAndBackward) {
     const View sc = View::of(scratch.data(), BF16, {static_cast<std::int64_t>(scratch.size() / 2)});
     be.attention({out.view({B * T, C}), qkv.view({B * T, 3 * C}), sv, sc, B, T, NH, k.t});
     be.attention_backward(
-        {dqkv.view({B * T, 3 * C}), dy.view({B * T, C}), qkv.view({B * T, 3 * C}), sv, sc, B, T, NH, k.t});
+        {dqkv.view({B * T, 3 * C}), dy.view({B * T, C}), out.view({B * T, C}), qkv.view({B * T, 3 * C}), sv, sc,
+         B, T, NH, k.t});
     const AttentionRef ref = attention_ref(qkv.values(), dy.values(), B, T, C, NH);
     EXPECT_TRUE(all_close(out.values(), ref.y, k.tol, what + " out"));
     EXPECT_TRUE(all_close(dqkv.values(), ref.dqkv, k.tol, what + " dqkv"));
@@ -913,6 +914,33 @@ TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {
             EXPECT_EQ(dwv[static_cast<size_t>(pad * C + c)], dws[static_cast<size_t>(pad * C + c)]) << what;
         }
       }
+}
+
+// Packed sequences whose offsets disagree with the tensors are refused before a row moves, one
+// line naming the op: an end short of the rows, a start other than 0, a sequence longer than T.
+TEST_F(BackendOps, PackedOffsetsThatDisagreeWithTheRowsAreRefused) {
+  const int B = 2, T = 4, C = 8, V = 10;
+  const std::vector<int> tokens = {1, 2, 3, 4, 5, 6}, types(6, 0);
+  Buf word(F32, test::randn(static_cast<size_t>(V) * C, 91)), pos(F32, test::randn(static_cast<size_t>(T) * C, 92));
+  Buf type(F32, test::randn(2 * C, 93)), out(F32, 6 * C);
+  const auto embed = [&](std::vector<int> cu) {
+    EmbeddingArgs a;
+    a.out = out.view({6, C});
+    a.tokens = tokens.data();
+    a.B = B;
+    a.T = T;
+    a.cu_seqlens = cu.data();
+    a.word = word.view({V, C});
+    a.pos = pos.view({T, C});
+    a.types = types.data();
+    a.type_table = type.view({2, C});
+    be.embedding(a);
+  };
+  embed({0, 3, 6});  // agrees: runs
+  expect_error([&] { embed({0, 3, 5}); },
+               "[backend cpu] embedding: packed sequences end at row 5 (cu_seqlens[2]), but the tensors hold 6 rows");
+  expect_error([&] { embed({1, 3, 6}); }, "[backend cpu] embedding: cu_seqlens starts at 1, not 0");
+  expect_error([&] { embed({0, 1, 6}); }, "[backend cpu] embedding: packed sequence 1 has 5 rows, not in [1, 4]");
 }
 
 TEST_F(BackendOps, CastRoundsOnceToNearestEven) {

@@ -333,6 +333,7 @@ TEST_F(Conformance, AttentionForwardAndBackward) {
                         .key_mask = causal ? nullptr : key_mask.on(g)});
           be.attention_backward({.dqkv = dqkv.on(g),
                                  .dout = dout.on(g),
+                                 .out = out.on(g),
                                  .qkv = qkv.on(g),
                                  .saved = saved,
                                  .scratch = scratch,

@@ -8,11 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/activations.h"
 #include "backend/cuda/embeddings.h"
 #include "backend/cuda/rows.h"
 #include "backend/ops/embeddings.h"
 #include "common/cpu_fp32.h"
+#include "backend/device.h"
+#include "core/buffer.h"
 #include "cuda/gpu_test_util.h"
 
 namespace mptrain {
@@ -121,7 +124,7 @@ TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
   const std::vector<int> idx = {96, 0, 31, 32, 64};  // distinct
   const std::vector<float> in = rounded<T>(randn(static_cast<size_t>(rows_in) * C, 31));
   auto din = upload<T>(in), didx = upload_ints(idx), g = poisoned<T>(static_cast<size_t>(R_out) * C);
-  cuda::gather_rows(g.data(), din.data(), didx.data(), R, R_out, C, ctx());
+  cuda::gather_rows(g.data(), din.data(), didx.data(), R, R_out, rows_in, C, ctx());
   std::vector<float> want(static_cast<size_t>(R_out) * C, 0.0f);
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c)
@@ -130,7 +133,7 @@ TYPED_TEST(CudaBertOps, GatherScatterAndArgmaxMatchHostLoops) {
 
   const std::vector<float> src = rounded<T>(randn(static_cast<size_t>(R) * C, 32));
   auto dsrc = upload<T>(src);
-  cuda::scatter_add_rows(din.data(), dsrc.data(), didx.data(), R, C, ctx());
+  cuda::scatter_add_rows(din.data(), dsrc.data(), didx.data(), R, rows_in, C, ctx());
   std::vector<float> sum = in;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c)
@@ -163,9 +166,48 @@ TEST(CudaBertOpsArgs, BadSizesAreOneClearError) {
   SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> a(64), b(64);
   cuda::DeviceBuffer<int> idx(4);
-  expect_error_contains([&] { cuda::gather_rows(a.data(), b.data(), idx.data(), 5, 4, 8, ctx()); },
+  expect_error_contains([&] { cuda::gather_rows(a.data(), b.data(), idx.data(), 5, 4, 8, 8, ctx()); },
                         "[gather_rows]");
   expect_error_contains([&] { cuda::row_argmax(idx.data(), a.data(), 4, 9, 8, ctx()); }, "[row_argmax]");
+}
+
+// Bad input that only the device sees (an index list, packed offsets in device memory) makes no
+// out-of-bounds access and is one clear error at the backend's next wait for the device.
+TEST(CudaBertOpsArgs, BadIndicesAndPackingInDeviceMemoryAreOneClearErrorAtTheNextSync) {
+  SKIP_WITHOUT_GPU();
+  const std::unique_ptr<Backend> be = make_cuda_backend(0);
+  const int C = 8;
+  FloatBuffer big(16 * C, be->memory()), small(2 * C, be->memory());
+  IndexBuffer rows(2, be->memory());
+  const std::vector<int> bad = {3, 16};  // 16: one past the last row
+  rows.upload(bad.data(), bad.size());
+  be->gather_rows(View::f32(small.data(), {2, C}), View::f32(big.data(), {16, C}), rows.data(), 2);
+  std::vector<float> host(2 * C);
+  expect_error_contains([&] { be->download(host.data(), View::f32(small.data(), {2, C})); },
+                        "[backend cuda] a kernel found bad input in device memory: a row index");
+  be->download(host.data(), View::f32(small.data(), {2, C}));  // reported once, then cleared
+  EXPECT_EQ(host[C], 0.0f) << "the bad index's row is left 0";
+
+  const int B = 2, T = 4, V = 10;
+  FloatBuffer word(V * C, be->memory()), pos(T * C, be->memory()), type(2 * C, be->memory()),
+      out(6 * C, be->memory());
+  IndexBuffer tokens(6, be->memory()), types(6, be->memory()), cu(3, be->memory());
+  const std::vector<int> ids = {1, 2, 3, 4, 5, 6}, cu_short = {0, 3, 5};  // ends at 5 of 6 rows
+  tokens.upload(ids.data(), ids.size());
+  cu.upload(cu_short.data(), cu_short.size());
+  EmbeddingArgs a;
+  a.out = View::f32(out.data(), {6, C});
+  a.tokens = tokens.data();
+  a.B = B;
+  a.T = T;
+  a.cu_seqlens = cu.data();
+  a.word = View::f32(word.data(), {V, C});
+  a.pos = View::f32(pos.data(), {T, C});
+  a.types = types.data();
+  a.type_table = View::f32(type.data(), {2, C});
+  be->embedding(a);
+  std::vector<float> o(6 * C);
+  expect_error_contains([&] { be->download(o.data(), a.out); }, "packed sequences whose cu_seqlens");
 }
 
 }  // namespace

@@ -176,6 +176,7 @@ AttentionResult run_attention(Backend& be, StorageType t, int B, int T, int C, i
                 .cu_seqlens = cu});
   be.attention_backward({.dqkv = dx.view(),
                          .dout = dy.view(),
+                         .out = y.view(),
                          .qkv = x.view(),
                          .saved = saved.view(),
                          .scratch = scratch.view(),

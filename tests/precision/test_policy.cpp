@@ -184,9 +184,10 @@ TEST(Explain, PrintsTheGpuPlanRunOnTheCpu) {
 
 // `explain --device cuda`: the plan `train --device cuda` runs and the device memory it needs,
 // sized by the CUDA backend's own answers (no GPU needed). GPT-2 124M, bf16, B=16, T=1024: flash
-// attention keeps per layer its bf16 output (B·T·C), fp32 row log-sum-exps (B·NH·T) and the int
-// key mask (B·T), each 64-byte aligned: 12 × 26,017,792 bytes = 297.8 MiB, where the CPU's
-// attention under the same dtypes keeps the probabilities (B·NH·T·T in bf16, 4.6 GiB).
+// attention keeps per layer fp32 row log-sum-exps (B·NH·T) and the int key mask (B·T), each
+// 64-byte aligned, and reads its output from attn_values' saved y: 12 × 851,968 bytes = 9.8 MiB,
+// where the CPU's attention under the same dtypes keeps the probabilities (B·NH·T·T in bf16,
+// 4.6 GiB).
 TEST(Explain, DeviceCudaPrintsTheGpusPlanAndDeviceMemory) {
   const std::string args = "explain --preset gpt2 --precision bf16 --batch 16 --seq 1024";
   if (!cuda_compiled()) {
@@ -199,7 +200,7 @@ TEST(Explain, DeviceCudaPrintsTheGpusPlanAndDeviceMemory) {
   for (const char* s :
        {"the plan of `mptrain train --device cuda`",
         "device memory:", "residual      bf16   fp32    fp32   bf16", "cuBLASLt on tensor cores",
-        "softmax       fp32   fp32    fp32   bf16   297.8 MiB", "micro-batch gradients (bf16)"})
+        "softmax       fp32   fp32    fp32   bf16   9.8 MiB", "micro-batch gradients (bf16)"})
     EXPECT_NE(gpu.output.find(s), std::string::npos) << s << " in:\n" << gpu.output;
   EXPECT_EQ(gpu.output.find("oneDNN"), std::string::npos) << gpu.output;
   const auto cpu = testing::run_mptrain(args + " --policy-of cuda");

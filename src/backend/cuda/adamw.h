@@ -22,8 +22,8 @@ struct AdamWArgs {
   float grad_scale = 1.0f;            // multiplies every gradient (the clip factor)
 };
 
-// params, m, v (=, updated in place). Pointers must be 16-byte aligned when n >= 4 (one
-// allocation per role is).
+// params, m, v (=, updated in place). Any range of float buffers: 16-byte accesses from the first
+// 16-byte boundary on (one allocation per role, the same range in each), single floats before it.
 void adamw_update(float* params, const float* grads, float* m, float* v, const uint32_t* decay_mask, size_t n,
                   const AdamWArgs& args, Context& ctx);
 

@@ -227,7 +227,7 @@ T* region(void* scratch, size_t offset) {
 
 template <class T>
 void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool causal, void* scratch, int B,
-                  int Tn, int C, int NH, MathMode math, Context& ctx) {
+                  int Tn, int C, int NH, AttentionMath math, Context& ctx) {
   const ScratchLayout l = scratch_layout(B, Tn, C, NH, sizeof(T));
   T *q = region<T>(scratch, l.q), *k = region<T>(scratch, l.k), *v = region<T>(scratch, l.v);
   T* y = region<T>(scratch, l.heads);
@@ -239,8 +239,8 @@ void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool caus
 
   move_heads<T>(true, const_cast<T*>(qkv), q, k, v, 3, B, Tn, C, NH, ctx);  // read only
   // S = Q·K^T (unscaled, fp32)
-  gemm_batched(scores, StorageType::F32, q, k, st, Tn, Tn, HS, false, true, false, math, {BH, th, th, tt},
-               ctx);
+  gemm_batched(scores, StorageType::F32, q, k, st, Tn, Tn, HS, false, true, false, math.scores,
+               {BH, th, th, tt}, ctx);
   const size_t rows = static_cast<size_t>(BH) * Tn;
   if (causal) {
     softmax_rows_kernel<T, true>
@@ -251,13 +251,13 @@ void forward_impl(T* out, T* probs, const T* qkv, const int* key_mask, bool caus
   }
   MPT_CUDA_CHECK_LAUNCH("softmax_rows_kernel");
   // Y = P·V
-  gemm_batched(y, st, probs, v, st, Tn, HS, Tn, false, false, false, math, {BH, tt, th, th}, ctx);
+  gemm_batched(y, st, probs, v, st, Tn, HS, Tn, false, false, false, math.values, {BH, tt, th, th}, ctx);
   move_heads<T>(false, out, y, nullptr, nullptr, 1, B, Tn, C, NH, ctx);
 }
 
 template <class T>
 void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* probs, bool causal, void* scratch, int B,
-                   int Tn, int C, int NH, MathMode math, Context& ctx) {
+                   int Tn, int C, int NH, AttentionMath math, Context& ctx) {
   const ScratchLayout l = scratch_layout(B, Tn, C, NH, sizeof(T));
   T *q = region<T>(scratch, l.q), *k = region<T>(scratch, l.k), *v = region<T>(scratch, l.v);
   T* dy = region<T>(scratch, l.heads);
@@ -272,7 +272,8 @@ void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* probs, bool ca
   move_heads<T>(true, const_cast<T*>(qkv), q, k, v, 3, B, Tn, C, NH, ctx);  // read only
   move_heads<T>(true, const_cast<T*>(dout), dy, nullptr, nullptr, 1, B, Tn, C, NH, ctx);
   // dP = dY·V^T (fp32)
-  gemm_batched(dp, StorageType::F32, dy, v, st, Tn, Tn, HS, false, true, false, math, {BH, th, th, tt}, ctx);
+  gemm_batched(dp, StorageType::F32, dy, v, st, Tn, Tn, HS, false, true, false, math.values, {BH, th, th, tt},
+               ctx);
   const size_t rows = static_cast<size_t>(BH) * Tn;
   if (causal) {
     softmax_backward_rows_kernel<T, true>
@@ -283,9 +284,9 @@ void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* probs, bool ca
   }
   MPT_CUDA_CHECK_LAUNCH("softmax_backward_rows_kernel");
   // dQ = dS·K, dK = dS^T·Q, dV = P^T·dY
-  gemm_batched(dq, st, ds, k, st, Tn, HS, Tn, false, false, false, math, {BH, tt, th, th}, ctx);
-  gemm_batched(dk, st, ds, q, st, Tn, HS, Tn, true, false, false, math, {BH, tt, th, th}, ctx);
-  gemm_batched(dv, st, probs, dy, st, Tn, HS, Tn, true, false, false, math, {BH, tt, th, th}, ctx);
+  gemm_batched(dq, st, ds, k, st, Tn, HS, Tn, false, false, false, math.scores, {BH, tt, th, th}, ctx);
+  gemm_batched(dk, st, ds, q, st, Tn, HS, Tn, true, false, false, math.scores, {BH, tt, th, th}, ctx);
+  gemm_batched(dv, st, probs, dy, st, Tn, HS, Tn, true, false, false, math.values, {BH, tt, th, th}, ctx);
   move_heads<T>(false, dqkv, dq, dk, dv, 3, B, Tn, C, NH, ctx);
 }
 
@@ -303,7 +304,7 @@ size_t attention_scratch_bytes(int B, int T, int C, int NH, StorageType t) {
 
 template <class T>
 void attention_forward(T* out, void* saved, const T* qkv, void* scratch, int B, int Tn, int C, int NH,
-                       MathMode math, Context& ctx) {
+                       AttentionMath math, Context& ctx) {
   MPT_PROFILE_RANGE("attention_forward");
   check_sizes("attention_forward", B, Tn, C, NH);
   check_pointers<T>("attention_forward", {out, saved, qkv}, scratch, B, Tn, C, NH);
@@ -312,7 +313,7 @@ void attention_forward(T* out, void* saved, const T* qkv, void* scratch, int B, 
 
 template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, void* scratch, int B, int Tn,
-                        int C, int NH, MathMode math, Context& ctx) {
+                        int C, int NH, AttentionMath math, Context& ctx) {
   MPT_PROFILE_RANGE("attention_backward");
   check_sizes("attention_backward", B, Tn, C, NH);
   check_pointers<T>("attention_backward", {dqkv, dout, qkv, saved}, scratch, B, Tn, C, NH);
@@ -321,7 +322,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const void* saved,
 
 template <class T>
 void attention_masked_forward(T* out, void* saved, const T* qkv, const int* key_mask, void* scratch, int B,
-                              int Tn, int C, int NH, MathMode math, Context& ctx) {
+                              int Tn, int C, int NH, AttentionMath math, Context& ctx) {
   MPT_PROFILE_RANGE("attention_masked_forward");
   check_sizes("attention_masked_forward", B, Tn, C, NH);
   check_pointers<T>("attention_masked_forward", {out, saved, qkv}, scratch, B, Tn, C, NH);
@@ -332,7 +333,7 @@ void attention_masked_forward(T* out, void* saved, const T* qkv, const int* key_
 
 template <class T>
 void attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, void* scratch, int B,
-                               int Tn, int C, int NH, MathMode math, Context& ctx) {
+                               int Tn, int C, int NH, AttentionMath math, Context& ctx) {
   MPT_PROFILE_RANGE("attention_masked_backward");
   check_sizes("attention_masked_backward", B, Tn, C, NH);
   check_pointers<T>("attention_masked_backward", {dqkv, dout, qkv, saved}, scratch, B, Tn, C, NH);
@@ -340,13 +341,13 @@ void attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const void*
 }
 
 #define MPT_INSTANTIATE(T)                                                                                   \
-  template void attention_forward<T>(T*, void*, const T*, void*, int, int, int, int, MathMode, Context&);    \
+  template void attention_forward<T>(T*, void*, const T*, void*, int, int, int, int, AttentionMath, Context&);    \
   template void attention_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int,        \
-                                      MathMode, Context&);                                                   \
+                                      AttentionMath, Context&);                                                   \
   template void attention_masked_forward<T>(T*, void*, const T*, const int*, void*, int, int, int, int,      \
-                                            MathMode, Context&);                                             \
+                                            AttentionMath, Context&);                                             \
   template void attention_masked_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int, \
-                                             MathMode, Context&);
+                                             AttentionMath, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

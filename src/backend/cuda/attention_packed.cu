@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/attention_packed.h"
 #include "backend/cuda/check.h"
@@ -43,6 +44,13 @@ struct Seq {
   int len;
 };
 
+// An operand as the product reads it: as stored, or rounded to TF32 (the CPU's TF32 GEMMs' operands).
+template <class T>
+__device__ __forceinline__ float operand(T x, bool tf32) {
+  const float f = to_f32(x);
+  return tf32 ? round_to_tf32(f) : f;
+}
+
 __device__ __forceinline__ Seq sequence_of(const int* cu_seqlens, int B, size_t r) {
   const int b = packed_sequence_of(cu_seqlens, B, r);
   const int first = cu_seqlens[b];
@@ -54,7 +62,7 @@ __device__ __forceinline__ Seq sequence_of(const int* cu_seqlens, int B, size_t 
 // m points at k or v inside qkv.
 template <class T>
 __global__ void packed_dots_kernel(float* s, const T* a, size_t a_stride, const T* m, const int* cu_seqlens,
-                                   Dims d) {
+                                   Dims d, bool tf32) {
   const size_t n = d.pairs() * d.Tn, rs = 3 * d.C();
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -65,7 +73,7 @@ __global__ void packed_dots_kernel(float* s, const T* a, size_t a_stride, const 
     if (j < seq.len) {
       const T* x = a + r * a_stride + static_cast<size_t>(h) * d.HS;
       const T* y = m + (seq.first + j) * rs + static_cast<size_t>(h) * d.HS;
-      for (int k = 0; k < d.HS; ++k) acc += to_f32(x[k]) * to_f32(y[k]);
+      for (int k = 0; k < d.HS; ++k) acc += operand(x[k], tf32) * operand(y[k], tf32);
     }
     s[i] = acc;
   }
@@ -120,7 +128,7 @@ __global__ void packed_softmax_backward_kernel(T* ds, const float* dp, const T* 
 // for every column c = h·HS + ·: out = P·V (w = P, m = v) and dQ = dS·K (w = dS, m = k).
 template <class T>
 __global__ void packed_mix_kernel(T* o, size_t o_stride, const T* w, const T* m, const int* cu_seqlens,
-                                  Dims d) {
+                                  Dims d, bool tf32) {
   const size_t C = d.C(), n = d.rows * C, rs = 3 * C;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -129,7 +137,7 @@ __global__ void packed_mix_kernel(T* o, size_t o_stride, const T* w, const T* m,
     const Seq seq = sequence_of(cu_seqlens, d.B, r);
     const T* wr = w + (r * d.NH + h) * d.Tn;
     float acc = 0.0f;
-    for (int j = 0; j < seq.len; ++j) acc += to_f32(wr[j]) * to_f32(m[(seq.first + j) * rs + c]);
+    for (int j = 0; j < seq.len; ++j) acc += operand(wr[j], tf32) * operand(m[(seq.first + j) * rs + c], tf32);
     o[r * o_stride + c] = from_f32<T>(acc);
   }
 }
@@ -139,7 +147,7 @@ __global__ void packed_mix_kernel(T* o, size_t o_stride, const T* w, const T* m,
 // h, t] · dY[first + i, c], fp32, i ascending, rounded to T, into dqkv's k and v thirds.
 template <class T>
 __global__ void packed_dkdv_kernel(T* dqkv, const T* ds, const T* probs, const T* qkv, const T* dout,
-                                   const int* cu_seqlens, Dims d) {
+                                   const int* cu_seqlens, Dims d, bool tf32_scores, bool tf32_values) {
   const size_t C = d.C(), n = d.rows * C, rs = 3 * C;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -151,8 +159,8 @@ __global__ void packed_dkdv_kernel(T* dqkv, const T* ds, const T* probs, const T
     for (int q = 0; q < seq.len; ++q) {
       const size_t row = seq.first + q;
       const size_t at = (row * d.NH + h) * d.Tn + t;
-      dk += to_f32(ds[at]) * to_f32(qkv[row * rs + c]);
-      dv += to_f32(probs[at]) * to_f32(dout[row * C + c]);
+      dk += operand(ds[at], tf32_scores) * operand(qkv[row * rs + c], tf32_scores);
+      dv += operand(probs[at], tf32_values) * operand(dout[row * C + c], tf32_values);
     }
     dqkv[r * rs + C + c] = from_f32<T>(dk);
     dqkv[r * rs + 2 * C + c] = from_f32<T>(dv);
@@ -204,6 +212,12 @@ void check_pointers(const char* op, std::initializer_list<const void*> tensors, 
 unsigned element_grid(size_t n, Context& ctx) { return grid_for(n, kThreads, ctx.info().sm_count); }
 unsigned row_grid(size_t pairs, Context& ctx) { return grid_for(pairs, kRowWarps, ctx.info().sm_count); }
 
+// TF32 applies to fp32 storage only (16-bit operands are exact in any product's fp32 arithmetic).
+template <class T>
+bool tf32_of(MathMode m) {
+  return std::is_same_v<T, float> && m == MathMode::Tf32;
+}
+
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression
 
 }  // namespace
@@ -218,7 +232,7 @@ size_t attention_packed_scratch_bytes(int rows, int Tn, int NH, StorageType t) {
 
 template <class T>
 void attention_packed_forward(T* out, void* saved, const T* qkv, const int* cu_seqlens, void* scratch,
-                              int rows, int B, int Tn, int C, int NH, Context& ctx) {
+                              int rows, int B, int Tn, int C, int NH, AttentionMath math, Context& ctx) {
   MPT_PROFILE_RANGE("attention_packed_forward");
   const Dims d = checked_dims("attention_packed_forward", rows, B, Tn, C, NH);
   check_pointers<T>("attention_packed_forward", {out, saved, qkv}, cu_seqlens, scratch);
@@ -228,20 +242,22 @@ void attention_packed_forward(T* out, void* saved, const T* qkv, const int* cu_s
   cudaStream_t s = ctx.stream();
   // S = Q·Kᵀ (unscaled, fp32)
   packed_dots_kernel<T>
-      <<<element_grid(n, ctx), kThreads, 0, s>>>(scores, qkv, 3 * C_, qkv + C_, cu_seqlens, d);
+      <<<element_grid(n, ctx), kThreads, 0, s>>>(scores, qkv, 3 * C_, qkv + C_, cu_seqlens, d, tf32_of<T>(math.scores));
   MPT_CUDA_CHECK_LAUNCH("packed_dots_kernel");
   packed_softmax_kernel<T>
       <<<row_grid(d.pairs(), ctx), kRowThreads, 0, s>>>(probs, scores, cu_seqlens, d, softmax_scale(d.HS));
   MPT_CUDA_CHECK_LAUNCH("packed_softmax_kernel");
   // Y = P·V
   packed_mix_kernel<T>
-      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(out, C_, probs, qkv + 2 * C_, cu_seqlens, d);
+      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(out, C_, probs, qkv + 2 * C_, cu_seqlens, d,
+                                                           tf32_of<T>(math.values));
   MPT_CUDA_CHECK_LAUNCH("packed_mix_kernel");
 }
 
 template <class T>
 void attention_packed_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, const int* cu_seqlens,
-                               void* scratch, int rows, int B, int Tn, int C, int NH, Context& ctx) {
+                               void* scratch, int rows, int B, int Tn, int C, int NH, AttentionMath math,
+                               Context& ctx) {
   MPT_PROFILE_RANGE("attention_packed_backward");
   const Dims d = checked_dims("attention_packed_backward", rows, B, Tn, C, NH);
   check_pointers<T>("attention_packed_backward", {dqkv, dout, qkv, saved}, cu_seqlens, scratch);
@@ -251,25 +267,28 @@ void attention_packed_backward(T* dqkv, const T* dout, const T* qkv, const void*
   const T* probs = static_cast<const T*>(saved);
   cudaStream_t s = ctx.stream();
   // dP = dY·Vᵀ (fp32)
-  packed_dots_kernel<T><<<element_grid(n, ctx), kThreads, 0, s>>>(dp, dout, C_, qkv + 2 * C_, cu_seqlens, d);
+  packed_dots_kernel<T><<<element_grid(n, ctx), kThreads, 0, s>>>(dp, dout, C_, qkv + 2 * C_, cu_seqlens, d,
+                                                                  tf32_of<T>(math.values));
   MPT_CUDA_CHECK_LAUNCH("packed_dots_kernel");
   packed_softmax_backward_kernel<T>
       <<<row_grid(d.pairs(), ctx), kRowThreads, 0, s>>>(ds, dp, probs, cu_seqlens, d, softmax_scale(d.HS));
   MPT_CUDA_CHECK_LAUNCH("packed_softmax_backward_kernel");
   // dQ = dS·K, then dK = dSᵀ·Q and dV = Pᵀ·dY
   packed_mix_kernel<T>
-      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(dqkv, 3 * C_, ds, qkv + C_, cu_seqlens, d);
+      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(dqkv, 3 * C_, ds, qkv + C_, cu_seqlens, d,
+                                                           tf32_of<T>(math.scores));
   MPT_CUDA_CHECK_LAUNCH("packed_mix_kernel");
   packed_dkdv_kernel<T>
-      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(dqkv, ds, probs, qkv, dout, cu_seqlens, d);
+      <<<element_grid(d.rows * C_, ctx), kThreads, 0, s>>>(dqkv, ds, probs, qkv, dout, cu_seqlens, d,
+                                                           tf32_of<T>(math.scores), tf32_of<T>(math.values));
   MPT_CUDA_CHECK_LAUNCH("packed_dkdv_kernel");
 }
 
 #define MPT_INSTANTIATE(T)                                                                                   \
   template void attention_packed_forward<T>(T*, void*, const T*, const int*, void*, int, int, int, int, int, \
-                                            Context&);                                                       \
+                                            AttentionMath, Context&);                                        \
   template void attention_packed_backward<T>(T*, const T*, const T*, const void*, const int*, void*, int,    \
-                                             int, int, int, int, Context&);
+                                             int, int, int, int, AttentionMath, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -38,7 +38,11 @@ Context::Context(int device, size_t workspace_bytes) : impl_(std::make_unique<Im
     MPT_CUBLAS_CHECK(cublasLtCreate(&im.lt));
     im.workspace_bytes = workspace_bytes;
     if (workspace_bytes) MPT_CUDA_CHECK(cudaMalloc(&im.workspace, workspace_bytes));
+    MPT_CUDA_CHECK(cudaMalloc(&im.faults, sizeof(int)));
+    MPT_CUDA_CHECK(cudaMemset(im.faults, 0, sizeof(int)));
   } catch (...) {
+    if (im.faults) cudaFree(im.faults);
+    if (im.workspace) cudaFree(im.workspace);
     if (im.lt) cublasLtDestroy(im.lt);
     if (im.stream) cudaStreamDestroy(im.stream);
     throw;
@@ -52,6 +56,7 @@ Context::~Context() {
   if (im.stream) cudaStreamSynchronize(im.stream);
   im.plans.clear();
   if (im.scratch) cudaFree(im.scratch);
+  if (im.faults) cudaFree(im.faults);
   if (im.workspace) cudaFree(im.workspace);
   if (im.lt) cublasLtDestroy(im.lt);
   if (im.stream) cudaStreamDestroy(im.stream);
@@ -60,6 +65,32 @@ Context::~Context() {
 CUstream_st* Context::stream() const { return impl_->stream; }
 
 void Context::synchronize() const { MPT_CUDA_CHECK(cudaStreamSynchronize(impl_->stream)); }
+
+int* Context::faults() const { return impl_->faults; }
+
+bool Context::smem_opt_in_needed(const void* kernel, size_t bytes) {
+  size_t& opted = impl_->smem_optin[kernel];
+  if (bytes <= opted) return false;
+  opted = bytes;
+  return true;
+}
+
+void Context::check_faults() {
+  Impl& im = *impl_;
+  int found = 0;
+  MPT_CUDA_CHECK(cudaMemcpyAsync(&found, im.faults, sizeof found, cudaMemcpyDeviceToHost, im.stream));
+  MPT_CUDA_CHECK(cudaStreamSynchronize(im.stream));
+  if (found == 0) return;
+  MPT_CUDA_CHECK(cudaMemsetAsync(im.faults, 0, sizeof(int), im.stream));
+  std::string what;
+  if (found & kFaultRowIndex)
+    what += "a row index (gather_rows / scatter_add_rows) outside the tensor's rows (those rows were not moved)";
+  if (found & kFaultPacking)
+    what += std::string(what.empty() ? "" : "; ") +
+            "packed sequences whose cu_seqlens do not start at 0, hold a sequence outside [1, T] rows, or end "
+            "elsewhere than the tensors' last row (the batch's results are not to be trusted)";
+  throw Error("[backend cuda] a kernel found bad input in device memory: " + what);
+}
 
 void* Context::scratch(size_t bytes) {
   Impl& im = *impl_;

@@ -43,6 +43,19 @@ class Context {
   // Grows on first use of a larger size (never inside a steady-state step: shapes repeat).
   void* scratch(size_t bytes);
 
+  // Bad input that kernels find in device memory, where the host cannot look before a launch
+  // without a sync (index lists, packed-sequence offsets): a kernel ORs its Fault into faults()
+  // and does no out-of-bounds access; check_faults(), at the backend's next wait for the device,
+  // throws one Error naming what was found (and clears the flags).
+  enum Fault : int { kFaultRowIndex = 1, kFaultPacking = 2 };
+  int* faults() const;
+  void check_faults();
+
+  // Whether `kernel` must now opt in to `bytes` of dynamic shared memory on this device (more
+  // than it has so far): true once per kernel and size, which it then records. The caller sets
+  // the attribute, once, instead of on every launch.
+  bool smem_opt_in_needed(const void* kernel, size_t bytes);
+
   struct Impl;  // cuBLASLt handle, workspace, plan cache (context_impl.h)
   Impl& impl() { return *impl_; }
 

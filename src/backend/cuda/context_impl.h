@@ -20,7 +20,10 @@ struct Context::Impl {
   size_t workspace_bytes = 0;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  int* faults = nullptr;  // Context::Fault bits, device memory
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans;
+  // The dynamic shared memory each kernel (by address) has opted in to on this device.
+  std::unordered_map<const void*, size_t> smem_optin;
 };
 
 }  // namespace mptrain::cuda

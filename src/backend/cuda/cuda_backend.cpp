@@ -43,7 +43,7 @@ namespace cuda {
 namespace {
 
 // scratch() slots: each use has its own, so that two live at once never share memory.
-enum Slot : int { kWiden = 0, kDpre, kLayerNorm, kEmbedding, kFlag, kNorm, kOnes, kMask };
+enum Slot : int { kLinearOut = 0, kDpre, kLayerNorm, kEmbedding, kFlag, kNorm, kBiasGrad, kMask };
 static_assert(kMask < 8, "CudaBackend::kSlots");
 
 constexpr StorageType F32 = StorageType::F32;
@@ -109,6 +109,7 @@ void DeviceMemoryResource::upload(void* dst, const void* host, size_t bytes) {
 
 void DeviceMemoryResource::download(void* host, const void* src, size_t bytes) {
   if (bytes) copy_to_host(host, src, bytes, ctx());
+  ctx().check_faults();  // what the kernels found in device memory, now that the host waits anyway
 }
 
 // --- the backend ----------------------------------------------------------------------------
@@ -140,12 +141,10 @@ bool CudaBackend::flash(int C, int NH, const AttentionDtypes& t) const {
 AttentionBytes CudaBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
   const size_t bt = static_cast<size_t>(B) * T;
   if (flash(C, NH, t)) {
-    // The forward's out (the backward's interface has none) and row log-sum-exps, then the key
-    // mask (the backward's interface has none either), 64-byte aligned pieces.
+    // The row log-sum-exps, then the key mask (the backward's interface has none), 64-byte
+    // aligned pieces; the backward reads the forward's out from its arguments.
     const auto up = [](size_t b) { return (b + 63) / 64 * 64; };
-    return {
-        up(bt * C * storage_bytes(t.qkv)) + up(flash_attention_saved_bytes(B, T, NH)) + up(bt * sizeof(int)),
-        flash_attention_scratch_bytes(B, T, NH)};
+    return {up(flash_attention_saved_bytes(B, T, NH)) + up(bt * sizeof(int)), flash_attention_scratch_bytes(B, T, NH)};
   }
   return {attention_saved_bytes(B, T, C, NH, t.qkv), attention_scratch_bytes(B, T, C, NH, t.qkv)};
 }
@@ -197,6 +196,11 @@ bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, Compu
 void* CudaBackend::scratch(int slot, size_t bytes) {
   DeviceMemory& m = scratch_[slot];
   if (m.bytes() < bytes) {
+    // cudaMalloc inside a stream capture would fail the capture (or, relaxed, leave a graph
+    // whose replays outlive nothing): a shape's first run is eager and sizes every slot.
+    MPT_CHECK(!capturing(), "[backend cuda] scratch slot " + std::to_string(slot) + " would grow to " +
+                                std::to_string(bytes) +
+                                " bytes while capturing a graph: run the shape eagerly once first");
     // A captured graph may still point at the smaller area: it stays allocated (growth is rare).
     if (m.get()) retired_.push_back(std::move(m));
     m = DeviceMemory(bytes);
@@ -204,24 +208,9 @@ void* CudaBackend::scratch(int slot, size_t bytes) {
   return m.get();
 }
 
-const void* CudaBackend::ones(StorageType t, size_t n) {
-  // One buffer holds ones_n_ ones of each type, fp32 then bf16 then fp16.
-  if (ones_n_ < n) {
-    const size_t cap = std::max<size_t>(n, 1024);
-    char* base = static_cast<char*>(scratch(kOnes, cap * (4 + 2 + 2)));
-    const std::vector<float> host(cap, 1.0f);
-    copy_to_device(base, host.data(), cap * 4, *ctx_);
-    const auto* f32 = reinterpret_cast<const float*>(base);
-    cuda::cast<Bf16, float>(reinterpret_cast<Bf16*>(base + cap * 4), f32, cap, ctx_->stream());
-    cuda::cast<Fp16, float>(reinterpret_cast<Fp16*>(base + cap * 6), f32, cap, ctx_->stream());
-    ones_n_ = cap;
-  }
-  char* base = static_cast<char*>(scratch_[kOnes].get());
-  return t == F32 ? base : t == StorageType::BF16 ? base + ones_n_ * 4 : base + ones_n_ * 6;
-}
-
 const std::uint32_t* CudaBackend::all_decay(size_t n) {
   if (mask_n_ < n) {
+    MPT_CHECK(!capturing(), "[backend cuda] the optimizer's decay mask is uploaded eagerly, not in a graph");
     const std::vector<std::uint32_t> mask = decay_mask_bits(n, {{0, n}});
     void* p = scratch(kMask, mask.size() * sizeof(std::uint32_t));
     copy_to_device(p, mask.data(), mask.size() * sizeof(std::uint32_t), *ctx_);
@@ -250,15 +239,12 @@ void CudaBackend::run_zero(const View& v) { fill_bytes(v.ptr, 0, v.bytes(), *ctx
 
 void CudaBackend::run_accumulate(const View& dst, const View& src) {
   const size_t n = count(dst);
-  if (dst.type != src.type) {  // fp32 += 16-bit: widened into scratch first (widen_grads.h's way)
-    const View wide = View::of(scratch(kWiden, n * sizeof(float)), F32, {static_cast<std::int64_t>(n)});
-    run_cast(wide, src);
-    cuda::accumulate<float>(dst.as<float>(), wide.as<float>(), n, *ctx_);
-    return;
-  }
-  dispatch_storage(dst.type, [&](auto tag) {
+  dispatch_storage(src.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cuda::accumulate<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), n, *ctx_);
+    if (dst.type == src.type)
+      cuda::accumulate<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), n, *ctx_);
+    else  // fp32 += 16-bit, widened as it is read
+      cuda::accumulate_widening<T>(dst.as<float>(), static_cast<const T*>(src.ptr), n, *ctx_);
   });
 }
 
@@ -308,9 +294,24 @@ void CudaBackend::run_linear(const LinearArgs& a) {
       });
       return;
     case mptrain::Epilogue::BiasResidual:
-      // out = residual + (x·w + b): the product accumulates into C, which holds the residual.
       if (a.out.ptr != a.residual.ptr) copy_device(a.out.ptr, a.residual.ptr, a.out.bytes(), *ctx_);
-      product(a.out.ptr, T, true, bias);
+      if (a.rounding == F32) {
+        // out = round(residual + x·w + b): the product accumulates into C, which holds the residual.
+        product(a.out.ptr, T, true, bias);
+        return;
+      }
+      // out = round(residual + round_to(rounding)(x·w + b)), the op's two roundings (the linear's
+      // 16-bit output, then the add, as autocast and the CPU round): the product lands in scratch
+      // first. One more pass over [N, M] than accumulating into C, which would round once.
+      MPT_CHECK(a.rounding == T, "[backend cuda] linear_residual: rounding " +
+                                     std::string(storage_name(a.rounding)) + " over " + storage_name(T) +
+                                     " operands has no kernel here");
+      dispatch_storage(T, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        auto* y = static_cast<S*>(scratch(kLinearOut, n * sizeof(S)));
+        product(y, T, false, bias);
+        cuda::accumulate<S>(static_cast<S*>(a.out.ptr), y, n, *ctx_);
+      });
       return;
   }
 }
@@ -350,9 +351,17 @@ void CudaBackend::run_linear_backward(const LinearBackwardArgs& a) {
     gemm(a.dw.ptr, a.dw.type, g, a.x.ptr, T, M, K, N, true, false, true, mm, none, *ctx_);
   else
     gemm(a.dw.ptr, a.dw.type, a.x.ptr, g, T, K, M, N, true, false, true, mm, none, *ctx_);
-  // db[M] (+=) the column sums of g: ones[1,N]·g (deterministic, no kernel of its own).
-  if (!a.db.empty())
-    gemm(a.db.ptr, a.db.type, ones(T, N), g, T, 1, M, N, false, false, true, mm, none, *ctx_);
+  // db[M] (+=) the column sums of g.
+  if (!a.db.empty()) {
+    void* work = scratch(kBiasGrad, bias_grad_scratch_bytes(N, M));
+    dispatch_storage(T, [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      if (a.db.type == F32)
+        bias_grad<S, float>(a.db.as<float>(), static_cast<const S*>(g), N, M, work, *ctx_);
+      else
+        bias_grad<S, S>(static_cast<S*>(a.db.ptr), static_cast<const S*>(g), N, M, work, *ctx_);
+    });
+  }
 }
 
 void CudaBackend::run_layernorm(const LayerNormArgs& a) {
@@ -387,16 +396,13 @@ namespace {
 
 // Where a flash forward keeps what its backward needs inside `saved` (attention_bytes' layout).
 struct FlashSaved {
-  void* out;
   float* lse;
   int* mask;
 };
-FlashSaved flash_saved(const View& saved, int B, int T, int C, int NH, StorageType t) {
+FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
   const auto up = [](size_t b) { return (b + 63) / 64 * 64; };
   char* p = static_cast<char*>(saved.ptr);
-  const size_t out = up(static_cast<size_t>(B) * T * C * storage_bytes(t));
-  return {p, reinterpret_cast<float*>(p + out),
-          reinterpret_cast<int*>(p + out + up(flash_attention_saved_bytes(B, T, NH)))};
+  return {reinterpret_cast<float*>(p), reinterpret_cast<int*>(p + up(flash_attention_saved_bytes(B, T, NH)))};
 }
 
 }  // namespace
@@ -405,14 +411,14 @@ FlashSaved flash_saved(const View& saved, int B, int T, int C, int NH, StorageTy
 // mask in attention_bytes' layout for attention_memory_batch) or attention_packed.h's kernels.
 void CudaBackend::run_attention(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
-  const MathMode mm = mode(a.types.scores);
+  const AttentionMath mm{mode(a.types.scores), mode(a.types.values)};
+  if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, C,
-                                       a.NH, a.types.qkv);
+      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
       if (a.causal) {
         flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
       } else if (a.cu_seqlens) {
@@ -424,12 +430,11 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
         else
           fill_bytes(s.mask, 0xFF, static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);  // nonzero: all real
       }
-      copy_device(s.out, out, a.out.bytes(), *ctx_);
     } else if (a.causal) {
       attention_forward<T>(out, a.saved.ptr, qkv, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     } else if (a.cu_seqlens) {
       attention_packed_forward<T>(out, a.saved.ptr, qkv, a.cu_seqlens, a.scratch.ptr, rows, a.B, a.T, C, a.NH,
-                                  *ctx_);
+                                  mm, *ctx_);
     } else {
       attention_masked_forward<T>(out, a.saved.ptr, qkv, a.key_mask, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
                                   *ctx_);
@@ -439,16 +444,15 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
 
 void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
-  const MathMode mm = mode(a.types.scores);
+  const AttentionMath mm{mode(a.types.scores), mode(a.types.values)};
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dqkv = static_cast<T*>(a.dqkv.ptr);
     const T* dout = static_cast<const T*>(a.dout.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, C,
-                                       a.NH, a.types.qkv);
-      const T* out = static_cast<const T*>(s.out);
+      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
+      const T* out = static_cast<const T*>(a.out.ptr);
       if (a.causal)
         flash_attention_backward<T>(dqkv, dout, qkv, out, s.lse, a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
       else if (a.cu_seqlens)
@@ -461,7 +465,7 @@ void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
       cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     } else if (a.cu_seqlens) {
       attention_packed_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.cu_seqlens, a.scratch.ptr, rows, a.B, a.T,
-                                   C, a.NH, *ctx_);
+                                   C, a.NH, mm, *ctx_);
     } else {
       attention_masked_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     }
@@ -486,6 +490,7 @@ void CudaBackend::run_cross_entropy(const CrossEntropyArgs& a) {
 
 void CudaBackend::run_embedding(const EmbeddingArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
+  if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   dispatch_storage(a.out.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
@@ -496,6 +501,7 @@ void CudaBackend::run_embedding(const EmbeddingArgs& a) {
 
 void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
+  if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   // Sized for B·T rows whatever the layout: a packed batch's rows vary from batch to batch, and
   // the scratch then stays one size.
   const size_t bytes = embeddings_backward_scratch_bytes(a.B, a.T);
@@ -513,7 +519,8 @@ void CudaBackend::run_gather_rows(const View& dst, const View& src, const int* r
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::gather_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
-                         static_cast<int>(dst.dim(0)), static_cast<int>(src.dim(1)), *ctx_);
+                         static_cast<int>(dst.dim(0)), static_cast<int>(src.dim(0)), static_cast<int>(src.dim(1)),
+                         *ctx_);
   });
 }
 
@@ -521,7 +528,7 @@ void CudaBackend::run_scatter_add_rows(const View& dst, const View& src, const i
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::scatter_add_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
-                              static_cast<int>(dst.dim(1)), *ctx_);
+                              static_cast<int>(dst.dim(0)), static_cast<int>(dst.dim(1)), *ctx_);
   });
 }
 
@@ -555,17 +562,17 @@ std::int64_t CudaBackend::run_count_unclipped(const View& m, const View& h, floa
   sophia_unclipped_count(c, m.as<float>(), h.as<float>(), count(m), rho_b, *ctx_);
   unsigned long long host = 0;
   copy_to_host(&host, c, sizeof host, *ctx_);
+  ctx_->check_faults();
   return static_cast<std::int64_t>(host);
 }
 
 bool CudaBackend::run_unscale_and_check(const View& grads, float inv_scale) {
   int* found = static_cast<int*>(scratch(kFlag, sizeof(unsigned long long)));
   fill_bytes(found, 0, sizeof(int), *ctx_);
-  // The launcher multiplies by float(1/scale) formed in double: 1/inv_scale is the scale back
-  // (exact for the powers of two GradScaler uses).
-  cuda::unscale_and_check(grads.as<float>(), count(grads), 1.0f / inv_scale, found, *ctx_);
+  cuda::unscale_and_check(grads.as<float>(), count(grads), inv_scale, found, *ctx_);
   int host = 0;
   copy_to_host(&host, found, sizeof host, *ctx_);
+  ctx_->check_faults();
   return host != 0;
 }
 
@@ -574,6 +581,7 @@ double CudaBackend::run_sum_squares(const View& x) {
   cuda::sum_squares(work, x.as<float>(), count(x), work + 1, *ctx_);
   double sum = 0.0;
   copy_to_host(&sum, work, sizeof sum, *ctx_);
+  ctx_->check_faults();
   return sum;
 }
 

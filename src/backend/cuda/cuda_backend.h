@@ -55,6 +55,8 @@ class CudaBackend final : public Backend {
   // Flash attention where its kernels take the shape (16-bit, head size 64 or 128): it saves
   // out and the row log-sum-exps; elsewhere the naive path saves the probabilities.
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
+  // cuBLASLt's epilogue rounds the accumulator in registers: LinearArgs::scratch goes unused.
+  bool linear_uses_scratch() const override { return false; }
   MemoryResource& memory() override { return mem_; }
   Context& context() { return *ctx_; }
 
@@ -94,8 +96,7 @@ class CudaBackend final : public Backend {
   // Device memory that grows to the largest need and stays (never inside a steady-state step:
   // shapes repeat). Slots: see cuda_backend.cpp.
   void* scratch(int slot, size_t bytes);
-  // n ones of type t (the bias gradient's GEMM against ones), and an all-ones decay mask for n.
-  const void* ones(StorageType t, size_t n);
+  // An all-ones decay mask for n elements.
   const std::uint32_t* all_decay(size_t n);
   bool flash(int C, int NH, const AttentionDtypes& t) const;
   struct SizingOnly {};
@@ -107,7 +108,7 @@ class CudaBackend final : public Backend {
   static constexpr int kSlots = 8;
   DeviceMemory scratch_[kSlots];
   std::vector<DeviceMemory> retired_;  // scratch areas outgrown (see scratch())
-  size_t ones_n_ = 0, mask_n_ = 0;  // elements of ones() per type, bits of all_decay()
+  size_t mask_n_ = 0;  // bits of all_decay()
 };
 
 }  // namespace mptrain::cuda

@@ -770,17 +770,18 @@ void check_pointers(const char* op, std::initializer_list<const void*> tensors16
   }
 }
 
-// Dynamic shared memory over the default 48 KiB needs the kernel's opt-in attribute (set on
-// every launch: cheap, and no static state to get wrong across devices).
+// Dynamic shared memory over the default 48 KiB needs the kernel's opt-in attribute: set once per
+// kernel and context (its device), to the most any launch asked, not on every launch (a host call
+// per layer, and one a graph capture need not see).
 template <class K>
 void prepare_smem(K kernel, size_t bytes, const char* op, Context& ctx) {
   MPT_CHECK(bytes <= ctx.info().smem_per_block_optin,
             std::string("[flash attention] ") + op + ": needs " + std::to_string(bytes) +
                 " bytes of shared memory per block; this GPU allows " +
                 std::to_string(ctx.info().smem_per_block_optin));
-  if (bytes > 48 * 1024)
-    MPT_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  if (bytes <= 48 * 1024 || !ctx.smem_opt_in_needed(reinterpret_cast<const void*>(kernel), bytes)) return;
+  MPT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression

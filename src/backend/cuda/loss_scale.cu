@@ -37,16 +37,15 @@ __global__ void scale_kernel(float* x, size_t n, float factor) {
 
 }  // namespace
 
-void unscale_and_check(float* grads, size_t n, float scale, int* found_inf, Context& ctx) {
+void unscale_and_check(float* grads, size_t n, float inv_scale, int* found_inf, Context& ctx) {
   MPT_PROFILE_RANGE("unscale_and_check");
-  MPT_CHECK(scale > 0.0f, "[unscale_and_check] scale must be positive, got " + std::to_string(scale));
+  MPT_CHECK(inv_scale > 0.0f, "[unscale_and_check] inv_scale must be positive, got " + std::to_string(inv_scale));
   if (n == 0) return;
   MPT_CHECK(grads && found_inf, "[unscale_and_check] null pointer, n=" + std::to_string(n));
   MPT_CHECK(aligned16(grads), "[unscale_and_check] grads must be 16-byte aligned, n=" + std::to_string(n));
-  const float inv = static_cast<float>(1.0 / static_cast<double>(scale));
   const int threads = 256;  // a grid-stride loop; bandwidth-bound
   unscale_kernel<<<grid_for(n / 4 > 0 ? n / 4 : n, threads, ctx.info().sm_count), threads, 0, ctx.stream()>>>(
-      grads, n, inv, found_inf);
+      grads, n, inv_scale, found_inf);
   MPT_CUDA_CHECK_LAUNCH("unscale_kernel");
 }
 
