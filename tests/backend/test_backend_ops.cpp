@@ -25,6 +25,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/op_test_util.h"
 #include "backend/ops/gemm.h"
+#include "common/conformance.h"
 #include "common/cpu_fp32.h"
 #include "common/test_util.h"
 #include "core/dtype.h"
@@ -39,33 +40,9 @@ using test::all_close;
 using test::Tol;
 constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16;
 
-// A value as stored in t (round to nearest even), back in fp32.
-float stored(float v, StorageType t) {
-  switch (t) {
-    case BF16:
-      return bf16_to_f32(f32_to_bf16(v));
-    case F16:
-      return f16_to_f32(f32_to_f16(v));
-    case F32:
-      break;
-  }
-  return v;
-}
-
-// A value as a GEMM of arithmetic m multiplies it.
-double operand(float v, ComputeType m) {
-  switch (m) {
-    case ComputeType::TF32:
-      return round_to_tf32(v);
-    case ComputeType::BF16:
-      return stored(v, BF16);
-    case ComputeType::F16:
-      return stored(v, F16);
-    case ComputeType::F32:
-      break;
-  }
-  return v;
-}
+// The references' roundings and activations: the conformance test's (tests/common/conformance.h).
+using conformance::operand;
+using conformance::stored;
 
 // A host tensor in one storage type, made from fp32 values (rounded once).
 class Buf {
@@ -136,35 +113,9 @@ Tol tol_for(StorageType t) {
 // accumulated into a 16-bit dW).
 Tol looser(Tol a, Tol b) { return {std::max(a.atol, b.atol), std::max(a.rtol, b.rtol)}; }
 
-double gelu_ref(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-double gelu_erf_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-double gelu_erf_grad_ref(double x) {
-  return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-}
-// The derivative an activation epilogue's backward applies, at what its backward reads (the
-// GELUs' input, tanh's output).
-double activation_grad_ref(Epilogue e, double saved);
-double gelu_grad_ref(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  const double u = k * (x + 0.044715 * x * x * x), th = std::tanh(u);
-  return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * x * x);
-}
-
-double activation_grad_ref(Epilogue e, double saved) {
-  switch (e) {
-    case Epilogue::BiasGelu:
-      return gelu_grad_ref(saved);
-    case Epilogue::BiasGeluErf:
-      return gelu_erf_grad_ref(saved);
-    case Epilogue::BiasTanh:
-      return 1.0 - saved * saved;
-    default:
-      return 1.0;
-  }
-}
+using conformance::activation_grad;
+using conformance::gelu_erf;
+using conformance::gelu_tanh;
 
 struct CpuFixture : ::testing::Test {
   cpu::Context ctx;
@@ -239,8 +190,8 @@ TEST_F(BackendOps, LinearMatchesTheReferenceInEveryStorageArithmeticAndEpilogue)
                     const double y = s + bs[static_cast<size_t>(m)];
                     ref_pre[i] = stored(static_cast<float>(y), BF16);
                     ref[i] = ep == Epilogue::Bias          ? y
-                             : ep == Epilogue::BiasGelu    ? gelu_ref(ref_pre[i])
-                             : ep == Epilogue::BiasGeluErf ? gelu_erf_ref(ref_pre[i])
+                             : ep == Epilogue::BiasGelu    ? gelu_tanh(ref_pre[i])
+                             : ep == Epilogue::BiasGeluErf ? gelu_erf(ref_pre[i])
                              : ep == Epilogue::BiasTanh    ? std::tanh(stored(static_cast<float>(y), ot))
                                                            : rs[i] + stored(static_cast<float>(y), BF16);
                   }
@@ -296,7 +247,7 @@ TEST_F(BackendOps, LinearBackwardMatchesTheReference) {
             std::vector<double> g(dys.size());
             for (size_t i = 0; i < g.size(); ++i)
               g[i] = has_activation(ep)
-                         ? stored(static_cast<float>(activation_grad_ref(ep, pres[i]) * dys[i]),
+                         ? stored(static_cast<float>(activation_grad(ep, pres[i]) * dys[i]),
                                   compute_storage(math))
                          : dys[i];
             std::vector<double> rdx(static_cast<size_t>(N) * K), rdw(dw0.size()), rdb(M);
