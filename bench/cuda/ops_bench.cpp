@@ -63,7 +63,7 @@ void report(const std::string& name, double ms, double bytes, double flops) {
 // Naive attention (attention.h) at GPT-2 124M sizes, causal, forward and backward. FLOPs count
 // the full T×T products the naive path computes (2 products forward, 4 backward).
 template <class T>
-void bench_attention(Context& ctx, const std::string& p, const std::vector<MathMode>& modes) {
+void bench_attention(Context& ctx, const std::string& p, const std::vector<ComputeType>& modes) {
   const int B = 8, Tn = 1024, C = 768, NH = 12;
   const StorageType st = std::is_same_v<T, float> ? StorageType::F32 : StorageType::BF16;
   const size_t BTC = static_cast<size_t>(B) * Tn * C;
@@ -72,8 +72,8 @@ void bench_attention(Context& ctx, const std::string& p, const std::vector<MathM
       scratch(attention_scratch_bytes(B, Tn, C, NH, st));
   for (auto* buf : {&qkv, &out, &dout, &dqkv}) buf->zero(ctx);
   const double fl = 2.0 * 2.0 * B * NH * static_cast<double>(Tn) * Tn * (C / NH);
-  for (MathMode m : modes) {
-    const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + math_name(m) : "");
+  for (ComputeType m : modes) {
+    const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + compute_name(m) : "");
     report("attention fwd (naive, B=8 T=1024 NH=12)" + mp,
            time_ms(ctx,
                    [&] {
@@ -107,7 +107,7 @@ void bench_flash_attention(Context& ctx) {
   DeviceBuffer<char> saved(attention_saved_bytes(B, Tn, C, NH, StorageType::BF16)),
       scratch(attention_scratch_bytes(B, Tn, C, NH, StorageType::BF16));
   const double fl = 4.0 * B * NH * static_cast<double>(Tn) * Tn * (C / NH) / 2.0;
-  const MathMode m = MathMode::Fp32;
+  const ComputeType m = ComputeType::F32;
   report("attention fwd causal, naive (useful FLOPs)/bf16",
          time_ms(ctx,
                  [&] {
@@ -218,10 +218,10 @@ void bench_dtype(Context& ctx, const char* tn) {
                  }),
          2.0 * N * Vp * e, 0);
   const double fl = 2.0 * N * C * OC;
-  std::vector<MathMode> modes = {MathMode::Fp32};
-  if (std::is_same_v<T, float>) modes.push_back(MathMode::Tf32);
-  for (MathMode m : modes) {
-    const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + math_name(m) : "");
+  std::vector<ComputeType> modes = {ComputeType::F32};
+  if (std::is_same_v<T, float>) modes.push_back(ComputeType::TF32);
+  for (ComputeType m : modes) {
+    const std::string mp = p + (std::is_same_v<T, float> ? std::string("/") + compute_name(m) : "");
     report("c_fc fwd, bias+GELU epilogue" + mp,
            time_ms(ctx,
                    [&] {

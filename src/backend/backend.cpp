@@ -10,7 +10,6 @@
 //   linear_backward       {dx, dw, dy, x, w}        (db: dw's type; no dx: dy's type in its place)
 //   linear_activation_backward {dx, dw, dy, x, w, pre}
 //   layernorm             {out, x, gamma}           (beta: gamma's type)
-//   residual_layernorm    {out, x, gamma, add, residual_out}
 //   layernorm_backward    {dx, dgamma, dout, x, gamma}   (dbeta: dgamma's type)
 //   attention             {qkv, probs, out}         math: the scores' arithmetic
 //   attention_backward    {qkv, probs, out}         (dqkv: qkv's type, dout: out's; the values'
@@ -45,7 +44,7 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 30> kOpNames = {"cast",
+constexpr std::array<const char*, 29> kOpNames = {"cast",
                                                   "accumulate",
                                                   "linear",
                                                   "linear_activation",
@@ -53,7 +52,6 @@ constexpr std::array<const char*, 30> kOpNames = {"cast",
                                                   "linear_backward",
                                                   "linear_activation_backward",
                                                   "layernorm",
-                                                  "residual_layernorm",
                                                   "layernorm_backward",
                                                   "attention",
                                                   "attention_backward",
@@ -292,8 +290,7 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
 }
 
 void Backend::layernorm(const LayerNormArgs& a) {
-  const Op op = a.add.empty() ? Op::LayerNorm : Op::ResidualLayerNorm;
-  const Check c(name(), op);
+  const Check c(name(), Op::LayerNorm);
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
   c.shape(a.out, "out", {N, C});
@@ -304,22 +301,11 @@ void Backend::layernorm(const LayerNormArgs& a) {
   c.shape(a.gamma, "gamma", {C});
   c.shape(a.beta, "beta", {C});
   c.that(a.beta.type == a.gamma.type, "beta is " + a.beta.describe() + ", expected gamma's dtype");
-  c.that(a.add.empty() == a.residual_out.empty(), "the fused residual needs both add and residual_out");
-  if (!a.add.empty()) {
-    c.shape(a.add, "add", {N, C});
-    c.shape(a.residual_out, "residual_out", {N, C});
-  }
-  for (const View* v : {&a.out, &a.x, &a.add, &a.residual_out})
-    if (!v->empty()) c.rows_contiguous(*v, "a LayerNorm tensor");
-  if (op == Op::ResidualLayerNorm)
-    require(op, {"out", "x", "gamma", "add", "residual_out"},
-            {a.out.type, a.x.type, a.gamma.type, a.add.type, a.residual_out.type});
-  else
-    require(op, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
+  for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
+  require(Op::LayerNorm, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
   enqueue([this, a] { run_layernorm(a); },
           [&] {
-            return OpWork{backend_op_name(op), 0,
-                          bytes_of({&a.out, &a.x, &a.add, &a.residual_out, &a.mean, &a.rstd})};
+            return OpWork{"layernorm", 0, bytes_of({&a.out, &a.x, &a.mean, &a.rstd})};
           });
 }
 

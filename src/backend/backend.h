@@ -5,13 +5,12 @@
 // combination a backend has no kernel for is refused with one line naming the op and the
 // dtypes, the same on every backend; the backends implement only the run_* hooks.
 //
-// Fused ops are ops here (bias + GELU and the residual add in a linear's epilogue, the residual
-// add in front of a LayerNorm, softmax + cross-entropy writing dlogits): a backend says which
-// fusion is worth it where (worth_fusing), and serves the other as a correct, slower path.
+// Fused ops are ops here (bias + GELU and the residual add in a linear's epilogue, softmax +
+// cross-entropy writing dlogits): each is an op of its own, as its kernel is.
 //
 // GPT-2 and BERT run on it (model/gpt2_pass.cpp, model/bert_pass.cpp); the CPU backend
-// (backend/cpu/cpu_backend.h) serves it, checked op by op (tests/backend/test_backend_ops.cpp).
-// The CUDA backend is to serve it next (issue 19), replacing the device models.
+// (backend/cpu/cpu_backend.h) and the CUDA backend (backend/cuda/cuda_backend.h) serve it, each
+// checked against float64 references on the cases its supports() accepts (tests/common/conformance.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +24,8 @@
 #include "backend/op_profile.h"
 #include "backend/view.h"
 #include "core/buffer.h"
-#include "precision/policy.h"
+#include "core/dtype.h"
+#include "precision/caps.h"
 
 namespace mptrain {
 
@@ -40,7 +40,6 @@ enum class Op {
   LinearBackward,
   LinearActivationBackward,
   LayerNorm,
-  ResidualLayerNorm,
   LayerNormBackward,
   Attention,
   AttentionBackward,
@@ -83,12 +82,6 @@ constexpr bool has_activation(Epilogue e) {
 }
 // The GELUs keep their input (pre) for backward; tanh is differentiated from its output.
 constexpr bool keeps_pre(Epilogue e) { return e == Epilogue::BiasGelu || e == Epilogue::BiasGeluErf; }
-
-// A fusion the model may choose; the backend says whether it pays on this hardware.
-enum class Fusion {
-  ResidualIntoLinear,     // the residual add in the projection's epilogue (Epilogue::BiasResidual)
-  ResidualIntoLayerNorm,  // the residual add in front of the next LayerNorm (LayerNormArgs::add)
-};
 
 struct LinearArgs {
   View out{};   // [N, M] (=)
@@ -133,15 +126,13 @@ struct LayerNormArgs {
   View x{};              // [N, C] the residual stream (with `add`: its first summand)
   View gamma{}, beta{};  // [C]
   float eps = 1e-5f;
-  View add{};           // optional: normalise residual_out (=) x + add instead of x
-  View residual_out{};  // [N, C] with `add`
 };
 
 struct LayerNormBackwardArgs {
   View dx{};               // [N, C] (+=): the residual stream's gradient collects every branch
   View dgamma{}, dbeta{};  // [C] (+=)
   View dout{};             // [N, C] the gradient of out
-  View x{};                // [N, C] the normalised input (residual_out when fused)
+  View x{};                // [N, C] the normalised input
   View gamma{};
   View mean{}, rstd{};
 };
@@ -307,10 +298,9 @@ class Backend {
   bool supports(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const {
     return can_run(op, types, math);
   }
-  virtual bool worth_fusing(Fusion f) const = 0;
   // The storage a GEMM of arithmetic `math` reads its operands in (fp16 without fp16 GEMMs:
-  // fp16 values held in fp32; TF32: rounded fp32).
-  virtual StorageType operand_storage(ComputeType math) const = 0;
+  // fp16 values held in fp32; TF32: rounded fp32): precision/caps.h's rule for caps().
+  StorageType operand_storage(ComputeType math) const { return mptrain::operand_storage(math, caps()); }
   // The memory an attention of this shape and these dtypes needs (the activation plan asks).
   virtual AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const = 0;
   // Whether a linear keeps its fp32 accumulator in the working memory the caller plans

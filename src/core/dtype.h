@@ -33,6 +33,29 @@ inline const char* storage_name(StorageType t) {
 }
 inline size_t storage_bytes(StorageType t) { return t == StorageType::F32 ? 4 : 2; }
 
+// The arithmetic of a product: the one vocabulary every layer uses for it (the policy's compute
+// type, a GEMM's math on either backend). TF32 is a compute mode (fp32 storage, products of
+// operands rounded to a 10-bit mantissa), not a storage type, so it has no StorageType.
+enum class ComputeType { F32, TF32, BF16, F16 };
+
+inline const char* compute_name(ComputeType t) {
+  switch (t) {
+    case ComputeType::F32:
+      return "fp32";
+    case ComputeType::TF32:
+      return "tf32";
+    case ComputeType::BF16:
+      return "bf16";
+    case ComputeType::F16:
+      return "fp16";
+  }
+  return "?";
+}
+// The storage that holds values of a compute type: tf32 → fp32.
+inline StorageType compute_storage(ComputeType t) {
+  return t == ComputeType::BF16 ? StorageType::BF16 : t == ComputeType::F16 ? StorageType::F16 : StorageType::F32;
+}
+
 struct Bf16 {
   uint16_t bits;
 };

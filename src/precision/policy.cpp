@@ -103,31 +103,6 @@ std::string gemm_note(ComputeType c, const char* what, bool gpu) {
 
 const char* op_name(OpKind op) { return kOpNames[static_cast<size_t>(op)]; }
 
-const char* compute_name(ComputeType t) {
-  switch (t) {
-    case ComputeType::F32:
-      return "fp32";
-    case ComputeType::TF32:
-      return "tf32";
-    case ComputeType::BF16:
-      return "bf16";
-    case ComputeType::F16:
-      return "fp16";
-  }
-  return "?";
-}
-
-StorageType compute_storage(ComputeType t) {
-  switch (t) {
-    case ComputeType::BF16:
-      return StorageType::BF16;
-    case ComputeType::F16:
-      return StorageType::F16;
-    default:
-      return StorageType::F32;
-  }
-}
-
 bool Policy::all_fp32() const {
   for (const OpRule& r : rules)
     if (r.op != OpKind::NewtonSchulz &&
@@ -146,9 +121,7 @@ bool Policy::uses_fp16() const {
 
 StorageType Policy::operand(OpKind gemm) const {
   MPT_CHECK(is_gemm(gemm), std::string("[precision] ") + op_name(gemm) + " is not a GEMM");
-  const ComputeType c = rule(gemm).compute;
-  if (c == ComputeType::F16 && !caps.fp16_gemm) return F32;
-  return compute_storage(c);
+  return operand_storage(rule(gemm).compute, caps);
 }
 
 Policy make_policy(Precision precision, const std::vector<OpOverride>& overrides, BackendCaps caps) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "precision/caps.h"
 #include "precision/precision.h"
 
 namespace mptrain {
@@ -41,14 +42,7 @@ enum class OpKind {
 };
 constexpr int kNumOpKinds = 13;
 
-// The arithmetic of an op. TF32 is a compute mode (fp32 storage, products of operands rounded
-// to a 10-bit mantissa), not a storage type, so it has no StorageType.
-enum class ComputeType { F32, TF32, BF16, F16 };
-
-const char* op_name(OpKind op);           // "layernorm", "linear", "attn_scores", ...
-const char* compute_name(ComputeType t);  // "fp32", "tf32", "bf16", "fp16"
-// The storage that holds values of a compute type: tf32 → fp32.
-StorageType compute_storage(ComputeType t);
+const char* op_name(OpKind op);  // "layernorm", "linear", "attn_scores", ...
 
 struct OpRule {
   OpKind op;
@@ -60,26 +54,6 @@ struct OpRule {
   const char* saves;       // what it keeps for backward, in words ("" when nothing)
   std::string note;        // why, where it differs from autocast, CPU emulation
 };
-
-// What the backend that runs a policy can do: the storage of GEMM operands depends on it.
-struct BackendCaps {
-  // fp16 GEMM kernels (oneDNN's where the CPU has AVX512-FP16; tensor cores on a GPU). Without
-  // them an fp16 GEMM is emulated exactly: fp16 values held in fp32 storage, the fp32 kernel.
-  bool fp16_gemm = false;
-  // The tensors between ops (residual stream, logits and dlogits, activation and weight
-  // gradients, the non-GEMM weights) in the GEMMs' 16-bit type, as llm.c keeps them on a GPU:
-  // half the memory traffic of every elementwise kernel, one storage type per kernel. Each
-  // residual add, gradient and weight read then rounds once more than on the CPU's fp32 stream.
-  bool lowp_between_ops = false;
-  // The GEMMs are cuBLASLt's on a GPU (the notes `mptrain explain` prints say so; the plan's
-  // dtypes do not change).
-  bool gpu_gemms = false;
-  bool operator==(const BackendCaps&) const = default;
-};
-
-// The capabilities the CUDA backend has (tensor-core fp16 GEMMs, the 16-bit stream): the
-// policy `--device cuda` runs, which `--policy-of cuda` also runs on the CPU backend.
-constexpr BackendCaps kCudaCaps{.fp16_gemm = true, .lowp_between_ops = true, .gpu_gemms = true};
 
 // One op's dtype forced by --op-precision op=dtype.
 struct OpOverride {

@@ -45,7 +45,7 @@ struct Out {
 };
 
 // The typed op with every tensor in `t` and both products in `math`; results widened to fp32.
-Out run_typed(const Data& d, StorageType t, GemmMath math) {
+Out run_typed(const Data& d, StorageType t, ComputeType math) {
   Context ctx;
   GemmWorkspace ws(ctx);
   const AttentionTypes ty{t, t, t, ws.operand_storage(math), math, math};
@@ -83,11 +83,11 @@ Out run_fp32(const Data& d) {
 TEST(AttentionMaskedTyped, Fp32TypesMatchTheFp32OpAndBf16StaysClose) {
   const Data d = make_data();
   const Out ref = run_fp32(d);
-  const Out f = run_typed(d, StorageType::F32, GemmMath::F32);
+  const Out f = run_typed(d, StorageType::F32, ComputeType::F32);
   EXPECT_LT(testing::relative_error(f.y.data(), ref.y.data(), ref.y.size()), 1e-6);
   EXPECT_LT(testing::relative_error(f.p.data(), ref.p.data(), ref.p.size()), 1e-6);
   EXPECT_LT(testing::relative_error(f.dqkv.data(), ref.dqkv.data(), ref.dqkv.size()), 1e-6);
-  const Out h = run_typed(d, StorageType::BF16, GemmMath::BF16);
+  const Out h = run_typed(d, StorageType::BF16, ComputeType::BF16);
   EXPECT_LT(testing::relative_error(h.y.data(), ref.y.data(), ref.y.size()), 2e-2);
   EXPECT_LT(testing::relative_error(h.p.data(), ref.p.data(), ref.p.size()), 2e-2);
   EXPECT_LT(testing::relative_error(h.dqkv.data(), ref.dqkv.data(), ref.dqkv.size()), 2e-2);
@@ -108,7 +108,7 @@ TEST(AttentionMaskedTyped, AllPaddingSequenceIsAClearError) {
   Data d = make_data();
   for (int t = 0; t < d.T; ++t) d.mask[d.T + t] = 0;
   try {
-    run_typed(d, StorageType::BF16, GemmMath::BF16);
+    run_typed(d, StorageType::BF16, ComputeType::BF16);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sequence 1 of the batch is all padding"), std::string::npos) << e.what();

@@ -19,7 +19,7 @@ namespace mptrain::cpu {
 
 namespace fp32 {
 inline constexpr StorageType F32 = StorageType::F32;
-inline AttentionTypes attention_types() { return {F32, F32, F32, F32, GemmMath::F32, GemmMath::F32}; }
+inline AttentionTypes attention_types() { return {F32, F32, F32, F32, ComputeType::F32, ComputeType::F32}; }
 }  // namespace fp32
 
 // --- products ---------------------------------------------------------------------------------

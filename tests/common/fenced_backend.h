@@ -139,7 +139,7 @@ class FencedCpuBackend final : public cpu::CpuBackend {
   }
   void run_layernorm(const LayerNormArgs& a) override {
     const Guard g(*this, "layernorm",
-                  {&a.out, &a.mean, &a.rstd, &a.x, &a.gamma, &a.beta, &a.add, &a.residual_out});
+                  {&a.out, &a.mean, &a.rstd, &a.x, &a.gamma, &a.beta});
     CpuBackend::run_layernorm(a);
   }
   void run_layernorm_backward(const LayerNormBackwardArgs& a) override {

@@ -15,10 +15,10 @@
 namespace mptrain::gputest {
 
 // The CPU arithmetic that matches the GPU's for storage type t and math mode m.
-inline cpu::GemmMath attention_cpu_math(StorageType t, cuda::MathMode m) {
-  if (t == StorageType::BF16) return cpu::GemmMath::BF16;
-  if (t == StorageType::F16) return cpu::GemmMath::F16;
-  return m == cuda::MathMode::Tf32 ? cpu::GemmMath::TF32 : cpu::GemmMath::F32;
+inline ComputeType attention_cpu_math(StorageType t, ComputeType m) {
+  if (t == StorageType::BF16) return ComputeType::BF16;
+  if (t == StorageType::F16) return ComputeType::F16;
+  return m == ComputeType::TF32 ? ComputeType::TF32 : ComputeType::F32;
 }
 
 struct AttentionReference {
@@ -28,9 +28,9 @@ struct AttentionReference {
 // Forward and backward of the CPU typed op: causal, or key-masked under mask[B,T] (null = none).
 template <class T>
 AttentionReference cpu_attention(int B, int Tn, int C, int NH, const std::vector<float>& qkv,
-                                 const std::vector<float>& dout, const int* mask, bool causal, cuda::MathMode m) {
+                                 const std::vector<float>& dout, const int* mask, bool causal, ComputeType m) {
   const StorageType t = cuda::storage_of<T>();
-  const cpu::GemmMath math = attention_cpu_math(t, m);
+  const ComputeType math = attention_cpu_math(t, m);
   cpu::GemmWorkspace ws(cpu_ctx());
   const cpu::AttentionTypes ty{t, t, t, t, math, math};
   const size_t eb = storage_bytes(t), btc = static_cast<size_t>(B) * Tn * C;

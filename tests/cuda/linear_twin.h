@@ -16,16 +16,16 @@ namespace mptrain::cuda {
 // With pre_gelu (non-null; OC % 8 == 0): pre_gelu[N,OC] (=) inp·weight + bias and
 // out (=) gelu_tanh(pre_gelu), in one fused product.
 template <class T>
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, MathMode math,
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, ComputeType math,
                     Context& ctx, T* pre_gelu = nullptr) {
   MPT_CHECK(!pre_gelu || OC % 8 == 0, "[matmul_forward] fused GELU needs OC % 8 == 0");
   GemmEpilogue ep;
   if (pre_gelu) {
-    ep.kind = Epilogue::GeluBias;
+    ep.kind = LtEpilogue::GeluBias;
     ep.bias = bias;
     ep.aux = pre_gelu;
   } else if (bias) {
-    ep.kind = Epilogue::Bias;
+    ep.kind = LtEpilogue::Bias;
     ep.bias = bias;
   }
   gemm(out, storage_of<T>(), inp, weight, storage_of<T>(), N, OC, C, false, false, false, math, ep, ctx);
@@ -37,11 +37,11 @@ void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
 // OVERWRITTEN (=) with (dout·weight^T) ⊙ gelu'(inp_pre_gelu).
 template <class T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N,
-                     int C, int OC, MathMode math, Context& ctx, const T* inp_pre_gelu = nullptr) {
+                     int C, int OC, ComputeType math, Context& ctx, const T* inp_pre_gelu = nullptr) {
   constexpr StorageType t = storage_of<T>();
   GemmEpilogue ep_in;
   if (inp_pre_gelu) {
-    ep_in.kind = Epilogue::DGelu;
+    ep_in.kind = LtEpilogue::DGelu;
     ep_in.aux = const_cast<T*>(inp_pre_gelu);  // read only: cuBLASLt's aux pointer is not const
   }
   gemm(dinp, t, dout, weight, t, N, C, OC, false, true, inp_pre_gelu == nullptr, math, ep_in, ctx);
@@ -49,7 +49,7 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   T* bias_grad = nullptr;
   if (dbias) {
     bias_grad = static_cast<T*>(ctx.scratch(static_cast<size_t>(OC) * sizeof(T)));
-    ep_w.kind = Epilogue::BiasGradB;
+    ep_w.kind = LtEpilogue::BiasGradB;
     ep_w.bias_grad = bias_grad;
   }
   gemm(dweight, t, inp, dout, t, C, OC, N, true, false, true, math, ep_w, ctx);

@@ -53,7 +53,7 @@ struct Result {
 // The CPU typed op with every tensor (P and dS included) in T, as the GPU stores them.
 template <class T>
 Result cpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, const int* mask,
-               bool causal, cuda::MathMode m) {
+               bool causal, ComputeType m) {
   AttentionReference r = cpu_attention<T>(s.B, s.T, s.C, s.NH, qkv, dout, mask, causal, m);
   return Result{std::move(r.y), std::move(r.p), std::move(r.dqkv)};
 }
@@ -62,7 +62,7 @@ Result cpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<
 // (an empty vector with `masked` = masked op without padding).
 template <class T>
 Result gpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout,
-               const std::vector<int>* mask, cuda::MathMode m) {
+               const std::vector<int>* mask, ComputeType m) {
   const StorageType t = cuda::storage_of<T>();
   auto gq = upload<T>(qkv), gd = upload<T>(dout);
   auto y = poisoned<T>(s.btc()), dq = poisoned<T>(qkv.size());
@@ -86,14 +86,14 @@ Result gpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<
   return Result{download(y), download(saved), download(dq)};
 }
 
-std::vector<cuda::MathMode> modes_for(StorageType t) {
-  if (t == StorageType::F32) return {cuda::MathMode::Fp32, cuda::MathMode::Tf32};
-  return {cuda::MathMode::Fp32};
+std::vector<ComputeType> modes_for(StorageType t) {
+  if (t == StorageType::F32) return {ComputeType::F32, ComputeType::TF32};
+  return {ComputeType::F32};
 }
 
 template <class T>
-double tol(cuda::MathMode m) {
-  return std::is_same_v<T, float> && m == cuda::MathMode::Tf32 ? 1e-3 : tolerance<T>();
+double tol(ComputeType m) {
+  return std::is_same_v<T, float> && m == ComputeType::TF32 ? 1e-3 : tolerance<T>();
 }
 
 template <class T>
@@ -109,8 +109,8 @@ TYPED_TEST(CudaAttention, CausalMatchesCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
   for (const Shape& s : kShapes)
-    for (cuda::MathMode m : modes_for(cuda::storage_of<T>())) {
-      SCOPED_TRACE(s.name() + " " + type_name<T>() + " math=" + cuda::math_name(m));
+    for (ComputeType m : modes_for(cuda::storage_of<T>())) {
+      SCOPED_TRACE(s.name() + " " + type_name<T>() + " math=" + compute_name(m));
       std::vector<float> qkv, dout;
       make_inputs<T>(s, 10, qkv, dout);
       const Result g = gpu_run<T>(s, qkv, dout, nullptr, m);
@@ -150,9 +150,9 @@ TYPED_TEST(CudaAttention, MaskedMatchesCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
   for (const Shape& s : kShapes)
-    for (cuda::MathMode m : modes_for(cuda::storage_of<T>()))
+    for (ComputeType m : modes_for(cuda::storage_of<T>()))
       for (int padded = 0; padded < 2; ++padded) {
-        SCOPED_TRACE(s.name() + " " + type_name<T>() + " math=" + cuda::math_name(m) +
+        SCOPED_TRACE(s.name() + " " + type_name<T>() + " math=" + compute_name(m) +
                      (padded ? " padded" : " no mask"));
         std::vector<float> qkv, dout;
         make_inputs<T>(s, 20, qkv, dout);
@@ -189,7 +189,7 @@ TYPED_TEST(CudaAttention, AllPaddingSequenceGivesNaN) {
   make_inputs<T>(s, 30, qkv, dout);
   std::vector<int> mask(static_cast<size_t>(s.B) * s.T, 1);
   for (int t = 0; t < s.T; ++t) mask[static_cast<size_t>(s.T) + t] = 0;  // sequence 1: no real key
-  const Result g = gpu_run<T>(s, qkv, dout, &mask, cuda::MathMode::Fp32);
+  const Result g = gpu_run<T>(s, qkv, dout, &mask, ComputeType::F32);
   const size_t half = s.btc() / 2;
   for (size_t i = 0; i < half; ++i) ASSERT_TRUE(std::isfinite(g.y[i])) << i;
   for (size_t i = half; i < s.btc(); ++i) ASSERT_TRUE(std::isnan(g.y[i])) << i;
@@ -204,8 +204,8 @@ TYPED_TEST(CudaAttention, RepeatedRunsAreBitIdentical) {
   const std::vector<int> mask = padding_mask(s);
   for (int masked = 0; masked < 2; ++masked) {
     SCOPED_TRACE(masked ? "masked" : "causal");
-    const Result a = gpu_run<T>(s, qkv, dout, masked ? &mask : nullptr, cuda::MathMode::Fp32);
-    const Result b = gpu_run<T>(s, qkv, dout, masked ? &mask : nullptr, cuda::MathMode::Fp32);
+    const Result a = gpu_run<T>(s, qkv, dout, masked ? &mask : nullptr, ComputeType::F32);
+    const Result b = gpu_run<T>(s, qkv, dout, masked ? &mask : nullptr, ComputeType::F32);
     EXPECT_EQ(0, std::memcmp(a.y.data(), b.y.data(), a.y.size() * sizeof(float)));
     EXPECT_EQ(0, std::memcmp(a.p.data(), b.p.data(), a.p.size() * sizeof(float)));
     EXPECT_EQ(0, std::memcmp(a.dqkv.data(), b.dqkv.data(), a.dqkv.size() * sizeof(float)));
@@ -239,30 +239,30 @@ TEST(CudaAttentionArgs, BadArgumentsAreClearErrors) {
   SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> a(4096);
   float* p = a.data();
-  expect_error([&] { cuda::attention_forward<float>(p, p, p, p, 1, 4, 10, 3, cuda::MathMode::Fp32, ctx()); },
+  expect_error([&] { cuda::attention_forward<float>(p, p, p, p, 1, 4, 10, 3, ComputeType::F32, ctx()); },
                "[attention_forward] C must be a multiple of NH");
   expect_error(
-      [&] { cuda::attention_backward<float>(p, p, p, p, p, 1, -4, 12, 3, cuda::MathMode::Fp32, ctx()); },
+      [&] { cuda::attention_backward<float>(p, p, p, p, p, 1, -4, 12, 3, ComputeType::F32, ctx()); },
       "[attention_backward] sizes must be positive");
   expect_error(
-      [&] { cuda::attention_forward<float>(p, nullptr, p, p, 1, 4, 12, 3, cuda::MathMode::Fp32, ctx()); },
+      [&] { cuda::attention_forward<float>(p, nullptr, p, p, 1, 4, 12, 3, ComputeType::F32, ctx()); },
       "[attention_forward] null pointer");
   expect_error(
       [&] {
-        cuda::attention_masked_forward<float>(p, p, p, nullptr, nullptr, 1, 4, 12, 3, cuda::MathMode::Fp32,
+        cuda::attention_masked_forward<float>(p, p, p, nullptr, nullptr, 1, 4, 12, 3, ComputeType::F32,
                                               ctx());
       },
       "[attention_masked_forward] null scratch");
   expect_error(
       [&] {
-        cuda::attention_masked_backward<float>(p, p, p, p, p + 1, 1, 4, 12, 3, cuda::MathMode::Fp32, ctx());
+        cuda::attention_masked_backward<float>(p, p, p, p, p + 1, 1, 4, 12, 3, ComputeType::F32, ctx());
       },
       "[attention_masked_backward] scratch must be 16-byte aligned");
   cuda::DeviceBuffer<Bf16> h(64);
   expect_error(
       [&] {
         cuda::attention_forward<Bf16>(h.data(), reinterpret_cast<char*>(h.data()) + 1, h.data(), p, 1, 2, 4,
-                                      2, cuda::MathMode::Fp32, ctx());
+                                      2, ComputeType::F32, ctx());
       },
       "[attention_forward] a tensor pointer is not aligned");
 }
@@ -292,12 +292,12 @@ TYPED_TEST(CudaAttentionGemmBatched, MatchesPerMatrixCpuProducts) {
         if (fp32_c) {
           auto gc = poisoned<float>(count * sc);
           cuda::gemm_batched(gc.data(), StorageType::F32, ga.data(), gb.data(), t, M, N, K, ta, tb, false,
-                             cuda::MathMode::Fp32, {count, sa, sb, sc}, ctx());
+                             ComputeType::F32, {count, sa, sb, sc}, ctx());
           got = download(gc);
         } else {
           auto gc = poisoned<T>(count * sc);
           cuda::gemm_batched(gc.data(), t, ga.data(), gb.data(), t, M, N, K, ta, tb, false,
-                             cuda::MathMode::Fp32, {count, sa, sb, sc}, ctx());
+                             ComputeType::F32, {count, sa, sb, sc}, ctx());
           got = download(gc);
         }
         for (int i = 0; i < count; ++i) {
@@ -316,7 +316,7 @@ TEST(CudaAttentionGemmBatchedPlans, BatchIsPartOfThePlanKey) {
   a.zero(ctx());
   auto run = [&](int count, int64_t stride) {
     cuda::gemm_batched(c.data(), StorageType::F32, a.data(), a.data(), StorageType::F32, 8, 8, 8, false,
-                       false, false, cuda::MathMode::Fp32, {count, stride, stride, stride}, ctx());
+                       false, false, ComputeType::F32, {count, stride, stride, stride}, ctx());
   };
   run(2, 64);
   const size_t before = cuda::gemm_plan_count(ctx());

@@ -75,7 +75,7 @@ std::vector<int> padding_mask(const Shape& s) {
 template <class T>
 Result cpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<float>& dout, const int* mask,
                bool causal) {
-  AttentionReference r = cpu_attention<T>(s.B, s.T, s.C(), s.NH, qkv, dout, mask, causal, cuda::MathMode::Fp32);
+  AttentionReference r = cpu_attention<T>(s.B, s.T, s.C(), s.NH, qkv, dout, mask, causal, ComputeType::F32);
   return Result{std::move(r.y), {}, std::move(r.dqkv)};
 }
 
@@ -89,7 +89,7 @@ Result naive_run(const Shape& s, const std::vector<float>& qkv, const std::vecto
   auto y = poisoned<T>(s.btc()), dq = poisoned<T>(qkv.size());
   auto saved = poisoned<char>(cuda::attention_saved_bytes(B, Tn, C, NH, t));
   auto scratch = poisoned<char>(cuda::attention_scratch_bytes(B, Tn, C, NH, t));
-  const auto m = cuda::MathMode::Fp32;
+  const auto m = ComputeType::F32;
   if (causal) {
     cuda::attention_forward<T>(y.data(), saved.data(), gq.data(), scratch.data(), B, Tn, C, NH, m, ctx());
     cuda::attention_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), scratch.data(), B, Tn, C, NH,

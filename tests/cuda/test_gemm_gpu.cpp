@@ -31,7 +31,7 @@ TYPED_TEST_SUITE(CudaGemm, StorageTypes);
 
 // C (type TC) = op(A)·op(B) (+C) with A, B of type T, against cpu::gemm on the rounded inputs.
 template <class T, class TC>
-void check_gemm(cuda::MathMode math, double tol) {
+void check_gemm(ComputeType math, double tol) {
   for (const Dims& d : kGemmDims)
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
@@ -39,7 +39,7 @@ void check_gemm(cuda::MathMode math, double tol) {
           SCOPED_TRACE("M=" + std::to_string(d.M) + " N=" + std::to_string(d.N) +
                        " K=" + std::to_string(d.K) + " ta=" + std::to_string(ta) +
                        " tb=" + std::to_string(tb) + " acc=" + std::to_string(acc) + " AB=" + type_name<T>() +
-                       " C=" + type_name<TC>() + " math=" + cuda::math_name(math));
+                       " C=" + type_name<TC>() + " math=" + compute_name(math));
           const size_t MK = static_cast<size_t>(d.M) * d.K, KN = static_cast<size_t>(d.K) * d.N,
                        MN = static_cast<size_t>(d.M) * d.N;
           std::vector<float> a = rounded<T>(randn(MK, 1)), b = rounded<T>(randn(KN, 2)),
@@ -58,11 +58,11 @@ TYPED_TEST(CudaGemm, MatchesCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
   if constexpr (std::is_same_v<T, float>) {
-    check_gemm<float, float>(cuda::MathMode::Fp32, 1e-5);
-    check_gemm<float, float>(cuda::MathMode::Tf32, 1e-3);
+    check_gemm<float, float>(ComputeType::F32, 1e-5);
+    check_gemm<float, float>(ComputeType::TF32, 1e-3);
   } else {
-    check_gemm<T, T>(cuda::MathMode::Fp32, 1e-2);
-    check_gemm<T, float>(cuda::MathMode::Fp32, 1e-2);  // 16-bit operands, fp32 result (master grads)
+    check_gemm<T, T>(ComputeType::F32, 1e-2);
+    check_gemm<T, float>(ComputeType::F32, 1e-2);  // 16-bit operands, fp32 result (master grads)
   }
 }
 
@@ -80,7 +80,7 @@ double linear_tol() {
 TYPED_TEST(CudaGemm, LinearForwardBackwardMatchCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const auto math = cuda::MathMode::Fp32;
+  const auto math = ComputeType::F32;
   for (const Linear& k : kLinear) {
     SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) +
                  " " + type_name<T>());
@@ -118,7 +118,7 @@ TYPED_TEST(CudaGemm, LinearForwardBackwardMatchCpu) {
 TYPED_TEST(CudaGemm, GeluEpiloguesMatchUnfusedTwinAndCpu) {
   SKIP_WITHOUT_GPU();
   using T = TypeParam;
-  const auto math = cuda::MathMode::Fp32;
+  const auto math = ComputeType::F32;
   for (const Linear& k : kLinear) {
     SCOPED_TRACE("N=" + std::to_string(k.N) + " C=" + std::to_string(k.C) + " OC=" + std::to_string(k.OC) +
                  " " + type_name<T>());
@@ -200,9 +200,9 @@ TYPED_TEST(CudaGemm, UnalignedBiasEqualsAlignedBias) {
   for (int gelu = 0; gelu < 2; ++gelu) {
     SCOPED_TRACE(type_name<T>() + (gelu ? " gelu_bias" : " bias"));
     auto out = poisoned<T>(NO), out_s = poisoned<T>(NO), pre = poisoned<T>(NO), pre_s = poisoned<T>(NO);
-    cuda::matmul_forward<T>(out.data(), gi.data(), gw.data(), gb.data(), N, C, OC, cuda::MathMode::Fp32, ctx(),
+    cuda::matmul_forward<T>(out.data(), gi.data(), gw.data(), gb.data(), N, C, OC, ComputeType::F32, ctx(),
                             gelu ? pre.data() : nullptr);
-    cuda::matmul_forward<T>(out_s.data(), gi.data(), gw.data(), gs.data() + 1, N, C, OC, cuda::MathMode::Fp32,
+    cuda::matmul_forward<T>(out_s.data(), gi.data(), gw.data(), gs.data() + 1, N, C, OC, ComputeType::F32,
                             ctx(), gelu ? pre_s.data() : nullptr);
     // Another alignment may pick another algorithm: equal up to the summation order.
     EXPECT_LT(rel_err(download(out_s), download(out)), linear_tol<T>());
@@ -219,7 +219,7 @@ TEST(CudaGemmPlans, RepeatedShapesReuseOnePlan) {
   const size_t before = cuda::gemm_plan_count(ctx());
   for (int i = 0; i < 3; ++i)
     cuda::gemm(c.data(), StorageType::F32, a.data(), b.data(), StorageType::F32, 48, 40, 24, false, false,
-               false, cuda::MathMode::Tf32, {}, ctx());
+               false, ComputeType::TF32, {}, ctx());
   EXPECT_EQ(cuda::gemm_plan_count(ctx()), before + 1);
 }
 
@@ -237,12 +237,12 @@ TEST(CudaGemmArgs, BadArgumentsAreClearErrors) {
   expect(
       [&] {
         cuda::gemm(a.data(), StorageType::BF16, a.data(), a.data(), StorageType::F16, 2, 2, 2, false, false,
-                   false, cuda::MathMode::Fp32, {}, ctx());
+                   false, ComputeType::F32, {}, ctx());
       },
       "[gemm] C must have");
   expect(
       [&] {
-        cuda::matmul_forward<float>(a.data(), a.data(), a.data(), nullptr, 2, 2, 3, cuda::MathMode::Fp32,
+        cuda::matmul_forward<float>(a.data(), a.data(), a.data(), nullptr, 2, 2, 3, ComputeType::F32,
                                     ctx(), a.data());
       },
       "[matmul_forward] fused GELU needs OC % 8 == 0");

@@ -34,8 +34,6 @@ class DryRunCuda final : public Backend {
   DryRunCuda() : gpu_(make_cuda_sizing_backend()) {}
   const char* name() const override { return "cuda"; }  // a refusal reads as the GPU's own
   BackendCaps caps() const override { return gpu_->caps(); }
-  bool worth_fusing(Fusion f) const override { return gpu_->worth_fusing(f); }
-  StorageType operand_storage(ComputeType m) const override { return gpu_->operand_storage(m); }
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const override {
     return gpu_->attention_bytes(B, T, C, NH, t);
   }
@@ -59,9 +57,7 @@ class DryRunCuda final : public Backend {
   void run_linear_backward(const LinearBackwardArgs& a) override {
     ops_.insert(has_activation(a.epilogue) ? "linear_activation_backward" : "linear_backward");
   }
-  void run_layernorm(const LayerNormArgs& a) override {
-    ops_.insert(a.add.empty() ? "layernorm" : "residual_layernorm");
-  }
+  void run_layernorm(const LayerNormArgs&) override { ops_.insert("layernorm"); }
   void run_layernorm_backward(const LayerNormBackwardArgs&) override { ops_.insert("layernorm_backward"); }
   void run_attention(const AttentionArgs&) override { ops_.insert("attention"); }
   void run_attention_backward(const AttentionBackwardArgs&) override { ops_.insert("attention_backward"); }

@@ -52,9 +52,9 @@ AttentionTypes CpuBackend::typed(const AttentionDtypes& t) const {
   return {t.qkv,
           t.probs,
           t.out,
-          ws_.operand_storage(gemm_math(t.scores)),
-          gemm_math(t.scores),
-          gemm_math(t.values)};
+          ws_.operand_storage(t.scores),
+          t.scores,
+          t.values};
 }
 
 AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
@@ -86,11 +86,11 @@ void CpuBackend::run_accumulate(const View& dst, const View& src) {
 void CpuBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
   // The format itself where this CPU would hold it in fp32 (fp16 without fp16 GEMMs): the copy
   // a policy made for native fp16 GEMMs reads, rounded once.
-  if (dst.type != ws_.operand_storage(gemm_math(math))) {
+  if (dst.type != ws_.operand_storage(math)) {
     convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
     return;
   }
-  to_gemm_operand(dst.ptr, src.ptr, src.type, static_cast<size_t>(src.numel()), gemm_math(math), ws_);
+  to_gemm_operand(dst.ptr, src.ptr, src.type, static_cast<size_t>(src.numel()), math, ws_);
 }
 
 void CpuBackend::run_linear(const LinearArgs& a) {
@@ -118,7 +118,7 @@ void CpuBackend::run_linear(const LinearArgs& a) {
       in_place ? first.as<float>() : static_cast<float*>(scratch_or_own(a.scratch, 0, NM * sizeof(float)));
   GemmOperand w = operand(a.w);
   w.ready = a.w_rounded;
-  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, gemm_math(a.math), 1, 1, N, M, K, false, ws_,
+  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, a.math, 1, 1, N, M, K, false, ws_,
              ctx_);
   switch (a.epilogue) {
     case Epilogue::Bias:
@@ -166,7 +166,7 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
     return;
   }
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
-  const GemmMath math = gemm_math(a.math);
+  const ComputeType math = a.math;
   const size_t NM = static_cast<size_t>(N) * M;
   // The upstream gradient as the two GEMMs read it. Through GELU: d(pre) = gelu'(pre)·dy,
   // written once in the arithmetic's operand storage. Otherwise, when both GEMMs read dy, it is
@@ -183,8 +183,8 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
     dy = {dpre, t, GemmLayout{0, 0, M, 1}};  // not `ready`: TF32 and emulated fp16 still round it
   } else if (!a.dx.empty() && a.dy.contiguous() && !a.scratch.empty() &&
              a.scratch.bytes() >= NM * storage_bytes(ws_.operand_storage(math)) &&
-             (a.dy.type != ws_.operand_storage(math) || math == GemmMath::TF32 ||
-              (math == GemmMath::F16 && a.dy.type == F32))) {
+             (a.dy.type != ws_.operand_storage(math) || math == ComputeType::TF32 ||
+              (math == ComputeType::F16 && a.dy.type == F32))) {
     const StorageType t = ws_.operand_storage(math);
     void* d = a.scratch.ptr;
     to_gemm_operand(d, a.dy.ptr, a.dy.type, NM, math, ws_);
@@ -212,35 +212,16 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
 
 void CpuBackend::run_layernorm(const LayerNormArgs& a) {
   const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
-  if (!a.add.empty() && narrow(a.residual_out)) {
-    // The sum is stored rounded, and the LayerNorm normalises what was stored (as a fused
-    // kernel that writes the stream and reads it back).
-    Widening w(wide_);
-    residual_forward(w.write(a.residual_out).as<float>(), w.read(a.x).as<float>(), w.read(a.add).as<float>(),
-                     static_cast<size_t>(N) * C);
-    w.commit();
-    LayerNormArgs b = a;
-    b.x = a.residual_out;
-    b.add = b.residual_out = View{};
-    run_layernorm(b);
-    return;
-  }
-  if (narrow(a.x) || narrow(a.gamma) || narrow(a.beta) || narrow(a.add)) {
+  if (narrow(a.x) || narrow(a.gamma) || narrow(a.beta)) {
     Widening w(wide_);
     LayerNormArgs b = a;
     b.x = w.read(a.x);
     b.gamma = w.read(a.gamma);
     b.beta = w.read(a.beta);
-    b.add = w.read(a.add);
     run_layernorm(b);
     return;
   }
-  const float* x = a.x.as<float>();
-  if (!a.add.empty()) {
-    residual_forward(a.residual_out.as<float>(), x, a.add.as<float>(), static_cast<size_t>(N) * C);
-    x = a.residual_out.as<float>();
-  }
-  layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), x,
+  layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), a.x.as<float>(),
                           a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
 }
 
@@ -435,12 +416,12 @@ void CpuBackend::run_matmul(const MatmulArgs& a) {
   const size_t n = static_cast<size_t>(M) * N;
   const bool plain = a.alpha == 1.0f && (a.beta == 0.0f || (a.beta == 1.0f && a.c.type == F32));
   if (plain) {
-    gemm_mixed(a.c.ptr, a.c.type, layout(a.c), operand(a.a), operand(a.b), gemm_math(a.math), 1, 1, M, N, K,
+    gemm_mixed(a.c.ptr, a.c.type, layout(a.c), operand(a.a), operand(a.b), a.math, 1, 1, M, N, K,
                a.beta == 1.0f, ws_, ctx_);
     return;
   }
   auto* acc = static_cast<float*>(scratch(0, n * sizeof(float)));
-  gemm_mixed(acc, F32, GemmLayout{0, 0, N, 1}, operand(a.a), operand(a.b), gemm_math(a.math), 1, 1, M, N, K,
+  gemm_mixed(acc, F32, GemmLayout{0, 0, N, 1}, operand(a.a), operand(a.b), a.math, 1, 1, M, N, K,
              false, ws_, ctx_);
   if (a.c.type == F32) {
     scale_add(a.c.as<float>(), acc, n, a.alpha, a.beta);

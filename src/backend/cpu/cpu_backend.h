@@ -24,12 +24,7 @@ class CpuBackend : public Backend {
   const char* name() const override { return "cpu"; }
   BackendCaps caps() const override { return ws_.caps(); }
   // The residual add fuses into the projection's epilogue here (one pass over the fp32
-  // accumulator); in front of LayerNorm it would be one more pass over the stream.
-  bool worth_fusing(Fusion f) const override { return f == Fusion::ResidualIntoLinear; }
   // The probabilities P [B, NH, T, T] in types.probs, and fp32 scores (+ dS) as scratch.
-  StorageType operand_storage(ComputeType math) const override {
-    return ws_.operand_storage(gemm_math(math));
-  }
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
   MemoryResource& memory() override { return host_memory(); }
 

@@ -20,18 +20,18 @@ namespace {
 constexpr int kBiasStrip = 64;
 
 // d[0, len) (storage dt) = s[0, len) (storage st) in the format of arithmetic m.
-void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t len, GemmMath m) {
+void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t len, ComputeType m) {
   float tmp[kChunk];
   for (size_t i0 = 0; i0 < len; i0 += kChunk) {
     const size_t n = std::min(kChunk, len - i0);
     dispatch_storage(st, [&](auto stag) { widen_span(tmp, static_cast<const decltype(stag)*>(s) + i0, n); });
-    if (m == GemmMath::TF32) tf32_span(tmp, tmp, n);
-    if (m == GemmMath::F16 && dt == StorageType::F32) {  // emulated fp16: round to fp16, hold in fp32
+    if (m == ComputeType::TF32) tf32_span(tmp, tmp, n);
+    if (m == ComputeType::F16 && dt == StorageType::F32) {  // emulated fp16: round to fp16, hold in fp32
       Fp16 h[kChunk];
       narrow_span(h, tmp, n);
       widen_span(tmp, h, n);
     }
-    if (m == GemmMath::BF16 && dt == StorageType::F32) {  // emulated bf16: round to bf16, hold in fp32
+    if (m == ComputeType::BF16 && dt == StorageType::F32) {  // emulated bf16: round to bf16, hold in fp32
       Bf16 h[kChunk];
       narrow_span(h, tmp, n);
       widen_span(tmp, h, n);
@@ -44,7 +44,7 @@ const char* byte_ptr(const void* p) { return static_cast<const char*>(p); }
 
 // Packs operand x ([nb0][nb1][R][Cc] through its layout) into dst in storage dt and format m;
 // returns the packed layout.
-GemmLayout pack(void* dst, StorageType dt, const GemmOperand& x, GemmMath m, int nb0, int nb1, int R,
+GemmLayout pack(void* dst, StorageType dt, const GemmOperand& x, ComputeType m, int nb0, int nb1, int R,
                 int Cc) {
   const size_t es = storage_bytes(x.type), ed = storage_bytes(dt);
   const GemmLayout& l = x.layout;
@@ -69,13 +69,13 @@ GemmLayout pack(void* dst, StorageType dt, const GemmOperand& x, GemmMath m, int
   return out;
 }
 
-bool needs_conversion(const GemmOperand& x, StorageType operand_storage, GemmMath m) {
+bool needs_conversion(const GemmOperand& x, StorageType operand_storage, ComputeType m) {
   if (x.type != operand_storage) return true;
   if (x.ready) return false;
   // Stored in the operand storage: that is the format itself, except for TF32 (fp32 values
   // still to be rounded) and emulated fp16 or bf16 (fp32 values still to be rounded).
-  return m == GemmMath::TF32 ||
-         ((m == GemmMath::F16 || m == GemmMath::BF16) && operand_storage == StorageType::F32);
+  return m == ComputeType::TF32 ||
+         ((m == ComputeType::F16 || m == ComputeType::BF16) && operand_storage == StorageType::F32);
 }
 
 }  // namespace
@@ -84,41 +84,16 @@ GemmWorkspace::GemmWorkspace(Context& ctx)
     : fp16_native_(gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx)),
       bf16_native_(gemm_supports(StorageType::F32, StorageType::BF16, StorageType::BF16, ctx)) {}
 
-GemmMath gemm_math(ComputeType t) {
-  switch (t) {
-    case ComputeType::TF32:
-      return GemmMath::TF32;
-    case ComputeType::BF16:
-      return GemmMath::BF16;
-    case ComputeType::F16:
-      return GemmMath::F16;
-    case ComputeType::F32:
-      break;
-  }
-  return GemmMath::F32;
-}
-
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native) {
-  switch (m) {
-    case GemmMath::BF16:
-      return StorageType::BF16;
-    case GemmMath::F16:
-      return fp16_native ? StorageType::F16 : StorageType::F32;
-    default:
-      return StorageType::F32;
-  }
-}
-
 void* GemmWorkspace::slot(int i, size_t bytes) {
   FloatBuffer& b = slots_[i];
   if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
   return b.data();
 }
 
-void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, GemmMath m,
+void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, ComputeType m,
                      const GemmWorkspace& ws) {
   const StorageType dt = ws.operand_storage(m);
-  if (m == GemmMath::F32 || m == GemmMath::BF16 || (m == GemmMath::F16 && dt == StorageType::F16)) {
+  if (m == ComputeType::F32 || m == ComputeType::BF16 || (m == ComputeType::F16 && dt == StorageType::F16)) {
     convert(dst, dt, src, st, n);
     return;
   }
@@ -132,7 +107,7 @@ void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, GemmM
 }
 
 void gemm_mixed(void* c, StorageType tc, GemmLayout lc, const GemmOperand& a, const GemmOperand& b,
-                GemmMath math, int nb0, int nb1, int M, int N, int K, bool accumulate, GemmWorkspace& ws,
+                ComputeType math, int nb0, int nb1, int M, int N, int K, bool accumulate, GemmWorkspace& ws,
                 Context& ctx) {
   MPT_CHECK(!accumulate || tc == StorageType::F32,
             std::string("[gemm_mixed] accumulating into a ") + storage_name(tc) + " output (needs fp32)");

@@ -20,10 +20,10 @@ namespace mptrain::cuda {
 
 // The arithmetic of the two products and their backward (AttentionDtypes' scores and values).
 struct AttentionMath {
-  MathMode scores = MathMode::Fp32, values = MathMode::Fp32;
+  ComputeType scores = ComputeType::F32, values = ComputeType::F32;
   AttentionMath() = default;
-  AttentionMath(MathMode both) : scores(both), values(both) {}  // NOLINT: one mode for both products
-  AttentionMath(MathMode s, MathMode v) : scores(s), values(v) {}
+  AttentionMath(ComputeType both) : scores(both), values(both) {}  // NOLINT: one mode for both products
+  AttentionMath(ComputeType s, ComputeType v) : scores(s), values(v) {}
 };
 
 // Bytes of the state forward saves for backward (P [B,NH,T,T] in t).

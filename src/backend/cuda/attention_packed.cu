@@ -214,8 +214,8 @@ unsigned row_grid(size_t pairs, Context& ctx) { return grid_for(pairs, kRowWarps
 
 // TF32 applies to fp32 storage only (16-bit operands are exact in any product's fp32 arithmetic).
 template <class T>
-bool tf32_of(MathMode m) {
-  return std::is_same_v<T, float> && m == MathMode::Tf32;
+bool tf32_of(ComputeType m) {
+  return std::is_same_v<T, float> && m == ComputeType::TF32;
 }
 
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression

@@ -48,7 +48,6 @@ static_assert(kMask < 8, "CudaBackend::kSlots");
 
 constexpr StorageType F32 = StorageType::F32;
 
-MathMode mode(ComputeType m) { return m == ComputeType::TF32 ? MathMode::Tf32 : MathMode::Fp32; }
 
 // The product arithmetic a storage type's GEMMs run in here.
 bool math_fits(StorageType t, ComputeType m) {
@@ -122,17 +121,6 @@ std::unique_ptr<CudaBackend> CudaBackend::sizing_only() {
 }
 
 CudaBackend::~CudaBackend() = default;
-
-StorageType CudaBackend::operand_storage(ComputeType math) const {
-  switch (math) {
-    case ComputeType::BF16:
-      return StorageType::BF16;
-    case ComputeType::F16:
-      return StorageType::F16;
-    default:
-      return F32;  // TF32: cuBLASLt rounds fp32 operands itself
-  }
-}
 
 bool CudaBackend::flash(int C, int NH, const AttentionDtypes& t) const {
   return options_.flash && flash_attention_supported(C, NH, t.qkv);
@@ -255,14 +243,14 @@ void CudaBackend::run_linear(const LinearArgs& a) {
             M = static_cast<int>(a.w.dim(1));
   const bool wt = transposed(a.w, "linear", "w");
   const StorageType T = a.x.type;
-  const MathMode mm = mode(a.math);
+  const ComputeType mm = a.math;
   // cuBLASLt's bias epilogue reads the bias in C's type (supports() does not see the bias).
   MPT_CHECK(a.bias.empty() || a.bias.type == (a.epilogue == mptrain::Epilogue::Bias ? a.out.type : T),
             "[backend cuda] linear: bias " + a.bias.describe() + " must be in the output's dtype here");
   const auto product = [&](void* out, StorageType to, bool accumulate, const GemmEpilogue& ep) {
     gemm(out, to, a.x.ptr, a.w.ptr, T, N, M, K, false, wt, accumulate, mm, ep, *ctx_);
   };
-  const GemmEpilogue bias{a.bias.empty() ? Epilogue::None : Epilogue::Bias, a.bias.ptr, nullptr, nullptr};
+  const GemmEpilogue bias{a.bias.empty() ? LtEpilogue::None : LtEpilogue::Bias, a.bias.ptr, nullptr, nullptr};
   const size_t n = static_cast<size_t>(N) * M;
   switch (a.epilogue) {
     case mptrain::Epilogue::Bias:
@@ -270,7 +258,7 @@ void CudaBackend::run_linear(const LinearArgs& a) {
       return;
     case mptrain::Epilogue::BiasGelu:  // cuBLASLt's GELU epilogue is the tanh form
       if (options_.fuse) {
-        product(a.out.ptr, T, false, {Epilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
+        product(a.out.ptr, T, false, {LtEpilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
         return;
       }
       product(a.pre.ptr, T, false, bias);
@@ -321,7 +309,7 @@ void CudaBackend::run_linear_backward(const LinearBackwardArgs& a) {
             M = static_cast<int>(a.w.dim(1));
   const bool wt = transposed(a.w, "linear_backward", "w");
   const StorageType T = a.dy.type;
-  const MathMode mm = mode(a.math);
+  const ComputeType mm = a.math;
   const size_t n = static_cast<size_t>(N) * M;
   // The gradient the GEMMs read: dy, or d(pre) through the activation's derivative.
   const void* g = a.dy.ptr;
@@ -369,13 +357,8 @@ void CudaBackend::run_layernorm(const LayerNormArgs& a) {
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
-    if (a.add.empty())
-      layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
-                           in(a.gamma), in(a.beta), N, C, a.eps, *ctx_);
-    else
-      residual_layernorm_forward<T>(static_cast<T*>(a.residual_out.ptr), static_cast<T*>(a.out.ptr),
-                                    a.mean.as<float>(), a.rstd.as<float>(), in(a.x), in(a.add), in(a.gamma),
-                                    in(a.beta), N, C, a.eps, *ctx_);
+    layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
+                         in(a.gamma), in(a.beta), N, C, a.eps, *ctx_);
   });
 }
 
@@ -411,7 +394,7 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
 // mask in attention_bytes' layout for attention_memory_batch) or attention_packed.h's kernels.
 void CudaBackend::run_attention(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
-  const AttentionMath mm{mode(a.types.scores), mode(a.types.values)};
+  const AttentionMath mm{a.types.scores, a.types.values};
   if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -444,7 +427,7 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
 
 void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
-  const AttentionMath mm{mode(a.types.scores), mode(a.types.values)};
+  const AttentionMath mm{a.types.scores, a.types.values};
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dqkv = static_cast<T*>(a.dqkv.ptr);
@@ -595,7 +578,7 @@ void CudaBackend::run_matmul(const mptrain::MatmulArgs& a) {
   const bool ta = !a.a.contiguous(), tb = !a.b.contiguous();
   gemm_scaled(a.c.ptr, a.c.type, a.a.ptr, a.b.ptr, a.a.type, static_cast<int>(a.c.dim(0)),
               static_cast<int>(a.c.dim(1)), static_cast<int>(a.a.dim(1)), ta, tb, a.alpha, a.beta,
-              a.math == ComputeType::TF32 ? MathMode::Tf32 : MathMode::Fp32, *ctx_);
+              a.math == ComputeType::TF32 ? ComputeType::TF32 : ComputeType::F32, *ctx_);
 }
 
 void CudaBackend::run_muon_momentum(const MuonMomentumArgs& a) {

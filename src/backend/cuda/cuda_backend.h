@@ -49,9 +49,6 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
   BackendCaps caps() const override { return kCudaCaps; }
-  // The residual add rides the projection's GEMM (accumulate into C) unless options.fuse is off.
-  bool worth_fusing(Fusion f) const override { return options_.fuse && f == Fusion::ResidualIntoLinear; }
-  StorageType operand_storage(ComputeType math) const override;
   // Flash attention where its kernels take the shape (16-bit, head size 64 or 128): it saves
   // out and the row log-sum-exps; elsewhere the naive path saves the probabilities.
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;

@@ -23,19 +23,18 @@
 
 namespace mptrain::cuda {
 
-const char* math_name(MathMode m) { return m == MathMode::Fp32 ? "fp32" : "tf32"; }
 
-const char* epilogue_name(Epilogue e) {
+const char* epilogue_name(LtEpilogue e) {
   switch (e) {
-    case Epilogue::None:
+    case LtEpilogue::None:
       return "none";
-    case Epilogue::Bias:
+    case LtEpilogue::Bias:
       return "bias";
-    case Epilogue::GeluBias:
+    case LtEpilogue::GeluBias:
       return "gelu_bias";
-    case Epilogue::DGelu:
+    case LtEpilogue::DGelu:
       return "dgelu";
-    case Epilogue::BiasGradB:
+    case LtEpilogue::BiasGradB:
       return "bias_grad_b";
   }
   return "?";
@@ -71,17 +70,17 @@ cudaDataType_t cuda_type(StorageType t) {
   return CUDA_R_32F;
 }
 
-cublasLtEpilogue_t lt_epilogue(Epilogue e, bool has_bias) {
+cublasLtEpilogue_t lt_epilogue(LtEpilogue e, bool has_bias) {
   switch (e) {
-    case Epilogue::None:
+    case LtEpilogue::None:
       return CUBLASLT_EPILOGUE_DEFAULT;
-    case Epilogue::Bias:
+    case LtEpilogue::Bias:
       return CUBLASLT_EPILOGUE_BIAS;
-    case Epilogue::GeluBias:
+    case LtEpilogue::GeluBias:
       return has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    case Epilogue::DGelu:
+    case LtEpilogue::DGelu:
       return CUBLASLT_EPILOGUE_DGELU;
-    case Epilogue::BiasGradB:
+    case LtEpilogue::BiasGradB:
       return CUBLASLT_EPILOGUE_BGRADA;  // cuBLAS's A is our B (see the top of this file)
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -102,8 +101,8 @@ std::string describe(const GemmKey& k) {
          " trans_a=" + std::to_string(k.trans_a) + " trans_b=" + std::to_string(k.trans_b) +
          " C=" + storage_name(static_cast<StorageType>(k.tc)) +
          " A/B=" + storage_name(static_cast<StorageType>(k.tab)) +
-         " math=" + math_name(static_cast<MathMode>(k.math)) +
-         " epilogue=" + epilogue_name(static_cast<Epilogue>(k.epilogue % 100)) +
+         " math=" + compute_name(static_cast<ComputeType>(k.math)) +
+         " epilogue=" + epilogue_name(static_cast<LtEpilogue>(k.epilogue % 100)) +
          " accumulate=" + std::to_string(k.accumulate) + " alignment=" + std::to_string(k.alignment) +
          (k.batch == 1 ? std::string()
                        : " batch=" + std::to_string(k.batch) + " strides=" + std::to_string(k.stride_a) +
@@ -126,11 +125,11 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 // them, but cublasLt.h says it derives the bias and aux alignment it may assume from their
 // values (left null, any alignment would be assumed).
 void set_epilogue_pointers(cublasLtMatmulDesc_t d, const GemmEpilogue& ep) {
-  if (ep.kind == Epilogue::Bias || (ep.kind == Epilogue::GeluBias && ep.bias))
+  if (ep.kind == LtEpilogue::Bias || (ep.kind == LtEpilogue::GeluBias && ep.bias))
     set_attr(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias, sizeof(ep.bias));
-  if (ep.kind == Epilogue::BiasGradB)
+  if (ep.kind == LtEpilogue::BiasGradB)
     set_attr(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias_grad, sizeof(ep.bias_grad));
-  if (ep.kind == Epilogue::GeluBias || ep.kind == Epilogue::DGelu)
+  if (ep.kind == LtEpilogue::GeluBias || ep.kind == LtEpilogue::DGelu)
     set_attr(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof(ep.aux));
 }
 
@@ -140,7 +139,7 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
   const StorageType tab = static_cast<StorageType>(k.tab);
   const StorageType tc = static_cast<StorageType>(k.tc);
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  if (tab == StorageType::F32 && static_cast<MathMode>(k.math) == MathMode::Tf32)
+  if (tab == StorageType::F32 && static_cast<ComputeType>(k.math) == ComputeType::TF32)
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   MPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   const cublasOperation_t op_a = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
@@ -148,14 +147,14 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
   // The caller's kind, not k.epilogue: the key marks GeluBias without a bias as 100 + kind.
-  const Epilogue kind = ep.kind;
+  const LtEpilogue kind = ep.kind;
   const cublasLtEpilogue_t lt_ep = lt_epilogue(kind, has_bias);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt_ep, sizeof(lt_ep));
-  if (kind != Epilogue::None) {
+  if (kind != LtEpilogue::None) {
     const int32_t bias_type = cuda_type(tc);  // bias and bias gradient in C's type
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type));
   }
-  if (kind == Epilogue::GeluBias || kind == Epilogue::DGelu) {
+  if (kind == LtEpilogue::GeluBias || kind == LtEpilogue::DGelu) {
     const int64_t ld = k.aux_ld;
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld));
     const int32_t aux_type = cuda_type(tc);
@@ -206,21 +205,22 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
 // gemm() and gemm_batched(): one product (batch.count 1) or a strided batch.
 // C = alpha·op(A)·op(B) + beta·C; the plan's `accumulate` is beta != 0 (C is read).
 void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-               bool trans_a, bool trans_b, float alpha, float beta, MathMode math, const GemmEpilogue& ep,
+               bool trans_a, bool trans_b, float alpha, float beta, ComputeType math, const GemmEpilogue& ep,
                const GemmBatch& batch, Context& ctx) {
   const bool accumulate = beta != 0.0f;
   GemmKey k;
   k.M = M, k.N = N, k.K = K;
   k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;
   k.tc = static_cast<int>(tc), k.tab = static_cast<int>(tab);
-  k.math = static_cast<int>(tab == StorageType::F32 ? math : MathMode::Fp32);
+  // fp32 operands: fp32 or TF32 products; 16-bit operands multiply in their own format.
+  k.math = static_cast<int>(tab == StorageType::F32 && math == ComputeType::TF32 ? ComputeType::TF32 : ComputeType::F32);
   k.epilogue = static_cast<int>(ep.kind);
   k.batch = batch.count;
   if (batch.count != 1) k.stride_a = batch.stride_a, k.stride_b = batch.stride_b, k.stride_c = batch.stride_c;
   MPT_CHECK(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size: " + describe(k));
   MPT_CHECK(batch.count >= 0 && k.stride_a >= 0 && k.stride_b >= 0 && k.stride_c >= 0,
             "[gemm] negative batch count or stride: " + describe(k));
-  MPT_CHECK(batch.count <= 1 || ep.kind == Epilogue::None,
+  MPT_CHECK(batch.count <= 1 || ep.kind == LtEpilogue::None,
             "[gemm] a batched product takes no epilogue: " + describe(k));
   MPT_CHECK(tc == tab || tc == StorageType::F32,
             "[gemm] C must have the operands' type or fp32: " + describe(k));
@@ -228,13 +228,13 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
   // An empty sum (K == 0) would need cuBLASLt layouts with a zero dimension; no caller has one.
   MPT_CHECK(K > 0, "[gemm] K must be positive: " + describe(k));
   MPT_CHECK(c && a && b, "[gemm] null pointer: " + describe(k));
-  const bool uses_aux = ep.kind == Epilogue::GeluBias || ep.kind == Epilogue::DGelu;
-  MPT_CHECK(ep.kind != Epilogue::Bias || ep.bias, "[gemm] the bias epilogue needs a bias: " + describe(k));
-  MPT_CHECK(ep.kind != Epilogue::BiasGradB || ep.bias_grad,
+  const bool uses_aux = ep.kind == LtEpilogue::GeluBias || ep.kind == LtEpilogue::DGelu;
+  MPT_CHECK(ep.kind != LtEpilogue::Bias || ep.bias, "[gemm] the bias epilogue needs a bias: " + describe(k));
+  MPT_CHECK(ep.kind != LtEpilogue::BiasGradB || ep.bias_grad,
             "[gemm] the bias-gradient epilogue needs bias_grad: " + describe(k));
   MPT_CHECK(!uses_aux || ep.aux, "[gemm] the GELU epilogues need aux: " + describe(k));
   MPT_CHECK(!uses_aux || N % 8 == 0, "[gemm] the GELU epilogues need N % 8 == 0: " + describe(k));
-  MPT_CHECK(ep.kind != Epilogue::DGelu || !accumulate,
+  MPT_CHECK(ep.kind != LtEpilogue::DGelu || !accumulate,
             "[gemm] DGelu overwrites C (accumulate=false): " + describe(k));
   if (uses_aux) k.aux_ld = N;
   const bool has_bias = ep.bias != nullptr;
@@ -251,7 +251,7 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
   }
   k.alignment = align;
   // GeluBias without a bias is another cuBLASLt epilogue: keep it a distinct plan.
-  if (ep.kind == Epilogue::GeluBias && !has_bias) k.epilogue = 100 + static_cast<int>(ep.kind);
+  if (ep.kind == LtEpilogue::GeluBias && !has_bias) k.epilogue = 100 + static_cast<int>(ep.kind);
 
   Context::Impl& im = ctx.impl();
   auto it = im.plans.find(k);
@@ -265,14 +265,14 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
 }  // namespace
 
 void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& ep, Context& ctx) {
+          bool trans_a, bool trans_b, bool accumulate, ComputeType math, const GemmEpilogue& ep, Context& ctx) {
   MPT_PROFILE_RANGE("gemm");
   gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f, math, ep,
             GemmBatch{}, ctx);
 }
 
 void gemm_batched(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-                  bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
+                  bool trans_a, bool trans_b, bool accumulate, ComputeType math, const GemmBatch& batch,
                   Context& ctx) {
   MPT_PROFILE_RANGE("gemm_batched");
   gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, 1.0f, accumulate ? 1.0f : 0.0f, math, GemmEpilogue{},
@@ -280,7 +280,7 @@ void gemm_batched(void* c, StorageType tc, const void* a, const void* b, Storage
 }
 
 void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-                 bool trans_a, bool trans_b, float alpha, float beta, MathMode math, Context& ctx) {
+                 bool trans_a, bool trans_b, float alpha, float beta, ComputeType math, Context& ctx) {
   MPT_PROFILE_RANGE("gemm_scaled");
   gemm_impl(c, tc, a, b, tab, M, N, K, trans_a, trans_b, alpha, beta, math, GemmEpilogue{}, GemmBatch{}, ctx);
 }

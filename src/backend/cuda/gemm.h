@@ -4,9 +4,9 @@
 //   op(B) = B stored [K,N] (trans_b false) or B^T with B stored [N,K]
 // A and B share one storage type `tab`; C is either that type or fp32 (fp32 master gradients
 // from 16-bit operands). Products accumulate in fp32 in every mode:
-//   MathMode::Fp32  fp32 operands, CUBLAS_COMPUTE_32F: no tensor cores (the ladder's first row)
-//   MathMode::Tf32  fp32 operands, CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, 10-bit mantissa inputs
-//   bf16 / fp16 operands: tensor cores, CUBLAS_COMPUTE_32F (MathMode is ignored)
+//   ComputeType::F32   fp32 operands, CUBLAS_COMPUTE_32F: no tensor cores (the ladder's first row)
+//   ComputeType::TF32  fp32 operands, CUBLAS_COMPUTE_32F_FAST_TF32: tensor cores, 10-bit mantissa inputs
+//   bf16 / fp16 operands: tensor cores, CUBLAS_COMPUTE_32F (their arithmetic is their storage's)
 // Epilogues (fused into the product; row-major terms):
 //   Bias       C = op(A)·op(B) + bias[N]                  (bias in C's type)
 //   GeluBias   aux[M,N] = op(A)·op(B) + bias[N] (bias may be null);  C = gelu_tanh(aux)
@@ -23,21 +23,21 @@
 
 namespace mptrain::cuda {
 
-enum class MathMode { Fp32, Tf32 };
-enum class Epilogue { None, Bias, GeluBias, DGelu, BiasGradB };
+// What cuBLASLt does after a product (its own epilogue kinds, in row-major terms below), not an
+// op's epilogue (backend/backend.h's Epilogue, which a launcher maps onto these).
+enum class LtEpilogue { None, Bias, GeluBias, DGelu, BiasGradB };
 
 struct GemmEpilogue {
-  Epilogue kind = Epilogue::None;
+  LtEpilogue kind = LtEpilogue::None;
   const void* bias = nullptr;  // Bias, GeluBias
   void* bias_grad = nullptr;   // BiasGradB
   void* aux = nullptr;         // GeluBias (written), DGelu (read)
 };
 
-const char* math_name(MathMode m);
-const char* epilogue_name(Epilogue e);
+const char* epilogue_name(LtEpilogue e);
 
 void gemm(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-          bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmEpilogue& epilogue,
+          bool trans_a, bool trans_b, bool accumulate, ComputeType math, const GemmEpilogue& epilogue,
           Context& ctx);
 
 // A strided batch of `count` independent products of the same shape: product i reads
@@ -50,12 +50,12 @@ struct GemmBatch {
 
 // gemm() over a strided batch, without an epilogue (the attention products).
 void gemm_batched(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-                  bool trans_a, bool trans_b, bool accumulate, MathMode math, const GemmBatch& batch,
+                  bool trans_a, bool trans_b, bool accumulate, ComputeType math, const GemmBatch& batch,
                   Context& ctx);
 
 // C = alpha·op(A)·op(B) + beta·C, no epilogue (Muon's Newton–Schulz products: MatmulArgs).
 void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-                 bool trans_a, bool trans_b, float alpha, float beta, MathMode math, Context& ctx);
+                 bool trans_a, bool trans_b, float alpha, float beta, ComputeType math, Context& ctx);
 
 // Number of cached plans (tests check that repeated shapes reuse them).
 size_t gemm_plan_count(Context& ctx);

@@ -15,7 +15,7 @@ struct GemmKey {
   int M = 0, N = 0, K = 0;
   bool trans_a = false, trans_b = false, accumulate = false;
   int tc = 0, tab = 0;  // StorageType of C and of A/B
-  int math = 0;         // MathMode
+  int math = 0;         // ComputeType (F32 or TF32)
   int epilogue = 0;     // Epilogue
   int64_t aux_ld = 0;
   int alignment = 0;  // smallest power-of-two alignment of the pointers, capped at 256 bytes

@@ -21,8 +21,8 @@ struct AttentionTypes {
   StorageType probs;  // saved P [B,NH,T,T] (entries above the diagonal, or on padded keys, are 0)
   StorageType out;    // out [B,T,C]; dout is read in it too
   StorageType ds;     // dS [B,NH,T,T] in backward (an operand of the dQ, dK products)
-  GemmMath scores;    // Q·K^T, dQ = dS·K, dK = dS^T·Q
-  GemmMath values;    // P·V, dP = dY·V^T, dV = P^T·dY
+  ComputeType scores;    // Q·K^T, dQ = dS·K, dK = dS^T·Q
+  ComputeType values;    // P·V, dP = dY·V^T, dV = P^T·dY
 };
 // Bytes of saved state (P, written by forward, read by backward) and of scratch (fp32 scores /
 // dP, then dS; not preserved).

@@ -1,7 +1,7 @@
 // Matrix products in a chosen arithmetic (fp32, TF32, bf16, fp16) on operands stored in any
 // storage dtype, with fp32 accumulation: the GEMM behind mixed precision.
 //
-// The arithmetic (GemmMath) fixes the operand format the kernel reads:
+// The arithmetic (ComputeType) fixes the operand format the kernel reads:
 //   F32   fp32 operands                       (oneDNN fp32 kernels)
 //   TF32  fp32 operands rounded to TF32       (CPU emulation: round, then the fp32 kernel)
 //   BF16  bf16 operands, fp32 accumulation    (oneDNN's bf16 kernels where the CPU has them —
@@ -23,10 +23,6 @@
 
 namespace mptrain::cpu {
 
-enum class GemmMath { F32, TF32, BF16, F16 };
-// The arithmetic of a policy compute type.
-GemmMath gemm_math(ComputeType t);
-
 // One operand: data, its storage dtype and strides (in elements, see GemmLayout). `ready`
 // promises that the values are already in the arithmetic's format (e.g. a weight copy rounded
 // to TF32, or fp16 values held in fp32 for the emulated fp16 GEMM), so no conversion is needed.
@@ -37,10 +33,6 @@ struct GemmOperand {
   bool ready = false;
 };
 
-// The storage a GEMM of arithmetic m reads its operands in: bf16, fp16 where oneDNN has an fp16
-// kernel (fp16_native), fp32 otherwise (fp32, TF32-rounded fp32, fp16 values held in fp32).
-StorageType gemm_operand_storage(GemmMath m, bool fp16_native);
-
 // Conversion buffers for operands that are not in the arithmetic's format, and what this CPU's
 // oneDNN can do. One per model; grows to the largest need, then stays.
 class GemmWorkspace {
@@ -50,12 +42,12 @@ class GemmWorkspace {
   // What make_policy needs to know of this CPU.
   BackendCaps caps() const { return {fp16_native_}; }
   // The storage a GEMM of this arithmetic reads its operands in (fp16 emulated: fp32).
-  StorageType operand_storage(GemmMath m) const { return gemm_operand_storage(m, fp16_native_); }
+  StorageType operand_storage(ComputeType m) const { return mptrain::operand_storage(m, caps()); }
   // The storage oneDNN's kernel reads: the operand storage, except bf16 on a CPU without bf16
   // kernels, whose bf16 operands are widened to fp32 inside gemm_mixed (so the plans, and what
   // `explain` prints, are the same on every CPU).
-  StorageType kernel_storage(GemmMath m) const {
-    return m == GemmMath::BF16 && !bf16_native_ ? StorageType::F32 : operand_storage(m);
+  StorageType kernel_storage(ComputeType m) const {
+    return m == ComputeType::BF16 && !bf16_native_ ? StorageType::F32 : operand_storage(m);
   }
   void* slot(int i, size_t bytes);  // i in [0, 3): a, b, c
 
@@ -67,14 +59,14 @@ class GemmWorkspace {
 
 // dst[n] (in ws.operand_storage(m), contiguous) = src[n] (dtype st) in the arithmetic's
 // format: exact widening, TF32 rounding, or RNE to bf16/fp16. The result is `ready`.
-void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, GemmMath m,
+void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, ComputeType m,
                      const GemmWorkspace& ws);
 
 // gemm_batched_typed with an arithmetic: C_ij[M,N] (=, or += when accumulate) A_ij·B_ij for
 // (i, j) in [0,nb0)×[0,nb1). c is fp32 or a 16-bit type (a 16-bit c is written once, rounded
 // from the fp32 accumulator; accumulate needs an fp32 c).
 void gemm_mixed(void* c, StorageType tc, GemmLayout lc, const GemmOperand& a, const GemmOperand& b,
-                GemmMath math, int nb0, int nb1, int M, int N, int K, bool accumulate, GemmWorkspace& ws,
+                ComputeType math, int nb0, int nb1, int M, int N, int K, bool accumulate, GemmWorkspace& ws,
                 Context& ctx);
 
 // The linear layer's elementwise halves around a mixed GEMM (weights [C, OC], Conv1D layout):
