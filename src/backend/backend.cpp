@@ -1,36 +1,8 @@
 // The op interface's entry points: the shape contract of every op and the capability check,
-// written once for every backend; then the backend's run_* hook.
-//
-// The storage types each op asks supports() about, in this order:
-//   cast                  {dst, src}
-//   accumulate            {dst, src}
-//   linear                {out, x, w}
-//   linear_activation     {out, x, w, pre}          (tanh: out's type in pre's place)
-//   linear_residual       {out, x, w, residual}
-//   linear_backward       {dx, dw, dy, x, w}        (db: dw's type; no dx: dy's type in its place)
-//   linear_activation_backward {dx, dw, dy, x, w, pre}
-//   layernorm             {out, x, gamma}           (beta: gamma's type)
-//   layernorm_backward    {dx, dgamma, dout, x, gamma}   (dbeta: dgamma's type)
-//   attention             {qkv, probs, out}         math: the scores' arithmetic
-//   attention_backward    {qkv, probs, out}         (dqkv: qkv's type, dout: out's; the values'
-//                                                    arithmetic is in AttentionDtypes)
-//   cross_entropy         {dlogits, logits}         (no dlogits: logits' type in its place)
-//   sampled_cross_entropy {dlogits, logits}
-//   embedding             {out, word}               (pos, type table: word's type)
-//   embedding_backward    {dword, dout}             (dpos, dtype: dword's type)
-//   gather_rows           {dst, src}
-//   scatter_add_rows      {dst, src}
-//   argmax_rows           {x}
-//   to_operand            {dst, src}                math: the GEMM's arithmetic
-//   adamw, sophia         {params, grads, m, v|h}
-//   sophia_hessian        {h, ghat}
-//   count_unclipped       {m, h}
-//   unscale_and_check, sum_squares, scale   {x}
-//   matmul                {c, a, b}                 math: the products' arithmetic
-//   muon_momentum         {m, grads, u}
-//   muon_update           {params, o}
-// Fixed by the interface: fp32 LayerNorm statistics, losses and dloss. A linear's bias may be in
-// any storage (the fp32 master, or a GPU plan's 16-bit copy of the non-GEMM weights).
+// written once for every backend; then the backend's run_* hook. The tensors each op asks
+// supports() about, in order, are backend/op_list.h's; fixed by the interface: fp32 LayerNorm
+// statistics, losses and dloss. A linear's bias may be in any storage (the fp32 master, or a GPU
+// plan's 16-bit copy of the non-GEMM weights).
 #include "backend/backend.h"
 
 #include <array>
@@ -44,35 +16,16 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-constexpr std::array<const char*, 29> kOpNames = {"cast",
-                                                  "accumulate",
-                                                  "linear",
-                                                  "linear_activation",
-                                                  "linear_residual",
-                                                  "linear_backward",
-                                                  "linear_activation_backward",
-                                                  "layernorm",
-                                                  "layernorm_backward",
-                                                  "attention",
-                                                  "attention_backward",
-                                                  "cross_entropy",
-                                                  "sampled_cross_entropy",
-                                                  "embedding",
-                                                  "embedding_backward",
-                                                  "gather_rows",
-                                                  "scatter_add_rows",
-                                                  "argmax_rows",
-                                                  "to_operand",
-                                                  "adamw",
-                                                  "sophia",
-                                                  "sophia_hessian",
-                                                  "count_unclipped",
-                                                  "unscale_and_check",
-                                                  "sum_squares",
-                                                  "scale",
-                                                  "matmul",
-                                                  "muon_momentum",
-                                                  "muon_update"};
+struct OpEntry {
+  const char* name;
+  const char* tensors;  // space-separated
+};
+constexpr OpEntry kOps[] = {
+#define MPTRAIN_OP_ENTRY(e, name, tensors) {name, tensors},
+    MPTRAIN_OPS(MPTRAIN_OP_ENTRY)
+#undef MPTRAIN_OP_ENTRY
+};
+static_assert(std::size(kOps) == static_cast<size_t>(kNumOps), "backend/op_list.h generates Op and kOps alike");
 
 // The checks of one op call: each failure is one line naming the op, the tensor and its view.
 class Check {
@@ -136,10 +89,27 @@ double attention_pairs(int B, int T, bool causal, const int* cu_seqlens) {
 
 }  // namespace
 
-const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+const char* backend_op_name(Op op) { return kOps[static_cast<size_t>(op)].name; }
 
-std::string describe_dtypes(std::initializer_list<const char*> names,
-                            std::initializer_list<StorageType> types, ComputeType math) {
+std::vector<std::string> op_tensors(Op op) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char* p = kOps[static_cast<size_t>(op)].tensors;; ++p) {
+    if (*p && *p != ' ') {
+      word += *p;
+      continue;
+    }
+    if (!word.empty()) out.push_back(word);
+    word.clear();
+    if (!*p) return out;
+  }
+}
+
+std::string describe_dtypes(Op op, const std::vector<StorageType>& types, ComputeType math) {
+  const std::vector<std::string> names = op_tensors(op);
+  MPT_CHECK(types.size() == names.size(), std::string("[backend] ") + backend_op_name(op) + " takes " +
+                                              std::to_string(names.size()) + " tensor types, given " +
+                                              std::to_string(types.size()));
   std::string what;
   auto name = names.begin();
   for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
@@ -147,11 +117,10 @@ std::string describe_dtypes(std::initializer_list<const char*> names,
   return what;
 }
 
-void Backend::require(Op op, std::initializer_list<const char*> names,
-                      std::initializer_list<StorageType> types, ComputeType math) const {
+void Backend::require(Op op, std::initializer_list<StorageType> types, ComputeType math) const {
   if (supports(op, types, math)) return;
   throw Error(std::string("[backend ") + this->name() + "] " + backend_op_name(op) + ": no kernel for " +
-              describe_dtypes(names, types, math));
+              describe_dtypes(op, std::vector<StorageType>(types), math));
 }
 
 void Backend::cast(const View& dst, const View& src) {
@@ -161,7 +130,7 @@ void Backend::cast(const View& dst, const View& src) {
   c.rows_contiguous(src, "src");
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
-  require(Op::Cast, {"dst", "src"}, {dst.type, src.type});
+  require(Op::Cast, {dst.type, src.type});
   enqueue([this, dst, src] { run_cast(dst, src); },
           [&] {
             return OpWork{"cast", 0, bytes_of({&dst, &src})};
@@ -199,7 +168,7 @@ void Backend::accumulate(const View& dst, const View& src) {
   c.fp32(dst, "dst");
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
-  require(Op::Accumulate, {"dst", "src"}, {dst.type, src.type});
+  require(Op::Accumulate, {dst.type, src.type});
   enqueue([this, dst, src] { run_accumulate(dst, src); },
           [&] {
             return OpWork{"accumulate", 0, 2 * bytes_of({&dst}) + bytes_of({&src})};
@@ -218,7 +187,7 @@ void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
   c.that(dst.type == operand_storage(math) || dst.type == compute_storage(math),
          "dst is " + dst.describe() + ", " + compute_name(math) + " products read " +
              storage_name(operand_storage(math)));
-  require(Op::ToOperand, {"dst", "src"}, {dst.type, src.type}, math);
+  require(Op::ToOperand, {dst.type, src.type}, math);
   enqueue([this, dst, src, math] { run_to_operand(dst, src, math); },
           [&] {
             return OpWork{"to_operand", 0, bytes_of({&dst, &src})};
@@ -244,12 +213,11 @@ void Backend::linear(const LinearArgs& a) {
   if (keeps_pre(a.epilogue)) c.shape(a.pre, "pre", {N, M});
   if (a.epilogue == Epilogue::BiasResidual) c.shape(a.residual, "residual", {N, M});
   if (op == Op::LinearActivation)
-    require(op, {"out", "x", "w", "pre"},
-            {a.out.type, a.x.type, a.w.type, keeps_pre(a.epilogue) ? a.pre.type : a.out.type}, a.math);
+    require(op, {a.out.type, a.x.type, a.w.type, keeps_pre(a.epilogue) ? a.pre.type : a.out.type}, a.math);
   else if (op == Op::LinearResidual)
-    require(op, {"out", "x", "w", "residual"}, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
+    require(op, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
   else
-    require(op, {"out", "x", "w"}, {a.out.type, a.x.type, a.w.type}, a.math);
+    require(op, {a.out.type, a.x.type, a.w.type}, a.math);
   enqueue([this, a] { run_linear(a); },
           [&] {
             return OpWork{gemm_label(op, N, K, M), 2.0 * N * K * M,
@@ -278,10 +246,9 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
   c.that(!a.dx_accumulate || !a.dx.empty(), "dx_accumulate without dx");
   const StorageType dx = a.dx.empty() ? a.dy.type : a.dx.type;
   if (op == Op::LinearActivationBackward)
-    require(op, {"dx", "dw", "dy", "x", "w", "pre"},
-            {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
+    require(op, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
   else
-    require(op, {"dx", "dw", "dy", "x", "w"}, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
+    require(op, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
   enqueue([this, a] { run_linear_backward(a); },
           [&] {
             return OpWork{gemm_label(op, N, K, M), (a.dx.empty() ? 2.0 : 4.0) * N * K * M,
@@ -302,7 +269,7 @@ void Backend::layernorm(const LayerNormArgs& a) {
   c.shape(a.beta, "beta", {C});
   c.that(a.beta.type == a.gamma.type, "beta is " + a.beta.describe() + ", expected gamma's dtype");
   for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
-  require(Op::LayerNorm, {"out", "x", "gamma"}, {a.out.type, a.x.type, a.gamma.type});
+  require(Op::LayerNorm, {a.out.type, a.x.type, a.gamma.type});
   enqueue([this, a] { run_layernorm(a); },
           [&] {
             return OpWork{"layernorm", 0, bytes_of({&a.out, &a.x, &a.mean, &a.rstd})};
@@ -324,8 +291,7 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   c.fp32(a.mean, "mean");
   c.fp32(a.rstd, "rstd");
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
-  require(Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"},
-          {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
+  require(Op::LayerNormBackward, {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
   enqueue([this, a] { run_layernorm_backward(a); },
           [&] {
             return OpWork{"layernorm_backward", 0, bytes_of({&a.dx, &a.dx, &a.dout, &a.x})};
@@ -404,7 +370,7 @@ void Backend::attention(const AttentionArgs& a) {
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
   c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
   c.that(a.key_mask == nullptr || a.cu_seqlens == nullptr, "packed sequences take no key mask");
-  require(Op::Attention, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
+  require(Op::Attention, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
   enqueue([this, a] { run_attention(a); },
           [&] {
             return OpWork{
@@ -430,7 +396,7 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
                          attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
                                          static_cast<int>(a.dout.dim(1)), a.NH, a.types),
                          a.saved, a.scratch);
-  require(Op::AttentionBackward, {"qkv", "probs", "out"}, {a.types.qkv, a.types.probs, a.types.out},
+  require(Op::AttentionBackward, {a.types.qkv, a.types.probs, a.types.out},
           a.types.scores);
   enqueue([this, a] { run_attention_backward(a); },
           [&] {
@@ -461,7 +427,7 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
            "dlogits may alias logits only in the same dtype");
   }
   c.rows_contiguous(a.logits, "logits");
-  require(op, {"dlogits", "logits"}, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
+  require(op, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
   enqueue([this, a] { run_cross_entropy(a); },
           [&] {
             return OpWork{backend_op_name(op), 0, bytes_of({&a.logits, &a.dlogits, &a.losses})};
@@ -484,7 +450,7 @@ void Backend::embedding(const EmbeddingArgs& a) {
     if (!v->empty()) c.that(v->type == a.word.type, "the embedding tables differ in dtype");
   for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
-  require(Op::Embedding, {"out", "word"}, {a.out.type, a.word.type});
+  require(Op::Embedding, {a.out.type, a.word.type});
   enqueue([this, a] { run_embedding(a); }, [&] { return OpWork{"embedding", 0, 2 * bytes_of({&a.out})}; });
 }
 
@@ -506,7 +472,7 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
     if (!v->empty()) c.that(v->type == a.dword.type, "the embedding gradients differ in dtype");
   for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
-  require(Op::EmbeddingBackward, {"dword", "dout"}, {a.dword.type, a.dout.type});
+  require(Op::EmbeddingBackward, {a.dword.type, a.dout.type});
   enqueue([this, a] { run_embedding_backward(a); },
           [&] {
             return OpWork{"embedding_backward", 0, 3 * bytes_of({&a.dout})};
@@ -532,7 +498,7 @@ void check_rows(const Check& c, const View& big, const View& small, const int* r
 void Backend::gather_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::GatherRows);
   check_rows(c, src, dst, rows, count, "src", "dst");
-  require(Op::GatherRows, {"dst", "src"}, {dst.type, src.type});
+  require(Op::GatherRows, {dst.type, src.type});
   enqueue([this, dst, src, rows, count] { run_gather_rows(dst, src, rows, count); },
           [&] {
             return OpWork{"gather_rows", 0, 2 * bytes_of({&dst})};
@@ -542,7 +508,7 @@ void Backend::gather_rows(const View& dst, const View& src, const int* rows, int
 void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::ScatterAddRows);
   check_rows(c, dst, src, rows, count, "dst", "src");
-  require(Op::ScatterAddRows, {"dst", "src"}, {dst.type, src.type});
+  require(Op::ScatterAddRows, {dst.type, src.type});
   enqueue([this, dst, src, rows, count] { run_scatter_add_rows(dst, src, rows, count); },
           [&] {
             return OpWork{"scatter_add_rows", 0, 3 * bytes_of({&src})};
@@ -558,7 +524,7 @@ void Backend::argmax_rows(int* best, const View& x, int n, int count) {
   c.that(count >= 0 && count <= x.dim(0),
          "count " + std::to_string(count) + " is outside [0, " + std::to_string(x.dim(0)) + "]");
   c.that(best != nullptr || count == 0, "needs somewhere to write");
-  require(Op::ArgmaxRows, {"x"}, {x.type});
+  require(Op::ArgmaxRows, {x.type});
   no_host_transfer("argmax_rows");
   answer([&] { run_argmax_rows(best, x, n, count); },
          [&] {
@@ -599,7 +565,7 @@ void Backend::adamw(const AdamWArgs& a) {
   const Check c(name(), Op::AdamW);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
-  require(Op::AdamW, {"params", "grads", "m", "v"}, {F32, F32, F32, F32});
+  require(Op::AdamW, {F32, F32, F32, F32});
   enqueue([this, a] { run_adamw(a); },
           [&] {
             return OpWork{"adamw", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.v, &a.v})};
@@ -609,7 +575,7 @@ void Backend::adamw(const AdamWArgs& a) {
 void Backend::sophia(const SophiaArgs& a) {
   const Check c(name(), Op::Sophia);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
-  require(Op::Sophia, {"params", "grads", "m", "h"}, {F32, F32, F32, F32});
+  require(Op::Sophia, {F32, F32, F32, F32});
   enqueue([this, a] { run_sophia(a); },
           [&] {
             return OpWork{"sophia", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.h})};
@@ -619,7 +585,7 @@ void Backend::sophia(const SophiaArgs& a) {
 void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
   const Check c(name(), Op::SophiaHessian);
   same_flat_f32(c, {{&h, "h"}, {&ghat, "ghat"}});
-  require(Op::SophiaHessian, {"h", "ghat"}, {F32, F32});
+  require(Op::SophiaHessian, {F32, F32});
   enqueue([this, h, ghat, beta2] { run_sophia_hessian(h, ghat, beta2); },
           [&] {
             return OpWork{"sophia_hessian", 0, bytes_of({&h, &h, &ghat})};
@@ -629,7 +595,7 @@ void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
 std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b) {
   const Check c(name(), Op::CountUnclipped);
   same_flat_f32(c, {{&m, "m"}, {&h, "h"}});
-  require(Op::CountUnclipped, {"m", "h"}, {F32, F32});
+  require(Op::CountUnclipped, {F32, F32});
   no_host_transfer("count_unclipped");
   return answer([&] { return run_count_unclipped(m, h, rho_b); },
                 [&] {
@@ -640,7 +606,7 @@ std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b)
 bool Backend::unscale_and_check(const View& grads, float inv_scale) {
   const Check c(name(), Op::UnscaleCheck);
   same_flat_f32(c, {{&grads, "grads"}});
-  require(Op::UnscaleCheck, {"grads"}, {F32});
+  require(Op::UnscaleCheck, {F32});
   no_host_transfer("unscale_and_check");
   return answer([&] { return run_unscale_and_check(grads, inv_scale); },
                 [&] {
@@ -651,7 +617,7 @@ bool Backend::unscale_and_check(const View& grads, float inv_scale) {
 double Backend::sum_squares(const View& x) {
   const Check c(name(), Op::SumSquares);
   same_flat_f32(c, {{&x, "x"}});
-  require(Op::SumSquares, {"x"}, {F32});
+  require(Op::SumSquares, {F32});
   no_host_transfer("sum_squares");
   return answer([&] { return run_sum_squares(x); }, [&] { return OpWork{"sum_squares", 0, bytes_of({&x})}; });
 }
@@ -659,7 +625,7 @@ double Backend::sum_squares(const View& x) {
 void Backend::scale(const View& x, float factor) {
   const Check c(name(), Op::Scale);
   same_flat_f32(c, {{&x, "x"}});
-  require(Op::Scale, {"x"}, {F32});
+  require(Op::Scale, {F32});
   enqueue([this, x, factor] { run_scale(x, factor); },
           [&] {
             return OpWork{"scale", 0, bytes_of({&x, &x})};
@@ -678,7 +644,7 @@ void Backend::matmul(const MatmulArgs& a) {
   c.that(a.a.type == a.b.type, "a is " + a.a.describe() + " but b is " + a.b.describe());
   c.that(a.c.type == a.a.type || a.c.type == F32,
          "c is " + a.c.describe() + ", expected the operands' type or fp32");
-  require(Op::Matmul, {"c", "a", "b"}, {a.c.type, a.a.type, a.b.type}, a.math);
+  require(Op::Matmul, {a.c.type, a.a.type, a.b.type}, a.math);
   enqueue([this, a] { run_matmul(a); },
           [&] {
             return OpWork{gemm_label(Op::Matmul, a.c.dim(0), a.a.dim(1), a.c.dim(1)),
@@ -710,7 +676,7 @@ void Backend::muon_momentum(const MuonMomentumArgs& a) {
          "m is " + a.m.describe() + " but grads is " + a.grads.describe());
   for (const auto& [v, n] : {std::pair{&a.m, "m"}, std::pair{&a.grads, "grads"}, std::pair{&a.u, "u"}})
     c.fp32(*v, n);
-  require(Op::MuonMomentum, {"m", "grads", "u"}, {F32, F32, F32});
+  require(Op::MuonMomentum, {F32, F32, F32});
   enqueue([this, a] { run_muon_momentum(a); },
           [&] {
             return OpWork{"muon_momentum", 0, bytes_of({&a.m, &a.m, &a.grads, &a.u})};
@@ -723,7 +689,7 @@ void Backend::muon_update(const MuonUpdateArgs& a) {
   c.rows_contiguous(a.o, "o");
   row_strided(c, a.params, "params", a.o);
   c.fp32(a.params, "params");
-  require(Op::MuonUpdate, {"params", "o"}, {F32, a.o.type});
+  require(Op::MuonUpdate, {F32, a.o.type});
   enqueue([this, a] { run_muon_update(a); },
           [&] {
             return OpWork{"muon_update", 0, bytes_of({&a.params, &a.params, &a.o})};

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/op_list.h"
 #include "backend/op_profile.h"
 #include "backend/view.h"
 #include "core/buffer.h"
@@ -29,44 +30,19 @@
 
 namespace mptrain {
 
-// The ops, as supports() and the refusals name them: a fused variant is an op of its own (its
-// kernel is), reached through the same entry point (linear's epilogue, layernorm's `add`).
+// The ops, generated from backend/op_list.h (as supports() and the refusals name them).
 enum class Op {
-  Cast,
-  Accumulate,
-  Linear,
-  LinearActivation,
-  LinearResidual,
-  LinearBackward,
-  LinearActivationBackward,
-  LayerNorm,
-  LayerNormBackward,
-  Attention,
-  AttentionBackward,
-  CrossEntropy,
-  SampledCrossEntropy,
-  Embedding,
-  EmbeddingBackward,
-  GatherRows,
-  ScatterAddRows,
-  ArgmaxRows,
-  ToOperand,
-  AdamW,
-  Sophia,
-  SophiaHessian,
-  CountUnclipped,
-  UnscaleCheck,
-  SumSquares,
-  Scale,
-  Matmul,
-  MuonMomentum,
-  MuonUpdate,
+#define MPTRAIN_OP_ENUMERATOR(e, name, tensors) e,
+  MPTRAIN_OPS(MPTRAIN_OP_ENUMERATOR)
+#undef MPTRAIN_OP_ENUMERATOR
 };
+inline constexpr int kNumOps = static_cast<int>(Op::MuonUpdate) + 1;
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
-// "out=bf16 x=bf16 w=bf16 with bf16 products": the tensors of one supports() question, as the
-// refusals name them (no products part for fp32 arithmetic).
-std::string describe_dtypes(std::initializer_list<const char*> names,
-                            std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32);
+// The tensors supports() is asked about for `op`, in order ({"out", "x", "w"} for a linear).
+std::vector<std::string> op_tensors(Op op);
+// "out=bf16 x=bf16 w=bf16 with bf16 products": one supports() question, the tensors named as
+// op_tensors names them (no products part for fp32 arithmetic).
+std::string describe_dtypes(Op op, const std::vector<StorageType>& types, ComputeType math = ComputeType::F32);
 
 // What a linear does after its GEMM, in the one pass over the fp32 accumulator.
 enum class Epilogue {
@@ -293,8 +269,8 @@ class Backend {
   virtual const char* name() const = 0;  // "cpu", "cuda"
   // What make_policy needs to know of this backend.
   virtual BackendCaps caps() const = 0;
-  // Whether the backend has a kernel for `op` on tensors of these storage types (in the order
-  // backend.cpp lists for each op) with products in `math`.
+  // Whether the backend has a kernel for `op` on tensors of these storage types (in the order of
+  // op_tensors(op), backend/op_list.h) with products in `math`.
   bool supports(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const {
     return can_run(op, types, math);
   }
@@ -416,10 +392,9 @@ class Backend {
   virtual void run_muon_update(const MuonUpdateArgs& a) = 0;
 
  private:
-  // Throws Error "[backend <name>] <op>: no kernel for <names>=<dtypes>[ with <math> products]"
+  // Throws Error "[backend <name>] <op>: no kernel for <tensor>=<dtype> ...[ with <math> products]"
   // unless supports(op, types, math).
-  void require(Op op, std::initializer_list<const char*> names, std::initializer_list<StorageType> types,
-               ComputeType math = ComputeType::F32) const;
+  void require(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const;
   // Runs an op's call now (timed into the profile, with the OpWork that work() describes), or
   // keeps it for the graph being recorded (the default capture).
   template <class F, class W>

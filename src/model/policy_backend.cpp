@@ -18,11 +18,11 @@ namespace {
 
 // Throws the refusal unless be.supports(op, types, math); names the tensors as the backend's own
 // refusal does.
-void need(const Backend& be, Op op, std::initializer_list<const char*> names,
-          std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) {
+void need(const Backend& be, Op op, std::initializer_list<StorageType> types,
+          ComputeType math = ComputeType::F32) {
   if (be.supports(op, types, math)) return;
   throw Error(std::string("[precision] the ") + be.name() + " backend has no " + backend_op_name(op) +
-              " kernel for " + describe_dtypes(names, types, math) +
+              " kernel for " + describe_dtypes(op, std::vector<StorageType>(types), math) +
               " (the policy's dtypes; see mptrain explain)");
 }
 
@@ -34,27 +34,26 @@ void check_policy_supported(const Policy& policy, const Backend& be) {
   const StorageType w = policy.operand(OpKind::Linear), hw = policy.operand(OpKind::LmHead);
   const StorageType stream = policy.residual_stream, small = policy.small_weights,
                     dact = policy.activation_grads, dw = policy.weight_grads;
-  need(be, Op::ToOperand, {"dst", "src"}, {w, StorageType::F32}, lin.compute);
-  need(be, Op::ToOperand, {"dst", "src"}, {hw, StorageType::F32}, head.compute);
-  need(be, Op::Embedding, {"out", "word"}, {stream, small});
-  need(be, Op::LayerNorm, {"out", "x", "gamma"}, {ln.output, stream, small});
-  need(be, Op::Linear, {"out", "x", "w"}, {lin.output, ln.output, w}, lin.compute);
-  need(be, Op::LinearActivation, {"out", "x", "w", "pre"}, {gelu.output, ln.output, w, lin.output},
+  need(be, Op::ToOperand, {w, StorageType::F32}, lin.compute);
+  need(be, Op::ToOperand, {hw, StorageType::F32}, head.compute);
+  need(be, Op::Embedding, {stream, small});
+  need(be, Op::LayerNorm, {ln.output, stream, small});
+  need(be, Op::Linear, {lin.output, ln.output, w}, lin.compute);
+  need(be, Op::LinearActivation, {gelu.output, ln.output, w, lin.output},
        lin.compute);
-  need(be, Op::LinearResidual, {"out", "x", "w", "residual"}, {stream, gelu.output, w, stream}, lin.compute);
+  need(be, Op::LinearResidual, {stream, gelu.output, w, stream}, lin.compute);
   const AttentionDtypes at = attention_dtypes(policy);
-  need(be, Op::Attention, {"qkv", "probs", "out"}, {at.qkv, at.probs, at.out}, at.scores);
-  need(be, Op::AttentionBackward, {"qkv", "probs", "out"}, {at.qkv, at.probs, at.out}, at.scores);
-  need(be, Op::Linear, {"out", "x", "w"}, {policy.logits, ln.output, hw}, head.compute);
-  need(be, Op::CrossEntropy, {"dlogits", "logits"}, {policy.dlogits, policy.logits});
-  need(be, Op::LinearBackward, {"dx", "dw", "dy", "x", "w"}, {dact, dw, policy.dlogits, ln.output, hw},
+  need(be, Op::Attention, {at.qkv, at.probs, at.out}, at.scores);
+  need(be, Op::AttentionBackward, {at.qkv, at.probs, at.out}, at.scores);
+  need(be, Op::Linear, {policy.logits, ln.output, hw}, head.compute);
+  need(be, Op::CrossEntropy, {policy.dlogits, policy.logits});
+  need(be, Op::LinearBackward, {dact, dw, policy.dlogits, ln.output, hw},
        head.compute);
-  need(be, Op::LinearBackward, {"dx", "dw", "dy", "x", "w"}, {dact, dw, dact, gelu.output, w}, lin.compute);
-  need(be, Op::LinearActivationBackward, {"dx", "dw", "dy", "x", "w", "pre"},
-       {dact, dw, dact, ln.output, w, lin.output}, lin.compute);
-  need(be, Op::LayerNormBackward, {"dx", "dgamma", "dout", "x", "gamma"}, {dact, dw, dact, stream, small});
-  need(be, Op::EmbeddingBackward, {"dword", "dout"}, {dw, dact});
-  if (dw != StorageType::F32) need(be, Op::Accumulate, {"dst", "src"}, {StorageType::F32, dw});
+  need(be, Op::LinearBackward, {dact, dw, dact, gelu.output, w}, lin.compute);
+  need(be, Op::LinearActivationBackward, {dact, dw, dact, ln.output, w, lin.output}, lin.compute);
+  need(be, Op::LayerNormBackward, {dact, dw, dact, stream, small});
+  need(be, Op::EmbeddingBackward, {dw, dact});
+  if (dw != StorageType::F32) need(be, Op::Accumulate, {StorageType::F32, dw});
 }
 
 size_t lowp_grad_floats(size_t num_params, const Policy& policy) {

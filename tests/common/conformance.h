@@ -212,19 +212,10 @@ struct Case {
   int also = -1;  // a second op the case runs (an op's backward beside its forward), or -1
 };
 
-inline std::string dtypes(std::initializer_list<const char*> names, std::initializer_list<StorageType> types,
-                          ComputeType math = ComputeType::F32, bool with_math = false) {
-  std::string s;
-  auto n = names.begin();
-  for (const StorageType t : types) s += std::string(s.empty() ? "" : " ") + *n++ + "=" + storage_name(t);
-  if (with_math) s += std::string(" math=") + compute_name(math);
-  return s;
-}
-
-// Every assignment of kStorages to `positions` tensors.
-inline std::vector<std::vector<StorageType>> type_tuples(int positions) {
+// Every assignment of kStorages to `positions` tensors (an op's: op_tensors(op).size()).
+inline std::vector<std::vector<StorageType>> type_tuples(size_t positions) {
   std::vector<std::vector<StorageType>> out{{}};
-  for (int p = 0; p < positions; ++p) {
+  for (size_t p = 0; p < positions; ++p) {
     std::vector<std::vector<StorageType>> next;
     for (const auto& t : out)
       for (const StorageType s : kStorages) {

@@ -21,12 +21,12 @@ inline std::vector<ComputeType> natural_maths(StorageType t) {
 
 inline void elementwise_cases(const Backend& be, std::vector<Case>& out) {
   const int sizes[] = {1, 33, 1031};
-  for (const auto& t : type_tuples(2)) {
+  for (const auto& t : type_tuples(op_tensors(Op::Cast).size())) {
     const StorageType d = t[0], s = t[1];
     for (const int n : sizes) {
       const std::string shape = " n=" + std::to_string(n);
       if (asks(be, Op::Cast, t))
-        out.push_back({Op::Cast, false, "cast " + dtypes({"dst", "src"}, {d, s}) + shape, [=](Backend& b, Outcome& o) {
+        out.push_back({Op::Cast, false, "cast " + describe_dtypes(Op::Cast, {d, s}) + shape, [=](Backend& b, Outcome& o) {
                          Tensor src(b, s, {n}, randn(n, 1, 4.0f)), dst(b, d, {n});
                          b.cast(dst.view(), src.view());
                          std::vector<double> ref(n);
@@ -34,7 +34,7 @@ inline void elementwise_cases(const Backend& be, std::vector<Case>& out) {
                          o.close("dst", dst.read(), ref, 0.0);
                        }});
       if (d == F32 && asks(be, Op::Accumulate, t))  // dst is fp32 by the interface's contract
-        out.push_back({Op::Accumulate, false, "accumulate " + dtypes({"dst", "src"}, {d, s}) + shape,
+        out.push_back({Op::Accumulate, false, "accumulate " + describe_dtypes(Op::Accumulate, {d, s}) + shape,
                        [=](Backend& b, Outcome& o) {
                          Tensor src(b, s, {n}, randn(n, 2)), dst(b, d, {n}, randn(n, 3));
                          const std::vector<double> before = dst.host();
@@ -49,7 +49,7 @@ inline void elementwise_cases(const Backend& be, std::vector<Case>& out) {
     for (const StorageType d : kStorages) {
       if (d != be.operand_storage(m) && d != compute_storage(m)) continue;  // the entry point's contract
       if (!asks(be, Op::ToOperand, {d, F32}, m)) continue;
-      out.push_back({Op::ToOperand, false, "to_operand " + dtypes({"dst", "src"}, {d, F32}, m, true),
+      out.push_back({Op::ToOperand, false, "to_operand " + describe_dtypes(Op::ToOperand, {d, F32}, m),
                      [=](Backend& b, Outcome& o) {
                        const int n = 1031;
                        Tensor src(b, F32, {n}, randn(n, 4)), dst(b, d, {n});
@@ -136,8 +136,7 @@ inline void linear_forward_case(std::vector<Case>& out, Epilogue e, std::vector<
                                 LinearShape s, bool transposed, bool with_bias, StorageType rounding) {
   const Op op = e == Epilogue::BiasResidual ? Op::LinearResidual : has_activation(e) ? Op::LinearActivation : Op::Linear;
   std::string name = std::string(backend_op_name(op)) + " " + epilogue_name(e) + " " +
-                     dtypes({"out", "x", "w", e == Epilogue::BiasResidual ? "residual" : "pre"},
-                            {t[0], t[1], t[2], t.size() > 3 ? t[3] : t[0]}, m, true) +
+                     describe_dtypes(op, t, m) +
                      shape_name(s) + (transposed ? " w=[M,K]ᵀ" : " w=[K,M]") + (with_bias ? "" : " no bias");
   if (e == Epilogue::BiasResidual) name += std::string(" rounding=") + storage_name(rounding);
   out.push_back({op, false, name, [=](Backend& b, Outcome& o) {
@@ -180,8 +179,7 @@ inline void linear_cases(const Backend& be, std::vector<Case>& out) {
   for (const Epilogue e : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasGeluErf, Epilogue::BiasTanh,
                            Epilogue::BiasResidual}) {
     const Op op = e == Epilogue::BiasResidual ? Op::LinearResidual : has_activation(e) ? Op::LinearActivation : Op::Linear;
-    const int positions = e == Epilogue::Bias ? 3 : 4;
-    for (const auto& t : type_tuples(positions)) {
+    for (const auto& t : type_tuples(op_tensors(op).size())) {
       if (e == Epilogue::BiasTanh && t[3] != t[0]) continue;  // tanh keeps no pre: out's type in its place
       for (const ComputeType m : kMaths) {
         if (!asks(be, op, t, m)) continue;
@@ -211,8 +209,7 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
   const Op op = has_activation(e) ? Op::LinearActivationBackward : Op::LinearBackward;
   const char* dx_name = dx_mode == Dx::Written ? " dx=" : dx_mode == Dx::Accumulated ? " dx+=" : " no dx";
   const std::string name = std::string(backend_op_name(op)) + " " + epilogue_name(e) + " " +
-                           dtypes({"dx", "dw", "dy", "x", "w", "pre"}, {t[0], t[1], t[2], t[3], t[4], t.size() > 5 ? t[5] : t[2]}, m,
-                                  true) +
+                           describe_dtypes(op, t, m) +
                            shape_name(s) + (transposed ? " w=[M,K]ᵀ" : " w=[K,M]") + dx_name;
   out.push_back({op, false, name, [=](Backend& b, Outcome& o) {
                    const LinearInputs in = linear_inputs(b, t[3], t[4], s, transposed);
@@ -277,7 +274,7 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
 inline void linear_backward_cases(const Backend& be, std::vector<Case>& out) {
   for (const Epilogue e : {Epilogue::Bias, Epilogue::BiasGelu, Epilogue::BiasGeluErf, Epilogue::BiasTanh}) {
     const Op op = has_activation(e) ? Op::LinearActivationBackward : Op::LinearBackward;
-    for (const auto& t : type_tuples(has_activation(e) ? 6 : 5))
+    for (const auto& t : type_tuples(op_tensors(op).size()))
       for (const ComputeType m : kMaths) {
         if (!asks(be, op, t, m)) continue;
         const bool uniform = std::all_of(t.begin(), t.end(), [&](StorageType s) { return s == t[0]; });
@@ -329,7 +326,7 @@ inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
     if (!asks(be, Op::LayerNorm, t)) continue;
     for (const Shape sh : shapes_for(t))
       out.push_back({Op::LayerNorm, false,
-                     "layernorm " + dtypes({"out", "x", "gamma"}, {t[0], t[1], t[2]}) + " N=" + std::to_string(sh.N) +
+                     "layernorm " + describe_dtypes(Op::LayerNorm, t) + " N=" + std::to_string(sh.N) +
                          " C=" + std::to_string(sh.C),
                      [=](Backend& b, Outcome& o) {
                        const int N = sh.N, C = sh.C;
@@ -354,7 +351,7 @@ inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
     if (!asks(be, Op::LayerNormBackward, t)) continue;
     for (const Shape sh : shapes_for(t))
       out.push_back({Op::LayerNormBackward, false,
-                     std::string("layernorm_backward ") + dtypes({"dx", "dgamma", "dout", "x", "gamma"}, {t[0], t[1], t[2], t[3], t[4]}) +
+                     std::string("layernorm_backward ") + describe_dtypes(Op::LayerNormBackward, t) +
                          " N=" + std::to_string(sh.N) + " C=" + std::to_string(sh.C),
                      [=](Backend& b, Outcome& o) {
                        const int N = sh.N, C = sh.C;
@@ -427,7 +424,7 @@ inline Sequences sequences_of(Layout l, int B, int T) {
 inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, AttentionShape s, Layout l) {
   const std::string name =
       std::string("attention+backward ") + layout_name(l) + " " +
-      dtypes({"qkv", "probs", "out"}, {ty.qkv, ty.probs, ty.out}) + " scores=" + compute_name(ty.scores) +
+      describe_dtypes(Op::Attention, {ty.qkv, ty.probs, ty.out}) + " scores=" + compute_name(ty.scores) +
       " values=" + compute_name(ty.values) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
       " NH=" + std::to_string(s.NH) + " HS=" + std::to_string(s.HS);
   out.push_back({Op::Attention, false, name, [=](Backend& b, Outcome& o) {

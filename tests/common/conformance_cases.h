@@ -26,7 +26,7 @@ inline void cross_entropy_cases(const Backend& be, std::vector<Case>& out) {
       for (const int form : std::set<int>(forms.begin(), forms.end()))
         for (const Shape sh : shapes)
           out.push_back({op, false,
-                         std::string(backend_op_name(op)) + " " + dtypes({"dlogits", "logits"}, {t[0], t[1]}) +
+                         std::string(backend_op_name(op)) + " " + describe_dtypes(op, t) +
                              (form == 1 ? " in place" : form == 2 ? " loss only" : "") + " N=" + std::to_string(sh.N) +
                              " V=" + std::to_string(sh.V) + " Vp=" + std::to_string(sh.Vp),
                          [=](Backend& b, Outcome& o) {
@@ -89,7 +89,7 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
           out.push_back(
               {op, false,
                std::string(backend_op_name(op)) + " " +
-                   (backward ? dtypes({"dword", "dout"}, {t[0], t[1]}) : dtypes({"out", "word"}, {t[0], t[1]})) +
+                   describe_dtypes(op, t) +
                    (kind == Kind::Gpt2 ? " gpt2" : kind == Kind::Bert ? " bert" : " bert packed") + " C=" + std::to_string(C),
                [=](Backend& b, Outcome& o) {
                  const int B = 3, T = 5, V = 11, P = T + 2;
@@ -159,7 +159,7 @@ inline void rows_cases(const Backend& be, std::vector<Case>& out) {
     for (const int C : {8, 33}) {
       const std::string shape = " rows=9 count=4 C=" + std::to_string(C);
       if (asks(be, Op::GatherRows, t))
-        out.push_back({Op::GatherRows, false, "gather_rows " + dtypes({"dst", "src"}, {t[0], t[1]}) + shape,
+        out.push_back({Op::GatherRows, false, "gather_rows " + describe_dtypes(Op::GatherRows, t) + shape,
                        [=](Backend& b, Outcome& o) {
                          Tensor src(b, t[1], {9, C}, randn(9 * static_cast<size_t>(C), 80)), dst(b, t[0], {6, C},
                                                                                                     randn(6 * static_cast<size_t>(C), 81));
@@ -172,7 +172,7 @@ inline void rows_cases(const Backend& be, std::vector<Case>& out) {
                          o.close("dst", dst.read(), ref, 0.0);
                        }});
       if (asks(be, Op::ScatterAddRows, t))
-        out.push_back({Op::ScatterAddRows, false, "scatter_add_rows " + dtypes({"dst", "src"}, {t[0], t[1]}) + shape,
+        out.push_back({Op::ScatterAddRows, false, "scatter_add_rows " + describe_dtypes(Op::ScatterAddRows, t) + shape,
                        [=](Backend& b, Outcome& o) {
                          Tensor dst(b, t[0], {9, C}, randn(9 * static_cast<size_t>(C), 82)), src(b, t[1], {4, C},
                                                                                                     randn(4 * static_cast<size_t>(C), 83));
@@ -339,7 +339,7 @@ inline void muon_cases(const Backend& be, std::vector<Case>& out) {
           for (const bool tb : {false, true})
             for (const bool blas : {false, true})
               out.push_back({Op::Matmul, false,
-                             "matmul " + dtypes({"c", "a", "b"}, {t[0], t[1], t[2]}, m, true) + " M=" + std::to_string(sh.M) +
+                             "matmul " + describe_dtypes(Op::Matmul, t, m) + " M=" + std::to_string(sh.M) +
                                  " K=" + std::to_string(sh.K) + " N=" + std::to_string(sh.N) + (ta ? " aᵀ" : "") + (tb ? " bᵀ" : "") +
                                  (blas ? " alpha=-0.5 beta=2" : ""),
                              [=](Backend& b, Outcome& o) {
