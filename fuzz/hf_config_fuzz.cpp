@@ -1,7 +1,7 @@
 // Fuzzes what `mptrain convert --from-hf` reads from a Hugging Face model folder before any
 // weights: config.json through read_hf_config (io/hf_folder.h: JSON object check), then both
-// families' translations, gpt2_config_from_hf (io/hf_gpt2.h) and bert_config_from_hf
-// (io/hf_bert.h), which go through the typed hf_config_* field readers; and the same bytes as
+// families' translations, gpt2_config_from_hf (hf/hf_gpt2.h) and bert_config_from_hf
+// (hf/hf_bert.h), which go through the typed hf_config_* field readers; and the same bytes as
 // the folder's tokenizer_config.json beside a valid vocab.txt (read_hf_bert_vocab:
 // do_lower_case). The readers take a folder, so each input is written into one scratch folder
 // per process (under /dev/shm when there is one). A rejected file must throw mptrain::Error;
@@ -17,9 +17,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/hf_bert.h"
+#include "hf/hf_bert.h"
 #include "io/hf_folder.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 #include "model/bert_config.h"
 #include "model/gpt2_config.h"
 

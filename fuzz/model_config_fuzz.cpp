@@ -1,6 +1,6 @@
 // Fuzzes the two model-config readers: the "mptrain_config" JSON a checkpoint's
 // model.safetensors carries (parse_checkpoint_config) and a Hugging Face config.json
-// (io/hf_gpt2.h, gpt2_config_from_hf, as `mptrain convert` reads it). The same bytes go to
+// (hf/hf_gpt2.h, gpt2_config_from_hf, as `mptrain convert` reads it). The same bytes go to
 // both. A rejected config must throw mptrain::Error; an accepted one must pass validate().
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 #include "train/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

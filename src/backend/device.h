@@ -9,6 +9,9 @@
 namespace mptrain {
 
 class Backend;
+namespace cpu {
+class Context;
+}  // namespace cpu
 
 bool cuda_compiled();   // was the CUDA backend built into this binary?
 int cuda_device_count(); // 0 when not compiled or no GPU/driver is present
@@ -22,6 +25,14 @@ struct CudaOptions {
 // The CUDA backend of the op interface on GPU `device` (Error when this build has none, or the
 // machine has no such GPU).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0, CudaOptions options = {});
+// The backend a command's --device names, built here for every command (train, bench, eval,
+// generate, fill-mask): "cpu" (on ctx's threads), "cuda" (GPU `gpu`, with `options`), or "auto"
+// (cuda when this build has a CUDA backend and a GPU is visible, else cpu). One clear Error for
+// any other name, and for cuda where this build or this machine has none.
+std::unique_ptr<Backend> make_backend(const std::string& device, cpu::Context& ctx, int gpu = 0,
+                                      CudaOptions options = {});
+// The device "auto" resolves to here ("cuda" or "cpu"); any other name is returned as given.
+std::string resolve_device(const std::string& device);
 // The CUDA backend's answers to what an activation plan or a memory estimate asks (the
 // attention's saved bytes, the fusions, the operand types), without a GPU: for `mptrain explain
 // --device cuda` and the estimate a run is refused by. Its memory refuses every allocation.

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
 #include "bench/bert_layouts.h"
 #include "bench/bert_synthetic.h"
@@ -650,9 +649,7 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
 }
 
 std::unique_ptr<Backend> bench_backend(const BenchOptions& o, cpu::Context& ctx) {
-  if (o.device == "cuda")
-    return make_cuda_backend(0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
-  return std::make_unique<cpu::CpuBackend>(ctx);
+  return make_backend(o.device, ctx, 0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
 }
 
 void report_quietness(const Quietness& q, bool ratio) {

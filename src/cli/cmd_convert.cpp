@@ -1,12 +1,12 @@
 // `mptrain convert`: Hugging Face model folders ⇄ mptrain checkpoints, GPT-2 and BERT
-// (io/hf_convert.h).
+// (hf/hf_convert.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 
 #include "cli/subcommands.h"
 #include "cli/validators.h"
-#include "io/hf_convert.h"
+#include "hf/hf_convert.h"
 #include "train/bert_checkpoint.h"
 
 namespace mptrain {

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/cpu/context.h"
+#include "cli/device_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
@@ -39,12 +40,13 @@ struct EvalOptions {
   std::string vocab_dir;
   std::string precision = "fp32";
   double mask_rate = 0.15;  // BERT: the masking the MLM loss is measured under
+  DeviceOptions device;
 };
 
 // `mptrain eval` for a BERT checkpoint (resolved dir): MLM and NSP loss and accuracy on an
 // instance file (T = its max_seq_len), with the baselines. batches 0 = one pass.
 void run_bert_eval(const std::string& dir, const std::string& data, int batch, int64_t batches,
-                   double mask_rate) {
+                   double mask_rate, const DeviceOptions& device, Precision precision) {
   MPT_CHECK(!data.empty(), "nothing to evaluate: give --data with an instance file of 'prepare --task bert'");
   MPT_CHECK(batch > 0 && batches >= 0, "--batch must be positive and --steps >= 0");
   const BertConfig config = load_bert_checkpoint_config(dir);
@@ -66,12 +68,14 @@ void run_bert_eval(const std::string& dir, const std::string& data, int batch, i
   masking.shuffle = false;
   BertLoader loader(data, batch, T, config.vocab_size, masking);
   cpu::Context ctx;
-  Bert model(config, ctx);
+  ModelBackend on = model_backend(device, ctx, precision);
+  Bert model(config, std::move(on.backend), on.policy);
   load_bert_checkpoint_model(dir, model);
   model.plan(batch, T, batch * max_predictions);
   std::printf("model %s: %zu parameters (%s; %d layers, %d heads, %d wide, vocab %d); %d threads\n",
               dir.c_str(), model.num_hf_params(), bert_hf_architecture(config), config.n_layer, config.n_head,
               config.hidden, config.vocab_size, omp_get_max_threads());
+  std::printf("device %s, %s\n", model.backend().name(), precision_name(precision));
   const BertEvalResult r = evaluate_bert(model, loader, batches);
   std::printf(
       "mlm loss %.6f | mlm accuracy %.4f (most frequent token %.4f) | %lld masked positions (%.0f%% "
@@ -92,7 +96,7 @@ void run_eval(const EvalOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
   if (is_bert_checkpoint(dir)) {  // BERT: masked-LM and NSP accuracy on an instance file
-    run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate);
+    run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate, o.device, precision);
     return;
   }
   const Gpt2Config config = load_checkpoint_config(dir);
@@ -116,12 +120,13 @@ void run_eval(const EvalOptions& o) {
   }
 
   cpu::Context ctx;
-  Gpt2 model(config, ctx, precision);
+  ModelBackend on = model_backend(o.device, ctx, precision);
+  Gpt2 model(config, std::move(on.backend), on.policy);
   load_checkpoint_model(dir, model);
   std::printf(
-      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s\n",
+      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s; device %s\n",
       dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd, config.vocab_size,
-      config.block_size, omp_get_max_threads(), precision_name(precision));
+      config.block_size, omp_get_max_threads(), precision_name(precision), model.backend().name());
   std::fflush(stdout);
 
   if (loader) {
@@ -182,6 +187,7 @@ void register_eval(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)")
       ->capture_default_str();
+  add_device_options(cmd, &o->device);
   cmd->callback([o, &exit_code]() {
     run_eval(*o);
     exit_code = 0;

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "cli/device_options.h"
+#include "precision/precision.h"
 #include "cli/subcommands.h"
 #include "data/wordpiece.h"
 #include "io/checkpoint_dir.h"
@@ -29,6 +31,8 @@ struct FillMaskOptions {
   std::string vocab;  // default: the checkpoint's vocab.txt
   int top_k = 5;
   int threads = 0;
+  std::string precision = "fp32";
+  DeviceOptions device;
 };
 
 void run_fill_mask(const FillMaskOptions& o) {
@@ -58,7 +62,8 @@ void run_fill_mask(const FillMaskOptions& o) {
   MPT_CHECK(std::count(ids.begin(), ids.end(), sp.mask) > 0, "no [MASK] in the text: write [MASK] where a word is missing");
 
   cpu::Context ctx;
-  Bert model(config, ctx);
+  ModelBackend on = model_backend(o.device, ctx, parse_precision(o.precision));
+  Bert model(config, std::move(on.backend), on.policy);
   load_bert_checkpoint_model(dir, model);
   model.plan(1, T);
   const BertInputs in{ids.data(), nullptr, nullptr, labels.data(), nullptr};
@@ -99,6 +104,8 @@ void register_fill_mask(CLI::App& app, int& exit_code) {
   cmd->add_option("-k,--top-k", opt->top_k, "Predictions per [MASK]")->capture_default_str();
   cmd->add_option("--vocab", opt->vocab, "WordPiece vocab.txt (default: the checkpoint's)");
   cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
+  cmd->add_option("--precision", opt->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
+  add_device_options(cmd, &opt->device);
   cmd->callback([opt, &exit_code]() {
     run_fill_mask(*opt);
     exit_code = 0;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "backend/cpu/context.h"
+#include "cli/device_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
@@ -23,6 +24,7 @@ struct GenerateOptions {
   SampleOptions sample;
   int num_samples = 1;
   std::string precision = "fp32";
+  DeviceOptions device;
 };
 
 void run_generate(const GenerateOptions& o) {
@@ -37,7 +39,8 @@ void run_generate(const GenerateOptions& o) {
             "the checkpoint's vocabulary (" + std::to_string(config.vocab_size) +
                 ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");
   cpu::Context ctx;
-  Gpt2 model(config, ctx, precision);
+  ModelBackend on = model_backend(o.device, ctx, precision);
+  Gpt2 model(config, std::move(on.backend), on.policy);
   load_checkpoint_model(dir, model);
   std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()} : tokenizer->encode(o.prompt);
   model.plan(1, std::min<int>(config.block_size, static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
@@ -62,6 +65,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
+  add_device_options(cmd, &o->device);
   cmd->callback([o, &exit_code]() {
     run_generate(*o);
     exit_code = 0;

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -78,13 +77,11 @@ GemmReader bert_gemm_reader(const ParamSpec& spec) {
   return spec.name == "bert.embeddings.word_embeddings.weight" ? GemmReader::LmHead : GemmReader::Linear;
 }
 
-Bert::Bert(const BertConfig& config, cpu::Context& ctx, Precision precision)
-    : Bert(config, ctx, make_policy(precision, {}, cpu::CpuBackend(ctx).caps())) {}
+// `be` is bound, not moved, until ModelCore takes it: the policy is made from it first.
+Bert::Bert(const BertConfig& config, std::unique_ptr<Backend>&& be, Precision precision)
+    : Bert(config, std::move(be), make_policy(precision, {}, be->caps())) {}
 
-Bert::Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy)
-    : Bert(config, std::make_unique<cpu::CpuBackend>(ctx), policy) {}
-
-Bert::Bert(const BertConfig& config, std::unique_ptr<Backend> be, const Policy& policy)
+Bert::Bert(const BertConfig& config, std::unique_ptr<Backend>&& be, const Policy& policy)
     : ModelCore(bert_param_table(config), std::move(be), policy), config_(config) {
   w_ = bind_bert_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_bert_tensors(table_, grads_.data(), config_.n_layer);

@@ -40,9 +40,6 @@
 
 namespace mptrain {
 
-namespace cpu {
-class Context;
-}  // namespace cpu
 
 // The parameter table for a config, under Hugging Face BertForPreTraining names
 // (bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.*, cls.*); the decoder weight is
@@ -186,12 +183,11 @@ size_t bert_weight_copy_bytes(const BertConfig& config, const Policy& policy);
 class Bert : public ModelCore {
  public:
   static constexpr int kNspClasses = 2;  // IsNext, NotNext
-  Bert(const BertConfig& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
-  // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
-  Bert(const BertConfig& config, cpu::Context& ctx, const Policy& policy);
   // On backend `be` (its memory holds the parameters, gradients and activations; the policy
-  // must be one it runs, else Error naming the op and dtypes).
-  Bert(const BertConfig& config, std::unique_ptr<Backend> be, const Policy& policy);
+  // must be one it runs, else Error naming the op and dtypes): an explicit policy (e.g.
+  // make_policy(p, parse_op_precision(...))), or the precision's plan for the backend's caps.
+  Bert(const BertConfig& config, std::unique_ptr<Backend>&& be, const Policy& policy);
+  Bert(const BertConfig& config, std::unique_ptr<Backend>&& be, Precision precision = Precision::Fp32);
   ~Bert();
 
   const BertConfig& config() const { return config_; }

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -56,13 +55,11 @@ size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy) {
   return weight_copy_bytes(gpt2_param_table(config), gpt2_gemm_reader, policy);
 }
 
-Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision)
-    : Gpt2(config, ctx, make_policy(precision, {}, cpu::CpuBackend(ctx).caps())) {}
+// `be` is bound, not moved, until ModelCore takes it: the policy is made from it first.
+Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, Precision precision)
+    : Gpt2(config, std::move(be), make_policy(precision, {}, be->caps())) {}
 
-Gpt2::Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy)
-    : Gpt2(config, std::make_unique<cpu::CpuBackend>(ctx), policy) {}
-
-Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend> be, const Policy& policy)
+Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, const Policy& policy)
     : ModelCore(gpt2_param_table(config), std::move(be), policy), config_(config) {
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);

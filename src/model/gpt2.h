@@ -32,9 +32,6 @@
 
 namespace mptrain {
 
-namespace cpu {
-class Context;
-}  // namespace cpu
 
 // The parameter table for a config (order: wte, wpe, h.0 … h.L-1, ln_f).
 ParamTable gpt2_param_table(const Gpt2Config& config);
@@ -104,12 +101,11 @@ size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy);
 
 class Gpt2 : public ModelCore {
  public:
-  Gpt2(const Gpt2Config& config, cpu::Context& ctx, Precision precision = Precision::Fp32);
-  // With an explicit policy (e.g. make_policy(p, parse_op_precision(...))).
-  Gpt2(const Gpt2Config& config, cpu::Context& ctx, const Policy& policy);
   // On backend `be` (its memory holds the parameters, gradients and activations; the policy
-  // must be one it runs, else Error naming the op and dtypes).
-  Gpt2(const Gpt2Config& config, std::unique_ptr<Backend> be, const Policy& policy);
+  // must be one it runs, else Error naming the op and dtypes): an explicit policy (e.g.
+  // make_policy(p, parse_op_precision(...))), or the precision's plan for the backend's caps.
+  Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, const Policy& policy);
+  Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, Precision precision = Precision::Fp32);
   ~Gpt2();
 
   const Gpt2Config& config() const { return config_; }

@@ -13,7 +13,6 @@
 // gradient of the residual stream, so each branch adds its share.
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
 #include "core/error.h"
 #include "dist/communicator.h"
@@ -194,8 +193,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // The backend the model and the step run on: the CPU's, or (--device cuda) the local rank's GPU
   // (one process per GPU) — the same model, loss, backward and step code either way.
   const int gpu = on_cuda ? comm->local_rank() % std::max(1, cuda_device_count()) : -1;
-  std::unique_ptr<Backend> backend =
-      on_cuda ? make_cuda_backend(gpu) : std::unique_ptr<Backend>(std::make_unique<cpu::CpuBackend>(ctx));
+  std::unique_ptr<Backend> backend = make_backend(opt.device, ctx, gpu);
   // The dtypes of every tensor: the backend's plan, or (--policy-of cuda) the one a GPU runs,
   // served on the CPU by widening around the fp32 kernels (backend/cpu/widening.h).
   const Policy policy = make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());

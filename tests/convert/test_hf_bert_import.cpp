@@ -14,6 +14,7 @@
 
 #include "convert/bert_convert_test_util.h"
 #include "io/fileutil.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -36,7 +37,7 @@ struct Variant {
 
 class HfBertImport : public ::testing::Test {
  protected:
-  HfBertImport() : model_(cfg_, ctx_) { testing::init_nontrivial(model_, 21); }
+  HfBertImport() : model_(cfg_, cpu_backend(ctx_)) { testing::init_nontrivial(model_, 21); }
 
   // The model's tensors as a variant names and stores them.
   std::vector<HfTensor> tensors(const Variant& v) const {
@@ -148,7 +149,7 @@ TEST_F(HfBertImport, EveryNamingVariantAndDtypeLoads) {
     EXPECT_EQ(c.vocab_size, 100);
     EXPECT_EQ(c.padded_vocab_size, 128);
     EXPECT_EQ(c.intermediate, 48);
-    Bert loaded(c, ctx_);
+    Bert loaded(c, cpu_backend(ctx_));
     load_bert_checkpoint_model(tmp / "out", loaded);
     for (const auto& spec : model_.table().specs()) {
       std::vector<float> want(spec.numel, 0.0f);

@@ -16,6 +16,7 @@
 
 #include "convert/bert_convert_test_util.h"
 #include "io/fileutil.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -28,7 +29,7 @@ TEST(HfBertRoundTrip, CheckpointToHfAndBackIsBitExact) {
   TempDir tmp;
   cpu::Context ctx;
   const BertConfig cfg = testing::small_bert_config();
-  Bert model(cfg, ctx);
+  Bert model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 3);
   const std::string ckpt = testing::save_bert_run_checkpoint(tmp / "run", model, 5, /*lower_case=*/false);
 
@@ -95,7 +96,7 @@ TEST(HfBertRoundTrip, CheckpointToHfAndBackIsBitExact) {
   EXPECT_EQ(back.intermediate, 48);
   EXPECT_EQ(back.type_vocab_size, 3);
   EXPECT_EQ(back.ln_eps, cfg.ln_eps);
-  Bert loaded(back, ctx);
+  Bert loaded(back, cpu_backend(ctx));
   load_bert_checkpoint_model(tmp / "back", loaded);
   EXPECT_EQ(std::memcmp(loaded.params().data(), model.params().data(), model.num_params() * sizeof(float)), 0)
       << "every parameter, padded rows (zero) included";
@@ -188,7 +189,7 @@ TEST(HfBertRoundTrip, PyTorchReadsTheExportedFolderAndComputesTheSameMlmAndNspLo
   // logits enough that a swapped or transposed tensor shows far above the tolerance.
   BertConfig cfg = testing::small_bert_config();
   cfg.init_std = 0.2f;
-  Bert model(cfg, ctx);
+  Bert model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 11);
   testing::save_bert_run_checkpoint(tmp / "run", model, 1);
   auto to_hf = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf"));
@@ -223,7 +224,7 @@ TEST(HfBertRoundTrip, MlmOnlyRunExportsABertForMaskedLm) {
 
   const std::string ckpt = resolve_checkpoint(tmp / "run");
   cpu::Context ctx;
-  Bert model(load_bert_checkpoint_config(ckpt), ctx);
+  Bert model(load_bert_checkpoint_config(ckpt), cpu_backend(ctx));
   ASSERT_FALSE(model.config().nsp);
   load_bert_checkpoint_model(ckpt, model);
   expect_pytorch_agrees(model, tmp / "hf", tmp.path());
@@ -235,7 +236,7 @@ TEST(HfBertRoundTrip, MlmOnlyRunExportsABertForMaskedLm) {
   testing::expect_same_tensors(SafetensorsFile(ckpt + "/model.safetensors"),
                                SafetensorsFile(tmp / "back/model.safetensors"));
   // A model with the NSP head cannot be trained MLM-only: one clear error.
-  Bert with_nsp(testing::small_bert_config(), ctx);
+  Bert with_nsp(testing::small_bert_config(), cpu_backend(ctx));
   testing::init_nontrivial(with_nsp, 2);
   const std::string nsp_ckpt = testing::save_bert_run_checkpoint(tmp / "nsp_run", with_nsp, 1);
   testing::expect_clear_error(

@@ -14,6 +14,7 @@
 #include "convert/bert_convert_test_util.h"
 #include "data/bert_loader.h"
 #include "train/train_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -27,7 +28,7 @@ TEST(HfBertUse, ImportedModelFillsMasksEvaluatesAndFineTunes) {
   TempDir tmp;
   cpu::Context ctx;
   const BertConfig cfg = testing::small_bert_config();
-  Bert model(cfg, ctx);
+  Bert model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 8);
   // A folder as BertForPreTraining.save_pretrained + BertTokenizer.save_pretrained write it.
   fs::create_directories(tmp / "hf");
@@ -42,6 +43,11 @@ TEST(HfBertUse, ImportedModelFillsMasksEvaluatesAndFineTunes) {
   ASSERT_EQ(fill.exit_code, 0) << fill.output;
   EXPECT_NE(fill.output.find("the [MASK] sat on the mat"), std::string::npos) << fill.output;
   EXPECT_NE(fill.output.find("   3  "), std::string::npos) << "three predictions: " << fill.output;
+  // fill-mask takes --device and --policy-of: the GPU's plan, run on the CPU.
+  auto fill_gpu_plan = run_mptrain("fill-mask --checkpoint " + (tmp / "imported") +
+                                   " -k 3 --threads 2 --precision bf16 --policy-of cuda 'the [MASK] sat on the mat'");
+  ASSERT_EQ(fill_gpu_plan.exit_code, 0) << fill_gpu_plan.output;
+  EXPECT_NE(fill_gpu_plan.output.find("   3  "), std::string::npos) << fill_gpu_plan.output;
 
   testing::write_small_bert_instances(tmp / "data.bert");
   auto ev = run_mptrain("eval --checkpoint " + (tmp / "imported") + " --data " + (tmp / "data.bert") +
@@ -71,7 +77,7 @@ TEST(HfBertUse, ImportedModelFillsMasksEvaluatesAndFineTunes) {
   BertLoader loader(tmp / "data.bert", B, T, cfg.vocab_size, masking);
   BertBatch batch;
   loader.next(batch);
-  Bert imported(load_bert_checkpoint_config(tmp / "imported"), ctx);
+  Bert imported(load_bert_checkpoint_config(tmp / "imported"), cpu_backend(ctx));
   load_bert_checkpoint_model(tmp / "imported", imported);
   imported.plan(B, T, B * max_pred);
   const BertStats st = imported.forward({batch.input_ids.data(), batch.token_type_ids.data(),

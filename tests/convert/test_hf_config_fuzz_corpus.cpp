@@ -18,10 +18,10 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "io/fileutil.h"
-#include "io/hf_bert.h"
-#include "io/hf_convert.h"
+#include "hf/hf_bert.h"
+#include "hf/hf_convert.h"
 #include "io/hf_folder.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 #include "io/safetensors.h"
 
 namespace mptrain {

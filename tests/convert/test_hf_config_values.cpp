@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 
 namespace mptrain {
 namespace {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "convert/convert_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -30,7 +31,7 @@ struct Variant {
 
 class HfImport : public ::testing::Test {
  protected:
-  HfImport() : model_(cfg_, ctx_) { testing::init_nontrivial(model_, 21); }
+  HfImport() : model_(cfg_, cpu_backend(ctx_)) { testing::init_nontrivial(model_, 21); }
 
   // The model's tensors as a variant names and stores them.
   std::vector<HfTensor> tensors(const Variant& v) const {

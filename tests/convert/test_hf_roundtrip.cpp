@@ -10,6 +10,7 @@
 
 #include "convert/convert_test_util.h"
 #include "io/fileutil.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -22,7 +23,7 @@ TEST(HfRoundTrip, CheckpointToHfAndBackIsBitExact) {
   TempDir tmp;
   cpu::Context ctx;
   const Gpt2Config cfg = testing::small_gpt2_config();
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 3);
   const std::string ckpt = testing::save_run_checkpoint(tmp / "run", model, 3);
 
@@ -77,7 +78,7 @@ TEST(HfRoundTrip, PyTorchReadsTheExportedFolderAndComputesTheSameLogits) {
   TempDir tmp;
   cpu::Context ctx;
   const Gpt2Config cfg = testing::small_gpt2_config();
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 11);
   fs::create_directories(tmp / "ckpt");
   save_weights_checkpoint(tmp / "ckpt", cfg, model.table(), model.params().data(), TrainState{});
@@ -121,7 +122,7 @@ TEST(HfRoundTrip, Gpt2VocabularyModelsGetTokenizerFiles) {
   cpu::Context ctx;
   Gpt2Config cfg = testing::small_gpt2_config(50257);
   cfg.n_layer = 1;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 5);
   fs::create_directories(tmp / "ckpt");
   save_weights_checkpoint(tmp / "ckpt", cfg, model.table(), model.params().data(), TrainState{});

@@ -12,6 +12,7 @@
 
 #include "convert/convert_test_util.h"
 #include "train/train_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -29,7 +30,7 @@ TEST(HfUse, ImportedModelGeneratesEvaluatesAndFineTunes) {
   TempDir tmp;
   cpu::Context ctx;
   const Gpt2Config cfg = testing::small_gpt2_config(50257);  // GPT-2's vocabulary, so text works
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   testing::init_nontrivial(model, 8);
   // A folder as GPT2LMHeadModel.save_pretrained writes it: prefix, tied head, mask buffers absent.
   std::vector<testing::HfTensor> t = testing::hub_tensors(model);
@@ -44,6 +45,12 @@ TEST(HfUse, ImportedModelGeneratesEvaluatesAndFineTunes) {
                          " --prompt 'Hello' --max-new-tokens 5 --seed 1 --vocab-dir " + vocab_dir());
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
   EXPECT_EQ(gen.output.rfind("Hello", 0), 0u) << gen.output;
+  // The same under the GPU's plan, run on the CPU (generate takes --device and --policy-of).
+  auto gen_gpu_plan = run_mptrain("generate --checkpoint " + (tmp / "imported") +
+                                  " --prompt 'Hello' --max-new-tokens 5 --seed 1 --precision bf16 --policy-of cuda"
+                                  " --vocab-dir " + vocab_dir());
+  ASSERT_EQ(gen_gpu_plan.exit_code, 0) << gen_gpu_plan.output;
+  EXPECT_EQ(gen_gpu_plan.output.rfind("Hello", 0), 0u) << gen_gpu_plan.output;
 
   testing::write_small_shards(tmp.path());
   const std::string shape = " --batch 2 --seq 16 --threads 2";

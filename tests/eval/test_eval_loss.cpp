@@ -11,11 +11,13 @@
 #include <regex>
 
 #include "backend/cpu/context.h"
+#include "backend/device.h"
 #include "common/test_util.h"
 #include "data/shard.h"
 #include "eval/eval.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -65,7 +67,7 @@ TEST(EvalLoss, EqualsTheMeanOfForwardLossesOverTheShardWindows) {
   TempDir tmp;
   const Gpt2Config cfg = small_config(2, 32);
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   model.init_weights(4);
   save_checkpoint(tmp, model);
 
@@ -125,7 +127,7 @@ TEST(EvalLoss, EqualsTheMeanOfForwardLossesOverTheShardWindows) {
 TEST(EvalLoss, UsageErrorsAreOneLine) {
   TempDir tmp;
   cpu::Context ctx;
-  Gpt2 model(small_config(1, 32), ctx);
+  Gpt2 model(small_config(1, 32), cpu_backend(ctx));
   model.init_weights(4);
   save_checkpoint(tmp, model);
   write_shard(tmp / "val_000000.bin", std::vector<uint16_t>(100, 7));
@@ -148,7 +150,7 @@ TEST(EvalLoss, UsageErrorsAreOneLine) {
 TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
   TempDir tmp;
   cpu::Context ctx;
-  Gpt2 model(small_config(2, 64), ctx);
+  Gpt2 model(small_config(2, 64), cpu_backend(ctx));
   model.init_weights(11);
   save_checkpoint(tmp, model);
   std::vector<uint16_t> tokens(3000);
@@ -171,6 +173,45 @@ TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
     ASSERT_EQ(r.exit_code, 0) << p << "\n" << r.output;
     EXPECT_NE(r.output.find("; " + p), std::string::npos) << r.output;
     EXPECT_NEAR(parse(r.output).loss, fp32, tol * fp32 + 1e-6) << p;
+  }
+}
+
+// `eval` (and so HellaSwag, which runs in it) and `generate` take --device and --policy-of as
+// `train` does: the GPU's plan run on the CPU gives the CPU plan's loss within 16-bit rounding,
+// the device prints, and a device this build or machine lacks is one clear line.
+TEST(EvalDevice, GpuPlanOnTheCpuAndDevicesThisMachineLacks) {
+  TempDir tmp;
+  cpu::Context ctx;
+  Gpt2 model(small_config(2, 64), cpu_backend(ctx));
+  model.init_weights(11);
+  save_checkpoint(tmp, model);
+  std::vector<uint16_t> tokens(3000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * i * 5 + i * 17) % 300);
+  write_shard(tmp / "val_000000.bin", tokens);
+  const std::string base = "eval --checkpoint " + (tmp / "ckpt") + " --data '" + (tmp / "val_*.bin") +
+                           "' --batch 4 --seq 32 --threads 2 --precision bf16";
+  auto cpu_plan = run_mptrain(base);
+  ASSERT_EQ(cpu_plan.exit_code, 0) << cpu_plan.output;
+  EXPECT_NE(cpu_plan.output.find("device cpu"), std::string::npos) << cpu_plan.output;
+  auto gpu_plan = run_mptrain(base + " --policy-of cuda");
+  ASSERT_EQ(gpu_plan.exit_code, 0) << gpu_plan.output;
+  const double a = parse(cpu_plan.output).loss, b = parse(gpu_plan.output).loss;
+  EXPECT_GT(a, 0.0);
+  EXPECT_NEAR(b, a, 2e-2 * a) << "the GPU's plan's loss";
+  EXPECT_NE(b, a) << "--policy-of cuda ran the CPU's plan (the 16-bit stream rounds more)";
+  testing::expect_clear_error(run_mptrain(base + " --policy-of cuda --device cuda"),
+                              "--policy-of runs another device's plan on the CPU backend: it needs --device cpu");
+  if (!cuda_compiled()) {
+    testing::expect_clear_error(run_mptrain(base + " --device cuda"), "this build has no CUDA backend");
+  } else if (cuda_device_count() == 0) {
+    testing::expect_clear_error(run_mptrain(base + " --device cuda"), "no CUDA device is visible");
+    auto auto_dev = run_mptrain(base + " --device auto");
+    ASSERT_EQ(auto_dev.exit_code, 0) << auto_dev.output;
+    EXPECT_NE(auto_dev.output.find("device cpu"), std::string::npos) << "auto without a GPU: " << auto_dev.output;
+  } else {
+    auto on_gpu = run_mptrain(base + " --device cuda");
+    ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
+    EXPECT_NEAR(parse(on_gpu.output).loss, b, 2e-2 * b) << "the GPU against its plan run on the CPU";
   }
 }
 

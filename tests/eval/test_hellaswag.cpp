@@ -19,6 +19,7 @@
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -115,7 +116,7 @@ TEST(HellaSwag, TrainedModelPicksTheEndingItWasTrainedOn) {
   // In process: each example's scores, and how clearly the trained ending wins.
   cpu::Context ctx;
   const std::string dir = resolve_checkpoint(tmp / "run");
-  Gpt2 model(load_checkpoint_config(dir), ctx);
+  Gpt2 model(load_checkpoint_config(dir), cpu_backend(ctx));
   load_checkpoint_model(dir, model);
   const auto examples = read_hellaswag(tmp / "mc.jsonl");
   ASSERT_EQ(examples.size(), 4u);
@@ -150,7 +151,7 @@ class HellaSwagErrors : public ::testing::Test {
     cfg.n_embd = 32;
     cfg.block_size = 32;
     cpu::Context ctx;
-    Gpt2 model(cfg, ctx);
+    Gpt2 model(cfg, cpu_backend(ctx));
     model.init_weights(1);
     fs::create_directories(tmp_ / "ckpt");
     save_weights_checkpoint(tmp_ / "ckpt", cfg, model.table(), model.params().data(), TrainState{});

@@ -10,6 +10,7 @@
 #include "backend/cpu/context.h"
 #include "core/error.h"
 #include "model/bert.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -94,7 +95,7 @@ struct Tiny {
 TEST(Bert, PaddedPositionsChangeNothing) {
   Tiny k;
   cpu::Context ctx;
-  Bert model(k.cfg, ctx);
+  Bert model(k.cfg, cpu_backend(ctx));
   model.init_weights(3);
   model.plan(k.B, k.T);
   const BertStats a = model.forward(k.batch(), k.B, k.T);
@@ -117,7 +118,7 @@ TEST(Bert, PaddedPositionsChangeNothing) {
 TEST(Bert, AccumulatesGradientsAndScalesThem) {
   Tiny k;
   cpu::Context ctx;
-  Bert model(k.cfg, ctx);
+  Bert model(k.cfg, cpu_backend(ctx));
   model.init_weights(5);
   model.plan(k.B, k.T);
   model.zero_grad();
@@ -138,7 +139,7 @@ TEST(Bert, AccumulatesGradientsAndScalesThem) {
 TEST(Bert, BadInputGivesClearErrors) {
   Tiny k;
   cpu::Context ctx;
-  Bert model(k.cfg, ctx);
+  Bert model(k.cfg, cpu_backend(ctx));
   model.init_weights(1);
   auto message = [](auto&& f) {
     try {

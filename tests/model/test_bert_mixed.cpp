@@ -82,7 +82,7 @@ BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Case& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
-  Bert model(k.config, ctx, policy);
+  Bert model(k.config, cpu_backend(ctx), policy);
   model.init_weights(seed);
   model.plan(k.B, k.T);
   model.zero_grad();
@@ -143,7 +143,7 @@ TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
   EXPECT_GT(ratio, 0.4);
   // The model allocates exactly the plan explain reports, and the weight copies it predicts.
   cpu::Context ctx;
-  Bert model(k.config, ctx, Precision::Bf16);
+  Bert model(k.config, cpu_backend(ctx), Precision::Bf16);
   model.plan(k.B, k.T, M);
   EXPECT_EQ(model.activation_bytes(), h.total_bytes());
   EXPECT_EQ(model.weight_copy_bytes(), bert_weight_copy_bytes(k.config, make_policy(Precision::Bf16)));
@@ -153,7 +153,7 @@ TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
     if (bert_gemm_reader(s) != GemmReader::None) gemm_numel += s.numel;
   EXPECT_GE(model.weight_copy_bytes(), 2 * gemm_numel);
   EXPECT_LT(model.weight_copy_bytes(), 2 * gemm_numel + 64 * model.table().specs().size());
-  Bert m32(k.config, ctx);
+  Bert m32(k.config, cpu_backend(ctx));
   m32.plan(k.B, k.T, M);
   EXPECT_EQ(m32.activation_bytes(), f.total_bytes());
   EXPECT_EQ(m32.weight_copy_bytes(), 0u);
@@ -166,7 +166,7 @@ TEST(BertMixed, WeightCopiesAreRefreshedAfterParamsChange) {
   const Case k = make_case();
   cpu::Context ctx;
   for (Precision p : {Precision::Bf16, Precision::Tf32, Precision::Fp16}) {
-    Bert a(k.config, ctx, p), b(k.config, ctx, p);
+    Bert a(k.config, cpu_backend(ctx), p), b(k.config, cpu_backend(ctx), p);
     a.init_weights(1);
     b.init_weights(2);
     a.plan(k.B, k.T);
@@ -187,7 +187,7 @@ TEST(BertMixed, WeightCopiesAreRefreshedAfterParamsChange) {
 TEST(BertMixed, GradientsAccumulate) {
   const Case k = make_case();
   cpu::Context ctx;
-  Bert m(k.config, ctx, Precision::Bf16);
+  Bert m(k.config, cpu_backend(ctx), Precision::Bf16);
   m.init_weights(3);
   m.plan(k.B, k.T);
   m.zero_grad();
@@ -230,7 +230,7 @@ TEST(BertMixed, GradsReadyHookHandsEachRangeOnceAndFinal) {
   const Case k = make_case();
   cpu::Context ctx;
   for (const BackendCaps caps : {BackendCaps{}, kCudaCaps}) {
-    Bert m(k.config, ctx, make_policy(Precision::Bf16, {}, caps));
+    Bert m(k.config, cpu_backend(ctx), make_policy(Precision::Bf16, {}, caps));
     m.init_weights(3);
     m.plan(k.B, k.T);
     const ParamTable& t = m.table();
@@ -247,7 +247,7 @@ TEST(BertMixed, Fp32PolicyTakesTheOriginalPath) {
   const Case k = make_case();
   const Result a = run(k, make_policy(Precision::Fp32));
   cpu::Context ctx;
-  Bert m(k.config, ctx);  // the constructor every existing caller uses
+  Bert m(k.config, cpu_backend(ctx));  // the constructor every existing caller uses
   m.init_weights(7);
   m.plan(k.B, k.T);
   m.zero_grad();
@@ -260,7 +260,7 @@ TEST(BertSampled, ReproducibleLabelsInTheVocabularyAndASophiaStep) {
   cpu::Context ctx;
   for (Precision p : {Precision::Fp32, Precision::Bf16}) {
     const std::string what = precision_name(p);
-    Bert m(k.config, ctx, p);
+    Bert m(k.config, cpu_backend(ctx), p);
     m.init_weights(5);
     m.plan(k.B, k.T);
     auto sampled = [&](uint64_t counter) {

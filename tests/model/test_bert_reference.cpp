@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "optim/adamw.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -108,7 +109,7 @@ TEST(BertReference, LossesLogitsGradientsAndAdamWStepsMatchPyTorch) {
   const Case k = make_case();
   const BertConfig& cfg = k.config;
   cpu::Context ctx;
-  Bert model(cfg, ctx);
+  Bert model(cfg, cpu_backend(ctx));
   model.init_weights(11);
   // Non-trivial LayerNorm and bias values, so their gradients are exercised; a larger init for
   // the weights so the softmaxes are far from uniform.
@@ -202,7 +203,7 @@ TEST(BertReference, Bf16MatchesPyTorchCpuAutocast) {
   if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
   const Case k = make_case();
   cpu::Context ctx;
-  Bert base(k.config, ctx);
+  Bert base(k.config, cpu_backend(ctx));
   base.init_weights(11);
   for (const auto& spec : base.table().specs()) {  // as the fp32 test: LayerNorms and biases exercised
     float* p = base.params().data() + spec.offset;
@@ -222,7 +223,7 @@ TEST(BertReference, Bf16MatchesPyTorchCpuAutocast) {
   ref.read_f32("bf16.mlm_loss", one, &ref_mlm);
   ref.read_f32("bf16.nsp_loss", one, &ref_nsp);
 
-  Bert model(k.config, ctx, Precision::Bf16);
+  Bert model(k.config, cpu_backend(ctx), Precision::Bf16);
   std::copy(base.params().data(), base.params().data() + base.num_params(), model.params().data());
   model.plan(k.B, k.T);
   model.zero_grad();

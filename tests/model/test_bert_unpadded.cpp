@@ -16,6 +16,7 @@
 #include "data/bert_loader.h"
 #include "eval/bert_eval.h"
 #include "model/bert.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -98,7 +99,7 @@ double worst_gradient_difference(const ParamTable& table, const std::vector<floa
 
 void expect_packed_equals_padded(const BertConfig& config, const std::vector<int>& lengths, int T) {
   cpu::Context ctx;
-  Bert model(config, ctx);
+  Bert model(config, cpu_backend(ctx));
   model.init_weights(11);
   model.plan(static_cast<int>(lengths.size()), T);
   const BertBatch padded = padded_batch(lengths, T);
@@ -142,7 +143,7 @@ TEST(BertUnpadded, MlmOnlyPackedEqualsPadded) {
 TEST(BertUnpadded, FullRowsNeedNoTail) {
   // Every row full: packed is the padded layout itself, to the bit.
   cpu::Context ctx;
-  Bert model(small_config(), ctx);
+  Bert model(small_config(), cpu_backend(ctx));
   model.init_weights(4);
   model.plan(2, 16);
   const BertBatch padded = padded_batch({16, 16}, 16);
@@ -164,7 +165,7 @@ std::string message_of(const std::function<void()>& f) {
 
 TEST(BertUnpadded, BadPackingsAreRefused) {
   cpu::Context ctx;
-  Bert model(small_config(), ctx);
+  Bert model(small_config(), cpu_backend(ctx));
   model.init_weights(1);
   model.plan(3, 10);
   BertBatch b = padded_batch({10, 6, 4}, 10);
@@ -202,7 +203,7 @@ TEST(BertMlmOnly, HasNoPoolerOrNspHeadAndRefusesNspLabels) {
   EXPECT_EQ(bert_param_table(with).total() - t.total(), C * C + C + 2 * C + 2);
 
   cpu::Context ctx;
-  Bert model(c, ctx);
+  Bert model(c, cpu_backend(ctx));
   model.init_weights(2);
   model.plan(2, 12);
   const BertBatch batch = padded_batch({12, 9}, 12);

@@ -18,6 +18,7 @@
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "train/step.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -52,7 +53,7 @@ TEST(Gpt2Reference, LogitsLossGradientsAndTenAdamWStepsMatchPyTorch) {
   const Case k = make_case();
   const Gpt2Config& cfg = k.config;
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   model.init_weights(7);
   // Non-trivial LayerNorm and bias values, so their gradients are exercised.
   for (const auto& spec : model.table().specs())

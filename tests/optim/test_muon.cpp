@@ -186,7 +186,7 @@ void check_against_pytorch(const RefCase& rc) {
   adamw.weight_decay = 0.1f;
 
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   model.init_weights(7);
   model.plan(B, T);
   std::vector<int> inputs(static_cast<size_t>(steps) * N), targets(inputs.size());

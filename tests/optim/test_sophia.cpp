@@ -231,7 +231,7 @@ TEST(Sophia, RejectsBadHyperparameters) {
 TEST(Sophia, StateSurvivesACheckpointAndTheOtherOptimizerIsRefused) {
   const Gpt2Config cfg = tiny_config();
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx));
   model.init_weights(3);
   auto opt = make_optimizer(OptimizerKind::Sophia, model.table(), AdamWHyper{}, SophiaHyper{}, 64, 5,
                             model.backend());

@@ -26,6 +26,7 @@
 #include "model/gpt2.h"
 #include "optim/sophia.h"
 #include "train/step.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -56,7 +57,7 @@ TEST(SophiaReference, FiveStepsWithAHessianEstimateMatchPyTorch) {
   const uint64_t seed = 99;
 
   cpu::Context ctx;
-  Gpt2 model(cfg, ctx), twin(cfg, ctx);
+  Gpt2 model(cfg, cpu_backend(ctx)), twin(cfg, cpu_backend(ctx));
   model.init_weights(7);
   for (const auto& spec : model.table().specs())  // non-trivial LayerNorms and biases
     if (spec.init == InitRule::Zeros || spec.init == InitRule::Ones)

@@ -18,6 +18,7 @@
 #include "common/test_util.h"
 #include "io/safetensors.h"
 #include "model/gpt2.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -42,7 +43,7 @@ TEST(Gpt2Autocast, MixedPrecisionMatchesPyTorchCpuAutocast) {
   inputs.pop_back();
 
   cpu::Context ctx;
-  Gpt2 base(cfg, ctx);
+  Gpt2 base(cfg, cpu_backend(ctx));
   base.init_weights(11);
   // Non-trivial LayerNorm and bias values, so that their gradients are exercised.
   for (const auto& spec : base.table().specs())
@@ -72,7 +73,7 @@ TEST(Gpt2Autocast, MixedPrecisionMatchesPyTorchCpuAutocast) {
   const bool torch_fp16 = ref.metadata().count("fp16") && ref.metadata().at("fp16") == "1";
 
   auto check = [&](Precision p, const std::string& tag, double loss_tol, double min_cos) {
-    Gpt2 m(cfg, ctx, p);
+    Gpt2 m(cfg, cpu_backend(ctx), p);
     std::copy(base.params().data(), base.params().data() + base.num_params(), m.params().data());
     m.plan(B, T);
     m.zero_grad();

@@ -73,7 +73,7 @@ Gpt2Config tiny() {
 
 TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues) {
   cpu::Context ctx;
-  Gpt2 model(tiny(), ctx);
+  Gpt2 model(tiny(), cpu_backend(ctx));
   model.init_weights(3);
   model.plan(2, 8);
   AdamW opt(model.table(), AdamWHyper{}, model.backend());
@@ -109,7 +109,7 @@ TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues
   // the unscaled run's (powers of two scale exactly).
   scaler.restore(4096.0f, 0, 1);
   poisoned = saved;
-  Gpt2 ref(tiny(), ctx);
+  Gpt2 ref(tiny(), cpu_backend(ctx));
   std::copy(model.params().data(), model.params().data() + model.num_params(), ref.params().data());
   ref.plan(2, 8);
   AdamW ref_opt(ref.table(), AdamWHyper{}, ref.backend());
@@ -129,7 +129,7 @@ TEST(LossScaler, OverflowingStepIsSkippedWithStateUnchangedThenTrainingContinues
 TEST(LossScaler, CurvatureEstimateUnscalesWithTheScaleItWasScaledBy) {
   cpu::Context ctx;
   const auto run = [&](LossScaler* scaler) {
-    Gpt2 model(tiny(), ctx);
+    Gpt2 model(tiny(), cpu_backend(ctx));
     model.init_weights(3);
     model.plan(2, 8);
     SophiaHyper hyper;

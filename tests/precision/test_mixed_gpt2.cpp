@@ -61,7 +61,7 @@ BackendCaps this_cpu() { return this_backend().caps(); }
 
 Result run(const Batch& k, const Policy& policy, uint64_t seed = 7) {
   cpu::Context ctx;
-  Gpt2 model(k.config, ctx, policy);
+  Gpt2 model(k.config, cpu_backend(ctx), policy);
   model.init_weights(seed);
   model.plan(k.B, k.T);
   model.zero_grad();
@@ -110,12 +110,12 @@ TEST(MixedGpt2, ActivationPlanStoresGemmInputsInBf16) {
   EXPECT_GT(ratio, 0.4);
   // The model allocates exactly the plan explain reports.
   cpu::Context ctx;
-  Gpt2 model(k.config, ctx, Precision::Bf16);
+  Gpt2 model(k.config, cpu_backend(ctx), Precision::Bf16);
   model.plan(k.B, k.T);
   EXPECT_EQ(model.activation_bytes(), h.total_bytes());
   EXPECT_EQ(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, make_policy(Precision::Bf16)));
   EXPECT_GT(model.weight_copy_bytes(), 0u);
-  Gpt2 m32(k.config, ctx);
+  Gpt2 m32(k.config, cpu_backend(ctx));
   m32.plan(k.B, k.T);
   EXPECT_EQ(m32.activation_bytes(), f.total_bytes());
   EXPECT_EQ(m32.weight_copy_bytes(), 0u);
@@ -125,7 +125,7 @@ TEST(MixedGpt2, WeightCopiesAreRefreshedAfterParamsChange) {
   const Batch k = make_batch();
   cpu::Context ctx;
   for (Precision p : {Precision::Bf16, Precision::Tf32, Precision::Fp16}) {
-    Gpt2 a(k.config, ctx, p), b(k.config, ctx, p);
+    Gpt2 a(k.config, cpu_backend(ctx), p), b(k.config, cpu_backend(ctx), p);
     a.init_weights(1);
     b.init_weights(2);
     a.plan(k.B, k.T);
@@ -146,7 +146,7 @@ TEST(MixedGpt2, WeightCopiesAreRefreshedAfterParamsChange) {
 TEST(MixedGpt2, GradientsAccumulate) {
   const Batch k = make_batch();
   cpu::Context ctx;
-  Gpt2 m(k.config, ctx, Precision::Bf16);
+  Gpt2 m(k.config, cpu_backend(ctx), Precision::Bf16);
   m.init_weights(3);
   m.plan(k.B, k.T);
   m.zero_grad();
@@ -227,7 +227,7 @@ TEST(MixedGpt2, GpuPlanKeepsTheStreamLogitsAndGradientsIn16Bits) {
       EXPECT_NE(e.name, "dlogits_lp") << "dlogits are written in place in the 16-bit logits";
     }
     cpu::Context ctx;
-    Gpt2 model(k.config, ctx, gpu);
+    Gpt2 model(k.config, cpu_backend(ctx), gpu);
     model.plan(k.B, k.T);
     EXPECT_EQ(model.activation_bytes(), plan.total_bytes());
     // Every parameter has a 16-bit copy (the GEMM weights had one already on the CPU's plan).
@@ -263,7 +263,7 @@ TEST(MixedGpt2, GpuPlanIsCloseToFp32) {
 TEST(MixedGpt2, GpuPlanGradientsAccumulateInFp32) {
   const Batch k = make_batch();
   cpu::Context ctx;
-  Gpt2 m(k.config, ctx, make_policy(Precision::Bf16, {}, kCudaCaps));
+  Gpt2 m(k.config, cpu_backend(ctx), make_policy(Precision::Bf16, {}, kCudaCaps));
   m.init_weights(3);
   m.plan(k.B, k.T);
   m.zero_grad();
@@ -288,7 +288,7 @@ TEST(MixedGpt2, GradsReadyHookHandsEachRangeOnceAndFinal) {
   const Batch k = make_batch();
   cpu::Context ctx;
   for (const BackendCaps caps : {BackendCaps{}, kCudaCaps}) {
-    Gpt2 m(k.config, ctx, make_policy(Precision::Bf16, {}, caps));
+    Gpt2 m(k.config, cpu_backend(ctx), make_policy(Precision::Bf16, {}, caps));
     m.init_weights(3);
     m.plan(k.B, k.T);
     const ParamTable& t = m.table();
@@ -333,7 +333,7 @@ TEST(MixedGpt2, Fp32PolicyTakesTheOriginalPath) {
   const Batch k = make_batch();
   const Result a = run(k, make_policy(Precision::Fp32));
   cpu::Context ctx;
-  Gpt2 m(k.config, ctx);  // the default constructor every existing caller uses
+  Gpt2 m(k.config, cpu_backend(ctx));  // the default constructor every existing caller uses
   m.init_weights(7);
   m.plan(k.B, k.T);
   m.zero_grad();

@@ -24,6 +24,7 @@
 #include "train/memory_estimate.h"
 #include "train/options.h"
 #include "train/train_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -119,7 +120,7 @@ TEST_F(BertPrecision, MemoryEstimateIsWhatBertAllocates) {
     o.seq = 32;
     const MemoryEstimate e = estimate_training_memory(o, bert_footprint(config, p, 5), 1);
     cpu::Context ctx;
-    Bert model(config, ctx, p);
+    Bert model(config, cpu_backend(ctx), p);
     model.plan(o.batch, o.seq, o.batch * 5);
     EXPECT_EQ(e.params, model.num_params() * sizeof(float)) << precision_name(p);
     EXPECT_EQ(e.activations, model.activation_bytes()) << precision_name(p);

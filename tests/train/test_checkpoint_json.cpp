@@ -11,7 +11,7 @@
 #include "common/fuzz_corpus.h"
 #include "common/test_util.h"
 #include "core/error.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 

@@ -16,6 +16,7 @@
 #include "train/memory_estimate.h"
 #include "train/options.h"
 #include "train/train_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -55,7 +56,7 @@ void expect_estimate_matches_model(Precision precision) {
   o.seq = 48;
   const MemoryEstimate e = estimate_training_memory(o, gpt2_footprint(config, precision), 1);
   cpu::Context ctx;
-  Gpt2 model(config, ctx, precision);
+  Gpt2 model(config, cpu_backend(ctx), precision);
   model.plan(o.batch, o.seq);
   EXPECT_EQ(e.params, model.num_params() * sizeof(float));
   EXPECT_EQ(e.grads, model.num_params() * sizeof(float));

@@ -24,6 +24,7 @@
 #include "train/numeric_guard.h"
 #include "train/step.h"
 #include "train/train_test_util.h"
+#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -122,7 +123,7 @@ void expect_step_leaves_weights_unchanged(Precision precision, const std::string
   config.padded_vocab_size = 256;
   config.block_size = 32;
   cpu::Context ctx;
-  Gpt2 model(config, ctx, precision);
+  Gpt2 model(config, cpu_backend(ctx), precision);
   model.init_weights(3);
   const int B = 2, T = 16;
   model.plan(B, T);

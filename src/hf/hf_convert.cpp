@@ -1,5 +1,5 @@
 // Hugging Face folders ⇄ mptrain checkpoints (see hf_convert.h).
-#include "io/hf_convert.h"
+#include "hf/hf_convert.h"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 #include "data/gpt2_tokenizer.h"
 #include "io/checkpoint_dir.h"
 #include "io/fileutil.h"
-#include "io/hf_bert.h"
+#include "hf/hf_bert.h"
 #include "io/hf_folder.h"
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/gpt2.h"

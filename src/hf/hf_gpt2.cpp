@@ -1,5 +1,5 @@
 // GPT-2's Hugging Face names and config fields.
-#include "io/hf_gpt2.h"
+#include "hf/hf_gpt2.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // BERT's Hugging Face names, config fields, tokenizer files and imported checkpoints.
-#include "io/hf_bert.h"
+#include "hf/hf_bert.h"
 
 #include <cmath>
 #include <filesystem>

@@ -14,7 +14,7 @@
 // a crash never leaves a half-written folder under the final name. The output folder must not
 // exist or be empty. The family comes from config.json's model_type (or its architectures)
 // on import and from the checkpoint's metadata on export; each has its HfNameMap and config
-// translation (io/hf_gpt2.h, io/hf_bert.h) over the shared reader (io/hf_folder.h).
+// translation (hf/hf_gpt2.h, hf/hf_bert.h) over the shared reader (io/hf_folder.h).
 #pragma once
 #include <map>
 #include <string>
