@@ -14,7 +14,7 @@ int bert_row_length(int b, int T);
 // Masked positions in a row of `length` real tokens: round(15%) of its content, at least 1.
 int bert_row_masked(int length);
 
-// Fresh instances every next(), as the views Bert and BertDevice read.
+// Fresh instances every next(), as the views Bert reads.
 class BertSynthetic {
  public:
   static constexpr int kPad = 0, kCls = 101, kSep = 102, kMask = 103, kFirstWord = 999;

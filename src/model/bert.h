@@ -131,8 +131,7 @@ int bert_packed_rows(int real_rows, int B, int T);
 // Checks one batch before any model reads it: token ids, token types, MLM labels (-1 or a token
 // id) and NSP labels (0/1) against `config`, T against its positions and B×T against the plan;
 // a packed batch's cu_seqlens (from 0, every sequence 1..T rows).
-// Throws Error naming the first bad value and where it is. The CPU model and the device model
-// (backend/cuda/bert_device.h) share it.
+// Throws Error naming the first bad value and where it is, before any backend reads the batch.
 void validate_bert_batch(const BertConfig& config, const BertInputs& batch, int B, int T, int plan_B,
                          int plan_T);
 

@@ -1,5 +1,5 @@
-// GPT-2 on the CPU backend: parameter table, activation plan, and the forward and
-// backward passes written out layer by layer (no autograd).
+// GPT-2, written once over the op interface (any backend: the CPU's, the GPU's): parameter table,
+// activation plan, and the forward and backward passes written out layer by layer (no autograd).
 //
 // Weights use Hugging Face's Conv1D layout [in, out], so checkpoints are plain copies.
 // The LM head is tied to wte (logits = lnf · wte^T over the padded vocabulary Vp).
