@@ -147,8 +147,9 @@ TEST(EvalLoss, UsageErrorsAreOneLine) {
   expect_error(run_mptrain("eval --checkpoint " + (tmp / "nowhere") + " --data x"), "nowhere");
 }
 
-TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
-  TempDir tmp;
+// A small GPT-2's checkpoint (tmp/ckpt) and a validation shard (tmp/val_000000.bin); returns the
+// `eval` command over them.
+std::string eval_fixture(const TempDir& tmp) {
   cpu::Context ctx;
   Gpt2 model(small_config(2, 64), cpu_backend(ctx));
   model.init_weights(11);
@@ -156,9 +157,12 @@ TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
   std::vector<uint16_t> tokens(3000);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * i * 5 + i * 17) % 300);
   write_shard(tmp / "val_000000.bin", tokens);
+  return "eval --checkpoint " + (tmp / "ckpt") + " --data '" + (tmp / "val_*.bin") + "' --batch 4 --seq 32 --threads 2";
+}
 
-  const std::string base = "eval --checkpoint " + (tmp / "ckpt") + " --data '" + (tmp / "val_*.bin") +
-                           "' --batch 4 --seq 32 --threads 2";
+TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
+  TempDir tmp;
+  const std::string base = eval_fixture(tmp);
   auto ref = run_mptrain(base);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   const double fp32 = parse(ref.output).loss;
@@ -181,15 +185,7 @@ TEST(EvalPrecision, EveryPrecisionGivesTheFp32LossWithinItsRounding) {
 // the device prints, and a device this build or machine lacks is one clear line.
 TEST(EvalDevice, GpuPlanOnTheCpuAndDevicesThisMachineLacks) {
   TempDir tmp;
-  cpu::Context ctx;
-  Gpt2 model(small_config(2, 64), cpu_backend(ctx));
-  model.init_weights(11);
-  save_checkpoint(tmp, model);
-  std::vector<uint16_t> tokens(3000);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>((i * i * 5 + i * 17) % 300);
-  write_shard(tmp / "val_000000.bin", tokens);
-  const std::string base = "eval --checkpoint " + (tmp / "ckpt") + " --data '" + (tmp / "val_*.bin") +
-                           "' --batch 4 --seq 32 --threads 2 --precision bf16";
+  const std::string base = eval_fixture(tmp) + " --precision bf16";
   auto cpu_plan = run_mptrain(base);
   ASSERT_EQ(cpu_plan.exit_code, 0) << cpu_plan.output;
   EXPECT_NE(cpu_plan.output.find("device cpu"), std::string::npos) << cpu_plan.output;
