@@ -21,6 +21,14 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ours() { env LD_LIBRARY_PATH="$MPTRAIN_GPU_LD" "$@"; }
 python=$(command -v python3)
+# The PyTorch peers are started by our binary and would inherit the packed libraries' path: they
+# run through this wrapper, which gives python3 the machine's own path back.
+peer_python() {
+  local wrapper="$WORK/peer-python"
+  printf '#!/bin/sh\nexec env LD_LIBRARY_PATH="%s" "%s" "$@"\n' "${LD_LIBRARY_PATH:-}" "$python" >"$wrapper"
+  chmod +x "$wrapper"
+  echo "$wrapper"
+}
 
 gtest() {
   local log="$WORK/gtest.$$.log"
@@ -146,12 +154,12 @@ commands() {
 
 ladder() {
   ours "$BIN/mptrain" bench --device cuda --ladder --preset gpt2 --batch 16 --seq 1024 --steps 10 --warmup 3 \
-    --rounds 1 --python "$python" --progress none
+    --rounds 1 --python "$(peer_python)" --progress none
 }
 
 bert_bench() {
   ours "$BIN/mptrain" bench --device cuda --model bert --preset bert-base --precision bf16 --batch 32 --seq 128 \
-    --steps 10 --warmup 3 --python "$python" --progress none
+    --steps 10 --warmup 3 --python "$(peer_python)" --progress none
 }
 
 memcheck() {

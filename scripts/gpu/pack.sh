@@ -44,9 +44,9 @@ done
   git diff --quiet HEAD -- src tests scripts CMakeLists.txt || echo "built from a tree that differs from it"
 } >.gpu/commit.txt
 
-# Every library the binaries resolve here, except the C runtime (the device image has its own,
-# newer) and CUDA's (the device's toolkit and driver must be the ones that run the code).
-skip='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvrtc|libnvJitLink|libcudnn)\.'
+# Every library the binaries resolve here, except the C runtime and libmvec (glibc's own: the
+# device image has its own, newer, and an older one beside it can miss its private symbols) and CUDA's (the device's toolkit and driver must be the ones that run the code).
+skip='^(libc|libm|libmvec|libdl|librt|libpthread|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvrtc|libnvJitLink|libcudnn)\.'
 ldd .gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   name=$(basename "$lib")
   [[ "$name" =~ $skip ]] && continue

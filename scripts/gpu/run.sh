@@ -89,11 +89,19 @@ if [[ -d .gpu/bin ]]; then
   if [[ -f .gpu/libs.tar.xz ]]; then
     mkdir -p "$work/libs" && tar -C "$work/libs" -xJf .gpu/libs.tar.xz
   fi
-  cuda_lib=$(ls -d /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/targets/x86_64-linux/lib 2>/dev/null | head -1)
-  # NCCL comes with PyTorch's pip packages there (nvidia-nccl-cu13).
-  nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-  # Only our binaries see the packed libraries (python3 and torch keep the image's own).
-  export MPTRAIN_GPU_LD="$work/libs/lib:${cuda_lib}:${nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # CUDA's libraries: the toolkit's, then those of PyTorch's pip packages (NCCL is only there,
+  # nvidia-nccl-cu13; their folders moved between releases, so they are found by file name).
+  cuda_lib=$(ls -d /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64 /usr/local/cuda/lib 2>/dev/null | paste -sd:)
+  site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  pip_lib=$(find $site -path '*/nvidia/*' \( -name 'libnccl.so*' -o -name 'libcublasLt.so*' -o -name 'libcudart.so*' \) \
+    -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
+  export MPTRAIN_GPU_LD="$work/libs/lib:${cuda_lib}:${pip_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # A library still missing is looked for anywhere on the machine once, before any job runs.
+  for lib in $(LD_LIBRARY_PATH="$MPTRAIN_GPU_LD" ldd .gpu/bin/* 2>/dev/null | awk '/not found/ {print $1}' | sort -u); do
+    found=$(find / -xdev -name "$lib" -not -path '/proc/*' 2>/dev/null | head -1)
+    echo "run.sh: $lib was not on the library path; found: ${found:-nowhere}"
+    [[ -n $found ]] && MPTRAIN_GPU_LD="$MPTRAIN_GPU_LD:$(dirname "$found")"
+  done
   export BIN="$root/.gpu/bin" REFS="$root/.gpu/refs" DATA="$root/.gpu/data"
   # The tests that run mptrain as a subprocess take it from here, and their text from the packed
   # fortunes (tests/common/test_util.h).
@@ -115,6 +123,10 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
   grep -m1 'model name' /proc/cpuinfo
   cat .gpu/commit.txt 2>/dev/null || git log -1 --format='commit %h %s' 2>/dev/null || echo "commit unknown"
   echo "plan $plan_file: ${#names[@]} jobs, total $(plan_total) s, deadline ${deadline_s} s"
+  if [[ -d .gpu/bin ]]; then
+    echo "library path: ${MPTRAIN_GPU_LD:-}"
+    LD_LIBRARY_PATH="${MPTRAIN_GPU_LD:-}" ldd .gpu/bin/mptrain | grep -E 'not found|cuda|cublas|nccl' || true
+  fi
 } >"$out/device.txt"
 cat "$out/device.txt"
 
