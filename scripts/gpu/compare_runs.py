@@ -14,8 +14,11 @@ is too short to run the CPU side again:
         un-updated or garbled). The sampled values' distance is printed, not judged: Adam's and
         Sophia's normalised steps turn a gradient that is zero in exact arithmetic (BERT's key
         biases, the key third of GPT-2's c_attn bias: softmax ignores a constant added to a row)
-        into whole steps of rounding noise, different on each device. Steps before N are not
-        expected (a resumed run). Prints every step; exits 1 on a miss.
+        into whole steps of rounding noise, different on each device. For the same reason a
+        tensor whose whole gradient is zero in exact arithmetic (BERT's key biases: ZERO_GRADIENT)
+        is only checked to be finite: on the H200 its norm was 2x the CPU's in every precision,
+        all of it noise. Steps before N are not expected (a resumed run). Prints every step;
+        exits 1 on a miss.
 
 Pure Python (struct, json): the GPU machine's python3 may lack numpy.
 """
@@ -26,6 +29,9 @@ import struct
 import sys
 
 SAMPLES = 64
+# Tensors whose gradient is zero in exact arithmetic: a key bias adds q·b_k to every score of a
+# query's row, which the softmax cancels. Their values are rounding noise that Adam normalises.
+ZERO_GRADIENT = (".attention.self.key.bias",)
 
 
 def trajectory(run_dir):
@@ -104,6 +110,10 @@ def compare(ref_path, run_dir, tol, first_step):
                 continue
             m = mine[name]
             e_norm = rel(m["norm"], r["norm"]) if math.isfinite(m["norm"]) else math.inf
+            if name.endswith(ZERO_GRADIENT):
+                if not math.isfinite(m["norm"]):
+                    misses.append(f"tensor {name} not finite")
+                continue
             if e_norm > bound:
                 misses.append(f"tensor {name} (norm {m['norm']:.6g}, reference {r['norm']:.6g})")
             num = sum((a - b) ** 2 for a, b in zip(m["values"], r["values"]))

@@ -16,6 +16,8 @@
 #                               GPU's plan run on the CPU (--policy-of cuda) within 2%
 #   jobs.sh ladder              GPT-2 124M's GPU ladder at B=16, T=1024, the PyTorch peer in the command
 #   jobs.sh bert-bench          BERT-base bf16 at seq 128 and its PyTorch peer
+#   jobs.sh profile             GPT-2 124M bf16's step op by op (bench --profile on the GPU)
+#   jobs.sh big-batch           GPT-2 124M at B=64, the best rung and the PyTorch peer
 #   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -157,6 +159,19 @@ ladder() {
     --rounds 1 --python "$(peer_python)" --progress none
 }
 
+# Where GPT-2 124M's bf16 step goes on the GPU, op by op (each op waited for: bench --profile).
+profile() {
+  ours "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 16 --seq 1024 --precision bf16 --steps 5 \
+    --warmup 2 --profile --progress none
+}
+
+# GPT-2 124M at B=64 (4x the ladder's batch; the logits hold 4.1e9 elements, past 2^31), the best
+# rung (bf16, flash, padded vocabulary, graphs) against the PyTorch peer on the same batch.
+big_batch() {
+  ours "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 64 --seq 1024 --precision bf16 --graphs \
+    --steps 10 --warmup 3 --python "$(peer_python)" --progress none
+}
+
 bert_bench() {
   ours "$BIN/mptrain" bench --device cuda --model bert --preset bert-base --precision bf16 --batch 32 --seq 128 \
     --steps 10 --warmup 3 --python "$(peer_python)" --progress none
@@ -175,6 +190,8 @@ case "${1:-}" in
   commands) commands ;;
   ladder) ladder ;;
   bert-bench) bert_bench ;;
+  profile) profile ;;
+  big-batch) big_batch ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile big-batch memcheck)"; exit 2 ;;
 esac

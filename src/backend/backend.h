@@ -353,9 +353,10 @@ class Backend {
   std::unique_ptr<Graph> end_capture();
   bool capturing() const { return capturing_; }
 
-  // Times every op run from now on into `profile` (backend/op_profile.h; null: stop). Only a
-  // backend whose ops have finished when their call returns gives true times: the CPU's.
-  // Refused (Error) on a backend whose memory the host cannot read (a GPU's).
+  // Times every op run from now on into `profile` (backend/op_profile.h; null: stop). A backend
+  // whose ops run asynchronously (a GPU's) is waited for before and after each profiled op, so
+  // each row is the op's own device time plus its launch: the profiled step is slower than an
+  // unprofiled one (no overlap of launches with work), but it says where the device's time goes.
   void set_profile(OpProfile* profile);
 
  protected:
@@ -363,6 +364,9 @@ class Backend {
   // each op's call, which replay() makes again (the CPU: no faster, but the same contract).
   virtual void run_begin_capture();
   virtual std::unique_ptr<Graph> run_end_capture();
+  // Returns once every op enqueued so far has finished (the op profile's fence). The CPU's ops
+  // have finished when their call returns: nothing to wait for.
+  virtual void run_wait() {}
   virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
   virtual void run_cast(const View& dst, const View& src) = 0;
   virtual void run_zero(const View& v) = 0;
@@ -402,15 +406,27 @@ class Backend {
     if (recorded_)
       recorded_->push_back(std::forward<F>(call));
     else if (profile_)
-      profile_->time(work(), call);
+      profiled(call, work);
     else
       call();
   }
   // An op that answers the host at once (never captured): run now, timed into the profile.
   template <class F, class W>
   decltype(auto) answer(F&& call, W&& work) {
-    if (profile_) return profile_->time(work(), call);
+    if (profile_) return profiled(call, work);
     return call();
+  }
+  // Runs call() timed into the profile, from the moment the device is idle until it is again.
+  template <class F, class W>
+  decltype(auto) profiled(F& call, W& work) {
+    run_wait();
+    return profile_->time(work(), [&]() -> decltype(auto) {
+      struct Wait {  // also when call() throws, as the profile's own timer
+        Backend* b;
+        ~Wait() { b->run_wait(); }
+      } wait{this};
+      return call();
+    });
   }
   // Error "[backend <name>] <what> while capturing a graph: ..." when capturing.
   void no_host_transfer(const char* what) const;

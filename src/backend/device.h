@@ -43,5 +43,9 @@ struct DeviceMemoryInfo {
   size_t free = 0, total = 0;
 };
 DeviceMemoryInfo cuda_memory_info(int device);
+// GPU `device`'s memory bandwidth in GB/s, measured now: the best of a few device-to-device copies
+// of 1 GiB, counting the bytes read and written (STREAM's copy, as the CPU's figure). 0 when there
+// is no such GPU or the copy fails.
+double cuda_copy_bandwidth_gbs(int device);
 
 }  // namespace mptrain

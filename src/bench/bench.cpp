@@ -40,9 +40,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The MFU peak of the GPU bench unless --peak-tflops: the H100 SXM's bf16 dense tensor-core
-// figure from its data sheet (so rows on one card compare).
-constexpr double kH100SxmBf16DenseTflops = 989.0;
+// The MFU peak of the GPU bench unless --peak-tflops: the bf16 dense tensor-core figure from the
+// data sheets of the H100 SXM and the H200 SXM (the same chip's arithmetic: 989 TFLOP/s both).
+constexpr double kHopperSxmBf16DenseTflops = 989.0;
 
 bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
 
@@ -136,10 +136,15 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelInfo& info, c
 // has no CPU fp16 or TF32 autocast).
 bool peer_has(Precision p) { return p == Precision::Fp32 || p == Precision::Bf16; }
 
-// The GPU's MFU peak: --peak-tflops, or the H100 SXM's bf16 dense data-sheet figure.
+// The GPU's MFU peak: --peak-tflops, or the H100/H200 SXM's bf16 dense data-sheet figure, named
+// after the GPU it runs on (another GPU: the figure is said to be the H100's).
 PeakFlops gpu_peak_flops(const BenchOptions& o) {
   if (o.peak_tflops > 0) return {o.peak_tflops, "--peak-tflops"};
-  return {kH100SxmBf16DenseTflops, "the H100 SXM's bf16 dense tensor-core data-sheet figure"};
+  const std::string gpu = cuda_device_count() > 0 ? cuda_device_name(0) : "";
+  const char* card = gpu.find("H200") != std::string::npos ? "H200" : "H100";
+  return {kHopperSxmBf16DenseTflops,
+          std::string("the ") + card + " SXM's bf16 dense tensor-core data-sheet figure" +
+              (gpu.empty() || gpu.find(card) != std::string::npos ? "" : " (this GPU: " + gpu + "; --peak-tflops)")};
 }
 
 // The PyTorch GPU peer on the same model, batch and sequence, in its best recipe (bf16 autocast,
@@ -378,9 +383,15 @@ BenchResult bench_one(const BenchOptions& o) {
         r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
         precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
   }
-  if (o.profile)
+  if (o.profile && on_cuda) {
+    // The GPU's figures: the datasheet peak (no FMA probe), its own copy bandwidth; each op was
+    // waited for (Backend::set_profile), so the rows are device time plus a launch each.
+    std::printf("\nop profile on the GPU: each op synchronized before and after (launch gaps included, no overlap)");
+    print_op_profile(op_profile, rounds * o.steps, timed_ms / 1e3, flops, peak, 0.0, cuda_copy_bandwidth_gbs(0));
+  } else if (o.profile) {
     print_op_profile(op_profile, rounds * o.steps, timed_ms / 1e3, flops, peak,
                      measure_fma_peak_tflops(precision), measure_memory_bandwidth_gbs());
+  }
   report_quietness(meter.finish(), r.peer_ms_per_step > 0.0);
   std::fflush(stdout);
   return r;

@@ -99,5 +99,33 @@ TEST_F(ProfiledCpuBackend, CapturedWorkIsNotTimedWhenRecorded) {
   EXPECT_FLOAT_EQ(lin.out[0], 16 * 0.5f * 0.25f + 1.0f);
 }
 
+// A backend whose ops run asynchronously (a GPU's) is waited for around each profiled op, so that
+// the row holds the op's own time; unprofiled ops are never waited for.
+class WaitCountingBackend : public cpu::CpuBackend {
+ public:
+  using cpu::CpuBackend::CpuBackend;
+  int waits = 0;
+
+ protected:
+  void run_wait() override { ++waits; }
+};
+
+TEST(OpProfileWaits, AnAsynchronousBackendIsWaitedForBeforeAndAfterEachProfiledOp) {
+  cpu::Context ctx;
+  WaitCountingBackend be{ctx};
+  Linear lin;
+  be.linear(lin.args());
+  EXPECT_EQ(be.waits, 0);  // not profiled: the launch returns at once
+  OpProfile profile;
+  be.set_profile(&profile);
+  be.linear(lin.args());
+  EXPECT_EQ(be.waits, 2);
+  std::vector<float> v(10, 1.0f);
+  EXPECT_EQ(be.sum_squares(View::f32(v.data(), {10})), 10.0);  // an op that answers the host
+  EXPECT_EQ(be.waits, 4);
+  be.set_profile(nullptr);
+  EXPECT_EQ(profile.rows().size(), 2u);
+}
+
 }  // namespace
 }  // namespace mptrain

@@ -523,7 +523,10 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                            rdq[r] = dq, rdq[r + C] = dk, rdq[r + 2 * C] = dv;
                          }
                      }
-                   o.close("out", y.read(), ry, tolerance(ty.out, {ulp(ty.probs), ulp(ty.values)}));
+                   // The scores' rounding too: tensor cores round a TF32 product's fp32 operands their
+                   // own way (not the CPU's round-to-nearest-even the reference takes), and the scores'
+                   // error reaches `out` through the softmax (the H200's padded path missed by 2.3e-4).
+                   o.close("out", y.read(), ry, tolerance(ty.out, {ulp(ty.probs), ulp(ty.values), ulp(ty.scores)}));
                    o.close("dqkv", dqkv.read(), rdq,
                            tolerance(ty.qkv, {ulp(ty.probs), ulp(ty.qkv), ulp(ty.scores), ulp(ty.values)}));
                  }});

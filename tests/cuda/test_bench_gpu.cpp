@@ -25,6 +25,21 @@ TEST(BenchGpu, OnePrecisionReportsTheGpusMemory) {
   EXPECT_EQ(r.output.find("device_mb=0.0 "), std::string::npos) << r.output;
 }
 
+// The op profile on the GPU: each op waited for, rows per GEMM shape against the datasheet peak,
+// the others against the GPU's own copy bandwidth (not the host's), adding up to the step.
+TEST(BenchGpu, ProfileTimesEachOpOnTheGpu) {
+  SKIP_WITHOUT_GPU();
+  const auto r = run_mptrain(
+      "bench --device cuda --preset d2 --batch 2 --seq 64 --steps 2 --warmup 1 --precision bf16 --profile "
+      "--progress none");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("op profile on the GPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("op profile: 2 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n  adamw "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n  linear 128x64x"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("copy measured now, 0.0 GB/s"), std::string::npos) << r.output;
+}
+
 TEST(BenchGpu, LadderRunsEveryRung) {
   SKIP_WITHOUT_GPU();
   for (const char* model : {"--preset d2", "--model bert --preset bert-tiny"}) {

@@ -12,4 +12,7 @@ namespace mptrain::cuda {
 template <class Out, class In>
 void cast(Out* out, const In* in, size_t n, void* stream);
 
+// out[i] = in[i] rounded to TF32 (core/dtype.h's round_to_tf32: what the CPU's TF32 products read).
+void round_tf32(float* out, const float* in, size_t n, void* stream);
+
 }  // namespace mptrain::cuda

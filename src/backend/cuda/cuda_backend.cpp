@@ -236,7 +236,15 @@ void CudaBackend::run_accumulate(const View& dst, const View& src) {
   });
 }
 
-void CudaBackend::run_to_operand(const View& dst, const View& src, ComputeType) { run_cast(dst, src); }
+void CudaBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
+  // A TF32 copy holds the values the products read (cuBLASLt rounds its own operands, but the
+  // interface's copy is the rounded one, as the CPU's is; conformance found the plain copy).
+  if (math == ComputeType::TF32 && dst.type == F32 && src.type == F32) {
+    cuda::round_tf32(dst.as<float>(), src.as<float>(), count(dst), ctx_->stream());
+    return;
+  }
+  run_cast(dst, src);
+}
 
 void CudaBackend::run_linear(const LinearArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
@@ -257,7 +265,9 @@ void CudaBackend::run_linear(const LinearArgs& a) {
       product(a.out.ptr, a.out.type, false, bias);
       return;
     case mptrain::Epilogue::BiasGelu:  // cuBLASLt's GELU epilogue is the tanh form
-      if (options_.fuse) {
+      // cuBLASLt's GELU epilogue stores `pre` with a leading dimension that must be a multiple of 8:
+      // other widths take the bias epilogue and GELU's own kernel (conformance's tails found it).
+      if (options_.fuse && M % 8 == 0) {
         product(a.out.ptr, T, false, {LtEpilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
         return;
       }

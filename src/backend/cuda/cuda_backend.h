@@ -87,6 +87,7 @@ class CudaBackend final : public Backend {
   void run_muon_update(const MuonUpdateArgs& a) override;
   // Stream capture into a CUDA graph (graph.cpp).
   void run_begin_capture() override;
+  void run_wait() override;  // the op profile's fence: the stream drained
   std::unique_ptr<Graph> run_end_capture() override;
 
  private:

@@ -38,4 +38,32 @@ DeviceMemoryInfo cuda_memory_info(int device) {
   return info;
 }
 
+double cuda_copy_bandwidth_gbs(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0.0;
+  }
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double best_s = 0.0;
+  bool ok = cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess &&
+            cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  for (int i = 0; ok && i < 4; ++i) {  // the first copy warms the clocks; the best of the rest
+    float ms = 0.0f;
+    ok = cudaEventRecord(start) == cudaSuccess && cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess &&
+         cudaEventRecord(stop) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+    if (ok && i > 0 && (best_s == 0.0 || ms / 1e3 < best_s)) best_s = ms / 1e3;
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  cudaGetLastError();  // a failed step: 0, and no sticky status for the caller
+  cudaSetDevice(previous);
+  return ok && best_s > 0.0 ? 2.0 * static_cast<double>(bytes) / best_s / 1e9 : 0.0;
+}
+
 }  // namespace mptrain

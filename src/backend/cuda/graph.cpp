@@ -32,6 +32,8 @@ class CudaGraph final : public Graph {
 
 }  // namespace
 
+void CudaBackend::run_wait() { ctx_->synchronize(); }
+
 void CudaBackend::run_begin_capture() {
   MPT_CUDA_CHECK(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal));
 }

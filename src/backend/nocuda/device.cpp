@@ -14,5 +14,6 @@ std::unique_ptr<Backend> make_cuda_backend(int, CudaOptions) {
 }
 std::unique_ptr<Backend> make_cuda_sizing_backend() { return make_cuda_backend(0, {}); }
 DeviceMemoryInfo cuda_memory_info(int) { return {}; }
+double cuda_copy_bandwidth_gbs(int) { return 0.0; }
 
 }  // namespace mptrain
