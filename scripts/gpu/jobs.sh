@@ -17,7 +17,9 @@
 #   jobs.sh ladder              GPT-2 124M's GPU ladder at B=16, T=1024, the PyTorch peer in the command
 #   jobs.sh bert-bench          BERT-base bf16 at seq 128 and its PyTorch peer
 #   jobs.sh profile             GPT-2 124M bf16's step op by op (bench --profile on the GPU)
-#   jobs.sh big-batch           GPT-2 124M at B=64, the best rung and the PyTorch peer
+#   jobs.sh gpt2-bench B        GPT-2 124M at batch B, the best rung and the PyTorch peer
+#   jobs.sh racecheck FILTER    compute-sanitizer racecheck over the CUDA tests on FILTER
+#   jobs.sh ncu                 Nsight Compute on our slowest kernels of GPT-2 124M's bf16 step
 #   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -165,11 +167,31 @@ profile() {
     --warmup 2 --profile --progress none
 }
 
-# GPT-2 124M at B=64 (4x the ladder's batch; the logits hold 4.1e9 elements, past 2^31), the best
-# rung (bf16, flash, padded vocabulary, graphs) against the PyTorch peer on the same batch.
-big_batch() {
-  ours "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 64 --seq 1024 --precision bf16 --graphs \
+# GPT-2 124M at batch B (64: 4x the ladder's, its logits 4.1e9 elements, past 2^31), the best rung
+# (bf16, flash, padded vocabulary, graphs) against the PyTorch peer on the same batch.
+gpt2_bench() {
+  ours "$BIN/mptrain" bench --device cuda --preset gpt2 --batch "$1" --seq 1024 --precision bf16 --graphs \
     --steps 10 --warmup 3 --python "$(peer_python)" --progress none
+}
+
+# compute-sanitizer's racecheck (shared-memory hazards) on the suites of the kernels that share
+# memory across a block's threads: attention (flash too), LayerNorm, cross-entropy, the optimizers.
+racecheck() {
+  ours compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 3 "$BIN/mptrain_tests_cuda" \
+    --gtest_brief=1 --gtest_filter="$1"
+}
+
+# Nsight Compute on our own kernels of the bf16 GPT-2 124M step that take longest (bench --profile:
+# attention's backward, LayerNorm's backward; the GEMMs are cuBLASLt's), one launch of each.
+ncu_kernels() {
+  local n
+  n=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [[ -n $n ]] || { echo "no ncu on this machine"; return 1; }
+  ours "$n" --clock-control none --launch-count 4 --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis \
+    --kernel-name 'regex:flash_bwd_dkdv_kernel|flash_bwd_dq_kernel|flash_fwd_kernel|layernorm_backward_warp_kernel' \
+    "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 16 --seq 1024 --precision bf16 --steps 1 --warmup 1 \
+    --no-peer --progress none
 }
 
 bert_bench() {
@@ -191,7 +213,9 @@ case "${1:-}" in
   ladder) ladder ;;
   bert-bench) bert_bench ;;
   profile) profile ;;
-  big-batch) big_batch ;;
+  gpt2-bench) gpt2_bench "$2" ;;
+  racecheck) racecheck "$2" ;;
+  ncu) ncu_kernels ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile big-batch memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile gpt2-bench racecheck ncu memcheck)"; exit 2 ;;
 esac

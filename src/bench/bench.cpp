@@ -356,7 +356,7 @@ BenchResult bench_one(const BenchOptions& o) {
         "model_mb=%.1f loss=%.6f skipped=%lld\n",
         precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb,
         r.model_mb, r.last_loss, (long long)r.skipped_steps);
-  if (!o.peer) {
+  if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
   } else if (on_cuda) {
     const double peer = run_cuda_peer(o, info);
     if (peer > 0) {

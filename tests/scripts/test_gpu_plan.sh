@@ -63,8 +63,8 @@ check $(($? != 2)) "a bad plan line exits 2"
 total=$(scripts/gpu/run.sh --plan | sed -n 's/^total \([0-9]*\) s.*/\1/p')
 check $([[ -n $total && $total -le 540 ]]; echo $?) "scripts/gpu/run.sh --plan totals ${total:-?} s <= 540"
 # Every job of the real plan names a job jobs.sh has.
-bad=$(sed -n 's/^[^#].*| *scripts\/gpu\/jobs.sh \([a-z-]*\).*/\1/p' scripts/gpu/plan.txt |
-  grep -vxE 'gtest|suites|train|resume-cross|commands|ladder|bert-bench|profile|big-batch|memcheck')
+bad=$(sed -n 's/^[^#].*| *scripts\/gpu\/jobs.sh \([a-z0-9-]*\).*/\1/p' scripts/gpu/plan.txt scripts/gpu/plan-deep.txt |
+  grep -vxE 'gtest|suites|train|resume-cross|commands|ladder|bert-bench|profile|gpt2-bench|racecheck|ncu|memcheck')
 check $([[ -z $bad ]]; echo $?) "every plan job is one of jobs.sh's${bad:+ (not: $bad)}"
 
 # compare_runs.py: a run equals its own summary; a loss off by 1% at fp32's tolerance, a NaN
