@@ -182,16 +182,20 @@ racecheck() {
 }
 
 # Nsight Compute on our own kernels of the bf16 GPT-2 124M step that take longest (bench --profile:
-# attention's backward, LayerNorm's backward; the GEMMs are cuBLASLt's), one launch of each.
+# attention's backward and forward, LayerNorm's backward; the GEMMs are cuBLASLt's): one launch of
+# each, one ncu run per kernel (--launch-count counts every match: one regex for all four gave four
+# launches of the first kernel to run, flash_fwd_kernel, on 2026-11-28).
 ncu_kernels() {
-  local n
+  local n k fails=0
   n=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
   [[ -n $n ]] || { echo "no ncu on this machine"; return 1; }
-  ours "$n" --clock-control none --launch-count 4 --section SpeedOfLight --section Occupancy \
-    --section LaunchStats --section MemoryWorkloadAnalysis \
-    --kernel-name 'regex:flash_bwd_dkdv_kernel|flash_bwd_dq_kernel|flash_fwd_kernel|layernorm_backward_warp_kernel' \
-    "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 16 --seq 1024 --precision bf16 --steps 1 --warmup 1 \
-    --no-peer --progress none
+  for k in flash_bwd_dkdv_kernel flash_bwd_dq_kernel flash_fwd_kernel layernorm_backward_warp_kernel; do
+    ours "$n" --clock-control none --launch-count 1 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section MemoryWorkloadAnalysis --kernel-name "regex:$k" \
+      "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 16 --seq 1024 --precision bf16 --steps 1 \
+      --warmup 1 --no-peer --progress none || ((fails++))
+  done
+  ((fails == 0))
 }
 
 bert_bench() {

@@ -128,10 +128,9 @@ void register_train(CLI::App& app, int& exit_code) {
          "--device", opt->device,
          "Where the model and the training step run: cpu; cuda (the same GPT-2 or BERT and step on the "
          "CUDA backend, any precision under the GPU's plan, AdamW, Sophia or Muon, one GPU per rank; data "
-         "loading stays on the CPU); or auto (cuda when this build has CUDA, a GPU is visible and the "
-         "run can use it, else cpu). Default cpu: this CUDA path is compiled and checked on the CPU but "
-         "has not run on a GPU yet (the deleted one before it ran on an H100 on 2026-11-25; "
-         "docs/dev/cuda.md)")
+         "loading stays on the CPU); or auto, the default (cuda when this build has CUDA, a GPU is "
+         "visible and the run can use it, else cpu). The CUDA path ran on an H200 on 2026-11-28, equal to "
+         "the CPU in every precision and optimizer (docs/BENCHMARKS.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option(

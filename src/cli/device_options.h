@@ -14,7 +14,7 @@
 namespace mptrain {
 
 struct DeviceOptions {
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string policy_of;  // "" = the device's own plan
 };
 

@@ -42,9 +42,9 @@ struct TrainOptions {
   std::string precision;
   // Where the model and the step run: cpu, or cuda (the same model and step on the rank's GPU,
   // the CUDA backend; the CPU keeps the data loading), or auto (cuda where the run can use a GPU,
-  // else cpu: trainer.cpp's resolve_auto_device). The default stays cpu until the GPU path has run
-  // on a GPU (docs/dev/cuda.md's status).
-  std::string device = "cpu";
+  // else cpu: trainer.cpp's resolve_auto_device), the default since the GPU path ran on an H200
+  // (2026-11-28, docs/BENCHMARKS.md).
+  std::string device = "auto";
   // Whose precision plan the CPU runs: "" (its own; on --resume, the checkpoint's), "cpu", or
   // "cuda" (the 16-bit stream, logits and gradients a GPU keeps: CI's check of the GPU's plan;
   // model/policy_backend.h).

@@ -56,7 +56,7 @@ class BertDataParallel : public testing::BertDataSuite {
   // Global batch: 4 micro-batches of 2 instances x 32 tokens per step (1 rank: 4 accumulation
   // steps; 2 ranks: 2 each).
   static std::string args(const std::string& run, int steps, const std::string& extra = "") {
-    return "train --model bert --preset bert-tiny --data " + data() +
+    return "train --model bert --preset bert-tiny --device cpu --data " + data() +
            " --batch 2 --total-batch 256 --lr 3e-3 --warmup 2 --max-predictions 5 --seed 7 --threads 1"
            " --deterministic --progress lines --log-every 1 --steps " +
            std::to_string(steps) + " --run-dir " + run_dir(run) + " " + extra;

@@ -43,7 +43,7 @@ constexpr const char* kMptrain = MPTRAIN_BINARY;
 
 // Global batch: 4 windows of 2 x 32 tokens per step.
 std::string args(const std::string& data, const std::string& run_dir) {
-  return "train --preset d2 --train-data '" + data + "/train_*.bin' --val-data '" + data +
+  return "train --preset d2 --device cpu --train-data '" + data + "/train_*.bin' --val-data '" + data +
          "/val_*.bin' --batch 2 --seq 32 --total-batch 256 --lr 3e-3 --warmup 2 --val-steps 2 --sample-tokens 4 "
          "--threads 1 --deterministic --seed 5 --run-dir " +
          run_dir;
