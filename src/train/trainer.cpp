@@ -1,5 +1,7 @@
-// The training loop on the CPU backend, one for every model family: what differs between GPT-2
-// and BERT is a TrainTask (train/train_task.h).
+// The training run, one for every model family (what differs between GPT-2 and BERT is a
+// TrainTask, train/train_task.h), in three parts: the options checked into typed values
+// (check_options), everything the loop runs on built once (build_run: ranks, backend, model,
+// weights, optimizer, data parallelism, loss scaler, data), and the loop (run_loop).
 #include "train/trainer.h"
 
 #include <omp.h>
@@ -102,101 +104,133 @@ std::unique_ptr<Communicator> make_grad_communicator(const TrainOptions& opt, Co
   return nccl ? make_nccl_communicator(host, opt.collective_timeout, &compute) : nullptr;
 }
 
-}  // namespace
+// --- the trainer's three parts: the options checked into typed values, the run built once, the loop.
 
-TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token) {
-  const std::unique_ptr<TrainTask> task = make_gpt2_task(decode, eot_token);
-  return run_training(options, *task);
-}
+// (1) What the option strings mean, checked before anything is read or built: an unknown name or
+// a bad value fails here, before any output.
+struct CheckedOptions {
+  std::optional<Precision> given_precision;  // --precision when given
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  LrShape lr_shape = LrShape::Cosine;
+  NanGuardOptions nan_guard;
+};
 
-TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
-  // The run's options with its precision resolved (given, the checkpoint's on --resume, or fp32):
-  // config.json, state.json and the log show the precision actually used.
-  TrainOptions opt = options;
-  // An unknown name fails here, before any output.
-  std::optional<Precision> given_precision;
-  if (!opt.precision.empty()) given_precision = parse_precision(opt.precision);
+CheckedOptions check_options(const TrainOptions& opt) {
+  CheckedOptions c;
+  if (!opt.precision.empty()) c.given_precision = parse_precision(opt.precision);
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
-  const OptimizerKind optimizer_kind = parse_optimizer_kind(opt.optimizer);
-  if (optimizer_kind == OptimizerKind::Sophia) validate(opt.sophia);
-  if (optimizer_kind == OptimizerKind::Muon) validate(opt.muon);
-  const LrShape lr_shape = parse_lr_shape(opt.schedule);
+  c.optimizer = parse_optimizer_kind(opt.optimizer);
+  if (c.optimizer == OptimizerKind::Sophia) validate(opt.sophia);
+  if (c.optimizer == OptimizerKind::Muon) validate(opt.muon);
+  c.lr_shape = parse_lr_shape(opt.schedule);
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
-  if (opt.threads > 0) omp_set_num_threads(opt.threads);
-  const NanGuardOptions nan_guard{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
-  validate(nan_guard);
-  int rollbacks = 0;  // in this invocation (--nan-max-rollbacks)
-  if (opt.deterministic) omp_set_dynamic(0);
-  // Data parallelism (dist/): the launcher's ranks (MPI), or a single process without one.
-  std::unique_ptr<Communicator> comm = make_host_communicator(opt.collective_timeout);
-  const int world = comm->world_size();
-  const std::string device_note = resolve_auto_device(opt);
-  check_device(opt);
-  const bool on_cuda = opt.device == "cuda";
+  c.nan_guard = NanGuardOptions{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
+  validate(c.nan_guard);
+  return c;
+}
 
+// (2) Everything the loop runs on, built once by build_run: the ranks, the backend, the model (the
+// task's) with its resumed, imported or initial weights, the optimizer over this rank's share, the
+// loss scaler, the data at its position. Built in place and never moved: dp and make_opt refer to
+// members.
+struct Run {
+  Run(TrainOptions& o, TrainTask& t) : opt(o), task(t) {}
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  TrainOptions& opt;  // with its precision and device resolved (config.json records what ran)
+  TrainTask& task;
+  CheckedOptions checked;
+  cpu::Context ctx;  // the CPU's threads and oneDNN: the CPU backend refers to it for the run's length
+  std::unique_ptr<Communicator> comm;  // the launcher's ranks (MPI), or a single process
+  int world = 1;
+  std::string device_note;  // --device auto's choice and why
+  bool on_cuda = false;
+  int gpu = -1;
+  std::string resume_dir, init_dir;
+  RunState resumed;  // the checkpoint's state when resuming
+  RunState state;    // the run's, from its first step on
+  int accum = 1;
+  double tokens_per_step = 0.0;  // global
+  Precision precision = Precision::Fp32, ckpt_precision = Precision::Fp32;
+  std::unique_ptr<LossScaler> scaler;  // fp16's
+  MuonHyper muon;
+  OptimizerFactory make_opt;
+  std::unique_ptr<Communicator> nccl;  // the gradients' communicator between GPU ranks, or null
+  std::unique_ptr<DataParallel> dp;
+  std::unique_ptr<Optimizer> optimizer;
+  std::optional<TrainSummary> complete;  // a resumed run already at its last step: nothing to train
+};
+
+std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
+  auto run = std::make_unique<Run>(opt, task);
+  Run& r = *run;
+  r.checked = check_options(opt);
+  if (opt.threads > 0) omp_set_num_threads(opt.threads);
+  if (opt.deterministic) omp_set_dynamic(0);
+  r.comm = make_host_communicator(opt.collective_timeout);
+  r.world = r.comm->world_size();
+  r.device_note = resolve_auto_device(opt);
+  check_device(opt);
+  r.on_cuda = opt.device == "cuda";
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
   MPT_CHECK(opt.resume.empty() || opt.init_from.empty(),
             "--resume continues a run and --init-from starts a new one from a checkpoint's weights; give one "
             "of them");
-  std::string resume_dir, init_dir;
-  RunState resumed;  // the checkpoint's state when resuming
   if (!opt.resume.empty()) {
-    resume_dir = resolve_checkpoint(opt.resume);
-    MPT_CHECK(checkpoint_has_optimizer_state(resume_dir),
-              "checkpoint '" + resume_dir +
+    r.resume_dir = resolve_checkpoint(opt.resume);
+    MPT_CHECK(checkpoint_has_optimizer_state(r.resume_dir),
+              "checkpoint '" + r.resume_dir +
                   "' holds weights only (no optimizer state), so it cannot be resumed; "
                   "start a new run from its weights with --init-from " +
                   opt.resume);
   } else if (!opt.init_from.empty()) {
-    init_dir = resolve_checkpoint(opt.init_from);
+    r.init_dir = resolve_checkpoint(opt.init_from);
   }
   // The config (and, for BERT, the sequence length), then the resumed state.
-  task.configure(opt, resume_dir.empty() ? init_dir : resume_dir);
-  if (!resume_dir.empty()) resumed = task.read_state(resume_dir);
+  task.configure(opt, r.resume_dir.empty() ? r.init_dir : r.resume_dir);
+  if (!r.resume_dir.empty()) r.resumed = task.read_state(r.resume_dir);
   // A run resumed at (or past) its last step has nothing to train: say so, name the checkpoint
   // and return, without a step, a metrics record or a zero-filled summary.
-  if (!resume_dir.empty() && resumed.step >= opt.steps) {
-    if (comm->is_root())
+  if (!r.resume_dir.empty() && r.resumed.step >= opt.steps) {
+    if (r.comm->is_root())
       std::printf(
           "run complete: checkpoint %s is at step %lld of --steps %lld; nothing to train "
           "(raise --steps to continue it)\n",
-          resume_dir.c_str(), static_cast<long long>(resumed.step), static_cast<long long>(opt.steps));
-    TrainSummary complete;
-    complete.steps_done = resumed.step;
-    complete.last_checkpoint = resume_dir;
-    return complete;
+          r.resume_dir.c_str(), static_cast<long long>(r.resumed.step), static_cast<long long>(opt.steps));
+    r.complete = TrainSummary{};
+    r.complete->steps_done = r.resumed.step;
+    r.complete->last_checkpoint = r.resume_dir;
+    return run;
   }
-  const int accum = opt.grad_accum_steps(world);
-  const int B = opt.batch, T = opt.seq;
-  const double tokens_per_step = static_cast<double>(B) * T * accum * world;  // global
+  r.accum = opt.grad_accum_steps(r.world);
+  r.tokens_per_step = static_cast<double>(opt.batch) * opt.seq * r.accum * r.world;
   // Precision: --precision when given, else the resumed run's own, else fp32. Master weights,
   // gradients and optimizer state are fp32 in every precision, so a checkpoint resumes (or
   // --init-from starts) in any of them; only the loss scaler is fp16's alone.
-  const Precision ckpt_precision = resume_dir.empty() ? Precision::Fp32 : parse_precision(resumed.precision);
-  const Precision precision = given_precision ? *given_precision : ckpt_precision;
-  opt.precision = precision_name(precision);
+  r.ckpt_precision = r.resume_dir.empty() ? Precision::Fp32 : parse_precision(r.resumed.precision);
+  r.precision = r.checked.given_precision ? *r.checked.given_precision : r.ckpt_precision;
+  opt.precision = precision_name(r.precision);
   // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
   // --policy-of says otherwise: the trajectory continues in the dtypes it had.
-  if (opt.policy_of.empty() && !resume_dir.empty() && opt.device == "cpu" && resumed.options.is_object() &&
-      resumed.options.value("policy_of", std::string()) == "cuda")
+  if (opt.policy_of.empty() && !r.resume_dir.empty() && opt.device == "cpu" && r.resumed.options.is_object() &&
+      r.resumed.options.value("policy_of", std::string()) == "cuda")
     opt.policy_of = "cuda";
-  MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(precision),
+  MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(r.precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
   MPT_CHECK(
-      !needs_loss_scaler(precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
+      !needs_loss_scaler(r.precision) || (std::isfinite(opt.loss_scale_init) && opt.loss_scale_init > 0.0f),
       "--loss-scale-init must be finite and positive");
   MPT_CHECK(opt.loss_scale_growth_interval > 0, "--loss-scale-growth-interval must be positive");
-  cpu::Context ctx;
   // The backend the model and the step run on: the CPU's, or (--device cuda) the local rank's GPU
   // (one process per GPU) — the same model, loss, backward and step code either way.
-  const int gpu = on_cuda ? comm->local_rank() % std::max(1, cuda_device_count()) : -1;
-  std::unique_ptr<Backend> backend = make_backend(opt.device, ctx, gpu);
+  r.gpu = r.on_cuda ? r.comm->local_rank() % std::max(1, cuda_device_count()) : -1;
+  std::unique_ptr<Backend> backend = make_backend(opt.device, r.ctx, r.gpu);
   // The dtypes of every tensor: the backend's plan, or (--policy-of cuda) the one a GPU runs,
   // served on the CPU by widening around the fp32 kernels (backend/cpu/widening.h).
-  const Policy policy = make_policy(precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());
+  const Policy policy = make_policy(r.precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h): host memory, or
   // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
   // done before the task takes the backend).
@@ -204,134 +238,142 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       opt, policy, std::shared_ptr<const Backend>(std::shared_ptr<const Backend>(), backend.get()));
   if (footprint.activation_bytes)
     check_memory_fits(
-        opt, footprint, world,
-        on_cuda ? gpu_memory_budget(opt.memory_limit, gpu) : available_memory(opt.memory_limit));
+        opt, footprint, r.world,
+        r.on_cuda ? gpu_memory_budget(opt.memory_limit, r.gpu) : available_memory(opt.memory_limit));
   task.build(std::move(backend), policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
-  std::unique_ptr<LossScaler> scaler;
-  if (needs_loss_scaler(precision)) {
-    scaler = std::make_unique<LossScaler>(LossScalerConfig{
+  if (needs_loss_scaler(r.precision)) {
+    r.scaler = std::make_unique<LossScaler>(LossScalerConfig{
         .init_scale = opt.loss_scale_init, .growth_interval = opt.loss_scale_growth_interval});
-    if (resumed.has_loss_scaler)
-      scaler->restore(resumed.loss_scale, resumed.growth_tracker, resumed.skipped_steps);
+    if (r.resumed.has_loss_scaler)
+      r.scaler->restore(r.resumed.loss_scale, r.resumed.growth_tracker, r.resumed.skipped_steps);
   }
   // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed); Muon's
   // Newton–Schulz arithmetic (the policy's) and its AdamW group's lr relative to the schedule's.
-  MuonHyper muon = opt.muon;
-  muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
-  if (opt.muon_adamw_lr > 0.0f) muon.adamw_lr_ratio = opt.muon_adamw_lr / opt.lr;
-  const OptimizerFactory make_opt = [&](const ParamTable& table) {
-    return make_optimizer(optimizer_kind, table, opt.adamw, opt.sophia, tokens_per_step, opt.seed,
-                          task.backend(), muon);
+  r.muon = opt.muon;
+  r.muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
+  if (opt.muon_adamw_lr > 0.0f) r.muon.adamw_lr_ratio = opt.muon_adamw_lr / opt.lr;
+  r.make_opt = [&r](const ParamTable& table) {
+    return make_optimizer(r.checked.optimizer, table, r.opt.adamw, r.opt.sophia, r.tokens_per_step, r.opt.seed,
+                          r.task.backend(), r.muon);
   };
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
   // shards hold whole matrices.
-  const std::unique_ptr<Communicator> nccl = make_grad_communicator(opt, *comm, task.backend());
-  DataParallel dp(nccl ? *nccl : *comm, task.table(), zero_stage_from_int(opt.zero),
-                  optimizer_kind == OptimizerKind::Muon ? muon_whole_ranges(task.table(), muon.qkv)
-                                                        : std::vector<ParamRange>{});
+  r.nccl = make_grad_communicator(opt, *r.comm, task.backend());
+  r.dp = std::make_unique<DataParallel>(r.nccl ? *r.nccl : *r.comm, task.table(), zero_stage_from_int(opt.zero),
+                                        r.checked.optimizer == OptimizerKind::Muon
+                                            ? muon_whole_ranges(task.table(), r.muon.qkv)
+                                            : std::vector<ParamRange>{});
   // Reducing each range as the backward finishes it pays where communication runs beside the
   // compute (NCCL); a host communicator would only cut one reduction into many.
-  dp.set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && nccl),
-                 task.grads());
-  std::unique_ptr<Optimizer> optimizer = make_opt(dp.optimizer_table());
-  RunState state;
-  state.seed = opt.seed;
-  if (!resume_dir.empty()) {
+  r.dp->set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && r.nccl),
+                    task.grads());
+  r.optimizer = r.make_opt(r.dp->optimizer_table());
+  r.state.seed = opt.seed;
+  if (!r.resume_dir.empty()) {
     // Every rank reads the checkpoint (written whole by rank 0, whatever the world size then)
     // and keeps its range of the optimizer state.
-    task.load_weights(resume_dir);
-    if (dp.zero() == ZeroStage::Off) {
-      load_checkpoint_optimizer(resume_dir, task.table(), *optimizer);
+    task.load_weights(r.resume_dir);
+    if (r.dp->zero() == ZeroStage::Off) {
+      load_checkpoint_optimizer(r.resume_dir, task.table(), *r.optimizer);
     } else {
-      std::unique_ptr<Optimizer> whole = make_opt(task.table());
-      load_checkpoint_optimizer(resume_dir, task.table(), *whole);
-      dp.scatter_optimizer(*whole, *optimizer);
+      std::unique_ptr<Optimizer> whole = r.make_opt(task.table());
+      load_checkpoint_optimizer(r.resume_dir, task.table(), *whole);
+      r.dp->scatter_optimizer(*whole, *r.optimizer);
     }
-    state = resumed;
-  } else if (!init_dir.empty()) {
-    task.load_weights(init_dir);
+    r.state = r.resumed;
+  } else if (!r.init_dir.empty()) {
+    task.load_weights(r.init_dir);
   } else {
     task.init_weights(opt.seed);
   }
-  dp.broadcast_params(task.params());  // every rank starts from rank 0's bits
-  state.options = opt.to_json();
-  state.precision = opt.precision;
-  state.has_loss_scaler =
+  r.dp->broadcast_params(task.params());  // every rank starts from rank 0's bits
+  r.state.options = opt.to_json();
+  r.state.precision = opt.precision;
+  r.state.has_loss_scaler =
       false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
-  task.open_data(opt, state, comm->rank(), world);  // plans activations; at the resumed position
+  task.open_data(opt, r.state, r.comm->rank(), r.world);  // plans activations; at the resumed position
 
-  const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, lr_shape};
+  return run;
+}
 
-  const double flops_per_step = task.flops_per_token(opt) * tokens_per_step;
-  // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
-  RunMonitor monitor(opt, task.model_json(),
-                     {task.table().total(), tokens_per_step, flops_per_step, omp_get_max_threads(),
-                      state.step, resume_dir, comm->rank(), world, precision});
-  task.describe(monitor, opt, !resume_dir.empty() || !init_dir.empty(), accum, tokens_per_step);
-  if (optimizer_kind == OptimizerKind::Sophia)
+// What the run is, said once before the first step.
+void describe_run(RunMonitor& monitor, const Run& r) {
+  const TrainOptions& opt = r.opt;
+  const TrainTask& task = r.task;
+  task.describe(monitor, opt, !r.resume_dir.empty() || !r.init_dir.empty(), r.accum, r.tokens_per_step);
+  if (r.checked.optimizer == OptimizerKind::Sophia)
     monitor.sayf(
         "optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = "
         "%.0f\n",
         opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
-        (long long)opt.sophia.k, tokens_per_step);
-  else if (optimizer_kind == OptimizerKind::Muon)
+        (long long)opt.sophia.k, r.tokens_per_step);
+  else if (r.checked.optimizer == OptimizerKind::Muon)
     monitor.sayf(
         "optimizer muon: %zu hidden matrices (q, k, v as %s), momentum %g%s, %d Newton-Schulz steps in %s, "
         "lr "
         "scale %s, weight decay %g; AdamW (beta1 %g, beta2 %g, eps %g, lr %g) for the other tensors%s\n",
-        muon_matrices(task.table(), muon.qkv).size(), muon_qkv_name(muon.qkv), muon.momentum,
-        muon.nesterov ? " (Nesterov)" : "", muon.ns_steps, compute_name(muon.ns_math),
-        muon_adjust_name(muon.adjust), opt.adamw.weight_decay, opt.adamw.beta1, opt.adamw.beta2,
-        opt.adamw.eps, static_cast<double>(opt.lr * muon.adamw_lr_ratio), task.decay_note());
+        muon_matrices(task.table(), r.muon.qkv).size(), muon_qkv_name(r.muon.qkv), r.muon.momentum,
+        r.muon.nesterov ? " (Nesterov)" : "", r.muon.ns_steps, compute_name(r.muon.ns_math),
+        muon_adjust_name(r.muon.adjust), opt.adamw.weight_decay, opt.adamw.beta1, opt.adamw.beta2,
+        opt.adamw.eps, static_cast<double>(opt.lr * r.muon.adamw_lr_ratio), task.decay_note());
   else
     monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1,
                  opt.adamw.beta2, opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());
-  if (lr_shape != LrShape::Cosine)
+  if (r.checked.lr_shape != LrShape::Cosine)
     monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n",
-                 lr_shape_name(lr_shape), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
-  if (world > 1)
+                 lr_shape_name(r.checked.lr_shape), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
+  if (r.world > 1)
     monitor.sayf(
-        "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", world,
-        on_cuda && !nccl ? "mpi through host copies" : dp.comm().backend(), comm->topology().launcher.c_str(),
-        dp.zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
-        !dp.overlaps()       ? "after the backward"
+        "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
+        r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(), r.comm->topology().launcher.c_str(),
+        r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
+        !r.dp->overlaps()       ? "after the backward"
         : opt.graphs == "on" ? "range by range after each graph replay"
                              : "during the backward");
-  if (!resume_dir.empty())
-    monitor.sayf("resumed from %s at step %lld\n", resume_dir.c_str(), (long long)state.step);
-  if (!init_dir.empty())
-    monitor.sayf("initialised from the weights of %s; starting at step 0\n", init_dir.c_str());
-  if (!resume_dir.empty() && precision != ckpt_precision)
+  if (!r.resume_dir.empty())
+    monitor.sayf("resumed from %s at step %lld\n", r.resume_dir.c_str(), (long long)r.state.step);
+  if (!r.init_dir.empty())
+    monitor.sayf("initialised from the weights of %s; starting at step 0\n", r.init_dir.c_str());
+  if (!r.resume_dir.empty() && r.precision != r.ckpt_precision)
     monitor.sayf(
         "precision %s given; the checkpoint trained in %s (weights and optimizer state are fp32 in both)\n",
-        precision_name(precision), precision_name(ckpt_precision));
-  if (scaler)
+        precision_name(r.precision), precision_name(r.ckpt_precision));
+  if (r.scaler)
     monitor.sayf(
         "precision fp16: dynamic loss scaling, scale %g (x2 after %d clean steps, x0.5 and skip on "
         "inf/NaN)%s\n",
-        scaler->scale(), opt.loss_scale_growth_interval,
-        resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
+        r.scaler->scale(), opt.loss_scale_growth_interval,
+        r.resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
   else
-    monitor.sayf("precision %s\n", precision_name(precision));
+    monitor.sayf("precision %s\n", precision_name(r.precision));
   if (opt.policy_of == "cuda")
     monitor.say(
         "plan: the GPU's (--policy-of cuda): 16-bit residual stream, logits, gradients and small weights, "
         "widened around this CPU's fp32 kernels (a check of the GPU's plan, not a fast path)");
-  monitor.start();
-  if (!device_note.empty()) monitor.say(device_note);
+}
 
+// (3) The loop: a step, its record, validation, samples, checkpoints; the numeric guard's
+// rollbacks and a signal's clean stop.
+TrainSummary run_loop(Run& r, RunMonitor& monitor) {
+  const TrainOptions& opt = r.opt;
+  TrainTask& task = r.task;
+  Communicator& comm = *r.comm;
+  DataParallel& dp = *r.dp;
+  RunState& state = r.state;
+  const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, r.checked.lr_shape};
+  int rollbacks = 0;  // in this invocation (--nan-max-rollbacks)
   const StepModel step_model = task.step_model(opt);
-  if (on_cuda)
+  if (r.on_cuda)
     monitor.sayf("device cuda: the model and the step (forward, backward, %s) run on GPU %d: %s",
-                 optimizer->name(), gpu, cuda_device_name(gpu).c_str());
+                 r.optimizer->name(), r.gpu, cuda_device_name(r.gpu).c_str());
   TrainSummary summary;
   for (int64_t step = state.step; step < opt.steps; ++step) {
     const double t0 = now_seconds();
     const float lr = schedule.at(step) * state.lr_scale;  // lr_scale < 1 after a NaN rollback
     task.begin_step();
     const StepStats stats =
-        train_step(step_model, *optimizer, accum, lr, opt.grad_clip, step + 1, scaler.get(), &dp,
+        train_step(step_model, *r.optimizer, r.accum, lr, opt.grad_clip, step + 1, r.scaler.get(), &dp,
                    std::find(opt.fault_inf_grad_steps.begin(), opt.fault_inf_grad_steps.end(), step + 1) !=
                        opt.fault_inf_grad_steps.end());
     if (stats.non_finite) {
@@ -340,24 +382,24 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       const HostMirror<float> grads(task.grads());
       const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, task.table(),
                                                        grads.data(), dp.begin(), dp.end());
-      const std::string ckpt = rollback_target(nan_guard, what, opt.run_dir, resume_dir, rollbacks++);
-      state = rollback_to_checkpoint(ckpt, nan_guard.lr_factor, state, task, *optimizer, dp, make_opt);
+      const std::string ckpt = rollback_target(r.checked.nan_guard, what, opt.run_dir, r.resume_dir, rollbacks++);
+      state = rollback_to_checkpoint(ckpt, r.checked.nan_guard.lr_factor, state, task, *r.optimizer, dp, r.make_opt);
       monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on",
-                   what.c_str(), ckpt.c_str(), rollbacks, nan_guard.max_rollbacks, state.lr_scale);
+                   what.c_str(), ckpt.c_str(), rollbacks, r.checked.nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
       continue;
     }
-    const StepExtras extras = task.step_extras(*comm);  // collective: before anything rank 0 alone does
+    const StepExtras extras = task.step_extras(comm);  // collective: before anything rank 0 alone does
     const float loss = stats.loss;
     const double norm = stats.grad_norm;
     const double dt = now_seconds() - t0;
     const int64_t done = step + 1;
     state.step = done;
-    if (scaler) {
+    if (r.scaler) {
       state.has_loss_scaler = true;
-      state.loss_scale = scaler->scale();
-      state.growth_tracker = scaler->growth_tracker();
-      state.skipped_steps = scaler->skipped_steps();
+      state.loss_scale = r.scaler->scale();
+      state.growth_tracker = r.scaler->growth_tracker();
+      state.skipped_steps = r.scaler->skipped_steps();
     }
     summary.final_train_loss = loss;
     summary.steps_done = done;
@@ -369,9 +411,9 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       if (stats.curvature) std::snprintf(curvature, sizeof(curvature), " | win rate %.3f", stats.win_rate);
       // fp16: the scale this step used and the skipped steps so far.
       char scaling[64] = "";
-      if (scaler)
+      if (r.scaler)
         std::snprintf(scaling, sizeof(scaling), " | scale %g skipped %lld", stats.loss_scale,
-                      (long long)scaler->skipped_steps());
+                      (long long)r.scaler->skipped_steps());
       monitor.log(monitor.step_line(done, loss, lr, norm, dt, extras.tokens) + extras.log + scaling +
                   curvature);
     }
@@ -379,25 +421,25 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     MetricsRecord record = monitor.record(done, loss, lr, norm, dt, extras.tokens);
     for (const auto& [key, value] : extras.metrics) record.add(key, value);
     // Data parallelism: time in gradient/parameter collectives, waits for slower ranks included.
-    if (world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
+    if (r.world > 1) record.add("comm_ms", dp.take_comm_seconds() * 1e3);
     // fp16: the scale this step's loss was multiplied by, whether the step was skipped, the total.
-    if (scaler)
+    if (r.scaler)
       record.add("loss_scale", stats.loss_scale)
           .add("skipped", stats.skipped)
-          .add("skipped_steps", scaler->skipped_steps());
+          .add("skipped_steps", r.scaler->skipped_steps());
     if (stats.curvature)
       record.add("win_rate", stats.win_rate)
           .add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
     if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
-      const ValResult val = task.validate(opt, *comm, done);
+      const ValResult val = task.validate(opt, comm, done);
       monitor.say(val.line);
       summary.final_val_loss = val.loss;
       for (const auto& [key, value] : val.metrics) record.add(key, value);
     }
     monitor.step_done(done, loss, dt, record, extras.tokens);
     if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last) {
-      if (comm->is_root()) {
+      if (comm.is_root()) {
         const std::string text = task.sample(opt, state.sample_counter);
         if (!text.empty()) monitor.say(text);
       }
@@ -406,11 +448,11 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
     // nothing).
     int stop = last ? 0 : monitor.stop_requested();
     // Every rank stops after the same step (mpirun forwards signals, but not at the same instant).
-    if (world > 1 && !last && comm->any(stop != 0) && !stop) stop = SIGTERM;
+    if (r.world > 1 && !last && comm.any(stop != 0) && !stop) stop = SIGTERM;
     if ((opt.save_every > 0 && done % opt.save_every == 0) || last || stop) {
       // Rank 0 writes the checkpoint, with the optimizer state gathered whole under ZeRO-1.
-      std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*optimizer, make_opt);
-      if (comm->is_root()) task.save(opt.run_dir, whole ? *whole : *optimizer, state, opt.keep_last);
+      std::unique_ptr<Optimizer> whole = dp.gather_optimizer(*r.optimizer, r.make_opt);
+      if (comm.is_root()) task.save(opt.run_dir, whole ? *whole : *r.optimizer, state, opt.keep_last);
       summary.last_checkpoint = opt.run_dir + "/" + checkpoint_name(done);
       monitor.sayf("saved checkpoint %s", summary.last_checkpoint.c_str());
     }
@@ -419,11 +461,35 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
       break;
     }
   }
-  if (scaler)
-    monitor.sayf("loss scaling: scale %g, %lld skipped step(s) in the run\n", scaler->scale(),
-                 (long long)scaler->skipped_steps());
+  if (r.scaler)
+    monitor.sayf("loss scaling: scale %g, %lld skipped step(s) in the run\n", r.scaler->scale(),
+                 (long long)r.scaler->skipped_steps());
   monitor.finish(summary);
   return summary;
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token) {
+  const std::unique_ptr<TrainTask> task = make_gpt2_task(decode, eot_token);
+  return run_training(options, *task);
+}
+
+TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
+  // The run's options with its precision and device resolved: config.json, state.json and the
+  // log show what actually ran.
+  TrainOptions opt = options;
+  const std::unique_ptr<Run> run = build_run(opt, task);
+  if (run->complete) return *run->complete;
+  const double flops_per_step = task.flops_per_token(opt) * run->tokens_per_step;
+  // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
+  RunMonitor monitor(opt, task.model_json(),
+                     {task.table().total(), run->tokens_per_step, flops_per_step, omp_get_max_threads(),
+                      run->state.step, run->resume_dir, run->comm->rank(), run->world, run->precision});
+  describe_run(monitor, *run);
+  monitor.start();
+  if (!run->device_note.empty()) monitor.say(run->device_note);
+  return run_loop(*run, monitor);
 }
 
 }  // namespace mptrain
