@@ -178,21 +178,6 @@ void bench_dtype(Context& ctx, const char* tn) {
                                      C, 1e-5f, ctx);
                  }),
          2.0 * NC * e, 0);
-  report("residual+layernorm fused" + p,
-         time_ms(ctx,
-                 [&] {
-                   residual_layernorm_forward(r.data(), y.data(), mean.data(), rstd.data(), x.data(),
-                                              r.data(), w.data(), bsum.data(), N, C, 1e-5f, ctx);
-                 }),
-         4.0 * NC * e, 0);
-  report("residual+layernorm unfused twin" + p,
-         time_ms(ctx,
-                 [&] {
-                   accumulate(r.data(), x.data(), NC, ctx);  // r = x + r
-                   layernorm_forward(y.data(), mean.data(), rstd.data(), r.data(), w.data(), bsum.data(), N,
-                                     C, 1e-5f, ctx);
-                 }),
-         4.0 * NC * e, 0);
   report("layernorm_backward" + p,
          time_ms(ctx,
                  [&] {

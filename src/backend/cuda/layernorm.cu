@@ -1,8 +1,7 @@
 // LayerNorm kernels.
 // Forward: one warp per row (row statistics need only shuffles, no block barrier), 8 rows per
 // 256-thread block. Three passes over the row (sum; squared deviations; normalise), two-pass
-// statistics as on the CPU; passes 2 and 3 re-read the row from L1/L2. Each lane touches the
-// same elements in every pass, so the fused variant can re-read the residual it just wrote.
+// statistics as on the CPU; passes 2 and 3 re-read the row from L1/L2.
 // Backward: one block per fixed chunk of rows (chunk bounds depend on N only); a second kernel
 // adds the chunk partials of dweight/dbias in chunk order, so the result does not depend on
 // timing. Within a chunk, where the row fits the registers of a warp (C ≤ 1024, C a multiple
@@ -38,41 +37,23 @@ constexpr int kMaxLaneValues = 32;
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 int chunks_for(int N) { return N < kMaxChunks ? N : kMaxChunks; }
 
-// W: elements per access (kPack<T> or 1). b == nullptr: plain LayerNorm of a. Otherwise the
-// row is a + b, rounded to T and stored to res before the statistics use it.
+// W: elements per access (kPack<T> or 1).
 template <class T, int W>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* res, const T* a, const T* b,
-                                         const T* weight, const T* bias, int N, int C, float eps) {
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* a, const T* weight,
+                                         const T* bias, int N, int C, float eps) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // a whole warp leaves; the kernel has no block barrier
   const size_t off = static_cast<size_t>(row) * C;
-  const T* x = b ? res + off : a + off;  // where the normalised row is read from in passes 2-3
+  const T* x = a + off;
   float sum = 0.0f;
   for (int c = lane * W; c < C; c += 32 * W) {
-    if (b) {
-      if constexpr (W == 1) {
-        const T r = from_f32<T>(to_f32(a[off + c]) + to_f32(b[off + c]));
-        res[off + c] = r;
-        sum += to_f32(r);
-      } else {
-        const Pack<T> pa = load_pack(a + off + c), pb = load_pack(b + off + c);
-        Pack<T> r;
-#pragma unroll
-        for (int k = 0; k < W; ++k) {
-          r.v[k] = from_f32<T>(to_f32(pa.v[k]) + to_f32(pb.v[k]));
-          sum += to_f32(r.v[k]);
-        }
-        store_pack(res + off + c, r);
-      }
+    if constexpr (W == 1) {
+      sum += to_f32(x[c]);
     } else {
-      if constexpr (W == 1) {
-        sum += to_f32(x[c]);
-      } else {
-        const Pack<T> p = load_pack(x + c);
+      const Pack<T> p = load_pack(x + c);
 #pragma unroll
-        for (int k = 0; k < W; ++k) sum += to_f32(p.v[k]);
-      }
+      for (int k = 0; k < W; ++k) sum += to_f32(p.v[k]);
     }
   }
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -111,19 +92,16 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, T* re
 }
 
 template <class T>
-void launch_forward(T* out, float* mean, float* rstd, T* res, const T* a, const T* b, const T* weight,
-                    const T* bias, int N, int C, float eps, Context& ctx) {
+void launch_forward(T* out, float* mean, float* rstd, const T* a, const T* weight, const T* bias, int N, int C,
+                    float eps, Context& ctx) {
   constexpr int P = kPack<T>;
-  bool vec = C % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
-  if (b) vec = vec && aligned16(b) && aligned16(res);
+  const bool vec = C % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
   const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   const int threads = 32 * kRowsPerBlock;
   if (vec)
-    layernorm_forward_kernel<T, P>
-        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N, C, eps);
+    layernorm_forward_kernel<T, P><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps);
   else
-    layernorm_forward_kernel<T, 1>
-        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, res, a, b, weight, bias, N, C, eps);
+    layernorm_forward_kernel<T, 1><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps);
   MPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
@@ -293,19 +271,7 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* 
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
   if (N == 0) return;
   MPT_CHECK(out && mean && rstd && inp && weight && bias, "[layernorm_forward] null pointer: " + dims(N, C));
-  launch_forward<T>(out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C, eps, ctx);
-}
-
-template <class T>
-void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
-                                const T* weight, const T* bias, int N, int C, float eps, Context& ctx) {
-  MPT_PROFILE_RANGE("residual_layernorm_forward");
-  MPT_CHECK(N >= 0 && C > 0, "[residual_layernorm_forward] bad size: " + dims(N, C));
-  MPT_CHECK(eps >= 0.0f, "[residual_layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
-  if (N == 0) return;
-  MPT_CHECK(residual_out && out && mean && rstd && a && b && weight && bias,
-            "[residual_layernorm_forward] null pointer: " + dims(N, C));
-  launch_forward<T>(out, mean, rstd, residual_out, a, b, weight, bias, N, C, eps, ctx);
+  launch_forward<T>(out, mean, rstd, inp, weight, bias, N, C, eps, ctx);
 }
 
 size_t layernorm_backward_scratch_floats(int N, int C) {
@@ -350,8 +316,6 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 #define MPT_INSTANTIATE(T)                                                                                  \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float,     \
                                      Context&);                                                             \
-  template void residual_layernorm_forward<T>(T*, T*, float*, float*, const T*, const T*, const T*,         \
-                                              const T*, int, int, float, Context&);                         \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
                                       float*, int, int, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)

@@ -1,5 +1,5 @@
 // LayerNorm on the GPU (fp32 statistics): backend/ops/layernorm.h's contract for a storage type
-// T, plus the fused residual-add + LayerNorm forward. Device pointers; asynchronous.
+// T. Device pointers; asynchronous.
 #pragma once
 #include <cstddef>
 
@@ -11,15 +11,6 @@ namespace mptrain::cuda {
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
                        int C, float eps, Context& ctx);
-
-// Fused residual add + LayerNorm: residual_out (=) = a + b (rounded to T), then exactly
-// layernorm_forward(out, mean, rstd, residual_out, ...). residual_out may alias a or b.
-// Unfused twin: residual_forward then layernorm_forward (bit-identical results).
-// Its backward is layernorm_backward with dinp = the residual stream's gradient: dinp is
-// accumulated (+=), which is the gradient flowing back through the residual add.
-template <class T>
-void residual_layernorm_forward(T* residual_out, T* out, float* mean, float* rstd, const T* a, const T* b,
-                                const T* weight, const T* bias, int N, int C, float eps, Context& ctx);
 
 // Floats of device scratch layernorm_backward needs (per-chunk partial sums of dweight/dbias).
 size_t layernorm_backward_scratch_floats(int N, int C);
