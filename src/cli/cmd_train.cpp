@@ -72,17 +72,14 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--warmup", opt->warmup, "Linear warmup steps")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option(
-         "--schedule", opt->schedule,
-         "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine (GPT-2's "
-         "default, and BERT's) or linear (the original BERT recipe)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cosine", "linear"}));
-  cmd->add_option(
-         "--optimizer", opt->optimizer,
-         "Optimizer: adamw, sophia (Sophia-G), or muon (Muon for the hidden matrices, AdamW for the rest)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"adamw", "sophia", "muon"}));
+  cli::add_named_option(cmd, "--schedule", &opt->schedule, parse_lr_shape, "{cosine,linear}",
+                        "Learning-rate decay after warmup, down to --min-lr-frac x --lr at --steps: cosine "
+                        "(GPT-2's default, and BERT's) or linear (the original BERT recipe)",
+                        lr_shape_name(opt->schedule));
+  cli::add_named_option(
+      cmd, "--optimizer", &opt->optimizer, parse_optimizer_kind, "{adamw,sophia,muon}",
+      "Optimizer: adamw, sophia (Sophia-G), or muon (Muon for the hidden matrices, AdamW for the rest)",
+      optimizer_name(opt->optimizer));
   // --weight-decay, --beta1, --beta2 set the chosen optimizer's value (parsed into adamw's
   // fields, copied to Sophia's in the callback when given).
   cmd->add_option("--weight-decay", opt->adamw.weight_decay,
@@ -120,8 +117,9 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--recipe", *recipe,
                   "Hyperparameter recipe: sophia-gpt2 (the Sophia authors' GPT-2 124M settings; flags given "
                   "explicitly win)");
-  cmd->add_option(
-      "--precision", opt->precision,
+  cli::add_named_option(
+      cmd, "--precision", &opt->precision, [](const std::string& s) { return parse_precision(s); },
+      "{fp32,tf32,bf16,fp16}",
       "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
       "loss scaling). Default fp32; on --resume, the checkpoint's");
   cmd->add_option(
@@ -223,12 +221,10 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--vocab-dir", opt->vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
   // Numeric guards and resource limits (docs/HARDENING.md).
-  cmd->add_option(
-         "--on-nan", opt->on_nan,
-         "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last checkpoint "
-         "with a lower learning rate")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"stop", "rollback"}));
+  cli::add_named_option(cmd, "--on-nan", &opt->on_nan, parse_nan_policy, "{stop,rollback}",
+                        "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last "
+                        "checkpoint with a lower learning rate",
+                        nan_policy_name(opt->on_nan));
   cmd->add_option("--nan-lr-factor", opt->nan_lr_factor,
                   "--on-nan rollback: multiply the learning rate by this")
       ->capture_default_str();
@@ -245,11 +241,11 @@ void register_train(CLI::App& app, int& exit_code) {
     if (given("--beta1")) opt->sophia.beta1 = opt->adamw.beta1;
     if (given("--beta2")) opt->sophia.beta2 = opt->adamw.beta2;
     if (given("--weight-decay")) opt->sophia.weight_decay = opt->adamw.weight_decay;
-    MPT_CHECK(opt->optimizer == "sophia" || (!given("--sophia-rho") && !given("--sophia-k")),
+    MPT_CHECK(opt->optimizer == OptimizerKind::Sophia || (!given("--sophia-rho") && !given("--sophia-k")),
               "--sophia-rho and --sophia-k only apply with --optimizer sophia");
     for (const char* flag : {"--muon-momentum", "--no-muon-nesterov", "--muon-ns-steps", "--muon-adjust-lr",
                              "--muon-qkv", "--muon-adamw-lr"})
-      MPT_CHECK(opt->optimizer == "muon" || !given(flag),
+      MPT_CHECK(opt->optimizer == OptimizerKind::Muon || !given(flag),
                 std::string(flag) + " only applies with --optimizer muon");
     opt->muon.adjust = parse_muon_adjust(*muon_adjust);
     opt->muon.qkv = parse_muon_qkv(*muon_qkv);

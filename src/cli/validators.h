@@ -50,4 +50,28 @@ inline CLI::Validator between(double lo, double hi) {
       "NUMBER in [" + bound_text(lo) + ", " + bound_text(hi) + "]");
 }
 
+// An option whose name is read straight into its typed value (an enum, a precision): `parse` is
+// the type's own parser, which throws Error naming the accepted values, so a bad name fails as the
+// command line is read, with that message, and *target never holds an unchecked string. `names`
+// is what --help shows ("{cosine,linear}").
+template <class T, class Parse>
+CLI::Option* add_named_option(CLI::App* cmd, const std::string& flag, T* target, Parse parse,
+                              const std::string& names, const std::string& help,
+                              const std::string& default_name = "") {
+  CLI::Option* o = cmd->add_option_function<std::string>(
+      flag, [target, parse](const std::string& s) { *target = parse(s); }, help);
+  o->check(CLI::Validator(
+      [parse](std::string& s) -> std::string {
+        try {
+          parse(s);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      names));
+  if (!default_name.empty()) o->default_str(default_name);
+  return o;
+}
+
 }  // namespace mptrain::cli

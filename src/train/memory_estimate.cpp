@@ -149,7 +149,7 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   // AdamW: m, v; Sophia: m, h; Muon: its momentum and AdamW's m, v, each laid out like the
   // parameters (optim/*.h; Muon's Newton–Schulz working set, a few copies of its largest matrix,
   // is within the runtime allowance).
-  const size_t states = o.optimizer == "muon" ? 3 : 2;
+  const size_t states = o.optimizer == OptimizerKind::Muon ? 3 : 2;
   MemoryEstimate e;
   e.params = n * sizeof(float);
   e.grads = n * sizeof(float) + model.lowp_grad_bytes;

@@ -34,6 +34,8 @@ NanPolicy parse_nan_policy(const std::string& name) {
   throw Error("unknown --on-nan '" + name + "' (expected stop or rollback)");
 }
 
+const char* nan_policy_name(NanPolicy policy) { return policy == NanPolicy::Rollback ? "rollback" : "stop"; }
+
 void validate(const NanGuardOptions& o) {
   MPT_CHECK(o.lr_factor > 0.0f && o.lr_factor < 1.0f,
             "--nan-lr-factor must be in (0, 1), got " + value_text(o.lr_factor));

@@ -27,15 +27,12 @@
 #include "dist/data_parallel.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/nan_policy.h"
 
 namespace mptrain {
 
 class TrainTask;
 
-enum class NanPolicy { Stop, Rollback };
-
-// "stop" | "rollback"; throws Error naming the accepted values.
-NanPolicy parse_nan_policy(const std::string& name);
 
 struct NanGuardOptions {
   NanPolicy policy = NanPolicy::Stop;

@@ -30,12 +30,12 @@ nlohmann::json TrainOptions::to_json() const {
           {"lr", lr},
           {"min_lr_frac", min_lr_frac},
           {"warmup", warmup},
-          {"schedule", schedule},
+          {"schedule", lr_shape_name(schedule)},
           {"beta1", adamw.beta1},
           {"beta2", adamw.beta2},
           {"eps", adamw.eps},
           {"weight_decay", adamw.weight_decay},
-          {"optimizer", optimizer},
+          {"optimizer", optimizer_name(optimizer)},
           {"recipe", recipe},
           {"sophia",
            {{"beta1", sophia.beta1},
@@ -51,7 +51,7 @@ nlohmann::json TrainOptions::to_json() const {
             {"qkv", muon_qkv_name(muon.qkv)},
             {"adamw_lr", muon_adamw_lr > 0.0f ? muon_adamw_lr : lr}}},
           {"grad_clip", grad_clip},
-          {"precision", precision.empty() ? "fp32" : precision},
+          {"precision", precision_name(precision.value_or(Precision::Fp32))},
           {"device", device},
           {"policy_of", policy_of.empty() ? device : policy_of},
           {"loss_scale_init", loss_scale_init},
@@ -67,7 +67,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"dist_backend", dist_backend},
           {"overlap_grad_reduce", overlap_grad_reduce},
           {"graphs", graphs},
-          {"on_nan", on_nan},
+          {"on_nan", nan_policy_name(on_nan)},
           {"nan_lr_factor", nan_lr_factor},
           {"nan_max_rollbacks", nan_max_rollbacks},
           {"memory_limit", memory_limit}};
@@ -76,10 +76,11 @@ nlohmann::json TrainOptions::to_json() const {
 void apply_recipe(TrainOptions& o, const std::string& recipe,
                   const std::function<bool(const std::string& flag)>& given) {
   if (recipe != "sophia-gpt2") throw Error("unknown recipe '" + recipe + "' (known: sophia-gpt2)");
-  MPT_CHECK(!given("--optimizer") || o.optimizer == "sophia",
-            "--recipe sophia-gpt2 is a Sophia recipe; it cannot be used with --optimizer " + o.optimizer);
+  MPT_CHECK(!given("--optimizer") || o.optimizer == OptimizerKind::Sophia,
+            std::string("--recipe sophia-gpt2 is a Sophia recipe; it cannot be used with --optimizer ") +
+                optimizer_name(o.optimizer));
   o.recipe = recipe;
-  o.optimizer = "sophia";
+  o.optimizer = OptimizerKind::Sophia;
   const SophiaHyper defaults;
   if (!given("--lr")) o.lr = 6e-4f;
   if (!given("--min-lr-frac")) o.min_lr_frac = 1.5e-5f / 6e-4f;

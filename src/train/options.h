@@ -3,13 +3,18 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/progress.h"
 #include "optim/adamw.h"
 #include "optim/muon.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
 #include "optim/sophia.h"
+#include "precision/precision.h"
+#include "train/nan_policy.h"
 
 namespace mptrain {
 
@@ -28,18 +33,19 @@ struct TrainOptions {
   float lr = 6e-4f;
   float min_lr_frac = 0.1f;
   int64_t warmup = 0;
-  std::string schedule = "cosine";  // cosine | linear (optim/schedule.h): the decay after warmup
-  std::string optimizer = "adamw";  // adamw | sophia | muon
+  // Typed where they are parsed (the CLI, the recipe): a bad name fails there, before a run starts.
+  LrShape schedule = LrShape::Cosine;              // --schedule: the decay after warmup
+  OptimizerKind optimizer = OptimizerKind::AdamW;  // --optimizer
   AdamWHyper adamw;
   SophiaHyper sophia;
   MuonHyper muon;              // ns_math and adamw_lr_ratio are set by the trainer (policy, lr)
   float muon_adamw_lr = 0.0f;  // Muon's AdamW group's peak lr (0: --lr)
   std::string recipe;      // the --recipe applied, if any (informational)
   float grad_clip = 1.0f;  // 0 = off
-  // precision (precision/precision.h): fp32 | tf32 | bf16 | fp16. Empty = not given: fp32 for
-  // a new run (also with --init-from), the checkpoint's precision on --resume. A value given
-  // on --resume wins over the checkpoint's (the trajectory then differs from the original run).
-  std::string precision;
+  // --precision. Not given: fp32 for a new run (also with --init-from), the checkpoint's
+  // precision on --resume. A value given on --resume wins over the checkpoint's (the trajectory
+  // then differs from the original run). The trainer sets it to the precision the run takes.
+  std::optional<Precision> precision;
   // Where the model and the step run: cpu, or cuda (the same model and step on the rank's GPU,
   // the CUDA backend; the CPU keeps the data loading), or auto (cuda where the run can use a GPU,
   // else cpu: trainer.cpp's resolve_auto_device), the default since the GPU path ran on an H200
@@ -76,7 +82,7 @@ struct TrainOptions {
   double peak_tflops = 0.0;                     // MFU's peak; 0 = estimate for this CPU (train/peak_flops.h)
   std::string vocab_dir;
   // numeric guards (train/numeric_guard.h) and resource limits (train/memory_estimate.h)
-  std::string on_nan = "stop";  // stop | rollback: what a non-finite loss or gradient does
+  NanPolicy on_nan = NanPolicy::Stop;  // --on-nan: what a non-finite loss or gradient does
   float nan_lr_factor = 0.5f;   // rollback: the learning rate is multiplied by this each time
   int nan_max_rollbacks = 3;    // rollbacks in one invocation before the run gives up
   std::string memory_limit;     // "2G", "512M", ...; empty = MemAvailable or the cgroup limit

@@ -106,8 +106,9 @@ std::unique_ptr<Communicator> make_grad_communicator(const TrainOptions& opt, Co
 
 // --- the trainer's three parts: the options checked into typed values, the run built once, the loop.
 
-// (1) What the option strings mean, checked before anything is read or built: an unknown name or
-// a bad value fails here, before any output.
+// (1) The options' values checked together before anything is read or built (their names were
+// parsed into typed values where they were read: the CLI, the recipe): a bad value fails here,
+// before any output.
 struct CheckedOptions {
   std::optional<Precision> given_precision;  // --precision when given
   OptimizerKind optimizer = OptimizerKind::AdamW;
@@ -117,16 +118,16 @@ struct CheckedOptions {
 
 CheckedOptions check_options(const TrainOptions& opt) {
   CheckedOptions c;
-  if (!opt.precision.empty()) c.given_precision = parse_precision(opt.precision);
+  c.given_precision = opt.precision;
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
-  c.optimizer = parse_optimizer_kind(opt.optimizer);
+  c.optimizer = opt.optimizer;
   if (c.optimizer == OptimizerKind::Sophia) validate(opt.sophia);
   if (c.optimizer == OptimizerKind::Muon) validate(opt.muon);
-  c.lr_shape = parse_lr_shape(opt.schedule);
+  c.lr_shape = opt.schedule;
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
-  c.nan_guard = NanGuardOptions{parse_nan_policy(opt.on_nan), opt.nan_lr_factor, opt.nan_max_rollbacks};
+  c.nan_guard = NanGuardOptions{opt.on_nan, opt.nan_lr_factor, opt.nan_max_rollbacks};
   validate(c.nan_guard);
   return c;
 }
@@ -212,7 +213,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // --init-from starts) in any of them; only the loss scaler is fp16's alone.
   r.ckpt_precision = r.resume_dir.empty() ? Precision::Fp32 : parse_precision(r.resumed.precision);
   r.precision = r.checked.given_precision ? *r.checked.given_precision : r.ckpt_precision;
-  opt.precision = precision_name(r.precision);
+  opt.precision = r.precision;
   // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
   // --policy-of says otherwise: the trajectory continues in the dtypes it had.
   if (opt.policy_of.empty() && !r.resume_dir.empty() && opt.device == "cpu" && r.resumed.options.is_object() &&
@@ -289,7 +290,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   }
   r.dp->broadcast_params(task.params());  // every rank starts from rank 0's bits
   r.state.options = opt.to_json();
-  r.state.precision = opt.precision;
+  r.state.precision = precision_name(r.precision);
   r.state.has_loss_scaler =
       false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
   task.open_data(opt, r.state, r.comm->rank(), r.world);  // plans activations; at the resumed position
