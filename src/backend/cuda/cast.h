@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 
+#include "backend/cuda/context.h"
 #include "core/dtype.h"
 
 namespace mptrain::cuda {
@@ -12,7 +13,8 @@ namespace mptrain::cuda {
 template <class Out, class In>
 void cast(Out* out, const In* in, size_t n, void* stream);
 
-// out[i] = in[i] rounded to TF32 (core/dtype.h's round_to_tf32: what the CPU's TF32 products read).
-void round_tf32(float* out, const float* in, size_t n, void* stream);
+// out[i] = in[i] rounded to TF32 (core/dtype.h's round_to_tf32: what the CPU's TF32 products
+// read); out may alias in. An elementwise map (elementwise.cuh) on ctx's stream.
+void round_tf32(float* out, const float* in, size_t n, Context& ctx);
 
 }  // namespace mptrain::cuda

@@ -240,7 +240,7 @@ void CudaBackend::run_to_operand(const View& dst, const View& src, ComputeType m
   // A TF32 copy holds the values the products read (cuBLASLt rounds its own operands, but the
   // interface's copy is the rounded one, as the CPU's is; conformance found the plain copy).
   if (math == ComputeType::TF32 && dst.type == F32 && src.type == F32) {
-    cuda::round_tf32(dst.as<float>(), src.as<float>(), count(dst), ctx_->stream());
+    cuda::round_tf32(dst.as<float>(), src.as<float>(), count(dst), *ctx_);
     return;
   }
   run_cast(dst, src);
