@@ -97,18 +97,14 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_flag("!--no-muon-nesterov", opt->muon.nesterov, "Muon: plain momentum instead of Nesterov's");
   cmd->add_option("--muon-ns-steps", opt->muon.ns_steps, "Muon: Newton-Schulz iterations")
       ->capture_default_str();
-  auto muon_adjust = std::make_shared<std::string>(muon_adjust_name(opt->muon.adjust));
-  cmd->add_option(
-         "--muon-adjust-lr", *muon_adjust,
-         "Muon: the update's scale per matrix: match_rms_adamw (0.2*sqrt(max(out, in)): AdamW's lr and "
-         "weight decay carry over) or original (max(1, out/in)^0.5, lr ~0.02)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"match_rms_adamw", "original"}));
-  auto muon_qkv = std::make_shared<std::string>(muon_qkv_name(opt->muon.qkv));
-  cmd->add_option("--muon-qkv", *muon_qkv,
-                  "Muon: attention's q, k, v weights orthogonalised as three matrices or one")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"three", "one"}));
+  cli::add_named_option(cmd, "--muon-adjust-lr", &opt->muon.adjust, parse_muon_adjust,
+                        "{match_rms_adamw,original}",
+                        "Muon: the update's scale per matrix: match_rms_adamw (0.2*sqrt(max(out, in)): AdamW's "
+                        "lr and weight decay carry over) or original (max(1, out/in)^0.5, lr ~0.02)",
+                        muon_adjust_name(opt->muon.adjust));
+  cli::add_named_option(cmd, "--muon-qkv", &opt->muon.qkv, parse_muon_qkv, "{three,one}",
+                        "Muon: attention's q, k, v weights orthogonalised as three matrices or one",
+                        muon_qkv_name(opt->muon.qkv));
   cmd->add_option(
          "--muon-adamw-lr", opt->muon_adamw_lr,
          "Muon: peak lr of the parameters AdamW updates (embeddings, heads, biases, LayerNorm); default --lr")
@@ -234,7 +230,7 @@ void register_train(CLI::App& app, int& exit_code) {
       "--memory-limit", opt->memory_limit,
       "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
       "configuration whose estimate exceeds it is refused before allocating");
-  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, muon_adjust, muon_qkv, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
@@ -247,8 +243,6 @@ void register_train(CLI::App& app, int& exit_code) {
                              "--muon-qkv", "--muon-adamw-lr"})
       MPT_CHECK(opt->optimizer == OptimizerKind::Muon || !given(flag),
                 std::string(flag) + " only applies with --optimizer muon");
-    opt->muon.adjust = parse_muon_adjust(*muon_adjust);
-    opt->muon.qkv = parse_muon_qkv(*muon_qkv);
     std::unique_ptr<TrainTask> task;
     if (*model_kind == "bert") {
       bert->seq_given = given("--seq");
