@@ -4,8 +4,9 @@
 // and how close each op comes to the machine's FLOP/s or memory bandwidth (PyTorch's profiler
 // table, for our ops).
 //
-// Times are only meaningful where an op has finished when its call returns: the CPU backend.
-// (A GPU's ops are asynchronous; time them with Nsight Systems.) The process's CPU time counts
+// Times are only meaningful where an op has finished when its call returns: the CPU backend, or
+// a GPU's once the backend waits for the device around each profiled op (Backend::set_profile).
+// The process's CPU time counts
 // every thread's, so it is the measure that a loaded machine distorts least: other processes
 // slow an op's wall clock but not the CPU time of its own work (OpenMP's spin-waits are in both).
 #pragma once

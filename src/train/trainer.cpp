@@ -1,6 +1,6 @@
 // The training run, one for every model family (what differs between GPT-2 and BERT is a
-// TrainTask, train/train_task.h), in three parts: the options checked into typed values
-// (check_options), everything the loop runs on built once (build_run: ranks, backend, model,
+// TrainTask, train/train_task.h), in three parts: the options' values checked together
+// (check_options; their names are typed where the CLI reads them), everything the loop runs on built once (build_run: ranks, backend, model,
 // weights, optimizer, data parallelism, loss scaler, data), and the loop (run_loop).
 #include "train/trainer.h"
 
@@ -104,32 +104,21 @@ std::unique_ptr<Communicator> make_grad_communicator(const TrainOptions& opt, Co
   return nccl ? make_nccl_communicator(host, opt.collective_timeout, &compute) : nullptr;
 }
 
-// --- the trainer's three parts: the options checked into typed values, the run built once, the loop.
+// --- the trainer's three parts: the options' values checked, the run built once, the loop.
 
 // (1) The options' values checked together before anything is read or built (their names were
 // parsed into typed values where they were read: the CLI, the recipe): a bad value fails here,
-// before any output.
-struct CheckedOptions {
-  std::optional<Precision> given_precision;  // --precision when given
-  OptimizerKind optimizer = OptimizerKind::AdamW;
-  LrShape lr_shape = LrShape::Cosine;
-  NanGuardOptions nan_guard;
-};
-
-CheckedOptions check_options(const TrainOptions& opt) {
-  CheckedOptions c;
-  c.given_precision = opt.precision;
+// before any output. Returns the NaN guard's options, checked.
+NanGuardOptions check_options(const TrainOptions& opt) {
   MPT_CHECK(opt.steps > 0, "--steps must be positive");
   MPT_CHECK(opt.lr > 0.0f, "--lr must be positive");
   MPT_CHECK(opt.log_every > 0, "--log-every must be positive");
-  c.optimizer = opt.optimizer;
-  if (c.optimizer == OptimizerKind::Sophia) validate(opt.sophia);
-  if (c.optimizer == OptimizerKind::Muon) validate(opt.muon);
-  c.lr_shape = opt.schedule;
+  if (opt.optimizer == OptimizerKind::Sophia) validate(opt.sophia);
+  if (opt.optimizer == OptimizerKind::Muon) validate(opt.muon);
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
-  c.nan_guard = NanGuardOptions{opt.on_nan, opt.nan_lr_factor, opt.nan_max_rollbacks};
-  validate(c.nan_guard);
-  return c;
+  const NanGuardOptions nan_guard{opt.on_nan, opt.nan_lr_factor, opt.nan_max_rollbacks};
+  validate(nan_guard);
+  return nan_guard;
 }
 
 // (2) Everything the loop runs on, built once by build_run: the ranks, the backend, the model (the
@@ -142,7 +131,7 @@ struct Run {
   Run& operator=(const Run&) = delete;
   TrainOptions& opt;  // with its precision and device resolved (config.json records what ran)
   TrainTask& task;
-  CheckedOptions checked;
+  NanGuardOptions nan_guard;
   cpu::Context ctx;  // the CPU's threads and oneDNN: the CPU backend refers to it for the run's length
   std::unique_ptr<Communicator> comm;  // the launcher's ranks (MPI), or a single process
   int world = 1;
@@ -167,7 +156,7 @@ struct Run {
 std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   auto run = std::make_unique<Run>(opt, task);
   Run& r = *run;
-  r.checked = check_options(opt);
+  r.nan_guard = check_options(opt);
   if (opt.threads > 0) omp_set_num_threads(opt.threads);
   if (opt.deterministic) omp_set_dynamic(0);
   r.comm = make_host_communicator(opt.collective_timeout);
@@ -212,7 +201,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // gradients and optimizer state are fp32 in every precision, so a checkpoint resumes (or
   // --init-from starts) in any of them; only the loss scaler is fp16's alone.
   r.ckpt_precision = r.resume_dir.empty() ? Precision::Fp32 : parse_precision(r.resumed.precision);
-  r.precision = r.checked.given_precision ? *r.checked.given_precision : r.ckpt_precision;
+  r.precision = opt.precision.value_or(r.ckpt_precision);
   opt.precision = r.precision;
   // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
   // --policy-of says otherwise: the trajectory continues in the dtypes it had.
@@ -255,14 +244,14 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   r.muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
   if (opt.muon_adamw_lr > 0.0f) r.muon.adamw_lr_ratio = opt.muon_adamw_lr / opt.lr;
   r.make_opt = [&r](const ParamTable& table) {
-    return make_optimizer(r.checked.optimizer, table, r.opt.adamw, r.opt.sophia, r.tokens_per_step, r.opt.seed,
+    return make_optimizer(r.opt.optimizer, table, r.opt.adamw, r.opt.sophia, r.tokens_per_step, r.opt.seed,
                           r.task.backend(), r.muon);
   };
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
   // shards hold whole matrices.
   r.nccl = make_grad_communicator(opt, *r.comm, task.backend());
   r.dp = std::make_unique<DataParallel>(r.nccl ? *r.nccl : *r.comm, task.table(), zero_stage_from_int(opt.zero),
-                                        r.checked.optimizer == OptimizerKind::Muon
+                                        r.opt.optimizer == OptimizerKind::Muon
                                             ? muon_whole_ranges(task.table(), r.muon.qkv)
                                             : std::vector<ParamRange>{});
   // Reducing each range as the backward finishes it pays where communication runs beside the
@@ -303,13 +292,13 @@ void describe_run(RunMonitor& monitor, const Run& r) {
   const TrainOptions& opt = r.opt;
   const TrainTask& task = r.task;
   task.describe(monitor, opt, !r.resume_dir.empty() || !r.init_dir.empty(), r.accum, r.tokens_per_step);
-  if (r.checked.optimizer == OptimizerKind::Sophia)
+  if (r.opt.optimizer == OptimizerKind::Sophia)
     monitor.sayf(
         "optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = "
         "%.0f\n",
         opt.sophia.beta1, opt.sophia.beta2, opt.sophia.rho, opt.sophia.weight_decay, task.decay_note(),
         (long long)opt.sophia.k, r.tokens_per_step);
-  else if (r.checked.optimizer == OptimizerKind::Muon)
+  else if (r.opt.optimizer == OptimizerKind::Muon)
     monitor.sayf(
         "optimizer muon: %zu hidden matrices (q, k, v as %s), momentum %g%s, %d Newton-Schulz steps in %s, "
         "lr "
@@ -321,9 +310,9 @@ void describe_run(RunMonitor& monitor, const Run& r) {
   else
     monitor.sayf("optimizer adamw: beta1 %g, beta2 %g, eps %g, weight decay %g%s\n", opt.adamw.beta1,
                  opt.adamw.beta2, opt.adamw.eps, opt.adamw.weight_decay, task.decay_note());
-  if (r.checked.lr_shape != LrShape::Cosine)
+  if (r.opt.schedule != LrShape::Cosine)
     monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n",
-                 lr_shape_name(r.checked.lr_shape), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
+                 lr_shape_name(r.opt.schedule), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (r.world > 1)
     monitor.sayf(
         "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
@@ -362,7 +351,7 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
   Communicator& comm = *r.comm;
   DataParallel& dp = *r.dp;
   RunState& state = r.state;
-  const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, r.checked.lr_shape};
+  const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, r.opt.schedule};
   int rollbacks = 0;  // in this invocation (--nan-max-rollbacks)
   const StepModel step_model = task.step_model(opt);
   if (r.on_cuda)
@@ -383,10 +372,10 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
       const HostMirror<float> grads(task.grads());
       const std::string what = non_finite_step_message(step + 1, stats.loss, stats.grad_norm, task.table(),
                                                        grads.data(), dp.begin(), dp.end());
-      const std::string ckpt = rollback_target(r.checked.nan_guard, what, opt.run_dir, r.resume_dir, rollbacks++);
-      state = rollback_to_checkpoint(ckpt, r.checked.nan_guard.lr_factor, state, task, *r.optimizer, dp, r.make_opt);
+      const std::string ckpt = rollback_target(r.nan_guard, what, opt.run_dir, r.resume_dir, rollbacks++);
+      state = rollback_to_checkpoint(ckpt, r.nan_guard.lr_factor, state, task, *r.optimizer, dp, r.make_opt);
       monitor.sayf("%s; rolled back to %s (rollback %d of at most %d), learning rate x%g from now on",
-                   what.c_str(), ckpt.c_str(), rollbacks, r.checked.nan_guard.max_rollbacks, state.lr_scale);
+                   what.c_str(), ckpt.c_str(), rollbacks, r.nan_guard.max_rollbacks, state.lr_scale);
       step = state.step - 1;  // the loop's ++step resumes at the checkpoint's step
       continue;
     }
