@@ -1,8 +1,8 @@
-// The op interface's entry points: the shape contract of every op and the capability check,
-// written once for every backend; then the backend's run_* hook. The tensors each op asks
-// supports() about, in order, are backend/op_list.h's; fixed by the interface: fp32 LayerNorm
-// statistics, losses and dloss. A linear's bias may be in any storage (the fp32 master, or a GPU
-// plan's 16-bit copy of the non-GEMM weights).
+// The op interface's entry points: the shape contract of every op, written once for every
+// backend; then submit(): the capability check asked with the call's own arguments, the op
+// profile's row (bytes from the arguments' views) and the backend's run() hook. Fixed by the
+// interface: fp32 LayerNorm statistics, losses and dloss. A linear's bias may be in any storage
+// the backend's supports() accepts (the fp32 master, or a GPU plan's 16-bit copy).
 #include "backend/backend.h"
 
 #include <array>
@@ -16,16 +16,13 @@ namespace {
 
 constexpr StorageType F32 = StorageType::F32;
 
-struct OpEntry {
-  const char* name;
-  const char* tensors;  // space-separated
+constexpr const char* kOpNames[] = {
+#define MPTRAIN_OP_NAME(e, name) name,
+    MPTRAIN_OPS(MPTRAIN_OP_NAME)
+#undef MPTRAIN_OP_NAME
 };
-constexpr OpEntry kOps[] = {
-#define MPTRAIN_OP_ENTRY(e, name, tensors) {name, tensors},
-    MPTRAIN_OPS(MPTRAIN_OP_ENTRY)
-#undef MPTRAIN_OP_ENTRY
-};
-static_assert(std::size(kOps) == static_cast<size_t>(kNumOps), "backend/op_list.h generates Op and kOps alike");
+static_assert(std::size(kOpNames) == static_cast<size_t>(kNumOps),
+              "backend/op_list.h generates Op and its names alike");
 
 // The checks of one op call: each failure is one line naming the op, the tensor and its view.
 class Check {
@@ -63,11 +60,28 @@ class Check {
 
 // --- what each op does, for the op profile (backend/op_profile.h) ---
 
-// The bytes of the present views: what an op reads and writes at least once.
-double bytes_of(std::initializer_list<const View*> views) {
+// The bytes an op reads and writes at least once, from its views: each read or written once, an
+// accumulated one twice, a table read (or accumulated) at indexed rows as many rows as the op's
+// first dense view has.
+template <class A>
+double bytes_moved(const A& a) {
+  const auto views = views_of(a);
+  std::int64_t rows = 0;
+  for (const ArgView& v : views)
+    if (!rows && !v.view->empty() && v.view->rank > 0 &&
+        (v.access == Access::Read || v.access == Access::Write || v.access == Access::Add))
+      rows = v.view->dim(0);
   double b = 0.0;
-  for (const View* v : views)
-    if (!v->empty()) b += static_cast<double>(v->bytes());
+  for (const ArgView& v : views) {
+    if (v.view->empty() || v.access == Access::Scratch) continue;
+    const double all = static_cast<double>(v.view->bytes());
+    const double some =
+        v.view->rank > 0 && v.view->dim(0) > 0 ? all / static_cast<double>(v.view->dim(0)) * rows : 0.0;
+    b += v.access == Access::Add        ? 2 * all
+         : v.access == Access::ReadRows ? some
+         : v.access == Access::AddRows  ? 2 * some
+                                        : all;
+  }
   return b;
 }
 
@@ -78,49 +92,97 @@ std::string gemm_label(Op op, std::int64_t N, std::int64_t K, std::int64_t M) {
 }
 
 // The query-key pairs an attention scores: per sequence T² (bidirectional) or T(T+1)/2 (causal),
-// over the packed sequences' own lengths when packed.
-double attention_pairs(int B, int T, bool causal, const int* cu_seqlens) {
+// over the packed sequences' own lengths when the host can read them (else B·T², a bound).
+double attention_pairs(int B, int T, bool causal, const int* cu_seqlens, bool host_visible) {
   const auto pairs = [causal](double L) { return causal ? L * (L + 1) / 2 : L * L; };
-  if (!cu_seqlens) return B * pairs(T);
+  if (!cu_seqlens || !host_visible) return B * pairs(T);
   double sum = 0.0;
   for (int b = 0; b < B; ++b) sum += pairs(cu_seqlens[b + 1] - cu_seqlens[b]);
   return sum;
 }
 
-}  // namespace
-
-const char* backend_op_name(Op op) { return kOps[static_cast<size_t>(op)].name; }
-
-std::vector<std::string> op_tensors(Op op) {
-  std::vector<std::string> out;
-  std::string word;
-  for (const char* p = kOps[static_cast<size_t>(op)].tensors;; ++p) {
-    if (*p && *p != ' ') {
-      word += *p;
-      continue;
-    }
-    if (!word.empty()) out.push_back(word);
-    word.clear();
-    if (!*p) return out;
-  }
+// The row label and the FLOPs of the ops with products; the rest are named after their op.
+template <class A>
+OpWork work_of(const A& a, bool) {
+  return {backend_op_name(a.op()), 0.0, bytes_moved(a)};
+}
+OpWork work_of(const LinearArgs& a, bool) {
+  const std::int64_t N = a.x.dim(0), K = a.x.dim(1), M = a.w.dim(1);
+  return {gemm_label(a.op(), N, K, M), 2.0 * N * K * M, bytes_moved(a)};
+}
+OpWork work_of(const LinearBackwardArgs& a, bool) {
+  const std::int64_t N = a.x.dim(0), K = a.x.dim(1), M = a.w.dim(1);
+  return {gemm_label(a.op(), N, K, M), (a.dx.empty() ? 2.0 : 4.0) * N * K * M, bytes_moved(a)};
+}
+OpWork work_of(const MatmulArgs& a, bool) {
+  const std::int64_t M = a.c.dim(0), K = a.a.dim(1), N = a.c.dim(1);
+  return {gemm_label(Op::Matmul, M, K, N), 2.0 * M * K * N, bytes_moved(a)};
+}
+OpWork work_of(const AttentionArgs& a, bool host) {
+  return {"attention", 4.0 * a.out.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host),
+          bytes_moved(a)};
+}
+OpWork work_of(const AttentionBackwardArgs& a, bool host) {
+  return {"attention_backward", 8.0 * a.dout.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host),
+          bytes_moved(a)};
 }
 
-std::string describe_dtypes(Op op, const std::vector<StorageType>& types, ComputeType math) {
-  const std::vector<std::string> names = op_tensors(op);
-  MPT_CHECK(types.size() == names.size(), std::string("[backend] ") + backend_op_name(op) + " takes " +
-                                              std::to_string(names.size()) + " tensor types, given " +
-                                              std::to_string(types.size()));
+}  // namespace
+
+const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
+
+OpTypes& OpTypes::set(const char* name, StorageType t) {
+  MPT_CHECK(count < static_cast<int>(named.size()),
+            std::string("[backend] ") + backend_op_name(op) + ": more named tensors than a question holds");
+  named[static_cast<size_t>(count++)] = {name, t};
+  return *this;
+}
+
+bool OpTypes::has(std::string_view name) const {
+  for (int i = 0; i < count; ++i)
+    if (name == named[static_cast<size_t>(i)].first) return true;
+  return false;
+}
+
+StorageType OpTypes::operator[](std::string_view name) const {
+  for (int i = 0; i < count; ++i)
+    if (name == named[static_cast<size_t>(i)].first) return named[static_cast<size_t>(i)].second;
+  throw Error(std::string("[backend] ") + backend_op_name(op) + ": the question names no " +
+              std::string(name));
+}
+
+bool OpTypes::uniform() const {
+  for (int i = 1; i < count; ++i)
+    if (named[static_cast<size_t>(i)].second != named[0].second) return false;
+  return true;
+}
+
+std::string OpTypes::describe() const {
   std::string what;
-  auto name = names.begin();
-  for (StorageType t : types) what += std::string(what.empty() ? "" : " ") + *name++ + "=" + storage_name(t);
+  for (int i = 0; i < count; ++i) {
+    const auto& [name, t] = named[static_cast<size_t>(i)];
+    what += std::string(i ? " " : "") + name + "=" + storage_name(t);
+  }
   if (math != ComputeType::F32) what += std::string(" with ") + compute_name(math) + " products";
   return what;
 }
 
-void Backend::require(Op op, std::initializer_list<StorageType> types, ComputeType math) const {
-  if (supports(op, types, math)) return;
-  throw Error(std::string("[backend ") + this->name() + "] " + backend_op_name(op) + ": no kernel for " +
-              describe_dtypes(op, std::vector<StorageType>(types), math));
+void Backend::require(const OpTypes& t) const {
+  if (supports(t)) return;
+  throw Error(std::string("[backend ") + this->name() + "] " + backend_op_name(t.op) + ": no kernel for " +
+              t.describe());
+}
+
+template <class A>
+op_result_t<A> Backend::submit(const A& a) {
+  require(op_types(a));
+  const auto work = [&] { return work_of(a, memory().host_visible()); };
+  if constexpr (requires { A::kToHost; }) {
+    no_host_transfer(backend_op_name(a.op()));
+    return answer([&] { return run(a); }, work);
+  } else {
+    enqueue([this, a] { run(a); }, work);
+  }
 }
 
 void Backend::cast(const View& dst, const View& src) {
@@ -130,18 +192,14 @@ void Backend::cast(const View& dst, const View& src) {
   c.rows_contiguous(src, "src");
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
-  require(Op::Cast, {dst.type, src.type});
-  enqueue([this, dst, src] { run_cast(dst, src); },
-          [&] {
-            return OpWork{"cast", 0, bytes_of({&dst, &src})};
-          });
+  submit(CastArgs{dst, src});
 }
 
 void Backend::zero(const View& v) {
   if (v.empty()) return;
   MPT_CHECK(v.contiguous(),
             "[backend " + std::string(name()) + "] zero: " + v.describe() + " is not contiguous");
-  enqueue([this, v] { run_zero(v); }, [&] { return OpWork{"zero", 0, bytes_of({&v})}; });
+  enqueue([this, v] { run_zero(v); }, [&] { return OpWork{"zero", 0, static_cast<double>(v.bytes())}; });
 }
 
 void Backend::upload(const View& dst, const void* host) {
@@ -168,11 +226,7 @@ void Backend::accumulate(const View& dst, const View& src) {
   c.fp32(dst, "dst");
   c.that(dst.numel() == src.numel(),
          "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
-  require(Op::Accumulate, {dst.type, src.type});
-  enqueue([this, dst, src] { run_accumulate(dst, src); },
-          [&] {
-            return OpWork{"accumulate", 0, 2 * bytes_of({&dst}) + bytes_of({&src})};
-          });
+  submit(AccumulateArgs{dst, src});
 }
 
 void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
@@ -187,18 +241,11 @@ void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
   c.that(dst.type == operand_storage(math) || dst.type == compute_storage(math),
          "dst is " + dst.describe() + ", " + compute_name(math) + " products read " +
              storage_name(operand_storage(math)));
-  require(Op::ToOperand, {dst.type, src.type}, math);
-  enqueue([this, dst, src, math] { run_to_operand(dst, src, math); },
-          [&] {
-            return OpWork{"to_operand", 0, bytes_of({&dst, &src})};
-          });
+  submit(ToOperandArgs{dst, src, math});
 }
 
 void Backend::linear(const LinearArgs& a) {
-  const Op op = has_activation(a.epilogue)             ? Op::LinearActivation
-                : a.epilogue == Epilogue::BiasResidual ? Op::LinearResidual
-                                                       : Op::Linear;
-  const Check c(name(), op);
+  const Check c(name(), a.op());
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), K = a.x.dim(1);
   c.shape(a.w, "w", {K, -1});
@@ -212,22 +259,11 @@ void Backend::linear(const LinearArgs& a) {
          "residual is only for the residual epilogue");
   if (keeps_pre(a.epilogue)) c.shape(a.pre, "pre", {N, M});
   if (a.epilogue == Epilogue::BiasResidual) c.shape(a.residual, "residual", {N, M});
-  if (op == Op::LinearActivation)
-    require(op, {a.out.type, a.x.type, a.w.type, keeps_pre(a.epilogue) ? a.pre.type : a.out.type}, a.math);
-  else if (op == Op::LinearResidual)
-    require(op, {a.out.type, a.x.type, a.w.type, a.residual.type}, a.math);
-  else
-    require(op, {a.out.type, a.x.type, a.w.type}, a.math);
-  enqueue([this, a] { run_linear(a); },
-          [&] {
-            return OpWork{gemm_label(op, N, K, M), 2.0 * N * K * M,
-                          bytes_of({&a.out, &a.x, &a.w, &a.bias, &a.pre, &a.residual})};
-          });
+  submit(a);
 }
 
 void Backend::linear_backward(const LinearBackwardArgs& a) {
-  const Op op = has_activation(a.epilogue) ? Op::LinearActivationBackward : Op::LinearBackward;
-  const Check c(name(), op);
+  const Check c(name(), a.op());
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), K = a.x.dim(1);
   c.shape(a.w, "w", {K, -1});
@@ -244,16 +280,7 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
   c.that(has_activation(a.epilogue) || a.pre.empty(), "pre is only for the activation epilogues");
   if (has_activation(a.epilogue)) c.shape(a.pre, "pre", {N, M});
   c.that(!a.dx_accumulate || !a.dx.empty(), "dx_accumulate without dx");
-  const StorageType dx = a.dx.empty() ? a.dy.type : a.dx.type;
-  if (op == Op::LinearActivationBackward)
-    require(op, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type, a.pre.type}, a.math);
-  else
-    require(op, {dx, a.dw.type, a.dy.type, a.x.type, a.w.type}, a.math);
-  enqueue([this, a] { run_linear_backward(a); },
-          [&] {
-            return OpWork{gemm_label(op, N, K, M), (a.dx.empty() ? 2.0 : 4.0) * N * K * M,
-                          bytes_of({&a.dx, &a.dw, &a.dw, &a.db, &a.dy, &a.x, &a.w, &a.pre})};
-          });
+  submit(a);
 }
 
 void Backend::layernorm(const LayerNormArgs& a) {
@@ -269,11 +296,7 @@ void Backend::layernorm(const LayerNormArgs& a) {
   c.shape(a.beta, "beta", {C});
   c.that(a.beta.type == a.gamma.type, "beta is " + a.beta.describe() + ", expected gamma's dtype");
   for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
-  require(Op::LayerNorm, {a.out.type, a.x.type, a.gamma.type});
-  enqueue([this, a] { run_layernorm(a); },
-          [&] {
-            return OpWork{"layernorm", 0, bytes_of({&a.out, &a.x, &a.mean, &a.rstd})};
-          });
+  submit(a);
 }
 
 void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
@@ -291,11 +314,7 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   c.fp32(a.mean, "mean");
   c.fp32(a.rstd, "rstd");
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
-  require(Op::LayerNormBackward, {a.dx.type, a.dgamma.type, a.dout.type, a.x.type, a.gamma.type});
-  enqueue([this, a] { run_layernorm_backward(a); },
-          [&] {
-            return OpWork{"layernorm_backward", 0, bytes_of({&a.dx, &a.dx, &a.dout, &a.x})};
-          });
+  submit(a);
 }
 
 namespace {
@@ -370,14 +389,7 @@ void Backend::attention(const AttentionArgs& a) {
   c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
   c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
   c.that(a.key_mask == nullptr || a.cu_seqlens == nullptr, "packed sequences take no key mask");
-  require(Op::Attention, {a.types.qkv, a.types.probs, a.types.out}, a.types.scores);
-  enqueue([this, a] { run_attention(a); },
-          [&] {
-            return OpWork{
-                "attention",
-                4.0 * static_cast<double>(a.out.dim(1)) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens),
-                bytes_of({&a.out, &a.qkv})};
-          });
+  submit(a);
 }
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
@@ -389,27 +401,19 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
   c.rows_contiguous(a.dqkv, "dqkv");
   c.shape(a.out, "out", {a.dout.dim(0), a.dout.dim(1)});
   c.rows_contiguous(a.out, "out");
-  c.that(a.out.type == a.types.out, "out is " + a.out.describe() + ", the types say " + storage_name(a.types.out));
+  c.that(a.out.type == a.types.out,
+         "out is " + a.out.describe() + ", the types say " + storage_name(a.types.out));
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
   check_attention_memory(c,
                          attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
                                          static_cast<int>(a.dout.dim(1)), a.NH, a.types),
                          a.saved, a.scratch);
-  require(Op::AttentionBackward, {a.types.qkv, a.types.probs, a.types.out},
-          a.types.scores);
-  enqueue([this, a] { run_attention_backward(a); },
-          [&] {
-            return OpWork{
-                "attention_backward",
-                8.0 * static_cast<double>(a.dout.dim(1)) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens),
-                bytes_of({&a.dqkv, &a.dout, &a.qkv})};
-          });
+  submit(a);
 }
 
 void Backend::cross_entropy(const CrossEntropyArgs& a) {
-  const Op op = a.sampled ? Op::SampledCrossEntropy : Op::CrossEntropy;
-  const Check c(name(), op);
+  const Check c(name(), a.op());
   c.shape(a.logits, "logits", {-1, -1});
   const std::int64_t N = a.logits.dim(0), Vp = a.logits.dim(1);
   c.that(a.vocab > 0 && a.vocab <= Vp,
@@ -427,11 +431,7 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
            "dlogits may alias logits only in the same dtype");
   }
   c.rows_contiguous(a.logits, "logits");
-  require(op, {a.dlogits.empty() ? a.logits.type : a.dlogits.type, a.logits.type});
-  enqueue([this, a] { run_cross_entropy(a); },
-          [&] {
-            return OpWork{backend_op_name(op), 0, bytes_of({&a.logits, &a.dlogits, &a.losses})};
-          });
+  submit(a);
 }
 
 void Backend::embedding(const EmbeddingArgs& a) {
@@ -450,8 +450,8 @@ void Backend::embedding(const EmbeddingArgs& a) {
     if (!v->empty()) c.that(v->type == a.word.type, "the embedding tables differ in dtype");
   for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
-  require(Op::Embedding, {a.out.type, a.word.type});
-  enqueue([this, a] { run_embedding(a); }, [&] { return OpWork{"embedding", 0, 2 * bytes_of({&a.out})}; });
+  submit(a);
+  submit(a);
 }
 
 void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
@@ -472,11 +472,7 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
     if (!v->empty()) c.that(v->type == a.dword.type, "the embedding gradients differ in dtype");
   for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
-  require(Op::EmbeddingBackward, {a.dword.type, a.dout.type});
-  enqueue([this, a] { run_embedding_backward(a); },
-          [&] {
-            return OpWork{"embedding_backward", 0, 3 * bytes_of({&a.dout})};
-          });
+  submit(a);
 }
 
 namespace {
@@ -498,21 +494,13 @@ void check_rows(const Check& c, const View& big, const View& small, const int* r
 void Backend::gather_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::GatherRows);
   check_rows(c, src, dst, rows, count, "src", "dst");
-  require(Op::GatherRows, {dst.type, src.type});
-  enqueue([this, dst, src, rows, count] { run_gather_rows(dst, src, rows, count); },
-          [&] {
-            return OpWork{"gather_rows", 0, 2 * bytes_of({&dst})};
-          });
+  submit(GatherRowsArgs{dst, src, rows, count});
 }
 
 void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
   const Check c(name(), Op::ScatterAddRows);
   check_rows(c, dst, src, rows, count, "dst", "src");
-  require(Op::ScatterAddRows, {dst.type, src.type});
-  enqueue([this, dst, src, rows, count] { run_scatter_add_rows(dst, src, rows, count); },
-          [&] {
-            return OpWork{"scatter_add_rows", 0, 3 * bytes_of({&src})};
-          });
+  submit(ScatterAddRowsArgs{dst, src, rows, count});
 }
 
 void Backend::argmax_rows(int* best, const View& x, int n, int count) {
@@ -524,12 +512,7 @@ void Backend::argmax_rows(int* best, const View& x, int n, int count) {
   c.that(count >= 0 && count <= x.dim(0),
          "count " + std::to_string(count) + " is outside [0, " + std::to_string(x.dim(0)) + "]");
   c.that(best != nullptr || count == 0, "needs somewhere to write");
-  require(Op::ArgmaxRows, {x.type});
-  no_host_transfer("argmax_rows");
-  answer([&] { run_argmax_rows(best, x, n, count); },
-         [&] {
-           return OpWork{"argmax_rows", 0, bytes_of({&x})};
-         });
+  submit(ArgmaxRowsArgs{best, x, n, count});
 }
 
 // --- the optimizer's kernels: fp32 tensors, contiguous, of one size ---
@@ -565,71 +548,44 @@ void Backend::adamw(const AdamWArgs& a) {
   const Check c(name(), Op::AdamW);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
-  require(Op::AdamW, {F32, F32, F32, F32});
-  enqueue([this, a] { run_adamw(a); },
-          [&] {
-            return OpWork{"adamw", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.v, &a.v})};
-          });
+  submit(a);
 }
 
 void Backend::sophia(const SophiaArgs& a) {
   const Check c(name(), Op::Sophia);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
-  require(Op::Sophia, {F32, F32, F32, F32});
-  enqueue([this, a] { run_sophia(a); },
-          [&] {
-            return OpWork{"sophia", 0, bytes_of({&a.params, &a.params, &a.grads, &a.m, &a.m, &a.h})};
-          });
+  submit(a);
 }
 
 void Backend::sophia_hessian(const View& h, const View& ghat, float beta2) {
   const Check c(name(), Op::SophiaHessian);
   same_flat_f32(c, {{&h, "h"}, {&ghat, "ghat"}});
-  require(Op::SophiaHessian, {F32, F32});
-  enqueue([this, h, ghat, beta2] { run_sophia_hessian(h, ghat, beta2); },
-          [&] {
-            return OpWork{"sophia_hessian", 0, bytes_of({&h, &h, &ghat})};
-          });
+  submit(SophiaHessianArgs{h, ghat, beta2});
 }
 
 std::int64_t Backend::count_unclipped(const View& m, const View& h, float rho_b) {
   const Check c(name(), Op::CountUnclipped);
   same_flat_f32(c, {{&m, "m"}, {&h, "h"}});
-  require(Op::CountUnclipped, {F32, F32});
-  no_host_transfer("count_unclipped");
-  return answer([&] { return run_count_unclipped(m, h, rho_b); },
-                [&] {
-                  return OpWork{"count_unclipped", 0, bytes_of({&m, &h})};
-                });
+  return submit(CountUnclippedArgs{m, h, rho_b});
 }
 
 bool Backend::unscale_and_check(const View& grads, float inv_scale) {
   const Check c(name(), Op::UnscaleCheck);
   same_flat_f32(c, {{&grads, "grads"}});
-  require(Op::UnscaleCheck, {F32});
-  no_host_transfer("unscale_and_check");
-  return answer([&] { return run_unscale_and_check(grads, inv_scale); },
-                [&] {
-                  return OpWork{"unscale_and_check", 0, bytes_of({&grads, &grads})};
-                });
+  return submit(UnscaleCheckArgs{grads, inv_scale});
 }
 
 double Backend::sum_squares(const View& x) {
   const Check c(name(), Op::SumSquares);
   same_flat_f32(c, {{&x, "x"}});
-  require(Op::SumSquares, {F32});
-  no_host_transfer("sum_squares");
-  return answer([&] { return run_sum_squares(x); }, [&] { return OpWork{"sum_squares", 0, bytes_of({&x})}; });
+  return submit(SumSquaresArgs{x});
+  return submit(SumSquaresArgs{x});
 }
 
 void Backend::scale(const View& x, float factor) {
   const Check c(name(), Op::Scale);
   same_flat_f32(c, {{&x, "x"}});
-  require(Op::Scale, {F32});
-  enqueue([this, x, factor] { run_scale(x, factor); },
-          [&] {
-            return OpWork{"scale", 0, bytes_of({&x, &x})};
-          });
+  submit(ScaleArgs{x, factor});
 }
 
 void Backend::matmul(const MatmulArgs& a) {
@@ -644,14 +600,7 @@ void Backend::matmul(const MatmulArgs& a) {
   c.that(a.a.type == a.b.type, "a is " + a.a.describe() + " but b is " + a.b.describe());
   c.that(a.c.type == a.a.type || a.c.type == F32,
          "c is " + a.c.describe() + ", expected the operands' type or fp32");
-  require(Op::Matmul, {a.c.type, a.a.type, a.b.type}, a.math);
-  enqueue([this, a] { run_matmul(a); },
-          [&] {
-            return OpWork{gemm_label(Op::Matmul, a.c.dim(0), a.a.dim(1), a.c.dim(1)),
-                          2.0 * static_cast<double>(a.c.dim(0)) * static_cast<double>(a.a.dim(1)) *
-                              static_cast<double>(a.c.dim(1)),
-                          bytes_of({&a.c, &a.a, &a.b})};
-          });
+  submit(a);
 }
 
 namespace {
@@ -676,11 +625,7 @@ void Backend::muon_momentum(const MuonMomentumArgs& a) {
          "m is " + a.m.describe() + " but grads is " + a.grads.describe());
   for (const auto& [v, n] : {std::pair{&a.m, "m"}, std::pair{&a.grads, "grads"}, std::pair{&a.u, "u"}})
     c.fp32(*v, n);
-  require(Op::MuonMomentum, {F32, F32, F32});
-  enqueue([this, a] { run_muon_momentum(a); },
-          [&] {
-            return OpWork{"muon_momentum", 0, bytes_of({&a.m, &a.m, &a.grads, &a.u})};
-          });
+  submit(a);
 }
 
 void Backend::muon_update(const MuonUpdateArgs& a) {
@@ -689,11 +634,7 @@ void Backend::muon_update(const MuonUpdateArgs& a) {
   c.rows_contiguous(a.o, "o");
   row_strided(c, a.params, "params", a.o);
   c.fp32(a.params, "params");
-  require(Op::MuonUpdate, {F32, a.o.type});
-  enqueue([this, a] { run_muon_update(a); },
-          [&] {
-            return OpWork{"muon_update", 0, bytes_of({&a.params, &a.params, &a.o})};
-          });
+  submit(a);
 }
 
 // --- graphs ---
@@ -716,7 +657,8 @@ class RecordedGraph final : public Graph {
 
 void Backend::set_profile(OpProfile* profile) {
   MPT_CHECK(profile == nullptr || !capturing_,
-            std::string("[backend ") + name() + "] op profile: not while capturing a graph (its ops replay unseen)");
+            std::string("[backend ") + name() +
+                "] op profile: not while capturing a graph (its ops replay unseen)");
   profile_ = profile;
 }
 

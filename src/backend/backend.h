@@ -1,9 +1,10 @@
 // The op interface, declared once: what a model asks of a backend, at the granularity both the
 // CPU (oneDNN + OpenMP) and the GPU (cuBLASLt epilogues + own kernels) serve at full speed.
 // Every op takes typed views (backend/view.h); every output says whether it is written (=) or
-// accumulated (+=). The public entry points check shapes and ask supports() first, so a
-// combination a backend has no kernel for is refused with one line naming the op and the
-// dtypes, the same on every backend; the backends implement only the run_* hooks.
+// accumulated (+=), and each op's Args struct lists its views once (views()). The public entry
+// points check shapes and ask supports() with the call's own arguments first, so a combination a
+// backend has no kernel for is refused with one line naming the op and the dtypes, the same on
+// every backend; the backends implement only can_run() and one run() per Args (backend/op_list.h).
 //
 // Fused ops are ops here (bias + GELU and the residual add in a linear's epilogue, softmax +
 // cross-entropy writing dlogits): each is an op of its own, as its kernel is.
@@ -12,12 +13,14 @@
 // (backend/cpu/cpu_backend.h) and the CUDA backend (backend/cuda/cuda_backend.h) serve it, each
 // checked against float64 references on the cases its supports() accepts (tests/common/conformance.h).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,17 +35,71 @@ namespace mptrain {
 
 // The ops, generated from backend/op_list.h (as supports() and the refusals name them).
 enum class Op {
-#define MPTRAIN_OP_ENUMERATOR(e, name, tensors) e,
+#define MPTRAIN_OP_ENUMERATOR(e, name) e,
   MPTRAIN_OPS(MPTRAIN_OP_ENUMERATOR)
 #undef MPTRAIN_OP_ENUMERATOR
 };
 inline constexpr int kNumOps = static_cast<int>(Op::MuonUpdate) + 1;
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
-// The tensors supports() is asked about for `op`, in order ({"out", "x", "w"} for a linear).
-std::vector<std::string> op_tensors(Op op);
-// "out=bf16 x=bf16 w=bf16 with bf16 products": one supports() question, the tensors named as
-// op_tensors names them (no products part for fp32 arithmetic).
-std::string describe_dtypes(Op op, const std::vector<StorageType>& types, ComputeType math = ComputeType::F32);
+
+// How an op touches one of its views: what the op profile counts as bytes and what the CPU's
+// widening writes back.
+enum class Access : std::uint8_t {
+  Read,      // read once
+  Write,     // written (=)
+  Add,       // read and written: accumulated (+=) or updated in place
+  ReadRows,  // a table read only at indexed rows: counted as the rows the op moves
+  AddRows,   // a table accumulated only at indexed rows
+  Scratch,   // memory the backend lays out itself (working memory, saved state): not typed, not counted
+};
+
+// One view of an op's arguments, named as refusals and capability checks name it. `typed` is
+// false where the interface fixes the dtype (fp32 statistics and losses): supports() is not
+// asked about it (the entry point checks it).
+struct ArgView {
+  const char* name;
+  View* view;
+  Access access;
+  bool typed = true;
+};
+
+// views()' entries: read once, written (=), accumulated or updated in place (+=).
+constexpr ArgView reads(const char* name, View& v) { return {name, &v, Access::Read}; }
+constexpr ArgView writes(const char* name, View& v) { return {name, &v, Access::Write}; }
+constexpr ArgView adds(const char* name, View& v) { return {name, &v, Access::Add}; }
+constexpr ArgView reads_rows(const char* name, View& v) { return {name, &v, Access::ReadRows}; }
+constexpr ArgView adds_rows(const char* name, View& v) { return {name, &v, Access::AddRows}; }
+constexpr ArgView workspace(const char* name, View& v) { return {name, &v, Access::Scratch}; }
+constexpr ArgView fp32_fixed(ArgView v) {  // a dtype the interface fixes: not asked
+  v.typed = false;
+  return v;
+}
+
+// An Args struct's views (its views() lists them; readers do not write through them).
+template <class A>
+auto views_of(const A& a) {
+  return const_cast<A&>(a).views();
+}
+
+// One capability question: the op, the storage type of each present view by name, and the
+// arithmetic of its products. Built from the op's own arguments (op_types), so the question is
+// the call's; a policy asks with placeholder views (View::dtype_only).
+struct OpTypes {
+  Op op = Op::Cast;
+  ComputeType math = ComputeType::F32;    // the products' (a GEMM's; an attention's scores)
+  ComputeType values = ComputeType::F32;  // an attention's second product (probabilities · values)
+  std::array<std::pair<const char*, StorageType>, 8> named{};
+  int count = 0;
+
+  OpTypes& set(const char* name, StorageType t);
+  bool has(std::string_view name) const;
+  // The storage type of `name` (Error when the question has no such tensor).
+  StorageType operator[](std::string_view name) const;
+  // Every named tensor in one storage type.
+  bool uniform() const;
+  // "out=bf16 x=bf16 w=bf16 with bf16 products" (no products part for fp32 arithmetic).
+  std::string describe() const;
+};
 
 // What a linear does after its GEMM, in the one pass over the fp32 accumulator.
 enum class Epilogue {
@@ -75,6 +132,17 @@ struct LinearArgs {
   // Optional working memory the caller planned (the CPU keeps its fp32 accumulator there);
   // without it, or when it is too small, the backend uses its own.
   View scratch{};
+
+  Op op() const {
+    return has_activation(epilogue)             ? Op::LinearActivation
+           : epilogue == Epilogue::BiasResidual ? Op::LinearResidual
+                                                : Op::Linear;
+  }
+  auto views() {
+    return std::array{writes("out", out),           reads("x", x),      reads("w", w),
+                      reads("bias", bias),          writes("pre", pre), reads("residual", residual),
+                      workspace("scratch", scratch)};
+  }
 };
 
 struct LinearBackwardArgs {
@@ -94,6 +162,18 @@ struct LinearBackwardArgs {
   // arithmetic's operand storage. Through GELU with an fp32 dy and fp32 operands it may be dy
   // itself (computed in place). Without it the GEMMs convert dy each (same values).
   View scratch{};
+
+  Op op() const { return has_activation(epilogue) ? Op::LinearActivationBackward : Op::LinearBackward; }
+  auto views() {
+    return std::array{ArgView{"dx", &dx, dx_accumulate ? Access::Add : Access::Write},
+                      adds("dw", dw),
+                      adds("db", db),
+                      reads("dy", dy),
+                      reads("x", x),
+                      reads("w", w),
+                      reads("pre", pre),
+                      workspace("scratch", scratch)};
+  }
 };
 
 struct LayerNormArgs {
@@ -102,6 +182,16 @@ struct LayerNormArgs {
   View x{};              // [N, C] the residual stream (with `add`: its first summand)
   View gamma{}, beta{};  // [C]
   float eps = 1e-5f;
+
+  Op op() const { return Op::LayerNorm; }
+  auto views() {
+    return std::array{writes("out", out),
+                      fp32_fixed(writes("mean", mean)),
+                      fp32_fixed(writes("rstd", rstd)),
+                      reads("x", x),
+                      reads("gamma", gamma),
+                      reads("beta", beta)};
+  }
 };
 
 struct LayerNormBackwardArgs {
@@ -111,6 +201,18 @@ struct LayerNormBackwardArgs {
   View x{};                // [N, C] the normalised input
   View gamma{};
   View mean{}, rstd{};
+
+  Op op() const { return Op::LayerNormBackward; }
+  auto views() {
+    return std::array{adds("dx", dx),
+                      adds("dgamma", dgamma),
+                      adds("dbeta", dbeta),
+                      reads("dout", dout),
+                      reads("x", x),
+                      reads("gamma", gamma),
+                      fp32_fixed(reads("mean", mean)),
+                      fp32_fixed(reads("rstd", rstd))};
+  }
 };
 
 // The dtypes of an attention (the policy's): qkv (and dqkv), the saved probabilities, out
@@ -143,6 +245,13 @@ struct AttentionArgs {
   // saved and scratch memory is attention_bytes(⌈rows / T⌉, T, ...): enough for any packing of
   // the rows (Σ L² ≤ T·rows), however many sequences B counts.
   const int* cu_seqlens = nullptr;
+
+  Op op() const { return Op::Attention; }
+  // The dtypes are `types` (qkv and out are checked against them; op_types asks probs too).
+  auto views() {
+    return std::array{reads("qkv", qkv), writes("out", out), workspace("saved", saved),
+                      workspace("scratch", scratch)};
+  }
 };
 
 // The batch an attention's saved and scratch memory is sized for (attention_bytes' B): B, or
@@ -159,6 +268,12 @@ struct AttentionBackwardArgs {
   AttentionDtypes types;
   bool causal = true;               // as the forward ran (the saved probabilities carry the mask)
   const int* cu_seqlens = nullptr;  // as the forward ran
+
+  Op op() const { return Op::AttentionBackward; }
+  auto views() {
+    return std::array{reads("qkv", qkv),   reads("out", out),         writes("dqkv", dqkv),
+                      reads("dout", dout), workspace("saved", saved), workspace("scratch", scratch)};
+  }
 };
 
 struct CrossEntropyArgs {
@@ -174,6 +289,12 @@ struct CrossEntropyArgs {
   // targets, and written to sampled[N]; losses and dlogits as for those targets.
   int* sampled = nullptr;
   std::uint64_t seed = 0, counter = 0;
+
+  Op op() const { return sampled ? Op::SampledCrossEntropy : Op::CrossEntropy; }
+  auto views() {
+    return std::array{writes("dlogits", dlogits), reads("logits", logits),
+                      fp32_fixed(writes("losses", losses)), fp32_fixed(reads("dloss", dloss))};
+  }
 };
 
 // The packed (unpadded) layout of BERT's batches, for the embeddings and the attention: with
@@ -190,6 +311,12 @@ struct EmbeddingArgs {
   View pos{};                       // [P >= T, C]
   const int* types = nullptr;       // BERT's segment ids [B·T], or null
   View type_table{};                // [2, C] with types
+
+  Op op() const { return Op::Embedding; }
+  auto views() {
+    return std::array{writes("out", out), reads_rows("word", word), reads_rows("pos", pos),
+                      reads_rows("type_table", type_table)};
+  }
 };
 
 struct EmbeddingBackwardArgs {
@@ -200,6 +327,12 @@ struct EmbeddingBackwardArgs {
   int B = 0, T = 0;
   const int* cu_seqlens = nullptr;  // as the forward's
   int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
+
+  Op op() const { return Op::EmbeddingBackward; }
+  auto views() {
+    return std::array{adds_rows("dword", dword), adds_rows("dpos", dpos), adds_rows("dtype", dtype),
+                      reads("dout", dout)};
+  }
 };
 
 // The optimizer's update of a flat range of parameters (every tensor of a table in one launch,
@@ -213,6 +346,11 @@ struct AdamWArgs {
   std::int64_t t = 1;  // the 1-based optimizer step (bias correction)
   float grad_scale = 1.0f;
   const std::uint32_t* decay_mask = nullptr;
+
+  Op op() const { return Op::AdamW; }
+  auto views() {
+    return std::array{adds("params", params), reads("grads", grads), adds("m", m), adds("v", v)};
+  }
 };
 
 // The decay mask of n elements where the [begin, end) ranges decay (Error for a range past n):
@@ -225,6 +363,11 @@ struct SophiaArgs {
   float rho_b = 0.0f;  // ρ·b (b: tokens per optimizer step)
   float weight_decay = 0.0f, grad_scale = 1.0f;
   const std::uint32_t* decay_mask = nullptr;  // as AdamWArgs'
+
+  Op op() const { return Op::Sophia; }
+  auto views() {
+    return std::array{adds("params", params), reads("grads", grads), adds("m", m), reads("h", h)};
+  }
 };
 
 // A plain matrix product with BLAS's scalars (Muon's Newton–Schulz steps, optim/muon.cpp):
@@ -235,6 +378,12 @@ struct MatmulArgs {
   View c{}, a{}, b{};
   float alpha = 1.0f, beta = 0.0f;
   ComputeType math = ComputeType::F32;  // the products' arithmetic
+
+  Op op() const { return Op::Matmul; }
+  auto views() {
+    return std::array{ArgView{"c", &c, beta != 0.0f ? Access::Add : Access::Write}, reads("a", a),
+                      reads("b", b)};
+  }
 };
 
 // Muon's momentum over one matrix (or one of q, k, v inside a fused weight): m and grads are
@@ -245,6 +394,9 @@ struct MuonMomentumArgs {
   View m{}, grads{}, u{};
   float mu = 0.95f, grad_scale = 1.0f;
   bool nesterov = true;
+
+  Op op() const { return Op::MuonMomentum; }
+  auto views() { return std::array{adds("m", m), reads("grads", grads), writes("u", u)}; }
 };
 // Muon's update of one matrix: params [R, W] fp32 (rows may be strided, as above), o the
 // orthogonalised update [R, W] contiguous in any storage:
@@ -252,7 +404,118 @@ struct MuonMomentumArgs {
 struct MuonUpdateArgs {
   View params{}, o{};
   float lr = 0.0f, weight_decay = 0.0f, scale = 1.0f;
+
+  Op op() const { return Op::MuonUpdate; }
+  auto views() { return std::array{adds("params", params), reads("o", o)}; }
 };
+
+// The elementwise ops and the rows ops, each the arguments of its entry point (Backend::cast, ...).
+struct CastArgs {
+  View dst{}, src{};
+  Op op() const { return Op::Cast; }
+  auto views() { return std::array{writes("dst", dst), reads("src", src)}; }
+};
+struct AccumulateArgs {
+  View dst{}, src{};
+  Op op() const { return Op::Accumulate; }
+  auto views() { return std::array{adds("dst", dst), reads("src", src)}; }
+};
+struct ToOperandArgs {
+  View dst{}, src{};
+  ComputeType math = ComputeType::F32;
+  Op op() const { return Op::ToOperand; }
+  auto views() { return std::array{writes("dst", dst), reads("src", src)}; }
+};
+struct GatherRowsArgs {
+  View dst{}, src{};
+  const int* rows = nullptr;
+  int count = 0;
+  Op op() const { return Op::GatherRows; }
+  auto views() { return std::array{writes("dst", dst), reads_rows("src", src)}; }
+};
+struct ScatterAddRowsArgs {
+  View dst{}, src{};
+  const int* rows = nullptr;
+  int count = 0;
+  Op op() const { return Op::ScatterAddRows; }
+  auto views() { return std::array{adds_rows("dst", dst), reads("src", src)}; }
+};
+struct ArgmaxRowsArgs {
+  int* best = nullptr;  // on the host
+  View x{};
+  int n = 0, count = 0;
+  static constexpr bool kToHost = true;
+  Op op() const { return Op::ArgmaxRows; }
+  auto views() { return std::array{reads("x", x)}; }
+};
+
+// The optimizer's elementwise kernels over one flat fp32 range (Backend::sophia_hessian, ...).
+// The three that answer a number (Result) bring it to the host.
+struct SophiaHessianArgs {
+  View h{}, ghat{};
+  float beta2 = 0.99f;
+  Op op() const { return Op::SophiaHessian; }
+  auto views() { return std::array{adds("h", h), reads("ghat", ghat)}; }
+};
+struct CountUnclippedArgs {
+  View m{}, h{};
+  float rho_b = 0.0f;
+  using Result = std::int64_t;
+  static constexpr bool kToHost = true;
+  Op op() const { return Op::CountUnclipped; }
+  auto views() { return std::array{reads("m", m), reads("h", h)}; }
+};
+struct UnscaleCheckArgs {
+  View grads{};
+  float inv_scale = 1.0f;
+  using Result = bool;
+  static constexpr bool kToHost = true;
+  Op op() const { return Op::UnscaleCheck; }
+  auto views() { return std::array{adds("grads", grads)}; }
+};
+struct SumSquaresArgs {
+  View x{};
+  using Result = double;
+  static constexpr bool kToHost = true;
+  Op op() const { return Op::SumSquares; }
+  auto views() { return std::array{reads("x", x)}; }
+};
+struct ScaleArgs {
+  View x{};
+  float factor = 1.0f;
+  Op op() const { return Op::Scale; }
+  auto views() { return std::array{adds("x", x)}; }
+};
+
+// What an op's run() answers: void, or its Result (a number the host needs).
+template <class A>
+struct OpResult {
+  using type = void;
+};
+template <class A>
+requires requires { typename A::Result; }
+struct OpResult<A> {
+  using type = typename A::Result;
+};
+template <class A>
+using op_result_t = typename OpResult<A>::type;
+
+// The capability question of one call: its present typed views by name, its arithmetic (an
+// attention's from its dtypes, with the saved probabilities' storage).
+template <class A>
+OpTypes op_types(const A& a) {
+  OpTypes t;
+  t.op = a.op();
+  for (const ArgView& v : views_of(a))
+    if (v.typed && v.access != Access::Scratch && !v.view->empty()) t.set(v.name, v.view->type);
+  if constexpr (requires { a.math; }) t.math = a.math;
+  if constexpr (requires { a.types.probs; }) {
+    t.set("probs", a.types.probs);
+    t.math = a.types.scores;
+    t.values = a.types.values;
+  }
+  return t;
+}
 
 // Work captured once and replayed as a unit (backend.h, "Graphs"): a CUDA graph on a GPU, the
 // recorded calls on a backend without a native capture.
@@ -269,11 +532,13 @@ class Backend {
   virtual const char* name() const = 0;  // "cpu", "cuda"
   // What make_policy needs to know of this backend.
   virtual BackendCaps caps() const = 0;
-  // Whether the backend has a kernel for `op` on tensors of these storage types (in the order of
-  // op_tensors(op), backend/op_list.h) with products in `math`.
-  bool supports(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const {
-    return can_run(op, types, math);
+  // Whether the backend has a kernel for this call: asked with the op's own arguments (or a
+  // policy's placeholders of them, View::dtype_only), as every entry point asks before it runs.
+  template <class A>
+  bool supports(const A& a) const {
+    return can_run(op_types(a));
   }
+  bool supports(const OpTypes& t) const { return can_run(t); }
   // The storage a GEMM of arithmetic `math` reads its operands in (fp16 without fp16 GEMMs:
   // fp16 values held in fp32; TF32: rounded fp32): precision/caps.h's rule for caps().
   StorageType operand_storage(ComputeType math) const { return mptrain::operand_storage(math, caps()); }
@@ -367,38 +632,23 @@ class Backend {
   // Returns once every op enqueued so far has finished (the op profile's fence). The CPU's ops
   // have finished when their call returns: nothing to wait for.
   virtual void run_wait() {}
-  virtual bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const = 0;
-  virtual void run_cast(const View& dst, const View& src) = 0;
+  // The capability check: whether this backend has a kernel for the question (the dtypes of
+  // every present view, by name).
+  virtual bool can_run(const OpTypes& t) const = 0;
   virtual void run_zero(const View& v) = 0;
-  virtual void run_accumulate(const View& dst, const View& src) = 0;
-  virtual void run_to_operand(const View& dst, const View& src, ComputeType math) = 0;
-  virtual void run_linear(const LinearArgs& a) = 0;
-  virtual void run_linear_backward(const LinearBackwardArgs& a) = 0;
-  virtual void run_layernorm(const LayerNormArgs& a) = 0;
-  virtual void run_layernorm_backward(const LayerNormBackwardArgs& a) = 0;
-  virtual void run_attention(const AttentionArgs& a) = 0;
-  virtual void run_attention_backward(const AttentionBackwardArgs& a) = 0;
-  virtual void run_cross_entropy(const CrossEntropyArgs& a) = 0;
-  virtual void run_embedding(const EmbeddingArgs& a) = 0;
-  virtual void run_embedding_backward(const EmbeddingBackwardArgs& a) = 0;
-  virtual void run_gather_rows(const View& dst, const View& src, const int* rows, int count) = 0;
-  virtual void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) = 0;
-  virtual void run_argmax_rows(int* best, const View& x, int n, int count) = 0;
-  virtual void run_adamw(const AdamWArgs& a) = 0;
-  virtual void run_sophia(const SophiaArgs& a) = 0;
-  virtual void run_sophia_hessian(const View& h, const View& ghat, float beta2) = 0;
-  virtual std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) = 0;
-  virtual bool run_unscale_and_check(const View& grads, float inv_scale) = 0;
-  virtual double run_sum_squares(const View& x) = 0;
-  virtual void run_scale(const View& x, float factor) = 0;
-  virtual void run_matmul(const MatmulArgs& a) = 0;
-  virtual void run_muon_momentum(const MuonMomentumArgs& a) = 0;
-  virtual void run_muon_update(const MuonUpdateArgs& a) = 0;
+  // One run() per Args struct of backend/op_list.h: the op, its arguments checked.
+#define MPTRAIN_RUN_HOOK(A) virtual op_result_t<A> run(const A& a) = 0;
+  MPTRAIN_OP_ARGS(MPTRAIN_RUN_HOOK)
+#undef MPTRAIN_RUN_HOOK
 
  private:
   // Throws Error "[backend <name>] <op>: no kernel for <tensor>=<dtype> ...[ with <math> products]"
-  // unless supports(op, types, math).
-  void require(Op op, std::initializer_list<StorageType> types, ComputeType math = ComputeType::F32) const;
+  // unless supports(t).
+  void require(const OpTypes& t) const;
+  // An op's checked call: asks supports() with its arguments, then runs it now (timed into the
+  // profile) or keeps it for the graph being recorded; an op that answers the host runs now.
+  template <class A>
+  op_result_t<A> submit(const A& a);
   // Runs an op's call now (timed into the profile, with the OpWork that work() describes), or
   // keeps it for the graph being recorded (the default capture).
   template <class F, class W>

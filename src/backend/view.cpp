@@ -27,6 +27,14 @@ View View::of(void* ptr, StorageType type, std::initializer_list<std::int64_t> d
   return v;
 }
 
+View View::dtype_only(StorageType t) {
+  static char no_memory;  // an address no op is ever given: the view only says "present, of type t"
+  View v;
+  v.ptr = &no_memory;
+  v.type = t;
+  return v;
+}
+
 std::int64_t View::numel() const {
   std::int64_t n = 1;
   for (int k = 0; k < rank; ++k) n *= shape[static_cast<size_t>(k)];

@@ -35,6 +35,10 @@ struct View {
     return of(ptr, StorageType::F32, dims);
   }
 
+  // A present view of type t without memory or shape: a policy's question to supports()
+  // (Backend::supports asks only dtypes; any entry point refuses it for its shape).
+  static View dtype_only(StorageType t);
+
   bool empty() const { return ptr == nullptr; }
   // Dimension i; negative i counts from the end (-1: the last).
   std::int64_t dim(int i) const { return shape[static_cast<size_t>(i < 0 ? rank + i : i)]; }

@@ -1,7 +1,6 @@
 // The policy's questions to the backend and the refusals (model/policy_backend.h).
 #include "model/policy_backend.h"
 
-#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -16,44 +15,72 @@ AttentionDtypes attention_dtypes(const Policy& policy) {
 
 namespace {
 
-// Throws the refusal unless be.supports(op, types, math); names the tensors as the backend's own
-// refusal does.
-void need(const Backend& be, Op op, std::initializer_list<StorageType> types,
-          ComputeType math = ComputeType::F32) {
-  if (be.supports(op, types, math)) return;
-  throw Error(std::string("[precision] the ") + be.name() + " backend has no " + backend_op_name(op) +
-              " kernel for " + describe_dtypes(op, std::vector<StorageType>(types), math) +
-              " (the policy's dtypes; see mptrain explain)");
+// Throws the refusal unless be.supports(a); names the tensors as the backend's own refusal does.
+template <class A>
+void need(const Backend& be, const A& a) {
+  if (be.supports(a)) return;
+  const OpTypes t = op_types(a);
+  throw Error(std::string("[precision] the ") + be.name() + " backend has no " + backend_op_name(t.op) +
+              " kernel for " + t.describe() + " (the policy's dtypes; see mptrain explain)");
 }
 
 }  // namespace
 
+// Each op of a transformer's pass asked with the arguments the models give it, as placeholders
+// of the policy's dtypes (View::dtype_only).
 void check_policy_supported(const Policy& policy, const Backend& be) {
+  const auto like = [](StorageType t) { return View::dtype_only(t); };
   const OpRule &lin = policy.rule(OpKind::Linear), &head = policy.rule(OpKind::LmHead),
                &ln = policy.rule(OpKind::LayerNorm), &gelu = policy.rule(OpKind::Gelu);
-  const StorageType w = policy.operand(OpKind::Linear), hw = policy.operand(OpKind::LmHead);
-  const StorageType stream = policy.residual_stream, small = policy.small_weights,
-                    dact = policy.activation_grads, dw = policy.weight_grads;
-  need(be, Op::ToOperand, {w, StorageType::F32}, lin.compute);
-  need(be, Op::ToOperand, {hw, StorageType::F32}, head.compute);
-  need(be, Op::Embedding, {stream, small});
-  need(be, Op::LayerNorm, {ln.output, stream, small});
-  need(be, Op::Linear, {lin.output, ln.output, w}, lin.compute);
-  need(be, Op::LinearActivation, {gelu.output, ln.output, w, lin.output},
-       lin.compute);
-  need(be, Op::LinearResidual, {stream, gelu.output, w, stream}, lin.compute);
+  const View w = like(policy.operand(OpKind::Linear)), hw = like(policy.operand(OpKind::LmHead));
+  const View f32 = like(StorageType::F32), stream = like(policy.residual_stream),
+             small = like(policy.small_weights), dact = like(policy.activation_grads),
+             dw = like(policy.weight_grads), normed = like(ln.output), lin_out = like(lin.output),
+             gelu_out = like(gelu.output), logits = like(policy.logits), dlogits = like(policy.dlogits);
+  need(be, ToOperandArgs{w, f32, lin.compute});
+  need(be, ToOperandArgs{hw, f32, head.compute});
+  need(be, EmbeddingArgs{.out = stream, .word = small, .pos = small});
+  need(be, LayerNormArgs{.out = normed, .x = stream, .gamma = small, .beta = small});
+  need(be, LinearArgs{.out = lin_out, .x = normed, .w = w, .bias = small, .math = lin.compute});
+  need(be, LinearArgs{.out = gelu_out,
+                      .x = normed,
+                      .w = w,
+                      .bias = small,
+                      .math = lin.compute,
+                      .epilogue = Epilogue::BiasGelu,
+                      .pre = lin_out});
+  need(be, LinearArgs{.out = stream,
+                      .x = gelu_out,
+                      .w = w,
+                      .bias = small,
+                      .math = lin.compute,
+                      .epilogue = Epilogue::BiasResidual,
+                      .residual = stream});
   const AttentionDtypes at = attention_dtypes(policy);
-  need(be, Op::Attention, {at.qkv, at.probs, at.out}, at.scores);
-  need(be, Op::AttentionBackward, {at.qkv, at.probs, at.out}, at.scores);
-  need(be, Op::Linear, {policy.logits, ln.output, hw}, head.compute);
-  need(be, Op::CrossEntropy, {policy.dlogits, policy.logits});
-  need(be, Op::LinearBackward, {dact, dw, policy.dlogits, ln.output, hw},
-       head.compute);
-  need(be, Op::LinearBackward, {dact, dw, dact, gelu.output, w}, lin.compute);
-  need(be, Op::LinearActivationBackward, {dact, dw, dact, ln.output, w, lin.output}, lin.compute);
-  need(be, Op::LayerNormBackward, {dact, dw, dact, stream, small});
-  need(be, Op::EmbeddingBackward, {dw, dact});
-  if (dw != StorageType::F32) need(be, Op::Accumulate, {StorageType::F32, dw});
+  need(be, AttentionArgs{.out = like(at.out), .qkv = like(at.qkv), .types = at});
+  need(
+      be,
+      AttentionBackwardArgs{
+          .dqkv = like(at.qkv), .dout = like(at.out), .out = like(at.out), .qkv = like(at.qkv), .types = at});
+  need(be, LinearArgs{.out = logits, .x = normed, .w = hw, .math = head.compute});
+  need(be, CrossEntropyArgs{.dlogits = dlogits, .logits = logits});
+  need(be,
+       LinearBackwardArgs{.dx = dact, .dw = dw, .dy = dlogits, .x = normed, .w = hw, .math = head.compute});
+  need(be, LinearBackwardArgs{
+               .dx = dact, .dw = dw, .db = dw, .dy = dact, .x = gelu_out, .w = w, .math = lin.compute});
+  need(be, LinearBackwardArgs{.dx = dact,
+                              .dw = dw,
+                              .db = dw,
+                              .dy = dact,
+                              .x = normed,
+                              .w = w,
+                              .math = lin.compute,
+                              .epilogue = Epilogue::BiasGelu,
+                              .pre = lin_out});
+  need(be, LayerNormBackwardArgs{
+               .dx = dact, .dgamma = dw, .dbeta = dw, .dout = dact, .x = stream, .gamma = small});
+  need(be, EmbeddingBackwardArgs{.dword = dw, .dpos = dw, .dout = dact});
+  if (policy.weight_grads != StorageType::F32) need(be, AccumulateArgs{f32, dw});
 }
 
 size_t lowp_grad_floats(size_t num_params, const Policy& policy) {

@@ -959,10 +959,10 @@ class NoBf16Backend : public cpu::CpuBackend {
   using cpu::CpuBackend::CpuBackend;
 
  protected:
-  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override {
-    for (StorageType t : types)
-      if (t == BF16) return false;
-    return cpu::CpuBackend::can_run(op, types, math);
+  bool can_run(const OpTypes& t) const override {
+    for (int i = 0; i < t.count; ++i)
+      if (t.named[static_cast<size_t>(i)].second == BF16) return false;
+    return cpu::CpuBackend::can_run(t);
   }
 };
 
@@ -974,11 +974,13 @@ TEST_F(BackendOps, RefusesWhatItCannotRunNamingTheOpAndTheDtypes) {
   NoBf16Backend no_bf16{ctx};
   const LayerNormBackwardArgs lnb{f.view({N, C}), g.view({C}), g.view({C}), h.view({N, C}),
                                   f.view({N, C}), g.view({C}), g.view({N}), g.view({N})};
-  EXPECT_FALSE(no_bf16.supports(Op::LayerNormBackward, {F32, F32, BF16, F32, F32}));
-  EXPECT_TRUE(no_bf16.supports(Op::LayerNormBackward, {F32, F32, F16, F32, F32}));  // delegated
-  expect_error(
-      [&] { no_bf16.layernorm_backward(lnb); },
-      "[backend cpu] layernorm_backward: no kernel for dx=fp32 dgamma=fp32 dout=bf16 x=fp32 gamma=fp32");
+  EXPECT_FALSE(no_bf16.supports(lnb));
+  LayerNormBackwardArgs lnb16 = lnb;
+  lnb16.dout.type = F16;
+  EXPECT_TRUE(no_bf16.supports(lnb16));  // delegated
+  expect_error([&] { no_bf16.layernorm_backward(lnb); },
+               "[backend cpu] layernorm_backward: no kernel for dx=fp32 dgamma=fp32 dbeta=fp32 dout=bf16 x=fp32 "
+               "gamma=fp32");
   LinearArgs a;
   a.out = h.view({N, C});
   a.x = one.view({N, C});
@@ -994,13 +996,17 @@ TEST_F(BackendOps, RefusesWhatItCannotRunNamingTheOpAndTheDtypes) {
   const CrossEntropyArgs ce{f.view({N}), h.view({N, C}), h.view({N, C}), t.data(), f.view({N}), C};
   expect_error([&] { no_bf16.cross_entropy(ce); },
                "[backend cpu] cross_entropy: no kernel for dlogits=bf16 logits=bf16");
-  EXPECT_FALSE(no_bf16.supports(Op::SampledCrossEntropy, {BF16, F32}));
+  CrossEntropyArgs sampled = ce;
+  int drawn[N] = {};
+  sampled.sampled = drawn;
+  sampled.logits = f.view({N, C});
+  EXPECT_FALSE(no_bf16.supports(sampled));
 
   // The CPU itself runs every one of them (they were refused before it widened 16-bit tensors).
-  EXPECT_TRUE(be.supports(Op::LayerNormBackward, {F32, F32, BF16, F32, F32}));
-  EXPECT_TRUE(be.supports(Op::LinearResidual, {BF16, F32, F32, F32}, ComputeType::BF16));
-  EXPECT_TRUE(be.supports(Op::CrossEntropy, {BF16, BF16}));
-  EXPECT_TRUE(be.supports(Op::SampledCrossEntropy, {BF16, F32}));
+  EXPECT_TRUE(be.supports(lnb));
+  EXPECT_TRUE(be.supports(a));
+  EXPECT_TRUE(be.supports(ce));
+  EXPECT_TRUE(be.supports(sampled));
   EXPECT_NO_THROW(be.layernorm_backward(lnb));
   EXPECT_NO_THROW(be.linear(a));
   EXPECT_NO_THROW(be.cross_entropy(ce));

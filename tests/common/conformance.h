@@ -227,21 +227,85 @@ inline std::vector<std::vector<StorageType>> type_tuples(size_t positions) {
   return out;
 }
 
-inline bool asks(const Backend& be, Op op, const std::vector<StorageType>& t, ComputeType m = ComputeType::F32) {
-  switch (t.size()) {
-    case 1:
-      return be.supports(op, {t[0]}, m);
-    case 2:
-      return be.supports(op, {t[0], t[1]}, m);
-    case 3:
-      return be.supports(op, {t[0], t[1], t[2]}, m);
-    case 4:
-      return be.supports(op, {t[0], t[1], t[2], t[3]}, m);
-    case 5:
-      return be.supports(op, {t[0], t[1], t[2], t[3], t[4]}, m);
-    default:
-      return be.supports(op, {t[0], t[1], t[2], t[3], t[4], t[5]}, m);
+// The tensors each op's cases enumerate dtypes over, in order; the rest of a case's views take
+// one of these types, as its generator says (a linear's bias is asked by name).
+inline std::vector<const char*> op_tensors(Op op) {
+  switch (op) {
+    case Op::Cast:
+    case Op::Accumulate:
+    case Op::ToOperand:
+    case Op::GatherRows:
+    case Op::ScatterAddRows:
+      return {"dst", "src"};
+    case Op::Linear:
+      return {"out", "x", "w"};
+    case Op::LinearActivation:
+      return {"out", "x", "w", "pre"};
+    case Op::LinearResidual:
+      return {"out", "x", "w", "residual"};
+    case Op::LinearBackward:
+      return {"dx", "dw", "dy", "x", "w"};
+    case Op::LinearActivationBackward:
+      return {"dx", "dw", "dy", "x", "w", "pre"};
+    case Op::LayerNorm:
+      return {"out", "x", "gamma"};
+    case Op::LayerNormBackward:
+      return {"dx", "dgamma", "dout", "x", "gamma"};
+    case Op::Attention:
+    case Op::AttentionBackward:
+      return {"qkv", "probs", "out"};
+    case Op::CrossEntropy:
+    case Op::SampledCrossEntropy:
+      return {"dlogits", "logits"};
+    case Op::Embedding:
+      return {"out", "word"};
+    case Op::EmbeddingBackward:
+      return {"dword", "dout"};
+    case Op::ArgmaxRows:
+    case Op::SumSquares:
+    case Op::Scale:
+      return {"x"};
+    case Op::AdamW:
+      return {"params", "grads", "m", "v"};
+    case Op::Sophia:
+      return {"params", "grads", "m", "h"};
+    case Op::SophiaHessian:
+      return {"h", "ghat"};
+    case Op::CountUnclipped:
+      return {"m", "h"};
+    case Op::UnscaleCheck:
+      return {"grads"};
+    case Op::Matmul:
+      return {"c", "a", "b"};
+    case Op::MuonMomentum:
+      return {"m", "grads", "u"};
+    case Op::MuonUpdate:
+      return {"params", "o"};
   }
+  return {};
+}
+
+// The question of a case: the op, its enumerated tensors' types in op_tensors' order, the
+// products' arithmetic, and any further named tensor the case gives the op.
+inline OpTypes question(Op op, const std::vector<StorageType>& t, ComputeType m = ComputeType::F32,
+                        std::initializer_list<std::pair<const char*, StorageType>> more = {}) {
+  OpTypes q;
+  q.op = op;
+  q.math = m;
+  const std::vector<const char*> names = op_tensors(op);
+  for (size_t i = 0; i < t.size() && i < names.size(); ++i) q.set(names[i], t[i]);
+  for (const auto& [name, type] : more) q.set(name, type);
+  return q;
+}
+
+// "out=bf16 x=bf16 w=bf16 with bf16 products", a case's name.
+inline std::string describe_dtypes(Op op, const std::vector<StorageType>& t, ComputeType m = ComputeType::F32) {
+  return question(op, t, m).describe();
+}
+
+inline bool asks(const Backend& be, Op op, const std::vector<StorageType>& t, ComputeType m = ComputeType::F32,
+                 std::initializer_list<std::pair<const char*, StorageType>> more = {}) {
+  return be.supports(question(op, t, m, more));
 }
 
 }  // namespace mptrain::conformance

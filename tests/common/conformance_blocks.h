@@ -131,7 +131,7 @@ inline LinearInputs linear_inputs(Backend& b, StorageType xt, StorageType wt, Li
 // The forward of one epilogue in one dtype tuple: {out, x, w} plus pre (the activations) or the
 // residual (its rounding: fp32, or x's storage as a linear's own output) in the tuple's last place.
 // The bias: out's storage with the plain epilogue, x's with the others (what the GPU's epilogues
-// read; supports() does not see the bias yet).
+// read), asked by name with the rest.
 inline void linear_forward_case(std::vector<Case>& out, Epilogue e, std::vector<StorageType> t, ComputeType m,
                                 LinearShape s, bool transposed, bool with_bias, StorageType rounding) {
   const Op op = e == Epilogue::BiasResidual ? Op::LinearResidual : has_activation(e) ? Op::LinearActivation : Op::Linear;
@@ -182,7 +182,7 @@ inline void linear_cases(const Backend& be, std::vector<Case>& out) {
     for (const auto& t : type_tuples(op_tensors(op).size())) {
       if (e == Epilogue::BiasTanh && t[3] != t[0]) continue;  // tanh keeps no pre: out's type in its place
       for (const ComputeType m : kMaths) {
-        if (!asks(be, op, t, m)) continue;
+        if (!asks(be, op, t, m, {{"bias", e == Epilogue::Bias ? t[0] : t[1]}})) continue;
         const bool uniform = std::all_of(t.begin(), t.end(), [&](StorageType s) { return s == t[0]; });
         const std::vector<ComputeType> natural = natural_maths(t[0]);
         const bool classes = uniform && std::find(natural.begin(), natural.end(), m) != natural.end();
@@ -276,7 +276,7 @@ inline void linear_backward_cases(const Backend& be, std::vector<Case>& out) {
     const Op op = has_activation(e) ? Op::LinearActivationBackward : Op::LinearBackward;
     for (const auto& t : type_tuples(op_tensors(op).size()))
       for (const ComputeType m : kMaths) {
-        if (!asks(be, op, t, m)) continue;
+        if (!asks(be, op, t, m, {{"db", t[1]}})) continue;
         const bool uniform = std::all_of(t.begin(), t.end(), [&](StorageType s) { return s == t[0]; });
         const std::vector<ComputeType> natural = natural_maths(t[0]);
         const bool classes = uniform && std::find(natural.begin(), natural.end(), m) != natural.end();

@@ -15,6 +15,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/buffer.h"
@@ -106,6 +107,22 @@ class FencedMemory final : public MemoryResource {
   std::string trace_;
 };
 
+// The index arrays (ids, masks, offsets) an op's arguments point at.
+template <class A>
+std::vector<const void*> ids_of(const A&) {
+  return {};
+}
+inline std::vector<const void*> ids_of(const AttentionArgs& a) { return {a.key_mask, a.cu_seqlens}; }
+inline std::vector<const void*> ids_of(const AttentionBackwardArgs& a) { return {a.cu_seqlens}; }
+inline std::vector<const void*> ids_of(const CrossEntropyArgs& a) { return {a.targets, a.sampled}; }
+inline std::vector<const void*> ids_of(const EmbeddingArgs& a) { return {a.tokens, a.types, a.cu_seqlens}; }
+inline std::vector<const void*> ids_of(const EmbeddingBackwardArgs& a) { return {a.tokens, a.types, a.cu_seqlens}; }
+inline std::vector<const void*> ids_of(const GatherRowsArgs& a) { return {a.rows}; }
+inline std::vector<const void*> ids_of(const ScatterAddRowsArgs& a) { return {a.rows}; }
+inline std::vector<const void*> ids_of(const ArgmaxRowsArgs& a) { return {a.best}; }
+inline std::vector<const void*> ids_of(const AdamWArgs& a) { return {a.decay_mask}; }
+inline std::vector<const void*> ids_of(const SophiaArgs& a) { return {a.decay_mask}; }
+
 class FencedCpuBackend final : public cpu::CpuBackend {
  public:
   using cpu::CpuBackend::CpuBackend;
@@ -113,145 +130,46 @@ class FencedCpuBackend final : public cpu::CpuBackend {
   std::string take_trace() { return mem_.take_trace(); }
 
  protected:
-  void run_cast(const View& dst, const View& src) override {
-    const Guard g(*this, "cast", {&dst, &src});
-    CpuBackend::run_cast(dst, src);
-  }
   void run_zero(const View& v) override {
     const Guard g(*this, "zero", {&v});
     CpuBackend::run_zero(v);
   }
-  void run_accumulate(const View& dst, const View& src) override {
-    const Guard g(*this, "accumulate", {&dst, &src});
-    CpuBackend::run_accumulate(dst, src);
+  // Every op: its views (the Args' own list) and its index arrays in the backend's memory.
+#define MPTRAIN_FENCED_RUN(A)                                \
+  op_result_t<A> run(const A& a) override {                 \
+    const Guard g(*this, backend_op_name(a.op()), views_of(a)); \
+    for (const void* p : ids_of(a)) g.ids(p);               \
+    return CpuBackend::run(a);                              \
   }
-  void run_to_operand(const View& dst, const View& src, ComputeType math) override {
-    const Guard g(*this, "to_operand", {&dst, &src});
-    CpuBackend::run_to_operand(dst, src, math);
-  }
-  void run_linear(const LinearArgs& a) override {
-    const Guard g(*this, "linear", {&a.out, &a.x, &a.w, &a.bias, &a.pre, &a.residual, &a.scratch});
-    CpuBackend::run_linear(a);
-  }
-  void run_linear_backward(const LinearBackwardArgs& a) override {
-    const Guard g(*this, "linear_backward", {&a.dx, &a.dw, &a.db, &a.dy, &a.x, &a.w, &a.pre, &a.scratch});
-    CpuBackend::run_linear_backward(a);
-  }
-  void run_layernorm(const LayerNormArgs& a) override {
-    const Guard g(*this, "layernorm",
-                  {&a.out, &a.mean, &a.rstd, &a.x, &a.gamma, &a.beta});
-    CpuBackend::run_layernorm(a);
-  }
-  void run_layernorm_backward(const LayerNormBackwardArgs& a) override {
-    const Guard g(*this, "layernorm_backward",
-                  {&a.dx, &a.dgamma, &a.dbeta, &a.dout, &a.x, &a.gamma, &a.mean, &a.rstd});
-    CpuBackend::run_layernorm_backward(a);
-  }
-  void run_attention(const AttentionArgs& a) override {
-    const Guard g(*this, "attention", {&a.out, &a.qkv, &a.saved, &a.scratch});
-    g.ids(a.key_mask);
-    CpuBackend::run_attention(a);
-  }
-  void run_attention_backward(const AttentionBackwardArgs& a) override {
-    const Guard g(*this, "attention_backward", {&a.dqkv, &a.dout, &a.qkv, &a.saved, &a.scratch});
-    CpuBackend::run_attention_backward(a);
-  }
-  void run_cross_entropy(const CrossEntropyArgs& a) override {
-    const Guard g(*this, "cross_entropy", {&a.losses, &a.dlogits, &a.logits, &a.dloss});
-    g.ids(a.targets);
-    g.ids(a.sampled);
-    CpuBackend::run_cross_entropy(a);
-  }
-  void run_embedding(const EmbeddingArgs& a) override {
-    const Guard g(*this, "embedding", {&a.out, &a.word, &a.pos, &a.type_table});
-    g.ids(a.tokens);
-    g.ids(a.types);
-    CpuBackend::run_embedding(a);
-  }
-  void run_embedding_backward(const EmbeddingBackwardArgs& a) override {
-    const Guard g(*this, "embedding_backward", {&a.dword, &a.dpos, &a.dtype, &a.dout});
-    g.ids(a.tokens);
-    g.ids(a.types);
-    CpuBackend::run_embedding_backward(a);
-  }
-  void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override {
-    const Guard g(*this, "gather_rows", {&dst, &src});
-    g.ids(rows);
-    CpuBackend::run_gather_rows(dst, src, rows, count);
-  }
-  void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override {
-    const Guard g(*this, "scatter_add_rows", {&dst, &src});
-    g.ids(rows);
-    CpuBackend::run_scatter_add_rows(dst, src, rows, count);
-  }
-  void run_argmax_rows(int* best, const View& x, int n, int count) override {
-    const Guard g(*this, "argmax_rows", {&x});
-    g.ids(best);
-    CpuBackend::run_argmax_rows(best, x, n, count);
-  }
-  void run_adamw(const AdamWArgs& a) override {
-    const Guard g(*this, "adamw", {&a.params, &a.grads, &a.m, &a.v});
-    g.ids(a.decay_mask);
-    CpuBackend::run_adamw(a);
-  }
-  void run_sophia(const SophiaArgs& a) override {
-    const Guard g(*this, "sophia", {&a.params, &a.grads, &a.m, &a.h});
-    g.ids(a.decay_mask);
-    CpuBackend::run_sophia(a);
-  }
-  void run_sophia_hessian(const View& h, const View& ghat, float beta2) override {
-    const Guard g(*this, "sophia_hessian", {&h, &ghat});
-    CpuBackend::run_sophia_hessian(h, ghat, beta2);
-  }
-  std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) override {
-    const Guard g(*this, "count_unclipped", {&m, &h});
-    return CpuBackend::run_count_unclipped(m, h, rho_b);
-  }
-  bool run_unscale_and_check(const View& grads, float inv_scale) override {
-    const Guard g(*this, "unscale_and_check", {&grads});
-    return CpuBackend::run_unscale_and_check(grads, inv_scale);
-  }
-  double run_sum_squares(const View& x) override {
-    const Guard g(*this, "sum_squares", {&x});
-    return CpuBackend::run_sum_squares(x);
-  }
-  void run_scale(const View& x, float factor) override {
-    const Guard g(*this, "scale", {&x});
-    CpuBackend::run_scale(x, factor);
-  }
-  void run_matmul(const MatmulArgs& a) override {
-    const Guard g(*this, "matmul", {&a.c, &a.a, &a.b});
-    CpuBackend::run_matmul(a);
-  }
-  void run_muon_momentum(const MuonMomentumArgs& a) override {
-    const Guard g(*this, "muon_momentum", {&a.m, &a.grads, &a.u});
-    CpuBackend::run_muon_momentum(a);
-  }
-  void run_muon_update(const MuonUpdateArgs& a) override {
-    const Guard g(*this, "muon_update", {&a.params, &a.o});
-    CpuBackend::run_muon_update(a);
-  }
+  MPTRAIN_OP_ARGS(MPTRAIN_FENCED_RUN)
+#undef MPTRAIN_FENCED_RUN
 
  private:
   // Opens the memory for one op after checking that each of its tensors lies in it. An op the
   // CPU backend runs inside another (over fp32 copies it widened on the host) is not checked.
   class Guard {
    public:
-    Guard(FencedCpuBackend& be, const char* op, std::initializer_list<const View*> views)
+    template <class Views>
+    Guard(FencedCpuBackend& be, const char* op, const Views& views)
         : be_(be), op_(op), nested_(be.mem_.is_open()), open_(be.mem_) {
       if (nested_) return;
       be.mem_.mark('O');
-      for (const View* v : views)
-        if (!v->empty() && !be.mem_.owns(v->ptr, v->contiguous() ? v->bytes() : 1))
-          throw Error(std::string("[fenced] ") + op + ": tensor " + v->describe() +
-                      " is not in the backend's memory");
+      for (const auto& entry : views) check(*view_of(entry));
     }
+    Guard(FencedCpuBackend& be, const char* op, std::initializer_list<const View*> views)
+        : Guard(be, op, std::vector<const View*>(views)) {}
     void ids(const void* p) const {
       if (!nested_ && p && !be_.mem_.owns(p))
         throw Error(std::string("[fenced] ") + op_ + ": ids or a mask not in the backend's memory");
     }
 
    private:
+    static const View* view_of(const View* v) { return v; }
+    static const View* view_of(const ArgView& v) { return v.view; }
+    void check(const View& v) const {
+      if (!v.empty() && !be_.mem_.owns(v.ptr, v.contiguous() ? v.bytes() : 1))
+        throw Error(std::string("[fenced] ") + op_ + ": tensor " + v.describe() + " is not in the backend's memory");
+    }
     FencedCpuBackend& be_;
     const char* op_;
     bool nested_;

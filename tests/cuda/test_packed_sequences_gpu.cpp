@@ -200,6 +200,16 @@ class PackedSequencesGpu : public ::testing::Test {
   std::unique_ptr<Backend> flash_, naive_;
 };
 
+// Whether `be` has an attention, or embeddings, all in t (asked with placeholder arguments).
+bool has_attention(const Backend& be, StorageType t) {
+  const View v = View::dtype_only(t);
+  return be.supports(AttentionArgs{.out = v, .qkv = v, .types = {t, t, t, math_of(t), math_of(t)}});
+}
+bool has_embedding(const Backend& be, StorageType t) {
+  const View v = View::dtype_only(t);
+  return be.supports(EmbeddingArgs{.out = v, .word = v});
+}
+
 // Head sizes 64 and 128 (flash's) and 16 (the naive kernels even in 16 bits).
 TEST_F(PackedSequencesGpu, AttentionMatchesThePaddedLayoutAndTheCpu) {
   const Packing p;
@@ -210,7 +220,7 @@ TEST_F(PackedSequencesGpu, AttentionMatchesThePaddedLayoutAndTheCpu) {
     const Ids cu(gpu, p.cu()), mask(gpu, p.key_mask()), cpu_cu(cpu_, p.cu());
     for (const StorageType t : kTypes)
       for (const auto& [NH, C] : {std::pair{2, 128}, std::pair{1, 128}, std::pair{4, 64}}) {
-        if (!gpu.supports(Op::Attention, {t, t, t}, math_of(t))) continue;
+        if (!has_attention(gpu, t)) continue;
         const bool flash_runs = use_flash && cuda::flash_attention_supported(C, NH, t);
         const std::string what = std::string(storage_name(t)) + " NH=" + std::to_string(NH) +
                                  " HS=" + std::to_string(C / NH) + (flash_runs ? " flash" : " naive");
@@ -232,7 +242,7 @@ TEST_F(PackedSequencesGpu, AttentionMatchesThePaddedLayoutAndTheCpu) {
         EXPECT_LE(rel_err(packed.out, p.unpad(padded.out, C)), same) << "out, packed vs padded";
         EXPECT_LE(rel_err(packed.dqkv, p.unpad(padded.dqkv, 3 * C)), same) << "dqkv, packed vs padded";
 
-        if (cpu_.supports(Op::Attention, {t, t, t}, math_of(t))) {
+        if (has_attention(cpu_, t)) {
           const AttentionResult ref =
               run_attention(cpu_, t, B, T, C, NH, p.memory_batch(), qkv, dout, cpu_cu.data(), nullptr);
           EXPECT_LT(rel_err(packed.out, ref.out), cpu_tolerance(t)) << "out vs the CPU";
@@ -295,7 +305,7 @@ TEST_F(PackedSequencesGpu, EmbeddingsMatchThePaddedLayoutAndTheCpu) {
   int tested = 0;
   for (const StorageType t : kTypes)
     for (const int C : {72, 33}) {
-      if (!flash_->supports(Op::Embedding, {t, t})) continue;
+      if (!has_embedding(*flash_, t)) continue;
       SCOPED_TRACE(std::string(storage_name(t)) + " C=" + std::to_string(C));
       EmbeddingInputs in;
       in.C = C;
@@ -333,7 +343,7 @@ TEST_F(PackedSequencesGpu, EmbeddingsMatchThePaddedLayoutAndTheCpu) {
         EXPECT_EQ(packed.dword[static_cast<size_t>(pad) * C + c], in.dword[static_cast<size_t>(pad) * C + c])
             << "the [PAD] row took gradient at channel " << c;
 
-      if (cpu_.supports(Op::Embedding, {t, t})) {
+      if (has_embedding(cpu_, t)) {
         const EmbeddingResult ref = run_embedding(cpu_, t, B, T, in, cpu_cu.data(), pad);
         EXPECT_LT(rel_err(packed.out, ref.out), cpu_tolerance(t)) << "out vs the CPU";
         EXPECT_LT(rel_err(packed.dword, ref.dword), cpu_tolerance(t)) << "dword vs the CPU";

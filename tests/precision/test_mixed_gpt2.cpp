@@ -188,9 +188,9 @@ class NoLowpStreamLayerNorm : public cpu::CpuBackend {
   using cpu::CpuBackend::CpuBackend;
 
  protected:
-  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override {
-    if (op == Op::LayerNorm && types.begin()[1] != StorageType::F32) return false;
-    return cpu::CpuBackend::can_run(op, types, math);
+  bool can_run(const OpTypes& t) const override {
+    if (t.op == Op::LayerNorm && t["x"] != StorageType::F32) return false;
+    return cpu::CpuBackend::can_run(t);
   }
 };
 
@@ -198,7 +198,7 @@ TEST(MixedGpt2, APolicyTheBackendCannotRunIsRefusedNamingTheOp) {
   cpu::Context ctx;
   const NoLowpStreamLayerNorm be(ctx);
   testing::expect_error([&] { check_policy_supported(make_policy(Precision::Bf16, {}, kCudaCaps), be); },
-                        "[precision] the cpu backend has no layernorm kernel for out=bf16 x=bf16 gamma=bf16");
+                        "[precision] the cpu backend has no layernorm kernel for out=bf16 x=bf16 gamma=bf16 beta=bf16");
   check_policy_supported(make_policy(Precision::Bf16), be);
 }
 

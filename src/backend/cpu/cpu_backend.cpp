@@ -4,6 +4,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <cstring>
+#include <string_view>
 
 #include "backend/cpu/widening.h"
 #include "backend/ops/activations.h"
@@ -49,12 +50,7 @@ void* CpuBackend::scratch_or_own(const View& given, int i, size_t bytes) {
 }
 
 AttentionTypes CpuBackend::typed(const AttentionDtypes& t) const {
-  return {t.qkv,
-          t.probs,
-          t.out,
-          ws_.operand_storage(t.scores),
-          t.scores,
-          t.values};
+  return {t.qkv, t.probs, t.out, ws_.operand_storage(t.scores), t.scores, t.values};
 }
 
 AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& t) const {
@@ -62,51 +58,67 @@ AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const At
           attention_scratch_bytes_typed(B, T, C, NH, typed(t))};
 }
 
-bool CpuBackend::can_run(Op /*op*/, std::initializer_list<StorageType> /*types*/,
-                         ComputeType /*math*/) const {
+template <class A, class Pick>
+bool CpuBackend::widened(const A& a, Pick pick) {
+  bool any = false;
+  for (const ArgView& v : views_of(a))
+    any = any || (v.access != Access::Scratch && narrow(*v.view) && pick(v.name));
+  if (!any) return false;
+  Widening w(wide_);
+  A b = a;
+  for (const ArgView& v : b.views()) {
+    if (v.access == Access::Scratch || !pick(v.name)) continue;
+    const bool reads = v.access == Access::Read || v.access == Access::ReadRows;
+    *v.view = reads ? w.read(*v.view) : w.write(*v.view);
+  }
+  run(b);
+  w.commit();
+  return true;
+}
+
+namespace {
+// Every view: the fp32-only kernels.
+bool every(std::string_view) { return true; }
+}  // namespace
+
+bool CpuBackend::can_run(const OpTypes& /*t*/) const {
   // Every combination runs here: every GEMM arithmetic on every storage (gemm_mixed converts
   // what is not in its format; fp16 without AVX512-FP16 is emulated exactly), the typed kernels
   // on theirs, and a 16-bit tensor no kernel takes is widened around the fp32 kernel.
   return true;
 }
 
-void CpuBackend::run_cast(const View& dst, const View& src) {
-  if (dst.ptr == src.ptr && dst.type == src.type) return;
-  convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
+void CpuBackend::run(const CastArgs& a) {
+  if (a.dst.ptr == a.src.ptr && a.dst.type == a.src.type) return;
+  convert(a.dst.ptr, a.dst.type, a.src.ptr, a.src.type, static_cast<size_t>(a.src.numel()));
 }
 
 void CpuBackend::run_zero(const View& v) { std::memset(v.ptr, 0, v.bytes()); }
 
-void CpuBackend::run_accumulate(const View& dst, const View& src) {
-  Widening w(wide_);
-  residual_forward(dst.as<float>(), dst.as<float>(), w.read(src).as<float>(),
-                   static_cast<size_t>(dst.numel()));
+void CpuBackend::run(const AccumulateArgs& a) {
+  if (widened(a, every)) return;
+  residual_forward(a.dst.as<float>(), a.dst.as<float>(), a.src.as<float>(),
+                   static_cast<size_t>(a.dst.numel()));
 }
 
-void CpuBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
+void CpuBackend::run(const ToOperandArgs& a) {
+  const size_t n = static_cast<size_t>(a.src.numel());
   // The format itself where this CPU would hold it in fp32 (fp16 without fp16 GEMMs): the copy
   // a policy made for native fp16 GEMMs reads, rounded once.
-  if (dst.type != ws_.operand_storage(math)) {
-    convert(dst.ptr, dst.type, src.ptr, src.type, static_cast<size_t>(src.numel()));
+  if (a.dst.type != ws_.operand_storage(a.math)) {
+    convert(a.dst.ptr, a.dst.type, a.src.ptr, a.src.type, n);
     return;
   }
-  to_gemm_operand(dst.ptr, src.ptr, src.type, static_cast<size_t>(src.numel()), math, ws_);
+  to_gemm_operand(a.dst.ptr, a.src.ptr, a.src.type, n, a.math, ws_);
 }
 
-void CpuBackend::run_linear(const LinearArgs& a) {
+void CpuBackend::run(const LinearArgs& a) {
+  // The bias, and the residual add's tensors, in fp32 (GEMM operands are gemm_mixed's).
   const bool residual = a.epilogue == Epilogue::BiasResidual;
-  if (narrow(a.bias) || (residual && (narrow(a.out) || narrow(a.residual)))) {
-    Widening w(wide_);
-    LinearArgs b = a;
-    b.bias = w.read(a.bias);
-    if (residual) {
-      b.residual = w.read(a.residual);
-      b.out = w.write(a.out);
-    }
-    run_linear(b);
-    w.commit();
+  if (widened(a, [&](std::string_view n) {
+        return n == "bias" || (residual && (n == "out" || n == "residual"));
+      }))
     return;
-  }
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
   const size_t NM = static_cast<size_t>(N) * M;
   const float* bias = a.bias.empty() ? nullptr : a.bias.as<float>();
@@ -118,8 +130,7 @@ void CpuBackend::run_linear(const LinearArgs& a) {
       in_place ? first.as<float>() : static_cast<float*>(scratch_or_own(a.scratch, 0, NM * sizeof(float)));
   GemmOperand w = operand(a.w);
   w.ready = a.w_rounded;
-  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, a.math, 1, 1, N, M, K, false, ws_,
-             ctx_);
+  gemm_mixed(acc, F32, GemmLayout{0, 0, M, 1}, operand(a.x), w, a.math, 1, 1, N, M, K, false, ws_, ctx_);
   switch (a.epilogue) {
     case Epilogue::Bias:
       if (!in_place || bias) bias_forward_typed(a.out.ptr, a.out.type, acc, bias, N, M);  // acc may be out
@@ -151,20 +162,13 @@ void activation_backward(Epilogue e, void* dpre, StorageType t, const View& save
 
 }  // namespace
 
-void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
+void CpuBackend::run(const LinearBackwardArgs& a) {
   // 16-bit dW, db (+=) or dx (+=); an activation's derivative reads an fp32 dy.
-  const bool dx_sum = a.dx_accumulate && narrow(a.dx);
-  if (narrow(a.dw) || dx_sum || (has_activation(a.epilogue) && narrow(a.dy))) {
-    Widening w(wide_);
-    LinearBackwardArgs b = a;
-    b.dw = w.write(a.dw);
-    b.db = w.write(a.db);
-    if (dx_sum) b.dx = w.write(a.dx);
-    if (has_activation(a.epilogue)) b.dy = w.read(a.dy);
-    run_linear_backward(b);
-    w.commit();
+  if (widened(a, [&](std::string_view n) {
+        return n == "dw" || n == "db" || (n == "dx" && a.dx_accumulate) ||
+               (n == "dy" && has_activation(a.epilogue));
+      }))
     return;
-  }
   const int N = as_int(a.x.dim(0)), K = as_int(a.x.dim(1)), M = as_int(a.w.dim(1));
   const ComputeType math = a.math;
   const size_t NM = static_cast<size_t>(N) * M;
@@ -210,62 +214,36 @@ void CpuBackend::run_linear_backward(const LinearBackwardArgs& a) {
   }
 }
 
-void CpuBackend::run_layernorm(const LayerNormArgs& a) {
+void CpuBackend::run(const LayerNormArgs& a) {
+  if (widened(a, [](std::string_view n) { return n != "out"; })) return;  // out: any storage
   const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
-  if (narrow(a.x) || narrow(a.gamma) || narrow(a.beta)) {
-    Widening w(wide_);
-    LayerNormArgs b = a;
-    b.x = w.read(a.x);
-    b.gamma = w.read(a.gamma);
-    b.beta = w.read(a.beta);
-    run_layernorm(b);
-    return;
-  }
   layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), a.x.as<float>(),
                           a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
 }
 
-void CpuBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
-  if (narrow(a.dx) || narrow(a.dgamma) || narrow(a.dbeta) || narrow(a.dout) || narrow(a.x) ||
-      narrow(a.gamma)) {
-    Widening w(wide_);
-    LayerNormBackwardArgs b = a;
-    b.dx = w.write(a.dx);
-    b.dgamma = w.write(a.dgamma);
-    b.dbeta = w.write(a.dbeta);
-    b.dout = w.read(a.dout);
-    b.x = w.read(a.x);
-    b.gamma = w.read(a.gamma);
-    run_layernorm_backward(b);
-    w.commit();
-    return;
-  }
+void CpuBackend::run(const LayerNormBackwardArgs& a) {
+  if (widened(a, every)) return;
   cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
                           a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
                           as_int(a.x.dim(0)), as_int(a.x.dim(1)));
 }
 
-void CpuBackend::run_attention(const AttentionArgs& a) {
+void CpuBackend::run(const AttentionArgs& a) {
   attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
                           as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask, a.cu_seqlens);
 }
 
-void CpuBackend::run_attention_backward(const AttentionBackwardArgs& a) {
+void CpuBackend::run(const AttentionBackwardArgs& a) {
   attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
                            a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal, a.cu_seqlens);
 }
 
-void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
+void CpuBackend::run(const CrossEntropyArgs& a) {
   // 16-bit logits (dlogits in place in them), or the sampled loss's 16-bit dlogits.
-  if (narrow(a.logits) || (a.sampled && narrow(a.dlogits))) {
-    Widening w(wide_);
-    CrossEntropyArgs b = a;
-    b.logits = w.read(a.logits);
-    if (a.dlogits.ptr == a.logits.ptr || a.sampled) b.dlogits = w.write(a.dlogits);
-    run_cross_entropy(b);
-    w.commit();
+  if (widened(a, [&](std::string_view n) {
+        return n == "logits" || (n == "dlogits" && (a.dlogits.ptr == a.logits.ptr || a.sampled));
+      }))
     return;
-  }
   const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
   const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
   if (a.sampled) {
@@ -281,35 +259,15 @@ void CpuBackend::run_cross_entropy(const CrossEntropyArgs& a) {
                                         a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);
 }
 
-void CpuBackend::run_embedding(const EmbeddingArgs& a) {
-  if (narrow(a.out) || narrow(a.word) || narrow(a.pos) || narrow(a.type_table)) {
-    Widening w(wide_);
-    EmbeddingArgs b = a;
-    b.out = w.write(a.out);
-    b.word = w.read(a.word);
-    b.pos = w.read(a.pos);
-    b.type_table = w.read(a.type_table);
-    run_embedding(b);
-    w.commit();
-    return;
-  }
+void CpuBackend::run(const EmbeddingArgs& a) {
+  if (widened(a, every)) return;
   const int C = as_int(a.word.dim(1));
   embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
                      a.types ? a.type_table.as<float>() : nullptr, a.B, a.T, C, a.cu_seqlens);
 }
 
-void CpuBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
-  if (narrow(a.dword) || narrow(a.dpos) || narrow(a.dtype) || narrow(a.dout)) {
-    Widening w(wide_);
-    EmbeddingBackwardArgs b = a;
-    b.dword = w.write(a.dword);
-    b.dpos = w.write(a.dpos);
-    b.dtype = w.write(a.dtype);
-    b.dout = w.read(a.dout);
-    run_embedding_backward(b);
-    w.commit();
-    return;
-  }
+void CpuBackend::run(const EmbeddingBackwardArgs& a) {
+  if (widened(a, every)) return;
   const int C = as_int(a.dword.dim(1));
   embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.types ? a.dtype.as<float>() : nullptr,
                       a.dout.as<float>(), a.tokens, a.types, a.pad_token, a.B, a.T, C, a.cu_seqlens);
@@ -327,82 +285,74 @@ void check_row_indices(const char* op, const int* rows, int count, std::int64_t 
 
 }  // namespace
 
-void CpuBackend::run_gather_rows(const View& dst, const View& src, const int* rows, int count) {
-  check_row_indices("gather_rows", rows, count, src.dim(0));
-  const size_t C = static_cast<size_t>(src.dim(1)), ed = storage_bytes(dst.type),
-               es = storage_bytes(src.type);
-  char* d = static_cast<char*>(dst.ptr);
-  for (int r = 0; r < count; ++r)
-    convert(d + static_cast<size_t>(r) * C * ed, dst.type,
-            static_cast<const char*>(src.ptr) + static_cast<size_t>(rows[r]) * C * es, src.type, C);
-  std::memset(d + static_cast<size_t>(count) * C * ed, 0, (static_cast<size_t>(dst.dim(0)) - count) * C * ed);
+void CpuBackend::run(const GatherRowsArgs& a) {
+  check_row_indices("gather_rows", a.rows, a.count, a.src.dim(0));
+  const size_t C = static_cast<size_t>(a.src.dim(1)), ed = storage_bytes(a.dst.type),
+               es = storage_bytes(a.src.type);
+  char* d = static_cast<char*>(a.dst.ptr);
+  for (int r = 0; r < a.count; ++r)
+    convert(d + static_cast<size_t>(r) * C * ed, a.dst.type,
+            static_cast<const char*>(a.src.ptr) + static_cast<size_t>(a.rows[r]) * C * es, a.src.type, C);
+  std::memset(d + static_cast<size_t>(a.count) * C * ed, 0,
+              (static_cast<size_t>(a.dst.dim(0)) - a.count) * C * ed);
 }
 
-void CpuBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
-  if (narrow(dst) || narrow(src)) {  // the fp32 call checks the rows before any write-back
-    Widening w(wide_);
-    run_scatter_add_rows(w.write(dst), w.read(src), rows, count);
-    w.commit();
-    return;
-  }
-  check_row_indices("scatter_add_rows", rows, count, dst.dim(0));
-  const size_t C = static_cast<size_t>(dst.dim(1));
-  for (int r = 0; r < count; ++r) {
-    float* d = dst.as<float>() + static_cast<size_t>(rows[r]) * C;
-    const float* s = src.as<float>() + static_cast<size_t>(r) * C;
+void CpuBackend::run(const ScatterAddRowsArgs& a) {
+  if (widened(a, every)) return;  // the fp32 call checks the rows before any write-back
+  check_row_indices("scatter_add_rows", a.rows, a.count, a.dst.dim(0));
+  const size_t C = static_cast<size_t>(a.dst.dim(1));
+  for (int r = 0; r < a.count; ++r) {
+    float* d = a.dst.as<float>() + static_cast<size_t>(a.rows[r]) * C;
+    const float* s = a.src.as<float>() + static_cast<size_t>(r) * C;
     for (size_t c = 0; c < C; ++c) d[c] += s[c];
   }
 }
 
-void CpuBackend::run_argmax_rows(int* best, const View& x, int n, int count) {
-  if (narrow(x)) {
-    Widening w(wide_);
-    run_argmax_rows(best, w.read(x), n, count);
-    return;
-  }
-  const size_t stride = static_cast<size_t>(x.dim(1));
-  for (int r = 0; r < count; ++r) {
-    const float* row = x.as<float>() + static_cast<size_t>(r) * stride;
+void CpuBackend::run(const ArgmaxRowsArgs& a) {
+  if (widened(a, every)) return;
+  const size_t stride = static_cast<size_t>(a.x.dim(1));
+  for (int r = 0; r < a.count; ++r) {
+    const float* row = a.x.as<float>() + static_cast<size_t>(r) * stride;
     int b = 0;
-    for (int i = 1; i < n; ++i)
+    for (int i = 1; i < a.n; ++i)
       if (row[i] > row[b]) b = i;
-    best[r] = b;
+    a.best[r] = b;
   }
 }
 
 // --- the optimizer's kernels (backend/ops/optimizer.h) ---
 
-void CpuBackend::run_adamw(const AdamWArgs& a) {
+void CpuBackend::run(const AdamWArgs& a) {
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
                a.grad_scale, a.decay_mask);
 }
 
-void CpuBackend::run_sophia(const SophiaArgs& a) {
+void CpuBackend::run(const SophiaArgs& a) {
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
                 static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale,
                 a.decay_mask);
 }
 
-void CpuBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {
-  sophia_hessian_update(h.as<float>(), ghat.as<float>(), static_cast<size_t>(h.numel()), beta2);
+void CpuBackend::run(const SophiaHessianArgs& a) {
+  sophia_hessian_update(a.h.as<float>(), a.ghat.as<float>(), static_cast<size_t>(a.h.numel()), a.beta2);
 }
 
-std::int64_t CpuBackend::run_count_unclipped(const View& m, const View& h, float rho_b) {
+std::int64_t CpuBackend::run(const CountUnclippedArgs& a) {
   return static_cast<std::int64_t>(
-      sophia_unclipped_count(m.as<float>(), h.as<float>(), static_cast<size_t>(m.numel()), rho_b));
+      sophia_unclipped_count(a.m.as<float>(), a.h.as<float>(), static_cast<size_t>(a.m.numel()), a.rho_b));
 }
 
-bool CpuBackend::run_unscale_and_check(const View& grads, float inv_scale) {
-  return cpu::unscale_and_check(grads.as<float>(), static_cast<size_t>(grads.numel()), inv_scale);
+bool CpuBackend::run(const UnscaleCheckArgs& a) {
+  return cpu::unscale_and_check(a.grads.as<float>(), static_cast<size_t>(a.grads.numel()), a.inv_scale);
 }
 
-double CpuBackend::run_sum_squares(const View& x) {
-  return sum_of_squares(x.as<float>(), static_cast<size_t>(x.numel()));
+double CpuBackend::run(const SumSquaresArgs& a) {
+  return sum_of_squares(a.x.as<float>(), static_cast<size_t>(a.x.numel()));
 }
 
-void CpuBackend::run_scale(const View& x, float factor) {
-  cpu::scale(x.as<float>(), static_cast<size_t>(x.numel()), factor);
+void CpuBackend::run(const ScaleArgs& a) {
+  cpu::scale(a.x.as<float>(), static_cast<size_t>(a.x.numel()), a.factor);
 }
 
 }  // namespace mptrain::cpu
@@ -411,7 +361,7 @@ namespace mptrain::cpu {
 
 // alpha and beta around the product: straight into c when they are BLAS's defaults for a c the
 // GEMM can write (or accumulate into), else the fp32 product in scratch, then one pass.
-void CpuBackend::run_matmul(const MatmulArgs& a) {
+void CpuBackend::run(const MatmulArgs& a) {
   const int M = as_int(a.c.dim(0)), N = as_int(a.c.dim(1)), K = as_int(a.a.dim(1));
   const size_t n = static_cast<size_t>(M) * N;
   const bool plain = a.alpha == 1.0f && (a.beta == 0.0f || (a.beta == 1.0f && a.c.type == F32));
@@ -421,8 +371,8 @@ void CpuBackend::run_matmul(const MatmulArgs& a) {
     return;
   }
   auto* acc = static_cast<float*>(scratch(0, n * sizeof(float)));
-  gemm_mixed(acc, F32, GemmLayout{0, 0, N, 1}, operand(a.a), operand(a.b), a.math, 1, 1, M, N, K,
-             false, ws_, ctx_);
+  gemm_mixed(acc, F32, GemmLayout{0, 0, N, 1}, operand(a.a), operand(a.b), a.math, 1, 1, M, N, K, false, ws_,
+             ctx_);
   if (a.c.type == F32) {
     scale_add(a.c.as<float>(), acc, n, a.alpha, a.beta);
     return;
@@ -433,15 +383,15 @@ void CpuBackend::run_matmul(const MatmulArgs& a) {
   convert(a.c.ptr, a.c.type, wide, F32, n);
 }
 
-void CpuBackend::run_muon_momentum(const MuonMomentumArgs& a) {
+void CpuBackend::run(const MuonMomentumArgs& a) {
   cpu::muon_momentum(a.m.as<float>(), a.grads.as<float>(), a.u.as<float>(), a.u.dim(0), a.u.dim(1),
                      a.m.stride[0], a.mu, a.nesterov, a.grad_scale);
 }
 
-void CpuBackend::run_muon_update(const MuonUpdateArgs& a) {
-  Widening w(wide_);
-  cpu::muon_update(a.params.as<float>(), w.read(a.o).as<float>(), a.o.dim(0), a.o.dim(1), a.params.stride[0],
-                   a.lr, a.weight_decay, a.scale);
+void CpuBackend::run(const MuonUpdateArgs& a) {
+  if (widened(a, every)) return;
+  cpu::muon_update(a.params.as<float>(), a.o.as<float>(), a.o.dim(0), a.o.dim(1), a.params.stride[0], a.lr,
+                   a.weight_decay, a.scale);
 }
 
 }  // namespace mptrain::cpu

@@ -29,33 +29,11 @@ class CpuBackend : public Backend {
   MemoryResource& memory() override { return host_memory(); }
 
  protected:
-  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
-  void run_cast(const View& dst, const View& src) override;
+  bool can_run(const OpTypes& t) const override;
   void run_zero(const View& v) override;
-  void run_accumulate(const View& dst, const View& src) override;
-  void run_to_operand(const View& dst, const View& src, ComputeType math) override;
-  void run_linear(const LinearArgs& a) override;
-  void run_linear_backward(const LinearBackwardArgs& a) override;
-  void run_layernorm(const LayerNormArgs& a) override;
-  void run_layernorm_backward(const LayerNormBackwardArgs& a) override;
-  void run_attention(const AttentionArgs& a) override;
-  void run_attention_backward(const AttentionBackwardArgs& a) override;
-  void run_cross_entropy(const CrossEntropyArgs& a) override;
-  void run_embedding(const EmbeddingArgs& a) override;
-  void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
-  void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override;
-  void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override;
-  void run_argmax_rows(int* best, const View& x, int n, int count) override;
-  void run_adamw(const AdamWArgs& a) override;
-  void run_sophia(const SophiaArgs& a) override;
-  void run_sophia_hessian(const View& h, const View& ghat, float beta2) override;
-  std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) override;
-  bool run_unscale_and_check(const View& grads, float inv_scale) override;
-  double run_sum_squares(const View& x) override;
-  void run_scale(const View& x, float factor) override;
-  void run_matmul(const MatmulArgs& a) override;
-  void run_muon_momentum(const MuonMomentumArgs& a) override;
-  void run_muon_update(const MuonUpdateArgs& a) override;
+#define MPTRAIN_CPU_RUN(A) op_result_t<A> run(const A& a) override;
+  MPTRAIN_OP_ARGS(MPTRAIN_CPU_RUN)
+#undef MPTRAIN_CPU_RUN
 
  private:
   // Scratch that grows to the largest need and stays: i = 0 the GEMM's fp32 accumulator, 1 a
@@ -63,6 +41,10 @@ class CpuBackend : public Backend {
   void* scratch(int i, size_t bytes);
   // The caller's scratch when it holds `bytes`, else scratch(i, bytes).
   void* scratch_or_own(const View& given, int i, size_t bytes);
+  // Where a view `pick(name)` chooses is 16-bit: runs `a` again on fp32 copies of those views
+  // (reads widened, writes rounded back once: backend/cpu/widening.h) and returns true.
+  template <class A, class Pick>
+  bool widened(const A& a, Pick pick);
   // The attention's dtypes as the cpu:: kernels take them (dS in the scores' operand storage).
   AttentionTypes typed(const AttentionDtypes& t) const;
   Context& ctx_;

@@ -48,7 +48,6 @@ static_assert(kMask < 8, "CudaBackend::kSlots");
 
 constexpr StorageType F32 = StorageType::F32;
 
-
 // The product arithmetic a storage type's GEMMs run in here.
 bool math_fits(StorageType t, ComputeType m) {
   switch (t) {
@@ -132,37 +131,48 @@ AttentionBytes CudaBackend::attention_bytes(int B, int T, int C, int NH, const A
     // The row log-sum-exps, then the key mask (the backward's interface has none), 64-byte
     // aligned pieces; the backward reads the forward's out from its arguments.
     const auto up = [](size_t b) { return (b + 63) / 64 * 64; };
-    return {up(flash_attention_saved_bytes(B, T, NH)) + up(bt * sizeof(int)), flash_attention_scratch_bytes(B, T, NH)};
+    return {up(flash_attention_saved_bytes(B, T, NH)) + up(bt * sizeof(int)),
+            flash_attention_scratch_bytes(B, T, NH)};
   }
   return {attention_saved_bytes(B, T, C, NH, t.qkv), attention_scratch_bytes(B, T, C, NH, t.qkv)};
 }
 
-bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const {
-  const StorageType* t = types.begin();
-  const size_t n = types.size();
-  // Every type from index `from` on equal to t[from].
-  const auto same_from = [&](size_t from) {
-    for (size_t i = from; i < n; ++i)
-      if (t[i] != t[from]) return false;
+// By name, what the launchers take (one storage type per launch unless said).
+bool CudaBackend::can_run(const OpTypes& t) const {
+  // The optional tensors `names`, where present, in type `want`.
+  const auto absent_or = [&](std::initializer_list<const char*> names, StorageType want) {
+    for (const char* n : names)
+      if (t.has(n) && t[n] != want) return false;
     return true;
   };
-  switch (op) {
+  switch (t.op) {
     case Op::Cast:
-      return t[0] == t[1] || t[0] == F32 || t[1] == F32;
+      return t["dst"] == t["src"] || t["dst"] == F32 || t["src"] == F32;
     case Op::Accumulate:
-      return t[0] == t[1] || t[0] == F32;
+      return t["dst"] == t["src"] || t["dst"] == F32;
     case Op::ToOperand:
-      return t[1] == F32 && t[0] == operand_storage(math);
-    case Op::Linear:  // out may be fp32 (cuBLASLt's C) over 16-bit operands
-      return same_from(1) && (t[0] == t[1] || t[0] == F32) && math_fits(t[1], math);
+      return t["src"] == F32 && t["dst"] == operand_storage(t.math);
+    case Op::Linear:  // out may be fp32 (cuBLASLt's C) over 16-bit operands; the bias is read in C's type
+      return t["w"] == t["x"] && (t["out"] == t["x"] || t["out"] == F32) && absent_or({"bias"}, t["out"]) &&
+             math_fits(t["x"], t.math);
     case Op::LinearActivation:
     case Op::LinearResidual:
+      return t.uniform() && math_fits(t["x"], t.math);
+    case Op::LinearBackward:
+    case Op::LinearActivationBackward:  // dw (and db) may be the fp32 master gradient
+      return t["x"] == t["dy"] && t["w"] == t["dy"] && absent_or({"dx", "pre"}, t["dy"]) &&
+             (t["dw"] == t["dy"] || t["dw"] == F32) && absent_or({"db"}, t["dw"]) &&
+             math_fits(t["dy"], t.math);
     case Op::Attention:
     case Op::AttentionBackward:
-      return same_from(0) && math_fits(t[0], math);
-    case Op::LinearBackward:
-    case Op::LinearActivationBackward:  // dw (t[1]) may be the fp32 master gradient
-      return t[0] == t[2] && same_from(2) && (t[1] == t[2] || t[1] == F32) && math_fits(t[2], math);
+      return t.uniform() && math_fits(t["qkv"], t.math);
+    case Op::CrossEntropy:
+    case Op::SampledCrossEntropy:
+      return absent_or({"dlogits"}, t["logits"]);
+    case Op::Matmul:  // c may be fp32 over 16-bit operands
+      return t["a"] == t["b"] && (t["c"] == t["a"] || t["c"] == F32) && math_fits(t["a"], t.math);
+    case Op::MuonUpdate:  // o in any storage
+      return t["params"] == F32;
     case Op::AdamW:
     case Op::Sophia:
     case Op::SophiaHessian:
@@ -171,13 +181,9 @@ bool CudaBackend::can_run(Op op, std::initializer_list<StorageType> types, Compu
     case Op::SumSquares:
     case Op::Scale:
     case Op::MuonMomentum:
-      return same_from(0) && t[0] == F32;
-    case Op::MuonUpdate:
-      return t[0] == F32;
-    case Op::Matmul:  // c may be fp32 over 16-bit operands
-      return t[1] == t[2] && (t[0] == t[1] || t[0] == F32) && math_fits(t[1], math);
-    default:  // LayerNorm (fused or not) and its backward, the loss, embeddings, rows
-      return same_from(0);
+      return t.uniform() && t.named[0].second == F32;
+    default:  // LayerNorm and its backward, embeddings, rows
+      return t.uniform();
   }
 }
 
@@ -207,7 +213,8 @@ const std::uint32_t* CudaBackend::all_decay(size_t n) {
   return static_cast<const std::uint32_t*>(scratch_[kMask].get());
 }
 
-void CudaBackend::run_cast(const View& dst, const View& src) {
+void CudaBackend::run(const CastArgs& a) {
+  const View &dst = a.dst, &src = a.src;
   const size_t n = count(dst);
   if (dst.type == src.type) {
     copy_device(dst.ptr, src.ptr, dst.bytes(), *ctx_);
@@ -225,7 +232,8 @@ void CudaBackend::run_cast(const View& dst, const View& src) {
 
 void CudaBackend::run_zero(const View& v) { fill_bytes(v.ptr, 0, v.bytes(), *ctx_); }
 
-void CudaBackend::run_accumulate(const View& dst, const View& src) {
+void CudaBackend::run(const AccumulateArgs& a) {
+  const View &dst = a.dst, &src = a.src;
   const size_t n = count(dst);
   dispatch_storage(src.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -236,25 +244,22 @@ void CudaBackend::run_accumulate(const View& dst, const View& src) {
   });
 }
 
-void CudaBackend::run_to_operand(const View& dst, const View& src, ComputeType math) {
+void CudaBackend::run(const ToOperandArgs& a) {
   // A TF32 copy holds the values the products read (cuBLASLt rounds its own operands, but the
   // interface's copy is the rounded one, as the CPU's is; conformance found the plain copy).
-  if (math == ComputeType::TF32 && dst.type == F32 && src.type == F32) {
-    cuda::round_tf32(dst.as<float>(), src.as<float>(), count(dst), *ctx_);
+  if (a.math == ComputeType::TF32 && a.dst.type == F32 && a.src.type == F32) {
+    cuda::round_tf32(a.dst.as<float>(), a.src.as<float>(), count(a.dst), *ctx_);
     return;
   }
-  run_cast(dst, src);
+  run(CastArgs{a.dst, a.src});
 }
 
-void CudaBackend::run_linear(const LinearArgs& a) {
+void CudaBackend::run(const LinearArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
             M = static_cast<int>(a.w.dim(1));
   const bool wt = transposed(a.w, "linear", "w");
   const StorageType T = a.x.type;
   const ComputeType mm = a.math;
-  // cuBLASLt's bias epilogue reads the bias in C's type (supports() does not see the bias).
-  MPT_CHECK(a.bias.empty() || a.bias.type == (a.epilogue == mptrain::Epilogue::Bias ? a.out.type : T),
-            "[backend cuda] linear: bias " + a.bias.describe() + " must be in the output's dtype here");
   const auto product = [&](void* out, StorageType to, bool accumulate, const GemmEpilogue& ep) {
     gemm(out, to, a.x.ptr, a.w.ptr, T, N, M, K, false, wt, accumulate, mm, ep, *ctx_);
   };
@@ -314,7 +319,7 @@ void CudaBackend::run_linear(const LinearArgs& a) {
   }
 }
 
-void CudaBackend::run_linear_backward(const LinearBackwardArgs& a) {
+void CudaBackend::run(const LinearBackwardArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
             M = static_cast<int>(a.w.dim(1));
   const bool wt = transposed(a.w, "linear_backward", "w");
@@ -362,7 +367,7 @@ void CudaBackend::run_linear_backward(const LinearBackwardArgs& a) {
   }
 }
 
-void CudaBackend::run_layernorm(const LayerNormArgs& a) {
+void CudaBackend::run(const LayerNormArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -372,7 +377,7 @@ void CudaBackend::run_layernorm(const LayerNormArgs& a) {
   });
 }
 
-void CudaBackend::run_layernorm_backward(const LayerNormBackwardArgs& a) {
+void CudaBackend::run(const LayerNormBackwardArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
   float* work =
       static_cast<float*>(scratch(kLayerNorm, layernorm_backward_scratch_floats(N, C) * sizeof(float)));
@@ -402,7 +407,7 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
 
 // Packed sequences (a.cu_seqlens) run the flash kernels' packed form (out, lse per row and no key
 // mask in attention_bytes' layout for attention_memory_batch) or attention_packed.h's kernels.
-void CudaBackend::run_attention(const AttentionArgs& a) {
+void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
   if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
@@ -411,7 +416,8 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
     T* out = static_cast<T*>(a.out.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
+      const FlashSaved s =
+          flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
       if (a.causal) {
         flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
       } else if (a.cu_seqlens) {
@@ -435,7 +441,7 @@ void CudaBackend::run_attention(const AttentionArgs& a) {
   });
 }
 
-void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
+void CudaBackend::run(const AttentionBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
   dispatch_storage(a.types.qkv, [&](auto tag) {
@@ -444,7 +450,8 @@ void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
     const T* dout = static_cast<const T*>(a.dout.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
     if (flash(C, a.NH, a.types)) {
-      const FlashSaved s = flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
+      const FlashSaved s =
+          flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, a.cu_seqlens), a.T, a.NH);
       const T* out = static_cast<const T*>(a.out.ptr);
       if (a.causal)
         flash_attention_backward<T>(dqkv, dout, qkv, out, s.lse, a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
@@ -465,7 +472,7 @@ void CudaBackend::run_attention_backward(const AttentionBackwardArgs& a) {
   });
 }
 
-void CudaBackend::run_cross_entropy(const CrossEntropyArgs& a) {
+void CudaBackend::run(const CrossEntropyArgs& a) {
   const int N = static_cast<int>(a.logits.dim(0)), Vp = static_cast<int>(a.logits.dim(1));
   dispatch_storage(a.logits.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -481,7 +488,7 @@ void CudaBackend::run_cross_entropy(const CrossEntropyArgs& a) {
   });
 }
 
-void CudaBackend::run_embedding(const EmbeddingArgs& a) {
+void CudaBackend::run(const EmbeddingArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   dispatch_storage(a.out.type, [&](auto tag) {
@@ -492,7 +499,7 @@ void CudaBackend::run_embedding(const EmbeddingArgs& a) {
   });
 }
 
-void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
+void CudaBackend::run(const EmbeddingBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
   if (a.cu_seqlens) check_packing(a.cu_seqlens, a.B, a.T, rows, *ctx_);
   // Sized for B·T rows whatever the layout: a packed batch's rows vary from batch to batch, and
@@ -508,16 +515,22 @@ void CudaBackend::run_embedding_backward(const EmbeddingBackwardArgs& a) {
   });
 }
 
-void CudaBackend::run_gather_rows(const View& dst, const View& src, const int* rows, int n) {
+void CudaBackend::run(const GatherRowsArgs& a) {
+  const View &dst = a.dst, &src = a.src;
+  const int* rows = a.rows;
+  const int n = a.count;
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::gather_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
-                         static_cast<int>(dst.dim(0)), static_cast<int>(src.dim(0)), static_cast<int>(src.dim(1)),
-                         *ctx_);
+                         static_cast<int>(dst.dim(0)), static_cast<int>(src.dim(0)),
+                         static_cast<int>(src.dim(1)), *ctx_);
   });
 }
 
-void CudaBackend::run_scatter_add_rows(const View& dst, const View& src, const int* rows, int n) {
+void CudaBackend::run(const ScatterAddRowsArgs& a) {
+  const View &dst = a.dst, &src = a.src;
+  const int* rows = a.rows;
+  const int n = a.count;
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::scatter_add_rows<T>(static_cast<T*>(dst.ptr), static_cast<const T*>(src.ptr), rows, n,
@@ -525,78 +538,77 @@ void CudaBackend::run_scatter_add_rows(const View& dst, const View& src, const i
   });
 }
 
-void CudaBackend::run_argmax_rows(int* best, const View& x, int n, int rows) {
-  dispatch_storage(x.type, [&](auto tag) {
+void CudaBackend::run(const ArgmaxRowsArgs& a) {
+  dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    row_argmax<T>(best, static_cast<const T*>(x.ptr), rows, n, static_cast<int>(x.stride[0]), *ctx_);
+    row_argmax<T>(a.best, static_cast<const T*>(a.x.ptr), a.count, a.n, static_cast<int>(a.x.stride[0]),
+                  *ctx_);
   });
 }
 
-void CudaBackend::run_adamw(const mptrain::AdamWArgs& a) {
+void CudaBackend::run(const mptrain::AdamWArgs& a) {
   const cuda::AdamWArgs k{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale};
   const size_t n = count(a.params);
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                a.decay_mask ? a.decay_mask : all_decay(n), n, k, *ctx_);
 }
 
-void CudaBackend::run_sophia(const mptrain::SophiaArgs& a) {
+void CudaBackend::run(const mptrain::SophiaArgs& a) {
   const cuda::SophiaArgs k{a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale};
   const size_t n = count(a.params);
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
                 a.decay_mask ? a.decay_mask : all_decay(n), n, k, *ctx_);
 }
 
-void CudaBackend::run_sophia_hessian(const View& h, const View& ghat, float beta2) {
-  sophia_hessian_update(h.as<float>(), ghat.as<float>(), count(h), beta2, *ctx_);
+void CudaBackend::run(const SophiaHessianArgs& a) {
+  sophia_hessian_update(a.h.as<float>(), a.ghat.as<float>(), count(a.h), a.beta2, *ctx_);
 }
 
-std::int64_t CudaBackend::run_count_unclipped(const View& m, const View& h, float rho_b) {
+std::int64_t CudaBackend::run(const CountUnclippedArgs& a) {
   auto* c = static_cast<unsigned long long*>(scratch(kFlag, sizeof(unsigned long long)));
-  sophia_unclipped_count(c, m.as<float>(), h.as<float>(), count(m), rho_b, *ctx_);
+  sophia_unclipped_count(c, a.m.as<float>(), a.h.as<float>(), count(a.m), a.rho_b, *ctx_);
   unsigned long long host = 0;
   copy_to_host(&host, c, sizeof host, *ctx_);
   ctx_->check_faults();
   return static_cast<std::int64_t>(host);
 }
 
-bool CudaBackend::run_unscale_and_check(const View& grads, float inv_scale) {
+bool CudaBackend::run(const UnscaleCheckArgs& a) {
   int* found = static_cast<int*>(scratch(kFlag, sizeof(unsigned long long)));
   fill_bytes(found, 0, sizeof(int), *ctx_);
-  cuda::unscale_and_check(grads.as<float>(), count(grads), inv_scale, found, *ctx_);
+  cuda::unscale_and_check(a.grads.as<float>(), count(a.grads), a.inv_scale, found, *ctx_);
   int host = 0;
   copy_to_host(&host, found, sizeof host, *ctx_);
   ctx_->check_faults();
   return host != 0;
 }
 
-double CudaBackend::run_sum_squares(const View& x) {
+double CudaBackend::run(const SumSquaresArgs& a) {
   auto* work = static_cast<double*>(scratch(kNorm, (sum_squares_scratch_doubles() + 1) * sizeof(double)));
-  cuda::sum_squares(work, x.as<float>(), count(x), work + 1, *ctx_);
+  cuda::sum_squares(work, a.x.as<float>(), count(a.x), work + 1, *ctx_);
   double sum = 0.0;
   copy_to_host(&sum, work, sizeof sum, *ctx_);
   ctx_->check_faults();
   return sum;
 }
 
-void CudaBackend::run_scale(const View& x, float factor) {
-  scale_in_place(x.as<float>(), count(x), factor, *ctx_);
-}
+void CudaBackend::run(const ScaleArgs& a) { scale_in_place(a.x.as<float>(), count(a.x), a.factor, *ctx_); }
 
 // Row-major views onto cuBLASLt's transposes: a contiguous operand as stored, the transpose of a
 // contiguous one as op(X) = X^T of its storage (backend.cpp admits no other strides).
-void CudaBackend::run_matmul(const mptrain::MatmulArgs& a) {
+void CudaBackend::run(const mptrain::MatmulArgs& a) {
   const bool ta = !a.a.contiguous(), tb = !a.b.contiguous();
   gemm_scaled(a.c.ptr, a.c.type, a.a.ptr, a.b.ptr, a.a.type, static_cast<int>(a.c.dim(0)),
               static_cast<int>(a.c.dim(1)), static_cast<int>(a.a.dim(1)), ta, tb, a.alpha, a.beta,
               a.math == ComputeType::TF32 ? ComputeType::TF32 : ComputeType::F32, *ctx_);
 }
 
-void CudaBackend::run_muon_momentum(const MuonMomentumArgs& a) {
+void CudaBackend::run(const MuonMomentumArgs& a) {
   cuda::muon_momentum(a.m.as<float>(), a.grads.as<float>(), a.u.as<float>(), a.u.dim(0), a.u.dim(1),
                       a.m.stride[0], a.mu, a.nesterov, a.grad_scale, *ctx_);
 }
 
-void CudaBackend::run_muon_update(const MuonUpdateArgs& a) {
+void CudaBackend::run(const MuonUpdateArgs& a) {
   dispatch_storage(a.o.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::muon_update<T>(a.params.as<float>(), static_cast<const T*>(a.o.ptr), a.o.dim(0), a.o.dim(1),

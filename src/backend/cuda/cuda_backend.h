@@ -4,10 +4,11 @@
 // (DeviceMemoryResource: what Backend::memory() hands the models and the optimizer).
 //
 // Its kernels take one storage type per launch (llm.c's plan, which make_policy builds from
-// kCudaCaps): supports() accepts a combination when every tensor of an op shares one type T, with
-// the exceptions the launchers serve (fp32 master gradients from 16-bit GEMM operands, casts,
-// widening accumulation). Anything else is refused when the model is built, naming the op.
-// No CUDA type appears here, so host code that only builds a backend needs no CUDA headers.
+// kCudaCaps): supports() accepts a call when every tensor of an op shares one type T, with the
+// exceptions the launchers serve (fp32 master gradients from 16-bit GEMM operands, casts,
+// widening accumulation, the bias in the type the GEMM's epilogue reads). Anything else is refused when the
+// model is built, naming the op. No CUDA type appears here, so host code that only builds a backend needs no
+// CUDA headers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -58,33 +59,11 @@ class CudaBackend final : public Backend {
   Context& context() { return *ctx_; }
 
  protected:
-  bool can_run(Op op, std::initializer_list<StorageType> types, ComputeType math) const override;
-  void run_cast(const View& dst, const View& src) override;
+  bool can_run(const OpTypes& t) const override;
   void run_zero(const View& v) override;
-  void run_accumulate(const View& dst, const View& src) override;
-  void run_to_operand(const View& dst, const View& src, ComputeType math) override;
-  void run_linear(const LinearArgs& a) override;
-  void run_linear_backward(const LinearBackwardArgs& a) override;
-  void run_layernorm(const LayerNormArgs& a) override;
-  void run_layernorm_backward(const LayerNormBackwardArgs& a) override;
-  void run_attention(const AttentionArgs& a) override;
-  void run_attention_backward(const AttentionBackwardArgs& a) override;
-  void run_cross_entropy(const CrossEntropyArgs& a) override;
-  void run_embedding(const EmbeddingArgs& a) override;
-  void run_embedding_backward(const EmbeddingBackwardArgs& a) override;
-  void run_gather_rows(const View& dst, const View& src, const int* rows, int count) override;
-  void run_scatter_add_rows(const View& dst, const View& src, const int* rows, int count) override;
-  void run_argmax_rows(int* best, const View& x, int n, int count) override;
-  void run_adamw(const mptrain::AdamWArgs& a) override;
-  void run_sophia(const mptrain::SophiaArgs& a) override;
-  void run_sophia_hessian(const View& h, const View& ghat, float beta2) override;
-  std::int64_t run_count_unclipped(const View& m, const View& h, float rho_b) override;
-  bool run_unscale_and_check(const View& grads, float inv_scale) override;
-  double run_sum_squares(const View& x) override;
-  void run_scale(const View& x, float factor) override;
-  void run_matmul(const mptrain::MatmulArgs& a) override;
-  void run_muon_momentum(const MuonMomentumArgs& a) override;
-  void run_muon_update(const MuonUpdateArgs& a) override;
+#define MPTRAIN_CUDA_RUN(A) op_result_t<mptrain::A> run(const mptrain::A& a) override;
+  MPTRAIN_OP_ARGS(MPTRAIN_CUDA_RUN)
+#undef MPTRAIN_CUDA_RUN
   // Stream capture into a CUDA graph (graph.cpp).
   void run_begin_capture() override;
   void run_wait() override;  // the op profile's fence: the stream drained
@@ -106,7 +85,7 @@ class CudaBackend final : public Backend {
   static constexpr int kSlots = 8;
   DeviceMemory scratch_[kSlots];
   std::vector<DeviceMemory> retired_;  // scratch areas outgrown (see scratch())
-  size_t mask_n_ = 0;  // bits of all_decay()
+  size_t mask_n_ = 0;                  // bits of all_decay()
 };
 
 }  // namespace mptrain::cuda
