@@ -50,6 +50,13 @@ class Check {
   void fp32(const View& v, const char* name) const {
     that(v.type == F32, std::string(name) + " is " + v.describe() + ", expected fp32");
   }
+  // An index array: int32 [n] (n < 0: any length), or absent when `optional`.
+  void ints(const View& v, const char* name, std::int64_t n, bool optional = false) const {
+    if (optional && v.empty()) return;
+    that(v.type == StorageType::I32 || v.empty(),
+         std::string(name) + " is " + v.describe() + ", expected int32");
+    shape(v, name, {n});
+  }
   void rows_contiguous(const View& v, const char* name) const {
     that(v.contiguous(), std::string(name) + " is " + v.describe() + ", expected a contiguous tensor");
   }
@@ -93,11 +100,12 @@ std::string gemm_label(Op op, std::int64_t N, std::int64_t K, std::int64_t M) {
 
 // The query-key pairs an attention scores: per sequence T² (bidirectional) or T(T+1)/2 (causal),
 // over the packed sequences' own lengths when the host can read them (else B·T², a bound).
-double attention_pairs(int B, int T, bool causal, const int* cu_seqlens, bool host_visible) {
+double attention_pairs(int B, int T, bool causal, const View& cu_seqlens, bool host_visible) {
   const auto pairs = [causal](double L) { return causal ? L * (L + 1) / 2 : L * L; };
-  if (!cu_seqlens || !host_visible) return B * pairs(T);
+  if (cu_seqlens.empty() || !host_visible) return B * pairs(T);
+  const int* cu = cu_seqlens.as<const int>();
   double sum = 0.0;
-  for (int b = 0; b < B; ++b) sum += pairs(cu_seqlens[b + 1] - cu_seqlens[b]);
+  for (int b = 0; b < B; ++b) sum += pairs(cu[b + 1] - cu[b]);
   return sum;
 }
 
@@ -333,8 +341,11 @@ std::int64_t packed_rows(const Check& c, int B, int T, const View& x, const char
 // The packed layout itself, where the host can read cu_seqlens (a host-visible backend's memory):
 // starting at 0, sequences of 1..T rows, ending at the tensors' last row. A device backend checks
 // it where the offsets live (backend/cuda/rows.h's check_packing) and reports at its next sync.
-void check_packing(const Check& c, const int* cu, int B, int T, std::int64_t rows, bool host_visible) {
-  if (!cu || !host_visible) return;
+void check_packing(const Check& c, const View& cu_seqlens, int B, int T, std::int64_t rows,
+                   bool host_visible) {
+  c.ints(cu_seqlens, "cu_seqlens", B + 1, true);
+  if (cu_seqlens.empty() || !host_visible) return;
+  const int* cu = cu_seqlens.as<const int>();
   c.that(cu[0] == 0, "cu_seqlens starts at " + std::to_string(cu[0]) + ", not 0");
   for (int b = 0; b < B; ++b)
     c.that(cu[b + 1] - cu[b] >= 1 && cu[b + 1] - cu[b] <= T,
@@ -373,30 +384,32 @@ void check_attention_memory(const Check& c, const AttentionBytes& need, const Vi
 
 }  // namespace
 
-int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlens) {
-  if (!cu_seqlens || T <= 0) return B;
+int attention_memory_batch(int B, int T, std::int64_t rows, bool packed) {
+  if (!packed || T <= 0) return B;
   return static_cast<int>((rows + T - 1) / T);
 }
 
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, a.cu_seqlens != nullptr);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, !a.cu_seqlens.empty());
   check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
-  check_attention_memory(c,
-                         attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
-                                         static_cast<int>(a.out.dim(1)), a.NH, a.types),
-                         a.saved, a.scratch);
-  c.that(!a.causal || a.key_mask == nullptr, "a key mask is for the bidirectional attention");
-  c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
-  c.that(a.key_mask == nullptr || a.cu_seqlens == nullptr, "packed sequences take no key mask");
+  check_attention_memory(
+      c,
+      attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), !a.cu_seqlens.empty()), a.T,
+                      static_cast<int>(a.out.dim(1)), a.NH, a.types),
+      a.saved, a.scratch);
+  c.that(!a.causal || a.key_mask.empty(), "a key mask is for the bidirectional attention");
+  c.that(!a.causal || a.cu_seqlens.empty(), "packed sequences are for the bidirectional attention");
+  c.that(a.key_mask.empty() || a.cu_seqlens.empty(), "packed sequences take no key mask");
+  c.ints(a.key_mask, "key_mask", static_cast<std::int64_t>(a.B) * a.T, true);
   submit(a);
 }
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
   const Check c(name(), Op::AttentionBackward);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types, a.cu_seqlens != nullptr);
+  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types, !a.cu_seqlens.empty());
   check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
-  c.that(!a.causal || a.cu_seqlens == nullptr, "packed sequences are for the bidirectional attention");
+  c.that(!a.causal || a.cu_seqlens.empty(), "packed sequences are for the bidirectional attention");
   c.shape(a.dqkv, "dqkv", {a.qkv.dim(0), a.qkv.dim(1)});
   c.rows_contiguous(a.dqkv, "dqkv");
   c.shape(a.out, "out", {a.dout.dim(0), a.dout.dim(1)});
@@ -405,10 +418,11 @@ void Backend::attention_backward(const AttentionBackwardArgs& a) {
          "out is " + a.out.describe() + ", the types say " + storage_name(a.types.out));
   c.that(a.dqkv.type == a.types.qkv,
          "dqkv is " + a.dqkv.describe() + ", the types say " + storage_name(a.types.qkv));
-  check_attention_memory(c,
-                         attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), a.cu_seqlens), a.T,
-                                         static_cast<int>(a.dout.dim(1)), a.NH, a.types),
-                         a.saved, a.scratch);
+  check_attention_memory(
+      c,
+      attention_bytes(attention_memory_batch(a.B, a.T, a.qkv.dim(0), !a.cu_seqlens.empty()), a.T,
+                      static_cast<int>(a.dout.dim(1)), a.NH, a.types),
+      a.saved, a.scratch);
   submit(a);
 }
 
@@ -418,8 +432,10 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
   const std::int64_t N = a.logits.dim(0), Vp = a.logits.dim(1);
   c.that(a.vocab > 0 && a.vocab <= Vp,
          "vocab " + std::to_string(a.vocab) + " is outside (0, " + std::to_string(Vp) + "]");
-  c.that(a.targets != nullptr || a.sampled != nullptr || N == 0, "needs targets");
-  c.that(a.sampled == nullptr || !a.dlogits.empty(), "the sampled loss writes dlogits: give it one");
+  c.that(!a.targets.empty() || !a.sampled.empty() || N == 0, "needs targets");
+  c.that(a.sampled.empty() || !a.dlogits.empty(), "the sampled loss writes dlogits: give it one");
+  c.ints(a.targets, "targets", N, true);
+  c.ints(a.sampled, "sampled", N, true);
   c.shape(a.losses, "losses", {N});
   c.fp32(a.losses, "losses");
   if (!a.dlogits.empty()) {
@@ -436,38 +452,40 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
 
 void Backend::embedding(const EmbeddingArgs& a) {
   const Check c(name(), Op::Embedding);
-  c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
+  c.that(a.B >= 0 && a.T >= 0, "needs B, T >= 0");
   c.shape(a.word, "word", {-1, -1});
   const std::int64_t C = a.word.dim(1);
-  c.shape(a.out, "out", {packed_rows(c, a.B, a.T, a.out, "out", a.cu_seqlens != nullptr), C});
+  c.shape(a.out, "out", {packed_rows(c, a.B, a.T, a.out, "out", !a.cu_seqlens.empty()), C});
+  c.ints(a.tokens, "tokens", a.out.dim(0));
+  c.ints(a.types, "types", a.out.dim(0), true);
   check_packing(c, a.cu_seqlens, a.B, a.T, a.out.dim(0), memory().host_visible());
   c.shape(a.pos, "pos", {-1, C});
   c.that(a.pos.dim(0) >= a.T,
          "pos has " + std::to_string(a.pos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
-  c.that((a.types == nullptr) == a.type_table.empty(), "segment ids and the type table come together");
-  if (a.types) c.shape(a.type_table, "type_table", {-1, C});
+  c.that(a.types.empty() == a.type_table.empty(), "segment ids and the type table come together");
+  if (!a.types.empty()) c.shape(a.type_table, "type_table", {-1, C});
   for (const View* v : {&a.pos, &a.type_table})
     if (!v->empty()) c.that(v->type == a.word.type, "the embedding tables differ in dtype");
   for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
     if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   submit(a);
-  submit(a);
 }
 
 void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   const Check c(name(), Op::EmbeddingBackward);
-  c.that(a.B >= 0 && a.T >= 0 && (a.tokens != nullptr || a.B * a.T == 0), "needs tokens and B, T >= 0");
+  c.that(a.B >= 0 && a.T >= 0, "needs B, T >= 0");
   c.shape(a.dword, "dword", {-1, -1});
   const std::int64_t C = a.dword.dim(1);
-  c.shape(a.dout, "dout", {packed_rows(c, a.B, a.T, a.dout, "dout", a.cu_seqlens != nullptr), C});
+  c.shape(a.dout, "dout", {packed_rows(c, a.B, a.T, a.dout, "dout", !a.cu_seqlens.empty()), C});
+  c.ints(a.tokens, "tokens", a.dout.dim(0));
+  c.ints(a.types, "types", a.dout.dim(0), true);
   check_packing(c, a.cu_seqlens, a.B, a.T, a.dout.dim(0), memory().host_visible());
   c.shape(a.dpos, "dpos", {-1, C});
   c.that(a.dpos.dim(0) >= a.T,
          "dpos has " + std::to_string(a.dpos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
-  c.that((a.types == nullptr) == a.dtype.empty(), "segment ids and the type table's gradient come together");
-  c.that(a.pad_token < 0 || a.types != nullptr,
-         "pad_token is BERT's word table's (it comes with segment ids)");
-  if (a.types) c.shape(a.dtype, "dtype", {-1, C});
+  c.that(a.types.empty() == a.dtype.empty(), "segment ids and the type table's gradient come together");
+  c.that(a.pad_token < 0 || !a.types.empty(), "pad_token is BERT's word table's (it comes with segment ids)");
+  if (!a.types.empty()) c.shape(a.dtype, "dtype", {-1, C});
   for (const View* v : {&a.dpos, &a.dtype})
     if (!v->empty()) c.that(v->type == a.dword.type, "the embedding gradients differ in dtype");
   for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
@@ -477,42 +495,43 @@ void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
 
 namespace {
 
-void check_rows(const Check& c, const View& big, const View& small, const int* rows, int count,
-                const char* bname, const char* sname) {
+// rows: int32 [count], count at most the small tensor's rows.
+void check_rows(const Check& c, const View& big, const View& small, const View& rows, const char* bname,
+                const char* sname) {
   c.shape(big, bname, {-1, -1});
   c.shape(small, sname, {-1, big.dim(1)});
   c.rows_contiguous(big, bname);
   c.rows_contiguous(small, sname);
-  c.that(count >= 0 && count <= small.dim(0),
-         "count " + std::to_string(count) + " is outside [0, " + std::to_string(small.dim(0)) + "]");
-  c.that(rows != nullptr || count == 0, "needs the row indices");
+  c.ints(rows, "rows", -1);
+  c.that(rows.dim(0) <= small.dim(0), "rows has " + std::to_string(rows.dim(0)) + " indices for " +
+                                          std::to_string(small.dim(0)) + " rows of " + sname);
   // The indices themselves are in the backend's memory: the kernel checks them as it reads them.
 }
 
 }  // namespace
 
-void Backend::gather_rows(const View& dst, const View& src, const int* rows, int count) {
+void Backend::gather_rows(const View& dst, const View& src, const View& rows) {
   const Check c(name(), Op::GatherRows);
-  check_rows(c, src, dst, rows, count, "src", "dst");
-  submit(GatherRowsArgs{dst, src, rows, count});
+  check_rows(c, src, dst, rows, "src", "dst");
+  submit(GatherRowsArgs{dst, src, rows});
 }
 
-void Backend::scatter_add_rows(const View& dst, const View& src, const int* rows, int count) {
+void Backend::scatter_add_rows(const View& dst, const View& src, const View& rows) {
   const Check c(name(), Op::ScatterAddRows);
-  check_rows(c, dst, src, rows, count, "dst", "src");
-  submit(ScatterAddRowsArgs{dst, src, rows, count});
+  check_rows(c, dst, src, rows, "dst", "src");
+  submit(ScatterAddRowsArgs{dst, src, rows});
 }
 
-void Backend::argmax_rows(int* best, const View& x, int n, int count) {
+void Backend::argmax_rows(const View& best, const View& x, int n) {
   const Check c(name(), Op::ArgmaxRows);
   c.shape(x, "x", {-1, -1});
   c.rows_contiguous(x, "x");
   c.that(n > 0 && n <= x.dim(1),
          "n " + std::to_string(n) + " is outside (0, " + std::to_string(x.dim(1)) + "]");
-  c.that(count >= 0 && count <= x.dim(0),
-         "count " + std::to_string(count) + " is outside [0, " + std::to_string(x.dim(0)) + "]");
-  c.that(best != nullptr || count == 0, "needs somewhere to write");
-  submit(ArgmaxRowsArgs{best, x, n, count});
+  c.ints(best, "best", -1);
+  c.that(best.dim(0) <= x.dim(0),
+         "best has " + std::to_string(best.dim(0)) + " places for " + std::to_string(x.dim(0)) + " rows");
+  submit(ArgmaxRowsArgs{best, x, n});
 }
 
 // --- the optimizer's kernels: fp32 tensors, contiguous, of one size ---
@@ -548,12 +567,14 @@ void Backend::adamw(const AdamWArgs& a) {
   const Check c(name(), Op::AdamW);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
+  c.ints(a.decay_mask, "decay_mask", (a.params.numel() + 31) / 32, true);
   submit(a);
 }
 
 void Backend::sophia(const SophiaArgs& a) {
   const Check c(name(), Op::Sophia);
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.h, "h"}});
+  c.ints(a.decay_mask, "decay_mask", (a.params.numel() + 31) / 32, true);
   submit(a);
 }
 
@@ -578,7 +599,6 @@ bool Backend::unscale_and_check(const View& grads, float inv_scale) {
 double Backend::sum_squares(const View& x) {
   const Check c(name(), Op::SumSquares);
   same_flat_f32(c, {{&x, "x"}});
-  return submit(SumSquaresArgs{x});
   return submit(SumSquaresArgs{x});
 }
 

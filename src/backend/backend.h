@@ -70,7 +70,8 @@ constexpr ArgView adds(const char* name, View& v) { return {name, &v, Access::Ad
 constexpr ArgView reads_rows(const char* name, View& v) { return {name, &v, Access::ReadRows}; }
 constexpr ArgView adds_rows(const char* name, View& v) { return {name, &v, Access::AddRows}; }
 constexpr ArgView workspace(const char* name, View& v) { return {name, &v, Access::Scratch}; }
-constexpr ArgView fp32_fixed(ArgView v) {  // a dtype the interface fixes: not asked
+constexpr ArgView fixed(
+    ArgView v) {  // a dtype the interface fixes (fp32 statistics, int32 indices): not asked
   v.typed = false;
   return v;
 }
@@ -185,12 +186,8 @@ struct LayerNormArgs {
 
   Op op() const { return Op::LayerNorm; }
   auto views() {
-    return std::array{writes("out", out),
-                      fp32_fixed(writes("mean", mean)),
-                      fp32_fixed(writes("rstd", rstd)),
-                      reads("x", x),
-                      reads("gamma", gamma),
-                      reads("beta", beta)};
+    return std::array{writes("out", out), fixed(writes("mean", mean)), fixed(writes("rstd", rstd)),
+                      reads("x", x),      reads("gamma", gamma),       reads("beta", beta)};
   }
 };
 
@@ -204,14 +201,9 @@ struct LayerNormBackwardArgs {
 
   Op op() const { return Op::LayerNormBackward; }
   auto views() {
-    return std::array{adds("dx", dx),
-                      adds("dgamma", dgamma),
-                      adds("dbeta", dbeta),
-                      reads("dout", dout),
-                      reads("x", x),
-                      reads("gamma", gamma),
-                      fp32_fixed(reads("mean", mean)),
-                      fp32_fixed(reads("rstd", rstd))};
+    return std::array{
+        adds("dx", dx), adds("dgamma", dgamma), adds("dbeta", dbeta),       reads("dout", dout),
+        reads("x", x),  reads("gamma", gamma),  fixed(reads("mean", mean)), fixed(reads("rstd", rstd))};
   }
 };
 
@@ -238,25 +230,29 @@ struct AttentionArgs {
   int B = 0, T = 0, NH = 0;
   AttentionDtypes types;
   bool causal = true;
-  // Bidirectional only: Hugging Face's attention_mask [B·T], nonzero = a real key (null: none
-  // is padding). A sequence without a real key is refused.
-  const int* key_mask = nullptr;
-  // Bidirectional only: the packed layout (each sequence attends to itself; no key mask). Its
-  // saved and scratch memory is attention_bytes(⌈rows / T⌉, T, ...): enough for any packing of
-  // the rows (Σ L² ≤ T·rows), however many sequences B counts.
-  const int* cu_seqlens = nullptr;
+  // Bidirectional only: Hugging Face's attention_mask, int32 [B·T], nonzero = a real key
+  // (empty: none is padding). A sequence without a real key is refused.
+  View key_mask{};
+  // Bidirectional only: the packed layout, int32 [B+1] (each sequence attends to itself; no key
+  // mask). Its saved and scratch memory is attention_bytes(⌈rows / T⌉, T, ...): enough for any
+  // packing of the rows (Σ L² ≤ T·rows), however many sequences B counts.
+  View cu_seqlens{};
 
   Op op() const { return Op::Attention; }
   // The dtypes are `types` (qkv and out are checked against them; op_types asks probs too).
   auto views() {
-    return std::array{reads("qkv", qkv), writes("out", out), workspace("saved", saved),
-                      workspace("scratch", scratch)};
+    return std::array{reads("qkv", qkv),
+                      writes("out", out),
+                      workspace("saved", saved),
+                      workspace("scratch", scratch),
+                      fixed(reads("key_mask", key_mask)),
+                      fixed(reads("cu_seqlens", cu_seqlens))};
   }
 };
 
 // The batch an attention's saved and scratch memory is sized for (attention_bytes' B): B, or
 // for packed sequences ⌈rows / T⌉, which bounds any packing of the rows (Σ L² ≤ T·rows).
-int attention_memory_batch(int B, int T, std::int64_t rows, const int* cu_seqlens);
+int attention_memory_batch(int B, int T, std::int64_t rows, bool packed);
 
 struct AttentionBackwardArgs {
   View dqkv{};  // [rows, 3C] (=), in types.qkv
@@ -266,13 +262,18 @@ struct AttentionBackwardArgs {
   View saved{}, scratch{};
   int B = 0, T = 0, NH = 0;
   AttentionDtypes types;
-  bool causal = true;               // as the forward ran (the saved probabilities carry the mask)
-  const int* cu_seqlens = nullptr;  // as the forward ran
+  bool causal = true;  // as the forward ran (the saved probabilities carry the mask)
+  View cu_seqlens{};   // as the forward ran
 
   Op op() const { return Op::AttentionBackward; }
   auto views() {
-    return std::array{reads("qkv", qkv),   reads("out", out),         writes("dqkv", dqkv),
-                      reads("dout", dout), workspace("saved", saved), workspace("scratch", scratch)};
+    return std::array{reads("qkv", qkv),
+                      reads("out", out),
+                      writes("dqkv", dqkv),
+                      reads("dout", dout),
+                      workspace("saved", saved),
+                      workspace("scratch", scratch),
+                      fixed(reads("cu_seqlens", cu_seqlens))};
   }
 };
 
@@ -281,19 +282,20 @@ struct CrossEntropyArgs {
   View dlogits{};  // [N, Vp] (=) dloss·(softmax - onehot) in any storage, zero on padded columns and
                    // ignored rows; may alias logits (same dtype); empty: the loss only
   View logits{};   // [N, Vp] in any storage (fp32 on the CPU's plan, 16-bit on a GPU's)
-  const int* targets = nullptr;  // [N] in [0, vocab) or -1
-  View dloss{};                  // [N] fp32, the gradient of each loss (required with dlogits)
-  int vocab = 0;                 // the real columns (Vp - vocab are padding)
+  View targets{};  // int32 [N] in [0, vocab) or -1
+  View dloss{};    // [N] fp32, the gradient of each loss (required with dlogits)
+  int vocab = 0;   // the real columns (Vp - vocab are padding)
   // Sophia's Gauss-Newton-Bartlett labels: with `sampled`, each row's label is drawn from its
   // own softmax inside the pass (a function of (seed, counter, row) only) instead of read from
-  // targets, and written to sampled[N]; losses and dlogits as for those targets.
-  int* sampled = nullptr;
+  // targets, and written to sampled (int32 [N]); losses and dlogits as for those targets.
+  View sampled{};
   std::uint64_t seed = 0, counter = 0;
 
-  Op op() const { return sampled ? Op::SampledCrossEntropy : Op::CrossEntropy; }
+  Op op() const { return sampled.empty() ? Op::CrossEntropy : Op::SampledCrossEntropy; }
   auto views() {
-    return std::array{writes("dlogits", dlogits), reads("logits", logits),
-                      fp32_fixed(writes("losses", losses)), fp32_fixed(reads("dloss", dloss))};
+    return std::array{writes("dlogits", dlogits),       reads("logits", logits),
+                      fixed(writes("losses", losses)),  fixed(reads("dloss", dloss)),
+                      fixed(reads("targets", targets)), fixed(writes("sampled", sampled))};
   }
 };
 
@@ -301,55 +303,65 @@ struct CrossEntropyArgs {
 // cu_seqlens [B+1] (the backend's memory, cu_seqlens[0] = 0, increasing), sequence b is rows
 // [cu_seqlens[b], cu_seqlens[b+1]) of every [rows, ·] tensor, at most T long, its positions
 // 0, 1, ... from its first row, and it attends only to itself; the tensors hold cu_seqlens[B]
-// rows (at most B·T). Null: B sequences of exactly T rows each (row b·T + t).
+// rows (at most B·T). Empty: B sequences of exactly T rows each (row b·T + t).
 struct EmbeddingArgs {
-  View out{};                   // [rows, C] (=) word[tokens] + pos[t] (+ type[types])
-  const int* tokens = nullptr;  // [rows], ids checked by the data layer
+  View out{};     // [rows, C] (=) word[tokens] + pos[t] (+ type[types])
+  View tokens{};  // int32 [rows], ids checked by the data layer
   int B = 0, T = 0;
-  const int* cu_seqlens = nullptr;  // packed layout (above); null: rows = B·T
-  View word{};                      // [V, C]
-  View pos{};                       // [P >= T, C]
-  const int* types = nullptr;       // BERT's segment ids [B·T], or null
-  View type_table{};                // [2, C] with types
+  View cu_seqlens{};  // int32 [B+1]: the packed layout (above); empty: rows = B·T
+  View word{};        // [V, C]
+  View pos{};         // [P >= T, C]
+  View types{};       // BERT's segment ids, int32 [rows], or empty
+  View type_table{};  // [2, C] with types
 
   Op op() const { return Op::Embedding; }
   auto views() {
-    return std::array{writes("out", out), reads_rows("word", word), reads_rows("pos", pos),
-                      reads_rows("type_table", type_table)};
+    return std::array{writes("out", out),
+                      reads_rows("word", word),
+                      reads_rows("pos", pos),
+                      reads_rows("type_table", type_table),
+                      fixed(reads("tokens", tokens)),
+                      fixed(reads("types", types)),
+                      fixed(reads("cu_seqlens", cu_seqlens))};
   }
 };
 
 struct EmbeddingBackwardArgs {
   View dword{}, dpos{}, dtype{};  // (+=), like the tables; dtype empty without types
   View dout{};                    // [rows, C]
-  const int* tokens = nullptr;
-  const int* types = nullptr;
+  View tokens{}, types{};         // as the forward's
   int B = 0, T = 0;
-  const int* cu_seqlens = nullptr;  // as the forward's
+  View cu_seqlens{};   // as the forward's
   int pad_token = -1;  // a word row that takes no gradient (nn.Embedding's padding_idx); -1: none
 
   Op op() const { return Op::EmbeddingBackward; }
   auto views() {
-    return std::array{adds_rows("dword", dword), adds_rows("dpos", dpos), adds_rows("dtype", dtype),
-                      reads("dout", dout)};
+    return std::array{adds_rows("dword", dword),
+                      adds_rows("dpos", dpos),
+                      adds_rows("dtype", dtype),
+                      reads("dout", dout),
+                      fixed(reads("tokens", tokens)),
+                      fixed(reads("types", types)),
+                      fixed(reads("cu_seqlens", cu_seqlens))};
   }
 };
 
 // The optimizer's update of a flat range of parameters (every tensor of a table in one launch,
 // or a piece of one): params, grads and the state are fp32, contiguous and of one size; the update
 // reads the gradients as grads·grad_scale (the clip factor: clipping takes no pass of its own).
-// decay_mask (in the backend's memory; null: every element decays) has bit i % 32 of word i / 32
-// set where element i decays by weight_decay: the tensors' decay rules in one launch.
+// decay_mask (int32 words, at least ⌈n / 32⌉; empty: every element decays) has bit i % 32 of
+// word i / 32 set where element i decays by weight_decay: the tensors' decay rules in one launch.
 struct AdamWArgs {
   View params{}, grads{}, m{}, v{};
   float lr = 0.0f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
   std::int64_t t = 1;  // the 1-based optimizer step (bias correction)
   float grad_scale = 1.0f;
-  const std::uint32_t* decay_mask = nullptr;
+  View decay_mask{};
 
   Op op() const { return Op::AdamW; }
   auto views() {
-    return std::array{adds("params", params), reads("grads", grads), adds("m", m), adds("v", v)};
+    return std::array{adds("params", params), reads("grads", grads), adds("m", m), adds("v", v),
+                      fixed(reads("decay_mask", decay_mask))};
   }
 };
 
@@ -362,11 +374,12 @@ struct SophiaArgs {
   float lr = 0.0f, beta1 = 0.965f;
   float rho_b = 0.0f;  // ρ·b (b: tokens per optimizer step)
   float weight_decay = 0.0f, grad_scale = 1.0f;
-  const std::uint32_t* decay_mask = nullptr;  // as AdamWArgs'
+  View decay_mask{};  // as AdamWArgs'
 
   Op op() const { return Op::Sophia; }
   auto views() {
-    return std::array{adds("params", params), reads("grads", grads), adds("m", m), reads("h", h)};
+    return std::array{adds("params", params), reads("grads", grads), adds("m", m), reads("h", h),
+                      fixed(reads("decay_mask", decay_mask))};
   }
 };
 
@@ -427,26 +440,22 @@ struct ToOperandArgs {
   auto views() { return std::array{writes("dst", dst), reads("src", src)}; }
 };
 struct GatherRowsArgs {
-  View dst{}, src{};
-  const int* rows = nullptr;
-  int count = 0;
+  View dst{}, src{}, rows{};  // rows: int32 [count]
   Op op() const { return Op::GatherRows; }
-  auto views() { return std::array{writes("dst", dst), reads_rows("src", src)}; }
+  auto views() { return std::array{writes("dst", dst), reads_rows("src", src), fixed(reads("rows", rows))}; }
 };
 struct ScatterAddRowsArgs {
-  View dst{}, src{};
-  const int* rows = nullptr;
-  int count = 0;
+  View dst{}, src{}, rows{};
   Op op() const { return Op::ScatterAddRows; }
-  auto views() { return std::array{adds_rows("dst", dst), reads("src", src)}; }
+  auto views() { return std::array{adds_rows("dst", dst), reads("src", src), fixed(reads("rows", rows))}; }
 };
 struct ArgmaxRowsArgs {
-  int* best = nullptr;  // on the host
+  View best{};  // int32 [count]
   View x{};
-  int n = 0, count = 0;
-  static constexpr bool kToHost = true;
+  int n = 0;
+  static constexpr bool kToHost = true;  // run at once, never captured (BERT's accuracy reads it)
   Op op() const { return Op::ArgmaxRows; }
-  auto views() { return std::array{reads("x", x)}; }
+  auto views() { return std::array{fixed(writes("best", best)), reads("x", x)}; }
 };
 
 // The optimizer's elementwise kernels over one flat fp32 range (Backend::sophia_hessian, ...).
@@ -578,13 +587,13 @@ class Backend {
   void cross_entropy(const CrossEntropyArgs& a);
   void embedding(const EmbeddingArgs& a);
   void embedding_backward(const EmbeddingBackwardArgs& a);
-  // Rows by index (BERT's [CLS] rows and masked positions; rows on the host):
+  // Rows by index (BERT's [CLS] rows and masked positions), count = the int32 views' length:
   //   gather_rows       dst[r] (=) src[rows[r]] in dst's dtype for r < count, the rest of dst 0
   //   scatter_add_rows  dst[rows[r]] (+=) src[r] for r < count (distinct rows)
   //   argmax_rows       best[r] (=) the index of the largest of x[r, :n], the first on ties
-  void gather_rows(const View& dst, const View& src, const int* rows, int count);
-  void scatter_add_rows(const View& dst, const View& src, const int* rows, int count);
-  void argmax_rows(int* best, const View& x, int n, int count);
+  void gather_rows(const View& dst, const View& src, const View& rows);
+  void scatter_add_rows(const View& dst, const View& src, const View& rows);
+  void argmax_rows(const View& best, const View& x, int n);
 
   // The optimizer's kernels (optim/ writes the step once over them: train/step.cpp). Every
   // tensor fp32 and contiguous. The three that answer a number bring it to the host, a sync on

@@ -30,6 +30,10 @@ struct View {
     return of(const_cast<void*>(ptr), type, dims);
   }
 
+  // An index array of n ints in the backend's memory (ids, labels, offsets, rows, a mask); null
+  // p: absent.
+  static View ints(const int* p, std::int64_t n) { return p ? of(p, StorageType::I32, {n}) : View{}; }
+
   // A contiguous fp32 view (the models' parameters and gradients).
   static View f32(const float* ptr, std::initializer_list<std::int64_t> dims) {
     return of(ptr, StorageType::F32, dims);
@@ -47,12 +51,15 @@ struct View {
   size_t bytes() const { return static_cast<size_t>(numel()) * storage_bytes(type); }
   // The last two dimensions swapped (shape and strides): a transpose that moves no data.
   View t() const;
-  // The view as the element type it stores (float, Bf16, Fp16); throws Error when T does not
-  // match `type`.
+  // The view as the element type it stores (float, Bf16, Fp16, int); throws Error when T does
+  // not match `type`. An empty view is nullptr (an absent optional operand), whatever T.
   template <class T>
   T* as() const {
-    check_type(std::is_same_v<T, float>  ? StorageType::F32
-               : std::is_same_v<T, Bf16> ? StorageType::BF16
+    using U = std::remove_const_t<T>;
+    if (!ptr) return nullptr;
+    check_type(std::is_same_v<U, float>  ? StorageType::F32
+               : std::is_same_v<U, Bf16> ? StorageType::BF16
+               : std::is_same_v<U, int>  ? StorageType::I32
                                          : StorageType::F16);
     return static_cast<T*>(ptr);
   }

@@ -18,7 +18,9 @@
 
 namespace mptrain {
 
-enum class StorageType { F32, BF16, F16 };
+// I32: the op interface's index arrays (token and segment ids, labels, packed offsets, row
+// indices, key masks, decay bits), never a tensor's values.
+enum class StorageType { F32, BF16, F16, I32 };
 
 inline const char* storage_name(StorageType t) {
   switch (t) {
@@ -28,10 +30,12 @@ inline const char* storage_name(StorageType t) {
       return "bf16";
     case StorageType::F16:
       return "fp16";
+    case StorageType::I32:
+      return "int32";
   }
   return "?";
 }
-inline size_t storage_bytes(StorageType t) { return t == StorageType::F32 ? 4 : 2; }
+inline size_t storage_bytes(StorageType t) { return t == StorageType::BF16 || t == StorageType::F16 ? 2 : 4; }
 
 // The arithmetic of a product: the one vocabulary every layer uses for it (the policy's compute
 // type, a GEMM's math on either backend). TF32 is a compute mode (fp32 storage, products of

@@ -243,7 +243,7 @@ class Bert : public ModelCore {
   // The pass's layout: rows_ and, for a packed batch, the sequences the kernels see (the
   // batch's, then the [PAD] tail's) in packed_cu_ / ids_.cu.
   void set_layout(const BertInputs& batch, int B, int T);
-  const int* cu_seqlens() const { return packed_ ? ids_.cu.data() : nullptr; }
+  View cu_seqlens() const { return packed_ ? View::ints(ids_.cu.data(), seqs_ + 1) : View{}; }
   // A pass is staged, enqueued, then read, as GPT-2's (model/gpt2.h): run() stages the batch's
   // ids, labels and each head's per-row loss gradient (stage_ids), enqueues forward_impl,
   // loss_impl and, with backward, backward_impl (no host transfer), then reads the heads' losses,

@@ -119,7 +119,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   const View acc = acts_.work(a_.gemm_out);
 
   be.embedding({.out = acts_.view(a_.emb, N, C),
-                .tokens = ids_.tokens.data(),
+                .tokens = View::ints(ids_.tokens.data(), N),
                 .B = seqs_,
                 .T = T,
                 .cu_seqlens = cu_seqlens(),
@@ -128,7 +128,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                             ? View::f32(w_.word, {Vp, C})
                             : View::of(word_c_.ptr, word_c_.type, {Vp, C}),
                 .pos = small(w_.pos, {config_.max_position, C}),
-                .types = ids_.types.data(),
+                .types = View::ints(ids_.types.data(), N),
                 .type_table = small(w_.type, {config_.type_vocab_size, C})});
   View h = stream(0, a_.emb_ln, N);
   layernorm_to_stream(h, a_.emb_ln, a_.emb_mean, a_.emb_rstd, acts_.view(a_.emb, N, C), w_.emb_ln_w,
@@ -149,7 +149,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
                .w_rounded = rounded,
                .scratch = acc});
     attention(atty, qkv, la.att, a_.attn_scratch, seqs_, T, NH, /*causal=*/false,
-              batch.attention_mask && !packed_ ? ids_.key_mask.data() : nullptr, cu_seqlens());
+              batch.attention_mask && !packed_ ? View::ints(ids_.key_mask.data(), N) : View{}, cu_seqlens());
     be.linear({.out = acts_.view(la.res1, N, C),
                .x = atty,
                .w = linear_weight(wc.attout, C, C),
@@ -199,7 +199,7 @@ void Bert::forward_nsp_head(const View& h, int B) {
   const bool rounded = mixed_;
   const View acc = acts_.work(a_.gemm_out);
   const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
-  be.gather_rows(cls_in, h, ids_.cls_rows.data(), B);
+  be.gather_rows(cls_in, h, View::ints(ids_.cls_rows.data(), B));
   be.linear({.out = pooled,
              .x = cls_in,
              .w = linear_weight(pool_c_, C, C),
@@ -227,7 +227,7 @@ void Bert::forward_mlm_head(const View& h) {
   if (M == 0) return;
   const int Mr = mlm_rows_;
   const View mlm_in = acts_.view(a_.mlm_in, Mr, C), tl = acts_.view(a_.mlm_tl, Mr, C);
-  be.gather_rows(mlm_in, h, ids_.mlm_pos.data(), M);
+  be.gather_rows(mlm_in, h, View::ints(ids_.mlm_pos.data(), M));
   be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
              .x = mlm_in,
              .w = linear_weight(mlm_c_, C, C),
@@ -266,9 +266,9 @@ void Bert::head_loss(const Head& h, int rows, int classes, int vocab, bool drawn
                      uint64_t counter, bool backward) {
   Backend& be = *be_;
   const View x = acts_.view(h.logits, rows, classes);
-  int* labels = ids_.labels.data() + h.at;
+  const View labels = View::ints(ids_.labels.data() + h.at, rows);
   // Arg-max before the fused pass overwrites the logits with their gradient.
-  be.argmax_rows(ids_.best.data() + h.at, x, vocab, rows);
+  be.argmax_rows(View::ints(ids_.best.data() + h.at, rows), x, vocab);
   CrossEntropyArgs a;
   a.losses = acts_.row(h.losses, rows);
   a.logits = x;
@@ -276,7 +276,7 @@ void Bert::head_loss(const Head& h, int rows, int classes, int vocab, bool drawn
     a.dlogits = x;
     a.dloss = acts_.row(h.dloss, rows);  // staged
   }
-  a.targets = drawn ? nullptr : labels;
+  if (!drawn) a.targets = labels;
   a.vocab = vocab;
   if (drawn) {
     a.sampled = labels;
@@ -378,7 +378,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .epilogue = Epilogue::BiasGeluErf,
                         .pre = acts_.view(a_.mlm_t, Mr, C),
                         .scratch = a_.dfch_gelu == a_.dfch ? db : acts_.work(a_.dfch)});
-    be.scatter_add_rows(dh, da, ids_.mlm_pos.data(), M);  // masked positions are distinct
+    be.scatter_add_rows(dh, da, View::ints(ids_.mlm_pos.data(), M));  // masked positions are distinct
   }
 
   // NSP and pooler, backwards: nsp = seq_relationship(pooled); pooled = tanh(dense(h[b, 0])).
@@ -404,7 +404,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                         .epilogue = Epilogue::BiasTanh,
                         .pre = pooled,
                         .scratch = a_.dfch_gelu == a_.dfch ? dpooled : acts_.work(a_.dfch)});
-    be.scatter_add_rows(dh, dcls, ids_.cls_rows.data(), B);
+    be.scatter_add_rows(dh, dcls, View::ints(ids_.cls_rows.data(), B));
   }
 
   // The heads are final (the decoder's weight is the word table's, handed with the embeddings).
@@ -487,8 +487,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                          .dpos = grad(g_.pos, {config_.max_position, C}),
                          .dtype = grad(g_.type, {config_.type_vocab_size, C}),
                          .dout = demb,
-                         .tokens = ids_.tokens.data(),
-                         .types = ids_.types.data(),
+                         .tokens = View::ints(ids_.tokens.data(), N),
+                         .types = View::ints(ids_.types.data(), N),
                          .B = seqs_,
                          .T = T,
                          .cu_seqlens = cu_seqlens(),

@@ -76,7 +76,7 @@ void Gpt2::forward_impl(int B, int T) {
 
   be.embedding(
       {.out = acts_.view(a_.encoded, N, C),
-       .tokens = tokens_.data(),
+       .tokens = View::ints(tokens_.data(), N),
        .B = B,
        .T = T,
        // A GPU's plan reads wte through the LM head's 16-bit copy, as every small weight.
@@ -154,10 +154,10 @@ void Gpt2::loss_impl(int B, int T, bool targets, bool backward, const LabelDraw*
     a.dlogits = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, config_.padded_vocab_size) : a.logits;
     a.dloss = acts_.row(a_.dloss, N);  // staged
   }
-  a.targets = targets ? targets_.data() : nullptr;
+  if (targets) a.targets = View::ints(targets_.data(), N);
   a.vocab = config_.vocab_size;
   if (draw) {
-    a.sampled = targets_.data();  // the drawn labels, downloaded after the pass
+    a.sampled = View::ints(targets_.data(), N);  // the drawn labels, downloaded after the pass
     a.seed = draw->seed;
     a.counter = draw->counter;
   }
@@ -252,7 +252,7 @@ void Gpt2::backward_impl(int B, int T) {
   be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),
                          .dpos = grad(g_.wpe, {config_.block_size, C}),
                          .dout = dresidual,
-                         .tokens = tokens_.data(),
+                         .tokens = View::ints(tokens_.data(), N),
                          .B = B,
                          .T = T});
   // The embeddings (wte also the LM head's) are final now, the last range handed.

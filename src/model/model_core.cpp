@@ -36,14 +36,14 @@ void ModelCore::layernorm_backward(const View& dx, const View& dout, const View&
 
 void ModelCore::attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                           ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                          const int* key_mask, const int* cu_seqlens) {
+                          const View& key_mask, const View& cu_seqlens) {
   be_->attention(
       {out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, key_mask, cu_seqlens});
 }
 
 void ModelCore::attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
                                    ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T,
-                                   int NH, bool causal, const int* cu_seqlens) {
+                                   int NH, bool causal, const View& cu_seqlens) {
   be_->attention_backward(
       {dqkv, dout, out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, cu_seqlens});
 }

@@ -72,11 +72,11 @@ class ModelCore {
   // sequences (cu_seqlens, backend/backend.h). And its backward, given the forward's out.
   void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                  ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                 const int* key_mask = nullptr, const int* cu_seqlens = nullptr);
+                 const View& key_mask = {}, const View& cu_seqlens = {});
   void attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
                           ActivationPlan::Handle saved,
                           ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                          const int* cu_seqlens = nullptr);
+                          const View& cu_seqlens = {});
 
   Precision precision_;
   Policy policy_;

@@ -107,7 +107,9 @@ class Optimizer {
   View whole(const float* base) const { return View::f32(base, {static_cast<std::int64_t>(table_.total())}); }
   // Bit i set where element i of the table decays (its tensor's `decay` flag), in the backend's
   // memory: the update of every tensor in one launch.
-  const std::uint32_t* decay_mask() const { return decay_mask_.data(); }
+  View decay_mask() const {
+    return View::of(decay_mask_.data(), StorageType::I32, {static_cast<std::int64_t>(decay_mask_.size())});
+  }
 
   const ParamTable& table_;
   Backend& be_;

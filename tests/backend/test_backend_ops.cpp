@@ -65,7 +65,7 @@ class Buf {
         std::memcpy(&h, bytes_.data() + 2 * i, 2);
         return f16_to_f32(h);
       }
-      case F32:
+      default:
         break;
     }
     float f;
@@ -95,6 +95,9 @@ class Buf {
   std::vector<char> bytes_;
 };
 
+// An index array as the op interface takes it (a view of the vector's ints; empty for none).
+View ints(const std::vector<int>& v) { return View::ints(v.data(), static_cast<std::int64_t>(v.size())); }
+
 // The tolerance of a result stored in t: fp32 sums in another order, then one rounding that
 // may fall on the other side.
 Tol tol_for(StorageType t) {
@@ -103,7 +106,7 @@ Tol tol_for(StorageType t) {
       return {1e-2, 8e-3};
     case F16:
       return {1e-3, 1e-3};
-    case F32:
+    default:
       break;
   }
   return {2e-5, 2e-5};
@@ -427,7 +430,7 @@ TEST_F(BackendOps, CrossEntropyWritesDlogitsInAnyStorage) {
         a.losses = losses.view({N});
         a.logits = logits.view({N, Vp});
         a.dlogits = alias ? a.logits : dlog.view({N, Vp});
-        a.targets = targets.data();
+        a.targets = ints(targets);
         a.dloss = dloss.view({N});
         a.vocab = V;
         be.cross_entropy(a);
@@ -554,8 +557,8 @@ TEST_F(BackendOps, SampledCrossEntropyIsTheLossOnItsOwnLabels) {
       a.dlogits = k.in_place ? a.logits : dlog.view({N, Vp});
       a.dloss = dloss.view({N});
       a.vocab = V;
-      a.sampled = sampled;
-      a.targets = targets;
+      if (sampled) a.sampled = View::ints(sampled, N);
+      if (targets) a.targets = View::ints(targets, N);
       a.seed = 5;
       a.counter = 3;
       be.cross_entropy(a);
@@ -629,7 +632,7 @@ TEST_F(BackendOps, BidirectionalAttentionUnderAKeyMask) {
                     NH,
                     t};
     a.causal = false;
-    a.key_mask = mask.data();
+    a.key_mask = ints(mask);
     be.attention(a);
     const std::vector<float> q = qkv.values();
     std::vector<double> ref(static_cast<size_t>(B) * T * C, 0.0);
@@ -672,7 +675,7 @@ TEST_F(BackendOps, GatherScatterAndArgmaxRows) {
                            add0 = test::randn(static_cast<size_t>(R) * C, 122);
   const std::vector<int> rows = {4, 0};
   Buf src(F32, src0), dst(BF16, static_cast<size_t>(R) * C, 9.0f);
-  be.gather_rows(dst.view({R, C}), src.view({N, C}), rows.data(), 2);
+  be.gather_rows(dst.view({R, C}), src.view({N, C}), ints(rows));
   const std::vector<float> d = dst.values();
   for (int c = 0; c < C; ++c) {
     EXPECT_EQ(d[static_cast<size_t>(c)], stored(src0[static_cast<size_t>(4 * C + c)], BF16));
@@ -683,7 +686,7 @@ TEST_F(BackendOps, GatherScatterAndArgmaxRows) {
     for (StorageType st : {F32, BF16, F16}) {
       Buf acc(dt, src0), add(st, add0);
       const std::vector<float> before = acc.values(), adds = add.values();
-      be.scatter_add_rows(acc.view({N, C}), add.view({R, C}), rows.data(), 2);
+      be.scatter_add_rows(acc.view({N, C}), add.view({R, C}), ints(rows));
       const std::vector<float> a = acc.values();
       for (int n = 0; n < N; ++n)
         for (int c = 0; c < C; ++c) {
@@ -699,7 +702,7 @@ TEST_F(BackendOps, GatherScatterAndArgmaxRows) {
   for (StorageType xt : {F32, BF16, F16}) {
     Buf x(xt, x0);
     std::vector<int> best(4, -1);
-    be.argmax_rows(best.data(), x.view({4, 4}), 3, 4);
+    be.argmax_rows(View::ints(best.data(), 4), x.view({4, 4}), 3);
     const std::vector<float> xs = x.values();
     std::vector<int> want(4);
     for (size_t r = 0; r < 4; ++r)
@@ -715,7 +718,7 @@ TEST_F(BackendOps, GatherScatterAndArgmaxRows) {
   }
   expect_error(
       [&] {
-        be.gather_rows(dst.view({R, C}), src.view({N, C}), std::vector<int>{5}.data(), 1);
+        be.gather_rows(dst.view({R, C}), src.view({N, C}), ints(std::vector<int>{5}));
       },
       "[backend cpu] gather_rows: row index 5 is outside [0, 5)");
 }
@@ -741,13 +744,13 @@ TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {
         Buf word(tt, word0), pos(tt, pos0), type(tt, type0), out(ot, dout0.size());
         EmbeddingArgs a;
         a.out = out.view({B * T, C});
-        a.tokens = tokens.data();
+        a.tokens = ints(tokens);
         a.B = B;
         a.T = T;
         a.word = word.view({V, C});
         a.pos = pos.view({T + 2, C});
         if (bert) {
-          a.types = types.data();
+          a.types = ints(types);
           a.type_table = type.view({2, C});
         }
         be.embedding(a);
@@ -775,11 +778,11 @@ TEST_F(BackendOps, EmbeddingsForGpt2AndBert) {
         g.dword = dw.view({V, C});
         g.dpos = dp.view({T + 2, C});
         g.dout = dout.view({B * T, C});
-        g.tokens = tokens.data();
+        g.tokens = ints(tokens);
         g.B = B;
         g.T = T;
         if (bert) {
-          g.types = types.data();
+          g.types = ints(types);
           g.dtype = dt.view({2, C});
           g.pad_token = pad;
         }
@@ -806,13 +809,13 @@ TEST_F(BackendOps, PackedOffsetsThatDisagreeWithTheRowsAreRefused) {
   const auto embed = [&](std::vector<int> cu) {
     EmbeddingArgs a;
     a.out = out.view({6, C});
-    a.tokens = tokens.data();
+    a.tokens = ints(tokens);
     a.B = B;
     a.T = T;
-    a.cu_seqlens = cu.data();
+    a.cu_seqlens = ints(cu);
     a.word = word.view({V, C});
     a.pos = pos.view({T, C});
-    a.types = types.data();
+    a.types = ints(types);
     a.type_table = type.view({2, C});
     be.embedding(a);
   };
@@ -993,12 +996,12 @@ TEST_F(BackendOps, RefusesWhatItCannotRunNamingTheOpAndTheDtypes) {
       "[backend cpu] linear_residual: no kernel for out=bf16 x=fp32 w=fp32 residual=fp32 with bf16 products");
   EXPECT_TRUE(test::bit_identical(h.values(), std::vector<float>(64, 0.0f), "the refused linear's out"));
   const std::vector<int> t(N, 0);
-  const CrossEntropyArgs ce{f.view({N}), h.view({N, C}), h.view({N, C}), t.data(), f.view({N}), C};
+  const CrossEntropyArgs ce{f.view({N}), h.view({N, C}), h.view({N, C}), ints(t), f.view({N}), C};
   expect_error([&] { no_bf16.cross_entropy(ce); },
                "[backend cpu] cross_entropy: no kernel for dlogits=bf16 logits=bf16");
   CrossEntropyArgs sampled = ce;
   int drawn[N] = {};
-  sampled.sampled = drawn;
+  sampled.sampled = View::ints(drawn, N);
   sampled.logits = f.view({N, C});
   EXPECT_FALSE(no_bf16.supports(sampled));
 
@@ -1021,7 +1024,7 @@ TEST_F(BackendOps, RefusesWhatItCannotRunNamingTheOpAndTheDtypes) {
   expect_error([&] { be.linear(a); }, "[backend cpu] linear: bias is bf16[5], expected [4]");
   expect_error(
       [&] {
-        be.cross_entropy({f.view({N}), View{}, f.view({N, C}), t.data(), View{}, C + 1});
+        be.cross_entropy({f.view({N}), View{}, f.view({N, C}), ints(t), View{}, C + 1});
       },
       "[backend cpu] cross_entropy: vocab 5 is outside (0, 4]");
 }

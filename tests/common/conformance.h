@@ -34,7 +34,8 @@
 
 namespace mptrain::conformance {
 
-constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16;
+constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = StorageType::F16,
+                      I32 = StorageType::I32;
 inline constexpr StorageType kStorages[] = {F32, BF16, F16};
 inline constexpr ComputeType kMaths[] = {ComputeType::F32, ComputeType::TF32, ComputeType::BF16,
                                          ComputeType::F16};
@@ -178,7 +179,9 @@ struct Ids {
     if (!v.empty()) buf.upload(v.data(), v.size());
   }
   const int* data() const { return buf.data(); }
+  View view() const { return View::ints(buf.data(), static_cast<std::int64_t>(buf.size())); }
 };
+inline View ints(const Ids& i) { return i.view(); }
 
 // --- a case and its outcome ---------------------------------------------------------------------
 

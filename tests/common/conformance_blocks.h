@@ -435,8 +435,8 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                    Tensor y(b, ty.out, {q.rows, C}), dout(b, ty.out, {q.rows, C}, randn(rows * C, 51));
                    Tensor dqkv(b, ty.qkv, {q.rows, 3 * C});
                    Ids mask(b, q.key_mask), cu(b, q.cu);
-                   const int* cu_p = l == Layout::Packed ? cu.data() : nullptr;
-                   const int memory_b = attention_memory_batch(s.B, T, q.rows, cu_p);
+                   const View cu_p = l == Layout::Packed ? cu.view() : View{};
+                   const int memory_b = attention_memory_batch(s.B, T, q.rows, !cu_p.empty());
                    const AttentionBytes need = b.attention_bytes(memory_b, T, C, s.NH, ty);
                    Tensor saved(b, F32, {static_cast<std::int64_t>(need.saved / 4 + 1)});
                    Tensor scratch(b, F32, {static_cast<std::int64_t>(need.scratch / 4 + 1)});
@@ -448,7 +448,7 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                    a.B = s.B, a.T = T, a.NH = s.NH;
                    a.types = ty;
                    a.causal = l == Layout::Causal;
-                   a.key_mask = l == Layout::Masked ? mask.data() : nullptr;
+                   a.key_mask = l == Layout::Masked ? mask.view() : View{};
                    a.cu_seqlens = cu_p;
                    b.attention(a);
                    AttentionBackwardArgs g;

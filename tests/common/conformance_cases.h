@@ -43,10 +43,10 @@ inline void cross_entropy_cases(const Backend& be, std::vector<Case>& out) {
                            if (form == 0) a.dlogits = dlogits.view();
                            if (form == 1) a.dlogits = logits.view();
                            a.logits = logits.view();
-                           a.targets = tg.data();
+                           a.targets = ints(tg);
                            if (form != 2) a.dloss = dloss.view();
                            a.vocab = V;
-                           if (sampled) a.sampled = const_cast<int*>(drawn.data()), a.seed = 3, a.counter = 9;
+                           if (sampled) a.sampled = drawn.view(), a.seed = 3, a.counter = 9;
                            b.cross_entropy(a);
                            std::vector<int> labels = targets;
                            if (sampled) {
@@ -111,12 +111,12 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
                  if (!backward) {
                    EmbeddingArgs a;
                    a.out = act.view();
-                   a.tokens = tok.data();
+                   a.tokens = ints(tok);
                    a.B = B, a.T = T;
-                   a.cu_seqlens = kind == Kind::Packed ? cu.data() : nullptr;
+                   a.cu_seqlens = kind == Kind::Packed ? cu.view() : View{};
                    a.word = word.view();
                    a.pos = wpe.view();
-                   if (bert) a.types = typ.data(), a.type_table = wtt.view();
+                   if (bert) a.types = typ.view(), a.type_table = wtt.view();
                    b.embedding(a);
                    std::vector<double> ref(static_cast<size_t>(rows) * C);
                    for (int r = 0; r < rows; ++r)
@@ -131,10 +131,10 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
                  a.dword = word.view();
                  a.dpos = wpe.view();
                  a.dout = act.view();
-                 a.tokens = tok.data();
+                 a.tokens = ints(tok);
                  a.B = B, a.T = T;
-                 a.cu_seqlens = kind == Kind::Packed ? cu.data() : nullptr;
-                 if (bert) a.types = typ.data(), a.dtype = wtt.view(), a.pad_token = pad;
+                 a.cu_seqlens = kind == Kind::Packed ? cu.view() : View{};
+                 if (bert) a.types = typ.view(), a.dtype = wtt.view(), a.pad_token = pad;
                  b.embedding_backward(a);
                  std::vector<double> rw = w0, rp = p0, rt = t0;
                  for (int r = 0; r < rows; ++r)
@@ -164,7 +164,7 @@ inline void rows_cases(const Backend& be, std::vector<Case>& out) {
                          Tensor src(b, t[1], {9, C}, randn(9 * static_cast<size_t>(C), 80)), dst(b, t[0], {6, C},
                                                                                                     randn(6 * static_cast<size_t>(C), 81));
                          Ids rows(b, picks);
-                         b.gather_rows(dst.view(), src.view(), rows.data(), 4);
+                         b.gather_rows(dst.view(), src.view(), rows.view());
                          std::vector<double> ref(6 * static_cast<size_t>(C), 0.0);  // rows past count: 0
                          for (int r = 0; r < 4; ++r)
                            for (int c = 0; c < C; ++c)
@@ -178,7 +178,7 @@ inline void rows_cases(const Backend& be, std::vector<Case>& out) {
                                                                                                     randn(4 * static_cast<size_t>(C), 83));
                          Ids rows(b, picks);
                          const std::vector<double> d0 = dst.host();
-                         b.scatter_add_rows(dst.view(), src.view(), rows.data(), 4);
+                         b.scatter_add_rows(dst.view(), src.view(), rows.view());
                          std::vector<double> ref = d0;
                          for (int r = 0; r < 4; ++r)
                            for (int c = 0; c < C; ++c) {
@@ -198,7 +198,7 @@ inline void rows_cases(const Backend& be, std::vector<Case>& out) {
                        for (int r = 0; r < R; ++r) v[static_cast<size_t>(r) * stride + n] = 100.0f;  // past n: ignored
                        Tensor x(b, t, {R, stride}, v);
                        Ids best(b, std::vector<int>(R, -1));
-                       b.argmax_rows(const_cast<int*>(best.data()), x.view(), n, R);
+                       b.argmax_rows(best.view(), x.view(), n);
                        std::vector<int> got(R);
                        best.buf.download(got.data(), R);
                        for (int r = 0; r < R; ++r) {
@@ -229,7 +229,7 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
                          Buffer<std::uint32_t> mask(bits.size(), b.memory());
                          mask.upload(bits.data(), bits.size());
                          AdamWArgs a{p.view(), g.view(), m.view(), v.view(), 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.5f,
-                                     masked ? mask.data() : nullptr};
+                                     masked ? View::of(mask.data(), I32, {static_cast<std::int64_t>(bits.size())}) : View{}};
                          b.adamw(a);
                          std::vector<double> rp(n), rm(n), rv(n);
                          const double bc1 = 1.0 - std::pow(0.9, 3.0), bc2 = 1.0 - std::pow(0.95, 3.0);
@@ -255,7 +255,7 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
                          Buffer<std::uint32_t> mask(bits.size(), b.memory());
                          mask.upload(bits.data(), bits.size());
                          SophiaArgs a{p.view(), g.view(), m.view(), h.view(), 1e-3f, 0.965f, 0.5f, 0.1f, 2.0f,
-                                      masked ? mask.data() : nullptr};
+                                      masked ? View::of(mask.data(), I32, {static_cast<std::int64_t>(bits.size())}) : View{}};
                          b.sophia(a);
                          std::vector<double> rp(n), rm(n);
                          for (int i = 0; i < n; ++i) {
@@ -453,11 +453,19 @@ inline void run_all(Backend& be) {
   int zero = 0, ran = 0, failed = 0;
   for (const Case& c : cases) {
     Outcome o;
+    OpProfile profile;  // counts the ops the case ran: its entry point runs its op once
+    be.set_profile(&profile);
     try {
       c.run(be, o);
     } catch (const std::exception& e) {
       o.misses.push_back(std::string("threw: ") + e.what());
     }
+    be.set_profile(nullptr);
+    std::int64_t calls = 0;
+    for (const OpProfileRow& r : profile.rows()) calls += r.calls;
+    const std::int64_t expected = c.also >= 0 ? 2 : 1;
+    if (o.misses.empty() && calls != expected)
+      o.misses.push_back("ran " + std::to_string(calls) + " ops, expected " + std::to_string(expected));
     ++ran;
     if (!o.misses.empty()) {
       ++failed;

@@ -107,22 +107,6 @@ class FencedMemory final : public MemoryResource {
   std::string trace_;
 };
 
-// The index arrays (ids, masks, offsets) an op's arguments point at.
-template <class A>
-std::vector<const void*> ids_of(const A&) {
-  return {};
-}
-inline std::vector<const void*> ids_of(const AttentionArgs& a) { return {a.key_mask, a.cu_seqlens}; }
-inline std::vector<const void*> ids_of(const AttentionBackwardArgs& a) { return {a.cu_seqlens}; }
-inline std::vector<const void*> ids_of(const CrossEntropyArgs& a) { return {a.targets, a.sampled}; }
-inline std::vector<const void*> ids_of(const EmbeddingArgs& a) { return {a.tokens, a.types, a.cu_seqlens}; }
-inline std::vector<const void*> ids_of(const EmbeddingBackwardArgs& a) { return {a.tokens, a.types, a.cu_seqlens}; }
-inline std::vector<const void*> ids_of(const GatherRowsArgs& a) { return {a.rows}; }
-inline std::vector<const void*> ids_of(const ScatterAddRowsArgs& a) { return {a.rows}; }
-inline std::vector<const void*> ids_of(const ArgmaxRowsArgs& a) { return {a.best}; }
-inline std::vector<const void*> ids_of(const AdamWArgs& a) { return {a.decay_mask}; }
-inline std::vector<const void*> ids_of(const SophiaArgs& a) { return {a.decay_mask}; }
-
 class FencedCpuBackend final : public cpu::CpuBackend {
  public:
   using cpu::CpuBackend::CpuBackend;
@@ -134,12 +118,11 @@ class FencedCpuBackend final : public cpu::CpuBackend {
     const Guard g(*this, "zero", {&v});
     CpuBackend::run_zero(v);
   }
-  // Every op: its views (the Args' own list) and its index arrays in the backend's memory.
-#define MPTRAIN_FENCED_RUN(A)                                \
-  op_result_t<A> run(const A& a) override {                 \
+  // Every op: its views (the Args' own list, index arrays included) in the backend's memory.
+#define MPTRAIN_FENCED_RUN(A)                                   \
+  op_result_t<A> run(const A& a) override {                     \
     const Guard g(*this, backend_op_name(a.op()), views_of(a)); \
-    for (const void* p : ids_of(a)) g.ids(p);               \
-    return CpuBackend::run(a);                              \
+    return CpuBackend::run(a);                                  \
   }
   MPTRAIN_OP_ARGS(MPTRAIN_FENCED_RUN)
 #undef MPTRAIN_FENCED_RUN
@@ -158,17 +141,14 @@ class FencedCpuBackend final : public cpu::CpuBackend {
     }
     Guard(FencedCpuBackend& be, const char* op, std::initializer_list<const View*> views)
         : Guard(be, op, std::vector<const View*>(views)) {}
-    void ids(const void* p) const {
-      if (!nested_ && p && !be_.mem_.owns(p))
-        throw Error(std::string("[fenced] ") + op_ + ": ids or a mask not in the backend's memory");
-    }
 
    private:
     static const View* view_of(const View* v) { return v; }
     static const View* view_of(const ArgView& v) { return v.view; }
     void check(const View& v) const {
       if (!v.empty() && !be_.mem_.owns(v.ptr, v.contiguous() ? v.bytes() : 1))
-        throw Error(std::string("[fenced] ") + op_ + ": tensor " + v.describe() + " is not in the backend's memory");
+        throw Error(std::string("[fenced] ") + op_ + ": tensor " + v.describe() +
+                    " is not in the backend's memory");
     }
     FencedCpuBackend& be_;
     const char* op_;

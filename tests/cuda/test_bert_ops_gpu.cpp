@@ -181,7 +181,7 @@ TEST(CudaBertOpsArgs, BadIndicesAndPackingInDeviceMemoryAreOneClearErrorAtTheNex
   IndexBuffer rows(2, be->memory());
   const std::vector<int> bad = {3, 16};  // 16: one past the last row
   rows.upload(bad.data(), bad.size());
-  be->gather_rows(View::f32(small.data(), {2, C}), View::f32(big.data(), {16, C}), rows.data(), 2);
+  be->gather_rows(View::f32(small.data(), {2, C}), View::f32(big.data(), {16, C}), View::ints(rows.data(), 2));
   std::vector<float> host(2 * C);
   expect_error_contains([&] { be->download(host.data(), View::f32(small.data(), {2, C})); },
                         "[backend cuda] a kernel found bad input in device memory: a row index");
@@ -197,13 +197,13 @@ TEST(CudaBertOpsArgs, BadIndicesAndPackingInDeviceMemoryAreOneClearErrorAtTheNex
   cu.upload(cu_short.data(), cu_short.size());
   EmbeddingArgs a;
   a.out = View::f32(out.data(), {6, C});
-  a.tokens = tokens.data();
+  a.tokens = View::ints(tokens.data(), 6);
   a.B = B;
   a.T = T;
-  a.cu_seqlens = cu.data();
+  a.cu_seqlens = View::ints(cu.data(), 3);
   a.word = View::f32(word.data(), {V, C});
   a.pos = View::f32(pos.data(), {T, C});
-  a.types = types.data();
+  a.types = View::ints(types.data(), 6);
   a.type_table = View::f32(type.data(), {2, C});
   be->embedding(a);
   std::vector<float> o(6 * C);

@@ -129,11 +129,11 @@ class Tensor {
   FloatBuffer buf_;
 };
 
-// Index lists in a backend's memory (null for an empty list).
+// Index lists in a backend's memory (an empty view for an empty list).
 struct Ids {
   IndexBuffer buf;
   Ids(Backend& be, const std::vector<int>& v) : buf(v.size(), be.memory()) { buf.upload(v.data(), v.size()); }
-  const int* data() const { return buf.size() ? buf.data() : nullptr; }
+  View view() const { return View::ints(buf.data(), static_cast<std::int64_t>(buf.size())); }
 };
 
 std::vector<float> nans(size_t n) { return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()); }
@@ -152,8 +152,8 @@ struct AttentionResult {
 // that: no slack). Packed under cu (that backend's memory), padded under key_mask, out and dqkv
 // starting as NaN.
 AttentionResult run_attention(Backend& be, StorageType t, int B, int T, int C, int NH, int memory_batch,
-                              const std::vector<float>& qkv, const std::vector<float>& dout, const int* cu,
-                              const int* key_mask) {
+                              const std::vector<float>& qkv, const std::vector<float>& dout, const View& cu,
+                              const View& key_mask) {
   const std::int64_t rows = static_cast<std::int64_t>(dout.size()) / C;
   const AttentionDtypes types{t, t, t, math_of(t), math_of(t)};
   const AttentionBytes bytes = be.attention_bytes(memory_batch, T, C, NH, types);
@@ -229,7 +229,7 @@ TEST_F(PackedSequencesGpu, AttentionMatchesThePaddedLayoutAndTheCpu) {
             rounded(t, gputest::randn(static_cast<size_t>(rows) * 3 * C, 70, 0.8f));
         const std::vector<float> dout = rounded(t, gputest::randn(static_cast<size_t>(rows) * C, 71));
         const AttentionResult packed =
-            run_attention(gpu, t, B, T, C, NH, p.memory_batch(), qkv, dout, cu.data(), nullptr);
+            run_attention(gpu, t, B, T, C, NH, p.memory_batch(), qkv, dout, cu.view(), View{});
 
         // Padded: random q, k, v on the padding (masked keys, queries no one reads), dY 0 there.
         const size_t padded_rows = static_cast<size_t>(B) * T;
@@ -237,14 +237,14 @@ TEST_F(PackedSequencesGpu, AttentionMatchesThePaddedLayoutAndTheCpu) {
             p.pad(qkv, 3 * C, rounded(t, gputest::randn(padded_rows * 3 * C, 72, 0.8f)));
         const std::vector<float> dout_pad = p.pad(dout, C, std::vector<float>(padded_rows * C, 0.0f));
         const AttentionResult padded =
-            run_attention(gpu, t, B, T, C, NH, B, qkv_pad, dout_pad, nullptr, mask.data());
+            run_attention(gpu, t, B, T, C, NH, B, qkv_pad, dout_pad, View{}, mask.view());
         const double same = flash_runs ? kSameArithmetic : cpu_tolerance(t);
         EXPECT_LE(rel_err(packed.out, p.unpad(padded.out, C)), same) << "out, packed vs padded";
         EXPECT_LE(rel_err(packed.dqkv, p.unpad(padded.dqkv, 3 * C)), same) << "dqkv, packed vs padded";
 
         if (has_attention(cpu_, t)) {
           const AttentionResult ref =
-              run_attention(cpu_, t, B, T, C, NH, p.memory_batch(), qkv, dout, cpu_cu.data(), nullptr);
+              run_attention(cpu_, t, B, T, C, NH, p.memory_batch(), qkv, dout, cpu_cu.view(), View{});
           EXPECT_LT(rel_err(packed.out, ref.out), cpu_tolerance(t)) << "out vs the CPU";
           EXPECT_LT(rel_err(packed.dqkv, ref.dqkv), cpu_tolerance(t)) << "dqkv vs the CPU";
         }
@@ -266,7 +266,7 @@ struct EmbeddingInputs {
 
 // Forward, then backward accumulating into the given starting gradients; out starts as NaN.
 EmbeddingResult run_embedding(Backend& be, StorageType t, int B, int T, const EmbeddingInputs& in,
-                              const int* cu, int pad_token) {
+                              const View& cu, int pad_token) {
   const int C = in.C, V = in.V;
   const std::int64_t rows = static_cast<std::int64_t>(in.tokens.size());
   const Ids tokens(be, in.tokens), types(be, in.types);
@@ -274,20 +274,20 @@ EmbeddingResult run_embedding(Backend& be, StorageType t, int B, int T, const Em
   const Tensor dword(be, t, V, C, in.dword), dpos(be, t, T, C, in.dpos), dtype(be, t, 2, C, in.dtype);
   const Tensor out(be, t, rows, C, nans(static_cast<size_t>(rows) * C)), dout(be, t, rows, C, in.dout);
   be.embedding({.out = out.view(),
-                .tokens = tokens.data(),
+                .tokens = tokens.view(),
                 .B = B,
                 .T = T,
                 .cu_seqlens = cu,
                 .word = word.view(),
                 .pos = pos.view(),
-                .types = types.data(),
+                .types = types.view(),
                 .type_table = type.view()});
   be.embedding_backward({.dword = dword.view(),
                          .dpos = dpos.view(),
                          .dtype = dtype.view(),
                          .dout = dout.view(),
-                         .tokens = tokens.data(),
-                         .types = types.data(),
+                         .tokens = tokens.view(),
+                         .types = types.view(),
                          .B = B,
                          .T = T,
                          .cu_seqlens = cu,
@@ -322,7 +322,7 @@ TEST_F(PackedSequencesGpu, EmbeddingsMatchThePaddedLayoutAndTheCpu) {
       in.dpos = rand(tc, 84);
       in.dtype = rand(2 * static_cast<size_t>(C), 85);
       in.dout = rand(static_cast<size_t>(rows) * C, 86);
-      const EmbeddingResult packed = run_embedding(*flash_, t, B, T, in, cu.data(), pad);
+      const EmbeddingResult packed = run_embedding(*flash_, t, B, T, in, cu.view(), pad);
 
       // Padded: [PAD] tokens of type 0 on the padding, whose dout is 0.
       EmbeddingInputs padded_in = in;
@@ -334,7 +334,7 @@ TEST_F(PackedSequencesGpu, EmbeddingsMatchThePaddedLayoutAndTheCpu) {
           padded_in.types[static_cast<size_t>(b) * T + i] = in.types[static_cast<size_t>(cu_host[b] + i)];
         }
       padded_in.dout = p.pad(in.dout, C, std::vector<float>(static_cast<size_t>(B) * T * C, 0.0f));
-      const EmbeddingResult padded = run_embedding(*flash_, t, B, T, padded_in, nullptr, pad);
+      const EmbeddingResult padded = run_embedding(*flash_, t, B, T, padded_in, View{}, pad);
       EXPECT_LE(rel_err(packed.out, p.unpad(padded.out, C)), kSameArithmetic) << "out, packed vs padded";
       EXPECT_LE(rel_err(packed.dword, padded.dword), kSameArithmetic) << "dword, packed vs padded";
       EXPECT_LE(rel_err(packed.dpos, padded.dpos), kSameArithmetic) << "dpos, packed vs padded";
@@ -344,7 +344,7 @@ TEST_F(PackedSequencesGpu, EmbeddingsMatchThePaddedLayoutAndTheCpu) {
             << "the [PAD] row took gradient at channel " << c;
 
       if (has_embedding(cpu_, t)) {
-        const EmbeddingResult ref = run_embedding(cpu_, t, B, T, in, cpu_cu.data(), pad);
+        const EmbeddingResult ref = run_embedding(cpu_, t, B, T, in, cpu_cu.view(), pad);
         EXPECT_LT(rel_err(packed.out, ref.out), cpu_tolerance(t)) << "out vs the CPU";
         EXPECT_LT(rel_err(packed.dword, ref.dword), cpu_tolerance(t)) << "dword vs the CPU";
         EXPECT_LT(rel_err(packed.dpos, ref.dpos), cpu_tolerance(t)) << "dpos vs the CPU";

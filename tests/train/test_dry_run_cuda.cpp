@@ -46,10 +46,10 @@ class DryRunCuda final : public Backend {
   bool can_run(const OpTypes& t) const override { return gpu_->supports(t); }
   void run_zero(const View&) override { ops_.insert("zero"); }
   // Every op recorded by name; what it answers the host is a harmless constant.
-#define MPTRAIN_DRY_RUN(A)                   \
+#define MPTRAIN_DRY_RUN(A)                  \
   op_result_t<A> run(const A& a) override { \
-    ops_.insert(backend_op_name(a.op()));    \
-    return answer(a);                        \
+    ops_.insert(backend_op_name(a.op()));   \
+    return answer(a);                       \
   }
   MPTRAIN_OP_ARGS(MPTRAIN_DRY_RUN)
 #undef MPTRAIN_DRY_RUN
@@ -60,7 +60,8 @@ class DryRunCuda final : public Backend {
     if constexpr (!std::is_void_v<op_result_t<A>>) return op_result_t<A>{};
   }
   static void answer(const ArgmaxRowsArgs& a) {
-    for (int r = 0; r < a.count; ++r) a.best[r] = 0;
+    int* best = a.best.as<int>();
+    for (std::int64_t r = 0; r < a.best.numel(); ++r) best[r] = 0;
   }
   static double answer(const SumSquaresArgs&) { return 1.0; }
   std::unique_ptr<Backend> gpu_;
@@ -84,28 +85,51 @@ std::unique_ptr<Optimizer> optimizer_for(OptimizerKind kind, const Policy& polic
 
 // Every op of `want` among those the dry runs reached (so no op of the step escaped the GPU's
 // capability check); prints what was reached.
-void expect_reached(const std::set<std::string>& reached, const std::set<std::string>& want, const char* family) {
+void expect_reached(const std::set<std::string>& reached, const std::set<std::string>& want,
+                    const char* family) {
   std::string missing, all;
   for (const std::string& op : want)
     if (!reached.count(op)) missing += " " + op;
   for (const std::string& op : reached) all += " " + op;
   EXPECT_TRUE(missing.empty()) << family << ": ops no dry run reached:" << missing;
-  std::printf("[ dry run ] %s: %zu ops through the CUDA backend's capability check:%s\n", family, reached.size(),
-              all.c_str());
+  std::printf("[ dry run ] %s: %zu ops through the CUDA backend's capability check:%s\n", family,
+              reached.size(), all.c_str());
 }
 
 // The ops every family's step asks for, and each family's own.
-const std::set<std::string> kStepOps = {
-    "zero", "to_operand", "linear", "linear_activation", "linear_residual", "linear_backward",
-    "linear_activation_backward", "layernorm", "layernorm_backward", "attention", "attention_backward",
-    "cross_entropy", "sampled_cross_entropy", "embedding", "embedding_backward", "adamw", "sophia",
-    "sophia_hessian", "count_unclipped", "unscale_and_check", "sum_squares", "scale", "matmul", "cast",
-    "muon_momentum", "muon_update", "accumulate"};
+const std::set<std::string> kStepOps = {"zero",
+                                        "to_operand",
+                                        "linear",
+                                        "linear_activation",
+                                        "linear_residual",
+                                        "linear_backward",
+                                        "linear_activation_backward",
+                                        "layernorm",
+                                        "layernorm_backward",
+                                        "attention",
+                                        "attention_backward",
+                                        "cross_entropy",
+                                        "sampled_cross_entropy",
+                                        "embedding",
+                                        "embedding_backward",
+                                        "adamw",
+                                        "sophia",
+                                        "sophia_hessian",
+                                        "count_unclipped",
+                                        "unscale_and_check",
+                                        "sum_squares",
+                                        "scale",
+                                        "matmul",
+                                        "cast",
+                                        "muon_momentum",
+                                        "muon_update",
+                                        "accumulate"};
 
 class DryRunOnCuda : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backend (configure with CUDA to dry-run it)";
+    if (!cuda_compiled())
+      GTEST_SKIP() << "this build has no CUDA backend (configure with CUDA to dry-run it)";
   }
 };
 
@@ -153,8 +177,8 @@ TEST_F(DryRunOnCuda, Gpt2StepsInEveryPrecisionOptimizerAndLayout) {
 struct BertBatch {
   std::vector<int> ids, types, mask, mlm, nsp, cu;
   BertInputs inputs(bool packed) const {
-    return {ids.data(), types.data(), packed ? nullptr : mask.data(), mlm.data(), nsp.data(),
-            packed ? cu.data() : nullptr};
+    return {ids.data(), types.data(), packed ? nullptr : mask.data(),
+            mlm.data(), nsp.data(),   packed ? cu.data() : nullptr};
   }
 };
 
@@ -218,8 +242,8 @@ TEST_F(DryRunOnCuda, BertStepsInEveryPrecisionOptimizerAndLayout) {
         };
         LossScaler scaler;
         for (int t = 1; t <= kSteps; ++t)
-          ASSERT_NO_THROW(
-              train_step(m, *opt, kAccum, 1e-3f, 1.0f, t, p == Precision::Fp16 ? &scaler : nullptr, nullptr, false));
+          ASSERT_NO_THROW(train_step(m, *opt, kAccum, 1e-3f, 1.0f, t,
+                                     p == Precision::Fp16 ? &scaler : nullptr, nullptr, false));
         reached.insert(be.ops().begin(), be.ops().end());
         ++cases;
       }

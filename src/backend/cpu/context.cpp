@@ -96,6 +96,7 @@ dnnl::memory::data_type dnnl_type(StorageType t) {
     case StorageType::F16:
       return dnnl::memory::data_type::f16;
     case StorageType::F32:
+    case StorageType::I32:
       break;
   }
   return dnnl::memory::data_type::f32;

@@ -30,6 +30,11 @@ GemmLayout layout(const View& v) { return {0, 0, v.stride[0], v.stride[1]}; }
 
 int as_int(std::int64_t n) { return static_cast<int>(n); }
 
+// The int32 views as the kernels take them (null when absent): ids and labels, the decay bits.
+const int* ids(const View& v) { return v.as<const int>(); }
+int* ids_out(const View& v) { return v.as<int>(); }
+const std::uint32_t* bits(const View& v) { return static_cast<const std::uint32_t*>(v.ptr); }
+
 // A present tensor in 16 bits (one the fp32-only kernels do not take).
 bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 
@@ -61,13 +66,14 @@ AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const At
 template <class A, class Pick>
 bool CpuBackend::widened(const A& a, Pick pick) {
   bool any = false;
-  for (const ArgView& v : views_of(a))
-    any = any || (v.access != Access::Scratch && narrow(*v.view) && pick(v.name));
+  // Views the interface types itself (fp32 statistics, int32 indices) stay as they are.
+  const auto widens = [&](const ArgView& v) { return v.typed && v.access != Access::Scratch && pick(v.name); };
+  for (const ArgView& v : views_of(a)) any = any || (widens(v) && narrow(*v.view));
   if (!any) return false;
   Widening w(wide_);
   A b = a;
   for (const ArgView& v : b.views()) {
-    if (v.access == Access::Scratch || !pick(v.name)) continue;
+    if (!widens(v)) continue;
     const bool reads = v.access == Access::Read || v.access == Access::ReadRows;
     *v.view = reads ? w.read(*v.view) : w.write(*v.view);
   }
@@ -230,47 +236,49 @@ void CpuBackend::run(const LayerNormBackwardArgs& a) {
 
 void CpuBackend::run(const AttentionArgs& a) {
   attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
-                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask, a.cu_seqlens);
+                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, ids(a.key_mask),
+                          ids(a.cu_seqlens));
 }
 
 void CpuBackend::run(const AttentionBackwardArgs& a) {
   attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
-                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal, a.cu_seqlens);
+                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal, ids(a.cu_seqlens));
 }
 
 void CpuBackend::run(const CrossEntropyArgs& a) {
   // 16-bit logits (dlogits in place in them), or the sampled loss's 16-bit dlogits.
   if (widened(a, [&](std::string_view n) {
-        return n == "logits" || (n == "dlogits" && (a.dlogits.ptr == a.logits.ptr || a.sampled));
+        return n == "logits" || (n == "dlogits" && (a.dlogits.ptr == a.logits.ptr || !a.sampled.empty()));
       }))
     return;
   const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
   const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
-  if (a.sampled) {
-    crossentropy_sampled_forward_backward(a.losses.as<float>(), a.dlogits.as<float>(), a.sampled,
+  if (!a.sampled.empty()) {
+    crossentropy_sampled_forward_backward(a.losses.as<float>(), a.dlogits.as<float>(), ids_out(a.sampled),
                                           a.logits.as<float>(), dloss, N, a.vocab, Vp, a.seed, a.counter);
     return;
   }
   if (a.dlogits.empty() || a.dlogits.type == F32)
     crossentropy_forward_backward(a.losses.as<float>(), a.dlogits.empty() ? nullptr : a.dlogits.as<float>(),
-                                  a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);
+                                  a.logits.as<float>(), ids(a.targets), dloss, N, a.vocab, Vp);
   else
     crossentropy_forward_backward_typed(a.losses.as<float>(), a.dlogits.ptr, a.dlogits.type,
-                                        a.logits.as<float>(), a.targets, dloss, N, a.vocab, Vp);
+                                        a.logits.as<float>(), ids(a.targets), dloss, N, a.vocab, Vp);
 }
 
 void CpuBackend::run(const EmbeddingArgs& a) {
   if (widened(a, every)) return;
   const int C = as_int(a.word.dim(1));
-  embeddings_forward(a.out.as<float>(), a.tokens, a.types, a.word.as<float>(), a.pos.as<float>(),
-                     a.types ? a.type_table.as<float>() : nullptr, a.B, a.T, C, a.cu_seqlens);
+  embeddings_forward(a.out.as<float>(), ids(a.tokens), ids(a.types), a.word.as<float>(), a.pos.as<float>(),
+                     !a.types.empty() ? a.type_table.as<float>() : nullptr, a.B, a.T, C, ids(a.cu_seqlens));
 }
 
 void CpuBackend::run(const EmbeddingBackwardArgs& a) {
   if (widened(a, every)) return;
   const int C = as_int(a.dword.dim(1));
-  embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(), a.types ? a.dtype.as<float>() : nullptr,
-                      a.dout.as<float>(), a.tokens, a.types, a.pad_token, a.B, a.T, C, a.cu_seqlens);
+  embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(),
+                      !a.types.empty() ? a.dtype.as<float>() : nullptr, a.dout.as<float>(), ids(a.tokens),
+                      ids(a.types), a.pad_token, a.B, a.T, C, ids(a.cu_seqlens));
 }
 
 namespace {
@@ -286,23 +294,27 @@ void check_row_indices(const char* op, const int* rows, int count, std::int64_t 
 }  // namespace
 
 void CpuBackend::run(const GatherRowsArgs& a) {
-  check_row_indices("gather_rows", a.rows, a.count, a.src.dim(0));
+  const int* rows = ids(a.rows);
+  const int count = as_int(a.rows.dim(0));
+  check_row_indices("gather_rows", rows, count, a.src.dim(0));
   const size_t C = static_cast<size_t>(a.src.dim(1)), ed = storage_bytes(a.dst.type),
                es = storage_bytes(a.src.type);
   char* d = static_cast<char*>(a.dst.ptr);
-  for (int r = 0; r < a.count; ++r)
+  for (int r = 0; r < count; ++r)
     convert(d + static_cast<size_t>(r) * C * ed, a.dst.type,
-            static_cast<const char*>(a.src.ptr) + static_cast<size_t>(a.rows[r]) * C * es, a.src.type, C);
-  std::memset(d + static_cast<size_t>(a.count) * C * ed, 0,
-              (static_cast<size_t>(a.dst.dim(0)) - a.count) * C * ed);
+            static_cast<const char*>(a.src.ptr) + static_cast<size_t>(rows[r]) * C * es, a.src.type, C);
+  std::memset(d + static_cast<size_t>(count) * C * ed, 0,
+              (static_cast<size_t>(a.dst.dim(0)) - count) * C * ed);
 }
 
 void CpuBackend::run(const ScatterAddRowsArgs& a) {
   if (widened(a, every)) return;  // the fp32 call checks the rows before any write-back
-  check_row_indices("scatter_add_rows", a.rows, a.count, a.dst.dim(0));
+  const int* rows = ids(a.rows);
+  const int count = as_int(a.rows.dim(0));
+  check_row_indices("scatter_add_rows", rows, count, a.dst.dim(0));
   const size_t C = static_cast<size_t>(a.dst.dim(1));
-  for (int r = 0; r < a.count; ++r) {
-    float* d = a.dst.as<float>() + static_cast<size_t>(a.rows[r]) * C;
+  for (int r = 0; r < count; ++r) {
+    float* d = a.dst.as<float>() + static_cast<size_t>(rows[r]) * C;
     const float* s = a.src.as<float>() + static_cast<size_t>(r) * C;
     for (size_t c = 0; c < C; ++c) d[c] += s[c];
   }
@@ -311,12 +323,12 @@ void CpuBackend::run(const ScatterAddRowsArgs& a) {
 void CpuBackend::run(const ArgmaxRowsArgs& a) {
   if (widened(a, every)) return;
   const size_t stride = static_cast<size_t>(a.x.dim(1));
-  for (int r = 0; r < a.count; ++r) {
+  for (int r = 0; r < as_int(a.best.dim(0)); ++r) {
     const float* row = a.x.as<float>() + static_cast<size_t>(r) * stride;
     int b = 0;
     for (int i = 1; i < a.n; ++i)
       if (row[i] > row[b]) b = i;
-    a.best[r] = b;
+    ids_out(a.best)[r] = b;
   }
 }
 
@@ -325,13 +337,13 @@ void CpuBackend::run(const ArgmaxRowsArgs& a) {
 void CpuBackend::run(const AdamWArgs& a) {
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
-               a.grad_scale, a.decay_mask);
+               a.grad_scale, bits(a.decay_mask));
 }
 
 void CpuBackend::run(const SophiaArgs& a) {
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
                 static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale,
-                a.decay_mask);
+                bits(a.decay_mask));
 }
 
 void CpuBackend::run(const SophiaHessianArgs& a) {

@@ -33,6 +33,7 @@ decltype(auto) dispatch_storage(StorageType t, F&& f) {
     case StorageType::F16:
       return f(Fp16{});
     case StorageType::F32:
+    case StorageType::I32:
       break;
   }
   return f(float{});

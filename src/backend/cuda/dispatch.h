@@ -37,6 +37,8 @@ decltype(auto) dispatch_storage(StorageType t, F&& f) {
       return f(TypeTag<Bf16>{});
     case StorageType::F16:
       return f(TypeTag<Fp16>{});
+    case StorageType::I32:
+      break;
   }
   throw Error("[cuda] unknown storage type " + std::to_string(static_cast<int>(t)));
 }

@@ -66,6 +66,8 @@ cudaDataType_t cuda_type(StorageType t) {
       return CUDA_R_16BF;
     case StorageType::F16:
       return CUDA_R_16F;
+    case StorageType::I32:
+      break;
   }
   return CUDA_R_32F;
 }
