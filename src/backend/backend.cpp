@@ -450,46 +450,50 @@ void Backend::cross_entropy(const CrossEntropyArgs& a) {
   submit(a);
 }
 
+namespace {
+
+// The embeddings' contract, forward and backward alike: `rows` (out or dout) over the batch's
+// layout, the ids of its rows, and the word, position and type tables (or their gradients: the
+// names say which) with C columns, in one dtype, the type table exactly when there are segment ids.
+void check_embedding(const Check& c, int B, int T, const View& rows, const View& tokens, const View& types,
+                     const View& cu_seqlens, bool host_visible, const View& word, const View& pos,
+                     const View& type_table, std::initializer_list<const char*> names) {
+  const char *rows_name = names.begin()[0], *word_name = names.begin()[1], *pos_name = names.begin()[2],
+             *type_name = names.begin()[3];
+  c.that(B >= 0 && T >= 0, "needs B, T >= 0");
+  c.shape(word, word_name, {-1, -1});
+  const std::int64_t C = word.dim(1);
+  c.shape(rows, rows_name, {packed_rows(c, B, T, rows, rows_name, !cu_seqlens.empty()), C});
+  c.ints(tokens, "tokens", rows.dim(0));
+  c.ints(types, "types", rows.dim(0), true);
+  check_packing(c, cu_seqlens, B, T, rows.dim(0), host_visible);
+  c.shape(pos, pos_name, {-1, C});
+  c.that(pos.dim(0) >= T, std::string(pos_name) + " has " + std::to_string(pos.dim(0)) + " rows for " +
+                              std::to_string(T) + " positions");
+  c.that(types.empty() == type_table.empty(), std::string("segment ids and ") + type_name + " come together");
+  if (!types.empty()) c.shape(type_table, type_name, {-1, C});
+  for (const View* v : {&pos, &type_table})
+    if (!v->empty())
+      c.that(v->type == word.type,
+             std::string(word_name) + ", " + pos_name + " and " + type_name + " differ in dtype");
+  for (const View* v : {&rows, &word, &pos, &type_table})
+    if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
+}
+
+}  // namespace
+
 void Backend::embedding(const EmbeddingArgs& a) {
   const Check c(name(), Op::Embedding);
-  c.that(a.B >= 0 && a.T >= 0, "needs B, T >= 0");
-  c.shape(a.word, "word", {-1, -1});
-  const std::int64_t C = a.word.dim(1);
-  c.shape(a.out, "out", {packed_rows(c, a.B, a.T, a.out, "out", !a.cu_seqlens.empty()), C});
-  c.ints(a.tokens, "tokens", a.out.dim(0));
-  c.ints(a.types, "types", a.out.dim(0), true);
-  check_packing(c, a.cu_seqlens, a.B, a.T, a.out.dim(0), memory().host_visible());
-  c.shape(a.pos, "pos", {-1, C});
-  c.that(a.pos.dim(0) >= a.T,
-         "pos has " + std::to_string(a.pos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
-  c.that(a.types.empty() == a.type_table.empty(), "segment ids and the type table come together");
-  if (!a.types.empty()) c.shape(a.type_table, "type_table", {-1, C});
-  for (const View* v : {&a.pos, &a.type_table})
-    if (!v->empty()) c.that(v->type == a.word.type, "the embedding tables differ in dtype");
-  for (const View* v : {&a.out, &a.word, &a.pos, &a.type_table})
-    if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
+  check_embedding(c, a.B, a.T, a.out, a.tokens, a.types, a.cu_seqlens, memory().host_visible(), a.word, a.pos,
+                  a.type_table, {"out", "word", "pos", "type_table"});
   submit(a);
 }
 
 void Backend::embedding_backward(const EmbeddingBackwardArgs& a) {
   const Check c(name(), Op::EmbeddingBackward);
-  c.that(a.B >= 0 && a.T >= 0, "needs B, T >= 0");
-  c.shape(a.dword, "dword", {-1, -1});
-  const std::int64_t C = a.dword.dim(1);
-  c.shape(a.dout, "dout", {packed_rows(c, a.B, a.T, a.dout, "dout", !a.cu_seqlens.empty()), C});
-  c.ints(a.tokens, "tokens", a.dout.dim(0));
-  c.ints(a.types, "types", a.dout.dim(0), true);
-  check_packing(c, a.cu_seqlens, a.B, a.T, a.dout.dim(0), memory().host_visible());
-  c.shape(a.dpos, "dpos", {-1, C});
-  c.that(a.dpos.dim(0) >= a.T,
-         "dpos has " + std::to_string(a.dpos.dim(0)) + " rows for " + std::to_string(a.T) + " positions");
-  c.that(a.types.empty() == a.dtype.empty(), "segment ids and the type table's gradient come together");
+  check_embedding(c, a.B, a.T, a.dout, a.tokens, a.types, a.cu_seqlens, memory().host_visible(), a.dword,
+                  a.dpos, a.dtype, {"dout", "dword", "dpos", "dtype"});
   c.that(a.pad_token < 0 || !a.types.empty(), "pad_token is BERT's word table's (it comes with segment ids)");
-  if (!a.types.empty()) c.shape(a.dtype, "dtype", {-1, C});
-  for (const View* v : {&a.dpos, &a.dtype})
-    if (!v->empty()) c.that(v->type == a.dword.type, "the embedding gradients differ in dtype");
-  for (const View* v : {&a.dout, &a.dword, &a.dpos, &a.dtype})
-    if (!v->empty()) c.rows_contiguous(*v, "an embedding tensor");
   submit(a);
 }
 

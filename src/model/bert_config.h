@@ -20,8 +20,6 @@ struct BertConfig {
   // BertForPreTraining's pooler and next-sentence head. false: MLM-only pretraining, the model
   // Hugging Face's BertForMaskedLM (no pooler, no NSP head), as RoBERTa, MosaicBERT, ModernBERT.
   bool nsp = true;
-
-  int head_size() const { return hidden / n_head; }
 };
 
 // Presets: bert-base (110M with V = 30522), bert-large (335M), and small ones for CPU work

@@ -14,8 +14,6 @@ struct Gpt2Config {
   int n_embd = 768;
   float ln_eps = 1e-5f;
   float init_std = 0.02f;
-
-  int head_size() const { return n_embd / n_head; }
 };
 
 // Rounds V up to a multiple of `multiple` (1 = no padding).

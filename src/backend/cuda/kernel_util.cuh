@@ -33,12 +33,6 @@ __device__ __forceinline__ Fp16 from_f32<Fp16>(float x) {
   return f32_to_f16(x);
 }
 
-// Round through T and back: what a value becomes once stored in T.
-template <class T>
-__device__ __forceinline__ float round_through(float x) {
-  return to_f32(from_f32<T>(x));
-}
-
 // 16 bytes of T: 4 floats or 8 16-bit values, moved by one 128-bit load or store.
 template <class T>
 inline constexpr int kPack = 16 / static_cast<int>(sizeof(T));

@@ -38,7 +38,6 @@ struct GemmOperand {
 class GemmWorkspace {
  public:
   explicit GemmWorkspace(Context& ctx);
-  bool fp16_native() const { return fp16_native_; }
   // What make_policy needs to know of this CPU.
   BackendCaps caps() const { return {fp16_native_}; }
   // The storage a GEMM of this arithmetic reads its operands in (fp16 emulated: fp32).
