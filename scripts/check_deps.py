@@ -47,7 +47,7 @@ PROGRAMS = ["cmake", "ctest", "make", "c++", "g++", "clang++", "node", "npm", "m
 DATA = ["/usr/bin/python3", "/usr/share/games/fortunes/fortunes", "/usr/share/games/fortunes/computers",
         "/usr/share/perl/5.36.0/pod/perlfunc.pod",
         "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"]
-PY_MODULES = ["torch", "numpy"]
+PY_MODULES = ["torch", "numpy", "sklearn"]
 IMAGE_PREFIXES = ("/usr/local/cuda",)
 
 

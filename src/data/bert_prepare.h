@@ -33,6 +33,7 @@ enum class NspRule {
 struct BertPrepareOptions {
   std::vector<std::string> inputs, excludes;  // as for the GPT-2 prepare (data/prepare.h)
   std::string doc_delimiter;
+  std::string exclude_docs;  // a held-out list (data/topic_task.h) whose texts are left out
   std::string out_dir;
   std::string name;        // file prefix; empty: the last component of out_dir
   std::string vocab_path;  // an existing vocab.txt; empty: train one
@@ -49,6 +50,7 @@ struct BertPrepareOptions {
 
 struct BertPrepareSummary {
   size_t files = 0, documents = 0, val_documents = 0, sentences = 0;
+  size_t excluded = 0;  // documents held out by exclude_docs
   uint64_t bytes = 0;
   size_t train_instances = 0, val_instances = 0;
   size_t train_not_next = 0, val_not_next = 0;

@@ -20,11 +20,13 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <unordered_set>
 #include <set>
 #include <span>
 #include <thread>
 
 #include "core/error.h"
+#include "data/topic_task.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
 #include "io/fileutil.h"
@@ -406,6 +408,8 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   PrepareSummary sum;
   sum.files = files.size();
   sum.threads = resolve_threads(opt.threads);
+  const std::unordered_set<std::uint64_t> heldout =
+      opt.exclude_docs.empty() ? std::unordered_set<std::uint64_t>{} : read_heldout(opt.exclude_docs);
   ShardSink train(staging.path, name + "_train_", opt.shard_tokens);
   ShardSink val(staging.path, name + "_val_", opt.shard_tokens);
   PrepareProgress progress(total_bytes, opt.progress);
@@ -422,7 +426,8 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
     while (fi < files.size() && (texts.empty() || block_bytes < kBlockBytes)) {
       texts.push_back(read_text_file(files[fi++].path));
       block_bytes += texts.back().size();
-      for (std::string_view d : split_documents(texts.back(), opt.doc_delimiter)) docs.push_back(d);
+      for (std::string_view d : split_documents(texts.back(), opt.doc_delimiter))
+        held_out(heldout, d) ? ++sum.excluded : (docs.push_back(d), 0);
     }
     auto ids = encode_documents(tok, docs, opt.threads, opt.parallel_split_bytes,
                                 [&](uint64_t done) { progress.update(bytes_before_block + done); });
@@ -489,6 +494,7 @@ std::string describe(const PrepareSummary& s) {
          shards(s.val_shards) + "\n";
   out += std::string("  ") + ratio + " bytes per token (" + count(text_tokens, "token") + " of text + " +
          with_commas(s.documents) + " <|endoftext|>)\n";
+  if (s.excluded) out += "  " + count(s.excluded, "document") + " held out (--exclude-docs)\n";
   if (s.val_documents == 0)
     out +=
         "  note: no validation documents (raise --val-fraction, or cut files into documents with "

@@ -55,6 +55,7 @@ struct PrepareOptions {
   std::vector<std::string> inputs;    // files, folders, globs
   std::vector<std::string> excludes;  // fnmatch patterns on file names
   std::string doc_delimiter;          // empty: one document per file
+  std::string exclude_docs;           // a held-out list (data/topic_task.h) whose texts are left out
   std::string out_dir;
   std::string name;  // shard name prefix; empty: the last component of out_dir
   uint64_t shard_tokens = 100'000'000;
@@ -67,6 +68,7 @@ struct PrepareOptions {
 struct PrepareSummary {
   size_t files = 0;
   size_t documents = 0, val_documents = 0;
+  size_t excluded = 0;                        // documents held out by exclude_docs
   uint64_t bytes = 0;                         // bytes of the documents (delimiter lines excluded)
   uint64_t train_tokens = 0, val_tokens = 0;  // <|endoftext|> included
   std::vector<std::string> train_shards, val_shards;
