@@ -42,16 +42,14 @@ std::vector<std::string> split_tabs(const std::string& line) {
   return out;
 }
 
-// The rows of a file with the line number of each, tab-separated or JSON lines.
-std::vector<std::pair<int, Row>> read_rows(const std::string& path, bool header) {
-  const std::string text = read_text_file(path);
-  const bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+// The rows of a file's text with the line number of each, tab-separated or JSON lines.
+std::vector<std::pair<int, Row>> parse_rows(std::string_view text, bool jsonl, const std::string& path, bool header) {
   std::vector<std::pair<int, Row>> rows;
   std::vector<std::string> names;
   size_t at = 0;
   for (int n = 1; at < text.size(); ++n) {
     const size_t nl = std::min(text.find('\n', at), text.size());
-    const std::string line = text.substr(at, nl - at);
+    const std::string line(text.substr(at, nl - at));
     at = nl + 1;
     if (line.empty() || line == "\r") continue;
     const std::string where = path + ", line " + std::to_string(n);
@@ -109,11 +107,17 @@ int label_of(const std::string& value, const ClassifyReadOptions& opt, const std
 
 std::vector<ClassifyExample> read_classify_file(const std::string& path, const WordpieceTokenizer& tok,
                                                 const ClassifyReadOptions& opt) {
+  const bool jsonl = path.size() >= 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0;
+  return parse_classify_text(read_text_file(path), jsonl, path, tok, opt);
+}
+
+std::vector<ClassifyExample> parse_classify_text(std::string_view text, bool jsonl, const std::string& path,
+                                                 const WordpieceTokenizer& tok, const ClassifyReadOptions& opt) {
   const ClassifyColumns& col = opt.columns;
   const bool pair = !col.text_b.empty();
   MPT_CHECK(opt.max_seq_len >= (pair ? 5 : 3), "classification: --max-seq-len " + std::to_string(opt.max_seq_len) +
                                                    " leaves no room for text");
-  const std::vector<std::pair<int, Row>> rows = read_rows(path, opt.header);
+  const std::vector<std::pair<int, Row>> rows = parse_rows(text, jsonl, path, opt.header);
   const BertSpecialIds& sp = tok.special();
   std::vector<ClassifyExample> out;
   out.reserve(rows.size());

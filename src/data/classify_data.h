@@ -12,6 +12,7 @@
 // single-sentence task (a pair file: name its second column with text_b).
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mptrain {
@@ -40,6 +41,9 @@ struct ClassifyExample {
 // The examples of one file (.jsonl: JSON lines; anything else: tab-separated).
 std::vector<ClassifyExample> read_classify_file(const std::string& path, const WordpieceTokenizer& tok,
                                                 const ClassifyReadOptions& opt);
+// The same from a file's text; `path` names it in errors.
+std::vector<ClassifyExample> parse_classify_text(std::string_view text, bool jsonl, const std::string& path,
+                                                 const WordpieceTokenizer& tok, const ClassifyReadOptions& opt);
 
 // Hugging Face's longest_first: drops the last token of the longer of a and b (b on a tie) until
 // a.size() + b.size() <= max_tokens.
