@@ -84,7 +84,10 @@ fi
 scripts/setup.sh
 scripts/build.sh
 # Serial: the tests run 2-thread trainers, so two at once on CI's two cores only contend (the
-# sanitizer set took 366 s with -j2 against 310 s serially, 2026-11-26).
+# sanitizer set took 366 s with -j2 against 310 s serially, 2026-11-26). What contends is OpenMP's
+# spin-waiting: under -j2 a BERT run's steps took 14 s instead of 0.15 s. With passive waiting the
+# whole main suite took 263 s at -j2 against 455 s serially (2026-11-28, AMX host): for a local run,
+# `OMP_WAIT_POLICY=PASSIVE scripts/test.sh -j2` (CI keeps the serial run it was timed with).
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
 if [ "${MPTRAIN_HARDENING:-1}" != 0 ]; then
   sanitize "$sanitize_labels" "$sanitize_exclude"
