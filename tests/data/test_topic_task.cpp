@@ -137,6 +137,19 @@ TEST(TopicTask, HeldOutTextsStayOutOfAPretrainingCorpus) {
   EXPECT_LT(kept.excluded, s.validation + s.test + 20);
   EXPECT_EQ(kept.documents + kept.excluded, all.documents);
   EXPECT_EQ(all.excluded, 0u);
+  // The GPT-2 token shards leave out the same documents (the command line, as a user runs it).
+  const testing::RunResult g = testing::run_mptrain(
+      "prepare " + testing::fortunes_dir() + " --exclude '*.dat' --exclude '*.u8' --doc-delimiter % -q -o " +
+      (out / "gpt2") + " --exclude-docs " + (out / "task/heldout.txt"));
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  const auto commas = [](size_t n) {  // as the summary prints counts: 12,564
+    std::string d = std::to_string(n);
+    for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3) d.insert(static_cast<size_t>(i), ",");
+    return d;
+  };
+  EXPECT_NE(g.output.find(commas(kept.excluded) + " documents held out (--exclude-docs)"), std::string::npos)
+      << g.output;
+  EXPECT_NE(g.output.find("prepared " + commas(kept.documents) + " documents"), std::string::npos) << g.output;
 }
 
 TEST(TopicTask, BadInputIsOneClearError) {
