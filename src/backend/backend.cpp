@@ -127,12 +127,12 @@ OpWork work_of(const MatmulArgs& a, bool) {
   return {gemm_label(Op::Matmul, M, K, N), 2.0 * M * K * N, bytes_moved(a)};
 }
 OpWork work_of(const AttentionArgs& a, bool host) {
-  return {"attention", 4.0 * a.out.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host),
-          bytes_moved(a)};
+  return {backend_op_name(a.op()),
+          4.0 * a.out.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host), bytes_moved(a)};
 }
 OpWork work_of(const AttentionBackwardArgs& a, bool host) {
-  return {"attention_backward", 8.0 * a.dout.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host),
-          bytes_moved(a)};
+  return {backend_op_name(a.op()),
+          8.0 * a.dout.dim(1) * attention_pairs(a.B, a.T, a.causal, a.cu_seqlens, host), bytes_moved(a)};
 }
 
 }  // namespace

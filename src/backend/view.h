@@ -51,16 +51,17 @@ struct View {
   size_t bytes() const { return static_cast<size_t>(numel()) * storage_bytes(type); }
   // The last two dimensions swapped (shape and strides): a transpose that moves no data.
   View t() const;
-  // The view as the element type it stores (float, Bf16, Fp16, int); throws Error when T does
-  // not match `type`. An empty view is nullptr (an absent optional operand), whatever T.
+  // The view as the element type it stores (float, Bf16, Fp16, int; an int32 view also as
+  // uint32_t, the decay mask's bit words); throws Error when T does not match `type`. An empty
+  // view is nullptr (an absent optional operand), whatever T.
   template <class T>
   T* as() const {
     using U = std::remove_const_t<T>;
     if (!ptr) return nullptr;
-    check_type(std::is_same_v<U, float>  ? StorageType::F32
-               : std::is_same_v<U, Bf16> ? StorageType::BF16
-               : std::is_same_v<U, int>  ? StorageType::I32
-                                         : StorageType::F16);
+    check_type(std::is_same_v<U, float>                                     ? StorageType::F32
+               : std::is_same_v<U, Bf16>                                    ? StorageType::BF16
+               : std::is_same_v<U, int> || std::is_same_v<U, std::uint32_t> ? StorageType::I32
+                                                                            : StorageType::F16);
     return static_cast<T*>(ptr);
   }
   // "bf16[4,768]" (strides added when not contiguous), for error messages.

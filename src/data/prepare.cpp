@@ -20,15 +20,15 @@
 #include <exception>
 #include <filesystem>
 #include <mutex>
-#include <unordered_set>
 #include <set>
 #include <span>
 #include <thread>
+#include <unordered_set>
 
 #include "core/error.h"
-#include "data/topic_task.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
+#include "data/topic_task.h"
 #include "io/fileutil.h"
 
 namespace fs = std::filesystem;
@@ -426,8 +426,12 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
     while (fi < files.size() && (texts.empty() || block_bytes < kBlockBytes)) {
       texts.push_back(read_text_file(files[fi++].path));
       block_bytes += texts.back().size();
-      for (std::string_view d : split_documents(texts.back(), opt.doc_delimiter))
-        held_out(heldout, d) ? ++sum.excluded : (docs.push_back(d), 0);
+      for (std::string_view d : split_documents(texts.back(), opt.doc_delimiter)) {
+        if (held_out(heldout, d))
+          ++sum.excluded;
+        else
+          docs.push_back(d);
+      }
     }
     auto ids = encode_documents(tok, docs, opt.threads, opt.parallel_split_bytes,
                                 [&](uint64_t done) { progress.update(bytes_before_block + done); });

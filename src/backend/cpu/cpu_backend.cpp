@@ -30,11 +30,6 @@ GemmLayout layout(const View& v) { return {0, 0, v.stride[0], v.stride[1]}; }
 
 int as_int(std::int64_t n) { return static_cast<int>(n); }
 
-// The int32 views as the kernels take them (null when absent): ids and labels, the decay bits.
-const int* ids(const View& v) { return v.as<const int>(); }
-int* ids_out(const View& v) { return v.as<int>(); }
-const std::uint32_t* bits(const View& v) { return static_cast<const std::uint32_t*>(v.ptr); }
-
 // A present tensor in 16 bits (one the fp32-only kernels do not take).
 bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 
@@ -67,7 +62,9 @@ template <class A, class Pick>
 bool CpuBackend::widened(const A& a, Pick pick) {
   bool any = false;
   // Views the interface types itself (fp32 statistics, int32 indices) stay as they are.
-  const auto widens = [&](const ArgView& v) { return v.typed && v.access != Access::Scratch && pick(v.name); };
+  const auto widens = [&](const ArgView& v) {
+    return v.typed && v.access != Access::Scratch && pick(v.name);
+  };
   for (const ArgView& v : views_of(a)) any = any || (widens(v) && narrow(*v.view));
   if (!any) return false;
   Widening w(wide_);
@@ -236,13 +233,14 @@ void CpuBackend::run(const LayerNormBackwardArgs& a) {
 
 void CpuBackend::run(const AttentionArgs& a) {
   attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
-                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, ids(a.key_mask),
-                          ids(a.cu_seqlens));
+                          as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask.as<const int>(),
+                          a.cu_seqlens.as<const int>());
 }
 
 void CpuBackend::run(const AttentionBackwardArgs& a) {
   attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
-                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal, ids(a.cu_seqlens));
+                           a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal,
+                           a.cu_seqlens.as<const int>());
 }
 
 void CpuBackend::run(const CrossEntropyArgs& a) {
@@ -254,31 +252,34 @@ void CpuBackend::run(const CrossEntropyArgs& a) {
   const int N = as_int(a.logits.dim(0)), Vp = as_int(a.logits.dim(1));
   const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
   if (!a.sampled.empty()) {
-    crossentropy_sampled_forward_backward(a.losses.as<float>(), a.dlogits.as<float>(), ids_out(a.sampled),
+    crossentropy_sampled_forward_backward(a.losses.as<float>(), a.dlogits.as<float>(), a.sampled.as<int>(),
                                           a.logits.as<float>(), dloss, N, a.vocab, Vp, a.seed, a.counter);
     return;
   }
   if (a.dlogits.empty() || a.dlogits.type == F32)
     crossentropy_forward_backward(a.losses.as<float>(), a.dlogits.empty() ? nullptr : a.dlogits.as<float>(),
-                                  a.logits.as<float>(), ids(a.targets), dloss, N, a.vocab, Vp);
+                                  a.logits.as<float>(), a.targets.as<const int>(), dloss, N, a.vocab, Vp);
   else
     crossentropy_forward_backward_typed(a.losses.as<float>(), a.dlogits.ptr, a.dlogits.type,
-                                        a.logits.as<float>(), ids(a.targets), dloss, N, a.vocab, Vp);
+                                        a.logits.as<float>(), a.targets.as<const int>(), dloss, N, a.vocab,
+                                        Vp);
 }
 
 void CpuBackend::run(const EmbeddingArgs& a) {
   if (widened(a, every)) return;
   const int C = as_int(a.word.dim(1));
-  embeddings_forward(a.out.as<float>(), ids(a.tokens), ids(a.types), a.word.as<float>(), a.pos.as<float>(),
-                     !a.types.empty() ? a.type_table.as<float>() : nullptr, a.B, a.T, C, ids(a.cu_seqlens));
+  embeddings_forward(a.out.as<float>(), a.tokens.as<const int>(), a.types.as<const int>(), a.word.as<float>(),
+                     a.pos.as<float>(), !a.types.empty() ? a.type_table.as<float>() : nullptr, a.B, a.T, C,
+                     a.cu_seqlens.as<const int>());
 }
 
 void CpuBackend::run(const EmbeddingBackwardArgs& a) {
   if (widened(a, every)) return;
   const int C = as_int(a.dword.dim(1));
   embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(),
-                      !a.types.empty() ? a.dtype.as<float>() : nullptr, a.dout.as<float>(), ids(a.tokens),
-                      ids(a.types), a.pad_token, a.B, a.T, C, ids(a.cu_seqlens));
+                      !a.types.empty() ? a.dtype.as<float>() : nullptr, a.dout.as<float>(),
+                      a.tokens.as<const int>(), a.types.as<const int>(), a.pad_token, a.B, a.T, C,
+                      a.cu_seqlens.as<const int>());
 }
 
 namespace {
@@ -294,7 +295,7 @@ void check_row_indices(const char* op, const int* rows, int count, std::int64_t 
 }  // namespace
 
 void CpuBackend::run(const GatherRowsArgs& a) {
-  const int* rows = ids(a.rows);
+  const int* rows = a.rows.as<const int>();
   const int count = as_int(a.rows.dim(0));
   check_row_indices("gather_rows", rows, count, a.src.dim(0));
   const size_t C = static_cast<size_t>(a.src.dim(1)), ed = storage_bytes(a.dst.type),
@@ -309,7 +310,7 @@ void CpuBackend::run(const GatherRowsArgs& a) {
 
 void CpuBackend::run(const ScatterAddRowsArgs& a) {
   if (widened(a, every)) return;  // the fp32 call checks the rows before any write-back
-  const int* rows = ids(a.rows);
+  const int* rows = a.rows.as<const int>();
   const int count = as_int(a.rows.dim(0));
   check_row_indices("scatter_add_rows", rows, count, a.dst.dim(0));
   const size_t C = static_cast<size_t>(a.dst.dim(1));
@@ -328,7 +329,7 @@ void CpuBackend::run(const ArgmaxRowsArgs& a) {
     int b = 0;
     for (int i = 1; i < a.n; ++i)
       if (row[i] > row[b]) b = i;
-    ids_out(a.best)[r] = b;
+    a.best.as<int>()[r] = b;
   }
 }
 
@@ -337,13 +338,13 @@ void CpuBackend::run(const ArgmaxRowsArgs& a) {
 void CpuBackend::run(const AdamWArgs& a) {
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
-               a.grad_scale, bits(a.decay_mask));
+               a.grad_scale, a.decay_mask.as<const std::uint32_t>());
 }
 
 void CpuBackend::run(const SophiaArgs& a) {
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
                 static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale,
-                bits(a.decay_mask));
+                a.decay_mask.as<const std::uint32_t>());
 }
 
 void CpuBackend::run(const SophiaHessianArgs& a) {

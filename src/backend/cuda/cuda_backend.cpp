@@ -65,11 +65,6 @@ bool math_fits(StorageType t, ComputeType m) {
 
 size_t count(const View& v) { return static_cast<size_t>(v.numel()); }
 
-// The int32 views as the kernels take them (null when absent): ids and labels, the decay bits.
-const int* ids(const View& v) { return v.as<const int>(); }
-int* ids_out(const View& v) { return v.as<int>(); }
-const std::uint32_t* bits(const View& v) { return static_cast<const std::uint32_t*>(v.ptr); }
-
 // How a GEMM reads a [rows, cols] operand view: stored as is (row-major), or as the transpose
 // of a row-major [cols, rows] tensor (View::t()). Anything else has no cuBLASLt layout here.
 bool transposed(const View& v, const char* op, const char* name) {
@@ -417,7 +412,7 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
 void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
-  if (!a.cu_seqlens.empty()) check_packing(ids(a.cu_seqlens), a.B, a.T, rows, *ctx_);
+  if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
@@ -428,22 +423,25 @@ void CudaBackend::run(const AttentionArgs& a) {
       if (a.causal) {
         flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
       } else if (!a.cu_seqlens.empty()) {
-        flash_attention_packed_forward<T>(out, s.lse, qkv, ids(a.cu_seqlens), rows, a.B, a.T, C, a.NH, *ctx_);
+        flash_attention_packed_forward<T>(out, s.lse, qkv, a.cu_seqlens.as<const int>(), rows, a.B, a.T, C,
+                                          a.NH, *ctx_);
       } else {
-        flash_attention_masked_forward<T>(out, s.lse, qkv, ids(a.key_mask), a.B, a.T, C, a.NH, *ctx_);
+        flash_attention_masked_forward<T>(out, s.lse, qkv, a.key_mask.as<const int>(), a.B, a.T, C, a.NH,
+                                          *ctx_);
         if (!a.key_mask.empty())
-          copy_device(s.mask, ids(a.key_mask), static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);
+          copy_device(s.mask, a.key_mask.as<const int>(), static_cast<size_t>(a.B) * a.T * sizeof(int),
+                      *ctx_);
         else
           fill_bytes(s.mask, 0xFF, static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);  // nonzero: all real
       }
     } else if (a.causal) {
       attention_forward<T>(out, a.saved.ptr, qkv, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     } else if (!a.cu_seqlens.empty()) {
-      attention_packed_forward<T>(out, a.saved.ptr, qkv, ids(a.cu_seqlens), a.scratch.ptr, rows, a.B, a.T, C,
-                                  a.NH, mm, *ctx_);
+      attention_packed_forward<T>(out, a.saved.ptr, qkv, a.cu_seqlens.as<const int>(), a.scratch.ptr, rows,
+                                  a.B, a.T, C, a.NH, mm, *ctx_);
     } else {
-      attention_masked_forward<T>(out, a.saved.ptr, qkv, ids(a.key_mask), a.scratch.ptr, a.B, a.T, C, a.NH,
-                                  mm, *ctx_);
+      attention_masked_forward<T>(out, a.saved.ptr, qkv, a.key_mask.as<const int>(), a.scratch.ptr, a.B, a.T,
+                                  C, a.NH, mm, *ctx_);
     }
   });
 }
@@ -463,16 +461,16 @@ void CudaBackend::run(const AttentionBackwardArgs& a) {
       if (a.causal)
         flash_attention_backward<T>(dqkv, dout, qkv, out, s.lse, a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
       else if (!a.cu_seqlens.empty())
-        flash_attention_packed_backward<T>(dqkv, dout, qkv, out, s.lse, ids(a.cu_seqlens), a.scratch.ptr,
-                                           rows, a.B, a.T, C, a.NH, *ctx_);
+        flash_attention_packed_backward<T>(dqkv, dout, qkv, out, s.lse, a.cu_seqlens.as<const int>(),
+                                           a.scratch.ptr, rows, a.B, a.T, C, a.NH, *ctx_);
       else
         flash_attention_masked_backward<T>(dqkv, dout, qkv, out, s.lse, s.mask, a.scratch.ptr, a.B, a.T, C,
                                            a.NH, *ctx_);
     } else if (a.causal) {
       cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     } else if (!a.cu_seqlens.empty()) {
-      attention_packed_backward<T>(dqkv, dout, qkv, a.saved.ptr, ids(a.cu_seqlens), a.scratch.ptr, rows, a.B,
-                                   a.T, C, a.NH, mm, *ctx_);
+      attention_packed_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.cu_seqlens.as<const int>(), a.scratch.ptr,
+                                   rows, a.B, a.T, C, a.NH, mm, *ctx_);
     } else {
       attention_masked_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
     }
@@ -487,28 +485,29 @@ void CudaBackend::run(const CrossEntropyArgs& a) {
     const T* logits = static_cast<const T*>(a.logits.ptr);
     const float* dloss = a.dloss.empty() ? nullptr : a.dloss.as<float>();
     if (!a.sampled.empty())
-      crossentropy_sampled_forward_backward<T>(a.losses.as<float>(), dlogits, ids_out(a.sampled), logits,
+      crossentropy_sampled_forward_backward<T>(a.losses.as<float>(), dlogits, a.sampled.as<int>(), logits,
                                                dloss, N, a.vocab, Vp, a.seed, a.counter, *ctx_);
     else
-      crossentropy_forward_backward<T>(a.losses.as<float>(), dlogits, logits, ids(a.targets), dloss, N,
-                                       a.vocab, Vp, *ctx_);
+      crossentropy_forward_backward<T>(a.losses.as<float>(), dlogits, logits, a.targets.as<const int>(),
+                                       dloss, N, a.vocab, Vp, *ctx_);
   });
 }
 
 void CudaBackend::run(const EmbeddingArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
-  if (!a.cu_seqlens.empty()) check_packing(ids(a.cu_seqlens), a.B, a.T, rows, *ctx_);
+  if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   dispatch_storage(a.out.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
-    embeddings_forward<T>(static_cast<T*>(a.out.ptr), ids(a.tokens), ids(a.types), in(a.word), in(a.pos),
-                          in(a.type_table), ids(a.cu_seqlens), a.B, a.T, C, rows, *ctx_);
+    embeddings_forward<T>(static_cast<T*>(a.out.ptr), a.tokens.as<const int>(), a.types.as<const int>(),
+                          in(a.word), in(a.pos), in(a.type_table), a.cu_seqlens.as<const int>(), a.B, a.T, C,
+                          rows, *ctx_);
   });
 }
 
 void CudaBackend::run(const EmbeddingBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
-  if (!a.cu_seqlens.empty()) check_packing(ids(a.cu_seqlens), a.B, a.T, rows, *ctx_);
+  if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   // Sized for B·T rows whatever the layout: a packed batch's rows vary from batch to batch, and
   // the scratch then stays one size.
   const size_t bytes = embeddings_backward_scratch_bytes(a.B, a.T);
@@ -516,15 +515,16 @@ void CudaBackend::run(const EmbeddingBackwardArgs& a) {
   dispatch_storage(a.dout.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     embeddings_backward<T>(static_cast<T*>(a.dword.ptr), static_cast<T*>(a.dpos.ptr),
-                           static_cast<T*>(a.dtype.ptr), static_cast<const T*>(a.dout.ptr), ids(a.tokens),
-                           ids(a.types), ids(a.cu_seqlens), a.pad_token, work, bytes, a.B, a.T, C, rows,
+                           static_cast<T*>(a.dtype.ptr), static_cast<const T*>(a.dout.ptr),
+                           a.tokens.as<const int>(), a.types.as<const int>(), a.cu_seqlens.as<const int>(),
+                           a.pad_token, work, bytes, a.B, a.T, C, rows,
                            !a.types.empty() ? static_cast<int>(a.dtype.dim(0)) : 0, *ctx_);
   });
 }
 
 void CudaBackend::run(const GatherRowsArgs& a) {
   const View &dst = a.dst, &src = a.src;
-  const int* rows = ids(a.rows);
+  const int* rows = a.rows.as<const int>();
   const int n = static_cast<int>(a.rows.dim(0));
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -536,7 +536,7 @@ void CudaBackend::run(const GatherRowsArgs& a) {
 
 void CudaBackend::run(const ScatterAddRowsArgs& a) {
   const View &dst = a.dst, &src = a.src;
-  const int* rows = ids(a.rows);
+  const int* rows = a.rows.as<const int>();
   const int n = static_cast<int>(a.rows.dim(0));
   dispatch_storage(dst.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -548,7 +548,7 @@ void CudaBackend::run(const ScatterAddRowsArgs& a) {
 void CudaBackend::run(const ArgmaxRowsArgs& a) {
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    row_argmax<T>(ids_out(a.best), static_cast<const T*>(a.x.ptr), static_cast<int>(a.best.dim(0)), a.n,
+    row_argmax<T>(a.best.as<int>(), static_cast<const T*>(a.x.ptr), static_cast<int>(a.best.dim(0)), a.n,
                   static_cast<int>(a.x.stride[0]), *ctx_);
   });
 }
@@ -557,14 +557,14 @@ void CudaBackend::run(const mptrain::AdamWArgs& a) {
   const cuda::AdamWArgs k{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t, a.grad_scale};
   const size_t n = count(a.params);
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
-               a.decay_mask.empty() ? all_decay(n) : bits(a.decay_mask), n, k, *ctx_);
+               a.decay_mask.empty() ? all_decay(n) : a.decay_mask.as<const std::uint32_t>(), n, k, *ctx_);
 }
 
 void CudaBackend::run(const mptrain::SophiaArgs& a) {
   const cuda::SophiaArgs k{a.lr, a.beta1, a.rho_b, a.weight_decay, a.grad_scale};
   const size_t n = count(a.params);
   sophia_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.h.as<float>(),
-                a.decay_mask.empty() ? all_decay(n) : bits(a.decay_mask), n, k, *ctx_);
+                a.decay_mask.empty() ? all_decay(n) : a.decay_mask.as<const std::uint32_t>(), n, k, *ctx_);
 }
 
 void CudaBackend::run(const SophiaHessianArgs& a) {
