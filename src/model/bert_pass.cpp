@@ -113,9 +113,6 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
   const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute;
-  const StorageType lin_s = policy_.rule(OpKind::Linear).output;
-  const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
 
   be.embedding({.out = acts_.view(a_.emb, N, C),
@@ -141,47 +138,37 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     const View qkv = acts_.view(la.qkv, N, 3 * C), atty = acts_.view(la.atty, N, C);
     const View fch = acts_.view(la.fch, N, I), fch_gelu = acts_.view(la.fch_gelu, N, I);
     // ln1 = LayerNorm(h + dense(attention(qkv(h))))
-    be.linear({.out = qkv,
-               .x = acts_.view(h_saved, N, C),
-               .w = linear_weight(wc.qkv, 3 * C, C),
-               .bias = small(w.qkv_b, {3 * C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .scratch = acc});
+    linear({.out = qkv,
+            .x = acts_.view(h_saved, N, C),
+            .w = linear_weight(wc.qkv, 3 * C, C),
+            .bias = small(w.qkv_b, {3 * C}),
+            .scratch = acc});
     attention(atty, qkv, la.att, a_.attn_scratch, seqs_, T, NH, /*causal=*/false,
               batch.attention_mask && !packed_ ? View::ints(ids_.key_mask.data(), N) : View{}, cu_seqlens());
-    be.linear({.out = acts_.view(la.res1, N, C),
-               .x = atty,
-               .w = linear_weight(wc.attout, C, C),
-               .bias = small(w.attout_b, {C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasResidual,
-               .residual = h,
-               .rounding = lin_s,
-               .scratch = acc});
+    linear({.out = acts_.view(la.res1, N, C),
+            .x = atty,
+            .w = linear_weight(wc.attout, C, C),
+            .bias = small(w.attout_b, {C}),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = h,
+            .scratch = acc});
     const View h1 = stream(1, la.ln1, N);
     layernorm_to_stream(h1, la.ln1, la.ln1_mean, la.ln1_rstd, acts_.view(la.res1, N, C), w.ln1_w, w.ln1_b, N);
     // ln2 = LayerNorm(ln1 + dense(gelu(dense(ln1))))
-    be.linear({.out = fch_gelu,
-               .x = acts_.view(la.ln1, N, C),
-               .w = linear_weight(wc.fc, I, C),
-               .bias = small(w.fc_b, {I}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasGeluErf,
-               .pre = fch,
-               .scratch = acc});
-    be.linear({.out = acts_.view(la.res2, N, C),
-               .x = fch_gelu,
-               .w = linear_weight(wc.fcout, C, I),
-               .bias = small(w.fcout_b, {C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasResidual,
-               .residual = h1,
-               .rounding = lin_s,
-               .scratch = acc});
+    linear({.out = fch_gelu,
+            .x = acts_.view(la.ln1, N, C),
+            .w = linear_weight(wc.fc, I, C),
+            .bias = small(w.fc_b, {I}),
+            .epilogue = Epilogue::BiasGeluErf,
+            .pre = fch,
+            .scratch = acc});
+    linear({.out = acts_.view(la.res2, N, C),
+            .x = fch_gelu,
+            .w = linear_weight(wc.fcout, C, I),
+            .bias = small(w.fcout_b, {C}),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = h1,
+            .scratch = acc});
     h = stream(0, la.ln2, N);
     layernorm_to_stream(h, la.ln2, la.ln2_mean, la.ln2_rstd, acts_.view(la.res2, N, C), w.ln2_w, w.ln2_b, N);
     h_saved = la.ln2;
@@ -195,32 +182,24 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
 void Bert::forward_nsp_head(const View& h, int B) {
   Backend& be = *be_;
   const int C = config_.hidden;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute;
-  const bool rounded = mixed_;
   const View acc = acts_.work(a_.gemm_out);
   const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
   be.gather_rows(cls_in, h, View::ints(ids_.cls_rows.data(), B));
-  be.linear({.out = pooled,
-             .x = cls_in,
-             .w = linear_weight(pool_c_, C, C),
-             .bias = small(w_.pool_b, {C}),
-             .math = lin,
-             .w_rounded = rounded,
-             .epilogue = Epilogue::BiasTanh,
-             .scratch = acc});
-  be.linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
-             .x = pooled,
-             .w = linear_weight(nsp_c_, kNsp, C),
-             .bias = small(w_.nsp_b, {kNsp}),
-             .math = lin,
-             .w_rounded = rounded});
+  linear({.out = pooled,
+          .x = cls_in,
+          .w = linear_weight(pool_c_, C, C),
+          .bias = small(w_.pool_b, {C}),
+          .epilogue = Epilogue::BiasTanh,
+          .scratch = acc});
+  linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
+          .x = pooled,
+          .w = linear_weight(nsp_c_, kNsp, C),
+          .bias = small(w_.nsp_b, {kNsp})});
 }
 
 void Bert::forward_mlm_head(const View& h) {
   Backend& be = *be_;
   const int C = config_.hidden, Vp = config_.padded_vocab_size;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
-  const bool rounded = mixed_;
   const View acc = acts_.work(a_.gemm_out);
   // MLM head on the masked rows only (mlm_rows_ of them: zero rows after the masked ones).
   const int M = static_cast<int>(mlm_pos_.size());
@@ -228,15 +207,13 @@ void Bert::forward_mlm_head(const View& h) {
   const int Mr = mlm_rows_;
   const View mlm_in = acts_.view(a_.mlm_in, Mr, C), tl = acts_.view(a_.mlm_tl, Mr, C);
   be.gather_rows(mlm_in, h, View::ints(ids_.mlm_pos.data(), M));
-  be.linear({.out = acts_.view(a_.mlm_tg, Mr, C),
-             .x = mlm_in,
-             .w = linear_weight(mlm_c_, C, C),
-             .bias = small(w_.mlm_b, {C}),
-             .math = lin,
-             .w_rounded = rounded,
-             .epilogue = Epilogue::BiasGeluErf,
-             .pre = acts_.view(a_.mlm_t, Mr, C),
-             .scratch = acc});
+  linear({.out = acts_.view(a_.mlm_tg, Mr, C),
+          .x = mlm_in,
+          .w = linear_weight(mlm_c_, C, C),
+          .bias = small(w_.mlm_b, {C}),
+          .epilogue = Epilogue::BiasGeluErf,
+          .pre = acts_.view(a_.mlm_t, Mr, C),
+          .scratch = acc});
   // The transform's LayerNorm reads fp32 (autocast: a 16-bit GELU output into an fp32 LayerNorm).
   View tg = acts_.view(a_.mlm_tg, Mr, C);
   if (a_.mlm_tg32 != ActivationPlan::kNone) {
@@ -245,12 +222,11 @@ void Bert::forward_mlm_head(const View& h) {
   }
   layernorm(tl, tg, w_.mlm_ln_w, w_.mlm_ln_b, a_.mlm_mean, a_.mlm_rstd, config_.ln_eps);
   // logits[Mr,Vp] (fp32) = tl·word^T + bias, in the LM head's arithmetic.
-  be.linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
-             .x = tl,
-             .w = linear_weight(word_c_, Vp, C),
-             .bias = small(w_.mlm_bias, {Vp}),
-             .math = head,
-             .w_rounded = rounded});
+  linear({.out = acts_.view(a_.mlm_logits, Mr, Vp),
+          .x = tl,
+          .w = linear_weight(word_c_, Vp, C),
+          .bias = small(w_.mlm_bias, {Vp})},
+         OpKind::LmHead);
 }
 
 void Bert::stage_head(const Head& h, int rows, const int* targets, float grad_scale, bool backward) {
@@ -341,8 +317,6 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
   const int Vp = config_.padded_vocab_size;
   const int M = static_cast<int>(mlm_pos_.size());
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
-  const bool rounded = mixed_;
   const View dh = acts_.view(a_.dh, N, C);      // gradient of the current layer's output, then of its input
   const View dres = acts_.view(a_.dres, N, C);  // gradient of a residual sum (before a LayerNorm)
   be.zero(dh);
@@ -352,32 +326,28 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   if (M > 0) {
     const int Mr = mlm_rows_;  // M real rows, then zero rows with zero gradients
     const View da = acts_.view(a_.dmlm_a, Mr, C), db = acts_.view(a_.dmlm_b, Mr, C);
-    be.linear_backward(
-        {.dx = da,
-         .dw = linear_grad(g_.word, Vp, C),
-         .db = grad(g_.mlm_bias, {Vp}),
-         .dy = acts_.view(a_.mlm_logits, Mr, Vp),
-         .x = acts_.view(a_.mlm_tl, Mr, C),
-         .w = linear_weight(word_c_, Vp, C),
-         .math = head,
-         .w_rounded = rounded,
-         .scratch = acts_.work(a_.dlogits_lp)});  // dlogits converted once to the head's operands
+    linear_backward({.dx = da,
+                     .dw = linear_grad(g_.word, Vp, C),
+                     .db = grad(g_.mlm_bias, {Vp}),
+                     .dy = acts_.view(a_.mlm_logits, Mr, Vp),
+                     .x = acts_.view(a_.mlm_tl, Mr, C),
+                     .w = linear_weight(word_c_, Vp, C),
+                     .scratch = acts_.work(a_.dlogits_lp)},
+                    OpKind::LmHead);  // dlogits converted once to the head's operands
     be.zero(db);
     const View tg =
         a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);
     layernorm_backward(db, da, tg, w_.mlm_ln_w, g_.mlm_ln_w, g_.mlm_ln_b, a_.mlm_mean, a_.mlm_rstd);
     // d(t) through GELU: in place in db (fp32), or into dfch in the GEMMs' operand dtype.
-    be.linear_backward({.dx = da,
-                        .dw = linear_grad(g_.mlm_w, C, C),
-                        .db = grad(g_.mlm_b, {C}),
-                        .dy = db,
-                        .x = acts_.view(a_.mlm_in, Mr, C),
-                        .w = linear_weight(mlm_c_, C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .epilogue = Epilogue::BiasGeluErf,
-                        .pre = acts_.view(a_.mlm_t, Mr, C),
-                        .scratch = a_.dfch_gelu == a_.dfch ? db : acts_.work(a_.dfch)});
+    linear_backward({.dx = da,
+                     .dw = linear_grad(g_.mlm_w, C, C),
+                     .db = grad(g_.mlm_b, {C}),
+                     .dy = db,
+                     .x = acts_.view(a_.mlm_in, Mr, C),
+                     .w = linear_weight(mlm_c_, C, C),
+                     .epilogue = Epilogue::BiasGeluErf,
+                     .pre = acts_.view(a_.mlm_t, Mr, C),
+                     .scratch = a_.dfch_gelu == a_.dfch ? db : acts_.work(a_.dfch)});
     be.scatter_add_rows(dh, da, View::ints(ids_.mlm_pos.data(), M));  // masked positions are distinct
   }
 
@@ -385,25 +355,21 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   if (batch.nsp_labels) {
     const View dpooled = acts_.view(a_.dpooled, B, C), dcls = acts_.view(a_.dcls_in, B, C);
     const View pooled = acts_.view(a_.pooled, B, C);
-    be.linear_backward({.dx = dpooled,
-                        .dw = linear_grad(g_.nsp_w, kNsp, C),
-                        .db = grad(g_.nsp_b, {kNsp}),
-                        .dy = acts_.view(a_.nsp_logits, B, kNsp),
-                        .x = pooled,
-                        .w = linear_weight(nsp_c_, kNsp, C),
-                        .math = lin,
-                        .w_rounded = rounded});
-    be.linear_backward({.dx = dcls,
-                        .dw = linear_grad(g_.pool_w, C, C),
-                        .db = grad(g_.pool_b, {C}),
-                        .dy = dpooled,
-                        .x = acts_.view(a_.cls_in, B, C),
-                        .w = linear_weight(pool_c_, C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .epilogue = Epilogue::BiasTanh,
-                        .pre = pooled,
-                        .scratch = a_.dfch_gelu == a_.dfch ? dpooled : acts_.work(a_.dfch)});
+    linear_backward({.dx = dpooled,
+                     .dw = linear_grad(g_.nsp_w, kNsp, C),
+                     .db = grad(g_.nsp_b, {kNsp}),
+                     .dy = acts_.view(a_.nsp_logits, B, kNsp),
+                     .x = pooled,
+                     .w = linear_weight(nsp_c_, kNsp, C)});
+    linear_backward({.dx = dcls,
+                     .dw = linear_grad(g_.pool_w, C, C),
+                     .db = grad(g_.pool_b, {C}),
+                     .dy = dpooled,
+                     .x = acts_.view(a_.cls_in, B, C),
+                     .w = linear_weight(pool_c_, C, C),
+                     .epilogue = Epilogue::BiasTanh,
+                     .pre = pooled,
+                     .scratch = a_.dfch_gelu == a_.dfch ? dpooled : acts_.work(a_.dfch)});
     be.scatter_add_rows(dh, dcls, View::ints(ids_.cls_rows.data(), B));
   }
 
@@ -431,50 +397,42 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
 
     // ln2 = LN(res2), res2 = ln1 + fcout(gelu(fc(ln1)))
     residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);
-    be.linear_backward({.dx = dfch_gelu,
-                        .dw = linear_grad(g.fcout_w, C, I),
-                        .db = grad(g.fcout_b, {C}),
-                        .dy = dres,
-                        .x = acts_.view(la.fch_gelu, N, I),
-                        .w = linear_weight(wc.fcout, C, I),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .scratch = acts_.work(a_.dout_lp)});
-    be.linear_backward({.dx = dh,
-                        .dw = linear_grad(g.fc_w, I, C),
-                        .db = grad(g.fc_b, {I}),
-                        .dy = dfch_gelu,
-                        .x = acts_.view(la.ln1, N, C),
-                        .w = linear_weight(wc.fc, I, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .epilogue = Epilogue::BiasGeluErf,
-                        .pre = acts_.view(la.fch, N, I),
-                        .dx_accumulate = true,
-                        .scratch = acts_.work(a_.dfch)});
+    linear_backward({.dx = dfch_gelu,
+                     .dw = linear_grad(g.fcout_w, C, I),
+                     .db = grad(g.fcout_b, {C}),
+                     .dy = dres,
+                     .x = acts_.view(la.fch_gelu, N, I),
+                     .w = linear_weight(wc.fcout, C, I),
+                     .scratch = acts_.work(a_.dout_lp)});
+    linear_backward({.dx = dh,
+                     .dw = linear_grad(g.fc_w, I, C),
+                     .db = grad(g.fc_b, {I}),
+                     .dy = dfch_gelu,
+                     .x = acts_.view(la.ln1, N, C),
+                     .w = linear_weight(wc.fc, I, C),
+                     .epilogue = Epilogue::BiasGeluErf,
+                     .pre = acts_.view(la.fch, N, I),
+                     .dx_accumulate = true,
+                     .scratch = acts_.work(a_.dfch)});
 
     // ln1 = LN(res1), res1 = h_in + attout(attention(qkv(h_in)))
     residual_layernorm_backward(la.res1, g.ln1_w, g.ln1_b, w.ln1_w, la.ln1_mean, la.ln1_rstd);
-    be.linear_backward({.dx = datty,
-                        .dw = linear_grad(g.attout_w, C, C),
-                        .db = grad(g.attout_b, {C}),
-                        .dy = dres,
-                        .x = acts_.view(la.atty, N, C),
-                        .w = linear_weight(wc.attout, C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .scratch = acts_.work(a_.dout_lp)});
+    linear_backward({.dx = datty,
+                     .dw = linear_grad(g.attout_w, C, C),
+                     .db = grad(g.attout_b, {C}),
+                     .dy = dres,
+                     .x = acts_.view(la.atty, N, C),
+                     .w = linear_weight(wc.attout, C, C),
+                     .scratch = acts_.work(a_.dout_lp)});
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
                        a_.attn_scratch, seqs_, T, NH, /*causal=*/false, cu_seqlens());
-    be.linear_backward({.dx = dh,
-                        .dw = linear_grad(g.qkv_w, 3 * C, C),
-                        .db = grad(g.qkv_b, {3 * C}),
-                        .dy = dqkv,
-                        .x = h_in,
-                        .w = linear_weight(wc.qkv, 3 * C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .dx_accumulate = true});
+    linear_backward({.dx = dh,
+                     .dw = linear_grad(g.qkv_w, 3 * C, C),
+                     .db = grad(g.qkv_b, {3 * C}),
+                     .dy = dqkv,
+                     .x = h_in,
+                     .w = linear_weight(wc.qkv, 3 * C, C),
+                     .dx_accumulate = true});
     wgrads_.ready(be, grads_, table_.range("bert.encoder.layer." + std::to_string(l) + "."));
   }
 

@@ -69,9 +69,6 @@ float Gpt2::read_loss(int count) {
 void Gpt2::forward_impl(int B, int T) {
   Backend& be = *be_;
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
-  const StorageType lin_s = policy_.rule(OpKind::Linear).output;
-  const bool rounded = mixed_;  // weight copies hold their arithmetic's values
   const View acc = acts_.work(a_.gemm_out);
 
   be.embedding(
@@ -92,53 +89,40 @@ void Gpt2::forward_impl(int B, int T) {
     const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
     const View fch = acts_.view(la.fch, N, 4 * C), fch_gelu = acts_.view(la.fch_gelu, N, 4 * C);
     layernorm(ln1, residual, w.ln1_w, w.ln1_b, la.ln1_mean, la.ln1_rstd, config_.ln_eps);
-    be.linear({.out = qkv,
-               .x = ln1,
-               .w = weight(wc.qkv_w, C, 3 * C),
-               .bias = small(w.qkv_b, {3 * C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .scratch = acc});
+    linear({.out = qkv,
+            .x = ln1,
+            .w = weight(wc.qkv_w, C, 3 * C),
+            .bias = small(w.qkv_b, {3 * C}),
+            .scratch = acc});
     attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true);
-    be.linear({.out = residual2,
-               .x = atty,
-               .w = weight(wc.attproj_w, C, C),
-               .bias = small(w.attproj_b, {C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasResidual,
-               .residual = residual,
-               .rounding = lin_s,
-               .scratch = acc});
+    linear({.out = residual2,
+            .x = atty,
+            .w = weight(wc.attproj_w, C, C),
+            .bias = small(w.attproj_b, {C}),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = residual,
+            .scratch = acc});
     layernorm(ln2, residual2, w.ln2_w, w.ln2_b, la.ln2_mean, la.ln2_rstd, config_.ln_eps);
-    be.linear({.out = fch_gelu,
-               .x = ln2,
-               .w = weight(wc.fc_w, C, 4 * C),
-               .bias = small(w.fc_b, {4 * C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasGelu,
-               .pre = fch,
-               .scratch = acc});
+    linear({.out = fch_gelu,
+            .x = ln2,
+            .w = weight(wc.fc_w, C, 4 * C),
+            .bias = small(w.fc_b, {4 * C}),
+            .epilogue = Epilogue::BiasGelu,
+            .pre = fch,
+            .scratch = acc});
     residual = acts_.view(la.residual3, N, C);
-    be.linear({.out = residual,
-               .x = fch_gelu,
-               .w = weight(wc.fcproj_w, 4 * C, C),
-               .bias = small(w.fcproj_b, {C}),
-               .math = lin,
-               .w_rounded = rounded,
-               .epilogue = Epilogue::BiasResidual,
-               .residual = residual2,
-               .rounding = lin_s,
-               .scratch = acc});
+    linear({.out = residual,
+            .x = fch_gelu,
+            .w = weight(wc.fcproj_w, 4 * C, C),
+            .bias = small(w.fcproj_b, {C}),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = residual2,
+            .scratch = acc});
   }
   layernorm(acts_.view(a_.lnf, N, C), residual, w_.lnf_w, w_.lnf_b, a_.lnf_mean, a_.lnf_rstd, config_.ln_eps);
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
-  be.linear({.out = acts_.view(a_.logits, N, Vp),
-             .x = acts_.view(a_.lnf, N, C),
-             .w = weight(wte_c_, Vp, C).t(),
-             .math = head,
-             .w_rounded = rounded});
+  linear({.out = acts_.view(a_.logits, N, Vp), .x = acts_.view(a_.lnf, N, C), .w = weight(wte_c_, Vp, C).t()},
+         OpKind::LmHead);
 }
 
 void Gpt2::loss_impl(int B, int T, bool targets, bool backward, const LabelDraw* draw) {
@@ -168,21 +152,17 @@ void Gpt2::backward_impl(int B, int T) {
   Backend& be = *be_;
   wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
-  const ComputeType lin = policy_.rule(OpKind::Linear).compute, head = policy_.rule(OpKind::LmHead).compute;
-  const bool rounded = mixed_;
   const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
 
   // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf. The
   // gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
-  be.linear_backward(
-      {.dx = dln,
-       .dw = grad(g_.wte, {Vp, C}).t(),
-       .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
-       .x = acts_.view(a_.lnf, N, C),
-       .w = weight(wte_c_, Vp, C).t(),
-       .math = head,
-       .w_rounded = rounded,
-       .scratch = dlogits_lp_ready_ ? View{} : acts_.work(a_.dlogits_lp)});
+  linear_backward({.dx = dln,
+                   .dw = grad(g_.wte, {Vp, C}).t(),
+                   .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
+                   .x = acts_.view(a_.lnf, N, C),
+                   .w = weight(wte_c_, Vp, C).t(),
+                   .scratch = dlogits_lp_ready_ ? View{} : acts_.work(a_.dlogits_lp)},
+                  OpKind::LmHead);
 
   const View last =
       config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
@@ -203,49 +183,41 @@ void Gpt2::backward_impl(int B, int T) {
         l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-    be.linear_backward({.dx = dfch_gelu,
-                        .dw = grad(g.fcproj_w, {4 * C, C}),
-                        .db = grad(g.fcproj_b, {C}),
-                        .dy = dresidual,
-                        .x = acts_.view(la.fch_gelu, N, 4 * C),
-                        .w = weight(wc.fcproj_w, 4 * C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .scratch = acts_.work(a_.dout_lp)});
-    be.linear_backward({.dx = dln,
-                        .dw = grad(g.fc_w, {C, 4 * C}),
-                        .db = grad(g.fc_b, {4 * C}),
-                        .dy = dfch_gelu,
-                        .x = acts_.view(la.ln2, N, C),
-                        .w = weight(wc.fc_w, C, 4 * C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .epilogue = Epilogue::BiasGelu,
-                        .pre = acts_.view(la.fch, N, 4 * C),
-                        .scratch = acts_.work(a_.dfch)});
+    linear_backward({.dx = dfch_gelu,
+                     .dw = grad(g.fcproj_w, {4 * C, C}),
+                     .db = grad(g.fcproj_b, {C}),
+                     .dy = dresidual,
+                     .x = acts_.view(la.fch_gelu, N, 4 * C),
+                     .w = weight(wc.fcproj_w, 4 * C, C),
+                     .scratch = acts_.work(a_.dout_lp)});
+    linear_backward({.dx = dln,
+                     .dw = grad(g.fc_w, {C, 4 * C}),
+                     .db = grad(g.fc_b, {4 * C}),
+                     .dy = dfch_gelu,
+                     .x = acts_.view(la.ln2, N, C),
+                     .w = weight(wc.fc_w, C, 4 * C),
+                     .epilogue = Epilogue::BiasGelu,
+                     .pre = acts_.view(la.fch, N, 4 * C),
+                     .scratch = acts_.work(a_.dfch)});
     layernorm_backward(dresidual, dln, acts_.view(la.residual2, N, C), w.ln2_w, g.ln2_w, g.ln2_b, la.ln2_mean,
                        la.ln2_rstd);
 
     // Attention: residual2 = residual + attproj(attention(qkv(ln1(residual))))
-    be.linear_backward({.dx = datty,
-                        .dw = grad(g.attproj_w, {C, C}),
-                        .db = grad(g.attproj_b, {C}),
-                        .dy = dresidual,
-                        .x = acts_.view(la.atty, N, C),
-                        .w = weight(wc.attproj_w, C, C),
-                        .math = lin,
-                        .w_rounded = rounded,
-                        .scratch = acts_.work(a_.dout_lp)});
+    linear_backward({.dx = datty,
+                     .dw = grad(g.attproj_w, {C, C}),
+                     .db = grad(g.attproj_b, {C}),
+                     .dy = dresidual,
+                     .x = acts_.view(la.atty, N, C),
+                     .w = weight(wc.attproj_w, C, C),
+                     .scratch = acts_.work(a_.dout_lp)});
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
                        a_.attn_scratch, B, T, NH, /*causal=*/true);
-    be.linear_backward({.dx = dln,
-                        .dw = grad(g.qkv_w, {C, 3 * C}),
-                        .db = grad(g.qkv_b, {3 * C}),
-                        .dy = dqkv,
-                        .x = acts_.view(la.ln1, N, C),
-                        .w = weight(wc.qkv_w, C, 3 * C),
-                        .math = lin,
-                        .w_rounded = rounded});
+    linear_backward({.dx = dln,
+                     .dw = grad(g.qkv_w, {C, 3 * C}),
+                     .db = grad(g.qkv_b, {3 * C}),
+                     .dy = dqkv,
+                     .x = acts_.view(la.ln1, N, C),
+                     .w = weight(wc.qkv_w, C, 3 * C)});
     layernorm_backward(dresidual, dln, residual, w.ln1_w, g.ln1_w, g.ln1_b, la.ln1_mean, la.ln1_rstd);
     wgrads_.ready(be, grads_, table_.range("h." + std::to_string(l) + "."));
   }

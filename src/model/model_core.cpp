@@ -20,6 +20,19 @@ ModelCore::ModelCore(ParamTable table, std::unique_ptr<Backend> be, const Policy
 
 ModelCore::~ModelCore() = default;
 
+void ModelCore::linear(LinearArgs a, OpKind kind) {
+  a.math = policy_.rule(kind).compute;
+  a.w_rounded = mixed_;
+  if (a.epilogue == Epilogue::BiasResidual) a.rounding = policy_.rule(kind).output;
+  be_->linear(a);
+}
+
+void ModelCore::linear_backward(LinearBackwardArgs a, OpKind kind) {
+  a.math = policy_.rule(kind).compute;
+  a.w_rounded = mixed_;
+  be_->linear_backward(a);
+}
+
 void ModelCore::layernorm(const View& out, const View& x, const float* gamma, const float* beta,
                           ActivationPlan::Handle mean, ActivationPlan::Handle rstd, float eps) {
   const std::int64_t N = x.dim(0), C = x.dim(1);

@@ -58,6 +58,11 @@ class ModelCore {
   View grad(const float* grad, std::initializer_list<std::int64_t> dims) {
     return wgrads_.at(grad, grads_, dims);
   }
+  // The passes' linears: each GEMM weight read through its copy (already in its arithmetic's
+  // values when the policy is mixed), the products in the arithmetic of `kind`'s rule (the
+  // hidden linears' or the LM head's), a residual epilogue rounding as the linear's output.
+  void linear(LinearArgs a, OpKind kind = OpKind::Linear);
+  void linear_backward(LinearBackwardArgs a, OpKind kind = OpKind::Linear);
   // The passes' LayerNorms: the one whose weights are the masters at gamma, beta (read through
   // small(), their gradients at dgamma, dbeta through grad()), with its saved statistics:
   //   layernorm           out (=) LN(x); mean, rstd (=)
@@ -71,12 +76,11 @@ class ModelCore {
   // layer's) and working in `scratch` (shared); causal, or under key_mask, or over packed
   // sequences (cu_seqlens, backend/backend.h). And its backward, given the forward's out.
   void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
-                 ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                 const View& key_mask = {}, const View& cu_seqlens = {});
+                 ActivationPlan::Handle scratch, int B, int T, int NH, bool causal, const View& key_mask = {},
+                 const View& cu_seqlens = {});
   void attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
-                          ActivationPlan::Handle saved,
-                          ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                          const View& cu_seqlens = {});
+                          ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T, int NH,
+                          bool causal, const View& cu_seqlens = {});
 
   Precision precision_;
   Policy policy_;
