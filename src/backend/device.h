@@ -33,6 +33,9 @@ std::unique_ptr<Backend> make_backend(const std::string& device, cpu::Context& c
                                       CudaOptions options = {});
 // The device "auto" resolves to here ("cuda" or "cpu"); any other name is returned as given.
 std::string resolve_device(const std::string& device);
+// Why --device cuda cannot run here ("this build has no CUDA backend (...)", "no CUDA device is
+// visible"), or "" when it can: what make_backend refuses and what auto's choice says.
+std::string cuda_unavailable();
 // The CUDA backend's answers to what an activation plan or a memory estimate asks (the
 // attention's saved bytes, the fusions, the operand types), without a GPU: for `mptrain explain
 // --device cuda` and the estimate a run is refused by. Its memory refuses every allocation.

@@ -670,10 +670,7 @@ void report_quietness(const Quietness& q, bool ratio) {
 
 BenchResult run_bench(const BenchOptions& o) {
   MPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, not '" + o.device + "'");
-  if (o.device == "cuda") {
-    MPT_CHECK(cuda_compiled(), "[bench] this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)");
-    MPT_CHECK(cuda_device_count() > 0, "[bench] --device cuda: no CUDA GPU on this machine");
-  }
+  MPT_CHECK(o.device == "cpu" || cuda_unavailable().empty(), "[bench] --device cuda: " + cuda_unavailable());
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;

@@ -167,13 +167,6 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
   save_checkpoint_impl(run_dir, step, contents, file, keep_last);
 }
 
-void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
-                     const TrainState& state, int keep_last) {
-  const HostMirror<float> params(model.params());
-  save_checkpoint_impl(run_dir, state.step, gpt2_contents(model, params.data(), state),
-                       {"adamw", {{"exp_avg", m.data()}, {"exp_avg_sq", v.data()}}, {}}, keep_last);
-}
-
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last) {
   const HostMirror<float> params(model.params());
@@ -218,25 +211,10 @@ void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
   host.commit();
 }
 
-void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m,
-                               FloatBuffer& v) {
-  SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
-  for (const auto& spec : table.specs()) {
-    file.read_f32("exp_avg." + spec.name, spec.shape, m.data() + spec.offset);
-    file.read_f32("exp_avg_sq." + spec.name, spec.shape, v.data() + spec.offset);
-  }
-}
-
-std::string checkpoint_optimizer_name(const std::string& ckpt_dir) {
-  SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
-  auto it = file.metadata().find("optimizer");
-  return it == file.metadata().end() ? "adamw" : it->second;  // files from before Sophia: AdamW's
-}
-
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer) {
   SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
   auto it = file.metadata().find("optimizer");
-  const std::string written_by = it == file.metadata().end() ? "adamw" : it->second;
+  const std::string written_by = it == file.metadata().end() ? "adamw" : it->second;  // before Sophia: AdamW's
   if (written_by != optimizer.name())
     throw Error("checkpoint '" + ckpt_dir + "' holds " + written_by + " optimizer state, but this run uses --optimizer " +
                 optimizer.name() + "; resume with --optimizer " + written_by);

@@ -76,11 +76,6 @@ struct CheckpointContents {
 void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
                               const Optimizer& optimizer, int keep_last);
 
-// Writes a complete checkpoint for `state.step` into run_dir (atomic: a crash leaves the
-// previous checkpoint as `latest`), then keeps only the newest keep_last (0 = all).
-void save_checkpoint(const std::string& run_dir, const Gpt2& model, const FloatBuffer& m, const FloatBuffer& v,
-                     const TrainState& state, int keep_last);
-
 // Writes a weights-only checkpoint (model.safetensors, config.json, state.json; no optimizer
 // state) into the existing directory dir, e.g. for a model imported from Hugging Face.
 // `generate`, `eval` and `train --init-from` accept it; `train --resume` refuses it.
@@ -89,7 +84,7 @@ void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, c
 // False for weights-only checkpoints (nothing to resume the optimizer from).
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir);
 
-// The same with any optimizer's state (see optim/optimizer.h).
+// GPT-2's save_training_checkpoint for `state.step` (the optimizer's state: optim/optimizer.h).
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last);
 
@@ -97,12 +92,9 @@ void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimi
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);
 // Loads parameters into model (whose config must match); padded wte rows are zeroed.
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model);
-void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& m, FloatBuffer& v);
 // Restores an optimizer's state; throws Error when the checkpoint was written by another
 // optimizer (its name is in the file) — its state cannot seed this one.
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer);
-// "adamw" or "sophia": which optimizer wrote the checkpoint's optimizer state.
-std::string checkpoint_optimizer_name(const std::string& ckpt_dir);
 TrainState load_checkpoint_state(const std::string& ckpt_dir);
 // The parsers behind those two, on text already read (`what` names the source in errors):
 // model.safetensors' "mptrain_config" metadata and state.json. Also the fuzz targets' entry points.

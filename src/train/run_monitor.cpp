@@ -51,9 +51,6 @@ nlohmann::json gpt2_model_json(const Gpt2Config& c) {
           {"block_size", c.block_size}};
 }
 
-RunMonitor::RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape)
-    : RunMonitor(options, gpt2_model_json(config), shape) {}
-
 RunMonitor::RunMonitor(const TrainOptions& options, const nlohmann::json& model, const RunShape& shape)
     : opt_(options),
       shape_(shape),

@@ -45,10 +45,9 @@ struct RunShape {
 
 class RunMonitor {
  public:
-  // Estimates the peak, trims metrics.jsonl past first_step on a resume, writes
-  // config.json and command.txt, opens metrics.jsonl and installs the signal handlers.
-  RunMonitor(const TrainOptions& options, const Gpt2Config& config, const RunShape& shape);
-  // Any model: `model` is its config as config.json's "model" object (BERT's trainer).
+  // Estimates the peak, trims metrics.jsonl past first_step on a resume, writes config.json
+  // (`model`: the model's config as its "model" object) and command.txt, opens metrics.jsonl and
+  // installs the signal handlers.
   RunMonitor(const TrainOptions& options, const nlohmann::json& model, const RunShape& shape);
   ~RunMonitor();
 

@@ -1,7 +1,8 @@
 // The training run, one for every model family (what differs between GPT-2 and BERT is a
 // TrainTask, train/train_task.h), in three parts: the options' values checked together
-// (check_options; their names are typed where the CLI reads them), everything the loop runs on built once (build_run: ranks, backend, model,
-// weights, optimizer, data parallelism, loss scaler, data), and the loop (run_loop).
+// (check_options; their names are typed where the CLI reads them), everything the loop runs on built once
+// (build_run: ranks, backend, model, weights, optimizer, data parallelism, loss scaler, data), and the loop
+// (run_loop).
 #include "train/trainer.h"
 
 #include <omp.h>
@@ -30,7 +31,6 @@
 #include "precision/policy.h"
 #include "precision/precision.h"
 #include "train/checkpoint.h"
-#include "train/gpt2_task.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
 #include "train/run_monitor.h"
@@ -47,36 +47,20 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Why this run cannot take the GPU step, or nothing when it can: first what the options alone
-// rule out (before any data is read or a GPU is touched), then the build, then the machine. `why`
-// is --device auto's note, `error` --device cuda's refusal.
-struct GpuRefusal {
-  std::string why, error;
-};
-
-std::optional<GpuRefusal> gpu_refusal(const TrainOptions& opt) {
-  if (opt.policy_of == "cuda")
-    return GpuRefusal{
-        "--policy-of cuda runs the GPU's plan on the CPU",
-        "[train] --policy-of runs another device's plan on the CPU backend: it needs --device cpu"};
-  if (!cuda_compiled())
-    return GpuRefusal{
-        "this build has no CUDA backend",
-        "[train] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)"};
-  const int devices = cuda_device_count();
-  if (devices <= 0)
-    return GpuRefusal{"no CUDA device is visible", "[train] --device cuda: no CUDA device is visible (" +
-                                                       std::to_string(devices) + " devices)"};
-  return std::nullopt;
+// Why this run cannot take the GPU step, or "" when it can: --policy-of cuda (the GPU's plan on
+// the CPU), else what the build or machine lacks (backend/device.h).
+std::string gpu_refusal(const TrainOptions& opt) {
+  if (opt.policy_of == "cuda") return "--policy-of cuda runs the GPU's plan on the CPU";
+  return cuda_unavailable();
 }
 
 // --device auto: cuda where gpu_refusal finds nothing, else cpu. Rewrites opt.device (config.json
 // records the device used) and returns the log line that says which and why.
 std::string resolve_auto_device(TrainOptions& opt) {
   if (opt.device != "auto") return "";
-  const std::optional<GpuRefusal> refusal = gpu_refusal(opt);
-  opt.device = refusal ? "cpu" : "cuda";
-  return "device auto: " + opt.device + (refusal ? " (" + refusal->why + ")" : "");
+  const std::string why = gpu_refusal(opt);
+  opt.device = why.empty() ? "cuda" : "cpu";
+  return "device auto: " + opt.device + (why.empty() ? "" : " (" + why + ")");
 }
 
 // The device options' own checks, then --device cuda's refusal (gpu_refusal).
@@ -90,8 +74,10 @@ void check_device(const TrainOptions& opt) {
   MPT_CHECK(opt.overlap_grad_reduce == "auto" || opt.overlap_grad_reduce == "on" ||
                 opt.overlap_grad_reduce == "off",
             "--overlap-grad-reduce must be auto, on or off, not '" + opt.overlap_grad_reduce + "'");
-  if (opt.device != "cuda") return;
-  if (const std::optional<GpuRefusal> refusal = gpu_refusal(opt)) throw Error(refusal->error);
+  MPT_CHECK(opt.device != "cuda" || opt.policy_of != "cuda",
+            "[train] --policy-of runs another device's plan on the CPU backend: it needs --device cpu");
+  MPT_CHECK(opt.device != "cuda" || cuda_unavailable().empty(),
+            "[train] --device cuda: " + cuda_unavailable());
 }
 
 // The communicator the gradients are reduced over: NCCL between GPU ranks (--dist-backend nccl,
@@ -205,8 +191,8 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   opt.precision = r.precision;
   // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
   // --policy-of says otherwise: the trajectory continues in the dtypes it had.
-  if (opt.policy_of.empty() && !r.resume_dir.empty() && opt.device == "cpu" && r.resumed.options.is_object() &&
-      r.resumed.options.value("policy_of", std::string()) == "cuda")
+  if (opt.policy_of.empty() && !r.resume_dir.empty() && opt.device == "cpu" &&
+      r.resumed.options.is_object() && r.resumed.options.value("policy_of", std::string()) == "cuda")
     opt.policy_of = "cuda";
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(r.precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
@@ -250,10 +236,10 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
   // shards hold whole matrices.
   r.nccl = make_grad_communicator(opt, *r.comm, task.backend());
-  r.dp = std::make_unique<DataParallel>(r.nccl ? *r.nccl : *r.comm, task.table(), zero_stage_from_int(opt.zero),
-                                        r.opt.optimizer == OptimizerKind::Muon
-                                            ? muon_whole_ranges(task.table(), r.muon.qkv)
-                                            : std::vector<ParamRange>{});
+  r.dp = std::make_unique<DataParallel>(
+      r.nccl ? *r.nccl : *r.comm, task.table(), zero_stage_from_int(opt.zero),
+      r.opt.optimizer == OptimizerKind::Muon ? muon_whole_ranges(task.table(), r.muon.qkv)
+                                             : std::vector<ParamRange>{});
   // Reducing each range as the backward finishes it pays where communication runs beside the
   // compute (NCCL); a host communicator would only cut one reduction into many.
   r.dp->set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && r.nccl),
@@ -316,9 +302,10 @@ void describe_run(RunMonitor& monitor, const Run& r) {
   if (r.world > 1)
     monitor.sayf(
         "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
-        r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(), r.comm->topology().launcher.c_str(),
+        r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(),
+        r.comm->topology().launcher.c_str(),
         r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
-        !r.dp->overlaps()       ? "after the backward"
+        !r.dp->overlaps()    ? "after the backward"
         : opt.graphs == "on" ? "range by range after each graph replay"
                              : "during the backward");
   if (!r.resume_dir.empty())
@@ -459,11 +446,6 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
 }
 
 }  // namespace
-
-TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token) {
-  const std::unique_ptr<TrainTask> task = make_gpt2_task(decode, eot_token);
-  return run_training(options, *task);
-}
 
 TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   // The run's options with its precision and device resolved: config.json, state.json and the

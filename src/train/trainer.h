@@ -28,7 +28,5 @@ class TrainTask;
 // Trains the model family `task` stands for (train/train_task.h): GPT-2 (train/gpt2_task.h) or
 // BERT (train/bert_task.h). Every flag means the same for both.
 TrainSummary run_training(const TrainOptions& options, TrainTask& task);
-// GPT-2 (decode/eot_token: the samples' text and prompt).
-TrainSummary run_training(const TrainOptions& options, const DecodeFn& decode, int eot_token);
 
 }  // namespace mptrain

@@ -16,8 +16,8 @@ using testing::run_mptrain;
 
 // What the error names: the missing backend, or the missing GPU.
 std::string expected_reason() {
-  return cuda_compiled() ? "[bench] --device cuda: no CUDA GPU on this machine"
-                         : "[bench] this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)";
+  return cuda_compiled() ? "[bench] --device cuda: no CUDA device is visible"
+                         : "[bench] --device cuda: this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)";
 }
 
 TEST(BenchDevice, CudaWithoutAGpuIsOneClearErrorLine) {
