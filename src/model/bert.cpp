@@ -13,7 +13,6 @@
 namespace mptrain {
 
 namespace {
-constexpr int kNspClasses = Bert::kNspClasses;
 constexpr int kMlmRowMultiple = 64;  // see collect_masked
 }  // namespace
 
@@ -55,12 +54,18 @@ ParamTable bert_param_table(const BertConfig& c) {
     linear(p + "output.dense", C, I);
     layernorm(p + "output.LayerNorm");
   }
-  if (c.nsp) linear("bert.pooler.dense", C, C);
-  linear("cls.predictions.transform.dense", C, C);
-  layernorm("cls.predictions.transform.LayerNorm");
-  t.add("cls.predictions.bias", {Vp}, InitRule::Zeros, false, {V});
-  if (c.nsp) linear("cls.seq_relationship", kNspClasses, C, /*hidden=*/false);
+  if (c.pooled()) linear("bert.pooler.dense", C, C);
+  if (c.mlm()) {
+    linear("cls.predictions.transform.dense", C, C);
+    layernorm("cls.predictions.transform.LayerNorm");
+    t.add("cls.predictions.bias", {Vp}, InitRule::Zeros, false, {V});
+  }
+  if (c.pooled()) linear(bert_seq_head_name(c), c.seq_classes(), C, /*hidden=*/false);
   return t;
+}
+
+const char* bert_seq_head_name(const BertConfig& c) {
+  return c.num_labels > 0 ? "classifier" : "cls.seq_relationship";
 }
 
 double bert_flops_per_token(const BertConfig& c, int T, double masked_fraction) {
@@ -114,7 +119,7 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
                                           std::to_string(config.max_position) + " positions");
   const size_t BT = static_cast<size_t>(B) * T, C = config.hidden, I = config.intermediate;
   const size_t Vp = config.padded_vocab_size;
-  const size_t M = max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT;
+  const size_t M = !config.mlm() ? 0 : max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT;
   const bool mixed = !policy.all_fp32();
   ActivationPlan plan;
   // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path). The op that
@@ -161,25 +166,34 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.layers.push_back(la);
   }
   a.cls_in = a.pooled = a.nsp_logits = a.nsp_losses = a.nsp_dloss = ActivationPlan::kNone;
-  if (config.nsp) {
+  if (config.pooled()) {
     a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
     a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
     // Also dlogits after the fused loss, in the logits' dtype as the MLM head's: a GPU's plan
     // keeps them 16-bit, the dtype its classifier's backward GEMMs take with the pooled rows.
-    a.nsp_logits = saved("nsp_logits", B * kNspClasses, OpKind::Linear, policy.logits);
+    a.nsp_logits = saved("nsp_logits", B * config.seq_classes(), OpKind::Linear, policy.logits);
     a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
     a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
   }
-  a.mlm_in = saved("mlm_in", M * C, OpKind::Linear, ln_s);  // the masked rows of the last layer's output
-  a.mlm_t = saved("mlm_t", M * C, OpKind::Linear, lin_s);
-  a.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu, gelu_s);
-  a.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm, ln_s);
-  a.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
-  a.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
-  a.mlm_logits =
-      saved("mlm_logits", M * Vp, OpKind::LmHead, policy.logits);  // also dlogits after the fused loss
-  a.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
-  a.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
+  // A classifier has no MLM head (M = 0): its handles stay kNone.
+  a.mlm_in = a.mlm_t = a.mlm_tg = a.mlm_tl = a.mlm_mean = a.mlm_rstd = a.mlm_logits = a.mlm_losses =
+      a.mlm_dloss = ActivationPlan::kNone;
+  if (M > 0) {
+    a.mlm_in = saved("mlm_in", M * C, OpKind::Linear, ln_s);  // the masked rows of the last layer's output
+    a.mlm_t = saved("mlm_t", M * C, OpKind::Linear, lin_s);
+    a.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu, gelu_s);
+    a.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm, ln_s);
+    a.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
+    a.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
+    a.mlm_logits =
+        saved("mlm_logits", M * Vp, OpKind::LmHead, policy.logits);  // also dlogits after the fused loss
+    a.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
+    a.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
+  }
+  // An entry of n values only where there are rows (the MLM head's scratch, M = 0 in a classifier).
+  auto scratch_if = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+    return n > 0 ? scratch(std::move(name), n, op, t) : ActivationPlan::kNone;
+  };
   if (!mixed) {
     a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::AttnScores);
     // One buffer plays two parts in fp32: proj is the fp32 accumulator of the residual
@@ -190,10 +204,10 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
     a.datty = scratch("datty", BT * C, OpKind::Linear);
     a.dfch = scratch("dfch", BT * I, OpKind::Gelu);
-    a.dpooled = config.nsp ? scratch("dpooled", B * C, OpKind::Linear) : ActivationPlan::kNone;
-    a.dcls_in = config.nsp ? scratch("dcls_in", B * C, OpKind::Linear) : ActivationPlan::kNone;
-    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear);
-    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm);
+    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpKind::Linear) : ActivationPlan::kNone;
+    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpKind::Linear) : ActivationPlan::kNone;
+    a.dmlm_a = scratch_if("dmlm_a", M * C, OpKind::Linear);
+    a.dmlm_b = scratch_if("dmlm_b", M * C, OpKind::LayerNorm);
     a.dfch_gelu = a.dfch;
     a.h32 = a.dout_lp = a.dlogits_lp = a.mlm_tg32 = ActivationPlan::kNone;
   } else {
@@ -203,7 +217,7 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.gemm_out = be.linear_uses_scratch()  // the fp32 GEMM result before bias
                      ? scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear)
                      : ActivationPlan::kNone;
-    a.mlm_tg32 = stream == StorageType::F32 ? scratch("mlm_tg32", M * C, OpKind::LayerNorm)  // the MLM
+    a.mlm_tg32 = stream == StorageType::F32 ? scratch_if("mlm_tg32", M * C, OpKind::LayerNorm)  // the MLM
                                             : ActivationPlan::kNone;  // LayerNorm's input, widened
     a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
     a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
@@ -213,14 +227,14 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu, grads);
     // GELU's / tanh's input gradient as a GEMM operand (encoder FFN, MLM transform, pooler).
     a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpKind::Gelu, lin_op);
-    a.dpooled = config.nsp ? scratch("dpooled", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
-    a.dcls_in = config.nsp ? scratch("dcls_in", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
-    a.dmlm_a = scratch("dmlm_a", M * C, OpKind::Linear, grads);
-    a.dmlm_b = scratch("dmlm_b", M * C, OpKind::LayerNorm, grads);
+    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
+    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
+    a.dmlm_a = scratch_if("dmlm_a", M * C, OpKind::Linear, grads);
+    a.dmlm_b = scratch_if("dmlm_b", M * C, OpKind::LayerNorm, grads);
     // dlogits rounded once for the decoder's GEMMs; 16-bit logits (a GPU's plan) are their own.
     a.dlogits_lp = policy.dlogits == policy.logits && policy.logits != StorageType::F32
                        ? ActivationPlan::kNone
-                       : scratch("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
+                       : scratch_if("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
   }
   if (handles) *handles = std::move(a);
   return plan;
@@ -237,7 +251,8 @@ void Bert::plan(int B, int T, int max_predictions) {
   const size_t BT = static_cast<size_t>(B) * T;
   plan_B_ = B;
   plan_T_ = T;
-  plan_M_ = static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
+  plan_M_ =
+      !config_.mlm() ? 0 : static_cast<int>(max_predictions > 0 ? std::min<size_t>(max_predictions, BT) : BT);
   // The MLM head's labels and arg-maxes, then the NSP head's (each read after the pass).
   const size_t head_rows = static_cast<size_t>(plan_M_) + static_cast<size_t>(B);
   for (IndexBuffer* ids : {&ids_.tokens, &ids_.types, &ids_.key_mask}) ids->resize(BT, memory);
@@ -310,13 +325,17 @@ void validate_bert_batch(const BertConfig& config, const BertInputs& b, int B, i
                 "masked-LM label " + std::to_string(b.mlm_labels[i]) + where(i) +
                     " is neither -1 nor a token id below " + std::to_string(V));
   }
-  MPT_CHECK(!b.nsp_labels || config.nsp,
+  MPT_CHECK(!b.mlm_labels || config.mlm(),
+            "the batch has masked-LM labels, but a classifier has no MLM head");
+  MPT_CHECK(!b.nsp_labels || config.pooled(),
             "the batch has next-sentence labels, but the model has no NSP head (it was built MLM-only)");
+  const int classes = config.seq_classes();
+  const char* what = config.num_labels > 0 ? "class label " : "next-sentence label ";
   if (b.nsp_labels)
     for (int i = 0; i < B; ++i)
-      MPT_CHECK(b.nsp_labels[i] == 0 || b.nsp_labels[i] == 1,
-                "next-sentence label " + std::to_string(b.nsp_labels[i]) + " of sequence " +
-                    std::to_string(i) + " is neither 0 nor 1");
+      MPT_CHECK(b.nsp_labels[i] >= 0 && b.nsp_labels[i] < classes,
+                what + std::to_string(b.nsp_labels[i]) + " of sequence " + std::to_string(i) +
+                    " is outside [0, " + std::to_string(classes) + ")");
 }
 
 void Bert::validate_batch(const BertInputs& b, int B, int T) const {
@@ -361,8 +380,9 @@ const float* Bert::mlm_logits() {
                         mlm_logits32_);
 }
 const float* Bert::nsp_logits() {
-  MPT_CHECK(config_.nsp, "the model has no NSP head (it was built MLM-only)");
-  return acts_.read_f32(a_.nsp_logits, static_cast<size_t>(last_batch_) * kNspClasses, *be_, nsp_logits32_);
+  MPT_CHECK(config_.pooled(), "the model has no NSP head (it was built MLM-only)");
+  return acts_.read_f32(a_.nsp_logits, static_cast<size_t>(last_batch_) * config_.seq_classes(), *be_,
+                        nsp_logits32_);
 }
 
 }  // namespace mptrain

@@ -1,5 +1,8 @@
-// BERT (Hugging Face's BertForPreTraining): parameter table, activation plan, and the forward and
-// backward passes written out layer by layer over the op interface (bert_pass.cpp, no autograd).
+// BERT (Hugging Face's BertForPreTraining, BertForMaskedLM, or BertForSequenceClassification):
+// parameter table, activation plan, and the forward and backward passes written out layer by
+// layer over the op interface (bert_pass.cpp, no autograd). A classifier's head is NSP's with
+// num_labels classes: the pooled [CLS] row through `classifier` (BertInputs::nsp_labels are then
+// its class ids, BertStats' nsp_* its loss and accuracy); it has no MLM head.
 //
 // Layout decision: weights are stored as Hugging Face stores them, nn.Linear's [out, in], and
 // every linear reads the transpose through its view (View::t()): checkpoints are plain copies
@@ -40,11 +43,13 @@
 
 namespace mptrain {
 
-
 // The parameter table for a config, under Hugging Face BertForPreTraining names
-// (bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.*, cls.*); the decoder weight is
-// tied to the word embeddings and has no entry of its own.
+// (bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.*, cls.*; the decoder weight is tied
+// to the word embeddings and has no entry of its own), or BertForSequenceClassification's
+// (the encoder, bert.pooler.* and classifier.*) when config.num_labels > 0.
 ParamTable bert_param_table(const BertConfig& config);
+// The head on the pooled row: "cls.seq_relationship" (NSP) or "classifier".
+const char* bert_seq_head_name(const BertConfig& config);
 
 // Pointers into a flat buffer laid out by bert_param_table (parameters or their gradients).
 struct BertLayerTensors {
@@ -59,11 +64,13 @@ struct BertTensors {
   float *word, *pos, *type;  // [Vp, C], [max_position, C], [type_vocab, C]
   float *emb_ln_w, *emb_ln_b;
   std::vector<BertLayerTensors> layers;
-  float *pool_w, *pool_b;  // [C, C]; null without the NSP head (BertConfig::nsp)
-  float *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]
+  float *pool_w, *pool_b;  // [C, C]; null without a head on the pooled row (BertConfig::pooled)
+  float *mlm_w, *mlm_b;    // cls.predictions.transform.dense [C, C]; null in a classifier
   float *mlm_ln_w, *mlm_ln_b;
-  float* mlm_bias;       // cls.predictions.bias [Vp]
-  float *nsp_w, *nsp_b;  // cls.seq_relationship [2, C]; null without the NSP head
+  float* mlm_bias;  // cls.predictions.bias [Vp]
+  // The head on the pooled row: cls.seq_relationship [2, C] (NSP) or classifier [num_labels, C]; null without
+  // one.
+  float *nsp_w, *nsp_b;
 };
 inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n_layer) {
   auto at = [&](const std::string& name) { return base + table.get(name).offset; };
@@ -92,13 +99,14 @@ inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n
   }
   t.pool_w = at_if("bert.pooler.dense.weight");
   t.pool_b = at_if("bert.pooler.dense.bias");
-  t.mlm_w = at("cls.predictions.transform.dense.weight");
-  t.mlm_b = at("cls.predictions.transform.dense.bias");
-  t.mlm_ln_w = at("cls.predictions.transform.LayerNorm.weight");
-  t.mlm_ln_b = at("cls.predictions.transform.LayerNorm.bias");
-  t.mlm_bias = at("cls.predictions.bias");
-  t.nsp_w = at_if("cls.seq_relationship.weight");
-  t.nsp_b = at_if("cls.seq_relationship.bias");
+  t.mlm_w = at_if("cls.predictions.transform.dense.weight");
+  t.mlm_b = at_if("cls.predictions.transform.dense.bias");
+  t.mlm_ln_w = at_if("cls.predictions.transform.LayerNorm.weight");
+  t.mlm_ln_b = at_if("cls.predictions.transform.LayerNorm.bias");
+  t.mlm_bias = at_if("cls.predictions.bias");
+  const std::string seq = table.has("classifier.weight") ? "classifier" : "cls.seq_relationship";
+  t.nsp_w = at_if(seq + ".weight");
+  t.nsp_b = at_if(seq + ".bias");
   return t;
 }
 
@@ -115,7 +123,9 @@ struct BertInputs {
   const int* token_types = nullptr;     // segment ids in [0, type_vocab); null = all 0
   const int* attention_mask = nullptr;  // 1 = real token, 0 = padding; null = no padding
   const int* mlm_labels = nullptr;      // original id at masked positions, -1 elsewhere; null = no MLM loss
-  const int* nsp_labels = nullptr;  // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); null = no NSP loss
+  // [B]: 0 = B follows A (IsNext), 1 = random (NotNext); a classifier's class ids in [0, num_labels).
+  // null = no loss on the pooled row.
+  const int* nsp_labels = nullptr;
   // Unpadded (packed) batches: sequence b is rows [cu_seqlens[b], cu_seqlens[b+1]) of tokens,
   // token_types and mlm_labels, which then hold cu_seqlens[B] rows (no padding; each sequence at
   // most T long; attention_mask is not read). Null: B rows of T, padded under attention_mask.

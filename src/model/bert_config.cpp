@@ -53,6 +53,8 @@ void validate(const BertConfig& c) {
                                           ") is not divisible by the number of heads (" +
                                           std::to_string(c.n_head) + ")");
   MPT_CHECK(c.padded_vocab_size >= c.vocab_size, "BERT padded vocabulary smaller than the vocabulary");
+  MPT_CHECK(c.num_labels >= 0, "BERT num_labels is negative (" + std::to_string(c.num_labels) + ")");
+  MPT_CHECK(c.num_labels == 0 || !c.nsp, "a BERT classifier (num_labels > 0) has no next-sentence head");
 }
 
 }  // namespace mptrain

@@ -20,6 +20,14 @@ struct BertConfig {
   // BertForPreTraining's pooler and next-sentence head. false: MLM-only pretraining, the model
   // Hugging Face's BertForMaskedLM (no pooler, no NSP head), as RoBERTa, MosaicBERT, ModernBERT.
   bool nsp = true;
+  // Hugging Face's BertForSequenceClassification when positive: the pooler and a classifier
+  // [num_labels, C] on the [CLS] row (`classifier.*`), no pretraining heads (nsp must be false).
+  int num_labels = 0;
+
+  bool mlm() const { return num_labels == 0; }           // the masked-LM head
+  bool pooled() const { return nsp || num_labels > 0; }  // the pooler and a head on it
+  // The classes of the head on the pooled row: NSP's two, or the classifier's.
+  int seq_classes() const { return num_labels > 0 ? num_labels : 2; }
 };
 
 // Presets: bert-base (110M with V = 30522), bert-large (335M), and small ones for CPU work

@@ -26,8 +26,6 @@ namespace mptrain {
 
 namespace {
 
-constexpr int kNsp = Bert::kNspClasses;
-
 // nn.Linear's weight [OC, Cin] as the [Cin, OC] operand a linear multiplies by.
 View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
   return View::of(w.ptr, w.type, {oc, cin}).t();
@@ -53,10 +51,10 @@ void Bert::setup_weight_copies() {
                    ref(p + "intermediate.dense.weight"), ref(p + "output.dense.weight")});
   }
   word_c_ = ref("bert.embeddings.word_embeddings.weight");
-  mlm_c_ = ref("cls.predictions.transform.dense.weight");
-  if (config_.nsp) {
+  if (config_.mlm()) mlm_c_ = ref("cls.predictions.transform.dense.weight");
+  if (config_.pooled()) {
     pool_c_ = ref("bert.pooler.dense.weight");
-    nsp_c_ = ref("cls.seq_relationship.weight");
+    nsp_c_ = ref(std::string(bert_seq_head_name(config_)) + ".weight");
   }
 }
 
@@ -174,14 +172,14 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     h_saved = la.ln2;
   }
 
-  if (config_.nsp) forward_nsp_head(h, B);
+  if (config_.pooled()) forward_nsp_head(h, B);
   forward_mlm_head(h);
 }
 
 // Pooler and NSP: tanh(dense(h[b, 0])) → seq_relationship (fp32 logits).
 void Bert::forward_nsp_head(const View& h, int B) {
   Backend& be = *be_;
-  const int C = config_.hidden;
+  const int C = config_.hidden, K = config_.seq_classes();
   const View acc = acts_.work(a_.gemm_out);
   const View cls_in = acts_.view(a_.cls_in, B, C), pooled = acts_.view(a_.pooled, B, C);
   be.gather_rows(cls_in, h, View::ints(ids_.cls_rows.data(), B));
@@ -191,10 +189,10 @@ void Bert::forward_nsp_head(const View& h, int B) {
           .bias = small(w_.pool_b, {C}),
           .epilogue = Epilogue::BiasTanh,
           .scratch = acc});
-  linear({.out = acts_.view(a_.nsp_logits, B, kNsp),
+  linear({.out = acts_.view(a_.nsp_logits, B, K),
           .x = pooled,
-          .w = linear_weight(nsp_c_, kNsp, C),
-          .bias = small(w_.nsp_b, {kNsp})});
+          .w = linear_weight(nsp_c_, K, C),
+          .bias = small(w_.nsp_b, {K})});
 }
 
 void Bert::forward_mlm_head(const View& h) {
@@ -290,10 +288,10 @@ void Bert::loss_impl(const BertInputs& batch, int B, bool backward, const Sampli
                          acts_.type(a_.mlm_logits), {mlm_rows_ - M, Vp}));
   }
   if (batch.nsp_labels)
-    head_loss(nsp_head(), B, kNsp, kNsp, sampling.on, sampling.seed ^ kNspSeedSalt, sampling.counter,
-              backward);
-  else if (backward && config_.nsp)
-    be_->zero(acts_.view(a_.nsp_logits, B, kNsp));  // no NSP gradient
+    head_loss(nsp_head(), B, config_.seq_classes(), config_.seq_classes(), sampling.on,
+              sampling.seed ^ kNspSeedSalt, sampling.counter, backward);
+  else if (backward && config_.pooled())
+    be_->zero(acts_.view(a_.nsp_logits, B, config_.seq_classes()));  // no NSP gradient
 }
 
 BertStats Bert::read_stats(const BertInputs& batch, int B, const Sampling& sampling) {
@@ -315,6 +313,7 @@ BertStats Bert::read_stats(const BertInputs& batch, int B, const Sampling& sampl
 void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
   const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int K = config_.seq_classes();
   const int Vp = config_.padded_vocab_size;
   const int M = static_cast<int>(mlm_pos_.size());
   const View dh = acts_.view(a_.dh, N, C);      // gradient of the current layer's output, then of its input
@@ -356,11 +355,11 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const View dpooled = acts_.view(a_.dpooled, B, C), dcls = acts_.view(a_.dcls_in, B, C);
     const View pooled = acts_.view(a_.pooled, B, C);
     linear_backward({.dx = dpooled,
-                     .dw = linear_grad(g_.nsp_w, kNsp, C),
-                     .db = grad(g_.nsp_b, {kNsp}),
-                     .dy = acts_.view(a_.nsp_logits, B, kNsp),
+                     .dw = linear_grad(g_.nsp_w, K, C),
+                     .db = grad(g_.nsp_b, {K}),
+                     .dy = acts_.view(a_.nsp_logits, B, K),
                      .x = pooled,
-                     .w = linear_weight(nsp_c_, kNsp, C)});
+                     .w = linear_weight(nsp_c_, K, C)});
     linear_backward({.dx = dcls,
                      .dw = linear_grad(g_.pool_w, C, C),
                      .db = grad(g_.pool_b, {C}),
@@ -374,8 +373,8 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
   }
 
   // The heads are final (the decoder's weight is the word table's, handed with the embeddings).
-  if (config_.nsp) wgrads_.ready(be, grads_, table_.range("bert.pooler."));
-  wgrads_.ready(be, grads_, table_.range("cls."));
+  if (config_.pooled()) wgrads_.ready(be, grads_, table_.range("bert.pooler."));
+  wgrads_.ready(be, grads_, table_.range(config_.num_labels > 0 ? "classifier." : "cls."));
 
   // Backward through a post-LN residual block's LayerNorm: dres (=) the gradient of the sum it
   // normalised, which also flows on unchanged along the residual path (dh (=) dres).
