@@ -8,6 +8,7 @@
 #include "cli/vocab.h"
 #include "core/error.h"
 #include "train/bert_task.h"
+#include "train/classify_task.h"
 #include "train/gpt2_task.h"
 #include "train/interrupt.h"
 #include "train/trainer.h"
@@ -24,6 +25,33 @@ void register_train(CLI::App& app, int& exit_code) {
          "bert-tiny, bert-mini (default), bert-small, bert-medium, bert-base, bert-large)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpt2", "bert"}));
+  auto task_kind = std::make_shared<std::string>("pretrain");
+  cmd->add_option("--task", *task_kind,
+                  "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
+                  "sequence classification on labelled TSV/JSONL files: Hugging Face's "
+                  "BertForSequenceClassification; --init-from a BERT checkpoint, else the preset from random "
+                  "weights; defaults then Hugging Face Trainer's: lr 5e-5, linear decay to 0, no weight decay, "
+                  "beta2 0.999; and T 128)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"pretrain", "classify"}));
+  auto classify = std::make_shared<ClassifyTrainOptions>();
+  cmd->add_option("--text-column", classify->columns.text, "classify: the text's column (TSV header or JSON key)")
+      ->capture_default_str();
+  cmd->add_option("--text-b-column", classify->columns.text_b,
+                  "classify: the second text's column for sentence pairs (MRPC, QNLI); empty: single sentences");
+  cmd->add_option("--label-column", classify->columns.label, "classify: the label's column")->capture_default_str();
+  cmd->add_flag(
+      "--no-header", [classify](std::int64_t) { classify->header = false; },
+      "classify: TSV files without a header line (columns named 0, 1, ...)");
+  cmd->add_option("--labels", classify->labels_path,
+                  "classify: the class names, one a line by class id (labels.txt of 'prepare --task topics')");
+  cmd->add_option("--num-labels", classify->num_labels, "classify: the classes, for integer labels without names")
+      ->check(cli::at_least(1));
+  cmd->add_option("--vocab", classify->vocab_path,
+                  "classify: the WordPiece vocab.txt (default: the --init-from / --resume checkpoint's)");
+  cmd->add_flag(
+      "--cased", [classify](std::int64_t) { classify->lower_case = false; },
+      "classify: with --vocab, a cased vocabulary (no lower-casing)");
   auto bert = std::make_shared<BertTrainOptions>();
   cmd->add_option("--max-predictions", bert->max_predictions,
                   "BERT: masked positions per sequence at most (default: max(20, ceil(mask rate x T)))")
@@ -230,7 +258,7 @@ void register_train(CLI::App& app, int& exit_code) {
       "--memory-limit", opt->memory_limit,
       "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
       "configuration whose estimate exceeds it is refused before allocating");
-  cmd->callback([cmd, opt, recipe, progress, model_kind, bert, &exit_code]() {
+  cmd->callback([cmd, opt, recipe, progress, model_kind, task_kind, classify, bert, &exit_code]() {
     opt->progress = parse_progress_mode(*progress);
     auto given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     if (!recipe->empty()) apply_recipe(*opt, *recipe, given);
@@ -244,7 +272,18 @@ void register_train(CLI::App& app, int& exit_code) {
       MPT_CHECK(opt->optimizer == OptimizerKind::Muon || !given(flag),
                 std::string(flag) + " only applies with --optimizer muon");
     std::unique_ptr<TrainTask> task;
-    if (*model_kind == "bert") {
+    if (*task_kind == "classify") {
+      MPT_CHECK(!given("--model") || *model_kind == "bert", "--task classify fine-tunes BERT: --model bert");
+      // Hugging Face Trainer's defaults for fine-tuning where the flags are silent.
+      if (!given("--lr")) opt->lr = 5e-5f;
+      if (!given("--schedule")) opt->schedule = LrShape::Linear;
+      if (!given("--min-lr-frac")) opt->min_lr_frac = 0.0f;
+      if (!given("--seq")) opt->seq = 128;
+      if (!given("--preset")) opt->preset = "bert-mini";
+      if (!given("--weight-decay")) opt->adamw.weight_decay = 0.0f;
+      if (!given("--beta2")) opt->adamw.beta2 = 0.999f;
+      task = make_classify_task(*classify);
+    } else if (*model_kind == "bert") {
       bert->seq_given = given("--seq");
       if (!given("--preset")) opt->preset = "bert-mini";
       task = make_bert_task(*bert);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
+#include "io/checksum.h"
 #include "io/fileutil.h"
 #include "io/hf_folder.h"
 #include "io/safetensors.h"
@@ -19,10 +20,10 @@ namespace {
 constexpr const char* kStateFile = kCheckpointStateFile;
 constexpr const char* kModelKey = "mptrain_model";
 
-// How BertForPreTraining tensors may be spelled in files (see the header comment).
-HfNameMap bert_name_map() {
+// How a BERT model's tensors may be spelled in files (see the header comment).
+HfNameMap bert_name_map(const BertConfig& c) {
   HfNameMap map;
-  map.architecture = "BertForPreTraining";
+  map.architecture = bert_hf_architecture(c);
   map.renamed_suffixes = {{"gamma", "weight"}, {"beta", "bias"}};
   map.ignored = {"bert.embeddings.position_ids"};
   map.tied = {{"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
@@ -44,7 +45,8 @@ nlohmann::json bert_config_json(const BertConfig& c) {
           {"pad_token_id", c.pad_token_id},
           {"ln_eps", c.ln_eps},
           {"init_std", c.init_std},
-          {"nsp", c.nsp}};
+          {"nsp", c.nsp},
+          {"num_labels", c.num_labels}};
 }
 
 BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what) {
@@ -61,12 +63,31 @@ BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& wha
   c.ln_eps = json_get<float>(j, "ln_eps", what);
   c.init_std = json_get<float>(j, "init_std", what);
   c.nsp = j.contains("nsp") ? json_get<bool>(j, "nsp", what) : true;  // checkpoints before MLM-only runs
+  c.num_labels = j.contains("num_labels") ? json_get<int>(j, "num_labels", what) : 0;  // before classifiers
   validate(c);
   return c;
 }
 
 const char* bert_hf_architecture(const BertConfig& c) {
-  return c.nsp ? "BertForPreTraining" : "BertForMaskedLM";
+  return c.num_labels > 0 ? "BertForSequenceClassification" : c.nsp ? "BertForPreTraining" : "BertForMaskedLM";
+}
+
+nlohmann::json hf_bert_config(const BertConfig& c, const std::vector<std::string>& labels) {
+  nlohmann::json j = hf_bert_config(c);
+  if (c.num_labels == 0) return j;
+  // transformers' PretrainedConfig: id2label's keys are strings, label2id maps back; num_labels
+  // is implied by id2label's size.
+  nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+  for (int i = 0; i < c.num_labels; ++i) {
+    const std::string name = i < static_cast<int>(labels.size()) ? labels[i] : "LABEL_" + std::to_string(i);
+    id2label[std::to_string(i)] = name;
+    label2id[name] = i;
+  }
+  j["id2label"] = id2label;
+  j["label2id"] = label2id;
+  j["problem_type"] = "single_label_classification";
+  j["classifier_dropout"] = nullptr;
+  return j;
 }
 
 nlohmann::json hf_bert_config(const BertConfig& c) {
@@ -100,7 +121,7 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
   CheckpointContents c{&model.table(),
                        params.data(),
                        {{kModelKey, "bert"}, {"mptrain_config", bert_config_json(model.config()).dump()}},
-                       hf_bert_config(model.config()),
+                       hf_bert_config(model.config(), state.labels),
                        std::move(st),
                        {}};
   if (!state.vocab_text.empty()) {
@@ -110,7 +131,39 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
         nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
             "\n");
   }
+  if (!state.labels.empty()) c.extra_files.emplace_back("labels.txt", labels_text(state.labels));
   save_training_checkpoint(run_dir, state.step, c, optimizer, keep_last);
+}
+
+void save_bert_weights(const std::string& dir, const Bert& model, const BertTrainState& state) {
+  // Written beside, then renamed over the old copy: a crash leaves one whole set of weights.
+  const std::string tmp = dir + ".tmp";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  const HostMirror<float> params(model.params());
+  SafetensorsWriter weights;
+  for (const auto& spec : model.table().specs())
+    weights.add(spec.name, DType::F32, spec.hf_shape, params.data() + spec.offset);
+  weights.set_metadata("format", "pt");
+  weights.set_metadata(kModelKey, "bert");
+  weights.set_metadata("mptrain_config", bert_config_json(model.config()).dump());
+  weights.write(tmp + "/" + kCheckpointModelFile);
+  write_file_atomic(tmp + "/config.json", hf_bert_config(model.config(), state.labels).dump(2) + "\n");
+  nlohmann::json st = run_state_json(state);
+  st["model"] = "bert";
+  st["train_index"] = state.train_pos.index;
+  st["train_epoch"] = state.train_pos.epoch;
+  write_file_atomic(tmp + "/" + kStateFile, st.dump(2) + "\n");
+  if (!state.vocab_text.empty()) {
+    write_file_atomic(tmp + "/vocab.txt", state.vocab_text);
+    write_file_atomic(tmp + "/tokenizer_config.json",
+                      nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
+                          "\n");
+  }
+  if (!state.labels.empty()) write_file_atomic(tmp + "/labels.txt", labels_text(state.labels));
+  write_checksum_manifest(tmp);
+  std::filesystem::remove_all(dir);
+  std::filesystem::rename(tmp, dir);
 }
 
 bool is_bert_checkpoint(const std::string& ckpt_dir) {
@@ -137,8 +190,64 @@ BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir) {
 void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model) {
   SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
   HostMirror<float> host(model.params());
-  load_hf_params(file, bert_name_map(), model.table(), host.data());
+  load_hf_params(file, bert_name_map(model.config()), model.table(), host.data());
   host.commit();
+}
+
+std::vector<std::string> load_bert_body(const std::string& ckpt_dir, Bert& model) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  const BertConfig& c = model.config();
+  const std::string head = std::string(bert_seq_head_name(c)) + ".";
+  HostMirror<float> host(model.params());  // the model's own initialisation for what stays new
+  std::vector<std::string> fresh;
+  for (const ParamSpec& spec : model.table().specs()) {
+    const bool own = spec.name.starts_with(head) || spec.name.starts_with("bert.pooler.");
+    if (!file.contains(spec.name)) {
+      MPT_CHECK(own, "'" + file.path() + "' has no " + spec.name + ": it is not a BERT body of this shape");
+      fresh.push_back(spec.name);
+      continue;
+    }
+    if (spec.name.starts_with(head)) {  // another task's head: its classes are not this one's
+      fresh.push_back(spec.name);
+      continue;
+    }
+    float* dst = host.data() + spec.offset;
+    std::fill(dst, dst + spec.numel, 0.0f);  // rows beyond hf_shape (the padded vocabulary) stay 0
+    file.read_f32(spec.name, spec.hf_shape, dst);
+  }
+  host.commit();
+  return fresh;
+}
+
+std::vector<std::string> bert_checkpoint_labels(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/labels.txt";
+  if (!std::filesystem::exists(path)) return {};
+  return parse_labels_text(read_file(path), "'" + path + "'");
+}
+
+std::string labels_text(const std::vector<std::string>& labels) {
+  std::string text;
+  for (const std::string& l : labels) text += l + "\n";
+  return text;
+}
+
+std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what) {
+  std::vector<std::string> labels;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) {
+      MPT_CHECK(std::find(labels.begin(), labels.end(), line) == labels.end(),
+                what + ": label '" + line + "' is named twice");
+      labels.push_back(line);
+    }
+    start = end + 1;
+  }
+  MPT_CHECK(!labels.empty(), what + " names no labels");
+  return labels;
 }
 
 BertTrainState parse_bert_checkpoint_state(const std::string& text, const std::string& what) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "data/bert_loader.h"
 #include "model/bert.h"
@@ -35,11 +36,17 @@ struct BertTrainState : RunState {
   // and eval need nothing but the checkpoint. Empty: not written. (Not read back into the state.)
   std::string vocab_text;
   bool lower_case = true;
+  // A classifier's label names by class id, written as labels.txt and as config.json's id2label.
+  std::vector<std::string> labels;
 };
 
 // Writes a complete checkpoint for state.step into run_dir, then keeps the newest keep_last (0 = all).
 void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
                           const BertTrainState& state, int keep_last);
+
+// A weights-only checkpoint in dir (replaced whole): the model, config.json, state.json, the
+// vocabulary and labels; no optimizer state (eval, --init-from and convert read it; --resume not).
+void save_bert_weights(const std::string& dir, const Bert& model, const BertTrainState& state);
 
 // True when ckpt_dir's model.safetensors was written for a BERT model (metadata mptrain_model).
 bool is_bert_checkpoint(const std::string& ckpt_dir);
@@ -47,6 +54,17 @@ bool is_bert_checkpoint(const std::string& ckpt_dir);
 BertConfig load_bert_checkpoint_config(const std::string& ckpt_dir);
 // Loads parameters into model (whose config must match); padded rows are zeroed.
 void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model);
+// A classifier's start from a BERT body (a pretraining or another task's checkpoint): every
+// tensor of the model the file holds is read, except a head on the pooled row (its classes are
+// not this task's); the pooler and that head keep the model's own initialisation when the file
+// lacks them (an MLM-only body has no pooler), as transformers' from_pretrained does. Returns the
+// names left newly initialised; Error for any other tensor the file lacks.
+std::vector<std::string> load_bert_body(const std::string& ckpt_dir, Bert& model);
+// A checkpoint's labels.txt (one name a line, by class id); empty when it has none.
+std::vector<std::string> bert_checkpoint_labels(const std::string& ckpt_dir);
+std::string labels_text(const std::vector<std::string>& labels);
+// One name a line (a trailing \r and blank lines dropped); Error for none or one named twice.
+std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what);
 // state.json of a BERT run (model "bert"); every field checked, one Error for a malformed file.
 BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir);
 // The parser behind it, on text already read (`what` names the source in errors).
@@ -58,9 +76,12 @@ bool bert_checkpoint_lower_case(const std::string& ckpt_dir);
 
 // The Hugging Face BertConfig JSON for a config, and the mptrain config JSON (both directions).
 // Its architectures name the class that holds the model's heads: BertForPreTraining, or
-// BertForMaskedLM for an MLM-only model (BertConfig::nsp false).
+// BertForMaskedLM for an MLM-only model (BertConfig::nsp false), BertForSequenceClassification
+// for a classifier (BertConfig::num_labels).
 const char* bert_hf_architecture(const BertConfig& config);
 nlohmann::json hf_bert_config(const BertConfig& config);
+// A classifier's adds id2label / label2id from `labels` (LABEL_i where a name is missing).
+nlohmann::json hf_bert_config(const BertConfig& config, const std::vector<std::string>& labels);
 nlohmann::json bert_config_json(const BertConfig& config);
 BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& what);
 

@@ -1,0 +1,377 @@
+// BERT sequence classification's part of the training loop (train/classify_task.h).
+#include "train/classify_task.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/wordpiece.h"
+#include "dist/communicator.h"
+#include "io/fileutil.h"
+#include "model/bert.h"
+#include "train/bert_checkpoint.h"
+#include "train/bert_task.h"
+#include "train/run_monitor.h"
+
+namespace mptrain {
+
+ClassifyScores classify_scores(const std::vector<int>& labels, const std::vector<int>& predicted,
+                               int classes) {
+  ClassifyScores s;
+  s.confusion.assign(static_cast<size_t>(classes), std::vector<int64_t>(static_cast<size_t>(classes), 0));
+  int64_t right = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    ++s.confusion[static_cast<size_t>(labels[i])][static_cast<size_t>(predicted[i])];
+    right += labels[i] == predicted[i];
+  }
+  s.accuracy = labels.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(labels.size());
+  // F1 per class present in the labels or the predictions (scikit-learn's macro average).
+  double sum = 0.0;
+  int present = 0;
+  for (int c = 0; c < classes; ++c) {
+    int64_t tp = s.confusion[c][c], fn = 0, fp = 0;
+    for (int o = 0; o < classes; ++o)
+      if (o != c) fn += s.confusion[c][o], fp += s.confusion[o][c];
+    if (tp + fn + fp == 0) continue;
+    sum += 2.0 * tp / static_cast<double>(2 * tp + fp + fn);
+    ++present;
+  }
+  s.macro_f1 = present ? sum / present : 0.0;
+  return s;
+}
+
+namespace {
+
+// A data position as BERT's loader keeps it: the next example of an epoch's order.
+using Position = BertLoaderPosition;
+
+// The examples in a shuffled order per epoch (a function of the seed and the epoch), each rank
+// taking its B of every B·world in turn; packed into one micro-batch (model/bert.h's cu_seqlens).
+class ClassifyLoader {
+ public:
+  ClassifyLoader(const std::vector<ClassifyExample>& examples, int B, uint64_t seed, int rank, int world)
+      : examples_(examples), B_(B), seed_(seed), rank_(rank), world_(world) {
+    MPT_CHECK(!examples.empty(), "no training examples");
+    shuffle();
+  }
+  const Position& position() const { return pos_; }
+  void set_position(const Position& p) {
+    pos_ = p;
+    shuffle();
+  }
+  // The next B examples of this rank.
+  std::vector<const ClassifyExample*> next() {
+    std::vector<const ClassifyExample*> batch;
+    for (int i = 0; i < B_ * world_; ++i) {
+      if (pos_.index >= static_cast<int64_t>(order_.size())) {
+        ++pos_.epoch;
+        pos_.index = 0;
+        shuffle();
+      }
+      const int64_t k = order_[static_cast<size_t>(pos_.index++)];
+      if (i / B_ == rank_) batch.push_back(&examples_[static_cast<size_t>(k)]);
+    }
+    return batch;
+  }
+
+ private:
+  void shuffle() {  // Fisher-Yates on the seed and the epoch
+    order_.resize(examples_.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    for (size_t i = order_.size(); i > 1; --i) {
+      const uint64_t r = mix64(mix64(seed_ ^ mix64(static_cast<uint64_t>(pos_.epoch))) + i);
+      std::swap(order_[i - 1], order_[static_cast<size_t>(r % i)]);
+    }
+  }
+  const std::vector<ClassifyExample>& examples_;
+  int B_;
+  uint64_t seed_;
+  int rank_, world_;
+  Position pos_;
+  std::vector<int64_t> order_;
+};
+
+// A micro-batch's arrays in the model's packed layout.
+struct Packed {
+  std::vector<int> ids, types, cu, labels;
+  BertInputs inputs() const { return {ids.data(), types.data(), nullptr, nullptr, labels.data(), cu.data()}; }
+  int size() const { return static_cast<int>(labels.size()); }
+};
+Packed pack(const std::vector<const ClassifyExample*>& batch) {
+  Packed p;
+  p.cu.push_back(0);
+  for (const ClassifyExample* e : batch) {
+    p.ids.insert(p.ids.end(), e->ids.begin(), e->ids.end());
+    p.types.insert(p.types.end(), e->types.begin(), e->types.end());
+    p.cu.push_back(static_cast<int>(p.ids.size()));
+    p.labels.push_back(e->label);
+  }
+  return p;
+}
+
+class ClassifyTask final : public TrainTask {
+ public:
+  explicit ClassifyTask(const ClassifyTrainOptions& o) : o_(o) {
+    MPT_CHECK(o.labels_path.empty() || o.num_labels == 0, "give --labels or --num-labels, not both");
+  }
+
+  // The vocabulary, the labels and the model config: a classifier checkpoint's own, a body's
+  // with this task's classes, or the preset's; then the examples, tokenised once.
+  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
+    MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
+    MPT_CHECK(opt.graphs != "on", std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
+    seed_ = opt.seed;
+    std::string vocab_path = o_.vocab_path;
+    bool lower_case = o_.lower_case;
+    if (vocab_path.empty()) {
+      MPT_CHECK(!ckpt_dir.empty(),
+                "no vocabulary: pass --vocab vocab.txt (or --init-from a BERT checkpoint)");
+      vocab_path = bert_checkpoint_vocab(ckpt_dir);
+      lower_case = bert_checkpoint_lower_case(ckpt_dir);
+    }
+    vocab_text_ = read_file(vocab_path);
+    lower_case_ = lower_case;
+    tokenizer_ = std::make_unique<WordpieceTokenizer>(WordpieceVocab::parse(vocab_text_, vocab_path),
+                                                      BasicTokenizerOptions{.lower_case = lower_case});
+    labels_ = o_.labels_path.empty()
+                  ? std::vector<std::string>{}
+                  : parse_labels_text(read_file(o_.labels_path), "'" + o_.labels_path + "'");
+    if (!ckpt_dir.empty()) {
+      config_ = load_bert_checkpoint_config(ckpt_dir);
+      if (config_.num_labels > 0) {  // a classifier: its classes (and names) go on
+        const std::vector<std::string> own = bert_checkpoint_labels(ckpt_dir);
+        if (labels_.empty() && o_.num_labels == 0) labels_ = own;
+        const int want = labels_.empty() ? (o_.num_labels > 0 ? o_.num_labels : config_.num_labels)
+                                         : static_cast<int>(labels_.size());
+        MPT_CHECK(want == config_.num_labels, "checkpoint '" + ckpt_dir + "' classifies into " +
+                                                  std::to_string(config_.num_labels) +
+                                                  " classes, this task " + std::to_string(want));
+      } else {
+        config_.nsp = false;  // a body (pretraining, MLM-only): this task's head goes on the pooled row
+      }
+    } else {
+      if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
+      config_ = bert_preset(opt.preset, tokenizer_->vocab_size());
+      config_.pad_token_id = tokenizer_->special().pad;
+      config_.nsp = false;
+    }
+    if (config_.num_labels == 0) {
+      config_.num_labels = labels_.empty() ? o_.num_labels : static_cast<int>(labels_.size());
+      MPT_CHECK(config_.num_labels > 0, "no classes: pass --labels labels.txt or --num-labels N");
+    }
+    mptrain::validate(config_);
+    MPT_CHECK(tokenizer_->vocab_size() <= config_.vocab_size,
+              "vocabulary '" + vocab_path + "' has " + std::to_string(tokenizer_->vocab_size()) +
+                  " tokens, more than the model's " + std::to_string(config_.vocab_size));
+    MPT_CHECK(opt.seq <= config_.max_position, "sequence length " + std::to_string(opt.seq) +
+                                                   " is longer than the BERT model's " +
+                                                   std::to_string(config_.max_position) + " positions");
+    ClassifyReadOptions read{o_.columns, o_.header, config_.num_labels, labels_, opt.seq};
+    train_examples_ = read_classify_file(opt.train_data, *tokenizer_, read);
+    if (!opt.val_data.empty()) val_examples_ = read_classify_file(opt.val_data, *tokenizer_, read);
+  }
+  RunState read_state(const std::string& ckpt_dir) override {
+    const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
+    pending_ = s.train_pos;
+    return s;
+  }
+  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
+                           std::shared_ptr<const Backend> sizing) const override {
+    return bert_footprint(config_, policy, 0, std::move(sizing));
+  }
+  double flops_per_token(const TrainOptions& opt) const override {
+    return bert_flops_per_token(config_, opt.seq, 0.0);
+  }
+  nlohmann::json model_json() const override {
+    nlohmann::json j = bert_config_json(config_);
+    j["model"] = "bert";
+    return j;
+  }
+  const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
+
+  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
+    model_ = std::make_unique<Bert>(config_, std::move(be), policy);
+  }
+  ModelCore& core() const override { return *model_; }
+  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
+  // A classifier's weights whole; a body's under a new head, initialised from the run's seed.
+  void load_weights(const std::string& ckpt_dir) override {
+    if (load_bert_checkpoint_config(ckpt_dir).num_labels > 0) {
+      load_bert_checkpoint_model(ckpt_dir, *model_);
+      return;
+    }
+    model_->init_weights(seed_);
+    fresh_ = load_bert_body(ckpt_dir, *model_);
+  }
+
+  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
+    B_ = opt.batch, T_ = opt.seq;
+    model_->plan(B_, T_);
+    train_ = std::make_unique<ClassifyLoader>(train_examples_, B_, state.seed, rank, world);
+    if (pending_) train_->set_position(*pending_);
+    run_dir_ = opt.run_dir;
+  }
+  void seek_to_checkpoint() override {
+    if (pending_) train_->set_position(*pending_);
+  }
+  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
+                double tokens_per_step) const override {
+    monitor.sayf("model %s: %zu parameters (%s, %d classes; %d layers, %d heads, %d wide, vocab %d)\n",
+                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(),
+                 bert_hf_architecture(config_), config_.num_labels, config_.n_layer, config_.n_head,
+                 config_.hidden, config_.vocab_size);
+    if (!fresh_.empty()) {
+      std::string names;
+      for (const std::string& n : fresh_) names += (names.empty() ? "" : ", ") + n;
+      monitor.sayf("newly initialised (not in the checkpoint's body): %s\n", names.c_str());
+    }
+    monitor.sayf(
+        "batch %d examples (unpadded, at most %d tokens each), %d accumulation step(s) = %.0f examples/step; "
+        "%d threads; %zu training and %zu validation examples\n",
+        B_, T_, accum, tokens_per_step / T_, omp_get_max_threads(), train_examples_.size(),
+        val_examples_.size());
+  }
+
+  StepModel step_model(const TrainOptions&) override {
+    StepModel m;
+    m.table = &model_->table();
+    Bert* model = model_.get();
+    m.params = [model]() -> FloatBuffer& { return model->params(); };
+    m.grads = &model_->grads();
+    m.micro_step = [this](float grad_scale) {
+      batch_ = pack(train_->next());
+      tokens_ += static_cast<double>(batch_.ids.size());
+      const BertStats st = model_->forward_backward(batch_.inputs(), batch_.size(), T_, grad_scale);
+      n_ += st.nsp_count;
+      right_ += st.nsp_correct;
+      return st.loss();
+    };
+    // Sophia's estimate on the step's last micro-batch: labels drawn from the model's softmax.
+    m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
+      return model_->forward_backward_sampled(batch_.inputs(), batch_.size(), T_, grad_scale, seed, counter)
+          .loss();
+    };
+    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
+    return m;
+  }
+  void begin_step() override { n_ = right_ = tokens_ = 0.0; }
+  StepExtras step_extras(Communicator& comm) override {
+    double n = n_, right = right_, tokens = tokens_;
+    if (comm.world_size() > 1) n = comm.sum(n), right = comm.sum(right), tokens = comm.sum(tokens);
+    const double acc = n > 0 ? right / n : 0.0;
+    char extra[48];
+    std::snprintf(extra, sizeof(extra), " | acc %.3f", acc);
+    return {extra, {{"train_acc", acc}, {"real_tokens", tokens}}, tokens};
+  }
+
+  bool has_validation() const override { return !val_examples_.empty(); }
+  // The whole validation file on every rank alike (it is small); the best weights kept by rank 0.
+  ValResult validate(const TrainOptions&, Communicator& comm, int64_t step) override {
+    std::vector<int> predicted, labels;
+    double loss = 0.0;
+    const int K = config_.num_labels;
+    for (size_t at = 0; at < val_examples_.size(); at += static_cast<size_t>(B_)) {
+      std::vector<const ClassifyExample*> batch;
+      for (size_t i = at; i < std::min(val_examples_.size(), at + B_); ++i)
+        batch.push_back(&val_examples_[i]);
+      const Packed p = pack(batch);
+      const BertStats st = model_->forward(p.inputs(), p.size(), T_);
+      loss += static_cast<double>(st.nsp_loss) * p.size();
+      const float* logits = model_->nsp_logits();
+      for (int b = 0; b < p.size(); ++b) {
+        const float* row = logits + static_cast<size_t>(b) * K;
+        predicted.push_back(static_cast<int>(std::max_element(row, row + K) - row));
+        labels.push_back(p.labels[static_cast<size_t>(b)]);
+      }
+    }
+    loss /= static_cast<double>(val_examples_.size());
+    const ClassifyScores s = classify_scores(labels, predicted, K);
+    std::string best_note;
+    if (s.macro_f1 > best_f1_) {
+      best_f1_ = s.macro_f1;
+      best_step_ = step;
+      if (comm.is_root() && !run_dir_.empty()) {
+        BertTrainState st;
+        st.step = step;
+        st.seed = seed_;
+        st.train_pos = train_->position();
+        st.vocab_text = vocab_text_;
+        st.lower_case = lower_case_;
+        st.labels = labels_;
+        save_bert_weights(run_dir_ + "/best", *model_, st);
+        write_file_atomic(run_dir_ + "/confusion.json", confusion_json(s, step).dump(2) + "\n");
+      }
+      best_note = " (best so far: " + run_dir_ + "/best)";
+    }
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "step %6lld | val loss %.4f | acc %.4f | macro-F1 %.4f | best macro-F1 %.4f at step %lld%s",
+                  static_cast<long long>(step), loss, s.accuracy, s.macro_f1, best_f1_,
+                  static_cast<long long>(best_step_), best_note.c_str());
+    return {static_cast<float>(loss),
+            line,
+            {{"val_loss", loss},
+             {"val_acc", s.accuracy},
+             {"val_macro_f1", s.macro_f1},
+             {"best_macro_f1", best_f1_}}};
+  }
+  void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state,
+            int keep_last) override {
+    BertTrainState s;
+    static_cast<RunState&>(s) = state;
+    s.train_pos = train_->position();
+    s.vocab_text = vocab_text_;
+    s.lower_case = lower_case_;
+    s.labels = labels_;
+    save_bert_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+  }
+
+ private:
+  // The confusion matrix by class name (rows: true, columns: predicted) with the scores.
+  nlohmann::json confusion_json(const ClassifyScores& s, int64_t step) const {
+    nlohmann::json names = nlohmann::json::array();
+    for (int c = 0; c < config_.num_labels; ++c)
+      names.push_back(c < static_cast<int>(labels_.size()) ? labels_[static_cast<size_t>(c)]
+                                                           : std::to_string(c));
+    return {{"step", step},
+            {"accuracy", s.accuracy},
+            {"macro_f1", s.macro_f1},
+            {"labels", names},
+            {"confusion", s.confusion}};
+  }
+
+  ClassifyTrainOptions o_;
+  uint64_t seed_ = 0;
+  BertConfig config_;
+  std::vector<std::string> fresh_;  // what load_bert_body left newly initialised
+  std::string vocab_text_;
+  bool lower_case_ = true;
+  std::vector<std::string> labels_;
+  std::unique_ptr<WordpieceTokenizer> tokenizer_;
+  std::vector<ClassifyExample> train_examples_, val_examples_;
+  std::unique_ptr<Bert> model_;
+  std::unique_ptr<ClassifyLoader> train_;
+  std::optional<Position> pending_;
+  Packed batch_;
+  int B_ = 0, T_ = 0;
+  std::string run_dir_;
+  double best_f1_ = -1.0;
+  int64_t best_step_ = 0;
+  double n_ = 0.0, right_ = 0.0, tokens_ = 0.0;  // this step's, this rank's
+};
+
+}  // namespace
+
+std::unique_ptr<TrainTask> make_classify_task(const ClassifyTrainOptions& options) {
+  return std::make_unique<ClassifyTask>(options);
+}
+
+}  // namespace mptrain
