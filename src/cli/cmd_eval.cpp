@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/cpu/context.h"
+#include "cli/classify_options.h"
 #include "cli/device_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
@@ -16,6 +17,7 @@
 #include "data/bert_instances.h"
 #include "data/loader.h"
 #include "eval/bert_eval.h"
+#include "eval/classify_eval.h"
 #include "eval/eval.h"
 #include "io/checkpoint_dir.h"
 #include "model/gpt2.h"
@@ -41,7 +43,32 @@ struct EvalOptions {
   std::string precision = "fp32";
   double mask_rate = 0.15;  // BERT: the masking the MLM loss is measured under
   DeviceOptions device;
+  ClassifyColumns columns;  // a classifier's labelled file
+  bool header = true;
 };
+
+// `mptrain eval` for a fine-tuned classifier: loss, accuracy, macro-F1 and the confusion matrix
+// on a labelled TSV/JSONL file (T = --seq, at most the model's positions).
+void run_classify_eval(const std::string& dir, const EvalOptions& o, Precision precision) {
+  MPT_CHECK(!o.data.empty(), "nothing to evaluate: give --data with a labelled TSV or JSONL file");
+  const int T = std::min(o.seq, load_bert_checkpoint_config(dir).max_position);
+  cpu::Context ctx;
+  LoadedClassifier c = load_classifier(dir, o.batch, T, o.device, ctx, precision);
+  const int K = c.model->config().num_labels;
+  ClassifyReadOptions read{o.columns, o.header, K, c.labels, T};
+  const std::vector<ClassifyExample> examples = read_classify_file(o.data, *c.tokenizer, read);
+  const ClassifyEval e = evaluate_classifier(*c.model, examples, o.batch, T);
+  std::printf("model %s: %s, %d classes; device %s, %s\n", dir.c_str(), bert_hf_architecture(c.model->config()), K,
+              c.model->backend().name(), precision_name(precision));
+  std::printf("%zu examples | loss %.6f | accuracy %.4f | macro-F1 %.4f\n", examples.size(), e.loss,
+              e.scores.accuracy, e.scores.macro_f1);
+  std::printf("confusion (rows: true label, columns: predicted, in label order):\n");
+  for (int k = 0; k < K; ++k) {
+    std::printf("%16s", c.labels[static_cast<size_t>(k)].c_str());
+    for (int p = 0; p < K; ++p) std::printf(" %5lld", static_cast<long long>(e.scores.confusion[k][p]));
+    std::printf("\n");
+  }
+}
 
 // `mptrain eval` for a BERT checkpoint (resolved dir): MLM and NSP loss and accuracy on an
 // instance file (T = its max_seq_len), with the baselines. batches 0 = one pass.
@@ -95,6 +122,10 @@ void run_eval(const EvalOptions& o) {
   MPT_CHECK(o.limit >= 0, "--limit must be >= 0 (0 = every example)");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
+  if (is_bert_checkpoint(dir) && load_bert_checkpoint_config(dir).num_labels > 0) {
+    run_classify_eval(dir, o, precision);
+    return;
+  }
   if (is_bert_checkpoint(dir)) {  // BERT: masked-LM and NSP accuracy on an instance file
     run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate, o.device, precision);
     return;
@@ -161,7 +192,7 @@ void run_eval(const EvalOptions& o) {
 
 void register_eval(CLI::App& app, int& exit_code) {
   auto* cmd =
-      app.add_subcommand("eval", "Evaluate a checkpoint: loss/perplexity on shards, HellaSwag accuracy");
+      app.add_subcommand("eval", "Evaluate a checkpoint: loss/perplexity on shards, HellaSwag accuracy; BERT's MLM/NSP; a classifier's accuracy, macro-F1 and confusion");
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("--data", o->data,
@@ -188,6 +219,7 @@ void register_eval(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)")
       ->capture_default_str();
   add_device_options(cmd, &o->device);
+  add_classify_columns(cmd, &o->columns, &o->header, "A classifier's labelled file: the label's column");
   cmd->callback([o, &exit_code]() {
     run_eval(*o);
     exit_code = 0;

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/classify_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
@@ -35,14 +36,7 @@ void register_train(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"pretrain", "classify"}));
   auto classify = std::make_shared<ClassifyTrainOptions>();
-  cmd->add_option("--text-column", classify->columns.text, "classify: the text's column (TSV header or JSON key)")
-      ->capture_default_str();
-  cmd->add_option("--text-b-column", classify->columns.text_b,
-                  "classify: the second text's column for sentence pairs (MRPC, QNLI); empty: single sentences");
-  cmd->add_option("--label-column", classify->columns.label, "classify: the label's column")->capture_default_str();
-  cmd->add_flag(
-      "--no-header", [classify](std::int64_t) { classify->header = false; },
-      "classify: TSV files without a header line (columns named 0, 1, ...)");
+  add_classify_columns(cmd, &classify->columns, &classify->header, "classify: the label's column");
   cmd->add_option("--labels", classify->labels_path,
                   "classify: the class names, one a line by class id (labels.txt of 'prepare --task topics')");
   cmd->add_option("--num-labels", classify->num_labels, "classify: the classes, for integer labels without names")

@@ -24,11 +24,12 @@ void register_report(CLI::App& app, int& exit_code);
 void register_explain(CLI::App& app, int& exit_code);
 void register_tokenizer(CLI::App& app, int& exit_code);
 void register_fill_mask(CLI::App& app, int& exit_code);
+void register_predict(CLI::App& app, int& exit_code);
 
 inline std::vector<RegisterFn> all_subcommands() {
   return {register_prepare, register_train, register_generate, register_bench, register_tokenize,
           register_convert, register_eval, register_report, register_tokenizer, register_explain,
-          register_fill_mask};
+          register_fill_mask, register_predict};
 }
 
 }  // namespace mptrain

@@ -142,7 +142,7 @@ std::vector<ClassifyExample> parse_classify_text(std::string_view text, bool jso
       e.ids.push_back(sp.sep);
       e.types.resize(e.ids.size(), 1);
     }
-    e.label = label_of(row.at(col.label), opt, where);
+    e.label = col.label.empty() ? -1 : label_of(row.at(col.label), opt, where);
     out.push_back(std::move(e));
   }
   return out;

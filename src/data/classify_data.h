@@ -22,7 +22,7 @@ class WordpieceTokenizer;
 struct ClassifyColumns {
   std::string text = "sentence";
   std::string text_b;  // empty: single sentences
-  std::string label = "label";
+  std::string label = "label";  // empty: unlabelled examples (label -1), for predictions
 };
 
 struct ClassifyReadOptions {
@@ -35,7 +35,7 @@ struct ClassifyReadOptions {
 
 struct ClassifyExample {
   std::vector<int> ids, types;  // [CLS] a [SEP] (b [SEP]); 0 over a, 1 over b
-  int label = 0;
+  int label = 0;  // -1: unlabelled
 };
 
 // The examples of one file (.jsonl: JSON lines; anything else: tab-separated).

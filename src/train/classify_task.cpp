@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "data/wordpiece.h"
 #include "dist/communicator.h"
+#include "eval/classify_eval.h"
 #include "io/fileutil.h"
 #include "model/bert.h"
 #include "train/bert_checkpoint.h"
@@ -22,31 +23,6 @@
 #include "train/run_monitor.h"
 
 namespace mptrain {
-
-ClassifyScores classify_scores(const std::vector<int>& labels, const std::vector<int>& predicted,
-                               int classes) {
-  ClassifyScores s;
-  s.confusion.assign(static_cast<size_t>(classes), std::vector<int64_t>(static_cast<size_t>(classes), 0));
-  int64_t right = 0;
-  for (size_t i = 0; i < labels.size(); ++i) {
-    ++s.confusion[static_cast<size_t>(labels[i])][static_cast<size_t>(predicted[i])];
-    right += labels[i] == predicted[i];
-  }
-  s.accuracy = labels.empty() ? 0.0 : static_cast<double>(right) / static_cast<double>(labels.size());
-  // F1 per class present in the labels or the predictions (scikit-learn's macro average).
-  double sum = 0.0;
-  int present = 0;
-  for (int c = 0; c < classes; ++c) {
-    int64_t tp = s.confusion[c][c], fn = 0, fp = 0;
-    for (int o = 0; o < classes; ++o)
-      if (o != c) fn += s.confusion[c][o], fp += s.confusion[o][c];
-    if (tp + fn + fp == 0) continue;
-    sum += 2.0 * tp / static_cast<double>(2 * tp + fp + fn);
-    ++present;
-  }
-  s.macro_f1 = present ? sum / present : 0.0;
-  return s;
-}
 
 namespace {
 
@@ -99,28 +75,11 @@ class ClassifyLoader {
   std::vector<int64_t> order_;
 };
 
-// A micro-batch's arrays in the model's packed layout.
-struct Packed {
-  std::vector<int> ids, types, cu, labels;
-  BertInputs inputs() const { return {ids.data(), types.data(), nullptr, nullptr, labels.data(), cu.data()}; }
-  int size() const { return static_cast<int>(labels.size()); }
-};
-Packed pack(const std::vector<const ClassifyExample*>& batch) {
-  Packed p;
-  p.cu.push_back(0);
-  for (const ClassifyExample* e : batch) {
-    p.ids.insert(p.ids.end(), e->ids.begin(), e->ids.end());
-    p.types.insert(p.types.end(), e->types.begin(), e->types.end());
-    p.cu.push_back(static_cast<int>(p.ids.size()));
-    p.labels.push_back(e->label);
-  }
-  return p;
-}
-
 class ClassifyTask final : public TrainTask {
  public:
   explicit ClassifyTask(const ClassifyTrainOptions& o) : o_(o) {
     MPT_CHECK(o.labels_path.empty() || o.num_labels == 0, "give --labels or --num-labels, not both");
+    MPT_CHECK(!o.columns.label.empty(), "--label-column: training reads a label for every example");
   }
 
   // The vocabulary, the labels and the model config: a classifier checkpoint's own, a body's
@@ -247,7 +206,7 @@ class ClassifyTask final : public TrainTask {
     m.params = [model]() -> FloatBuffer& { return model->params(); };
     m.grads = &model_->grads();
     m.micro_step = [this](float grad_scale) {
-      batch_ = pack(train_->next());
+      batch_ = pack_examples(train_->next());
       tokens_ += static_cast<double>(batch_.ids.size());
       const BertStats st = model_->forward_backward(batch_.inputs(), batch_.size(), T_, grad_scale);
       n_ += st.nsp_count;
@@ -275,25 +234,9 @@ class ClassifyTask final : public TrainTask {
   bool has_validation() const override { return !val_examples_.empty(); }
   // The whole validation file on every rank alike (it is small); the best weights kept by rank 0.
   ValResult validate(const TrainOptions&, Communicator& comm, int64_t step) override {
-    std::vector<int> predicted, labels;
-    double loss = 0.0;
-    const int K = config_.num_labels;
-    for (size_t at = 0; at < val_examples_.size(); at += static_cast<size_t>(B_)) {
-      std::vector<const ClassifyExample*> batch;
-      for (size_t i = at; i < std::min(val_examples_.size(), at + B_); ++i)
-        batch.push_back(&val_examples_[i]);
-      const Packed p = pack(batch);
-      const BertStats st = model_->forward(p.inputs(), p.size(), T_);
-      loss += static_cast<double>(st.nsp_loss) * p.size();
-      const float* logits = model_->nsp_logits();
-      for (int b = 0; b < p.size(); ++b) {
-        const float* row = logits + static_cast<size_t>(b) * K;
-        predicted.push_back(static_cast<int>(std::max_element(row, row + K) - row));
-        labels.push_back(p.labels[static_cast<size_t>(b)]);
-      }
-    }
-    loss /= static_cast<double>(val_examples_.size());
-    const ClassifyScores s = classify_scores(labels, predicted, K);
+    const ClassifyEval e = evaluate_classifier(*model_, val_examples_, B_, T_);
+    const ClassifyScores& s = e.scores;
+    const double loss = e.loss;
     std::string best_note;
     if (s.macro_f1 > best_f1_) {
       best_f1_ = s.macro_f1;
@@ -360,7 +303,7 @@ class ClassifyTask final : public TrainTask {
   std::unique_ptr<Bert> model_;
   std::unique_ptr<ClassifyLoader> train_;
   std::optional<Position> pending_;
-  Packed batch_;
+  ClassifyBatch batch_;
   int B_ = 0, T_ = 0;
   std::string run_dir_;
   double best_f1_ = -1.0;

@@ -35,12 +35,4 @@ struct ClassifyTrainOptions {
 
 std::unique_ptr<TrainTask> make_classify_task(const ClassifyTrainOptions& options);
 
-// The validation figures of predictions against labels over `classes` classes.
-struct ClassifyScores {
-  double accuracy = 0.0, macro_f1 = 0.0;
-  std::vector<std::vector<int64_t>> confusion;  // [true][predicted]
-};
-ClassifyScores classify_scores(const std::vector<int>& labels, const std::vector<int>& predicted,
-                               int classes);
-
 }  // namespace mptrain

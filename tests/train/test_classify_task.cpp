@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/test_util.h"
-#include "train/classify_task.h"
+#include "eval/classify_eval.h"
 #include "train/train_test_util.h"
 
 namespace mptrain {
@@ -99,6 +99,27 @@ TEST_F(ClassifyTask, FineTunesABodyAndKeepsTheBestWeights) {
   for (const auto& row : m["confusion"])
     for (const auto& v : row) total += v.get<int64_t>();
   EXPECT_EQ(total, 60);
+  // eval scores the best weights as validation did; predict writes a label per example.
+  const auto ev =
+      run_mptrain("eval --checkpoint " + run + "/best --data " + (*tmp_ / "validation.tsv") + " --seq 32");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  char acc[32];
+  std::snprintf(acc, sizeof(acc), "accuracy %.4f", m["accuracy"].get<double>());
+  EXPECT_NE(ev.output.find(std::string("60 examples | loss ")), std::string::npos) << ev.output;
+  EXPECT_NE(ev.output.find(acc), std::string::npos) << acc << "\n" << ev.output;
+  EXPECT_NE(ev.output.find("confusion (rows: true label"), std::string::npos) << ev.output;
+  const auto pr = run_mptrain("predict --checkpoint " + run + "/best --data " + (*tmp_ / "validation.tsv") +
+                              " --seq 32 --label-column label -o " + (*tmp_ / "predictions.tsv"));
+  ASSERT_EQ(pr.exit_code, 0) << pr.output;
+  EXPECT_NE(pr.output.find("60 examples | " + std::string(acc)), std::string::npos) << pr.output;
+  std::ifstream preds(*tmp_ / "predictions.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(preds, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 61u);
+  EXPECT_EQ(lines[0], "prediction\tprobability");
+  EXPECT_TRUE(lines[1].starts_with("computer\t") || lines[1].starts_with("program\t") ||
+              lines[1].starts_with("system\t"))
+      << lines[1];
   // The best weights go on as a classifier (its classes kept), and a task of other classes is refused.
   const auto more =
       run_mptrain(task_args() + " --init-from " + run + "/best --steps 2 --run-dir " + run_dir("more"));
