@@ -55,12 +55,14 @@ BertConfig bert_config_from_hf(const nlohmann::json& cfg, const std::string& wha
   c.n_layer = hf_config_int(cfg, "num_hidden_layers", what);
   c.n_head = hf_config_int(cfg, "num_attention_heads", what);
   c.intermediate = hf_config_int(cfg, "intermediate_size", what);
-  c.max_position = cfg.contains("max_position_embeddings") ? hf_config_int(cfg, "max_position_embeddings", what) : 512;
+  c.max_position =
+      cfg.contains("max_position_embeddings") ? hf_config_int(cfg, "max_position_embeddings", what) : 512;
   c.type_vocab_size = cfg.contains("type_vocab_size") ? hf_config_int(cfg, "type_vocab_size", what) : 2;
   c.ln_eps = static_cast<float>(hf_config_number(cfg, "layer_norm_eps", 1e-12, what));
   c.init_std = static_cast<float>(hf_config_number(cfg, "initializer_range", 0.02, what));
   // Finite too: 1e300 in the file becomes an infinite float, and every layer norm a NaN.
-  MPT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0.0f, what + ": layer_norm_eps must be positive and finite");
+  MPT_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0.0f,
+            what + ": layer_norm_eps must be positive and finite");
   MPT_CHECK(std::isfinite(c.init_std), what + ": initializer_range must be finite");
   if (auto it = cfg.find("pad_token_id"); it != cfg.end()) {
     // [PAD]'s word row takes no gradient (nn.Embedding's padding_idx); it must be a real row.
@@ -80,8 +82,9 @@ BertConfig bert_config_from_hf(const nlohmann::json& cfg, const std::string& wha
             what + ": is_decoder is not supported (mptrain's BERT is a bidirectional encoder)");
   MPT_CHECK(!hf_config_bool(cfg, "add_cross_attention", false, what),
             what + ": add_cross_attention is not supported");
-  MPT_CHECK(hf_config_bool(cfg, "tie_word_embeddings", true, what),
-            what + ": tie_word_embeddings false is not supported (the MLM decoder is tied to the word embeddings)");
+  MPT_CHECK(
+      hf_config_bool(cfg, "tie_word_embeddings", true, what),
+      what + ": tie_word_embeddings false is not supported (the MLM decoder is tied to the word embeddings)");
 
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
   try {
@@ -104,7 +107,8 @@ HfBertVocab read_hf_bert_vocab(const std::string& hf_dir, const std::string& voc
   const WordpieceVocab vocab = WordpieceVocab::parse(v.text, v.source);  // the checks fill-mask relies on
   v.size = vocab.size();
   MPT_CHECK(v.size <= vocab_size, "vocabulary '" + v.source + "' has " + std::to_string(v.size) +
-                                      " tokens, more than the model's vocab_size " + std::to_string(vocab_size));
+                                      " tokens, more than the model's vocab_size " +
+                                      std::to_string(vocab_size));
 
   const std::string tok_config = hf_dir + "/tokenizer_config.json";
   if (fs::exists(tok_config)) {
@@ -120,30 +124,30 @@ HfBertVocab read_hf_bert_vocab(const std::string& hf_dir, const std::string& voc
   return v;
 }
 
-nlohmann::json hf_bert_tokenizer_config(bool lower_case, int max_position) {
-  return {{"do_lower_case", lower_case}, {"tokenizer_class", "BertTokenizer"}, {"model_max_length", max_position}};
+void save_bert_weights_checkpoint(const std::string& dir, const BertConfig& config, const ParamTable& table,
+                                  const float* params, const HfBertVocab& vocab,
+                                  const std::string& imported_from, const std::vector<std::string>& labels) {
+  BertTrainState state;  // step 0, the data position at the start
+  state.options = {{"imported_from", imported_from}};
+  state.vocab_text = vocab.text;
+  state.lower_case = vocab.lower_case;
+  state.labels = labels;
+  save_bert_weights(dir, config, table, params, state);
 }
 
-void save_bert_weights_checkpoint(const std::string& dir, const BertConfig& config, const ParamTable& table,
-                                  const float* params, const HfBertVocab& vocab, const std::string& imported_from) {
-  // The same files and metadata save_bert_checkpoint writes, less the optimizer state.
-  SafetensorsWriter weights;
-  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
-  weights.set_metadata("format", "pt");
-  weights.set_metadata("mptrain_model", "bert");
-  weights.set_metadata("mptrain_config", bert_config_json(config).dump());
-  weights.write(dir + "/" + kCheckpointModelFile);
-  write_file_atomic(dir + "/config.json", hf_bert_config(config).dump(2) + "\n");
-  const nlohmann::json state = {{"model", "bert"},   {"step", 0},
-                                {"train_index", 0},  {"train_epoch", 0},
-                                {"seed", 0},         {"options", {{"imported_from", imported_from}}}};
-  write_file_atomic(dir + "/" + kCheckpointStateFile, state.dump(2) + "\n");
-  if (!vocab.text.empty()) {
-    write_file_atomic(dir + "/vocab.txt", vocab.text);
-    write_file_atomic(dir + "/tokenizer_config.json",
-                      hf_bert_tokenizer_config(vocab.lower_case, config.max_position).dump(2) + "\n");
+std::vector<std::string> hf_id2label(const nlohmann::json& cfg, int num_labels, const std::string& what) {
+  std::vector<std::string> labels;
+  const auto it = cfg.find("id2label");
+  for (int i = 0; i < num_labels; ++i) {
+    const std::string key = std::to_string(i);
+    if (it != cfg.end() && it->is_object() && it->contains(key)) {
+      MPT_CHECK((*it)[key].is_string(), what + ": id2label[\"" + key + "\"] is not a string");
+      labels.push_back((*it)[key].get<std::string>());
+    } else {
+      labels.push_back("LABEL_" + key);  // transformers' default names
+    }
   }
-  write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
+  return labels;
 }
 
 }  // namespace mptrain

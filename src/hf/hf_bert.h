@@ -49,16 +49,17 @@ struct HfBertVocab {
 // (special tokens present) and have at most vocab_size tokens; otherwise Error.
 HfBertVocab read_hf_bert_vocab(const std::string& hf_dir, const std::string& vocab_file, int vocab_size);
 
-// tokenizer_config.json for a BERT folder: do_lower_case, tokenizer_class BertTokenizer,
-// model_max_length (the positions).
-nlohmann::json hf_bert_tokenizer_config(bool lower_case, int max_position);
-
 // Writes a weights-only BERT checkpoint into the existing directory dir, in the format of
 // train/bert_checkpoint.h (model.safetensors with its mptrain metadata, config.json,
 // state.json at step 0, vocab.txt + tokenizer_config.json when vocab.text is set, checksums.json)
 // and without optimizer.safetensors: load_bert_checkpoint_*, eval, fill-mask and
 // train --init-from read it (tested in tests/convert); `imported_from` goes into state.json's options.
+// A classifier's labels (`labels`: labels.txt and config.json's id2label).
 void save_bert_weights_checkpoint(const std::string& dir, const BertConfig& config, const ParamTable& table,
-                                  const float* params, const HfBertVocab& vocab, const std::string& imported_from);
+                                  const float* params, const HfBertVocab& vocab, const std::string& imported_from,
+                                  const std::vector<std::string>& labels = {});
+// A classifier's label names by class id from config.json's id2label (transformers' LABEL_i
+// where it names none).
+std::vector<std::string> hf_id2label(const nlohmann::json& cfg, int num_labels, const std::string& what);
 
 }  // namespace mptrain

@@ -9,11 +9,11 @@
 
 #include "core/error.h"
 #include "data/gpt2_tokenizer.h"
+#include "hf/hf_bert.h"
+#include "hf/hf_gpt2.h"
 #include "io/checkpoint_dir.h"
 #include "io/fileutil.h"
-#include "hf/hf_bert.h"
 #include "io/hf_folder.h"
-#include "hf/hf_gpt2.h"
 #include "io/safetensors.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
@@ -145,11 +145,22 @@ HfImportResult import_bert(const nlohmann::json& cfg, const std::string& hf_dir,
   // one with it keeps both heads, whatever class config.json names (the hub's bert-base-uncased
   // says BertForMaskedLM yet holds both).
   r.bert.nsp = file.contains("cls.seq_relationship.weight");
+  // BertForSequenceClassification: the pooler and classifier [num_labels, C], no pretraining heads.
+  std::vector<std::string> labels;
+  if (file.contains("classifier.weight")) {
+    const TensorView& w = file.get("classifier.weight");
+    MPT_CHECK(w.shape.size() == 2 && w.shape[0] > 0,
+              "'" + hf_dir + "': classifier.weight is not [num_labels, hidden]");
+    r.bert.num_labels = static_cast<int>(w.shape[0]);
+    r.bert.nsp = false;
+    labels = hf_id2label(cfg, r.bert.num_labels, "'" + hf_dir + "/" + kHfConfigFile + "'");
+  }
   const ParamTable table = bert_param_table(r.bert);
   const std::vector<float> params = load_hf_folder_params(hf_dir, bert_hf_name_map(), table, r);
 
   StagedDir out(out_dir);
-  save_bert_weights_checkpoint(out.path(), r.bert, table, params.data(), vocab, absolute_path(hf_dir));
+  save_bert_weights_checkpoint(out.path(), r.bert, table, params.data(), vocab, absolute_path(hf_dir),
+                               labels);
   out.commit();
   return r;
 }
@@ -226,11 +237,12 @@ void export_bert(HfExportResult& r, const std::string& out_dir, const std::strin
 
   StagedDir out(out_dir);
   weights.write(out.path() + "/" + kHfModelFile);
-  write_file_atomic(out.path() + "/" + kHfConfigFile, hf_bert_config(r.bert).dump(2) + "\n");
+  write_file_atomic(out.path() + "/" + kHfConfigFile,
+                    hf_bert_config(r.bert, bert_checkpoint_labels(r.checkpoint)).dump(2) + "\n");
   if (!vocab.text.empty()) {
     write_file_atomic(out.path() + "/vocab.txt", vocab.text);
     write_file_atomic(out.path() + "/tokenizer_config.json",
-                      hf_bert_tokenizer_config(vocab.lower_case, r.bert.max_position).dump(2) + "\n");
+                      bert_tokenizer_config(vocab.lower_case, r.bert.max_position).dump(2) + "\n");
     r.tokenizer_files = true;
   }
   out.commit();

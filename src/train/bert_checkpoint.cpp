@@ -69,7 +69,9 @@ BertConfig bert_config_from_json(const nlohmann::json& j, const std::string& wha
 }
 
 const char* bert_hf_architecture(const BertConfig& c) {
-  return c.num_labels > 0 ? "BertForSequenceClassification" : c.nsp ? "BertForPreTraining" : "BertForMaskedLM";
+  return c.num_labels > 0 ? "BertForSequenceClassification"
+         : c.nsp          ? "BertForPreTraining"
+                          : "BertForMaskedLM";
 }
 
 nlohmann::json hf_bert_config(const BertConfig& c, const std::vector<std::string>& labels) {
@@ -136,19 +138,24 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
 }
 
 void save_bert_weights(const std::string& dir, const Bert& model, const BertTrainState& state) {
+  const HostMirror<float> params(model.params());
+  save_bert_weights(dir, model.config(), model.table(), params.data(), state);
+}
+
+void save_bert_weights(const std::string& dir, const BertConfig& config, const ParamTable& table,
+                       const float* params, const BertTrainState& state) {
   // Written beside, then renamed over the old copy: a crash leaves one whole set of weights.
   const std::string tmp = dir + ".tmp";
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);
-  const HostMirror<float> params(model.params());
   SafetensorsWriter weights;
-  for (const auto& spec : model.table().specs())
-    weights.add(spec.name, DType::F32, spec.hf_shape, params.data() + spec.offset);
+  for (const auto& spec : table.specs())
+    weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
   weights.set_metadata("format", "pt");
   weights.set_metadata(kModelKey, "bert");
-  weights.set_metadata("mptrain_config", bert_config_json(model.config()).dump());
+  weights.set_metadata("mptrain_config", bert_config_json(config).dump());
   weights.write(tmp + "/" + kCheckpointModelFile);
-  write_file_atomic(tmp + "/config.json", hf_bert_config(model.config(), state.labels).dump(2) + "\n");
+  write_file_atomic(tmp + "/config.json", hf_bert_config(config, state.labels).dump(2) + "\n");
   nlohmann::json st = run_state_json(state);
   st["model"] = "bert";
   st["train_index"] = state.train_pos.index;
@@ -157,13 +164,18 @@ void save_bert_weights(const std::string& dir, const Bert& model, const BertTrai
   if (!state.vocab_text.empty()) {
     write_file_atomic(tmp + "/vocab.txt", state.vocab_text);
     write_file_atomic(tmp + "/tokenizer_config.json",
-                      nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
-                          "\n");
+                      bert_tokenizer_config(state.lower_case, config.max_position).dump(2) + "\n");
   }
   if (!state.labels.empty()) write_file_atomic(tmp + "/labels.txt", labels_text(state.labels));
   write_checksum_manifest(tmp);
   std::filesystem::remove_all(dir);
   std::filesystem::rename(tmp, dir);
+}
+
+nlohmann::json bert_tokenizer_config(bool lower_case, int max_position) {
+  return {{"do_lower_case", lower_case},
+          {"tokenizer_class", "BertTokenizer"},
+          {"model_max_length", max_position}};
 }
 
 bool is_bert_checkpoint(const std::string& ckpt_dir) {

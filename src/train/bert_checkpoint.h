@@ -47,6 +47,11 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
 // A weights-only checkpoint in dir (replaced whole): the model, config.json, state.json, the
 // vocabulary and labels; no optimizer state (eval, --init-from and convert read it; --resume not).
 void save_bert_weights(const std::string& dir, const Bert& model, const BertTrainState& state);
+// The same from parameters on the host laid out by `table` (an import's).
+void save_bert_weights(const std::string& dir, const BertConfig& config, const ParamTable& table,
+                       const float* params, const BertTrainState& state);
+// tokenizer_config.json as BertTokenizer reads it.
+nlohmann::json bert_tokenizer_config(bool lower_case, int max_position);
 
 // True when ckpt_dir's model.safetensors was written for a BERT model (metadata mptrain_model).
 bool is_bert_checkpoint(const std::string& ckpt_dir);

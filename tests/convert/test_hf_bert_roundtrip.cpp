@@ -245,5 +245,63 @@ TEST(HfBertRoundTrip, MlmOnlyRunExportsABertForMaskedLm) {
       "has the NSP head");
 }
 
+// A fine-tuned classifier exports Hugging Face's BertForSequenceClassification: config.json with
+// id2label / label2id, the pooler and classifier.* and no pretraining heads; PyTorch reads it and
+// computes mptrain's classifier logits and loss; imported back, the tensors and the label names
+// are the same.
+TEST(HfBertRoundTrip, ClassifierExportsABertForSequenceClassification) {
+  if (!testing::have_torch()) GTEST_SKIP() << "/usr/bin/python3 with torch and numpy is not installed";
+  TempDir tmp;
+  cpu::Context ctx;
+  BertConfig cfg = testing::small_bert_config();
+  cfg.init_std = 0.2f;
+  cfg.nsp = false;
+  cfg.num_labels = 3;
+  Bert model(cfg, cpu_backend(ctx));
+  testing::init_nontrivial(model, 5);
+  BertTrainState state;
+  state.step = 4;
+  state.vocab_text = testing::small_bert_vocab_text();
+  state.labels = {"negative", "neutral", "positive"};
+  save_bert_weights(tmp / "best", model, state);
+  auto to_hf = run_mptrain("convert --to-hf " + (tmp / "best") + " -o " + (tmp / "hf"));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.output;
+  EXPECT_NE(to_hf.output.find("BertForSequenceClassification"), std::string::npos) << to_hf.output;
+  const auto config = nlohmann::json::parse(read_file(tmp / "hf/config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"BertForSequenceClassification"}));
+  EXPECT_EQ(config["id2label"]["2"], "positive");
+  EXPECT_EQ(config["label2id"]["neutral"], 1);
+  SafetensorsFile hf(tmp / "hf/model.safetensors");
+  EXPECT_EQ(hf.get("classifier.weight").shape, (std::vector<int64_t>{3, 32}));
+  EXPECT_TRUE(hf.contains("bert.pooler.dense.weight"));
+  for (const auto& name : hf.names()) EXPECT_FALSE(name.starts_with("cls.")) << name;
+
+  const ReferenceBatch batch(cfg.vocab_size, cfg.type_vocab_size);
+  const int B = ReferenceBatch::B, T = ReferenceBatch::T;
+  batch.write(tmp / "in.safetensors");
+  auto run = testing::run_command("/usr/bin/python3 " + testing::source_dir() + "/tests/ref/hf_bert_logits.py " +
+                                  (tmp / "hf") + " " + (tmp / "in.safetensors") + " " + (tmp / "out.safetensors"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  model.plan(B, T);
+  const BertInputs in{batch.ids.data(), batch.types.data(), batch.mask.data(), nullptr, batch.nsp.data()};
+  const BertStats st = model.forward(in, B, T);
+  std::vector<float> ours(model.nsp_logits(), model.nsp_logits() + 3 * B), theirs(3 * B);
+  SafetensorsFile ref(tmp / "out.safetensors");
+  ref.read_f32("nsp_logits", std::vector<int64_t>{B, 3}, theirs.data());
+  float loss = 0.0f;
+  ref.read_f32("nsp_loss", std::vector<int64_t>{1}, &loss);
+  const double err = testing::relative_error(ours.data(), theirs.data(), ours.size());
+  std::printf("classifier logits relative error %.3e, loss %.6f vs PyTorch %.6f\n", err, st.nsp_loss, loss);
+  EXPECT_LT(err, 1e-5);
+  EXPECT_NEAR(st.nsp_loss, loss, 1e-5 * loss);
+
+  auto back = run_mptrain("convert --from-hf " + (tmp / "hf") + " -o " + (tmp / "back"));
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  EXPECT_EQ(load_bert_checkpoint_config(tmp / "back").num_labels, 3);
+  EXPECT_EQ(bert_checkpoint_labels(tmp / "back"), state.labels);
+  testing::expect_same_tensors(SafetensorsFile(tmp / "best/model.safetensors"),
+                               SafetensorsFile(tmp / "back/model.safetensors"));
+}
+
 }  // namespace
 }  // namespace mptrain

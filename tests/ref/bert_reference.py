@@ -59,9 +59,10 @@ INT_KEYS = ("n_layer", "n_head", "hidden", "intermediate", "vocab_size", "max_po
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels")
 
 
-def expected_shapes(cfg, nsp=True):
-    """BertForPreTraining's tensors (name -> shape), or BertForMaskedLM's without nsp (no pooler,
-    no cls.seq_relationship)."""
+def expected_shapes(cfg, nsp=True, num_labels=0):
+    """BertForPreTraining's tensors (name -> shape), BertForMaskedLM's without nsp (no pooler,
+    no cls.seq_relationship), or BertForSequenceClassification's with num_labels (the pooler and
+    classifier, no cls.*)."""
     C, I, V = cfg["hidden"], cfg["intermediate"], cfg["vocab_size"]
     s = {
         "bert.embeddings.word_embeddings.weight": (V, C),
@@ -85,9 +86,13 @@ def expected_shapes(cfg, nsp=True):
         s[p + "output.dense.bias"] = (C,)
         s[p + "output.LayerNorm.weight"] = (C,)
         s[p + "output.LayerNorm.bias"] = (C,)
-    if nsp:
+    if nsp or num_labels:
         s["bert.pooler.dense.weight"] = (C, C)
         s["bert.pooler.dense.bias"] = (C,)
+    if num_labels:
+        s["classifier.weight"] = (num_labels, C)
+        s["classifier.bias"] = (num_labels,)
+        return s
     s["cls.predictions.transform.dense.weight"] = (C, C)
     s["cls.predictions.transform.dense.bias"] = (C,)
     s["cls.predictions.transform.LayerNorm.weight"] = (C,)
@@ -135,8 +140,14 @@ def bert_losses(P, cfg, batch):
 
     nsp_logits = torch.zeros(0, 2, dtype=x.dtype)
     if "bert.pooler.dense.weight" in P:
+        # BertPooler, then cls.seq_relationship (NSP) or BertForSequenceClassification's classifier
+        # (its dropout is the identity in eval).
+        head = "classifier" if "classifier.weight" in P else "cls.seq_relationship"
         pooled = torch.tanh(F.linear(x[:, 0], P["bert.pooler.dense.weight"], P["bert.pooler.dense.bias"]))
-        nsp_logits = F.linear(pooled, P["cls.seq_relationship.weight"], P["cls.seq_relationship.bias"])
+        nsp_logits = F.linear(pooled, P[head + ".weight"], P[head + ".bias"])
+    if "classifier.weight" in P:  # no MLM head
+        return (torch.zeros(()), F.cross_entropy(nsp_logits, nsp_labels), torch.zeros(0, word.shape[0]),
+                nsp_logits)
     t = F.gelu(F.linear(x, P["cls.predictions.transform.dense.weight"], P["cls.predictions.transform.dense.bias"]))
     t = F.layer_norm(t.float(), (C,), P["cls.predictions.transform.LayerNorm.weight"],
                      P["cls.predictions.transform.LayerNorm.bias"], eps)

@@ -1,5 +1,6 @@
-"""MLM and NSP logits of a Hugging Face BertForPreTraining (or BertForMaskedLM) folder, read the way
-Hugging Face reads it.
+"""MLM and NSP logits of a Hugging Face BertForPreTraining (or BertForMaskedLM) folder, or a
+BertForSequenceClassification's classifier logits (in nsp_logits, [B, num_labels]; no MLM), read
+the way Hugging Face reads it.
 
     /usr/bin/python3 hf_bert_logits.py HF_DIR IN.safetensors OUT.safetensors
 
@@ -48,8 +49,16 @@ def fail(msg):
 def check_config(cfg):
     if cfg.get("model_type") != "bert":
         fail("config.json model_type is %r, not 'bert'" % cfg.get("model_type"))
-    if cfg.get("architectures") not in (["BertForPreTraining"], ["BertForMaskedLM"]):
+    if cfg.get("architectures") not in (["BertForPreTraining"], ["BertForMaskedLM"],
+                                        ["BertForSequenceClassification"]):
         fail("config.json architectures is %r" % cfg.get("architectures"))
+    if cfg["architectures"] == ["BertForSequenceClassification"]:
+        # PretrainedConfig: id2label's keys are "0".."K-1", label2id its inverse.
+        id2label, label2id = cfg.get("id2label"), cfg.get("label2id")
+        if not isinstance(id2label, dict) or sorted(id2label) != sorted(str(i) for i in range(len(id2label))):
+            fail("config.json id2label is %r" % id2label)
+        if label2id != {v: int(k) for k, v in id2label.items()}:
+            fail("config.json label2id %r is not id2label's inverse" % label2id)
     for key in CONFIG_INTS:
         if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool) or cfg[key] <= 0:
             fail("config.json %s is %r, not a positive integer" % (key, cfg.get(key)))
@@ -105,7 +114,8 @@ def main(argv):
         fail("hidden_size is not a multiple of num_attention_heads")
 
     family = cfg["architectures"][0]
-    expected = bert_reference.expected_shapes(ref_cfg, nsp=family == "BertForPreTraining")
+    num_labels = len(cfg["id2label"]) if family == "BertForSequenceClassification" else 0
+    expected = bert_reference.expected_shapes(ref_cfg, nsp=family == "BertForPreTraining", num_labels=num_labels)
     try:
         tensors = safetensors_np.load_hf_model(os.path.join(hf_dir, "model.safetensors"), expected, family)
     except safetensors_np.SafetensorsError as e:
