@@ -26,7 +26,7 @@ namespace mptrain {
 
 namespace {
 
-class BertTask final : public TrainTask {
+class BertTask final : public BertTaskBase {
  public:
   explicit BertTask(const BertTrainOptions& bert) : bert_(bert) {
     MPT_CHECK(bert.max_predictions >= 0, "--max-predictions must be positive");
@@ -66,11 +66,6 @@ class BertTask final : public TrainTask {
     lower_case_ = probe.lower_case();
     bert_.max_predictions = bert_max_predictions(bert_, opt.seq);
   }
-  RunState read_state(const std::string& ckpt_dir) override {
-    const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
-    pending_ = s.train_pos;
-    return s;
-  }
   ModelFootprint footprint(const TrainOptions&, const Policy& policy,
                            std::shared_ptr<const Backend> sizing) const override {
     return bert_footprint(config_, policy, bert_.max_predictions, std::move(sizing));
@@ -78,18 +73,6 @@ class BertTask final : public TrainTask {
   double flops_per_token(const TrainOptions& opt) const override {
     return bert_flops_per_token(config_, opt.seq, bert_.mask_rate);
   }
-  nlohmann::json model_json() const override {
-    nlohmann::json j = bert_config_json(config_);
-    j["model"] = "bert";
-    return j;
-  }
-  const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
-
-  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
-    model_ = std::make_unique<Bert>(config_, std::move(be), policy);
-  }
-  ModelCore& core() const override { return *model_; }
-  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { load_bert_checkpoint_model(ckpt_dir, *model_); }
 
   void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
@@ -221,12 +204,9 @@ class BertTask final : public TrainTask {
     nsp_ok_ += st.nsp_correct;
   }
 
-  BertConfig config_;
   std::string vocab_text_;  // the instance file's vocabulary and casing, saved beside the weights
   bool lower_case_ = true;
-  std::unique_ptr<Bert> model_;
   std::unique_ptr<BertLoader> train_, val_;
-  std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
   BertBatch batch_;
   int B_ = 0, T_ = 0;
   double mlm_sum_ = 0.0, nsp_sum_ = 0.0, mlm_n_ = 0.0, nsp_n_ = 0.0, nsp_ok_ = 0.0,

@@ -9,11 +9,43 @@
 // names (train/bert_checkpoint.h) and resume exactly.
 #pragma once
 #include <memory>
+#include <optional>
 
+#include "data/bert_loader.h"
+#include "model/bert.h"
 #include "model/bert_config.h"
+#include "train/bert_checkpoint.h"
 #include "train/train_task.h"
 
 namespace mptrain {
+
+// What BERT's tasks (pretraining, classification: train/classify_task.h) share: the config and
+// the model, built and initialised alike, and the run state of a BERT checkpoint with the
+// training data's position (kept for open_data and seek_to_checkpoint).
+class BertTaskBase : public TrainTask {
+ public:
+  RunState read_state(const std::string& ckpt_dir) override {
+    const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
+    pending_ = s.train_pos;
+    return s;
+  }
+  nlohmann::json model_json() const override {
+    nlohmann::json j = bert_config_json(config_);
+    j["model"] = "bert";
+    return j;
+  }
+  const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
+  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
+    model_ = std::make_unique<Bert>(config_, std::move(be), policy);
+  }
+  ModelCore& core() const override { return *model_; }
+  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
+
+ protected:
+  BertConfig config_;
+  std::unique_ptr<Bert> model_;
+  std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
+};
 
 struct BertTrainOptions {
   // Masked positions per sequence at most; 0: max(20, ceil(mask_rate·T)), the recipe's 20 at

@@ -75,7 +75,7 @@ class ClassifyLoader {
   std::vector<int64_t> order_;
 };
 
-class ClassifyTask final : public TrainTask {
+class ClassifyTask final : public BertTaskBase {
  public:
   explicit ClassifyTask(const ClassifyTrainOptions& o) : o_(o) {
     MPT_CHECK(o.labels_path.empty() || o.num_labels == 0, "give --labels or --num-labels, not both");
@@ -137,11 +137,6 @@ class ClassifyTask final : public TrainTask {
     train_examples_ = read_classify_file(opt.train_data, *tokenizer_, read);
     if (!opt.val_data.empty()) val_examples_ = read_classify_file(opt.val_data, *tokenizer_, read);
   }
-  RunState read_state(const std::string& ckpt_dir) override {
-    const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
-    pending_ = s.train_pos;
-    return s;
-  }
   ModelFootprint footprint(const TrainOptions&, const Policy& policy,
                            std::shared_ptr<const Backend> sizing) const override {
     return bert_footprint(config_, policy, 0, std::move(sizing));
@@ -149,18 +144,6 @@ class ClassifyTask final : public TrainTask {
   double flops_per_token(const TrainOptions& opt) const override {
     return bert_flops_per_token(config_, opt.seq, 0.0);
   }
-  nlohmann::json model_json() const override {
-    nlohmann::json j = bert_config_json(config_);
-    j["model"] = "bert";
-    return j;
-  }
-  const char* decay_note() const override { return " (not on biases and LayerNorm)"; }
-
-  void build(std::unique_ptr<Backend> be, const Policy& policy) override {
-    model_ = std::make_unique<Bert>(config_, std::move(be), policy);
-  }
-  ModelCore& core() const override { return *model_; }
-  void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   // A classifier's weights whole; a body's under a new head, initialised from the run's seed.
   void load_weights(const std::string& ckpt_dir) override {
     if (load_bert_checkpoint_config(ckpt_dir).num_labels > 0) {
@@ -293,16 +276,13 @@ class ClassifyTask final : public TrainTask {
 
   ClassifyTrainOptions o_;
   uint64_t seed_ = 0;
-  BertConfig config_;
   std::vector<std::string> fresh_;  // what load_bert_body left newly initialised
   std::string vocab_text_;
   bool lower_case_ = true;
   std::vector<std::string> labels_;
   std::unique_ptr<WordpieceTokenizer> tokenizer_;
   std::vector<ClassifyExample> train_examples_, val_examples_;
-  std::unique_ptr<Bert> model_;
   std::unique_ptr<ClassifyLoader> train_;
-  std::optional<Position> pending_;
   ClassifyBatch batch_;
   int B_ = 0, T_ = 0;
   std::string run_dir_;
