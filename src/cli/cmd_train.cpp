@@ -1,6 +1,8 @@
 // `mptrain train`: GPT-2 training from token shards, or BERT pretraining from an instance file;
 // one loop for both (train/trainer.h, train/train_task.h).
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cli/classify_options.h"
@@ -8,6 +10,8 @@
 #include "cli/validators.h"
 #include "cli/vocab.h"
 #include "core/error.h"
+#include "hf/hf_convert.h"
+#include "train/bert_checkpoint.h"
 #include "train/bert_task.h"
 #include "train/classify_task.h"
 #include "train/gpt2_task.h"
@@ -15,6 +19,29 @@
 #include "train/trainer.h"
 
 namespace mptrain {
+
+namespace {
+
+// --init-from a Hugging Face folder (config.json and weights, no mptrain state.json), e.g. a hub
+// BertForPreTraining: imported as `convert --from-hf` does into run_dir/init-from-hf, which the
+// run then starts from. Anything else is returned as given.
+std::string import_if_hf_folder(const std::string& dir, const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  if (dir.empty() || !fs::exists(dir + "/config.json") || fs::exists(dir + "/state.json") ||
+      fs::exists(dir + "/latest"))
+    return dir;
+  const std::string out = run_dir + "/init-from-hf";
+  fs::create_directories(run_dir);
+  fs::remove_all(out);
+  const HfImportResult r = import_hf_folder(dir, out, 0, "");
+  MPT_CHECK(r.model_type == "bert", "--init-from '" + dir + "' is a Hugging Face " + r.model_type +
+                                        " folder; --task classify fine-tunes BERT");
+  std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), bert_hf_architecture(r.bert),
+              out.c_str());
+  return out;
+}
+
+}  // namespace
 
 void register_train(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards, or BERT on an instance file");
@@ -276,6 +303,7 @@ void register_train(CLI::App& app, int& exit_code) {
       if (!given("--preset")) opt->preset = "bert-mini";
       if (!given("--weight-decay")) opt->adamw.weight_decay = 0.0f;
       if (!given("--beta2")) opt->adamw.beta2 = 0.999f;
+      opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir);
       task = make_classify_task(*classify);
     } else if (*model_kind == "bert") {
       bert->seq_given = given("--seq");

@@ -131,6 +131,20 @@ TEST_F(ClassifyTask, FineTunesABodyAndKeepsTheBestWeights) {
       "classifies into 3 classes, this task 4");
 }
 
+// A Hugging Face BertForPreTraining folder (the body exported) is a starting point as it is.
+TEST_F(ClassifyTask, StartsFromAHuggingFaceFolder) {
+  const auto hf = run_mptrain("convert --to-hf " + run_dir("pre") + " -o " + run_dir("hf"));
+  ASSERT_EQ(hf.exit_code, 0) << hf.output;
+  const auto r = run_mptrain(task_args() + " --init-from " + run_dir("hf") + " --steps 2 --run-dir " +
+                             run_dir("from-hf"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("imported the Hugging Face folder"), std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("newly initialised (not in the checkpoint's body): classifier.weight, classifier.bias"),
+      std::string::npos)
+      << r.output;
+}
+
 TEST_F(ClassifyTask, RandomWeightsNeedAVocabularyAndRunInBf16) {
   expect_clear_error(run_mptrain(task_args() + " --steps 2 --run-dir " + run_dir("novocab")),
                      "no vocabulary");
