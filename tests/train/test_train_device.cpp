@@ -76,7 +76,8 @@ TEST(TrainDevice, AutoFallsBackToCpuAndSaysWhy) {
   const RunResult r = run_mptrain("train --train-data '" + train + "' --preset d2 -b 2 -t 16 --steps 2 --run-dir " +
                                   (tmp / "run") + " --device auto --progress none --sample-tokens 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string why = cuda_compiled() ? "no CUDA device is visible" : "this build has no CUDA backend";
+  const std::string why = cuda_compiled() ? "no CUDA device is visible"
+                                          : "this build has no CUDA backend (configure with -DMPTRAIN_CUDA=ON)";
   EXPECT_NE(r.output.find("device auto: cpu (" + why + ")"), std::string::npos) << r.output;
   std::ifstream in(tmp / "run/config.json");
   ASSERT_TRUE(in) << "no config.json";
