@@ -153,6 +153,13 @@ RunData load_run(const std::string& dir) {
     run.config = nlohmann::json::parse(c, nullptr, /*allow_exceptions=*/false);
     if (run.config.is_discarded()) throw Error(dir + "/config.json: not valid JSON");
   }
+  if (fs::exists(dir + "/confusion.json")) {
+    std::ifstream c(dir + "/confusion.json");
+    run.confusion = nlohmann::json::parse(c, nullptr, /*allow_exceptions=*/false);
+    if (!run.confusion.is_object() || !run.confusion["labels"].is_array() ||
+        !run.confusion["confusion"].is_array())
+      throw Error(dir + "/confusion.json: not a confusion matrix (labels, confusion)");
+  }
   std::ifstream cmd(dir + "/command.txt");
   std::getline(cmd, run.command);
   return run;

@@ -25,6 +25,7 @@ struct RunData {
   nlohmann::json config;                // RUN_DIR/config.json; null when absent
   std::string command;                  // the first line of RUN_DIR/command.txt
   std::vector<nlohmann::json> records;  // metrics.jsonl, in file order
+  nlohmann::json confusion;             // a classifier's RUN_DIR/confusion.json (best validation); null when absent
   size_t skipped_lines = 0;             // a torn last line (a killed run) is skipped
 };
 

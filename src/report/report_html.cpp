@@ -146,6 +146,35 @@ std::string config_table(const std::vector<RunData>& runs) {
   return o;
 }
 
+// A classifier's confusion matrix at its best validation (train/classify_task.h): rows the true
+// labels, columns the predictions, each row's recall beside it.
+std::string confusion_table(const RunData& r) {
+  const nlohmann::json& c = r.confusion;
+  const nlohmann::json& labels = c["labels"];
+  std::string o = "<h3>" + xml_escape(r.name) + "</h3>\n<p class=\"note\">step " +
+                  c.value("step", nlohmann::json()).dump() + ": accuracy " +
+                  fmt("%.4f", c.value("accuracy", 0.0)) + ", macro-F1 " +
+                  fmt("%.4f", c.value("macro_f1", 0.0)) + " (rows: true label; columns: predicted)</p>\n";
+  o += "<div class=\"scroll\"><table class=\"config\"><thead><tr><th></th>";
+  for (const auto& l : labels)
+    o += "<th>" + xml_escape(l.is_string() ? l.get<std::string>() : l.dump()) + "</th>";
+  o += "<th>recall</th></tr></thead><tbody>\n";
+  for (size_t i = 0; i < labels.size() && i < c["confusion"].size(); ++i) {
+    const nlohmann::json& row = c["confusion"][i];
+    double total = 0.0, right = 0.0;
+    o += "<tr><td>" + xml_escape(labels[i].is_string() ? labels[i].get<std::string>() : labels[i].dump()) +
+         "</td>";
+    for (size_t j = 0; j < row.size(); ++j) {
+      const double n = row[j].is_number() ? row[j].get<double>() : 0.0;
+      total += n;
+      if (i == j) right = n;
+      o += td(fmt("%.0f", n));
+    }
+    o += td(total > 0 ? fmt("%.3f", right / total) : "") + "</tr>\n";
+  }
+  return o + "</tbody></table></div>\n";
+}
+
 }  // namespace
 
 std::string render_report_html(const std::vector<RunData>& runs, const ReportOptions& options) {
@@ -193,6 +222,13 @@ std::string render_report_html(const std::vector<RunData>& runs, const ReportOpt
     }
     o += ".</p>\n";
   }
+  bool confusion = false;
+  for (const auto& r : runs)
+    if (r.confusion.is_object()) {
+      if (!confusion) o += "<h2>Confusion matrix (best validation)</h2>\n";
+      confusion = true;
+      o += confusion_table(r);
+    }
   o += "<h2>Configuration</h2>\n" + config_table(runs);
   o += "</main>\n</body>\n</html>\n";
   return o;

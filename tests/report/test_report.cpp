@@ -156,6 +156,24 @@ TEST(ReportCharts, FieldsAddedByFeaturesGetTheirOwnChart) {
   EXPECT_TRUE(found);
 }
 
+// A classifier's run (train --task classify) shows its best validation's confusion matrix.
+TEST(ReportRuns, AClassifiersConfusionMatrixIsATable) {
+  TempDir tmp;
+  write_run(tmp / "cls", 3);
+  write_text(tmp / "cls/confusion.json",
+             R"({"step":3,"accuracy":0.75,"macro_f1":0.7,"labels":["art","law"],"confusion":[[3,1],[0,4]]})");
+  const std::string html = report::render_report_html(report::load_runs({tmp / "cls"}), {});
+  EXPECT_NE(html.find("Confusion matrix (best validation)"), std::string::npos);
+  EXPECT_NE(html.find("accuracy 0.7500, macro-F1 0.7000"), std::string::npos);
+  EXPECT_NE(html.find("<th>art</th><th>law</th><th>recall</th>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>art</td><td>3</td><td>1</td><td>0.750</td>"), std::string::npos) << html;
+  write_run(tmp / "plain", 3);
+  EXPECT_EQ(report::render_report_html(report::load_runs({tmp / "plain"}), {}).find("Confusion"),
+            std::string::npos);
+  write_text(tmp / "cls/confusion.json", "[1, 2]");
+  testing::expect_error([&] { report::load_runs({tmp / "cls"}); }, "not a confusion matrix");
+}
+
 TEST(ReportRuns, SameNamedRunDirsAreToldApartAndBadInputIsAClearError) {
   TempDir tmp;
   write_run(tmp / "x/run", 3);
