@@ -152,8 +152,34 @@ commands() {
     --device cuda || ((fails++))
   ours "${m[@]}" fill-mask --checkpoint "$dir/bert" --precision bf16 --device cuda 'the [MASK] of the system' ||
     ((fails++))
+  echo "--- BERT fine-tuned for classification (train --task classify), eval and predict --device cuda"
+  classify "$dir" || ((fails++))
   echo "[jobs] commands on the GPU: $fails missed"
   ((fails == 0))
+}
+
+# A 3-class task (which word a line holds) fine-tuned from the commands job's BERT checkpoint, on the
+# GPU and with the GPU's plan on the CPU: the final validation losses within 5%; then eval and predict
+# of the best weights on the GPU.
+classify() {
+  local dir=$1 m=("$BIN/mptrain") words=(computer program system) i
+  {
+    printf 'sentence\tlabel\n'
+    for i in $(seq 0 95); do printf 'the %s is a %s of it\t%d\n' "${words[i % 3]}" "${words[(i / 3) % 3]}" $((i % 3)); done
+  } >"$dir/cls.tsv"
+  local args=(train --task classify --init-from "$dir/bert" --data "$dir/cls.tsv" --val-data "$dir/cls.tsv"
+    --num-labels 3 --batch 8 --seq 32 --steps 6 --lr 1e-3 --precision bf16 --progress none)
+  local gpu cpu
+  gpu=$(ours "${m[@]}" "${args[@]}" --device cuda --run-dir "$dir/cls-gpu" 2>&1 | tee /dev/stderr |
+    sed -n 's/^done: .*val loss \([0-9.]*\).*/\1/p')
+  cpu=$(ours "${m[@]}" "${args[@]}" --device cpu --policy-of cuda --run-dir "$dir/cls-cpu" 2>&1 |
+    sed -n 's/^done: .*val loss \([0-9.]*\).*/\1/p')
+  echo "--- classify val loss: cuda ${gpu:-none}, the GPU's plan on the CPU ${cpu:-none}"
+  "$python" -c "import sys; g, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(g - c) > 0.05 * c)" \
+    "${gpu:-nan}" "${cpu:-nan}" || { echo "  MISS: the classifier's losses differ by more than 5%"; return 1; }
+  ours "${m[@]}" eval --checkpoint "$dir/cls-gpu/best" --data "$dir/cls.tsv" --seq 32 --device cuda || return 1
+  ours "${m[@]}" predict --checkpoint "$dir/cls-gpu/best" --data "$dir/cls.tsv" --label-column label --seq 32 \
+    --device cuda -o "$dir/predictions.tsv" || return 1
 }
 
 ladder() {
