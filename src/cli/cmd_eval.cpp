@@ -49,17 +49,19 @@ struct EvalOptions {
 
 // `mptrain eval` for a fine-tuned classifier: loss, accuracy, macro-F1 and the confusion matrix
 // on a labelled TSV/JSONL file (T = --seq, at most the model's positions).
-void run_classify_eval(const std::string& dir, const EvalOptions& o, Precision precision) {
+void run_classify_eval(const std::string& dir, const BertConfig& config, const EvalOptions& o,
+                       Precision precision) {
   MPT_CHECK(!o.data.empty(), "nothing to evaluate: give --data with a labelled TSV or JSONL file");
-  const int T = std::min(o.seq, load_bert_checkpoint_config(dir).max_position);
+  const int T = std::min(o.seq, config.max_position);
   cpu::Context ctx;
   LoadedClassifier c = load_classifier(dir, o.batch, T, o.device, ctx, precision);
   const int K = c.model->config().num_labels;
   ClassifyReadOptions read{o.columns, o.header, K, c.labels, T};
   const std::vector<ClassifyExample> examples = read_classify_file(o.data, *c.tokenizer, read);
   const ClassifyEval e = evaluate_classifier(*c.model, examples, o.batch, T);
-  std::printf("model %s: %s, %d classes; device %s, %s\n", dir.c_str(), bert_hf_architecture(c.model->config()), K,
-              c.model->backend().name(), precision_name(precision));
+  std::printf("model %s: %s, %d classes; device %s, %s\n", dir.c_str(),
+              bert_hf_architecture(c.model->config()), K, c.model->backend().name(),
+              precision_name(precision));
   std::printf("%zu examples | loss %.6f | accuracy %.4f | macro-F1 %.4f\n", examples.size(), e.loss,
               e.scores.accuracy, e.scores.macro_f1);
   std::printf("confusion (rows: true label, columns: predicted, in label order):\n");
@@ -122,12 +124,12 @@ void run_eval(const EvalOptions& o) {
   MPT_CHECK(o.limit >= 0, "--limit must be >= 0 (0 = every example)");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
-  if (is_bert_checkpoint(dir) && load_bert_checkpoint_config(dir).num_labels > 0) {
-    run_classify_eval(dir, o, precision);
-    return;
-  }
-  if (is_bert_checkpoint(dir)) {  // BERT: masked-LM and NSP accuracy on an instance file
-    run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate, o.device, precision);
+  if (is_bert_checkpoint(dir)) {
+    const BertConfig bert = load_bert_checkpoint_config(dir);
+    if (bert.num_labels > 0)  // a classifier: accuracy, macro-F1 and confusion on a labelled file
+      run_classify_eval(dir, bert, o, precision);
+    else  // BERT: masked-LM and NSP accuracy on an instance file
+      run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate, o.device, precision);
     return;
   }
   const Gpt2Config config = load_checkpoint_config(dir);
@@ -155,7 +157,8 @@ void run_eval(const EvalOptions& o) {
   Gpt2 model(config, std::move(on.backend), on.policy);
   load_checkpoint_model(dir, model);
   std::printf(
-      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s; device %s\n",
+      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s; device "
+      "%s\n",
       dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd, config.vocab_size,
       config.block_size, omp_get_max_threads(), precision_name(precision), model.backend().name());
   std::fflush(stdout);
@@ -191,8 +194,9 @@ void run_eval(const EvalOptions& o) {
 }  // namespace
 
 void register_eval(CLI::App& app, int& exit_code) {
-  auto* cmd =
-      app.add_subcommand("eval", "Evaluate a checkpoint: loss/perplexity on shards, HellaSwag accuracy; BERT's MLM/NSP; a classifier's accuracy, macro-F1 and confusion");
+  auto* cmd = app.add_subcommand("eval",
+                                 "Evaluate a checkpoint: loss/perplexity on shards, HellaSwag accuracy; "
+                                 "BERT's MLM/NSP; a classifier's accuracy, macro-F1 and confusion");
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("--data", o->data,

@@ -31,6 +31,15 @@ HfNameMap bert_name_map(const BertConfig& c) {
   return map;
 }
 
+// state.json of a BERT checkpoint: the run state, "model": "bert" and the loader's position.
+nlohmann::json bert_state_json(const BertTrainState& state) {
+  nlohmann::json st = run_state_json(state);
+  st["model"] = "bert";
+  st["train_index"] = state.train_pos.index;
+  st["train_epoch"] = state.train_pos.epoch;
+  return st;
+}
+
 }  // namespace
 
 nlohmann::json bert_config_json(const BertConfig& c) {
@@ -115,10 +124,7 @@ nlohmann::json hf_bert_config(const BertConfig& c) {
 
 void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
                           const BertTrainState& state, int keep_last) {
-  nlohmann::json st = run_state_json(state);
-  st["model"] = "bert";
-  st["train_index"] = state.train_pos.index;
-  st["train_epoch"] = state.train_pos.epoch;
+  const nlohmann::json st = bert_state_json(state);
   const HostMirror<float> params(model.params());
   CheckpointContents c{&model.table(),
                        params.data(),
@@ -156,10 +162,7 @@ void save_bert_weights(const std::string& dir, const BertConfig& config, const P
   weights.set_metadata("mptrain_config", bert_config_json(config).dump());
   weights.write(tmp + "/" + kCheckpointModelFile);
   write_file_atomic(tmp + "/config.json", hf_bert_config(config, state.labels).dump(2) + "\n");
-  nlohmann::json st = run_state_json(state);
-  st["model"] = "bert";
-  st["train_index"] = state.train_pos.index;
-  st["train_epoch"] = state.train_pos.epoch;
+  const nlohmann::json st = bert_state_json(state);
   write_file_atomic(tmp + "/" + kStateFile, st.dump(2) + "\n");
   if (!state.vocab_text.empty()) {
     write_file_atomic(tmp + "/vocab.txt", state.vocab_text);

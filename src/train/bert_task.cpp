@@ -112,11 +112,7 @@ class BertTask final : public BertTaskBase {
   }
 
   StepModel step_model(const TrainOptions&) override {
-    StepModel m;
-    m.table = &model_->table();
-    Bert* model = model_.get();
-    m.params = [model]() -> FloatBuffer& { return model->params(); };
-    m.grads = &model_->grads();
+    StepModel m = bert_step_model();
     m.micro_step = [this](float grad_scale) {
       train_->next(batch_);
       for (int len : batch_.lengths) tokens_ += len;
@@ -131,7 +127,6 @@ class BertTask final : public BertTaskBase {
       return model_->forward_backward_sampled(bert_inputs(batch_, config_), B_, T_, grad_scale, seed, counter)
           .loss();
     };
-    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
   }
   void begin_step() override { mlm_sum_ = nsp_sum_ = mlm_n_ = nsp_n_ = nsp_ok_ = tokens_ = 0.0; }
@@ -185,12 +180,7 @@ class BertTask final : public BertTaskBase {
   }
   void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state,
             int keep_last) override {
-    BertTrainState s;
-    static_cast<RunState&>(s) = state;
-    s.train_pos = train_->position();
-    s.vocab_text = vocab_text_;
-    s.lower_case = lower_case_;
-    save_bert_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+    save_bert_checkpoint(run_dir, *model_, optimizer, checkpoint_state(state, train_->position()), keep_last);
   }
 
  private:
@@ -204,8 +194,6 @@ class BertTask final : public BertTaskBase {
     nsp_ok_ += st.nsp_correct;
   }
 
-  std::string vocab_text_;  // the instance file's vocabulary and casing, saved beside the weights
-  bool lower_case_ = true;
   std::unique_ptr<BertLoader> train_, val_;
   BertBatch batch_;
   int B_ = 0, T_ = 0;

@@ -10,6 +10,8 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "data/bert_loader.h"
 #include "model/bert.h"
@@ -42,9 +44,34 @@ class BertTaskBase : public TrainTask {
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
 
  protected:
+  // The step model's parts every BERT task fills alike; the task adds micro_step and curvature.
+  StepModel bert_step_model() {
+    StepModel m;
+    m.table = &model_->table();
+    Bert* model = model_.get();
+    m.params = [model]() -> FloatBuffer& { return model->params(); };
+    m.grads = &model_->grads();
+    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
+    return m;
+  }
+  // What a checkpoint of this run records: the run state, the training data's position, and the
+  // vocabulary, casing and label names written beside the weights.
+  BertTrainState checkpoint_state(const RunState& run, const BertLoaderPosition& pos) const {
+    BertTrainState s;
+    static_cast<RunState&>(s) = run;
+    s.train_pos = pos;
+    s.vocab_text = vocab_text_;
+    s.lower_case = lower_case_;
+    s.labels = labels_;
+    return s;
+  }
+
   BertConfig config_;
   std::unique_ptr<Bert> model_;
   std::optional<BertLoaderPosition> pending_;  // the data position of the last read_state
+  std::string vocab_text_;                     // the WordPiece vocabulary (vocab.txt) and its casing
+  bool lower_case_ = true;
+  std::vector<std::string> labels_;  // a classifier's label names by class id (none in pretraining)
 };
 
 struct BertTrainOptions {

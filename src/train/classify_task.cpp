@@ -115,6 +115,7 @@ class ClassifyTask final : public BertTaskBase {
                                                   " classes, this task " + std::to_string(want));
       } else {
         config_.nsp = false;  // a body (pretraining, MLM-only): this task's head goes on the pooled row
+        from_body_ = true;
       }
     } else {
       if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
@@ -145,8 +146,9 @@ class ClassifyTask final : public BertTaskBase {
     return bert_flops_per_token(config_, opt.seq, 0.0);
   }
   // A classifier's weights whole; a body's under a new head, initialised from the run's seed.
+  // (ckpt_dir is the one configure read: the trainer's --resume or --init-from.)
   void load_weights(const std::string& ckpt_dir) override {
-    if (load_bert_checkpoint_config(ckpt_dir).num_labels > 0) {
+    if (!from_body_) {
       load_bert_checkpoint_model(ckpt_dir, *model_);
       return;
     }
@@ -183,11 +185,7 @@ class ClassifyTask final : public BertTaskBase {
   }
 
   StepModel step_model(const TrainOptions&) override {
-    StepModel m;
-    m.table = &model_->table();
-    Bert* model = model_.get();
-    m.params = [model]() -> FloatBuffer& { return model->params(); };
-    m.grads = &model_->grads();
+    StepModel m = bert_step_model();
     m.micro_step = [this](float grad_scale) {
       batch_ = pack_examples(train_->next());
       tokens_ += static_cast<double>(batch_.ids.size());
@@ -201,7 +199,6 @@ class ClassifyTask final : public BertTaskBase {
       return model_->forward_backward_sampled(batch_.inputs(), batch_.size(), T_, grad_scale, seed, counter)
           .loss();
     };
-    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
     return m;
   }
   void begin_step() override { n_ = right_ = tokens_ = 0.0; }
@@ -225,14 +222,10 @@ class ClassifyTask final : public BertTaskBase {
       best_f1_ = s.macro_f1;
       best_step_ = step;
       if (comm.is_root() && !run_dir_.empty()) {
-        BertTrainState st;
-        st.step = step;
-        st.seed = seed_;
-        st.train_pos = train_->position();
-        st.vocab_text = vocab_text_;
-        st.lower_case = lower_case_;
-        st.labels = labels_;
-        save_bert_weights(run_dir_ + "/best", *model_, st);
+        RunState run;
+        run.step = step;
+        run.seed = seed_;
+        save_bert_weights(run_dir_ + "/best", *model_, checkpoint_state(run, train_->position()));
         write_file_atomic(run_dir_ + "/confusion.json", confusion_json(s, step).dump(2) + "\n");
       }
       best_note = " (best so far: " + run_dir_ + "/best)";
@@ -251,13 +244,7 @@ class ClassifyTask final : public BertTaskBase {
   }
   void save(const std::string& run_dir, const Optimizer& optimizer, const RunState& state,
             int keep_last) override {
-    BertTrainState s;
-    static_cast<RunState&>(s) = state;
-    s.train_pos = train_->position();
-    s.vocab_text = vocab_text_;
-    s.lower_case = lower_case_;
-    s.labels = labels_;
-    save_bert_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+    save_bert_checkpoint(run_dir, *model_, optimizer, checkpoint_state(state, train_->position()), keep_last);
   }
 
  private:
@@ -276,10 +263,8 @@ class ClassifyTask final : public BertTaskBase {
 
   ClassifyTrainOptions o_;
   uint64_t seed_ = 0;
+  bool from_body_ = false;          // configure's checkpoint is a body, not a classifier
   std::vector<std::string> fresh_;  // what load_bert_body left newly initialised
-  std::string vocab_text_;
-  bool lower_case_ = true;
-  std::vector<std::string> labels_;
   std::unique_ptr<WordpieceTokenizer> tokenizer_;
   std::vector<ClassifyExample> train_examples_, val_examples_;
   std::unique_ptr<ClassifyLoader> train_;
