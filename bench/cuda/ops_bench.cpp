@@ -77,15 +77,15 @@ void bench_attention(Context& ctx, const std::string& p, const std::vector<Compu
     report("attention fwd (naive, B=8 T=1024 NH=12)" + mp,
            time_ms(ctx,
                    [&] {
-                     attention_forward<T>(out.data(), saved.data(), qkv.data(), scratch.data(), B, Tn, C, NH,
-                                          m, ctx);
+                     attention_forward<T>(out.data(), saved.data(), qkv.data(), AttentionKeys::causal(),
+                                          scratch.data(), B, Tn, C, NH, m, ctx);
                    }),
            0, fl);
     report("attention bwd (naive, B=8 T=1024 NH=12)" + mp,
            time_ms(ctx,
                    [&] {
-                     attention_backward<T>(dqkv.data(), dout.data(), qkv.data(), saved.data(), scratch.data(),
-                                           B, Tn, C, NH, m, ctx);
+                     attention_backward<T>(dqkv.data(), dout.data(), qkv.data(), saved.data(),
+                                           AttentionKeys::causal(), scratch.data(), B, Tn, C, NH, m, ctx);
                    }),
            0, 2 * fl);
   }
@@ -111,27 +111,30 @@ void bench_flash_attention(Context& ctx) {
   report("attention fwd causal, naive (useful FLOPs)/bf16",
          time_ms(ctx,
                  [&] {
-                   attention_forward<Bf16>(out.data(), saved.data(), qkv.data(), scratch.data(), B, Tn, C, NH,
-                                           m, ctx);
+                   attention_forward<Bf16>(out.data(), saved.data(), qkv.data(), AttentionKeys::causal(),
+                                           scratch.data(), B, Tn, C, NH, m, ctx);
                  }),
          0, fl);
   report("attention bwd causal, naive (useful FLOPs)/bf16",
          time_ms(ctx,
                  [&] {
                    attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), saved.data(),
-                                            scratch.data(), B, Tn, C, NH, m, ctx);
+                                            AttentionKeys::causal(), scratch.data(), B, Tn, C, NH, m, ctx);
                  }),
          0, 2.5 * fl);
-  report(
-      "flash attention fwd causal (B=8 T=1024 NH=12)/bf16",
-      time_ms(ctx,
-              [&] { flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), B, Tn, C, NH, ctx); }),
-      0, fl);
+  report("flash attention fwd causal (B=8 T=1024 NH=12)/bf16",
+         time_ms(ctx,
+                 [&] {
+                   flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), AttentionKeys::causal(),
+                                                 B, Tn, C, NH, ctx);
+                 }),
+         0, fl);
   report("flash attention bwd causal (B=8 T=1024 NH=12)/bf16",
          time_ms(ctx,
                  [&] {
                    flash_attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(),
-                                                  lse.data(), dscratch.data(), B, Tn, C, NH, ctx);
+                                                  lse.data(), AttentionKeys::causal(), dscratch.data(), B, Tn,
+                                                  C, NH, ctx);
                  }),
          0, 2.5 * fl);
 }

@@ -70,19 +70,14 @@ Result gpu_run(const Shape& s, const std::vector<float>& qkv, const std::vector<
   EXPECT_EQ(saved_bytes, s.tt() * sizeof(T));
   auto saved = poisoned<T>(saved_bytes / sizeof(T));
   auto scratch = poisoned<char>(cuda::attention_scratch_bytes(s.B, s.T, s.C, s.NH, t));
-  if (!mask) {
-    cuda::attention_forward<T>(y.data(), saved.data(), gq.data(), scratch.data(), s.B, s.T, s.C, s.NH, m,
-                               ctx());
-    cuda::attention_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), scratch.data(), s.B, s.T, s.C,
-                                s.NH, m, ctx());
-  } else {
-    cuda::DeviceBuffer<int> gm;
-    if (!mask->empty()) gm = cuda::DeviceBuffer<int>(*mask, ctx());
-    cuda::attention_masked_forward<T>(y.data(), saved.data(), gq.data(), mask->empty() ? nullptr : gm.data(),
-                                      scratch.data(), s.B, s.T, s.C, s.NH, m, ctx());
-    cuda::attention_masked_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), scratch.data(), s.B,
-                                       s.T, s.C, s.NH, m, ctx());
-  }
+  cuda::DeviceBuffer<int> gm;
+  if (mask && !mask->empty()) gm = cuda::DeviceBuffer<int>(*mask, ctx());
+  const auto keys =
+      mask ? cuda::AttentionKeys::masked(mask->empty() ? nullptr : gm.data()) : cuda::AttentionKeys::causal();
+  cuda::attention_forward<T>(y.data(), saved.data(), gq.data(), keys, scratch.data(), s.B, s.T, s.C, s.NH, m,
+                             ctx());
+  cuda::attention_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), keys, scratch.data(), s.B, s.T,
+                              s.C, s.NH, m, ctx());
   return Result{download(y), download(saved), download(dq)};
 }
 
@@ -239,30 +234,30 @@ TEST(CudaAttentionArgs, BadArgumentsAreClearErrors) {
   SKIP_WITHOUT_GPU();
   cuda::DeviceBuffer<float> a(4096);
   float* p = a.data();
-  expect_error([&] { cuda::attention_forward<float>(p, p, p, p, 1, 4, 10, 3, ComputeType::F32, ctx()); },
+  const auto causal = cuda::AttentionKeys::causal(), masked = cuda::AttentionKeys::masked(nullptr);
+  const auto f32 = ComputeType::F32;
+  expect_error([&] { cuda::attention_forward<float>(p, p, p, causal, p, 1, 4, 10, 3, f32, ctx()); },
                "[attention_forward] C must be a multiple of NH");
-  expect_error(
-      [&] { cuda::attention_backward<float>(p, p, p, p, p, 1, -4, 12, 3, ComputeType::F32, ctx()); },
-      "[attention_backward] sizes must be positive");
-  expect_error(
-      [&] { cuda::attention_forward<float>(p, nullptr, p, p, 1, 4, 12, 3, ComputeType::F32, ctx()); },
-      "[attention_forward] null pointer");
-  expect_error(
-      [&] {
-        cuda::attention_masked_forward<float>(p, p, p, nullptr, nullptr, 1, 4, 12, 3, ComputeType::F32,
-                                              ctx());
-      },
-      "[attention_masked_forward] null scratch");
+  expect_error([&] { cuda::attention_backward<float>(p, p, p, p, causal, p, 1, -4, 12, 3, f32, ctx()); },
+               "[attention_backward] sizes must be positive");
+  expect_error([&] { cuda::attention_forward<float>(p, nullptr, p, causal, p, 1, 4, 12, 3, f32, ctx()); },
+               "[attention_forward] null pointer");
+  expect_error([&] { cuda::attention_forward<float>(p, p, p, masked, nullptr, 1, 4, 12, 3, f32, ctx()); },
+               "[attention_forward] null scratch");
+  expect_error([&] { cuda::attention_backward<float>(p, p, p, p, masked, p + 1, 1, 4, 12, 3, f32, ctx()); },
+               "[attention_backward] scratch must be 16-byte aligned");
   expect_error(
       [&] {
-        cuda::attention_masked_backward<float>(p, p, p, p, p + 1, 1, 4, 12, 3, ComputeType::F32, ctx());
+        const auto bad_mask =
+            cuda::AttentionKeys::masked(reinterpret_cast<const int*>(reinterpret_cast<char*>(p) + 2));
+        cuda::attention_forward<float>(p, p, p, bad_mask, p, 1, 4, 12, 3, f32, ctx());
       },
-      "[attention_masked_backward] scratch must be 16-byte aligned");
+      "[attention_forward] key_mask is not aligned to int");
   cuda::DeviceBuffer<Bf16> h(64);
   expect_error(
       [&] {
-        cuda::attention_forward<Bf16>(h.data(), reinterpret_cast<char*>(h.data()) + 1, h.data(), p, 1, 2, 4,
-                                      2, ComputeType::F32, ctx());
+        cuda::attention_forward<Bf16>(h.data(), reinterpret_cast<char*>(h.data()) + 1, h.data(), causal, p, 1,
+                                      2, 4, 2, f32, ctx());
       },
       "[attention_forward] a tensor pointer is not aligned");
 }
@@ -296,8 +291,8 @@ TYPED_TEST(CudaAttentionGemmBatched, MatchesPerMatrixCpuProducts) {
           got = download(gc);
         } else {
           auto gc = poisoned<T>(count * sc);
-          cuda::gemm_batched(gc.data(), t, ga.data(), gb.data(), t, M, N, K, ta, tb, false,
-                             ComputeType::F32, {count, sa, sb, sc}, ctx());
+          cuda::gemm_batched(gc.data(), t, ga.data(), gb.data(), t, M, N, K, ta, tb, false, ComputeType::F32,
+                             {count, sa, sb, sc}, ctx());
           got = download(gc);
         }
         for (int i = 0; i < count; ++i) {

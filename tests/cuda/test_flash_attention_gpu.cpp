@@ -90,16 +90,10 @@ Result naive_run(const Shape& s, const std::vector<float>& qkv, const std::vecto
   auto saved = poisoned<char>(cuda::attention_saved_bytes(B, Tn, C, NH, t));
   auto scratch = poisoned<char>(cuda::attention_scratch_bytes(B, Tn, C, NH, t));
   const auto m = ComputeType::F32;
-  if (causal) {
-    cuda::attention_forward<T>(y.data(), saved.data(), gq.data(), scratch.data(), B, Tn, C, NH, m, ctx());
-    cuda::attention_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), scratch.data(), B, Tn, C, NH,
-                                m, ctx());
-  } else {
-    cuda::attention_masked_forward<T>(y.data(), saved.data(), gq.data(), mask_dev, scratch.data(), B, Tn, C,
-                                      NH, m, ctx());
-    cuda::attention_masked_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), scratch.data(), B, Tn,
-                                       C, NH, m, ctx());
-  }
+  const auto keys = causal ? cuda::AttentionKeys::causal() : cuda::AttentionKeys::masked(mask_dev);
+  cuda::attention_forward<T>(y.data(), saved.data(), gq.data(), keys, scratch.data(), B, Tn, C, NH, m, ctx());
+  cuda::attention_backward<T>(dq.data(), gd.data(), gq.data(), saved.data(), keys, scratch.data(), B, Tn, C,
+                              NH, m, ctx());
   return Result{download(y), {}, download(dq)};
 }
 
@@ -114,15 +108,10 @@ Result flash_run(const Shape& s, const std::vector<float>& qkv, const std::vecto
   EXPECT_EQ(saved_bytes, s.bht() * sizeof(float));
   auto lse = poisoned<float>(saved_bytes / sizeof(float));
   auto scratch = poisoned<char>(cuda::flash_attention_scratch_bytes(B, Tn, NH));
-  if (causal) {
-    cuda::flash_attention_forward<T>(y.data(), lse.data(), gq.data(), B, Tn, C, NH, ctx());
-    cuda::flash_attention_backward<T>(dq.data(), gd.data(), gq.data(), y.data(), lse.data(), scratch.data(),
-                                      B, Tn, C, NH, ctx());
-  } else {
-    cuda::flash_attention_masked_forward<T>(y.data(), lse.data(), gq.data(), mask_dev, B, Tn, C, NH, ctx());
-    cuda::flash_attention_masked_backward<T>(dq.data(), gd.data(), gq.data(), y.data(), lse.data(), mask_dev,
-                                             scratch.data(), B, Tn, C, NH, ctx());
-  }
+  const auto keys = causal ? cuda::AttentionKeys::causal() : cuda::AttentionKeys::masked(mask_dev);
+  cuda::flash_attention_forward<T>(y.data(), lse.data(), gq.data(), keys, B, Tn, C, NH, ctx());
+  cuda::flash_attention_backward<T>(dq.data(), gd.data(), gq.data(), y.data(), lse.data(), keys,
+                                    scratch.data(), B, Tn, C, NH, ctx());
   ctx().synchronize();
   return Result{download(y), download(lse), download(dq)};
 }
@@ -305,40 +294,50 @@ TEST(CudaFlashAttentionArgs, ClearErrors) {
   cuda::DeviceBuffer<float> lse(B * NH * Tn), scratch(B * NH * Tn);
   cuda::DeviceBuffer<float> fqkv(3 * B * Tn * C), fout(B * Tn * C);
   auto& c = ctx();
+  const auto causal = cuda::AttentionKeys::causal(), masked = cuda::AttentionKeys::masked(nullptr);
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), B, Tn, 96, 2, c); },
+      [&] {
+        cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), causal, B, Tn, 96, 2, c);
+      },
       "head size");  // HS 48
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), B, Tn, 130, 4, c); },
+      [&] {
+        cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), causal, B, Tn, 130, 4, c);
+      },
       "multiple of NH");
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<float>(fout.data(), lse.data(), fqkv.data(), B, Tn, C, NH, c); },
+      [&] {
+        cuda::flash_attention_forward<float>(fout.data(), lse.data(), fqkv.data(), causal, B, Tn, C, NH, c);
+      },
       "fp32");
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data() + 1, B, Tn, C, NH, c); },
+      [&] {
+        cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data() + 1, causal, B, Tn, C, NH, c);
+      },
       "16-byte aligned");
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<Bf16>(out.data() + 4, lse.data(), qkv.data(), B, Tn, C, NH, c); },
+      [&] {
+        cuda::flash_attention_forward<Bf16>(out.data() + 4, lse.data(), qkv.data(), causal, B, Tn, C, NH, c);
+      },
       "16-byte aligned");
   expect_flash_error(
-      [&] { cuda::flash_attention_forward<Bf16>(out.data(), nullptr, qkv.data(), B, Tn, C, NH, c); },
+      [&] { cuda::flash_attention_forward<Bf16>(out.data(), nullptr, qkv.data(), causal, B, Tn, C, NH, c); },
       "null pointer");
   expect_flash_error(
       [&] {
-        cuda::flash_attention_masked_forward<Bf16>(out.data(), lse.data(), qkv.data(), nullptr, 0, Tn, C, NH,
-                                                   c);
+        cuda::flash_attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), masked, 0, Tn, C, NH, c);
       },
       "positive");
   expect_flash_error(
       [&] {
         cuda::flash_attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                                             nullptr, B, Tn, C, NH, c);
+                                             causal, nullptr, B, Tn, C, NH, c);
       },
       "null pointer");
   expect_flash_error(
       [&] {
-        cuda::flash_attention_masked_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(),
-                                                    lse.data(), nullptr, scratch.data(), B, Tn, 192, NH, c);
+        cuda::flash_attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                                             masked, scratch.data(), B, Tn, 192, NH, c);
       },
       "head size");  // HS 96
 }

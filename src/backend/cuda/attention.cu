@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_packed.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -302,52 +303,42 @@ size_t attention_scratch_bytes(int B, int T, int C, int NH, StorageType t) {
   return scratch_layout(B, T, C, NH, storage_bytes(t)).total;
 }
 
+// The packed form is attention_packed.h's (per-sequence kernels); causal and masked are one
+// strided batch here.
 template <class T>
-void attention_forward(T* out, void* saved, const T* qkv, void* scratch, int B, int Tn, int C, int NH,
-                       AttentionMath math, Context& ctx) {
+void attention_forward(T* out, void* saved, const T* qkv, const AttentionKeys& keys, void* scratch, int B,
+                       int Tn, int C, int NH, AttentionMath math, Context& ctx) {
+  if (keys.form == AttentionKeys::Form::Packed)
+    return attention_packed_forward<T>(out, saved, qkv, keys.cu_seqlens, scratch, keys.rows, B, Tn, C, NH,
+                                       math, ctx);
   MPT_PROFILE_RANGE("attention_forward");
   check_sizes("attention_forward", B, Tn, C, NH);
   check_pointers<T>("attention_forward", {out, saved, qkv}, scratch, B, Tn, C, NH);
-  forward_impl<T>(out, static_cast<T*>(saved), qkv, nullptr, true, scratch, B, Tn, C, NH, math, ctx);
+  MPT_CHECK(keys.key_mask == nullptr || aligned_to(keys.key_mask, sizeof(int)),
+            "[attention_forward] key_mask is not aligned to int");
+  const bool causal = keys.form == AttentionKeys::Form::Causal;
+  forward_impl<T>(out, static_cast<T*>(saved), qkv, causal ? nullptr : keys.key_mask, causal, scratch, B, Tn,
+                  C, NH, math, ctx);
 }
 
 template <class T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, void* scratch, int B, int Tn,
-                        int C, int NH, AttentionMath math, Context& ctx) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, const AttentionKeys& keys,
+                        void* scratch, int B, int Tn, int C, int NH, AttentionMath math, Context& ctx) {
+  if (keys.form == AttentionKeys::Form::Packed)
+    return attention_packed_backward<T>(dqkv, dout, qkv, saved, keys.cu_seqlens, scratch, keys.rows, B, Tn, C,
+                                        NH, math, ctx);
   MPT_PROFILE_RANGE("attention_backward");
   check_sizes("attention_backward", B, Tn, C, NH);
   check_pointers<T>("attention_backward", {dqkv, dout, qkv, saved}, scratch, B, Tn, C, NH);
-  backward_impl<T>(dqkv, dout, qkv, static_cast<const T*>(saved), true, scratch, B, Tn, C, NH, math, ctx);
-}
-
-template <class T>
-void attention_masked_forward(T* out, void* saved, const T* qkv, const int* key_mask, void* scratch, int B,
-                              int Tn, int C, int NH, AttentionMath math, Context& ctx) {
-  MPT_PROFILE_RANGE("attention_masked_forward");
-  check_sizes("attention_masked_forward", B, Tn, C, NH);
-  check_pointers<T>("attention_masked_forward", {out, saved, qkv}, scratch, B, Tn, C, NH);
-  MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
-            "[attention_masked_forward] key_mask is not aligned to int");
-  forward_impl<T>(out, static_cast<T*>(saved), qkv, key_mask, false, scratch, B, Tn, C, NH, math, ctx);
-}
-
-template <class T>
-void attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const void* saved, void* scratch, int B,
-                               int Tn, int C, int NH, AttentionMath math, Context& ctx) {
-  MPT_PROFILE_RANGE("attention_masked_backward");
-  check_sizes("attention_masked_backward", B, Tn, C, NH);
-  check_pointers<T>("attention_masked_backward", {dqkv, dout, qkv, saved}, scratch, B, Tn, C, NH);
-  backward_impl<T>(dqkv, dout, qkv, static_cast<const T*>(saved), false, scratch, B, Tn, C, NH, math, ctx);
+  backward_impl<T>(dqkv, dout, qkv, static_cast<const T*>(saved), keys.form == AttentionKeys::Form::Causal,
+                   scratch, B, Tn, C, NH, math, ctx);
 }
 
 #define MPT_INSTANTIATE(T)                                                                                   \
-  template void attention_forward<T>(T*, void*, const T*, void*, int, int, int, int, AttentionMath, Context&);    \
-  template void attention_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int,        \
-                                      AttentionMath, Context&);                                                   \
-  template void attention_masked_forward<T>(T*, void*, const T*, const int*, void*, int, int, int, int,      \
-                                            AttentionMath, Context&);                                             \
-  template void attention_masked_backward<T>(T*, const T*, const T*, const void*, void*, int, int, int, int, \
-                                             AttentionMath, Context&);
+  template void attention_forward<T>(T*, void*, const T*, const AttentionKeys&, void*, int, int, int, int,   \
+                                     AttentionMath, Context&);                                               \
+  template void attention_backward<T>(T*, const T*, const T*, const void*, const AttentionKeys&, void*, int, \
+                                      int, int, int, AttentionMath, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -1,14 +1,10 @@
-// The naive GPU attention over packed sequences (backend/backend.h's EmbeddingArgs): what the CUDA
-// backend runs for a packed BERT batch where flash attention does not (fp32 storage, a head size
-// other than 64 or 128, flash turned off). Sequences of different lengths are no strided batch of
-// equal GEMMs, so these are plain kernels, one fp32 dot product per thread; the fast path is
-// flash_attention.h's packed form.
-//
-// cu_seqlens [B+1] device ints (0 first, increasing, each sequence 1..Tn rows; trusted, as the host
-// checked them): sequence b is rows [cu[b], cu[b+1]) of qkv [rows, 3C], out and dout [rows, C] and
-// dqkv [rows, 3C], rows = cu[B] <= B·Tn, and attends to itself only (bidirectional, no mask). NH
-// heads of HS = C/NH, scale 1/sqrt(HS). The arithmetic is attention.h's step for step (and so
-// cpu::attention_forward_typed's): unscaled fp32 scores, softmax of scale·(s - max) in fp32, P
+// The naive GPU attention over packed sequences: attention.h's AttentionKeys::packed form, what
+// the CUDA backend runs for a packed BERT batch where flash attention does not (fp32 storage, a
+// head size other than 64 or 128, flash turned off). Sequences of different lengths are no strided
+// batch of equal GEMMs, so these are plain kernels, one fp32 dot product per thread; the fast path
+// is flash_attention.h's packed form. attention.h's attention_forward and attention_backward call
+// these for that form; NH heads of HS = C/NH, scale 1/sqrt(HS). The arithmetic is attention.h's step for step
+// (and so cpu::attention_forward_typed's): unscaled fp32 scores, softmax of scale·(s - max) in fp32, P
 // rounded to T once when saved, dS = scale·P·(dP - Σ P·dP) rounded to T once, every product
 // accumulated in fp32; under TF32 (AttentionMath, fp32 storage) each product's operands are first
 // rounded to TF32 as the CPU's TF32 GEMMs round them (core/dtype.h's round_to_tf32). Saved state:

@@ -12,7 +12,6 @@
 #include "backend/cuda/activations.h"
 #include "backend/cuda/adamw.h"
 #include "backend/cuda/attention.h"
-#include "backend/cuda/attention_packed.h"
 #include "backend/cuda/cast.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/crossentropy.h"
@@ -405,6 +404,14 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
   return {reinterpret_cast<float*>(p), reinterpret_cast<int*>(p + up(flash_attention_saved_bytes(B, T, NH)))};
 }
 
+// The keys of an attention call (cuda/attention.h); the flash masked backward reads the mask its
+// forward copied into `saved` (the backward's interface has none).
+AttentionKeys attention_keys(bool causal, const View& cu_seqlens, int rows, const int* key_mask) {
+  if (causal) return AttentionKeys::causal();
+  if (!cu_seqlens.empty()) return AttentionKeys::packed(cu_seqlens.as<const int>(), rows);
+  return AttentionKeys::masked(key_mask);
+}
+
 }  // namespace
 
 // Packed sequences (a.cu_seqlens) run the flash kernels' packed form (out, lse per row and no key
@@ -413,36 +420,23 @@ void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
   if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
+  const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, a.key_mask.as<const int>());
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
-    if (flash(C, a.NH, a.types)) {
-      const FlashSaved s =
-          flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
-      if (a.causal) {
-        flash_attention_forward<T>(out, s.lse, qkv, a.B, a.T, C, a.NH, *ctx_);
-      } else if (!a.cu_seqlens.empty()) {
-        flash_attention_packed_forward<T>(out, s.lse, qkv, a.cu_seqlens.as<const int>(), rows, a.B, a.T, C,
-                                          a.NH, *ctx_);
-      } else {
-        flash_attention_masked_forward<T>(out, s.lse, qkv, a.key_mask.as<const int>(), a.B, a.T, C, a.NH,
-                                          *ctx_);
-        if (!a.key_mask.empty())
-          copy_device(s.mask, a.key_mask.as<const int>(), static_cast<size_t>(a.B) * a.T * sizeof(int),
-                      *ctx_);
-        else
-          fill_bytes(s.mask, 0xFF, static_cast<size_t>(a.B) * a.T * sizeof(int), *ctx_);  // nonzero: all real
-      }
-    } else if (a.causal) {
-      attention_forward<T>(out, a.saved.ptr, qkv, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
-    } else if (!a.cu_seqlens.empty()) {
-      attention_packed_forward<T>(out, a.saved.ptr, qkv, a.cu_seqlens.as<const int>(), a.scratch.ptr, rows,
-                                  a.B, a.T, C, a.NH, mm, *ctx_);
-    } else {
-      attention_masked_forward<T>(out, a.saved.ptr, qkv, a.key_mask.as<const int>(), a.scratch.ptr, a.B, a.T,
-                                  C, a.NH, mm, *ctx_);
-    }
+    if (!flash(C, a.NH, a.types))
+      return cuda::attention_forward<T>(out, a.saved.ptr, qkv, keys, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
+                                        *ctx_);
+    const FlashSaved s =
+        flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
+    flash_attention_forward<T>(out, s.lse, qkv, keys, a.B, a.T, C, a.NH, *ctx_);
+    if (keys.form != AttentionKeys::Form::Masked) return;
+    const size_t mask_bytes = static_cast<size_t>(a.B) * a.T * sizeof(int);
+    if (keys.key_mask)
+      copy_device(s.mask, keys.key_mask, mask_bytes, *ctx_);
+    else
+      fill_bytes(s.mask, 0xFF, mask_bytes, *ctx_);  // nonzero: all real
   });
 }
 
@@ -454,26 +448,16 @@ void CudaBackend::run(const AttentionBackwardArgs& a) {
     T* dqkv = static_cast<T*>(a.dqkv.ptr);
     const T* dout = static_cast<const T*>(a.dout.ptr);
     const T* qkv = static_cast<const T*>(a.qkv.ptr);
-    if (flash(C, a.NH, a.types)) {
-      const FlashSaved s =
-          flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
-      const T* out = static_cast<const T*>(a.out.ptr);
-      if (a.causal)
-        flash_attention_backward<T>(dqkv, dout, qkv, out, s.lse, a.scratch.ptr, a.B, a.T, C, a.NH, *ctx_);
-      else if (!a.cu_seqlens.empty())
-        flash_attention_packed_backward<T>(dqkv, dout, qkv, out, s.lse, a.cu_seqlens.as<const int>(),
-                                           a.scratch.ptr, rows, a.B, a.T, C, a.NH, *ctx_);
-      else
-        flash_attention_masked_backward<T>(dqkv, dout, qkv, out, s.lse, s.mask, a.scratch.ptr, a.B, a.T, C,
-                                           a.NH, *ctx_);
-    } else if (a.causal) {
-      cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
-    } else if (!a.cu_seqlens.empty()) {
-      attention_packed_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.cu_seqlens.as<const int>(), a.scratch.ptr,
-                                   rows, a.B, a.T, C, a.NH, mm, *ctx_);
-    } else {
-      attention_masked_backward<T>(dqkv, dout, qkv, a.saved.ptr, a.scratch.ptr, a.B, a.T, C, a.NH, mm, *ctx_);
+    if (!flash(C, a.NH, a.types)) {
+      const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, nullptr);
+      return cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, keys, a.scratch.ptr, a.B, a.T, C, a.NH,
+                                         mm, *ctx_);
     }
+    const FlashSaved s =
+        flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
+    flash_attention_backward<T>(dqkv, dout, qkv, static_cast<const T*>(a.out.ptr), s.lse,
+                                attention_keys(a.causal, a.cu_seqlens, rows, s.mask), a.scratch.ptr, a.B, a.T,
+                                C, a.NH, *ctx_);
   });
 }
 

@@ -56,9 +56,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDotThreads = 256;  // D kernel: 8 warps, one (token, head) row per warp at a time
 static_assert(kTile == kWarps * kRowsPerWarp, "each warp owns 16 rows of a 64-row tile");
 
-// Which keys a query sees, a template argument of every kernel, so that each form compiles to its
-// own code: the causal diagonal, a padded batch's key mask (or none), packed sequences' own rows.
-enum class Keys { Causal, Masked, Packed };
+// Which keys a query sees (attention.h), a template argument of every kernel, so that each form
+// compiles to its own code: the causal diagonal, a padded batch's key mask (or none), packed
+// sequences' own rows.
+using Keys = AttentionKeys::Form;
 
 // Query rows per tile of the dK/dV kernel: its accumulators (dK and dV, 16 × HS each per warp)
 // plus Sᵀ and dPᵀ (16 × BQ each) must fit in registers.
@@ -786,20 +787,14 @@ void prepare_smem(K kernel, size_t bytes, const char* op, Context& ctx) {
 
 float softmax_scale(int HS) { return 1.0f / std::sqrt(static_cast<float>(HS)); }  // attention.cu's expression
 
-// A batch's layout as the kernels see it: B sequences of T rows under key_mask (null: no padding),
-// or packed sequences (cu_seqlens, never with a key mask); rows of qkv, out, dout and dqkv.
-struct Layout {
-  const int* key_mask = nullptr;
-  const int* cu_seqlens = nullptr;
-  size_t rows = 0;
-};
-
-Layout full_rows(int B, int T, const int* key_mask = nullptr) {
-  return {key_mask, nullptr, static_cast<size_t>(B) * T};
+// Rows of qkv, out, dout and dqkv a call's keys cover: B·T, or the packed sequences' rows.
+size_t rows_of(const AttentionKeys& keys, int B, int T) {
+  return keys.form == Keys::Packed ? static_cast<size_t>(keys.rows) : static_cast<size_t>(B) * T;
 }
 
 template <class T, int HS, Keys K>
-void forward_launch(T* out, float* lse, const T* qkv, const Layout& at, int B, int Tn, int NH, Context& ctx) {
+void forward_launch(T* out, float* lse, const T* qkv, const AttentionKeys& at, int B, int Tn, int NH,
+                    Context& ctx) {
   const size_t smem = fwd_smem_bytes<HS>();
   auto kernel = flash_fwd_kernel<T, HS, K>;
   prepare_smem(kernel, smem, "forward", ctx);
@@ -811,10 +806,10 @@ void forward_launch(T* out, float* lse, const T* qkv, const Layout& at, int B, i
 }
 
 template <class T, int HS, Keys K>
-void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const Layout& at,
-                     float* D, int B, int Tn, int NH, Context& ctx) {
+void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
+                     const AttentionKeys& at, float* D, int B, int Tn, int NH, Context& ctx) {
   const float scale = softmax_scale(HS);
-  const size_t pairs = at.rows * NH;  // (row, head) pairs of dout and out
+  const size_t pairs = rows_of(at, B, Tn) * NH;  // (row, head) pairs of dout and out
   flash_dot_kernel<T, HS>
       <<<grid_for(pairs, kDotThreads / 32, ctx.info().sm_count), kDotThreads, 0, ctx.stream()>>>(
           D, dout, out, Tn, NH, pairs, K == Keys::Packed);
@@ -839,11 +834,11 @@ void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const f
 // The kernels' form for a call and its head size (64 or 128, checked by check_sizes): f is called
 // with std::integral_constant arguments for HS and K.
 template <class F>
-void with_form(int HS, bool causal, const Layout& at, F f) {
+void with_form(int HS, Keys form, F f) {
   const auto keys = [&](auto hs) {
-    if (causal)
+    if (form == Keys::Causal)
       f(hs, std::integral_constant<Keys, Keys::Causal>{});
-    else if (at.cu_seqlens)
+    else if (form == Keys::Packed)
       f(hs, std::integral_constant<Keys, Keys::Packed>{});
     else
       f(hs, std::integral_constant<Keys, Keys::Masked>{});
@@ -854,45 +849,26 @@ void with_form(int HS, bool causal, const Layout& at, F f) {
     keys(std::integral_constant<int, 128>{});
 }
 
-template <class T>
-void forward_impl(T* out, float* lse, const T* qkv, const Layout& at, bool causal, int B, int Tn, int C,
-                  int NH, Context& ctx) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)out, (void)lse, (void)qkv, (void)at, (void)causal, (void)B, (void)Tn, (void)C, (void)NH, (void)ctx;
-  } else {
-    with_form(C / NH, causal, at, [&](auto hs, auto keys) {
-      forward_launch<T, decltype(hs)::value, decltype(keys)::value>(out, lse, qkv, at, B, Tn, NH, ctx);
-    });
-  }
-}
-
-template <class T>
-void backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, const Layout& at,
-                   bool causal, void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
-  if constexpr (std::is_same_v<T, float>) {
-    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)at, (void)causal, (void)scratch, (void)B,
-        (void)Tn, (void)C, (void)NH, (void)ctx;
-  } else {
-    float* D = static_cast<float*>(scratch);
-    with_form(C / NH, causal, at, [&](auto hs, auto keys) {
-      backward_launch<T, decltype(hs)::value, decltype(keys)::value>(dqkv, dout, qkv, out, lse, at, D, B, Tn,
-                                                                     NH, ctx);
-    });
-  }
-}
-
-// The packed layout's own arguments: cu_seqlens int-aligned device memory, rows in (0, B·T].
-void check_packing(const char* op, const int* cu_seqlens, int rows, int B, int T, int C, int NH) {
+// The checks of every call: sizes and type, the pointers, and the keys' own arguments (a key mask
+// int-aligned; cu_seqlens int-aligned device memory, rows in (0, B·T]).
+void check_call(const char* op, std::initializer_list<const void*> tensors16,
+                std::initializer_list<const void*> tensors4, const AttentionKeys& keys, int B, int T, int C,
+                int NH, StorageType t) {
+  check_sizes(op, B, T, C, NH, t);
+  check_pointers(op, tensors16, tensors4, B, T, C, NH);
   const std::string pre = std::string("[flash attention] ") + op + ": ";
-  MPT_CHECK(cu_seqlens != nullptr && aligned_to(cu_seqlens, sizeof(int)),
+  if (keys.form == Keys::Masked)
+    MPT_CHECK(keys.key_mask == nullptr || aligned_to(keys.key_mask, sizeof(int)),
+              pre + "key_mask is not aligned to int");
+  if (keys.form != Keys::Packed) return;
+  MPT_CHECK(keys.cu_seqlens != nullptr && aligned_to(keys.cu_seqlens, sizeof(int)),
             pre + "cu_seqlens is null or not aligned to int: " + dims(B, T, C, NH));
-  MPT_CHECK(
-      rows > 0 && static_cast<int64_t>(rows) <= static_cast<int64_t>(B) * T,
-      pre + "packed sequences hold " + std::to_string(rows) + " rows, not in [1, B·T]: " + dims(B, T, C, NH));
+  MPT_CHECK(keys.rows > 0 && static_cast<int64_t>(keys.rows) <= static_cast<int64_t>(B) * T,
+            pre + "packed sequences hold " + std::to_string(keys.rows) +
+                " rows, not in [1, B·T]: " + dims(B, T, C, NH));
 }
 
 }  // namespace
-
 bool flash_attention_supported(int C, int NH, StorageType t) {
   if (t == StorageType::F32 || C <= 0 || NH <= 0 || C % NH != 0) return false;
   const int HS = C / NH;
@@ -914,80 +890,37 @@ size_t flash_attention_scratch_bytes(int B, int T, int NH) {
 }
 
 template <class T>
-void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, Context& ctx) {
+void flash_attention_forward(T* out, float* lse, const T* qkv, const AttentionKeys& keys, int B, int Tn,
+                             int C, int NH, Context& ctx) {
   MPT_PROFILE_RANGE("flash_attention_forward");
-  check_sizes("forward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("forward", {out, qkv}, {lse}, B, Tn, C, NH);
-  forward_impl<T>(out, lse, qkv, full_rows(B, Tn), true, B, Tn, C, NH, ctx);
+  check_call("forward", {out, qkv}, {lse}, keys, B, Tn, C, NH, storage_of<T>());
+  if constexpr (!std::is_same_v<T, float>) {
+    with_form(C / NH, keys.form, [&](auto hs, auto form) {
+      forward_launch<T, decltype(hs)::value, decltype(form)::value>(out, lse, qkv, keys, B, Tn, NH, ctx);
+    });
+  }
 }
 
 template <class T>
 void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                              void* scratch, int B, int Tn, int C, int NH, Context& ctx) {
+                              const AttentionKeys& keys, void* scratch, int B, int Tn, int C, int NH,
+                              Context& ctx) {
   MPT_PROFILE_RANGE("flash_attention_backward");
-  check_sizes("backward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
-  backward_impl<T>(dqkv, dout, qkv, out, lse, full_rows(B, Tn), true, scratch, B, Tn, C, NH, ctx);
-}
-
-template <class T>
-void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn,
-                                    int C, int NH, Context& ctx) {
-  MPT_PROFILE_RANGE("flash_attention_masked_forward");
-  check_sizes("masked forward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("masked forward", {out, qkv}, {lse}, B, Tn, C, NH);
-  MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
-            "[flash attention] masked forward: key_mask is not aligned to int");
-  forward_impl<T>(out, lse, qkv, full_rows(B, Tn, key_mask), false, B, Tn, C, NH, ctx);
-}
-
-template <class T>
-void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                                     const int* key_mask, void* scratch, int B, int Tn, int C, int NH,
-                                     Context& ctx) {
-  MPT_PROFILE_RANGE("flash_attention_masked_backward");
-  check_sizes("masked backward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("masked backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
-  MPT_CHECK(key_mask == nullptr || aligned_to(key_mask, sizeof(int)),
-            "[flash attention] masked backward: key_mask is not aligned to int");
-  backward_impl<T>(dqkv, dout, qkv, out, lse, full_rows(B, Tn, key_mask), false, scratch, B, Tn, C, NH, ctx);
-}
-
-template <class T>
-void flash_attention_packed_forward(T* out, float* lse, const T* qkv, const int* cu_seqlens, int rows, int B,
-                                    int Tn, int C, int NH, Context& ctx) {
-  MPT_PROFILE_RANGE("flash_attention_packed_forward");
-  check_sizes("packed forward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("packed forward", {out, qkv}, {lse}, B, Tn, C, NH);
-  check_packing("packed forward", cu_seqlens, rows, B, Tn, C, NH);
-  forward_impl<T>(out, lse, qkv, {nullptr, cu_seqlens, static_cast<size_t>(rows)}, false, B, Tn, C, NH, ctx);
-}
-
-template <class T>
-void flash_attention_packed_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                                     const int* cu_seqlens, void* scratch, int rows, int B, int Tn, int C,
-                                     int NH, Context& ctx) {
-  MPT_PROFILE_RANGE("flash_attention_packed_backward");
-  check_sizes("packed backward", B, Tn, C, NH, storage_of<T>());
-  check_pointers("packed backward", {dqkv, dout, qkv, out}, {lse, scratch}, B, Tn, C, NH);
-  check_packing("packed backward", cu_seqlens, rows, B, Tn, C, NH);
-  backward_impl<T>(dqkv, dout, qkv, out, lse, {nullptr, cu_seqlens, static_cast<size_t>(rows)}, false,
-                   scratch, B, Tn, C, NH, ctx);
+  check_call("backward", {dqkv, dout, qkv, out}, {lse, scratch}, keys, B, Tn, C, NH, storage_of<T>());
+  if constexpr (!std::is_same_v<T, float>) {
+    with_form(C / NH, keys.form, [&](auto hs, auto form) {
+      backward_launch<T, decltype(hs)::value, decltype(form)::value>(
+          dqkv, dout, qkv, out, lse, keys, static_cast<float*>(scratch), B, Tn, NH, ctx);
+    });
+  }
 }
 
 // float is instantiated so that dispatch_storage callers link; it is refused by check_sizes.
-#define MPT_INSTANTIATE(T)                                                                                   \
-  template void flash_attention_forward<T>(T*, float*, const T*, int, int, int, int, Context&);              \
-  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const float*, void*, int, int, \
-                                            int, int, Context&);                                             \
-  template void flash_attention_masked_forward<T>(T*, float*, const T*, const int*, int, int, int, int,      \
-                                                  Context&);                                                 \
-  template void flash_attention_masked_backward<T>(T*, const T*, const T*, const T*, const float*,           \
-                                                   const int*, void*, int, int, int, int, Context&);         \
-  template void flash_attention_packed_forward<T>(T*, float*, const T*, const int*, int, int, int, int, int, \
-                                                  Context&);                                                 \
-  template void flash_attention_packed_backward<T>(T*, const T*, const T*, const T*, const float*,           \
-                                                   const int*, void*, int, int, int, int, int, Context&);
+#define MPT_INSTANTIATE(T)                                                                                 \
+  template void flash_attention_forward<T>(T*, float*, const T*, const AttentionKeys&, int, int, int, int, \
+                                           Context&);                                                      \
+  template void flash_attention_backward<T>(T*, const T*, const T*, const T*, const float*,                \
+                                            const AttentionKeys&, void*, int, int, int, int, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -5,11 +5,9 @@
 //
 // Same contract as the naive path in attention.h (which is the reference and the ladder's
 // "before" row): qkv[B,T,3C] is c_attn's output (q | k | v per token, NH heads of HS = C/NH),
-// out[B,T,C] has the heads concatenated, scale = 1/sqrt(HS); causal, or under a key padding mask
-// (key_mask[B,T] device ints, Hugging Face's attention_mask: nonzero = a real key, 0 = padding;
-// null = no padding; query rows at padded positions are computed over the real keys, a row with
-// no real key gives NaN), or over packed sequences (below). Storage T ∈ {Bf16, Fp16}: tensor-core
-// products (mma.sync m16n8k16) with fp32 accumulation, fp32 online softmax, P and dS rounded to T
+// out[B,T,C] has the heads concatenated, scale = 1/sqrt(HS); the keys of attention.h's
+// AttentionKeys (causal, under a key padding mask, or over packed sequences). Storage T ∈ {Bf16, Fp16}:
+// tensor-core products (mma.sync m16n8k16) with fp32 accumulation, fp32 online softmax, P and dS rounded to T
 // once as product operands. T = float is refused with an Error (use attention.h). HS ∈ {64, 128};
 // C must be a multiple of 8 and every T pointer 16-byte aligned (16-byte row loads). Saved state:
 // lse[B,NH,T] fp32 (packed: [rows, NH], below), the natural log of Σ_j exp(scale·s_ij) over the
@@ -18,6 +16,7 @@
 #pragma once
 #include <cstddef>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/context.h"
 #include "core/dtype.h"
 
@@ -33,33 +32,16 @@ size_t flash_attention_saved_bytes(int B, int T, int NH);
 // Bytes of device scratch backward uses (D = rowsum(dO ⊙ O), laid out as lse); forward uses none.
 size_t flash_attention_scratch_bytes(int B, int T, int NH);
 
-// Causal. out (=), lse (=).
+// out (=), lse (=); causal, masked or packed as `keys` says (attention.h). Packed: lse (and the
+// backward's D) are [rows, NH], entry row·NH + h.
 template <class T>
-void flash_attention_forward(T* out, float* lse, const T* qkv, int B, int Tn, int C, int NH, Context& ctx);
-// dqkv[B,T,3C] (=), must not overlap the inputs. Reads the qkv, out and lse of the forward.
+void flash_attention_forward(T* out, float* lse, const T* qkv, const AttentionKeys& keys, int B, int Tn,
+                             int C, int NH, Context& ctx);
+// dqkv[B,T,3C] (=), must not overlap the inputs. Reads the qkv, out and lse of the forward, under
+// the same keys (the masked form with the same key_mask).
 template <class T>
 void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                              void* scratch, int B, int Tn, int C, int NH, Context& ctx);
-
-// Bidirectional under key_mask (null = no padding). The backward takes the same mask.
-template <class T>
-void flash_attention_masked_forward(T* out, float* lse, const T* qkv, const int* key_mask, int B, int Tn,
-                                    int C, int NH, Context& ctx);
-template <class T>
-void flash_attention_masked_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                                     const int* key_mask, void* scratch, int B, int Tn, int C, int NH,
-                                     Context& ctx);
-
-// Bidirectional over packed sequences (backend/backend.h's EmbeddingArgs): cu_seqlens [B+1] device
-// ints (0 first, increasing, each sequence 1..Tn rows; trusted, as the host checked them), sequence
-// b = rows [cu[b], cu[b+1]) of qkv, out, dout and dqkv, which hold rows = cu[B] <= B·Tn rows; each
-// sequence attends to itself only. lse (and the backward's D) [rows, NH]: entry row·NH + h.
-template <class T>
-void flash_attention_packed_forward(T* out, float* lse, const T* qkv, const int* cu_seqlens, int rows, int B,
-                                    int Tn, int C, int NH, Context& ctx);
-template <class T>
-void flash_attention_packed_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse,
-                                     const int* cu_seqlens, void* scratch, int rows, int B, int Tn, int C,
-                                     int NH, Context& ctx);
+                              const AttentionKeys& keys, void* scratch, int B, int Tn, int C, int NH,
+                              Context& ctx);
 
 }  // namespace mptrain::cuda
