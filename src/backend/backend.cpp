@@ -60,6 +60,14 @@ class Check {
   void rows_contiguous(const View& v, const char* name) const {
     that(v.contiguous(), std::string(name) + " is " + v.describe() + ", expected a contiguous tensor");
   }
+  // An elementwise copy's operands (cast, accumulate, to_operand): both given, contiguous, one size.
+  void copy_pair(const View& dst, const View& src) const {
+    that(!dst.empty() && !src.empty(), "needs dst and src");
+    rows_contiguous(dst, "dst");
+    rows_contiguous(src, "src");
+    that(dst.numel() == src.numel(),
+         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  }
 
  private:
   std::string who_;
@@ -195,11 +203,7 @@ op_result_t<A> Backend::submit(const A& a) {
 
 void Backend::cast(const View& dst, const View& src) {
   const Check c(name(), Op::Cast);
-  c.that(!dst.empty() && !src.empty(), "needs dst and src");
-  c.rows_contiguous(dst, "dst");
-  c.rows_contiguous(src, "src");
-  c.that(dst.numel() == src.numel(),
-         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  c.copy_pair(dst, src);
   submit(CastArgs{dst, src});
 }
 
@@ -228,22 +232,14 @@ void Backend::download(void* host, const View& src) {
 
 void Backend::accumulate(const View& dst, const View& src) {
   const Check c(name(), Op::Accumulate);
-  c.that(!dst.empty() && !src.empty(), "needs dst and src");
-  c.rows_contiguous(dst, "dst");
-  c.rows_contiguous(src, "src");
+  c.copy_pair(dst, src);
   c.fp32(dst, "dst");
-  c.that(dst.numel() == src.numel(),
-         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
   submit(AccumulateArgs{dst, src});
 }
 
 void Backend::to_operand(const View& dst, const View& src, ComputeType math) {
   const Check c(name(), Op::ToOperand);
-  c.that(!dst.empty() && !src.empty(), "needs dst and src");
-  c.rows_contiguous(dst, "dst");
-  c.rows_contiguous(src, "src");
-  c.that(dst.numel() == src.numel(),
-         "dst " + dst.describe() + " and src " + src.describe() + " differ in size");
+  c.copy_pair(dst, src);
   // This backend's operand storage, or the format itself (a policy made for a backend with
   // native GEMMs of it: the copy holds the same values).
   c.that(dst.type == operand_storage(math) || dst.type == compute_storage(math),

@@ -27,7 +27,6 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/attention.h"
-#include "backend/cuda/attention_packed.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/device.h"
 #include "cuda/gpu_test_util.h"

@@ -36,7 +36,10 @@ struct AttentionMath {
 //   packed  bidirectional over packed sequences (backend/backend.h's EmbeddingArgs): cu_seqlens
 //           [B+1] device ints (0 first, increasing, each sequence 1..T rows; trusted, as the host
 //           checked them); sequence b is rows [cu[b], cu[b+1]) of qkv, out, dout and dqkv, which
-//           hold rows = cu[B] <= B·T rows, and attends to itself only (attention_packed.h).
+//           hold rows = cu[B] <= B·T rows, and attends to itself only. This path runs it as plain
+//           kernels, one fp32 dot product per thread, with the same arithmetic (under TF32 each
+//           product's operands are first rounded as the CPU's TF32 GEMMs round them); its saved P
+//           is [rows, NH, T] (query row, head, key position in the sequence; 0 past its end).
 struct AttentionKeys {
   enum class Form { Causal, Masked, Packed } form = Form::Causal;
   const int* key_mask = nullptr;
@@ -53,6 +56,10 @@ struct AttentionKeys {
 size_t attention_saved_bytes(int B, int T, int C, int NH, StorageType t);
 // Bytes of device scratch forward and backward may use freely (not preserved between calls).
 size_t attention_scratch_bytes(int B, int T, int C, int NH, StorageType t);
+// The packed form's own (P; scores or dP in fp32, then dS): at most the two above for ⌈rows / T⌉
+// sequences of T, the memory backend.h's AttentionArgs gives a packed batch.
+size_t attention_packed_saved_bytes(int rows, int T, int NH, StorageType t);
+size_t attention_packed_scratch_bytes(int rows, int T, int NH, StorageType t);
 
 // out (=), saved (=). Causal, masked or packed as `keys` says (below).
 template <class T>

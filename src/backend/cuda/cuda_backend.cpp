@@ -255,6 +255,25 @@ void CudaBackend::run(const ToOperandArgs& a) {
   run(CastArgs{a.dst, a.src});
 }
 
+namespace {
+
+// The activation of an epilogue that has one (GELU, tanh form; GELU, erf form; tanh) over n
+// elements of storage t: out = act(x), or with dy, out = act'(x)·dy (tanh: x is its output).
+void activation(Epilogue e, StorageType t, void* out, const void* x, const void* dy, size_t n, Context& ctx) {
+  dispatch_storage(t, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    auto* o = static_cast<S*>(out);
+    const auto *in = static_cast<const S*>(x), *g = static_cast<const S*>(dy);
+    if (e == Epilogue::BiasGelu)
+      return g ? gelu_backward<S>(o, in, g, n, ctx) : gelu_forward<S>(o, in, n, ctx);
+    if (e == Epilogue::BiasGeluErf)
+      return g ? gelu_erf_backward<S>(o, in, g, n, ctx) : gelu_erf_forward<S>(o, in, n, ctx);
+    g ? tanh_backward<S>(o, in, g, n, ctx) : tanh_forward<S>(o, in, n, ctx);
+  });
+}
+
+}  // namespace
+
 void CudaBackend::run(const LinearArgs& a) {
   const int N = static_cast<int>(a.x.dim(0)), K = static_cast<int>(a.x.dim(1)),
             M = static_cast<int>(a.w.dim(1));
@@ -277,25 +296,14 @@ void CudaBackend::run(const LinearArgs& a) {
         product(a.out.ptr, T, false, {LtEpilogue::GeluBias, a.bias.ptr, nullptr, a.pre.ptr});
         return;
       }
-      product(a.pre.ptr, T, false, bias);
-      dispatch_storage(T, [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        gelu_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.pre.ptr), n, *ctx_);
-      });
-      return;
+      [[fallthrough]];
     case mptrain::Epilogue::BiasGeluErf:
       product(a.pre.ptr, T, false, bias);
-      dispatch_storage(T, [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        gelu_erf_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.pre.ptr), n, *ctx_);
-      });
+      activation(a.epilogue, T, a.out.ptr, a.pre.ptr, nullptr, n, *ctx_);
       return;
-    case mptrain::Epilogue::BiasTanh:
+    case mptrain::Epilogue::BiasTanh:  // in place: the backward reads tanh's output
       product(a.out.ptr, T, false, bias);
-      dispatch_storage(T, [&](auto tag) {
-        using S = typename decltype(tag)::type;
-        tanh_forward<S>(static_cast<S*>(a.out.ptr), static_cast<const S*>(a.out.ptr), n, *ctx_);
-      });
+      activation(a.epilogue, T, a.out.ptr, a.out.ptr, nullptr, n, *ctx_);
       return;
     case mptrain::Epilogue::BiasResidual:
       if (a.out.ptr != a.residual.ptr) copy_device(a.out.ptr, a.residual.ptr, a.out.bytes(), *ctx_);
@@ -332,18 +340,7 @@ void CudaBackend::run(const LinearBackwardArgs& a) {
   if (has_activation(a.epilogue)) {
     void* dpre =
         a.scratch.bytes() >= n * storage_bytes(T) ? a.scratch.ptr : scratch(kDpre, n * storage_bytes(T));
-    dispatch_storage(T, [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      S* d = static_cast<S*>(dpre);
-      const S* dy = static_cast<const S*>(a.dy.ptr);
-      const S* pre = static_cast<const S*>(a.pre.ptr);
-      if (a.epilogue == mptrain::Epilogue::BiasGelu)
-        gelu_backward<S>(d, pre, dy, n, *ctx_);
-      else if (a.epilogue == mptrain::Epilogue::BiasGeluErf)
-        gelu_erf_backward<S>(d, pre, dy, n, *ctx_);
-      else
-        tanh_backward<S>(d, pre, dy, n, *ctx_);  // pre holds tanh's output
-    });
+    activation(a.epilogue, T, dpre, a.pre.ptr, a.dy.ptr, n, *ctx_);  // BiasTanh: pre holds tanh's output
     g = dpre;
   }
   const GemmEpilogue none{};
@@ -415,7 +412,7 @@ AttentionKeys attention_keys(bool causal, const View& cu_seqlens, int rows, cons
 }  // namespace
 
 // Packed sequences (a.cu_seqlens) run the flash kernels' packed form (out, lse per row and no key
-// mask in attention_bytes' layout for attention_memory_batch) or attention_packed.h's kernels.
+// mask in attention_bytes' layout for attention_memory_batch) or the naive path's packed kernels.
 void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
