@@ -148,4 +148,29 @@ std::vector<ClassifyExample> parse_classify_text(std::string_view text, bool jso
   return out;
 }
 
+std::string labels_text(const std::vector<std::string>& labels) {
+  std::string text;
+  for (const std::string& l : labels) text += l + "\n";
+  return text;
+}
+
+std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what) {
+  std::vector<std::string> labels;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) {
+      MPT_CHECK(std::find(labels.begin(), labels.end(), line) == labels.end(),
+                what + ": label '" + line + "' is named twice");
+      labels.push_back(line);
+    }
+    start = end + 1;
+  }
+  MPT_CHECK(!labels.empty(), what + " names no labels");
+  return labels;
+}
+
 }  // namespace mptrain

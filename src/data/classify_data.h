@@ -21,13 +21,13 @@ class WordpieceTokenizer;
 
 struct ClassifyColumns {
   std::string text = "sentence";
-  std::string text_b;  // empty: single sentences
+  std::string text_b;           // empty: single sentences
   std::string label = "label";  // empty: unlabelled examples (label -1), for predictions
 };
 
 struct ClassifyReadOptions {
   ClassifyColumns columns;
-  bool header = true;                    // TSV: the first line names the columns
+  bool header = true;  // TSV: the first line names the columns
   int num_labels = 2;
   std::vector<std::string> label_names;  // empty: integer labels only
   int max_seq_len = 128;                 // [CLS] and [SEP]s included
@@ -35,15 +35,21 @@ struct ClassifyReadOptions {
 
 struct ClassifyExample {
   std::vector<int> ids, types;  // [CLS] a [SEP] (b [SEP]); 0 over a, 1 over b
-  int label = 0;  // -1: unlabelled
+  int label = 0;                // -1: unlabelled
 };
+
+// A task's labels.txt: one label name a line, by class id.
+std::string labels_text(const std::vector<std::string>& labels);
+// One name a line (a trailing \r and blank lines dropped); Error for none or one named twice.
+std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what);
 
 // The examples of one file (.jsonl: JSON lines; anything else: tab-separated).
 std::vector<ClassifyExample> read_classify_file(const std::string& path, const WordpieceTokenizer& tok,
                                                 const ClassifyReadOptions& opt);
 // The same from a file's text; `path` names it in errors.
 std::vector<ClassifyExample> parse_classify_text(std::string_view text, bool jsonl, const std::string& path,
-                                                 const WordpieceTokenizer& tok, const ClassifyReadOptions& opt);
+                                                 const WordpieceTokenizer& tok,
+                                                 const ClassifyReadOptions& opt);
 
 // Hugging Face's longest_first: drops the last token of the longer of a and b (b on a tie) until
 // a.size() + b.size() <= max_tokens.

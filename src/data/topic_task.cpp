@@ -11,6 +11,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "data/classify_data.h"
 #include "data/prepare.h"
 #include "io/fileutil.h"
 
@@ -68,8 +69,10 @@ Split split_of(std::uint64_t hash, const TopicTaskOptions& opt) {
 TopicTaskSummary prepare_topic_task(const TopicTaskOptions& opt) {
   MPT_CHECK(!opt.out_dir.empty(), "prepare --task topics: no output folder given");
   MPT_CHECK(opt.min_per_label >= 1, "prepare --task topics: --min-per-label must be at least 1");
-  MPT_CHECK(opt.validation_percent >= 1 && opt.test_percent >= 1 && opt.validation_percent + opt.test_percent < 100,
-            "prepare --task topics: the validation and test shares must be at least 1% each and leave some training");
+  MPT_CHECK(
+      opt.validation_percent >= 1 && opt.test_percent >= 1 && opt.validation_percent + opt.test_percent < 100,
+      "prepare --task topics: the validation and test shares must be at least 1% each and leave some "
+      "training");
   TopicTaskSummary sum;
   const std::vector<TextFile> files = expand_inputs(opt.inputs, opt.excludes);
   sum.files = files.size();
@@ -133,8 +136,8 @@ TopicTaskSummary prepare_topic_task(const TopicTaskOptions& opt) {
       heldout += line;
     }
   }
-  std::string label_lines;
-  for (const auto& [name, n] : sum.labels) label_lines += name + "\n";
+  std::vector<std::string> label_names;
+  for (const auto& [name, n] : sum.labels) label_names.push_back(name);
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) throw Error("cannot create output folder '" + opt.out_dir + "': " + ec.message());
@@ -142,7 +145,7 @@ TopicTaskSummary prepare_topic_task(const TopicTaskOptions& opt) {
   write_file_atomic((out / "train.tsv").string(), tsv[kTrain]);
   write_file_atomic((out / "validation.tsv").string(), tsv[kValidation]);
   write_file_atomic((out / "test.tsv").string(), tsv[kTest]);
-  write_file_atomic((out / "labels.txt").string(), label_lines);
+  write_file_atomic((out / "labels.txt").string(), labels_text(label_names));
   write_file_atomic((out / "heldout.txt").string(), heldout);
   return sum;
 }

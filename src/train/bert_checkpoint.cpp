@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "data/classify_data.h"
 #include "io/checkpoint_dir.h"
 #include "io/checksum.h"
 #include "io/fileutil.h"
@@ -122,6 +123,24 @@ nlohmann::json hf_bert_config(const BertConfig& c) {
           {"torch_dtype", "float32"}};
 }
 
+namespace {
+
+// The files beside a BERT checkpoint's weights: its tokenizer's (vocab.txt and BertTokenizer's
+// tokenizer_config.json) and a classifier's labels.txt, where the run has them.
+std::vector<std::pair<std::string, std::string>> bert_side_files(const BertConfig& config,
+                                                                 const BertTrainState& state) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!state.vocab_text.empty()) {
+    files.emplace_back("vocab.txt", state.vocab_text);
+    files.emplace_back("tokenizer_config.json",
+                       bert_tokenizer_config(state.lower_case, config.max_position).dump(2) + "\n");
+  }
+  if (!state.labels.empty()) files.emplace_back("labels.txt", labels_text(state.labels));
+  return files;
+}
+
+}  // namespace
+
 void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const Optimizer& optimizer,
                           const BertTrainState& state, int keep_last) {
   const nlohmann::json st = bert_state_json(state);
@@ -132,14 +151,7 @@ void save_bert_checkpoint(const std::string& run_dir, const Bert& model, const O
                        hf_bert_config(model.config(), state.labels),
                        std::move(st),
                        {}};
-  if (!state.vocab_text.empty()) {
-    c.extra_files.emplace_back("vocab.txt", state.vocab_text);
-    c.extra_files.emplace_back(
-        "tokenizer_config.json",
-        nlohmann::json{{"do_lower_case", state.lower_case}, {"tokenizer_class", "BertTokenizer"}}.dump(2) +
-            "\n");
-  }
-  if (!state.labels.empty()) c.extra_files.emplace_back("labels.txt", labels_text(state.labels));
+  c.extra_files = bert_side_files(model.config(), state);
   save_training_checkpoint(run_dir, state.step, c, optimizer, keep_last);
 }
 
@@ -164,12 +176,7 @@ void save_bert_weights(const std::string& dir, const BertConfig& config, const P
   write_file_atomic(tmp + "/config.json", hf_bert_config(config, state.labels).dump(2) + "\n");
   const nlohmann::json st = bert_state_json(state);
   write_file_atomic(tmp + "/" + kStateFile, st.dump(2) + "\n");
-  if (!state.vocab_text.empty()) {
-    write_file_atomic(tmp + "/vocab.txt", state.vocab_text);
-    write_file_atomic(tmp + "/tokenizer_config.json",
-                      bert_tokenizer_config(state.lower_case, config.max_position).dump(2) + "\n");
-  }
-  if (!state.labels.empty()) write_file_atomic(tmp + "/labels.txt", labels_text(state.labels));
+  for (const auto& [name, text] : bert_side_files(config, state)) write_file_atomic(tmp + "/" + name, text);
   write_checksum_manifest(tmp);
   std::filesystem::remove_all(dir);
   std::filesystem::rename(tmp, dir);
@@ -238,31 +245,6 @@ std::vector<std::string> bert_checkpoint_labels(const std::string& ckpt_dir) {
   const std::string path = ckpt_dir + "/labels.txt";
   if (!std::filesystem::exists(path)) return {};
   return parse_labels_text(read_file(path), "'" + path + "'");
-}
-
-std::string labels_text(const std::vector<std::string>& labels) {
-  std::string text;
-  for (const std::string& l : labels) text += l + "\n";
-  return text;
-}
-
-std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what) {
-  std::vector<std::string> labels;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) {
-      MPT_CHECK(std::find(labels.begin(), labels.end(), line) == labels.end(),
-                what + ": label '" + line + "' is named twice");
-      labels.push_back(line);
-    }
-    start = end + 1;
-  }
-  MPT_CHECK(!labels.empty(), what + " names no labels");
-  return labels;
 }
 
 BertTrainState parse_bert_checkpoint_state(const std::string& text, const std::string& what) {

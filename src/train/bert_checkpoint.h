@@ -67,9 +67,6 @@ void load_bert_checkpoint_model(const std::string& ckpt_dir, Bert& model);
 std::vector<std::string> load_bert_body(const std::string& ckpt_dir, Bert& model);
 // A checkpoint's labels.txt (one name a line, by class id); empty when it has none.
 std::vector<std::string> bert_checkpoint_labels(const std::string& ckpt_dir);
-std::string labels_text(const std::vector<std::string>& labels);
-// One name a line (a trailing \r and blank lines dropped); Error for none or one named twice.
-std::vector<std::string> parse_labels_text(const std::string& text, const std::string& what);
 // state.json of a BERT run (model "bert"); every field checked, one Error for a malformed file.
 BertTrainState load_bert_checkpoint_state(const std::string& ckpt_dir);
 // The parser behind it, on text already read (`what` names the source in errors).

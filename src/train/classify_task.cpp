@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/classify_data.h"
 #include "data/wordpiece.h"
 #include "dist/communicator.h"
 #include "eval/classify_eval.h"
