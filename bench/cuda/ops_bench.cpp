@@ -178,14 +178,14 @@ void bench_dtype(Context& ctx, const char* tn) {
          time_ms(ctx,
                  [&] {
                    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bsum.data(), N,
-                                     C, 1e-5f, ctx);
+                                     C, 1e-5f, false, ctx);
                  }),
          2.0 * NC * e, 0);
   report("layernorm_backward" + p,
          time_ms(ctx,
                  [&] {
                    layernorm_backward(r.data(), w.data(), bsum.data(), y.data(), x.data(), w.data(),
-                                      mean.data(), rstd.data(), lnscratch.data(), N, C, ctx);
+                                      mean.data(), rstd.data(), lnscratch.data(), N, C, false, ctx);
                  }),
          4.0 * NC * e, 0);
   report("gelu_forward [N,4C]" + p, time_ms(ctx, [&] { gelu_forward(h.data(), pre.data(), NO, ctx); }),

@@ -287,36 +287,48 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
   submit(a);
 }
 
+namespace {
+
+// The statistics and shift of a norm: LayerNorm's mean and beta (or dbeta), none for RMSNorm.
+void check_norm_extras(const Check& c, bool rms, const View& mean, const View& shift, const char* shift_name,
+                       const View& scale, std::int64_t N, std::int64_t C) {
+  if (rms) {
+    c.that(mean.empty() && shift.empty(), std::string("RMSNorm takes no mean or ") + shift_name);
+    return;
+  }
+  c.shape(mean, "mean", {N});
+  c.fp32(mean, "mean");
+  c.shape(shift, shift_name, {C});
+  c.that(shift.type == scale.type, std::string(shift_name) + " is " + shift.describe() + ", expected " +
+                                       (shift_name[0] == 'd' ? "dgamma" : "gamma") + "'s dtype");
+}
+
+}  // namespace
+
 void Backend::layernorm(const LayerNormArgs& a) {
-  const Check c(name(), Op::LayerNorm);
+  const Check c(name(), a.op());
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
   c.shape(a.out, "out", {N, C});
-  c.shape(a.mean, "mean", {N});
   c.shape(a.rstd, "rstd", {N});
-  c.fp32(a.mean, "mean");
   c.fp32(a.rstd, "rstd");
   c.shape(a.gamma, "gamma", {C});
-  c.shape(a.beta, "beta", {C});
-  c.that(a.beta.type == a.gamma.type, "beta is " + a.beta.describe() + ", expected gamma's dtype");
+  check_norm_extras(c, a.rms, a.mean, a.beta, "beta", a.gamma, N, C);
   for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   submit(a);
 }
 
 void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
-  const Check c(name(), Op::LayerNormBackward);
+  const Check c(name(), a.op());
   c.shape(a.x, "x", {-1, -1});
   const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
   c.shape(a.dx, "dx", {N, C});
   c.shape(a.dout, "dout", {N, C});
   c.shape(a.gamma, "gamma", {C});
   c.shape(a.dgamma, "dgamma", {C});
-  c.shape(a.dbeta, "dbeta", {C});
-  c.that(a.dbeta.type == a.dgamma.type, "dbeta is " + a.dbeta.describe() + ", expected dgamma's dtype");
-  c.shape(a.mean, "mean", {N});
   c.shape(a.rstd, "rstd", {N});
-  c.fp32(a.mean, "mean");
   c.fp32(a.rstd, "rstd");
+  check_norm_extras(c, a.rms, a.mean, a.dbeta, "dbeta", a.dgamma, N, C);
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   submit(a);
 }

@@ -39,7 +39,9 @@ enum class Op {
   MPTRAIN_OPS(MPTRAIN_OP_ENUMERATOR)
 #undef MPTRAIN_OP_ENUMERATOR
 };
-inline constexpr int kNumOps = static_cast<int>(Op::MuonUpdate) + 1;
+#define MPTRAIN_OP_ONE(e, name) +1
+inline constexpr int kNumOps = 0 MPTRAIN_OPS(MPTRAIN_OP_ONE);
+#undef MPTRAIN_OP_ONE
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
 
 // How an op touches one of its views: what the op profile counts as bytes and what the CPU's
@@ -177,14 +179,17 @@ struct LinearBackwardArgs {
   }
 };
 
+// rms: RMSNorm (Llama's), out = x·rstd·gamma with rstd = 1/sqrt(mean(x²) + eps): no mean, no
+// beta (both views empty), an op of its own on the same entry point.
 struct LayerNormArgs {
   View out{};            // [N, C] (=) in any storage: the next GEMM's input dtype
-  View mean{}, rstd{};   // [N] fp32 (=), for backward
+  View mean{}, rstd{};   // [N] fp32 (=), for backward (rms: rstd only)
   View x{};              // [N, C] the residual stream (with `add`: its first summand)
-  View gamma{}, beta{};  // [C]
+  View gamma{}, beta{};  // [C] (rms: gamma only)
   float eps = 1e-5f;
+  bool rms = false;
 
-  Op op() const { return Op::LayerNorm; }
+  Op op() const { return rms ? Op::RmsNorm : Op::LayerNorm; }
   auto views() {
     return std::array{writes("out", out), fixed(writes("mean", mean)), fixed(writes("rstd", rstd)),
                       reads("x", x),      reads("gamma", gamma),       reads("beta", beta)};
@@ -197,9 +202,10 @@ struct LayerNormBackwardArgs {
   View dout{};             // [N, C] the gradient of out
   View x{};                // [N, C] the normalised input
   View gamma{};
-  View mean{}, rstd{};
+  View mean{}, rstd{};  // rms: rstd only (and no dbeta)
+  bool rms = false;
 
-  Op op() const { return Op::LayerNormBackward; }
+  Op op() const { return rms ? Op::RmsNormBackward : Op::LayerNormBackward; }
   auto views() {
     return std::array{
         adds("dx", dx), adds("dgamma", dgamma), adds("dbeta", dbeta),       reads("dout", dout),

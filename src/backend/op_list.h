@@ -40,7 +40,9 @@
   X(Scale, "scale")                                             \
   X(Matmul, "matmul")                                           \
   X(MuonMomentum, "muon_momentum")                              \
-  X(MuonUpdate, "muon_update")
+  X(MuonUpdate, "muon_update")                                  \
+  X(RmsNorm, "rmsnorm")                                         \
+  X(RmsNormBackward, "rmsnorm_backward")
 
 #define MPTRAIN_OP_ARGS(X)                                                                        \
   X(CastArgs) X(AccumulateArgs) X(ToOperandArgs) X(LinearArgs) X(LinearBackwardArgs)              \

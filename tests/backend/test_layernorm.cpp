@@ -179,5 +179,43 @@ TEST(LayerNorm, BackwardIsThreadCountIndependent) {
   EXPECT_TRUE(test::bit_identical(db[0], db[1], "dbias"));
 }
 
+// RMSNorm (rms, Llama's): Hugging Face's LlamaRMSNorm in float64, x·rsqrt(mean(x²) + eps)·w.
+std::vector<double> rms_forward(const std::vector<double>& x, const std::vector<double>& w, int N, int C,
+                                double eps) {
+  std::vector<double> out(x.size());
+  for (int n = 0; n < N; ++n) {
+    const size_t o = static_cast<size_t>(n) * C;
+    double sq = 0;
+    for (int c = 0; c < C; ++c) sq += x[o + c] * x[o + c];
+    const double s = 1.0 / std::sqrt(sq / C + eps);
+    for (int c = 0; c < C; ++c) out[o + c] = x[o + c] * s * w[c];
+  }
+  return out;
+}
+
+// The kernel's RMSNorm against the formula, and its gradients against finite differences of the
+// formula (no analytic reference in between); the bias arguments stay untouched.
+TEST(RmsNorm, ForwardAndBackwardMatchTheFormula) {
+  const int N = 5, C = 33;
+  Inputs in = make_inputs(N, C, 21);
+  auto x = test::to_double(in.x), w = test::to_double(in.w);
+  std::vector<float> out(x.size()), rstd(N);
+  layernorm_forward_typed(out.data(), StorageType::F32, nullptr, rstd.data(), in.x.data(), in.w.data(), nullptr,
+                          N, C, kEps, /*rms=*/true);
+  const auto ref = rms_forward(x, w, N, C, kEps);
+  EXPECT_TRUE(all_close(out, ref, Tol{1e-6, 1e-6}, "rmsnorm out"));
+
+  auto g = test::randn(x.size(), 22);
+  std::vector<float> dx(x.size(), 0.5f), dw(C, -0.25f);
+  layernorm_backward(dx.data(), dw.data(), nullptr, g.data(), in.x.data(), in.w.data(), nullptr, rstd.data(), N,
+                     C, /*rms=*/true);
+  const auto gd = test::to_double(g);
+  auto loss_x = [&](const std::vector<double>& xv) { return test::dot(rms_forward(xv, w, N, C, kEps), gd); };
+  auto loss_w = [&](const std::vector<double>& wv) { return test::dot(rms_forward(x, wv, N, C, kEps), gd); };
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(dx[i] - 0.5f, test::finite_difference(loss_x, x, i), 2e-5) << i;
+  for (int c = 0; c < C; ++c) EXPECT_NEAR(dw[c] + 0.25f, test::finite_difference(loss_w, w, c), 2e-5) << c;
+}
+
 }  // namespace
 }  // namespace mptrain::cpu

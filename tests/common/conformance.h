@@ -251,8 +251,10 @@ inline std::vector<const char*> op_tensors(Op op) {
     case Op::LinearActivationBackward:
       return {"dx", "dw", "dy", "x", "w", "pre"};
     case Op::LayerNorm:
+    case Op::RmsNorm:
       return {"out", "x", "gamma"};
     case Op::LayerNormBackward:
+    case Op::RmsNormBackward:
       return {"dx", "dgamma", "dout", "x", "gamma"};
     case Op::Attention:
     case Op::AttentionBackward:

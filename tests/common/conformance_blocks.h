@@ -294,20 +294,24 @@ inline void linear_backward_cases(const Backend& be, std::vector<Case>& out) {
 // --- LayerNorm --------------------------------------------------------------------------------------
 
 // Mean and 1/std of each row of x [N, C] (population variance + eps), in double.
+// Row statistics in float64: LayerNorm's mean and 1/sqrt(var + eps), or with rms RMSNorm's (mean 0,
+// 1/sqrt(mean(x²) + eps)).
 inline void row_stats(const std::vector<double>& x, int N, int C, double eps, std::vector<double>& mean,
-                      std::vector<double>& rstd) {
+                      std::vector<double>& rstd, bool rms = false) {
   mean.assign(N, 0.0);
   rstd.assign(N, 0.0);
   for (int n = 0; n < N; ++n) {
     double s = 0.0, q = 0.0;
     for (int c = 0; c < C; ++c) s += x[static_cast<size_t>(n) * C + c];
-    const double mu = s / C;
-    for (int c = 0; c < C; ++c) q += (x[static_cast<size_t>(n) * C + c] - mu) * (x[static_cast<size_t>(n) * C + c] - mu);
+    const double mu = rms ? 0.0 : s / C;
+    for (int c = 0; c < C; ++c)
+      q += (x[static_cast<size_t>(n) * C + c] - mu) * (x[static_cast<size_t>(n) * C + c] - mu);
     mean[n] = mu;
     rstd[n] = 1.0 / std::sqrt(q / C + eps);
   }
 }
 
+// LayerNorm and RMSNorm (rms: no mean, no beta; Llama's), forward and backward.
 inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
   struct Shape {
     int N, C;
@@ -321,73 +325,80 @@ inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
       run.insert(run.end(), std::begin(shapes), std::end(shapes));
     return run;
   };
-  // Forward: {out, x, gamma} (beta: gamma's type).
-  for (const auto& t : type_tuples(3)) {
-    if (!asks(be, Op::LayerNorm, t)) continue;
-    for (const Shape sh : shapes_for(t))
-      out.push_back({Op::LayerNorm, false,
-                     "layernorm " + describe_dtypes(Op::LayerNorm, t) + " N=" + std::to_string(sh.N) +
-                         " C=" + std::to_string(sh.C),
-                     [=](Backend& b, Outcome& o) {
-                       const int N = sh.N, C = sh.C;
-                       const size_t nc = static_cast<size_t>(N) * C;
-                       Tensor x(b, t[1], {N, C}, randn(nc, 30, 2.0f)), gamma(b, t[2], {C}, randn(C, 31, 0.5f)),
-                           beta(b, t[2], {C}, randn(C, 32, 0.5f)), y(b, t[0], {N, C}), mean(b, F32, {N}),
-                           rstd(b, F32, {N});
-                       b.layernorm({y.view(), mean.view(), rstd.view(), x.view(), gamma.view(), beta.view(), eps});
-                       std::vector<double> mu, rs, ref(nc);
-                       row_stats(x.host(), N, C, eps, mu, rs);
-                       for (int n = 0; n < N; ++n)
-                         for (int c = 0; c < C; ++c)
-                           ref[static_cast<size_t>(n) * C + c] =
-                               (x.host()[static_cast<size_t>(n) * C + c] - mu[n]) * rs[n] * gamma.host()[c] + beta.host()[c];
-                       o.close("out", y.read(), ref, tolerance(t[0]));
-                       o.close("mean", mean.read(), mu, tolerance(F32));
-                       o.close("rstd", rstd.read(), rs, tolerance(F32));
-                     }});
-  }
-  // Backward: {dx, dgamma, dout, x, gamma} (dbeta: dgamma's type); dx, dgamma, dbeta accumulated.
-  for (const auto& t : type_tuples(5)) {
-    if (!asks(be, Op::LayerNormBackward, t)) continue;
-    for (const Shape sh : shapes_for(t))
-      out.push_back({Op::LayerNormBackward, false,
-                     std::string("layernorm_backward ") + describe_dtypes(Op::LayerNormBackward, t) +
-                         " N=" + std::to_string(sh.N) + " C=" + std::to_string(sh.C),
-                     [=](Backend& b, Outcome& o) {
-                       const int N = sh.N, C = sh.C;
-                       const size_t nc = static_cast<size_t>(N) * C;
-                       Tensor x(b, t[3], {N, C}, randn(nc, 40, 2.0f)), gamma(b, t[4], {C}, randn(C, 41, 0.5f));
-                       std::vector<double> mu, rs;
-                       row_stats(x.host(), N, C, eps, mu, rs);
-                       Tensor mean(b, F32, {N}, std::vector<float>(mu.begin(), mu.end())),
-                           rstd(b, F32, {N}, std::vector<float>(rs.begin(), rs.end()));
-                       Tensor dout(b, t[2], {N, C}, randn(nc, 42)), dx(b, t[0], {N, C}, randn(nc, 43, 0.2f)),
-                           dg(b, t[1], {C}, randn(C, 44, 0.2f)), dbeta(b, t[1], {C}, randn(C, 45, 0.2f));
-                       const std::vector<double> dx0 = dx.host(), dg0 = dg.host(), db0 = dbeta.host();
-                       b.layernorm_backward({dx.view(), dg.view(), dbeta.view(), dout.view(), x.view(), gamma.view(),
-                                             mean.view(), rstd.view()});
-                       std::vector<double> rdx = dx0, rdg = dg0, rdb = db0;
-                       for (int n = 0; n < N; ++n) {
-                         const double m = mean.host()[n], s = rstd.host()[n];
-                         double a = 0.0, q = 0.0;  // mean of γ·dout and of γ·dout·x̂
-                         for (int c = 0; c < C; ++c) {
-                           const size_t i = static_cast<size_t>(n) * C + c;
-                           const double xh = (x.host()[i] - m) * s, gd = gamma.host()[c] * dout.host()[i];
-                           a += gd, q += gd * xh;
-                           rdg[c] += dout.host()[i] * xh;
-                           rdb[c] += dout.host()[i];
-                         }
-                         a /= C, q /= C;
-                         for (int c = 0; c < C; ++c) {
-                           const size_t i = static_cast<size_t>(n) * C + c;
-                           const double xh = (x.host()[i] - m) * s;
-                           rdx[i] += s * (gamma.host()[c] * dout.host()[i] - a - xh * q);
-                         }
-                       }
-                       o.close("dx", dx.read(), rdx, tolerance(t[0]));
-                       o.close("dgamma", dg.read(), rdg, tolerance(t[1]));
-                       o.close("dbeta", dbeta.read(), rdb, tolerance(t[1]));
-                     }});
+  for (const bool rms : {false, true}) {
+    const Op fwd = rms ? Op::RmsNorm : Op::LayerNorm, bwd = rms ? Op::RmsNormBackward : Op::LayerNormBackward;
+    // Forward: {out, x, gamma} (beta: gamma's type).
+    for (const auto& t : type_tuples(3)) {
+      if (!asks(be, fwd, t)) continue;
+      for (const Shape sh : shapes_for(t))
+        out.push_back({fwd, false,
+                       std::string(backend_op_name(fwd)) + " " + describe_dtypes(fwd, t) +
+                           " N=" + std::to_string(sh.N) + " C=" + std::to_string(sh.C),
+                       [=](Backend& b, Outcome& o) {
+                         const int N = sh.N, C = sh.C;
+                         const size_t nc = static_cast<size_t>(N) * C;
+                         Tensor x(b, t[1], {N, C}, randn(nc, 30, 2.0f)),
+                             gamma(b, t[2], {C}, randn(C, 31, 0.5f)), beta(b, t[2], {C}, randn(C, 32, 0.5f)),
+                             y(b, t[0], {N, C}), mean(b, F32, {N}), rstd(b, F32, {N});
+                         b.layernorm({y.view(), rms ? View{} : mean.view(), rstd.view(), x.view(),
+                                      gamma.view(), rms ? View{} : beta.view(), eps, rms});
+                         std::vector<double> mu, rs, ref(nc);
+                         row_stats(x.host(), N, C, eps, mu, rs, rms);
+                         for (int n = 0; n < N; ++n)
+                           for (int c = 0; c < C; ++c)
+                             ref[static_cast<size_t>(n) * C + c] =
+                                 (x.host()[static_cast<size_t>(n) * C + c] - mu[n]) * rs[n] *
+                                     gamma.host()[c] +
+                                 (rms ? 0.0 : beta.host()[c]);
+                         o.close("out", y.read(), ref, tolerance(t[0]));
+                         if (!rms) o.close("mean", mean.read(), mu, tolerance(F32));
+                         o.close("rstd", rstd.read(), rs, tolerance(F32));
+                       }});
+    }
+    // Backward: {dx, dgamma, dout, x, gamma} (dbeta: dgamma's type); dx, dgamma, dbeta accumulated.
+    for (const auto& t : type_tuples(5)) {
+      if (!asks(be, bwd, t)) continue;
+      for (const Shape sh : shapes_for(t))
+        out.push_back(
+            {bwd, false,
+             std::string(backend_op_name(bwd)) + " " + describe_dtypes(bwd, t) +
+                 " N=" + std::to_string(sh.N) + " C=" + std::to_string(sh.C),
+             [=](Backend& b, Outcome& o) {
+               const int N = sh.N, C = sh.C;
+               const size_t nc = static_cast<size_t>(N) * C;
+               Tensor x(b, t[3], {N, C}, randn(nc, 40, 2.0f)), gamma(b, t[4], {C}, randn(C, 41, 0.5f));
+               std::vector<double> mu, rs;
+               row_stats(x.host(), N, C, eps, mu, rs, rms);
+               Tensor mean(b, F32, {N}, std::vector<float>(mu.begin(), mu.end())),
+                   rstd(b, F32, {N}, std::vector<float>(rs.begin(), rs.end()));
+               Tensor dout(b, t[2], {N, C}, randn(nc, 42)), dx(b, t[0], {N, C}, randn(nc, 43, 0.2f)),
+                   dg(b, t[1], {C}, randn(C, 44, 0.2f)), dbeta(b, t[1], {C}, randn(C, 45, 0.2f));
+               const std::vector<double> dx0 = dx.host(), dg0 = dg.host(), db0 = dbeta.host();
+               b.layernorm_backward({dx.view(), dg.view(), rms ? View{} : dbeta.view(), dout.view(), x.view(),
+                                     gamma.view(), rms ? View{} : mean.view(), rstd.view(), rms});
+               std::vector<double> rdx = dx0, rdg = dg0, rdb = db0;
+               for (int n = 0; n < N; ++n) {
+                 const double m = mean.host()[n], s = rstd.host()[n];
+                 double a = 0.0, q = 0.0;  // mean of γ·dout and of γ·dout·x̂
+                 for (int c = 0; c < C; ++c) {
+                   const size_t i = static_cast<size_t>(n) * C + c;
+                   const double xh = (x.host()[i] - m) * s, gd = gamma.host()[c] * dout.host()[i];
+                   a += gd, q += gd * xh;
+                   rdg[c] += dout.host()[i] * xh;
+                   rdb[c] += dout.host()[i];
+                 }
+                 a = rms ? 0.0 : a / C, q /= C;  // RMSNorm subtracted no mean
+                 for (int c = 0; c < C; ++c) {
+                   const size_t i = static_cast<size_t>(n) * C + c;
+                   const double xh = (x.host()[i] - m) * s;
+                   rdx[i] += s * (gamma.host()[c] * dout.host()[i] - a - xh * q);
+                 }
+               }
+               o.close("dx", dx.read(), rdx, tolerance(t[0]));
+               o.close("dgamma", dg.read(), rdg, tolerance(t[1]));
+               if (!rms) o.close("dbeta", dbeta.read(), rdb, tolerance(t[1]));
+             }});
+    }
   }
 }
 

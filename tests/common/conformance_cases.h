@@ -430,7 +430,7 @@ inline std::vector<Case> all_cases(const Backend& be) {
 
 // The ops of the enum (and zero) no case of `cases` covers, as " name name ...".
 inline std::string uncovered(const std::vector<Case>& cases) {
-  constexpr int kOps = static_cast<int>(Op::MuonUpdate) + 1;
+  constexpr int kOps = kNumOps;
   std::vector<bool> seen(kOps, false);
   bool zero = false;
   for (const Case& c : cases) {
@@ -448,7 +448,7 @@ inline std::string uncovered(const std::vector<Case>& cases) {
 // has cases, every case ran and met its tolerance. Prints the count per op.
 inline void run_all(Backend& be) {
   const std::vector<Case> cases = all_cases(be);
-  constexpr int kOps = static_cast<int>(Op::MuonUpdate) + 1;
+  constexpr int kOps = kNumOps;
   std::vector<int> per_op(kOps, 0);
   int zero = 0, ran = 0, failed = 0;
   for (const Case& c : cases) {

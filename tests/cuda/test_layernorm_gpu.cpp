@@ -41,7 +41,7 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
     auto gx = upload<T>(x), gw = upload<T>(w), gb = upload<T>(b), gdy = upload<T>(dy), out = poisoned<T>(NC);
     auto mean = poisoned<float>(k.N), rstd = poisoned<float>(k.N);
     cuda::layernorm_forward(out.data(), mean.data(), rstd.data(), gx.data(), gw.data(), gb.data(), k.N, k.C,
-                            eps, ctx());
+                            eps, false, ctx());
     std::vector<float> ref(NC), rmean(k.N), rrstd(k.N);
     cpu::layernorm_forward(ref.data(), rmean.data(), rrstd.data(), x.data(), w.data(), b.data(), k.N, k.C,
                            eps);
@@ -54,7 +54,7 @@ TYPED_TEST(CudaLayerNorm, ForwardBackwardMatchCpu) {
     for (int rep = 0; rep < 2; ++rep) {
       auto gdx = upload<T>(dx0), gdw = upload<T>(dw0), gdb = upload<T>(db0);
       cuda::layernorm_backward(gdx.data(), gdw.data(), gdb.data(), gdy.data(), gx.data(), gw.data(),
-                               mean.data(), rstd.data(), scratch.data(), k.N, k.C, ctx());
+                               mean.data(), rstd.data(), scratch.data(), k.N, k.C, false, ctx());
       std::vector<float> rdx = dx0, rdw = dw0, rdb = db0;
       cpu::layernorm_backward(rdx.data(), rdw.data(), rdb.data(), dy.data(), x.data(), w.data(), rmean.data(),
                               rrstd.data(), k.N, k.C);

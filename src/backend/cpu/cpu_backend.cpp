@@ -221,14 +221,14 @@ void CpuBackend::run(const LayerNormArgs& a) {
   if (widened(a, [](std::string_view n) { return n != "out"; })) return;  // out: any storage
   const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
   layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), a.x.as<float>(),
-                          a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps);
+                          a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps, a.rms);
 }
 
 void CpuBackend::run(const LayerNormBackwardArgs& a) {
   if (widened(a, every)) return;
   cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
                           a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
-                          as_int(a.x.dim(0)), as_int(a.x.dim(1)));
+                          as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.rms);
 }
 
 void CpuBackend::run(const AttentionArgs& a) {

@@ -5,6 +5,7 @@
 // Backward, per row (norm = (x - mean)·rstd, g = weight ⊙ dout):
 //   dinp   += rstd · (g - mean(g) - norm · mean(g ⊙ norm))
 //   dweight += dout ⊙ norm,   dbias += dout       (summed over rows)
+// RMSNorm (rms) is the same with mean = 0 and no mean(g) term (nothing was subtracted), no bias.
 // The sums over rows go through kChunks fixed row ranges: each range adds its rows in order into
 // its own partial, then the partials are added in range order. Neither step depends on the
 // number of threads, so the gradients are bit-identical for any OMP_NUM_THREADS.
@@ -26,11 +27,14 @@ constexpr int kStrip = 64;  // channels per task in the final reduction (256 byt
 
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 
-// Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes.
-void row_mean_rstd(const float* x, int C, float inv_c, float eps, float& m, float& s) {
+// Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes; rms: m = 0 and
+// the mean of squares (RMSNorm).
+void row_mean_rstd(const float* x, int C, float inv_c, float eps, bool rms, float& m, float& s) {
   float sum = 0.0f;
+  if (!rms) {
 #pragma omp simd reduction(+ : sum)
-  for (int c = 0; c < C; ++c) sum += x[c];
+    for (int c = 0; c < C; ++c) sum += x[c];
+  }
   m = sum * inv_c;
   float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
@@ -43,7 +47,7 @@ void row_mean_rstd(const float* x, int C, float inv_c, float eps, float& m, floa
 }  // namespace
 
 void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
-                             const float* weight, const float* bias, int N, int C, float eps) {
+                             const float* weight, const float* bias, int N, int C, float eps, bool rms) {
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward_typed] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward_typed] eps must be >= 0, got " + std::to_string(eps));
   const float inv_c = 1.0f / static_cast<float>(C);
@@ -53,20 +57,23 @@ void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd
     const float* x = inp + static_cast<size_t>(n) * C;
     char* y = static_cast<char*>(out) + static_cast<size_t>(n) * C * eo;
     float m, s;
-    row_mean_rstd(x, C, inv_c, eps, m, s);
+    row_mean_rstd(x, C, inv_c, eps, rms, m, s);
     float tmp[kChunk];
     for (int c0 = 0; c0 < C; c0 += static_cast<int>(kChunk)) {
       const int len = std::min(static_cast<int>(kChunk), C - c0);
-      for (int c = 0; c < len; ++c) tmp[c] = (x[c0 + c] - m) * s * weight[c0 + c] + bias[c0 + c];
+      if (rms)
+        for (int c = 0; c < len; ++c) tmp[c] = x[c0 + c] * s * weight[c0 + c];
+      else
+        for (int c = 0; c < len; ++c) tmp[c] = (x[c0 + c] - m) * s * weight[c0 + c] + bias[c0 + c];
       dispatch_storage(to, [&](auto t) { narrow_span(reinterpret_cast<decltype(t)*>(y) + c0, tmp, len); });
     }
-    mean[n] = m;
+    if (!rms) mean[n] = m;
     rstd[n] = s;
   }
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C) {
+                        const float* weight, const float* mean, const float* rstd, int N, int C, bool rms) {
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_backward] bad size: " + dims(N, C));
   if (N == 0) return;
   const int chunks = std::min(N, kChunks);
@@ -87,7 +94,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         const float* x = inp + static_cast<size_t>(n) * C;
         const float* dy = dout + static_cast<size_t>(n) * C;
         float* dx = dinp + static_cast<size_t>(n) * C;
-        const float m = mean[n];
+        const float m = rms ? 0.0f : mean[n];
         const float s = rstd[n];
         float sum_g = 0.0f, sum_gn = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gn)
@@ -96,7 +103,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
           sum_g += g;
           sum_gn += g * (x[c] - m) * s;
         }
-        const float mg = sum_g * inv_c;
+        const float mg = rms ? 0.0f : sum_g * inv_c;  // RMSNorm subtracts no mean
         const float mgn = sum_gn * inv_c;
 #pragma omp simd  // dx, pw and pb are distinct buffers
         for (int c = 0; c < C; ++c) {
@@ -123,10 +130,9 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
           b[c] += pb[c];
         }
       }
-      for (int c = 0; c < width; ++c) {
-        dweight[c0 + c] += w[c];
-        dbias[c0 + c] += b[c];
-      }
+      for (int c = 0; c < width; ++c) dweight[c0 + c] += w[c];
+      if (!rms)
+        for (int c = 0; c < width; ++c) dbias[c0 + c] += b[c];
     }
   }
 }

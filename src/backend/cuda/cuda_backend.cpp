@@ -371,7 +371,7 @@ void CudaBackend::run(const LayerNormArgs& a) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
-                         in(a.gamma), in(a.beta), N, C, a.eps, *ctx_);
+                         in(a.gamma), in(a.beta), N, C, a.eps, a.rms, *ctx_);
   });
 }
 
@@ -384,7 +384,7 @@ void CudaBackend::run(const LayerNormBackwardArgs& a) {
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     cuda::layernorm_backward<T>(static_cast<T*>(a.dx.ptr), static_cast<T*>(a.dgamma.ptr),
                                 static_cast<T*>(a.dbeta.ptr), in(a.dout), in(a.x), in(a.gamma),
-                                a.mean.as<float>(), a.rstd.as<float>(), work, N, C, *ctx_);
+                                a.mean.as<float>(), a.rstd.as<float>(), work, N, C, a.rms, *ctx_);
   });
 }
 

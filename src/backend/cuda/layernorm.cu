@@ -1,4 +1,5 @@
-// LayerNorm kernels.
+// LayerNorm kernels, and RMSNorm's (rms: the mean taken as 0, no mean term in the backward, no
+// bias), a runtime flag uniform over the launch.
 // Forward: one warp per row (row statistics need only shuffles, no block barrier), 8 rows per
 // 256-thread block. Three passes over the row (sum; squared deviations; normalise), two-pass
 // statistics as on the CPU; passes 2 and 3 re-read the row from L1/L2.
@@ -40,14 +41,14 @@ int chunks_for(int N) { return N < kMaxChunks ? N : kMaxChunks; }
 // W: elements per access (kPack<T> or 1).
 template <class T, int W>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* a, const T* weight,
-                                         const T* bias, int N, int C, float eps) {
+                                         const T* bias, int N, int C, float eps, bool rms) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // a whole warp leaves; the kernel has no block barrier
   const size_t off = static_cast<size_t>(row) * C;
   const T* x = a + off;
   float sum = 0.0f;
-  for (int c = lane * W; c < C; c += 32 * W) {
+  for (int c = lane * W; c < (rms ? 0 : C); c += 32 * W) {
     if constexpr (W == 1) {
       sum += to_f32(x[c]);
     } else {
@@ -75,9 +76,11 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   const float s = 1.0f / sqrtf(warp_sum(sq) * inv_c + eps);
   for (int c = lane * W; c < C; c += 32 * W) {
     if constexpr (W == 1) {
-      out[off + c] = from_f32<T>((to_f32(x[c]) - m) * s * to_f32(weight[c]) + to_f32(bias[c]));
+      out[off + c] = from_f32<T>((to_f32(x[c]) - m) * s * to_f32(weight[c]) + (rms ? 0.0f : to_f32(bias[c])));
     } else {
-      const Pack<T> p = load_pack(x + c), pw = load_pack(weight + c), pb = load_pack(bias + c);
+      const Pack<T> p = load_pack(x + c), pw = load_pack(weight + c);
+      Pack<T> pb{};
+      if (!rms) pb = load_pack(bias + c);
       Pack<T> y;
 #pragma unroll
       for (int k = 0; k < W; ++k)
@@ -86,29 +89,31 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     }
   }
   if (lane == 0) {
-    mean[row] = m;
+    if (!rms) mean[row] = m;
     rstd[row] = s;
   }
 }
 
 template <class T>
-void launch_forward(T* out, float* mean, float* rstd, const T* a, const T* weight, const T* bias, int N, int C,
-                    float eps, Context& ctx) {
+void launch_forward(T* out, float* mean, float* rstd, const T* a, const T* weight, const T* bias, int N,
+                    int C, float eps, bool rms, Context& ctx) {
   constexpr int P = kPack<T>;
   const bool vec = C % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
   const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   const int threads = 32 * kRowsPerBlock;
   if (vec)
-    layernorm_forward_kernel<T, P><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps);
+    layernorm_forward_kernel<T, P>
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms);
   else
-    layernorm_forward_kernel<T, 1><<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps);
+    layernorm_forward_kernel<T, 1>
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms);
   MPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
 template <class T>
 __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp,
                                           const T* weight, const float* mean, const float* rstd, int N, int C,
-                                          int chunks) {
+                                          int chunks, bool rms) {
   extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
   __shared__ float red[32];
   float* dw = acc;
@@ -120,14 +125,15 @@ __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout
   const float inv_c = 1.0f / static_cast<float>(C);
   for (int n = n0; n < n1; ++n) {  // uniform over the block: every thread reaches block_sum
     const size_t off = static_cast<size_t>(n) * C;
-    const float m = mean[n], s = rstd[n];
+    const float m = rms ? 0.0f : mean[n], s = rstd[n];
     float sg = 0.0f, sgn = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       const float g = to_f32(weight[c]) * to_f32(dout[off + c]);
       sg += g;
       sgn += g * (to_f32(inp[off + c]) - m) * s;
     }
-    const float mg = block_sum(sg, red) * inv_c;
+    const float sum_g = block_sum(sg, red);  // every thread takes part, whatever the norm
+    const float mg = rms ? 0.0f : sum_g * inv_c;
     const float mgn = block_sum(sgn, red) * inv_c;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       const float dy = to_f32(dout[off + c]);
@@ -153,7 +159,7 @@ __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout
 template <class T, int P>
 __global__ void __launch_bounds__(kBwdThreads, 2)
     layernorm_backward_warp_kernel(T* dinp, float* partial, const T* dout, const T* inp, const T* weight,
-                                   const float* mean, const float* rstd, int N, int C, int chunks) {
+                                   const float* mean, const float* rstd, int N, int C, int chunks, bool rms) {
   constexpr int W = kPack<T>;
   constexpr int kWarps = kBwdThreads / 32;
   extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
@@ -173,7 +179,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
   const float inv_c = 1.0f / static_cast<float>(C);
   for (int n = n0 + warp; n < n1; n += kWarps) {  // whole warps: the shuffles see every lane
     const size_t off = static_cast<size_t>(n) * C;
-    const float m = mean[n], s = rstd[n];
+    const float m = rms ? 0.0f : mean[n], s = rstd[n];
     float sg = 0.0f, sgn = 0.0f;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
@@ -187,7 +193,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
         sgn += g * ((to_f32(px.v[k]) - m) * s);
       }
     }
-    const float mg = warp_sum(sg) * inv_c;
+    const float mg = rms ? 0.0f : warp_sum(sg) * inv_c;  // the branch is uniform over the warp
     const float mgn = warp_sum(sgn) * inv_c;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
@@ -248,7 +254,7 @@ __global__ void layernorm_param_grad_kernel(T* dweight, T* dbias, const float* p
   for (int i = 0; i < kGroups; ++i) t += part[i][x];
   if (col < C)
     dweight[col] = from_f32<T>(to_f32(dweight[col]) + t);
-  else
+  else if (dbias)  // RMSNorm has none
     dbias[col - C] = from_f32<T>(to_f32(dbias[col - C]) + t);
 }
 
@@ -265,13 +271,14 @@ void with_packs(int packs, F&& f) {
 
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                       int C, float eps, Context& ctx) {
+                       int C, float eps, bool rms, Context& ctx) {
   MPT_PROFILE_RANGE("layernorm_forward");
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
   if (N == 0) return;
-  MPT_CHECK(out && mean && rstd && inp && weight && bias, "[layernorm_forward] null pointer: " + dims(N, C));
-  launch_forward<T>(out, mean, rstd, inp, weight, bias, N, C, eps, ctx);
+  MPT_CHECK(out && (rms || (mean && bias)) && rstd && inp && weight,
+            "[layernorm_forward] null pointer: " + dims(N, C));
+  launch_forward<T>(out, mean, rstd, inp, weight, bias, N, C, eps, rms, ctx);
 }
 
 size_t layernorm_backward_scratch_floats(int N, int C) {
@@ -280,12 +287,13 @@ size_t layernorm_backward_scratch_floats(int N, int C) {
 
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx) {
+                        const float* mean, const float* rstd, float* scratch, int N, int C, bool rms,
+                        Context& ctx) {
   MPT_PROFILE_RANGE("layernorm_backward");
   MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC,
             "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) + "): " + dims(N, C));
   if (N == 0) return;
-  MPT_CHECK(dinp && dweight && dbias && dout && inp && weight && mean && rstd && scratch,
+  MPT_CHECK(dinp && dweight && (rms || (dbias && mean)) && dout && inp && weight && rstd && scratch,
             "[layernorm_backward] null pointer: " + dims(N, C));
   const int chunks = chunks_for(N);
   const int threads = kBwdThreads;  // one block per row chunk
@@ -299,13 +307,13 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
       constexpr int P = decltype(p)::value;
       if constexpr (P * W <= kMaxLaneValues)
         layernorm_backward_warp_kernel<T, P><<<chunks, threads, smem, ctx.stream()>>>(
-            dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks, rms);
     };
     with_packs<1>(packs, launch);  // P = packs per lane, a compile-time count: the arrays stay in registers
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_warp_kernel");
   } else {
-    layernorm_backward_kernel<T>
-        <<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks);
+    layernorm_backward_kernel<T><<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight,
+                                                                          mean, rstd, N, C, chunks, rms);
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
   }
   layernorm_param_grad_kernel<T><<<(2 * C + 31) / 32, threads, 0, ctx.stream()>>>(  // 32 columns a block
@@ -315,9 +323,9 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 
 #define MPT_INSTANTIATE(T)                                                                                  \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float,     \
-                                     Context&);                                                             \
+                                     bool, Context&);                                                       \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
-                                      float*, int, int, Context&);
+                                      float*, int, int, bool, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

@@ -7,18 +7,21 @@
 
 namespace mptrain::cuda {
 
-// out[N,C] (=) = (inp - mean)·rstd·weight + bias; saves mean[N], rstd[N] (=, fp32).
+// out[N,C] (=) = (inp - mean)·rstd·weight + bias; saves mean[N], rstd[N] (=, fp32). rms
+// (RMSNorm): out = inp·rstd·weight, rstd = 1/sqrt(mean(inp²) + eps); mean and bias unused (null).
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                       int C, float eps, Context& ctx);
+                       int C, float eps, bool rms, Context& ctx);
 
 // Floats of device scratch layernorm_backward needs (per-chunk partial sums of dweight/dbias).
 size_t layernorm_backward_scratch_floats(int N, int C);
 
 // dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...  (all accumulated, +=). dweight and
 // dbias are deterministic: fixed row chunks, summed in chunk order. C <= 6016 (shared memory).
+// rms: RMSNorm's backward (no mean term); mean and dbias unused (null).
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
-                        const float* mean, const float* rstd, float* scratch, int N, int C, Context& ctx);
+                        const float* mean, const float* rstd, float* scratch, int N, int C, bool rms,
+                        Context& ctx);
 
 }  // namespace mptrain::cuda

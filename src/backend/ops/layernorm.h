@@ -6,12 +6,16 @@ namespace mptrain::cpu {
 
 // out[N,C] = (inp - mean) * rstd * weight + bias, written in dtype `to` (rounded once from the
 // fp32 result: the input of a low-precision GEMM is written directly in its dtype); saves the
-// fp32 mean[N] and rstd[N] for backward.
+// fp32 mean[N] and rstd[N] for backward. rms (RMSNorm): out = inp * rstd * weight with
+// rstd = 1/sqrt(mean(inp²) + eps); mean and bias are not used (may be null).
 void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
-                             const float* weight, const float* bias, int N, int C, float eps);
+                             const float* weight, const float* bias, int N, int C, float eps,
+                             bool rms = false);
 
-// dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...  (all accumulated, +=).
+// dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...  (all accumulated, +=). rms: RMSNorm's
+// backward (no mean term; mean and dbias not used).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C);
+                        const float* weight, const float* mean, const float* rstd, int N, int C,
+                        bool rms = false);
 
 }  // namespace mptrain::cpu
