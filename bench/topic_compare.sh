@@ -10,8 +10,10 @@
 # BODY: a BERT pretraining checkpoint or run dir (its vocab.txt is the random model's too); build
 # it on a corpus made with `--exclude-docs TASK_DIR/heldout.txt`, so no test text was pretrained on.
 # The recipe (docs/BERT.md, "What the pretraining is worth"): BATCH 32, SEQ 128, STEPS 3000, LR 1e-3,
-# WARMUP 100, WEIGHT_DECAY 0.01, SEED 1, VAL_EVERY 500 from the environment; extra train flags after
-# OUT_DIR (--precision bf16, --threads 2, ...). MPTRAIN: the binary.
+# WARMUP 100, WEIGHT_DECAY 0.01, SEEDS "1", VAL_EVERY 500 from the environment; extra train flags
+# after OUT_DIR (--precision bf16, --threads 2, ...). MPTRAIN: the binary. With several SEEDS
+# (SEEDS="1 2 3") each start is fine-tuned once per seed, and a last row per start gives the mean
+# test figures with their spread (min–max).
 set -euo pipefail
 if [ $# -lt 2 ]; then
   sed -n '2,14p' "$0"
@@ -33,10 +35,15 @@ print({(2,128):"bert-tiny",(4,256):"bert-mini",(4,512):"bert-small",(8,512):"ber
 mkdir -p "$out"
 common=(train --task classify --data "$task/train.tsv" --val-data "$task/validation.tsv" --labels "$task/labels.txt"
   --batch "${BATCH:-32}" --seq "${SEQ:-128}" --steps "${STEPS:-3000}" --lr "${LR:-1e-3}" --warmup "${WARMUP:-100}"
-  --weight-decay "${WEIGHT_DECAY:-0.01}" --seed "${SEED:-1}" --val-every "${VAL_EVERY:-500}" --progress none "$@")
+  --weight-decay "${WEIGHT_DECAY:-0.01}" --val-every "${VAL_EVERY:-500}" --progress none "$@")
+read -r -a seeds <<<"${SEEDS:-${SEED:-1}}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin" "${common[@]}" --init-from "$body" --run-dir "$out/pretrained" >"$out/pretrained.log" 2>&1
-"$bin" "${common[@]}" --preset "$preset" --vocab "$body_dir/vocab.txt" --run-dir "$out/random" >"$out/random.log" 2>&1
+for seed in "${seeds[@]}"; do
+  "$bin" "${common[@]}" --seed "$seed" --init-from "$body" --run-dir "$out/pretrained-s$seed" \
+    >"$out/pretrained-s$seed.log" 2>&1
+  "$bin" "${common[@]}" --seed "$seed" --preset "$preset" --vocab "$body_dir/vocab.txt" \
+    --run-dir "$out/random-s$seed" >"$out/random-s$seed.log" 2>&1
+done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # "| start | validation acc / macro-F1 (best) | test acc / macro-F1 |" rows from the runs' own records.
 row() {
@@ -49,5 +56,22 @@ b=max(recs, key=lambda r: r["val_macro_f1"]); print("%.4f | %.4f" % (b["val_acc"
   echo "| $name | $val | $test |"
 }
 /usr/bin/python3 "$(dirname "$0")/topic_baselines.py" "$task" | tail -n +2 | sed 's/^| baseline | validation accuracy | validation macro-F1 | test accuracy | test macro-F1 |$/| start | validation accuracy | validation macro-F1 | test accuracy | test macro-F1 |/'
-row "$preset from $body (pretrained)" "$out/pretrained"
-row "$preset from random weights" "$out/random"
+# The mean of a start's test rows over the seeds, with min–max: "| name, mean of N seeds | ... |".
+mean_row() {
+  /usr/bin/python3 -c 'import sys
+rows=[[float(x) for x in l.split("|")[4:6]] for l in sys.stdin if l.startswith("|")]
+cell=lambda v: "%.4f (%.4f–%.4f)" % (sum(v)/len(v), min(v), max(v))
+print("| %s, mean of %d seeds (min–max) | | | %s | %s |" % (sys.argv[1], len(rows),
+      cell([r[0] for r in rows]), cell([r[1] for r in rows])))' "$1"
+}
+for start in pretrained random; do
+  name="$preset from random weights"
+  [ "$start" = pretrained ] && name="$preset from $body (pretrained)"
+  rows=""
+  for seed in "${seeds[@]}"; do
+    r=$(row "$name, seed $seed" "$out/$start-s$seed")
+    echo "$r"
+    rows+="$r"$'\n'
+  done
+  if [ "${#seeds[@]}" -gt 1 ]; then printf '%s' "$rows" | mean_row "$name"; fi
+done
