@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "core/error.h"
@@ -618,6 +619,40 @@ void Backend::scale(const View& x, float factor) {
   const Check c(name(), Op::Scale);
   same_flat_f32(c, {{&x, "x"}});
   submit(ScaleArgs{x, factor});
+}
+
+void Backend::rope(const RopeArgs& a) {
+  const Check c(name(), Op::Rope);
+  c.shape(a.x, "x", {-1, -1});
+  c.rows_contiguous(a.x, "x");
+  const std::int64_t rows = a.x.dim(0), W = a.x.dim(1);
+  c.that(a.T > 0 && rows % a.T == 0, "rows " + std::to_string(rows) + " are no whole sequences of T=" +
+                                         std::to_string(a.T));
+  c.that(a.head_size > 0 && a.head_size % 2 == 0, "head_size " + std::to_string(a.head_size) +
+                                                      " must be even (channels turn in pairs)");
+  c.that(a.heads > 0 && static_cast<std::int64_t>(a.heads) * a.head_size <= W,
+         std::to_string(a.heads) + " heads of " + std::to_string(a.head_size) + " exceed a row of " +
+             std::to_string(W));
+  c.that(std::isfinite(a.theta) && a.theta > 1.0f, "theta must be finite and above 1");
+  submit(a);
+}
+
+void Backend::swiglu(const SwigluArgs& a) {
+  const Check c(name(), Op::Swiglu);
+  c.shape(a.out, "out", {-1, -1});
+  c.shape(a.gate_up, "gate_up", {a.out.dim(0), 2 * a.out.dim(1)});
+  for (const View* v : {&a.out, &a.gate_up}) c.rows_contiguous(*v, "a SwiGLU tensor");
+  submit(a);
+}
+
+void Backend::swiglu_backward(const SwigluBackwardArgs& a) {
+  const Check c(name(), Op::SwigluBackward);
+  c.shape(a.dout, "dout", {-1, -1});
+  c.shape(a.gate_up, "gate_up", {a.dout.dim(0), 2 * a.dout.dim(1)});
+  c.shape(a.dgate_up, "dgate_up", {a.dout.dim(0), 2 * a.dout.dim(1)});
+  c.that(a.dgate_up.ptr != a.gate_up.ptr, "dgate_up must not alias gate_up");
+  for (const View* v : {&a.dgate_up, &a.dout, &a.gate_up}) c.rows_contiguous(*v, "a SwiGLU tensor");
+  submit(a);
 }
 
 void Backend::matmul(const MatmulArgs& a) {

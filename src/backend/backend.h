@@ -502,6 +502,37 @@ struct ScaleArgs {
   auto views() { return std::array{adds("x", x)}; }
 };
 
+// Rotary position embeddings (Llama's; Hugging Face's rotate-half convention), in place on the
+// first `heads` heads of every row of x: row r is position t = r mod T; in a head of head_size
+// channels, channel i and i + head_size/2 (i < head_size/2) turn by the angle t·theta^(−2i/head_size)
+// (fp32, as transformers computes it): (a, b) ← (a·cos − b·sin, b·cos + a·sin). inverse: the
+// transposed turn, which is the backward (applied to the gradient in place).
+struct RopeArgs {
+  View x{};  // [rows, W] (updated in place), rows a multiple of T, W >= heads·head_size
+  int T = 0, heads = 0, head_size = 0;
+  float theta = 10000.0f;
+  bool inverse = false;
+  Op op() const { return Op::Rope; }
+  auto views() { return std::array{adds("x", x)}; }
+};
+
+// Llama's MLP activation: out = silu(gate)·up over [N, I], from gate_up [N, 2I] = (gate | up) per
+// row (the gate and up projections as one linear's output).
+struct SwigluArgs {
+  View out{};      // [N, I] (=)
+  View gate_up{};  // [N, 2I]
+  Op op() const { return Op::Swiglu; }
+  auto views() { return std::array{writes("out", out), reads("gate_up", gate_up)}; }
+};
+// dgate_up (=) = (dout·up·silu'(gate) | dout·silu(gate)); must not alias gate_up.
+struct SwigluBackwardArgs {
+  View dgate_up{};  // [N, 2I] (=)
+  View dout{};      // [N, I]
+  View gate_up{};   // [N, 2I] the forward's input
+  Op op() const { return Op::SwigluBackward; }
+  auto views() { return std::array{writes("dgate_up", dgate_up), reads("dout", dout), reads("gate_up", gate_up)}; }
+};
+
 // What an op's run() answers: void, or its Result (a number the host needs).
 template <class A>
 struct OpResult {
@@ -618,6 +649,9 @@ class Backend {
   bool unscale_and_check(const View& grads, float inv_scale);
   double sum_squares(const View& x);
   void scale(const View& x, float factor);
+  void rope(const RopeArgs& a);
+  void swiglu(const SwigluArgs& a);
+  void swiglu_backward(const SwigluBackwardArgs& a);
   void matmul(const MatmulArgs& a);
   void muon_momentum(const MuonMomentumArgs& a);
   void muon_update(const MuonUpdateArgs& a);

@@ -42,7 +42,10 @@
   X(MuonMomentum, "muon_momentum")                              \
   X(MuonUpdate, "muon_update")                                  \
   X(RmsNorm, "rmsnorm")                                         \
-  X(RmsNormBackward, "rmsnorm_backward")
+  X(RmsNormBackward, "rmsnorm_backward")                        \
+  X(Rope, "rope")                                               \
+  X(Swiglu, "swiglu")                                           \
+  X(SwigluBackward, "swiglu_backward")
 
 #define MPTRAIN_OP_ARGS(X)                                                                        \
   X(CastArgs) X(AccumulateArgs) X(ToOperandArgs) X(LinearArgs) X(LinearBackwardArgs)              \
@@ -50,4 +53,4 @@
   X(CrossEntropyArgs) X(EmbeddingArgs) X(EmbeddingBackwardArgs) X(GatherRowsArgs)                 \
   X(ScatterAddRowsArgs) X(ArgmaxRowsArgs) X(AdamWArgs) X(SophiaArgs) X(SophiaHessianArgs)          \
   X(CountUnclippedArgs) X(UnscaleCheckArgs) X(SumSquaresArgs) X(ScaleArgs) X(MatmulArgs)          \
-  X(MuonMomentumArgs) X(MuonUpdateArgs)
+  X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)

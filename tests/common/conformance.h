@@ -286,6 +286,12 @@ inline std::vector<const char*> op_tensors(Op op) {
       return {"m", "grads", "u"};
     case Op::MuonUpdate:
       return {"params", "o"};
+    case Op::Rope:
+      return {"x"};
+    case Op::Swiglu:
+      return {"out", "gate_up"};
+    case Op::SwigluBackward:
+      return {"dgate_up", "dout", "gate_up"};
   }
   return {};
 }

@@ -412,6 +412,89 @@ inline void muon_cases(const Backend& be, std::vector<Case>& out) {
   }
 }
 
+// --- Llama's blocks: rotary embeddings and SwiGLU ------------------------------------------------
+
+inline void llama_cases(const Backend& be, std::vector<Case>& out) {
+  // Rope: in place on the first `heads` heads of rows [rows, W]; forward then the inverse, each
+  // against float64 (cos and sin of the fp32 angle transformers computes).
+  struct RopeShape {
+    int rows, T, W, heads, hs;
+  };
+  const RopeShape rope_shapes[] = {{6, 3, 40, 3, 8}, {130, 65, 3 * 64, 2, 64}, {8, 8, 6 * 36, 4, 36}};
+  for (const auto& t : type_tuples(1)) {
+    if (!asks(be, Op::Rope, t)) continue;
+    for (const RopeShape sh : rope_shapes)
+      for (const bool inverse : {false, true})
+        out.push_back({Op::Rope, false,
+                       std::string("rope ") + (inverse ? "inverse " : "") + describe_dtypes(Op::Rope, t) +
+                           " rows=" + std::to_string(sh.rows) + " T=" + std::to_string(sh.T) +
+                           " hs=" + std::to_string(sh.hs),
+                       [=](Backend& b, Outcome& o) {
+                         const size_t n = static_cast<size_t>(sh.rows) * sh.W;
+                         Tensor x(b, t[0], {sh.rows, sh.W}, randn(n, 160, 1.5f));
+                         const std::vector<double> x0 = x.host();
+                         const float theta = 500.0f;
+                         b.rope({x.view(), sh.T, sh.heads, sh.hs, theta, inverse});
+                         std::vector<double> ref = x0;
+                         const int half = sh.hs / 2;
+                         for (int r = 0; r < sh.rows; ++r)
+                           for (int h = 0; h < sh.heads; ++h)
+                             for (int i = 0; i < half; ++i) {
+                               const float inv_freq =
+                                   1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(sh.hs));
+                               const double angle = static_cast<float>(r % sh.T) * inv_freq;
+                               const double c = std::cos(angle), sn = (inverse ? -1 : 1) * std::sin(angle);
+                               const size_t at = static_cast<size_t>(r) * sh.W + static_cast<size_t>(h) * sh.hs + i;
+                               ref[at] = x0[at] * c - x0[at + half] * sn;
+                               ref[at + half] = x0[at + half] * c + x0[at] * sn;
+                             }
+                         o.close("x", x.read(), ref, tolerance(t[0]));
+                       }});
+  }
+  // SwiGLU: {out, gate_up} and {dgate_up, dout, gate_up}, one storage each.
+  struct Shape {
+    int N, I;
+  };
+  const Shape shapes[] = {{3, 33}, {17, 128}, {5, 260}};
+  const auto silu = [](double g) { return g / (1.0 + std::exp(-g)); };
+  for (const StorageType st : kStorages) {
+    for (const Shape sh : shapes) {
+      const std::string shape = " " + std::string(storage_name(st)) + " N=" + std::to_string(sh.N) +
+                                " I=" + std::to_string(sh.I);
+      const size_t n = static_cast<size_t>(sh.N) * sh.I;
+      if (asks(be, Op::Swiglu, {st, st}))
+        out.push_back({Op::Swiglu, false, "swiglu" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor gu(b, st, {sh.N, 2 * sh.I}, randn(2 * n, 170, 3.0f)), y(b, st, {sh.N, sh.I});
+                         b.swiglu({y.view(), gu.view()});
+                         std::vector<double> ref(n);
+                         for (int r = 0; r < sh.N; ++r)
+                           for (int c = 0; c < sh.I; ++c) {
+                             const size_t at = static_cast<size_t>(r) * 2 * sh.I + c;
+                             ref[static_cast<size_t>(r) * sh.I + c] = silu(gu.host()[at]) * gu.host()[at + sh.I];
+                           }
+                         o.close("out", y.read(), ref, tolerance(st));
+                       }});
+      if (asks(be, Op::SwigluBackward, {st, st, st}))
+        out.push_back({Op::SwigluBackward, false, "swiglu_backward" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor gu(b, st, {sh.N, 2 * sh.I}, randn(2 * n, 171, 3.0f)),
+                             dy(b, st, {sh.N, sh.I}, randn(n, 172)), dgu(b, st, {sh.N, 2 * sh.I});
+                         b.swiglu_backward({dgu.view(), dy.view(), gu.view()});
+                         std::vector<double> ref(2 * n);
+                         for (int r = 0; r < sh.N; ++r)
+                           for (int c = 0; c < sh.I; ++c) {
+                             const size_t at = static_cast<size_t>(r) * 2 * sh.I + c;
+                             const double g = gu.host()[at], u = gu.host()[at + sh.I];
+                             const double d = dy.host()[static_cast<size_t>(r) * sh.I + c];
+                             const double sg = 1.0 / (1.0 + std::exp(-g));
+                             ref[at] = d * u * sg * (1.0 + g * (1.0 - sg));
+                             ref[at + sh.I] = d * silu(g);
+                           }
+                         o.close("dgate_up", dgu.read(), ref, tolerance(st));
+                       }});
+    }
+  }
+}
+
 // The whole list for `be`, in the order of backend.h's Op.
 inline std::vector<Case> all_cases(const Backend& be) {
   std::vector<Case> out;
@@ -425,6 +508,7 @@ inline std::vector<Case> all_cases(const Backend& be) {
   rows_cases(be, out);
   optimizer_cases(be, out);
   muon_cases(be, out);
+  llama_cases(be, out);
   return out;
 }
 

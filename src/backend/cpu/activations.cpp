@@ -140,4 +140,37 @@ void tanh_backward_typed(void* dinp, StorageType td, const void* out, StorageTyp
   });
 }
 
+namespace {
+// sigmoid(g) through vexp (vectorised); vexp's clamp at 88 gives 0 for g < −88, as it should.
+inline float sigmoid(float g) { return 1.0f / (1.0f + vexp(-g)); }
+}  // namespace
+
+void swiglu_forward(float* out, const float* gate_up, int N, int I) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* g = gate_up + static_cast<size_t>(n) * 2 * I;
+    const float* u = g + I;
+    float* y = out + static_cast<size_t>(n) * I;
+#pragma omp simd
+    for (int c = 0; c < I; ++c) y[c] = g[c] * sigmoid(g[c]) * u[c];
+  }
+}
+
+void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int I) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* g = gate_up + static_cast<size_t>(n) * 2 * I;
+    const float* u = g + I;
+    const float* dy = dout + static_cast<size_t>(n) * I;
+    float* dg = dgate_up + static_cast<size_t>(n) * 2 * I;
+    float* du = dg + I;
+#pragma omp simd
+    for (int c = 0; c < I; ++c) {
+      const float s = sigmoid(g[c]);
+      dg[c] = dy[c] * u[c] * s * (1.0f + g[c] * (1.0f - s));
+      du[c] = dy[c] * g[c] * s;
+    }
+  }
+}
+
 }  // namespace mptrain::cpu

@@ -14,6 +14,7 @@
 #include "backend/ops/embeddings.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
+#include "backend/ops/rope.h"
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
 #include "core/error.h"
@@ -362,6 +363,22 @@ bool CpuBackend::run(const UnscaleCheckArgs& a) {
 
 double CpuBackend::run(const SumSquaresArgs& a) {
   return sum_of_squares(a.x.as<float>(), static_cast<size_t>(a.x.numel()));
+}
+
+void CpuBackend::run(const RopeArgs& a) {
+  if (widened(a, every)) return;
+  cpu::rope(a.x.as<float>(), as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.T, a.heads, a.head_size, a.theta, a.inverse);
+}
+
+void CpuBackend::run(const SwigluArgs& a) {
+  if (widened(a, every)) return;
+  cpu::swiglu_forward(a.out.as<float>(), a.gate_up.as<float>(), as_int(a.out.dim(0)), as_int(a.out.dim(1)));
+}
+
+void CpuBackend::run(const SwigluBackwardArgs& a) {
+  if (widened(a, every)) return;
+  cpu::swiglu_backward(a.dgate_up.as<float>(), a.dout.as<float>(), a.gate_up.as<float>(), as_int(a.dout.dim(0)),
+                  as_int(a.dout.dim(1)));
 }
 
 void CpuBackend::run(const ScaleArgs& a) {

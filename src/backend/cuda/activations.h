@@ -27,4 +27,11 @@ void tanh_forward(T* out, const T* inp, size_t N, Context& ctx);
 template <class T>
 void tanh_backward(T* dinp, const T* out, const T* dout, size_t N, Context& ctx);
 
+// SwiGLU over N rows of I, gate_up [N, 2I] = (g | u) per row: out[N, I] (=) = silu(g)·u;
+// dgate_up (=) = (dout·u·silu'(g) | dout·silu(g)), not aliasing gate_up.
+template <class T>
+void swiglu_forward(T* out, const T* gate_up, int N, int I, Context& ctx);
+template <class T>
+void swiglu_backward(T* dgate_up, const T* dout, const T* gate_up, int N, int I, Context& ctx);
+
 }  // namespace mptrain::cuda

@@ -21,6 +21,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
+#include "backend/cuda/rope.h"
 #include "backend/cuda/loss_scale.h"
 #include "backend/cuda/muon.h"
 #include "backend/cuda/residual.h"
@@ -578,6 +579,31 @@ double CudaBackend::run(const SumSquaresArgs& a) {
   copy_to_host(&sum, work, sizeof sum, *ctx_);
   ctx_->check_faults();
   return sum;
+}
+
+void CudaBackend::run(const RopeArgs& a) {
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::rope<T>(static_cast<T*>(a.x.ptr), static_cast<int>(a.x.dim(0)), static_cast<int>(a.x.dim(1)), a.T,
+                  a.heads, a.head_size, a.theta, a.inverse, *ctx_);
+  });
+}
+
+void CudaBackend::run(const SwigluArgs& a) {
+  dispatch_storage(a.out.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    swiglu_forward<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.gate_up.ptr),
+                      static_cast<int>(a.out.dim(0)), static_cast<int>(a.out.dim(1)), *ctx_);
+  });
+}
+
+void CudaBackend::run(const SwigluBackwardArgs& a) {
+  dispatch_storage(a.dout.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::swiglu_backward<T>(static_cast<T*>(a.dgate_up.ptr), static_cast<const T*>(a.dout.ptr),
+                             static_cast<const T*>(a.gate_up.ptr), static_cast<int>(a.dout.dim(0)),
+                             static_cast<int>(a.dout.dim(1)), *ctx_);
+  });
 }
 
 void CudaBackend::run(const ScaleArgs& a) { scale_in_place(a.x.as<float>(), count(a.x), a.factor, *ctx_); }

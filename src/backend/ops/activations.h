@@ -40,4 +40,10 @@ void tanh_forward_typed(void* out, StorageType to, const void* inp, StorageType 
 void tanh_backward_typed(void* dinp, StorageType td, const void* out, StorageType to, const float* dout,
                          size_t N);
 
+// SwiGLU (Llama's MLP), fp32, over N rows of I: gate_up [N, 2I] holds (g | u) per row;
+//   out[N, I] (=) = silu(g)·u,  silu(g) = g·sigmoid(g)
+//   dgate_up[N, 2I] (=) = (dout·u·silu'(g) | dout·silu(g)),  silu'(g) = s·(1 + g·(1 − s)), s = sigmoid(g)
+void swiglu_forward(float* out, const float* gate_up, int N, int I);
+void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int I);
+
 }  // namespace mptrain::cpu
