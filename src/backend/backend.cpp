@@ -365,15 +365,17 @@ void check_packing(const Check& c, const View& cu_seqlens, int B, int T, std::in
 }
 
 // The shape contract shared by attention and its backward.
-void check_attention(const Check& c, int B, int T, int NH, const View& qkv, const View& out,
+void check_attention(const Check& c, int B, int T, int NH, int kv_heads, const View& qkv, const View& out,
                      const char* out_name, const AttentionDtypes& t, bool packed) {
   c.that(B >= 0 && T >= 0 && NH > 0, "needs B, T >= 0 and NH > 0");
   const std::int64_t rows = packed_rows(c, B, T, qkv, "qkv", packed);
-  c.shape(qkv, "qkv", {rows, -1});
-  const std::int64_t C3 = qkv.dim(1);
-  c.that(C3 % 3 == 0 && (C3 / 3) % NH == 0,
-         "qkv is " + qkv.describe() + ": 3C with C a multiple of NH = " + std::to_string(NH) + " expected");
-  c.shape(out, out_name, {rows, C3 / 3});
+  c.shape(out, out_name, {rows, -1});
+  const std::int64_t C = out.dim(1), kv = kv_heads ? kv_heads : NH;
+  c.that(C % NH == 0, std::string(out_name) + " is " + out.describe() + ": C a multiple of NH = " +
+                          std::to_string(NH) + " expected");
+  c.that(kv > 0 && NH % kv == 0,
+         "kv_heads " + std::to_string(kv_heads) + " does not divide NH = " + std::to_string(NH));
+  c.shape(qkv, "qkv", {rows, (NH + 2 * kv) * (C / NH)});
   c.rows_contiguous(qkv, "qkv");
   c.rows_contiguous(out, out_name);
   c.that(qkv.type == t.qkv, "qkv is " + qkv.describe() + ", the types say " + storage_name(t.qkv));
@@ -400,7 +402,7 @@ int attention_memory_batch(int B, int T, std::int64_t rows, bool packed) {
 
 void Backend::attention(const AttentionArgs& a) {
   const Check c(name(), Op::Attention);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.out, "out", a.types, !a.cu_seqlens.empty());
+  check_attention(c, a.B, a.T, a.NH, a.kv_heads, a.qkv, a.out, "out", a.types, !a.cu_seqlens.empty());
   check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
   check_attention_memory(
       c,
@@ -416,7 +418,7 @@ void Backend::attention(const AttentionArgs& a) {
 
 void Backend::attention_backward(const AttentionBackwardArgs& a) {
   const Check c(name(), Op::AttentionBackward);
-  check_attention(c, a.B, a.T, a.NH, a.qkv, a.dout, "dout", a.types, !a.cu_seqlens.empty());
+  check_attention(c, a.B, a.T, a.NH, a.kv_heads, a.qkv, a.dout, "dout", a.types, !a.cu_seqlens.empty());
   check_packing(c, a.cu_seqlens, a.B, a.T, a.qkv.dim(0), memory().host_visible());
   c.that(!a.causal || a.cu_seqlens.empty(), "packed sequences are for the bidirectional attention");
   c.shape(a.dqkv, "dqkv", {a.qkv.dim(0), a.qkv.dim(1)});

@@ -229,8 +229,8 @@ struct AttentionBytes {
 // key padding mask (BERT): q, k, v = qkv[:, 0:C | C:2C |
 // 2C:3C], NH heads each, scale 1/sqrt(C/NH); out has the heads concatenated (before c_proj).
 struct AttentionArgs {
-  View out{};      // [rows, C] (=)
-  View qkv{};      // [rows, 3C]: rows = B·T, or packed (EmbeddingArgs' comment) under cu_seqlens
+  View out{};      // [rows, C] (=), C = NH·HS
+  View qkv{};      // [rows, 3C] (q | k | v): rows = B·T, or packed (EmbeddingArgs' comment) under cu_seqlens
   View saved{};    // attention_bytes().saved bytes: written here, read by backward
   View scratch{};  // attention_bytes().scratch bytes, not preserved
   int B = 0, T = 0, NH = 0;
@@ -243,6 +243,10 @@ struct AttentionArgs {
   // mask). Its saved and scratch memory is attention_bytes(⌈rows / T⌉, T, ...): enough for any
   // packing of the rows (Σ L² ≤ T·rows), however many sequences B counts.
   View cu_seqlens{};
+  // Grouped-query attention (Llama's): kv_heads key and value heads, a divisor of NH (0 = NH; 1 =
+  // multi-query); qkv is then [rows, (NH + 2·kv_heads)·HS] and query head h reads key and value
+  // head h / (NH / kv_heads).
+  int kv_heads = 0;
 
   Op op() const { return Op::Attention; }
   // The dtypes are `types` (qkv and out are checked against them; op_types asks probs too).
@@ -270,6 +274,7 @@ struct AttentionBackwardArgs {
   AttentionDtypes types;
   bool causal = true;  // as the forward ran (the saved probabilities carry the mask)
   View cu_seqlens{};   // as the forward ran
+  int kv_heads = 0;    // as the forward ran
 
   Op op() const { return Op::AttentionBackward; }
   auto views() {

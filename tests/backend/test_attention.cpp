@@ -156,5 +156,58 @@ TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
     EXPECT_NEAR(grad[i], test::finite_difference(loss, qkv, i), 1e-7) << i;
 }
 
+// Grouped-query attention against multi-head attention over the same heads repeated: kv_heads
+// key/value heads read by NH / kv_heads query heads each give the outputs of plain attention whose
+// k and v heads are the group's copies, and a key/value head's gradient is the sum of its copies'.
+// Causal and bidirectional, multi-query (1) and grouped (2) of 4 heads, T across a row block.
+TEST(Attention, GroupedQueryMatchesMultiHeadOverRepeatedHeads) {
+  const int B = 2, NH = 4, HS = 8, C = NH * HS;
+  Context ctx;
+  for (const int T : {5, 70})
+    for (const int KV : {1, 2})
+      for (const bool causal : {true, false}) {
+        SCOPED_TRACE("T=" + std::to_string(T) + " KV=" + std::to_string(KV) + (causal ? " causal" : ""));
+        const int G = NH / KV, W = (NH + 2 * KV) * HS;
+        const size_t rows = static_cast<size_t>(B) * T;
+        const auto qkv = test::randn(rows * W, 300 + T + KV, 1.0f);
+        const auto dout = test::randn(rows * C, 400 + T + KV, 1.0f);
+        // The multi-head input: query heads as they are, key/value head h / G copied to head h.
+        std::vector<float> qkv_mha(rows * 3 * C);
+        for (size_t r = 0; r < rows; ++r)
+          for (int h = 0; h < NH; ++h)
+            for (int d = 0; d < HS; ++d) {
+              const float* g = qkv.data() + r * W;
+              float* m = qkv_mha.data() + r * 3 * C;
+              m[h * HS + d] = g[h * HS + d];
+              m[C + h * HS + d] = g[C + (h / G) * HS + d];
+              m[2 * C + h * HS + d] = g[C + KV * HS + (h / G) * HS + d];
+            }
+        const auto types = fp32::attention_types();
+        std::vector<float> saved(attention_saved_floats(B, T, C, NH)), scratch(attention_scratch_floats(B, T, C, NH));
+        GemmWorkspace ws(ctx);
+        std::vector<float> out_gqa(rows * C), out_mha(rows * C), d_gqa(rows * W), d_mha(rows * 3 * C);
+        attention_forward_typed(out_gqa.data(), saved.data(), qkv.data(), scratch.data(), types, B, T, C, NH, ws,
+                                ctx, causal, nullptr, nullptr, KV);
+        attention_backward_typed(d_gqa.data(), dout.data(), qkv.data(), saved.data(), scratch.data(), types, B, T,
+                                 C, NH, ws, ctx, causal, nullptr, KV);
+        attention_forward_typed(out_mha.data(), saved.data(), qkv_mha.data(), scratch.data(), types, B, T, C, NH,
+                                ws, ctx, causal);
+        attention_backward_typed(d_mha.data(), dout.data(), qkv_mha.data(), saved.data(), scratch.data(), types,
+                                 B, T, C, NH, ws, ctx, causal);
+        std::vector<double> want_d(rows * W, 0.0);
+        for (size_t r = 0; r < rows; ++r)
+          for (int h = 0; h < NH; ++h)
+            for (int d = 0; d < HS; ++d) {
+              const float* m = d_mha.data() + r * 3 * C;
+              double* g = want_d.data() + r * W;
+              g[h * HS + d] = m[h * HS + d];
+              g[C + (h / G) * HS + d] += m[C + h * HS + d];
+              g[C + KV * HS + (h / G) * HS + d] += m[2 * C + h * HS + d];
+            }
+        EXPECT_TRUE(all_close(out_gqa, test::to_double(out_mha), Tol{1e-6, 1e-5}, "out"));
+        EXPECT_TRUE(all_close(d_gqa, want_d, Tol{1e-5, 1e-5}, "dqkv"));
+      }
+}
+
 }  // namespace
 }  // namespace mptrain::cpu

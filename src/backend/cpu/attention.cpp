@@ -43,20 +43,36 @@ inline void check_attention_sizes(const char* op, int B, int T, int C, int NH) {
                 " C=" + std::to_string(C) + " NH=" + std::to_string(NH) + " (C must be a multiple of NH)");
 }
 
-// Strides, in elements, of the per-(b, h) views.
+// The heads' shape: NH query heads of HS in out [.., C], and KV key/value heads (grouped-query
+// attention: query head h = j·G + g reads key/value head j, G = NH / KV) in qkv rows of
+// W = (NH + 2·KV)·HS, q then k then v.
+struct Heads {
+  int NH, KV, HS;
+  int G() const { return NH / KV; }
+  std::int64_t C() const { return static_cast<std::int64_t>(NH) * HS; }
+  std::int64_t W() const { return static_cast<std::int64_t>(NH + 2 * KV) * HS; }
+  size_t k_at() const { return static_cast<size_t>(C()); }  // k's offset in a row
+  size_t v_at() const { return static_cast<size_t>(C() + static_cast<std::int64_t>(KV) * HS); }  // v's
+};
+
+// Strides, in elements, of the per-(b, j) views: every product is batched over (B, KV), once per
+// member g of a group (offsets g·HS in q, out and dout, g·T·T in the scores); G = 1 is plain
+// multi-head attention over (B, NH).
 struct AttentionViews {
-  GemmLayout rows_qkv;  // a head of q, k or v inside qkv: [T, HS], row stride 3C
-  GemmLayout cols_qkv;  // the same head transposed: [HS, T]
-  GemmLayout rows_bt;   // a head of out / dout: [T, HS], row stride C
-  GemmLayout rows_tt;   // att / dS: [T, T] per (b, h)
-  GemmLayout cols_tt;   // att / dS transposed
-  AttentionViews(int NH, int T, int C) {
-    const std::int64_t HS = C / NH, t = T, c = C;
-    rows_qkv = {t * 3 * c, HS, 3 * c, 1};
-    cols_qkv = {t * 3 * c, HS, 1, 3 * c};
-    rows_bt = {t * c, HS, c, 1};
-    rows_tt = {NH * t * t, t * t, t, 1};
-    cols_tt = {NH * t * t, t * t, 1, t};
+  GemmLayout rows_q;   // a query head inside qkv (or dqkv): [T, HS], row stride W
+  GemmLayout rows_kv;  // a key or value head inside qkv: [T, HS], row stride W
+  GemmLayout cols_kv;  // the same head transposed: [HS, T]
+  GemmLayout rows_bt;  // a head of out / dout: [T, HS], row stride C
+  GemmLayout rows_tt;  // att / dS: [T, T] per (b, h)
+  GemmLayout cols_tt;  // att / dS transposed
+  AttentionViews(const Heads& hd, int T) {
+    const std::int64_t HS = hd.HS, t = T, c = hd.C(), w = hd.W(), G = hd.G(), NH = hd.NH;
+    rows_q = {t * w, G * HS, w, 1};
+    rows_kv = {t * w, HS, w, 1};
+    cols_kv = {t * w, HS, 1, w};
+    rows_bt = {t * c, G * HS, c, 1};
+    rows_tt = {NH * t * t, G * t * t, t, 1};
+    cols_tt = {NH * t * t, G * t * t, 1, t};
   }
 };
 
@@ -131,20 +147,23 @@ struct Mask {
 };
 
 void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
-                  const Mask& mask, int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx) {
-  const int HS = C / NH;
+                  const Mask& mask, int B, int T, const Heads& hd, GemmWorkspace& ws, Context& ctx) {
+  const int HS = hd.HS, NH = hd.NH, KV = hd.KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
-  const AttentionViews v(NH, T, C);
+  const size_t W = static_cast<size_t>(hd.W()), Cs = static_cast<size_t>(hd.C()),
+               TT = static_cast<size_t>(T) * T;
+  const AttentionViews v(hd, T);
   const bool in_place = ty.probs == StorageType::F32;  // the softmax writes P where it is kept
   float* scores = static_cast<float*>(in_place ? saved : scratch);
 
   const int RB = mask.rows_per_block(T);
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
-    gemm_mixed(scores + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
-               {at(qkv, r0 * C3, ty.qkv), ty.qkv, v.rows_qkv}, {at(qkv, Cs, ty.qkv), ty.qkv, v.cols_qkv},
-               ty.scores, B, NH, r1 - r0, k1, HS, false, ws, ctx);
+    for (int g = 0; g < hd.G(); ++g)
+      gemm_mixed(scores + g * TT + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
+                 {at(qkv, r0 * W + g * HS, ty.qkv), ty.qkv, v.rows_q},
+                 {at(qkv, hd.k_at(), ty.qkv), ty.qkv, v.cols_kv}, ty.scores, B, KV, r1 - r0, k1, HS, false,
+                 ws, ctx);
   }
 
   // Softmax of scale·scores in fp32, in place, then P rounded once into `saved`.
@@ -167,20 +186,23 @@ void forward_impl(void* out, void* saved, const void* qkv, void* scratch, const 
 
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
-    gemm_mixed(
-        at(out, r0 * Cs, ty.out), ty.out, v.rows_bt,
-        {at(static_cast<const void*>(saved), static_cast<size_t>(r0) * T, ty.probs), ty.probs, v.rows_tt},
-        {at(qkv, 2 * Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.values, B, NH, r1 - r0, HS, k1, false, ws, ctx);
+    for (int g = 0; g < hd.G(); ++g)
+      gemm_mixed(at(out, r0 * Cs + g * HS, ty.out), ty.out, v.rows_bt,
+                 {at(static_cast<const void*>(saved), g * TT + static_cast<size_t>(r0) * T, ty.probs),
+                  ty.probs, v.rows_tt},
+                 {at(qkv, hd.v_at(), ty.qkv), ty.qkv, v.rows_kv}, ty.values, B, KV, r1 - r0, HS, k1, false,
+                 ws, ctx);
   }
 }
 
 void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
-                   const AttentionTypes& ty, const Mask& mask, int B, int T, int C, int NH, GemmWorkspace& ws,
-                   Context& ctx) {
-  const int HS = C / NH;
+                   const AttentionTypes& ty, const Mask& mask, int B, int T, const Heads& hd,
+                   GemmWorkspace& ws, Context& ctx) {
+  const int HS = hd.HS, NH = hd.NH, KV = hd.KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const size_t C3 = 3 * static_cast<size_t>(C), Cs = static_cast<size_t>(C);
-  const AttentionViews v(NH, T, C);
+  const size_t W = static_cast<size_t>(hd.W()), Cs = static_cast<size_t>(hd.C()),
+               TT = static_cast<size_t>(T) * T;
+  const AttentionViews v(hd, T);
   float* dp = static_cast<float*>(scratch);
   void* ds = ty.ds == StorageType::F32 ? static_cast<void*>(dp) : dp + tt(B, T, NH);  // in place when fp32
 
@@ -188,9 +210,11 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
   const int RB = mask.rows_per_block(T);
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T);
-    gemm_mixed(dp + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
-               {at(dout, r0 * Cs, ty.out), ty.out, v.rows_bt}, {at(qkv, 2 * Cs, ty.qkv), ty.qkv, v.cols_qkv},
-               ty.values, B, NH, r1 - r0, k1, HS, false, ws, ctx);
+    for (int g = 0; g < hd.G(); ++g)
+      gemm_mixed(dp + g * TT + static_cast<size_t>(r0) * T, StorageType::F32, v.rows_tt,
+                 {at(dout, r0 * Cs + g * HS, ty.out), ty.out, v.rows_bt},
+                 {at(qkv, hd.v_at(), ty.qkv), ty.qkv, v.cols_kv}, ty.values, B, KV, r1 - r0, k1, HS, false,
+                 ws, ctx);
   }
 
   // dS = scale·P ⊙ (dP - rowsum(P ⊙ dP)) in fp32 over the keys the row attends to (0 on padded
@@ -238,19 +262,25 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T), q0 = mask.query_begin(r0);
     const size_t corner = static_cast<size_t>(q0) * T + r0;  // element (q0, r0) of a [T, T] matrix
-    // dQ[r0:r1] = dS[r0:r1, 0:k1]·K[0:k1]
-    gemm_mixed(at(dqkv, r0 * C3, ty.qkv), ty.qkv, v.rows_qkv,
-               {at(cds, static_cast<size_t>(r0) * T, ty.ds), ty.ds, v.rows_tt},
-               {at(qkv, Cs, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, k1, false, ws, ctx);
-    // dK[r0:r1] = dS[q0:T, r0:r1]^T·Q[q0:T]
-    gemm_mixed(at(dqkv, Cs + r0 * C3, ty.qkv), ty.qkv, v.rows_qkv, {at(cds, corner, ty.ds), ty.ds, v.cols_tt},
-               {at(qkv, q0 * C3, ty.qkv), ty.qkv, v.rows_qkv}, ty.scores, B, NH, r1 - r0, HS, T - q0, false,
-               ws, ctx);
-    // dV[r0:r1] = P[q0:T, r0:r1]^T·dY[q0:T]
-    gemm_mixed(at(dqkv, 2 * Cs + r0 * C3, ty.qkv), ty.qkv, v.rows_qkv,
-               {at(saved, corner, ty.probs), ty.probs, v.cols_tt},
-               {at(dout, q0 * Cs, ty.out), ty.out, v.rows_bt}, ty.values, B, NH, r1 - r0, HS, T - q0, false,
-               ws, ctx);
+    // Per member g of each group: dQ[r0:r1] = dS[r0:r1, 0:k1]·K[0:k1]; the group's dK and dV sum
+    // its members' (the first writes, the rest accumulate, in g order: the same sums every run).
+    for (int g = 0; g < hd.G(); ++g) {
+      const size_t gs = g * TT;
+      gemm_mixed(at(dqkv, r0 * W + g * HS, ty.qkv), ty.qkv, v.rows_q,
+                 {at(cds, gs + static_cast<size_t>(r0) * T, ty.ds), ty.ds, v.rows_tt},
+                 {at(qkv, hd.k_at(), ty.qkv), ty.qkv, v.rows_kv}, ty.scores, B, KV, r1 - r0, HS, k1, false,
+                 ws, ctx);
+      // dK[r0:r1] (+)= dS[q0:T, r0:r1]^T·Q[q0:T]
+      gemm_mixed(at(dqkv, hd.k_at() + r0 * W, ty.qkv), ty.qkv, v.rows_kv,
+                 {at(cds, gs + corner, ty.ds), ty.ds, v.cols_tt},
+                 {at(qkv, q0 * W + g * HS, ty.qkv), ty.qkv, v.rows_q}, ty.scores, B, KV, r1 - r0, HS, T - q0,
+                 g > 0, ws, ctx);
+      // dV[r0:r1] (+)= P[q0:T, r0:r1]^T·dY[q0:T]
+      gemm_mixed(at(dqkv, hd.v_at() + r0 * W, ty.qkv), ty.qkv, v.rows_kv,
+                 {at(saved, gs + corner, ty.probs), ty.probs, v.cols_tt},
+                 {at(dout, q0 * Cs + g * HS, ty.out), ty.out, v.rows_bt}, ty.values, B, KV, r1 - r0, HS,
+                 T - q0, g > 0, ws, ctx);
+    }
   }
 }
 
@@ -285,6 +315,14 @@ void for_each_packed(const int* cu, int B, int T, int NH, const AttentionTypes& 
   }
 }
 
+// The heads of a call: kv_heads 0 means NH (multi-head attention).
+Heads heads_of(const char* op, int C, int NH, int kv_heads) {
+  const int kv = kv_heads ? kv_heads : NH;
+  MPT_CHECK(kv > 0 && NH % kv == 0, std::string("[") + op + "] kv_heads " + std::to_string(kv_heads) +
+                                        " does not divide NH = " + std::to_string(NH));
+  return {NH, kv, C / NH};
+}
+
 template <class P>
 P* bytes_at(P* base, size_t bytes) {
   using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
@@ -295,36 +333,40 @@ P* bytes_at(P* base, size_t bytes) {
 
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch, const AttentionTypes& ty,
                              int B, int T, int C, int NH, GemmWorkspace& ws, Context& ctx, bool causal,
-                             const int* key_mask, const int* cu_seqlens) {
+                             const int* key_mask, const int* cu_seqlens, int kv_heads) {
   check_attention_sizes("attention_forward_typed", B, T, C, NH);
+  const Heads hd = heads_of("attention_forward_typed", C, NH, kv_heads);
+  const size_t W = static_cast<size_t>(hd.W());
   MPT_CHECK(out && saved && qkv && scratch, "[attention_forward_typed] null pointer");
   MPT_CHECK(!causal || !key_mask, "[attention_forward_typed] a key mask is for the bidirectional form");
   if (cu_seqlens) {
     MPT_CHECK(!causal && !key_mask, "[attention_forward_typed] packed sequences are bidirectional, unmasked");
     for_each_packed(cu_seqlens, B, T, NH, ty, "attention_forward_typed", [&](size_t row, int L, size_t p) {
-      forward_impl(at(out, row * C, ty.out), bytes_at(saved, p), at(qkv, row * 3 * C, ty.qkv), scratch, ty,
-                   Mask{false, nullptr}, 1, L, C, NH, ws, ctx);
+      forward_impl(at(out, row * C, ty.out), bytes_at(saved, p), at(qkv, row * W, ty.qkv), scratch, ty,
+                   Mask{false, nullptr}, 1, L, hd, ws, ctx);
     });
     return;
   }
   check_key_mask("attention_forward_typed", key_mask, B, T);
-  forward_impl(out, saved, qkv, scratch, ty, Mask{causal, key_mask}, B, T, C, NH, ws, ctx);
+  forward_impl(out, saved, qkv, scratch, ty, Mask{causal, key_mask}, B, T, hd, ws, ctx);
 }
 
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& ty, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx, bool causal, const int* cu_seqlens) {
+                              Context& ctx, bool causal, const int* cu_seqlens, int kv_heads) {
   check_attention_sizes("attention_backward_typed", B, T, C, NH);
+  const Heads hd = heads_of("attention_backward_typed", C, NH, kv_heads);
+  const size_t W = static_cast<size_t>(hd.W());
   MPT_CHECK(dqkv && dout && qkv && saved && scratch, "[attention_backward_typed] null pointer");
   if (cu_seqlens) {
     MPT_CHECK(!causal, "[attention_backward_typed] packed sequences are bidirectional");
     for_each_packed(cu_seqlens, B, T, NH, ty, "attention_backward_typed", [&](size_t row, int L, size_t p) {
-      backward_impl(at(dqkv, row * 3 * C, ty.qkv), at(dout, row * C, ty.out), at(qkv, row * 3 * C, ty.qkv),
-                    bytes_at(saved, p), scratch, ty, Mask{false, nullptr}, 1, L, C, NH, ws, ctx);
+      backward_impl(at(dqkv, row * W, ty.qkv), at(dout, row * C, ty.out), at(qkv, row * W, ty.qkv),
+                    bytes_at(saved, p), scratch, ty, Mask{false, nullptr}, 1, L, hd, ws, ctx);
     });
     return;
   }
-  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{causal, nullptr}, B, T, C, NH, ws, ctx);
+  backward_impl(dqkv, dout, qkv, saved, scratch, ty, Mask{causal, nullptr}, B, T, hd, ws, ctx);
 }
 
 }  // namespace mptrain::cpu

@@ -235,13 +235,13 @@ void CpuBackend::run(const LayerNormBackwardArgs& a) {
 void CpuBackend::run(const AttentionArgs& a) {
   attention_forward_typed(a.out.ptr, a.saved.ptr, a.qkv.ptr, a.scratch.ptr, typed(a.types), a.B, a.T,
                           as_int(a.out.dim(1)), a.NH, ws_, ctx_, a.causal, a.key_mask.as<const int>(),
-                          a.cu_seqlens.as<const int>());
+                          a.cu_seqlens.as<const int>(), a.kv_heads);
 }
 
 void CpuBackend::run(const AttentionBackwardArgs& a) {
   attention_backward_typed(a.dqkv.ptr, a.dout.ptr, a.qkv.ptr, a.saved.ptr, a.scratch.ptr, typed(a.types), a.B,
                            a.T, as_int(a.dout.dim(1)), a.NH, ws_, ctx_, a.causal,
-                           a.cu_seqlens.as<const int>());
+                           a.cu_seqlens.as<const int>(), a.kv_heads);
 }
 
 void CpuBackend::run(const CrossEntropyArgs& a) {

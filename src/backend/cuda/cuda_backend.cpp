@@ -402,6 +402,14 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
   return {reinterpret_cast<float*>(p), reinterpret_cast<int*>(p + up(flash_attention_saved_bytes(B, T, NH)))};
 }
 
+// Grouped-query attention (kv_heads below NH) runs on the CPU only so far: the CUDA kernels read
+// three C-wide parts of qkv.
+void check_heads(const char* op, int NH, int kv_heads) {
+  MPT_CHECK(kv_heads == 0 || kv_heads == NH,
+            std::string("[backend cuda] ") + op + ": grouped-query attention (kv_heads " +
+                std::to_string(kv_heads) + " of NH " + std::to_string(NH) + ") has no CUDA kernel yet");
+}
+
 // The keys of an attention call (cuda/attention.h); the flash masked backward reads the mask its
 // forward copied into `saved` (the backward's interface has none).
 AttentionKeys attention_keys(bool causal, const View& cu_seqlens, int rows, const int* key_mask) {
@@ -417,6 +425,7 @@ AttentionKeys attention_keys(bool causal, const View& cu_seqlens, int rows, cons
 void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
+  check_heads("attention", a.NH, a.kv_heads);
   if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, a.key_mask.as<const int>());
   dispatch_storage(a.types.qkv, [&](auto tag) {
@@ -441,6 +450,7 @@ void CudaBackend::run(const AttentionArgs& a) {
 void CudaBackend::run(const AttentionBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
+  check_heads("attention_backward", a.NH, a.kv_heads);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dqkv = static_cast<T*>(a.dqkv.ptr);

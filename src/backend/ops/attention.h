@@ -36,15 +36,19 @@ size_t attention_scratch_bytes_typed(int B, int T, int C, int NH, const Attentio
 // With cu_seqlens [B+1] (bidirectional, no key mask) the rows are packed sequences
 // (backend/backend.h's EmbeddingArgs): each attends to its own L <= T rows, one sequence after
 // another; P takes NH·L² of the saved B·NH·T² entries per sequence, back to back.
+// kv_heads (grouped-query attention; 0 = NH): qkv rows are (NH + 2·kv_heads)·HS wide, q heads then
+// k then v, and query head h reads key/value head h / (NH / kv_heads); backward sums a key/value
+// head's gradient over its group in head order (in dqkv's dtype, one rounding per member).
 void attention_forward_typed(void* out, void* saved, const void* qkv, void* scratch,
                              const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
                              Context& ctx, bool causal = true, const int* key_mask = nullptr,
-                             const int* cu_seqlens = nullptr);
+                             const int* cu_seqlens = nullptr, int kv_heads = 0);
 // dqkv (=, every element written once, dtype types.qkv); dout in types.out. Reads the same qkv
 // and saved state forward used; needs no key mask (P is 0 on padded keys, so their k and v get 0).
 void attention_backward_typed(void* dqkv, const void* dout, const void* qkv, const void* saved, void* scratch,
                               const AttentionTypes& types, int B, int T, int C, int NH, GemmWorkspace& ws,
-                              Context& ctx, bool causal = true, const int* cu_seqlens = nullptr);
+                              Context& ctx, bool causal = true, const int* cu_seqlens = nullptr,
+                              int kv_heads = 0);
 // Throws Error "[op] sequence b of the batch is all padding" when a row of key_mask[B,T] has no
 // real key (a softmax over no keys is undefined). Null = no padding: nothing to check.
 void check_key_mask(const char* op, const int* key_mask, int B, int T);
