@@ -1,0 +1,24 @@
+// Llama as Hugging Face stores it (LlamaForCausalLM): config.json's LlamaConfig fields to and
+// from a LlamaConfig. The parameter names of model/llama_config.h are the hub's own, and its
+// weights keep nn.Linear's [out, in] layout, so weights copy as they are.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/llama_config.h"
+
+namespace mptrain {
+
+// A LlamaConfig from config.json (hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads, vocab_size, max_position_embeddings, rms_norm_eps,
+// rope_theta, tie_word_embeddings, initializer_range), the vocabulary padded to a multiple of
+// vocab_multiple. What this Llama does not implement (another activation, rope_scaling, biases,
+// a head_dim other than hidden_size / num_attention_heads, pretraining_tp) is an error saying so.
+// `what` names the file in messages.
+LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& what, int vocab_multiple);
+
+// config.json for a LlamaConfig (LlamaForCausalLM, SwiGLU as "silu"). ReLU² and QK-norm have no
+// LlamaForCausalLM form: an error says so.
+nlohmann::json hf_llama_config(const LlamaConfig& config);
+
+}  // namespace mptrain

@@ -1,0 +1,62 @@
+// Llama-family hyper-parameters (issue 40's third family), the named presets and the parameter
+// table with Hugging Face's LlamaForCausalLM names. The blocks: RMSNorm before attention and MLP,
+// rotary position embeddings (rotate-half), grouped-query attention (n_kv_head key/value heads), a
+// SwiGLU MLP (or ReLU², modded-nanogpt's), no biases, optional QK-norm, a tied or untied head.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/param_table.h"
+
+namespace mptrain {
+
+enum class LlamaMlp { SwiGlu, Relu2 };
+
+struct LlamaConfig {
+  int block_size = 2048;          // the longest sequence (max_position_embeddings)
+  int vocab_size = 50257;         // V (GPT-2's BPE by default, so a race compares architectures)
+  int padded_vocab_size = 50304;  // Vp
+  int n_layer = 12;
+  int n_head = 12;
+  int n_kv_head = 12;  // a divisor of n_head: n_head = MHA, 1 = MQA
+  int n_embd = 768;
+  int intermediate = 2048;  // the MLP's width
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  float init_std = 0.02f;
+  bool tie_embeddings = false;
+  bool qk_norm = false;  // RMSNorm over each q and k head before the rotation (per-head weights)
+  LlamaMlp mlp = LlamaMlp::SwiGlu;
+
+  int head_size() const { return n_embd / n_head; }
+  int kv_width() const { return n_kv_head * head_size(); }  // k's (and v's) width
+};
+
+// Presets: llama-tiny (tests: 2 layers, 64 wide, 4 heads over 2 key/value heads), llama-mini
+// (4 × 256), llama-135m (SmolLM-135M's shape, gpt2's size class: 30 layers, 576 wide, 9 heads
+// over 3, MLP 1536, tied head; 134.5M parameters over SmolLM's 49,152 tokens, 135.2M over GPT-2's
+// 50,257). Throws Error listing the known names for an unknown one.
+LlamaConfig llama_preset(const std::string& name, int vocab_multiple = 128);
+std::vector<std::string> llama_preset_names();
+
+// Checks the invariants (heads divide the width, key/value heads divide the heads, an even head
+// size for the rotation, positive sizes, finite theta and eps); throws Error naming the problem.
+void validate(const LlamaConfig& config);
+
+// The parameter table, Hugging Face's names and layouts (nn.Linear weights [out, in]):
+// model.embed_tokens, per layer input_layernorm, self_attn.{q,k,v,o}_proj (q, k, v consecutive: one
+// [(n_head + 2·n_kv_head)·HS, C] weight, the attention op's packed qkv), optional
+// self_attn.{q,k}_norm [HS], post_attention_layernorm, mlp.{gate,up,down}_proj (gate and up
+// consecutive: one [2I, C] weight, SwiGLU's gate_up; ReLU²: up and down only), then model.norm and
+// lm_head (absent when tied).
+ParamTable llama_param_table(const LlamaConfig& config);
+
+// Parameters as Hugging Face counts them (the real vocabulary, not Vp; the tied head once).
+int64_t llama_num_params(const LlamaConfig& config);
+
+// FLOPs of one training step per token: 6 per weight that takes part in a product (the head over
+// Vp; embeddings excluded) plus causal attention's 6·L·C·T.
+double llama_flops_per_token(const LlamaConfig& config, int T);
+
+}  // namespace mptrain
