@@ -478,9 +478,11 @@ void check_embedding(const Check& c, int B, int T, const View& rows, const View&
   c.ints(tokens, "tokens", rows.dim(0));
   c.ints(types, "types", rows.dim(0), true);
   check_packing(c, cu_seqlens, B, T, rows.dim(0), host_visible);
-  c.shape(pos, pos_name, {-1, C});
-  c.that(pos.dim(0) >= T, std::string(pos_name) + " has " + std::to_string(pos.dim(0)) + " rows for " +
-                              std::to_string(T) + " positions");
+  if (!pos.empty()) {  // none: the token rows alone (Llama's rotary positions come later)
+    c.shape(pos, pos_name, {-1, C});
+    c.that(pos.dim(0) >= T, std::string(pos_name) + " has " + std::to_string(pos.dim(0)) + " rows for " +
+                                std::to_string(T) + " positions");
+  }
   c.that(types.empty() == type_table.empty(), std::string("segment ids and ") + type_name + " come together");
   if (!types.empty()) c.shape(type_table, type_name, {-1, C});
   for (const View* v : {&pos, &type_table})

@@ -321,7 +321,7 @@ struct EmbeddingArgs {
   int B = 0, T = 0;
   View cu_seqlens{};  // int32 [B+1]: the packed layout (above); empty: rows = B·T
   View word{};        // [V, C]
-  View pos{};         // [P >= T, C]
+  View pos{};         // [P >= T, C], or empty: no position term (Llama's)
   View types{};       // BERT's segment ids, int32 [rows], or empty
   View type_table{};  // [2, C] with types
 
@@ -338,7 +338,7 @@ struct EmbeddingArgs {
 };
 
 struct EmbeddingBackwardArgs {
-  View dword{}, dpos{}, dtype{};  // (+=), like the tables; dtype empty without types
+  View dword{}, dpos{}, dtype{};  // (+=), like the tables; dpos, dtype empty without them
   View dout{};                    // [rows, C]
   View tokens{}, types{};         // as the forward's
   int B = 0, T = 0;

@@ -79,18 +79,18 @@ inline void cross_entropy_cases(const Backend& be, std::vector<Case>& out) {
 // --- embeddings ---------------------------------------------------------------------------------------
 
 inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
-  enum class Kind { Gpt2, Bert, Packed };
+  enum class Kind { Gpt2, Bert, Packed, Llama };  // Llama: the token rows alone, no positions
   for (const bool backward : {false, true})
     for (const auto& t : type_tuples(2)) {
       const Op op = backward ? Op::EmbeddingBackward : Op::Embedding;
       if (!asks(be, op, t)) continue;
-      for (const Kind kind : {Kind::Gpt2, Kind::Bert, Kind::Packed})
+      for (const Kind kind : {Kind::Gpt2, Kind::Bert, Kind::Packed, Kind::Llama})
         for (const int C : {8, 33})
           out.push_back(
               {op, false,
                std::string(backend_op_name(op)) + " " +
                    describe_dtypes(op, t) +
-                   (kind == Kind::Gpt2 ? " gpt2" : kind == Kind::Bert ? " bert" : " bert packed") + " C=" + std::to_string(C),
+                   (kind == Kind::Gpt2 ? " gpt2" : kind == Kind::Bert ? " bert" : kind == Kind::Llama ? " llama" : " bert packed") + " C=" + std::to_string(C),
                [=](Backend& b, Outcome& o) {
                  const int B = 3, T = 5, V = 11, P = T + 2;
                  const Sequences q = sequences_of(kind == Kind::Packed ? Layout::Packed : Layout::Masked, B, T);
@@ -99,7 +99,7 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
                  for (int r = 0; r < rows; ++r) tokens[r] = (r * 7 + 3) % V, types[r] = (r / 2) % 2;
                  for (int sq = 0, r = 0; sq < B; ++sq)
                    for (int i = 0; i < (kind == Kind::Packed ? q.len[sq] : T); ++i) pos[r++] = i;
-                 const bool bert = kind != Kind::Gpt2;
+                 const bool bert = kind == Kind::Bert || kind == Kind::Packed, positions = kind != Kind::Llama;
                  Ids tok(b, tokens), typ(b, types), cu(b, q.cu);
                  const StorageType table_t = backward ? t[0] : t[1], act_t = backward ? t[1] : t[0];
                  Tensor word(b, table_t, {V, C}, randn(static_cast<size_t>(V) * C, 70, backward ? 0.1f : 1.0f));
@@ -115,21 +115,21 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
                    a.B = B, a.T = T;
                    a.cu_seqlens = kind == Kind::Packed ? cu.view() : View{};
                    a.word = word.view();
-                   a.pos = wpe.view();
+                   if (positions) a.pos = wpe.view();
                    if (bert) a.types = typ.view(), a.type_table = wtt.view();
                    b.embedding(a);
                    std::vector<double> ref(static_cast<size_t>(rows) * C);
                    for (int r = 0; r < rows; ++r)
                      for (int c = 0; c < C; ++c)
                        ref[static_cast<size_t>(r) * C + c] = w0[static_cast<size_t>(tokens[r]) * C + c] +
-                                                             p0[static_cast<size_t>(pos[r]) * C + c] +
+                                                             (positions ? p0[static_cast<size_t>(pos[r]) * C + c] : 0.0) +
                                                              (bert ? t0[static_cast<size_t>(types[r]) * C + c] : 0.0);
                    o.close("out", act.read(), ref, tolerance(act_t));
                    return;
                  }
                  EmbeddingBackwardArgs a;
                  a.dword = word.view();
-                 a.dpos = wpe.view();
+                 if (positions) a.dpos = wpe.view();
                  a.dout = act.view();
                  a.tokens = ints(tok);
                  a.B = B, a.T = T;
@@ -145,7 +145,7 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
                      rt[static_cast<size_t>(types[r]) * C + c] += d;
                    }
                  o.close("dword", word.read(), rw, tolerance(table_t));
-                 o.close("dpos", wpe.read(), rp, tolerance(table_t));
+                 o.close("dpos", wpe.read(), positions ? rp : p0, tolerance(table_t));  // untouched without
                  if (bert) o.close("dtype", wtt.read(), rt, tolerance(table_t));
                }});
     }

@@ -50,12 +50,17 @@ void embeddings_forward(float* out, const int* tokens, const int* types, const f
       const size_t bt = rows.first(b) + static_cast<size_t>(t);
       float* o = out + bt * C;
       const float* w = word + static_cast<size_t>(tokens[bt]) * C;
-      const float* p = pos + static_cast<size_t>(t) * C;
+      const float* p = pos ? pos + static_cast<size_t>(t) * C : nullptr;
       if (types) {
         const float* y = type + static_cast<size_t>(types[bt]) * C;
-        for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
-      } else {
+        if (p)
+          for (int c = 0; c < C; ++c) o[c] = (w[c] + y[c]) + p[c];
+        else
+          for (int c = 0; c < C; ++c) o[c] = w[c] + y[c];
+      } else if (p) {
         for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
+      } else {
+        for (int c = 0; c < C; ++c) o[c] = w[c];
       }
     }
 }
@@ -74,8 +79,10 @@ void embeddings_backward(float* dword, float* dpos, float* dtype, const float* d
       for (int t = 0; t < rows.length(b); ++t) {
         const size_t bt = rows.first(b) + static_cast<size_t>(t);
         const float* d = dout + bt * C + c0;
-        float* p = dpos + static_cast<size_t>(t) * C + c0;
-        for (int c = 0; c < width; ++c) p[c] += d[c];
+        if (dpos) {
+          float* p = dpos + static_cast<size_t>(t) * C + c0;
+          for (int c = 0; c < width; ++c) p[c] += d[c];
+        }
         if (types) {
           float* y = dtype + static_cast<size_t>(types[bt]) * C + c0;
           for (int c = 0; c < width; ++c) y[c] += d[c];

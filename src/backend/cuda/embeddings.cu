@@ -56,20 +56,21 @@ __global__ void embeddings_forward_kernel(T* out, const int* tokens, const int* 
         cu_seqlens ? bt - static_cast<size_t>(cu_seqlens[packed_sequence_of(cu_seqlens, B, bt)]) : bt % Tn;
     const T* e = word + static_cast<size_t>(tokens[bt]) * C + c;
     const T* y = types ? type + static_cast<size_t>(types[bt]) * C + c : nullptr;
-    const T* p = pos + t * C + c;
+    const T* p = pos ? pos + t * C + c : nullptr;  // null: no position term (Llama's)
     T* o = out + bt * C + c;
     if constexpr (W == 1) {
-      const float w = to_f32(*e);
-      *o = from_f32<T>((y ? w + to_f32(*y) : w) + to_f32(*p));
+      const float w = to_f32(*e), v = y ? w + to_f32(*y) : w;
+      *o = from_f32<T>(p ? v + to_f32(*p) : v);
     } else {
-      const Pack<T> pe = load_pack(e), pp = load_pack(p);
-      Pack<T> py{};
+      const Pack<T> pe = load_pack(e);
+      Pack<T> py{}, pp{};
       if (y) py = load_pack(y);
+      if (p) pp = load_pack(p);
       Pack<T> r;
 #pragma unroll
       for (int k = 0; k < W; ++k) {
-        const float w = to_f32(pe.v[k]);
-        r.v[k] = from_f32<T>((y ? w + to_f32(py.v[k]) : w) + to_f32(pp.v[k]));
+        const float w = to_f32(pe.v[k]), v = y ? w + to_f32(py.v[k]) : w;
+        r.v[k] = from_f32<T>(p ? v + to_f32(pp.v[k]) : v);
       }
       store_pack(o, r);
     }
@@ -165,7 +166,7 @@ void embeddings_forward(T* out, const int* tokens, const int* types, const T* wo
   MPT_CHECK(B >= 0 && Tn >= 0 && C > 0, "[embeddings_forward] bad size: " + dims(B, Tn, C));
   check_rows("embeddings_forward", cu_seqlens, rows, B, Tn, C);
   if (rows == 0) return;
-  MPT_CHECK(out && tokens && word && pos && (!types || type),
+  MPT_CHECK(out && tokens && word && (!types || type),
             "[embeddings_forward] null pointer: " + dims(B, Tn, C));
   constexpr int P = kPack<T>;
   const bool vec =
@@ -193,7 +194,7 @@ void embeddings_backward(T* dwte, T* dwpe, T* dtype, const T* dout, const int* t
             "[embeddings_backward] bad size: " + dims(B, Tn, C) + " types=" + std::to_string(n_types));
   check_rows("embeddings_backward", cu_seqlens, rows, B, Tn, C);
   if (rows == 0) return;
-  MPT_CHECK(dwte && dwpe && dout && tokens && scratch && (!types || dtype),
+  MPT_CHECK(dwte && dout && tokens && scratch && (!types || dtype),
             "[embeddings_backward] null pointer: " + dims(B, Tn, C));
   const size_t need = scratch_bytes_for(rows);
   MPT_CHECK(scratch_bytes >= need, "[embeddings_backward] scratch of " + std::to_string(scratch_bytes) +
@@ -201,10 +202,12 @@ void embeddings_backward(T* dwte, T* dwpe, T* dtype, const T* dout, const int* t
                                        " rows=" + std::to_string(rows));
   cudaStream_t s = ctx.stream();
   const int threads = 256;  // a warp multiple; dwpe: one thread per (t, c)
-  encoder_dwpe_kernel<T>
-      <<<grid_for(static_cast<size_t>(Tn) * C, threads, ctx.info().sm_count), threads, 0, s>>>(
-          dwpe, dout, cu_seqlens, B, Tn, C);
-  MPT_CUDA_CHECK_LAUNCH("encoder_dwpe_kernel");
+  if (dwpe) {               // null: no position table (Llama's)
+    encoder_dwpe_kernel<T>
+        <<<grid_for(static_cast<size_t>(Tn) * C, threads, ctx.info().sm_count), threads, 0, s>>>(
+            dwpe, dout, cu_seqlens, B, Tn, C);
+    MPT_CUDA_CHECK_LAUNCH("encoder_dwpe_kernel");
+  }
 
   const size_t ints = align256(static_cast<size_t>(rows) * sizeof(int));
   char* base = static_cast<char*>(scratch);

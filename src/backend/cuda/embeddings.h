@@ -14,7 +14,8 @@
 namespace mptrain::cuda {
 
 // out[rows, C] (=) = (word[tokens[r]] + type[types[r]]) + pos[t of r]: the CPU's order of the
-// additions, each in fp32 (then one rounding to T). types null: word + pos. cu_seqlens null: the
+// additions, each in fp32 (then one rounding to T). types null: word + pos; pos null: no position
+// term (Llama's token rows alone). cu_seqlens null: the
 // B·Tn layout (rows = B·Tn).
 template <class T>
 void embeddings_forward(T* out, const int* tokens, const int* types, const T* word, const T* pos,
@@ -31,8 +32,8 @@ void embeddings_forward(T* out, const int* tokens, const int* types, const T* wo
 size_t embeddings_backward_scratch_bytes(int B, int Tn);
 
 // dword[tok] += dout[r] except for the row pad_token (-1: every row, nn.Embedding's
-// padding_idx); dpos[t] += Σ dout[r] over the rows r at position t; dtype[types[r]] += dout[r]
-// (types null: none) (all accumulated, +=). Deterministic without atomics: rows sorted by token
+// padding_idx); dpos[t] += Σ dout[r] over the rows r at position t (dpos null: none); dtype[types[r]] +=
+// dout[r] (types null: none) (all accumulated, +=). Deterministic without atomics: rows sorted by token
 // (stable radix sort), each distinct token's row adds its rows' gradients in increasing row
 // order; dpos adds sequences in increasing b; each token type's row sums its rows in order.
 // n_types: rows of dtype. cu_seqlens null: the B·Tn layout (rows = B·Tn).
