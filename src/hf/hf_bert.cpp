@@ -42,12 +42,8 @@ BertConfig bert_config_from_hf(const nlohmann::json& cfg, const std::string& wha
   MPT_CHECK(type == "bert", what + ": model_type '" + type + "' is not BERT");
   // Any BERT class: the hub's bert-base-uncased says BertForMaskedLM, yet its file holds both
   // pretraining heads. What the weights lack (e.g. a BertModel's heads) is a missing tensor.
-  if (auto it = cfg.find("architectures"); it != cfg.end() && !it->is_null()) {
-    bool known = false;
-    if (it->is_array())
-      for (const auto& a : *it) known |= a.is_string() && a.get<std::string>().rfind("Bert", 0) == 0;
-    MPT_CHECK(known, what + ": architectures " + it->dump() + " name no BERT class (BertForPreTraining)");
-  }
+  hf_check_architectures(
+      cfg, [](const std::string& a) { return a.rfind("Bert", 0) == 0; }, what, "BERT class (BertForPreTraining)");
 
   BertConfig c;
   c.vocab_size = hf_config_int(cfg, "vocab_size", what);
@@ -87,12 +83,7 @@ BertConfig bert_config_from_hf(const nlohmann::json& cfg, const std::string& wha
       what + ": tie_word_embeddings false is not supported (the MLM decoder is tied to the word embeddings)");
 
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
-  try {
-    validate(c);
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
-  return c;
+  return hf_validated(c, what);
 }
 
 HfBertVocab read_hf_bert_vocab(const std::string& hf_dir, const std::string& vocab_file, int vocab_size) {

@@ -21,12 +21,9 @@ const HfNameMap& gpt2_hf_name_map() {
 Gpt2Config gpt2_config_from_hf(const nlohmann::json& cfg, const std::string& what, int vocab_multiple) {
   const std::string type = hf_config_string(cfg, "model_type", "gpt2", what);
   MPT_CHECK(type == "gpt2", what + ": model_type '" + type + "' is not GPT-2");
-  if (auto it = cfg.find("architectures"); it != cfg.end() && !it->is_null()) {
-    bool known = false;
-    if (it->is_array())
-      for (const auto& a : *it) known |= a == "GPT2LMHeadModel" || a == "GPT2Model";
-    MPT_CHECK(known, what + ": architectures " + it->dump() + " name no GPT2LMHeadModel (or GPT2Model)");
-  }
+  hf_check_architectures(
+      cfg, [](const std::string& a) { return a == "GPT2LMHeadModel" || a == "GPT2Model"; }, what,
+      "GPT2LMHeadModel (or GPT2Model)");
 
   Gpt2Config c;
   c.n_layer = hf_config_int(cfg, "n_layer", what);
@@ -60,12 +57,7 @@ Gpt2Config gpt2_config_from_hf(const nlohmann::json& cfg, const std::string& wha
             what + ": add_cross_attention is not supported");
 
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
-  try {
-    validate(c);
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
-  return c;
+  return hf_validated(c, what);
 }
 
 }  // namespace mptrain

@@ -22,12 +22,9 @@ void require_default(const nlohmann::json& cfg, const char* key, const nlohmann:
 LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& what, int vocab_multiple) {
   const std::string type = hf_config_string(cfg, "model_type", "llama", what);
   MPT_CHECK(type == "llama", what + ": model_type '" + type + "' is not Llama");
-  if (auto it = cfg.find("architectures"); it != cfg.end() && !it->is_null()) {
-    bool known = false;
-    if (it->is_array())
-      for (const auto& a : *it) known |= a == "LlamaForCausalLM" || a == "LlamaModel";
-    MPT_CHECK(known, what + ": architectures " + it->dump() + " name no LlamaForCausalLM (or LlamaModel)");
-  }
+  hf_check_architectures(
+      cfg, [](const std::string& a) { return a == "LlamaForCausalLM" || a == "LlamaModel"; }, what,
+      "LlamaForCausalLM (or LlamaModel)");
   LlamaConfig c;
   c.n_embd = hf_config_int(cfg, "hidden_size", what);
   c.intermediate = hf_config_int(cfg, "intermediate_size", what);
@@ -55,12 +52,7 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& w
                     "heads are hidden_size / num_attention_heads wide");
 
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
-  try {
-    validate(c);
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
-  return c;
+  return hf_validated(c, what);
 }
 
 nlohmann::json hf_llama_config(const LlamaConfig& c) {

@@ -241,4 +241,14 @@ bool hf_config_bool(const nlohmann::json& cfg, const char* key, bool fallback, c
   return v->get<bool>();
 }
 
+void hf_check_architectures(const nlohmann::json& cfg, bool (*known)(const std::string&), const std::string& what,
+                            const std::string& expected) {
+  const auto it = cfg.find("architectures");
+  if (it == cfg.end() || it->is_null()) return;
+  bool any = false;
+  if (it->is_array())
+    for (const auto& a : *it) any |= a.is_string() && known(a.get<std::string>());
+  MPT_CHECK(any, what + ": architectures " + it->dump() + " name no " + expected);
+}
+
 }  // namespace mptrain

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/param_table.h"
 #include "io/safetensors.h"
 
@@ -91,5 +92,19 @@ double hf_config_number(const nlohmann::json& cfg, const char* key, double fallb
 std::string hf_config_string(const nlohmann::json& cfg, const char* key, const std::string& fallback,
                              const std::string& what);
 bool hf_config_bool(const nlohmann::json& cfg, const char* key, bool fallback, const std::string& what);
+// config.json's "architectures", where present, must name a class the family reads (`known` of its
+// name); else Error "<what>: architectures [...] name no <expected>".
+void hf_check_architectures(const nlohmann::json& cfg, bool (*known)(const std::string&), const std::string& what,
+                            const std::string& expected);
+// A config read from `what`, checked by its family's validate(): its Error prefixed with `what`.
+template <class Config>
+Config hf_validated(Config c, const std::string& what) {
+  try {
+    validate(c);
+  } catch (const std::exception& e) {
+    throw Error(what + ": " + e.what());
+  }
+  return c;
+}
 
 }  // namespace mptrain
