@@ -290,9 +290,11 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
 
 namespace {
 
-// The statistics and shift of a norm: LayerNorm's mean and beta (or dbeta), none for RMSNorm.
-void check_norm_extras(const Check& c, bool rms, const View& mean, const View& shift, const char* shift_name,
-                       const View& scale, std::int64_t N, std::int64_t C) {
+// The statistics and shift of a norm: LayerNorm's mean and beta (or dbeta, in dgamma's dtype), none
+// for RMSNorm. Names: {shift, scale} as the op calls them.
+void check_norm_extras(const Check& c, bool rms, const View& mean, const View& shift, const View& scale,
+                       std::array<const char*, 2> names, std::int64_t N, std::int64_t C) {
+  const auto [shift_name, scale_name] = names;
   if (rms) {
     c.that(mean.empty() && shift.empty(), std::string("RMSNorm takes no mean or ") + shift_name);
     return;
@@ -300,8 +302,8 @@ void check_norm_extras(const Check& c, bool rms, const View& mean, const View& s
   c.shape(mean, "mean", {N});
   c.fp32(mean, "mean");
   c.shape(shift, shift_name, {C});
-  c.that(shift.type == scale.type, std::string(shift_name) + " is " + shift.describe() + ", expected " +
-                                       (shift_name[0] == 'd' ? "dgamma" : "gamma") + "'s dtype");
+  c.that(shift.type == scale.type,
+         std::string(shift_name) + " is " + shift.describe() + ", expected " + scale_name + "'s dtype");
 }
 
 }  // namespace
@@ -314,7 +316,7 @@ void Backend::layernorm(const LayerNormArgs& a) {
   c.shape(a.rstd, "rstd", {N});
   c.fp32(a.rstd, "rstd");
   c.shape(a.gamma, "gamma", {C});
-  check_norm_extras(c, a.rms, a.mean, a.beta, "beta", a.gamma, N, C);
+  check_norm_extras(c, a.rms, a.mean, a.beta, a.gamma, {"beta", "gamma"}, N, C);
   for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   submit(a);
 }
@@ -329,7 +331,7 @@ void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   c.shape(a.dgamma, "dgamma", {C});
   c.shape(a.rstd, "rstd", {N});
   c.fp32(a.rstd, "rstd");
-  check_norm_extras(c, a.rms, a.mean, a.dbeta, "dbeta", a.dgamma, N, C);
+  check_norm_extras(c, a.rms, a.mean, a.dbeta, a.dgamma, {"dbeta", "dgamma"}, N, C);
   for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
   submit(a);
 }

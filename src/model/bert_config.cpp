@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/gpt2_config.h"  // pad_vocab
+#include "model/presets.h"
 
 namespace mptrain {
 
@@ -21,23 +22,14 @@ const std::map<std::string, Shape>& preset_table() {
 }
 }  // namespace
 
-std::vector<std::string> bert_preset_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : preset_table()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> bert_preset_names() { return preset_names(preset_table()); }
 
 BertConfig bert_preset(const std::string& name, int vocab_size, int vocab_multiple) {
-  auto it = preset_table().find(name);
-  if (it == preset_table().end()) {
-    std::string known;
-    for (const auto& n : bert_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw Error("unknown BERT preset '" + name + "' (known: " + known + ")");
-  }
+  const Shape& s = preset_shape(preset_table(), name, "BERT");
   BertConfig c;
-  c.n_layer = it->second.n_layer;
-  c.n_head = it->second.n_head;
-  c.hidden = it->second.hidden;
+  c.n_layer = s.n_layer;
+  c.n_head = s.n_head;
+  c.hidden = s.hidden;
   c.intermediate = 4 * c.hidden;
   c.vocab_size = vocab_size;
   c.padded_vocab_size = pad_vocab(vocab_size, vocab_multiple);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "model/presets.h"
 
 namespace mptrain {
 
@@ -26,23 +27,14 @@ const std::map<std::string, Shape>& preset_table() {
 }
 }  // namespace
 
-std::vector<std::string> gpt2_preset_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : preset_table()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> gpt2_preset_names() { return preset_names(preset_table()); }
 
 Gpt2Config gpt2_preset(const std::string& name, int vocab_multiple) {
-  auto it = preset_table().find(name);
-  if (it == preset_table().end()) {
-    std::string known;
-    for (const auto& n : gpt2_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw Error("unknown GPT-2 preset '" + name + "' (known: " + known + ")");
-  }
+  const Shape& s = preset_shape(preset_table(), name, "GPT-2");
   Gpt2Config c;
-  c.n_layer = it->second.n_layer;
-  c.n_head = it->second.n_head;
-  c.n_embd = it->second.n_embd;
+  c.n_layer = s.n_layer;
+  c.n_head = s.n_head;
+  c.n_embd = s.n_embd;
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
   return c;
 }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/gpt2_config.h"  // pad_vocab
+#include "model/presets.h"
 
 namespace mptrain {
 
@@ -24,21 +25,11 @@ const std::map<std::string, Shape>& preset_table() {
 }
 }  // namespace
 
-std::vector<std::string> llama_preset_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : preset_table()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> llama_preset_names() { return preset_names(preset_table()); }
 
 LlamaConfig llama_preset(const std::string& name, int vocab_multiple) {
-  const auto it = preset_table().find(name);
-  if (it == preset_table().end()) {
-    std::string known;
-    for (const auto& n : llama_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw Error("unknown Llama preset '" + name + "' (known: " + known + ")");
-  }
+  const Shape& s = preset_shape(preset_table(), name, "Llama");
   LlamaConfig c;
-  const Shape& s = it->second;
   c.n_layer = s.n_layer;
   c.n_head = s.n_head;
   c.n_kv_head = s.n_kv_head;

@@ -51,33 +51,6 @@ struct TanhBwd {
   __device__ float operator()(float y, float dy) const { return (1.0f - y * y) * dy; }
 };
 
-}  // namespace
-
-template <class T>
-void gelu_forward(T* out, const T* inp, size_t N, Context& ctx) {
-  map_op<T, 1>("gelu_forward", out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx);
-}
-template <class T>
-void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
-  map_op<T, 2>("gelu_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx);
-}
-template <class T>
-void gelu_erf_forward(T* out, const T* inp, size_t N, Context& ctx) {
-  map_op<T, 1>("gelu_erf_forward", out, Inputs<T, 1>{{inp}}, N, GeluErfFwd{}, ctx);
-}
-template <class T>
-void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
-  map_op<T, 2>("gelu_erf_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluErfBwd{}, ctx);
-}
-template <class T>
-void tanh_forward(T* out, const T* inp, size_t N, Context& ctx) {
-  map_op<T, 1>("tanh_forward", out, Inputs<T, 1>{{inp}}, N, TanhFwd{}, ctx);
-}
-template <class T>
-void tanh_backward(T* dinp, const T* out, const T* dout, size_t N, Context& ctx) {
-  map_op<T, 2>("tanh_backward", dinp, Inputs<T, 2>{{out, dout}}, N, TanhBwd{}, ctx);
-}
-
 // SwiGLU: one thread per (row, channel) of out, grid-stride; sigmoid with the accurate expf.
 constexpr int kSwigluThreads = 256;
 
@@ -105,14 +78,42 @@ __global__ void swiglu_backward_kernel(T* dgate_up, const T* dout, const T* gate
   }
 }
 
+}  // namespace
+
+template <class T>
+void gelu_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("gelu_forward", out, Inputs<T, 1>{{inp}}, N, GeluFwd{}, ctx);
+}
+template <class T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("gelu_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluBwd{}, ctx);
+}
+template <class T>
+void gelu_erf_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("gelu_erf_forward", out, Inputs<T, 1>{{inp}}, N, GeluErfFwd{}, ctx);
+}
+template <class T>
+void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("gelu_erf_backward", dinp, Inputs<T, 2>{{inp, dout}}, N, GeluErfBwd{}, ctx);
+}
+template <class T>
+void tanh_forward(T* out, const T* inp, size_t N, Context& ctx) {
+  map_op<T, 1>("tanh_forward", out, Inputs<T, 1>{{inp}}, N, TanhFwd{}, ctx);
+}
+template <class T>
+void tanh_backward(T* dinp, const T* out, const T* dout, size_t N, Context& ctx) {
+  map_op<T, 2>("tanh_backward", dinp, Inputs<T, 2>{{out, dout}}, N, TanhBwd{}, ctx);
+}
+
 template <class T>
 void swiglu_forward(T* out, const T* gate_up, int N, int I, Context& ctx) {
   MPT_PROFILE_RANGE("swiglu_forward");
   MPT_CHECK(N >= 0 && I >= 0, "[swiglu_forward] bad sizes");
   const size_t n = static_cast<size_t>(N) * I;
   if (n == 0) return;
-  swiglu_forward_kernel<T><<<grid_for(n, kSwigluThreads, ctx.info().sm_count), kSwigluThreads, 0,
-                             ctx.stream()>>>(out, gate_up, n, I);
+  swiglu_forward_kernel<T>
+      <<<grid_for(n, kSwigluThreads, ctx.info().sm_count), kSwigluThreads, 0, ctx.stream()>>>(out, gate_up, n,
+                                                                                              I);
   MPT_CUDA_CHECK_LAUNCH("swiglu_forward_kernel");
 }
 
@@ -122,12 +123,13 @@ void swiglu_backward(T* dgate_up, const T* dout, const T* gate_up, int N, int I,
   MPT_CHECK(N >= 0 && I >= 0, "[swiglu_backward] bad sizes");
   const size_t n = static_cast<size_t>(N) * I;
   if (n == 0) return;
-  swiglu_backward_kernel<T><<<grid_for(n, kSwigluThreads, ctx.info().sm_count), kSwigluThreads, 0,
-                              ctx.stream()>>>(dgate_up, dout, gate_up, n, I);
+  swiglu_backward_kernel<T>
+      <<<grid_for(n, kSwigluThreads, ctx.info().sm_count), kSwigluThreads, 0, ctx.stream()>>>(dgate_up, dout,
+                                                                                              gate_up, n, I);
   MPT_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
 }
 
-#define MPT_INSTANTIATE_SWIGLU(T)                                            \
+#define MPT_INSTANTIATE_SWIGLU(T)                                    \
   template void swiglu_forward<T>(T*, const T*, int, int, Context&); \
   template void swiglu_backward<T>(T*, const T*, const T*, int, int, Context&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE_SWIGLU)
