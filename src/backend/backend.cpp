@@ -285,6 +285,12 @@ void Backend::linear_backward(const LinearBackwardArgs& a) {
   c.that(has_activation(a.epilogue) || a.pre.empty(), "pre is only for the activation epilogues");
   if (has_activation(a.epilogue)) c.shape(a.pre, "pre", {N, M});
   c.that(!a.dx_accumulate || !a.dx.empty(), "dx_accumulate without dx");
+  c.that(a.x_epilogue != Epilogue::BiasResidual, "x_epilogue is an activation (GELU, tanh) or none");
+  c.that(has_activation(a.x_epilogue) || a.x_pre.empty(), "x_pre is only for an x_epilogue activation");
+  if (has_activation(a.x_epilogue)) {
+    c.that(!a.dx.empty() && !a.dx_accumulate, "an x_epilogue's derivative needs dx written, not accumulated");
+    c.shape(a.x_pre, "x_pre", {N, K});
+  }
   submit(a);
 }
 

@@ -165,8 +165,18 @@ struct LinearBackwardArgs {
   // arithmetic's operand storage. Through GELU with an fp32 dy and fp32 operands it may be dy
   // itself (computed in place). Without it the GEMMs convert dy each (same values).
   View scratch{};
+  // x came out of an activation (the previous linear's epilogue): dx (=) act'(x_pre)·(dy·w^T), the
+  // gradient of that linear's pre, so that its backward reads it as dy with no activation of its
+  // own. x_pre [N, K] as that linear's `pre` (GELU's input; tanh's output). A GPU fuses the
+  // derivative into the dx product (cuBLASLt's DGELU epilogue: one pass over [N, K] less); the
+  // CPU rounds dx, then applies it, the same values as the previous linear's epilogue would.
+  Epilogue x_epilogue = Epilogue::Bias;
+  View x_pre{};
 
-  Op op() const { return has_activation(epilogue) ? Op::LinearActivationBackward : Op::LinearBackward; }
+  Op op() const {
+    return has_activation(epilogue) || has_activation(x_epilogue) ? Op::LinearActivationBackward
+                                                                   : Op::LinearBackward;
+  }
   auto views() {
     return std::array{ArgView{"dx", &dx, dx_accumulate ? Access::Add : Access::Write},
                       adds("dw", dw),
@@ -175,6 +185,7 @@ struct LinearBackwardArgs {
                       reads("x", x),
                       reads("w", w),
                       reads("pre", pre),
+                      reads("x_pre", x_pre),
                       workspace("scratch", scratch)};
   }
 };

@@ -182,22 +182,28 @@ void Gpt2::backward_impl(int B, int T) {
     const View residual =
         l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
 
-    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+    // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))). GELU's derivative goes into
+    // fcproj's dx product under a GPU's plan (cuBLASLt's DGELU epilogue; the same values on a CPU
+    // under that plan, whose 16-bit dx is rounded before it either way), else into fc's backward.
+    const View fch = acts_.view(la.fch, N, 4 * C);
+    const bool gelu_in_dx = policy_.caps.gpu_gemms;
     linear_backward({.dx = dfch_gelu,
                      .dw = grad(g.fcproj_w, {4 * C, C}),
                      .db = grad(g.fcproj_b, {C}),
                      .dy = dresidual,
                      .x = acts_.view(la.fch_gelu, N, 4 * C),
                      .w = weight(wc.fcproj_w, 4 * C, C),
-                     .scratch = acts_.work(a_.dout_lp)});
+                     .scratch = acts_.work(a_.dout_lp),
+                     .x_epilogue = gelu_in_dx ? Epilogue::BiasGelu : Epilogue::Bias,
+                     .x_pre = gelu_in_dx ? fch : View{}});
     linear_backward({.dx = dln,
                      .dw = grad(g.fc_w, {C, 4 * C}),
                      .db = grad(g.fc_b, {4 * C}),
                      .dy = dfch_gelu,
                      .x = acts_.view(la.ln2, N, C),
                      .w = weight(wc.fc_w, C, 4 * C),
-                     .epilogue = Epilogue::BiasGelu,
-                     .pre = acts_.view(la.fch, N, 4 * C),
+                     .epilogue = gelu_in_dx ? Epilogue::Bias : Epilogue::BiasGelu,
+                     .pre = gelu_in_dx ? View{} : fch,
                      .scratch = acts_.work(a_.dfch)});
     layernorm_backward(dresidual, dln, acts_.view(la.residual2, N, C), w.ln2_w, g.ln2_w, g.ln2_b, la.ln2_mean,
                        la.ln2_rstd);

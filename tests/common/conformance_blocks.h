@@ -201,16 +201,18 @@ inline void linear_cases(const Backend& be, std::vector<Case>& out) {
 }
 
 // Backward: {dx, dw, dy, x, w} (no dx: dy's type in its place) plus pre for the activations; db in
-// dw's type. dx written (=) or accumulated (+=), or absent; dw and db accumulated.
+// dw's type. dx written (=) or accumulated (+=), or absent; dw and db accumulated. With an x_act
+// (x came out of that activation): dx written through its derivative at x_pre [N, K] (dx's type).
 enum class Dx { Written, Accumulated, Absent };
 
 inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector<StorageType> t, ComputeType m,
-                                 LinearShape s, bool transposed, Dx dx_mode) {
-  const Op op = has_activation(e) ? Op::LinearActivationBackward : Op::LinearBackward;
+                                 LinearShape s, bool transposed, Dx dx_mode, Epilogue x_act = Epilogue::Bias) {
+  const bool through = has_activation(x_act);
+  const Op op = has_activation(e) || through ? Op::LinearActivationBackward : Op::LinearBackward;
   const char* dx_name = dx_mode == Dx::Written ? " dx=" : dx_mode == Dx::Accumulated ? " dx+=" : " no dx";
   const std::string name = std::string(backend_op_name(op)) + " " + epilogue_name(e) + " " +
-                           describe_dtypes(op, t, m) +
-                           shape_name(s) + (transposed ? " w=[M,K]ᵀ" : " w=[K,M]") + dx_name;
+                           describe_dtypes(op, t, m) + shape_name(s) + (transposed ? " w=[M,K]ᵀ" : " w=[K,M]") +
+                           dx_name + (through ? std::string(" through ") + epilogue_name(x_act) : "");
   out.push_back({op, false, name, [=](Backend& b, Outcome& o) {
                    const LinearInputs in = linear_inputs(b, t[3], t[4], s, transposed);
                    const size_t nm = static_cast<size_t>(s.N) * s.M, nk = static_cast<size_t>(s.N) * s.K,
@@ -225,6 +227,10 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
                    if (e == Epilogue::BiasTanh)
                      for (float& v : saved) v = std::tanh(v);
                    Tensor pre(b, t.size() > 5 ? t[5] : t[2], {s.N, s.M}, saved);
+                   std::vector<float> x_saved = randn(nk, 25);
+                   if (x_act == Epilogue::BiasTanh)
+                     for (float& v : x_saved) v = std::tanh(v);
+                   Tensor x_pre(b, t[0], {s.N, s.K}, x_saved);
                    const std::vector<double> dx0 = dx.host(), dw0 = dw.host(), db0 = db.host();
                    LinearBackwardArgs a;
                    if (dx_mode != Dx::Absent) a.dx = dx.view();
@@ -237,6 +243,10 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
                    a.math = m;
                    a.epilogue = e;
                    if (has_activation(e)) a.pre = pre.view();
+                   if (through) {
+                     a.x_epilogue = x_act;
+                     a.x_pre = x_pre.view();
+                   }
                    b.linear_backward(a);
                    // g: dy, or d(pre) = act'(saved)·dy as the products read it.
                    std::vector<double> g(nm);
@@ -249,7 +259,8 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
                        double acc = dx_mode == Dx::Accumulated ? dx0[static_cast<size_t>(n) * s.K + k] : 0.0;
                        for (int j = 0; j < s.M; ++j)
                          acc += operand(g[static_cast<size_t>(n) * s.M + j], m) * operand(in.wat(k, j), m);
-                       rdx[static_cast<size_t>(n) * s.K + k] = acc;
+                       const size_t at = static_cast<size_t>(n) * s.K + k;
+                       rdx[at] = through ? activation_grad(x_act, x_pre.host()[at]) * acc : acc;
                      }
                    for (int k = 0; k < s.K; ++k)
                      for (int j = 0; j < s.M; ++j) {
@@ -265,7 +276,9 @@ inline void linear_backward_case(std::vector<Case>& out, Epilogue e, std::vector
                      for (int n = 0; n < s.N; ++n) acc += g[static_cast<size_t>(n) * s.M + j];
                      rdb[j] = acc;
                    }
-                   if (dx_mode != Dx::Absent) o.close("dx", dx.read(), rdx, tolerance(t[0], {via}));
+                   // Through x's activation, dx may be rounded once more, before its derivative.
+                   if (dx_mode != Dx::Absent)
+                     o.close("dx", dx.read(), rdx, tolerance(t[0], {via, through ? ulp(t[0]) : 0.0}));
                    o.close("dw", dw.read(), rdw, tolerance(t[1], {via}));
                    o.close("db", db.read(), rdb, tolerance(t[1], {via}));
                  }});
@@ -286,6 +299,12 @@ inline void linear_backward_cases(const Backend& be, std::vector<Case>& out) {
           if (!classes) continue;
           for (const LinearShape& s : kLinearShapes)
             linear_backward_case(out, e, t, m, s, transposed, s.N == 33 ? Dx::Accumulated : Dx::Written);
+          // GPT-2's down projection on a GPU: GELU's derivative in the dx product (the fused
+          // epilogue where K % 8 == 0, the activation's kernel at K = 36).
+          if (e != Epilogue::Bias) continue;
+          for (const Epilogue x_act : {Epilogue::BiasGelu, Epilogue::BiasGeluErf})
+            for (const LinearShape& s : {kLinearShapes[1], LinearShape{33, 36, 65}})
+              linear_backward_case(out, e, t, m, s, transposed, Dx::Written, x_act);
         }
       }
   }

@@ -203,6 +203,16 @@ void CpuBackend::run(const LinearBackwardArgs& a) {
   // dx[N,K] (=) dy[N,M]·w^T
   if (!a.dx.empty())
     gemm_mixed(a.dx.ptr, a.dx.type, layout(a.dx), dy, wT, math, 1, 1, N, K, M, a.dx_accumulate, ws_, ctx_);
+  // Through the activation x came from: dx (=) act'(x_pre)·dx, from dx's rounded values, as that
+  // linear's own backward would have computed its d(pre) from this dx.
+  if (has_activation(a.x_epilogue)) {
+    MPT_CHECK(a.dx.contiguous() && a.x_pre.contiguous(),
+              "[backend cpu] linear_backward: x_epilogue needs a contiguous dx and x_pre");
+    const size_t NK = static_cast<size_t>(N) * K;
+    float* g = a.dx.type == F32 ? a.dx.as<float>() : static_cast<float*>(scratch(0, NK * sizeof(float)));
+    if (a.dx.type != F32) convert(g, F32, a.dx.ptr, a.dx.type, NK);
+    activation_backward(a.x_epilogue, a.dx.ptr, a.dx.type, a.x_pre, g, NK);
+  }
   // dw[K,M] (+=) x^T·dy; a transposed dw (nn.Linear's [M,K]) as dw^T[M,K] (+=) dy^T·x.
   const GemmOperand dyT{dy.ptr, dy.type, {0, 0, dy.layout.col, dy.layout.row}, dy.ready};
   if (a.dw.stride[1] == 1 || a.dw.stride[0] != 1)

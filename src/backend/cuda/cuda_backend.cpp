@@ -162,7 +162,7 @@ bool CudaBackend::can_run(const OpTypes& t) const {
       return t.uniform() && math_fits(t["x"], t.math);
     case Op::LinearBackward:
     case Op::LinearActivationBackward:  // dw (and db) may be the fp32 master gradient
-      return t["x"] == t["dy"] && t["w"] == t["dy"] && absent_or({"dx", "pre"}, t["dy"]) &&
+      return t["x"] == t["dy"] && t["w"] == t["dy"] && absent_or({"dx", "pre", "x_pre"}, t["dy"]) &&
              (t["dw"] == t["dy"] || t["dw"] == F32) && absent_or({"db"}, t["dw"]) &&
              math_fits(t["dy"], t.math);
     case Op::Attention:
@@ -345,9 +345,23 @@ void CudaBackend::run(const LinearBackwardArgs& a) {
     g = dpre;
   }
   const GemmEpilogue none{};
-  // dx[N,K] (= or +=) g[N,M]·w^T
-  if (!a.dx.empty())
-    gemm(a.dx.ptr, a.dx.type, g, a.w.ptr, T, N, K, M, false, !wt, a.dx_accumulate, mm, none, *ctx_);
+  // dx[N,K] (= or +=) g[N,M]·w^T; through x's activation, act'(x_pre) ⊙ that: in the product's
+  // epilogue for the tanh GELU (cuBLASLt's DGELU: the fp32 product, one rounding; its aux needs
+  // K % 8 == 0, as the forward's), else the activation's own kernel in place after it.
+  if (!a.dx.empty()) {
+    const bool through = has_activation(a.x_epilogue);
+    const bool fused = through && options_.fuse && a.x_epilogue == mptrain::Epilogue::BiasGelu && K % 8 == 0 &&
+                       T != F32 && a.dx.type == T && a.x_pre.type == T;
+    const GemmEpilogue dgelu{LtEpilogue::DGelu, nullptr, nullptr, a.x_pre.ptr};
+    gemm(a.dx.ptr, a.dx.type, g, a.w.ptr, T, N, K, M, false, !wt, a.dx_accumulate, mm, fused ? dgelu : none,
+         *ctx_);
+    if (through && !fused) {
+      MPT_CHECK(a.dx.type == a.x_pre.type,
+                "[backend cuda] linear_backward: x_epilogue needs dx and x_pre in one dtype");
+      const size_t nk = static_cast<size_t>(N) * K;
+      activation(a.x_epilogue, a.dx.type, a.dx.ptr, a.x_pre.ptr, a.dx.ptr, nk, *ctx_);
+    }
+  }
   // dw (+=): x^T·g into [K,M], or, for a transposed dw ([M,K] storage), g^T·x.
   if (transposed(a.dw, "linear_backward", "dw"))
     gemm(a.dw.ptr, a.dw.type, g, a.x.ptr, T, M, K, N, true, false, true, mm, none, *ctx_);
