@@ -5,6 +5,11 @@
         [--precision fp32|tf32|bf16] [--attn naive|flash] [--compile|--no-compile]
     python3 bench/pytorch_gpt2_cuda.py --ladder --batch 16 --seq 1024 --steps 10 --warmup 3
     python3 bench/pytorch_gpt2_cuda.py --batch 16,32,64      # one row per batch (OOM rows reported)
+    python3 bench/pytorch_gpt2_cuda.py --batch 16 --profile 3   # + its kernels, by GPU time a step
+
+--profile N runs N more steps of each row under torch.profiler and prints its GPU kernels with
+their calls and milliseconds per step (the step's own time, kernel by kernel, to set beside
+`mptrain bench --device cuda --profile`'s op table: where PyTorch's step is faster than ours).
 
 The model is GPT-2 124M written compactly here (nn.Linear layout, fused QKV, pre-LN,
 tanh GELU, tied LM head, vocabulary padded to 50304, no dropout) rather than imported
@@ -228,6 +233,8 @@ def run_row(a, name, precision, attn, compiled, B, x, y, ctx):
         lossv = float(loss.item())
         if not math.isfinite(lossv):
             die(f"row {name}: loss is {lossv} (not finite)")
+        if a.profile > 0:
+            print_kernel_profile(step, a.profile, name)
     except torch.cuda.OutOfMemoryError:
         del model, opt
         torch.cuda.empty_cache()
@@ -250,6 +257,31 @@ def run_row(a, name, precision, attn, compiled, B, x, y, ctx):
     return result
 
 
+def print_kernel_profile(step, n, name, rows=30):
+    """Runs n steps under torch.profiler; prints the GPU kernels by their time per step."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+
+    def device_us(e):  # the attribute's name changed across torch releases
+        for attr in ("self_device_time_total", "self_cuda_time_total"):
+            if hasattr(e, attr):
+                return getattr(e, attr)
+        return 0.0
+
+    events = [e for e in prof.key_averages() if device_us(e) > 0]
+    events.sort(key=device_us, reverse=True)
+    total = sum(device_us(e) for e in events)
+    print(f"kernel profile ({name}): {n} steps, {total / 1e3 / n:.2f} ms of GPU kernels a step", flush=True)
+    print(f"  {'ms/step':>8} {'share':>6} {'calls/step':>10}  kernel", flush=True)
+    for e in events[:rows]:
+        us = device_us(e)
+        print(f"  {us / 1e3 / n:>8.3f} {100 * us / total:>5.1f}% {e.count / n:>10.1f}  {e.key[:110]}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="gpt2", choices=sorted(PRESETS))
@@ -269,6 +301,8 @@ def main(argv=None):
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, N steps under torch.profiler: the GPU kernels by time per step")
     a = ap.parse_args(argv)
     try:
         batches = [int(b) for b in a.batch.split(",")]

@@ -17,6 +17,8 @@
 #   jobs.sh ladder              GPT-2 124M's GPU ladder at B=16, T=1024, the PyTorch peer in the command
 #   jobs.sh bert-bench          BERT-base bf16 at seq 128 and its PyTorch peer
 #   jobs.sh profile             GPT-2 124M bf16's step op by op (bench --profile on the GPU)
+#   jobs.sh peer-profile        the PyTorch peer's step at the same batch, kernel by kernel
+#                               (bench/pytorch_gpt2_cuda.py --profile)
 #   jobs.sh gpt2-bench B        GPT-2 124M at batch B, the best rung and the PyTorch peer
 #   jobs.sh racecheck FILTER    compute-sanitizer racecheck over the CUDA tests on FILTER
 #   jobs.sh ncu                 Nsight Compute on our slowest kernels of GPT-2 124M's bf16 step
@@ -195,6 +197,11 @@ profile() {
 
 # GPT-2 124M at batch B (64: 4x the ladder's, its logits 4.1e9 elements, past 2^31), the best rung
 # (bf16, flash, padded vocabulary, graphs) against the PyTorch peer on the same batch.
+peer_profile() {
+  "$python" bench/pytorch_gpt2_cuda.py --preset gpt2 --batch 16 --seq 1024 --steps 5 --warmup 3 --precision bf16 \
+    --attn flash --compile --vocab 50304 --profile 3
+}
+
 gpt2_bench() {
   ours "$BIN/mptrain" bench --device cuda --preset gpt2 --batch "$1" --seq 1024 --precision bf16 --graphs \
     --steps 10 --warmup 3 --python "$(peer_python)" --progress none
@@ -243,9 +250,10 @@ case "${1:-}" in
   ladder) ladder ;;
   bert-bench) bert_bench ;;
   profile) profile ;;
+  peer-profile) peer_profile ;;
   gpt2-bench) gpt2_bench "$2" ;;
   racecheck) racecheck "$2" ;;
   ncu) ncu_kernels ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile gpt2-bench racecheck ncu memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile peer-profile gpt2-bench racecheck ncu memcheck)"; exit 2 ;;
 esac

@@ -1,8 +1,10 @@
 // Fused cross-entropy: one 512-thread block per row. Pass 1 keeps a running (max, sum of
 // exp(z - max)) per thread over [0, V) (the online softmax: one read of the row), merged
-// across the block; pass 2 writes the gradient over [0, Vp), re-reading the row from L2, or, for
-// 16-bit rows up to 64K columns, from the registers pass 1 loaded it into (R > 0 below: one
-// read of the row from memory and one write, 1.7 ms of GPT-2's B16 step before). The target's logit is read by
+// across the block; pass 2 writes the gradient over [0, Vp), re-reading the row (mostly from L2:
+// four 512-thread blocks per SM). Keeping the row in registers instead (13 packs a thread for
+// GPT-2's 100 KB bf16 rows) leaves one block per SM, each row's read, sums and write in
+// sequence: 2.5 ms of GPT-2's B=16 step on an H200 against this kernel's 1.7 (2026-11-28).
+// The target's logit is read by
 // every thread before the first barrier, so no write of pass 2 (dlogits may alias logits)
 // can precede it; in pass 2 each element is read and then written by the same thread.
 //
@@ -124,34 +126,12 @@ __device__ __forceinline__ int draw_label(const T* z, int V, float row_max, cons
   return first != INT_MAX ? first : last;
 }
 
-// The gradient of the pack of columns j0.. with logits x: softmax·g (exp(x − m)·scale, scale =
-// g / sum), minus g at the target; 0 in the padding past V.
-template <class T>
-__device__ __forceinline__ Pack<T> grad_pack(const Pack<T>& x, int j0, int V, int target, float m, float scale,
-                                             float g) {
-  Pack<T> y;
-#pragma unroll
-  for (int k = 0; k < kPack<T>; ++k) {
-    const int j = j0 + k;
-    const float d = j < V ? expf(to_f32(x.v[k]) - m) * scale - (j == target ? g : 0.0f) : 0.0f;
-    y.v[k] = from_f32<T>(d);
-  }
-  return y;
-}
-
 // Sample = false: targets[n] is read. Sample = true: the label is drawn (draw_label) and
 // written to sampled[n]; targets is unused.
-// R > 0 (unsampled, packed, Vp ≤ R·W·kThreads): the row is read once, into R packs of registers
-// per thread, and pass 2 takes it from there instead of reading it again (GPT-2's 100 KB bf16
-// rows: 13 packs a thread, one 512-thread block per SM, all its loads in flight at once). The
-// same packs, in the same order, go through the same online_add calls, so losses and gradients
-// are the streaming kernel's bit for bit.
-template <class T, int W, bool Sample, int R = 0>
-__global__ void __launch_bounds__(kThreads) crossentropy_kernel(float* losses, T* dlogits, const T* logits,
-                                                                const int* targets, const float* dloss, int V,
-                                                                int Vp, int* sampled, uint64_t seed,
-                                                                uint64_t counter) {
-  static_assert(R == 0 || (!Sample && W > 1), "the resident row is the unsampled packed kernel's");
+template <class T, int W, bool Sample>
+__global__ void crossentropy_kernel(float* losses, T* dlogits, const T* logits, const int* targets,
+                                    const float* dloss, int V, int Vp, int* sampled, uint64_t seed,
+                                    uint64_t counter) {
   __shared__ MaxSum red[kThreads / 32];
   extern __shared__ double sample_smem[];  // Sample only: sample_smem_bytes(V, W)
   const int n = blockIdx.x;
@@ -171,22 +151,7 @@ __global__ void __launch_bounds__(kThreads) crossentropy_kernel(float* losses, T
   }
   MaxSum p{-INFINITY, 0.0f};
   const int vpacks = V / W;  // packs entirely inside [0, V)
-  Pack<T> row[R > 0 ? R : 1];  // R > 0: pack i = threadIdx.x + r·kThreads of the row is row[r]
-  if constexpr (R > 0) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int i = static_cast<int>(threadIdx.x) + r * kThreads;
-      if (i < Vp / W) row[r] = load_pack(z + static_cast<size_t>(i) * W);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int i = static_cast<int>(threadIdx.x) + r * kThreads;
-      if (i < vpacks) {
-#pragma unroll
-        for (int k = 0; k < W; ++k) online_add(p, to_f32(row[r].v[k]));
-      }
-    }
-  } else if constexpr (Sample) {
+  if constexpr (Sample) {
     // The same online_add calls, in the same order per thread, as the loop below; and per pack
     // (the partial last pack included, columns < V only) its (max, sum), merged per warp.
     MaxSum* chunk = reinterpret_cast<MaxSum*>(sample_smem + sample_blocks(V));
@@ -267,22 +232,21 @@ __global__ void __launch_bounds__(kThreads) crossentropy_kernel(float* losses, T
   const float scale = g / p.s;
   T* dz = dlogits + off;
   // Vp % W == 0 on the packed path, so packs cover [0, Vp) exactly.
-  if constexpr (R > 0) {
+  for (int i = threadIdx.x; i < Vp / W; i += blockDim.x) {
+    const int j0 = i * W;
+    if constexpr (W == 1) {
+      const float d = j0 < V ? expf(to_f32(z[j0]) - p.m) * scale - (j0 == target ? g : 0.0f) : 0.0f;
+      dz[j0] = from_f32<T>(d);
+    } else {
+      const Pack<T> x = load_pack(z + j0);
+      Pack<T> y;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int j0 = (static_cast<int>(threadIdx.x) + r * kThreads) * W;
-      if (j0 >= Vp) break;  // uniform in r: every later pack of this thread is past the row too
-      store_pack(dz + j0, grad_pack(row[r], j0, V, target, p.m, scale, g));
-    }
-  } else {
-    for (int i = threadIdx.x; i < Vp / W; i += blockDim.x) {
-      const int j0 = i * W;
-      if constexpr (W == 1) {
-        const float d = j0 < V ? expf(to_f32(z[j0]) - p.m) * scale - (j0 == target ? g : 0.0f) : 0.0f;
-        dz[j0] = from_f32<T>(d);
-      } else {
-        store_pack(dz + j0, grad_pack(load_pack(z + j0), j0, V, target, p.m, scale, g));
+      for (int k = 0; k < W; ++k) {
+        const int j = j0 + k;
+        const float d = j < V ? expf(to_f32(x.v[k]) - p.m) * scale - (j == target ? g : 0.0f) : 0.0f;
+        y.v[k] = from_f32<T>(d);
       }
+      store_pack(dz + j0, y);
     }
   }
 }
@@ -305,16 +269,6 @@ void crossentropy_forward_backward(float* losses, T* dlogits, const T* logits, c
   constexpr int P = kPack<T>;
   const bool vec = Vp % P == 0 && aligned16(logits) && (dlogits == nullptr || aligned16(dlogits));
   // One block per row: rows are independent and N (= B·T) is thousands, enough to fill the GPU.
-  // 16-bit rows up to 65,536 columns stay in registers (kResidentPacks; the kernel's comment).
-  if constexpr (P > 4) {
-    constexpr int kResidentPacks = 16;
-    if (vec && Vp / P <= kResidentPacks * kThreads) {
-      crossentropy_kernel<T, P, false, kResidentPacks>
-          <<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp, nullptr, 0, 0);
-      MPT_CUDA_CHECK_LAUNCH("crossentropy_kernel (resident row)");
-      return;
-    }
-  }
   if (vec)
     crossentropy_kernel<T, P, false>
         <<<N, kThreads, 0, ctx.stream()>>>(losses, dlogits, logits, targets, dloss, V, Vp, nullptr, 0, 0);
