@@ -22,6 +22,8 @@
 #   jobs.sh gpt2-bench B        GPT-2 124M at batch B, the best rung and the PyTorch peer
 #   jobs.sh racecheck FILTER    compute-sanitizer racecheck over the CUDA tests on FILTER
 #   jobs.sh ncu                 Nsight Compute on our slowest kernels of GPT-2 124M's bf16 step
+#   jobs.sh ncu-stalls REGEX    Nsight Compute's warp-state, scheduler and pipe sections on the first
+#                               kernel of the bf16 step whose name matches (where its warps wait)
 #   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -231,6 +233,16 @@ ncu_kernels() {
   ((fails == 0))
 }
 
+ncu_stalls() {
+  local n
+  n=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  [[ -n $n ]] || { echo "no ncu on this machine"; return 1; }
+  ours "$n" --clock-control none --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+    --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats \
+    --kernel-name "regex:$1" "$BIN/mptrain" bench --device cuda --preset gpt2 --batch 16 --seq 1024 \
+    --precision bf16 --steps 1 --warmup 1 --no-peer --progress none
+}
+
 bert_bench() {
   ours "$BIN/mptrain" bench --device cuda --model bert --preset bert-base --precision bf16 --batch 32 --seq 128 \
     --steps 10 --warmup 3 --python "$(peer_python)" --progress none
@@ -254,6 +266,7 @@ case "${1:-}" in
   gpt2-bench) gpt2_bench "$2" ;;
   racecheck) racecheck "$2" ;;
   ncu) ncu_kernels ;;
+  ncu-stalls) ncu_stalls "$2" ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile peer-profile gpt2-bench racecheck ncu memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile peer-profile gpt2-bench racecheck ncu ncu-stalls memcheck)"; exit 2 ;;
 esac
