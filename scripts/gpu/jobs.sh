@@ -22,6 +22,10 @@
 #   jobs.sh gpt2-bench B        GPT-2 124M at batch B, the best rung and the PyTorch peer
 #   jobs.sh racecheck FILTER    compute-sanitizer racecheck over the CUDA tests on FILTER
 #   jobs.sh ncu                 Nsight Compute on our slowest kernels of GPT-2 124M's bf16 step
+#   jobs.sh gemm-sweep          bench_cuda_gemm: cuBLASLt's algorithms for each of GPT-2's products, with
+#                               the toolkit's cuBLASLt and with PyTorch's (its pip package), if another
+#   jobs.sh gpt2-lib-ab         GPT-2 124M B=16 bf16 (no peer), the toolkit's cuBLASLt and PyTorch's, A B A B
+#   jobs.sh nsys-kernels        Nsight Systems' kernel table of GPT-2 124M's bf16 step (unsynchronized)
 #   jobs.sh ncu-stalls REGEX    Nsight Compute's warp-state, scheduler and pipe sections on the first
 #                               kernel of the bf16 step whose name matches (where its warps wait)
 #   jobs.sh memcheck            compute-sanitizer memcheck over the conformance test
@@ -243,6 +247,56 @@ ncu_stalls() {
     --precision bf16 --steps 1 --warmup 1 --no-peer --progress none
 }
 
+# The folder of PyTorch's own cuBLASLt (its pip package), when it is not the toolkit's.
+torch_cublas_dir() {
+  local site
+  site=$("$python" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  find $site -path '*/nvidia/*' -name 'libcublasLt.so*' -printf '%h\n' 2>/dev/null | sort -u | head -1
+}
+
+gemm_sweep() {
+  ours "$BIN/bench_cuda_gemm" 16384 16 10 || return 1
+  local dir
+  dir=$(torch_cublas_dir)
+  [[ -n $dir ]] || { echo "--- no pip cuBLASLt beside PyTorch"; return 0; }
+  echo "--- with PyTorch's cuBLASLt first on the path ($dir)"
+  env LD_LIBRARY_PATH="$dir:$MPTRAIN_GPU_LD" "$BIN/bench_cuda_gemm" 16384 16 10
+}
+
+gpt2_lib_ab() {
+  local dir round
+  dir=$(torch_cublas_dir)
+  [[ -n $dir ]] || { echo "no pip cuBLASLt beside PyTorch"; return 1; }
+  local args=(bench --device cuda --preset gpt2 --batch 16 --seq 1024 --precision bf16 --graphs --steps 10
+    --warmup 3 --no-peer --progress none)
+  for round in 1 2; do
+    echo "--- round $round: the toolkit's cuBLASLt"
+    ours "$BIN/mptrain" "${args[@]}" | grep -E 'ms/step' || return 1
+    echo "--- round $round: PyTorch's cuBLASLt ($dir)"
+    env LD_LIBRARY_PATH="$dir:$MPTRAIN_GPU_LD" "$BIN/mptrain" "${args[@]}" | grep -E 'ms/step' || return 1
+  done
+}
+
+nsys_kernels() {
+  local n
+  n=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+  [[ -n $n ]] || { echo "no nsys on this machine"; return 1; }
+  ours "$n" profile -t cuda -o "$WORK/step" --force-overwrite true "$BIN/mptrain" bench --device cuda \
+    --preset gpt2 --batch 16 --seq 1024 --precision bf16 --graphs --steps 3 --warmup 2 --no-peer --progress none ||
+    return 1
+  "$n" stats -q -r cuda_gpu_kern_sum -f csv -o "$WORK/kern" "$WORK/step.nsys-rep" >/dev/null || return 1
+  # Name, calls and total time of each kernel over the profiled run (5 steps and the set-up), top 40.
+  "$python" - "$WORK"/kern*.csv <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+tot = sum(float(r["Total Time (ns)"]) for r in rows)
+print(f"{'ms':>9} {'share':>6} {'calls':>6}  kernel (all profiled launches; the run's 5 steps and set-up)")
+for r in rows[:40]:
+    t = float(r["Total Time (ns)"])
+    print(f"{t / 1e6:>9.2f} {100 * t / tot:>5.1f}% {r['Instances']:>6}  {r['Name'][:120]}")
+PY
+}
+
 bert_bench() {
   ours "$BIN/mptrain" bench --device cuda --model bert --preset bert-base --precision bf16 --batch 32 --seq 128 \
     --steps 10 --warmup 3 --python "$(peer_python)" --progress none
@@ -267,6 +321,9 @@ case "${1:-}" in
   racecheck) racecheck "$2" ;;
   ncu) ncu_kernels ;;
   ncu-stalls) ncu_stalls "$2" ;;
+  gemm-sweep) gemm_sweep ;;
+  gpt2-lib-ab) gpt2_lib_ab ;;
+  nsys-kernels) nsys_kernels ;;
   memcheck) memcheck ;;
-  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile peer-profile gpt2-bench racecheck ncu ncu-stalls memcheck)"; exit 2 ;;
+  *) echo "jobs.sh: unknown job '${1:-}' (gtest suites train resume-cross commands ladder bert-bench profile peer-profile gpt2-bench racecheck ncu ncu-stalls gemm-sweep gpt2-lib-ab nsys-kernels memcheck)"; exit 2 ;;
 esac

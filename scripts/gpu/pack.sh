@@ -3,7 +3,7 @@
 # CUDA toolkit and the project's dependencies but no GPU (docs/dev/cuda.md, "Running on a GPU
 # machine"). The GPU machine has CUDA, cuBLASLt, NCCL (pip's nvidia-nccl-cu13) and PyTorch, but not
 # oneDNN, OpenMPI, ICU, PCRE2 or GoogleTest, and it installs nothing; its window is 15 minutes. So:
-#   .gpu/bin/{mptrain,mptrain_tests_cuda}  stripped, with .gpu/libs.tar.xz (the shared libraries
+#   .gpu/bin/{mptrain,mptrain_tests_cuda,bench_cuda_gemm}  stripped, with .gpu/libs.tar.xz (the shared libraries
 #                                          they need that are not CUDA's or the C library's)
 #   .gpu/fortunes/computers                the text the BERT GPU tests prepare their instances from
 #   .gpu/vocab/                            GPT-2's encoder.json and vocab.bpe (`generate` there)
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
 arch=${MPTRAIN_GPU_ARCH:-90}
-targets=(mptrain mptrain_tests_cuda)
+targets=(mptrain mptrain_tests_cuda bench_cuda_gemm)
 limit_mib=64
 
 if [[ "${MPTRAIN_GPU_SKIP_BUILD:-0}" != 1 ]]; then

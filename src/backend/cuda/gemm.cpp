@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context_impl.h"
@@ -135,7 +136,8 @@ void set_epilogue_pointers(cublasLtMatmulDesc_t d, const GemmEpilogue& ep) {
     set_attr(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ep.aux, sizeof(ep.aux));
 }
 
-GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) {
+// The product's descriptor and layouts (no algorithm yet).
+GemmPlan describe_plan(const GemmKey& k, const GemmEpilogue& ep) {
   const bool has_bias = ep.bias != nullptr;
   GemmPlan p;
   const StorageType tab = static_cast<StorageType>(k.tab);
@@ -181,10 +183,16 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
   }
 
   set_epilogue_pointers(p.desc, ep);
+  return p;
+}
 
+// cuBLASLt's heuristic for a described product: up to `want` algorithms, best guess first,
+// within the context's workspace and the pointers' alignment.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristics(const GemmKey& k, const GemmPlan& p, Context::Impl& im,
+                                                        int want) {
   cublasLtMatmulPreference_t pref = nullptr;
   MPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(want));
   int found = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   {
@@ -194,22 +202,29 @@ GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) 
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-    status = cublasLtMatmulAlgoGetHeuristic(im.lt, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+    status = cublasLtMatmulAlgoGetHeuristic(im.lt, p.desc, p.a, p.b, p.c, p.c, pref, want, results.data(), &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0)
     throw LibraryError("[gemm] cuBLASLt has no algorithm for " + describe(k) + " (" +
                        cublasLtGetStatusName(status) + ")");
-  p.algo = result.algo;
+  results.resize(static_cast<size_t>(found));
+  return results;
+}
+
+// The plan gemm() caches: the heuristic's first algorithm.
+GemmPlan make_plan(const GemmKey& k, const GemmEpilogue& ep, Context::Impl& im) {
+  GemmPlan p = describe_plan(k, ep);
+  p.algo = heuristics(k, p, im, 1).front().algo;
   return p;
 }
 
-// gemm() and gemm_batched(): one product (batch.count 1) or a strided batch.
-// C = alpha·op(A)·op(B) + beta·C; the plan's `accumulate` is beta != 0 (C is read).
-void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
-               bool trans_a, bool trans_b, float alpha, float beta, ComputeType math, const GemmEpilogue& ep,
-               const GemmBatch& batch, Context& ctx) {
-  const bool accumulate = beta != 0.0f;
+// The plan key of a product, its arguments checked; M, N or a batch count of 0 leaves
+// *empty true (nothing to compute).
+GemmKey checked_key(const void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N,
+                    int K, bool trans_a, bool trans_b, bool accumulate, ComputeType math, const GemmEpilogue& ep,
+                    const GemmBatch& batch, bool* empty) {
+  *empty = false;
   GemmKey k;
   k.M = M, k.N = N, k.K = K;
   k.trans_a = trans_a, k.trans_b = trans_b, k.accumulate = accumulate;
@@ -226,7 +241,10 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
             "[gemm] a batched product takes no epilogue: " + describe(k));
   MPT_CHECK(tc == tab || tc == StorageType::F32,
             "[gemm] C must have the operands' type or fp32: " + describe(k));
-  if (M == 0 || N == 0 || batch.count == 0) return;
+  if (M == 0 || N == 0 || batch.count == 0) {
+    *empty = true;
+    return k;
+  }
   // An empty sum (K == 0) would need cuBLASLt layouts with a zero dimension; no caller has one.
   MPT_CHECK(K > 0, "[gemm] K must be positive: " + describe(k));
   MPT_CHECK(c && a && b, "[gemm] null pointer: " + describe(k));
@@ -254,7 +272,18 @@ void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageTyp
   k.alignment = align;
   // GeluBias without a bias is another cuBLASLt epilogue: keep it a distinct plan.
   if (ep.kind == LtEpilogue::GeluBias && !has_bias) k.epilogue = 100 + static_cast<int>(ep.kind);
+  return k;
+}
 
+// gemm() and gemm_batched(): one product (batch.count 1) or a strided batch.
+// C = alpha·op(A)·op(B) + beta·C; the plan's `accumulate` is beta != 0 (C is read).
+void gemm_impl(void* c, StorageType tc, const void* a, const void* b, StorageType tab, int M, int N, int K,
+               bool trans_a, bool trans_b, float alpha, float beta, ComputeType math, const GemmEpilogue& ep,
+               const GemmBatch& batch, Context& ctx) {
+  bool empty = false;
+  const GemmKey k =
+      checked_key(c, tc, a, b, tab, M, N, K, trans_a, trans_b, beta != 0.0f, math, ep, batch, &empty);
+  if (empty) return;
   Context::Impl& im = ctx.impl();
   auto it = im.plans.find(k);
   if (it == im.plans.end()) it = im.plans.emplace(k, make_plan(k, ep, im)).first;
@@ -288,5 +317,60 @@ void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageT
 }
 
 size_t gemm_plan_count(Context& ctx) { return ctx.impl().plans.size(); }
+
+namespace {
+
+int algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  uint32_t v = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+std::vector<GemmAlgoTiming> gemm_sweep(void* c, StorageType tc, const void* a, const void* b, StorageType tab,
+                                       int M, int N, int K, bool trans_a, bool trans_b, bool accumulate,
+                                       ComputeType math, const GemmEpilogue& ep, int max_algos, int iters,
+                                       Context& ctx) {
+  bool empty = false;
+  const GemmKey k = checked_key(c, tc, a, b, tab, M, N, K, trans_a, trans_b, accumulate, math, ep, GemmBatch{},
+                                &empty);
+  MPT_CHECK(!empty && max_algos > 0 && iters > 0, "[gemm_sweep] nothing to time: " + describe(k));
+  Context::Impl& im = ctx.impl();
+  const GemmPlan p = describe_plan(k, ep);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  MPT_CUDA_CHECK(cudaEventCreate(&start));
+  MPT_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<GemmAlgoTiming> out;
+  const auto results = heuristics(k, p, im, max_algos);
+  for (size_t r = 0; r < results.size(); ++r) {
+    const cublasLtMatmulAlgo_t& algo = results[r].algo;
+    const auto launch = [&] {
+      return cublasLtMatmul(im.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &algo, im.workspace,
+                            im.workspace_bytes, im.stream);
+    };
+    GemmAlgoTiming t{static_cast<int>(r), -1.0f, algo_config(algo, CUBLASLT_ALGO_CONFIG_ID),
+                     algo_config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+                     algo_config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                     algo_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), results[r].wavesCount};
+    bool ok = launch() == CUBLAS_STATUS_SUCCESS && launch() == CUBLAS_STATUS_SUCCESS;  // warm-up
+    if (ok) {
+      MPT_CUDA_CHECK(cudaEventRecord(start, im.stream));
+      for (int i = 0; i < iters && ok; ++i) ok = launch() == CUBLAS_STATUS_SUCCESS;
+      MPT_CUDA_CHECK(cudaEventRecord(stop, im.stream));
+      MPT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      MPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (ok) t.ms = ms / static_cast<float>(iters);
+    }
+    out.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return out;
+}
 
 }  // namespace mptrain::cuda

@@ -17,6 +17,7 @@
 // planned once and cached in the Context. All pointers are device pointers; asynchronous.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "core/dtype.h"
@@ -59,5 +60,21 @@ void gemm_scaled(void* c, StorageType tc, const void* a, const void* b, StorageT
 
 // Number of cached plans (tests check that repeated shapes reuse them).
 size_t gemm_plan_count(Context& ctx);
+
+// What cuBLASLt's heuristic leaves on the table for one product (bench/cuda/gemm_sweep.cpp): up
+// to max_algos of its algorithms for gemm()'s arguments, in its order (rank 0 is the one gemm()
+// plans), each timed over `iters` launches after two warm-up ones (CUDA events; ms -1 where
+// cuBLASLt refused to run it). The plan cache is not touched; C is written (accumulating
+// products grow it). Synchronizes.
+struct GemmAlgoTiming {
+  int rank;
+  float ms;
+  int algo_id, tile, splitk, reduction;  // cuBLASLt's config attributes (-1 where unreadable)
+  float waves;
+};
+std::vector<GemmAlgoTiming> gemm_sweep(void* c, StorageType tc, const void* a, const void* b, StorageType tab,
+                                       int M, int N, int K, bool trans_a, bool trans_b, bool accumulate,
+                                       ComputeType math, const GemmEpilogue& ep, int max_algos, int iters,
+                                       Context& ctx);
 
 }  // namespace mptrain::cuda
