@@ -60,7 +60,8 @@ Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, Precision pr
     : Gpt2(config, std::move(be), make_policy(precision, {}, be->caps())) {}
 
 Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, const Policy& policy)
-    : ModelCore(gpt2_param_table(config), std::move(be), policy), config_(config) {
+    : CausalLm(gpt2_param_table(config), std::move(be), policy, config.vocab_size, config.padded_vocab_size),
+      config_(config) {
   w_ = bind_gpt2_tensors(table_, params_.data(), config_.n_layer);
   g_ = bind_gpt2_tensors(table_, grads_.data(), config_.n_layer);
   setup_weight_copies();
@@ -162,92 +163,10 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   return plan;
 }
 
-void Gpt2::plan(int B, int T) {
-  acts_ = gpt2_activation_plan(config_, policy_, *be_, B, T, &a_);
-  acts_.allocate(be_->memory());
-  const size_t n = static_cast<size_t>(B) * T;
-  tokens_.resize(n, be_->memory());
-  targets_.resize(n, be_->memory());
-  plan_B_ = B;
-  plan_T_ = T;
-  set_graphs(graphs_);  // a graph holds the old plan's addresses
-}
-
-float Gpt2::forward(const int* tokens, const int* targets, int B, int T) {
-  const int count = stage(tokens, targets, B, T, 1.0f, false, false);
-  forward_impl(B, T);
-  if (!targets) return 0.0f;
-  loss_impl(B, T, true, false);
-  return read_loss(count);
-}
-
-float Gpt2::forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale) {
-  MPT_CHECK(targets != nullptr, "forward_backward needs targets");
-  const int count = stage(tokens, targets, B, T, grad_scale, true, false);
-  training_pass(B, T);
-  return read_loss(count);
-}
-
-float Gpt2::forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
-                                     uint64_t seed, uint64_t counter) {
-  MPT_CHECK(sampled != nullptr, "forward_backward_sampled needs a buffer for the sampled labels");
-  const int count = stage(tokens, nullptr, B, T, grad_scale, true, true);
-  forward_impl(B, T);
-  const LabelDraw draw{sampled, seed, counter};
-  loss_impl(B, T, false, true, &draw);
-  backward_impl(B, T);
-  targets_.download(sampled, static_cast<size_t>(B) * T);  // the drawn labels
-  return read_loss(count);
-}
-
-void Gpt2::set_graphs(bool on) {
-  graphs_ = on;
-  graph_.reset();
-  eager_B_ = eager_T_ = 0;
-}
-
-void Gpt2::enqueue_training_pass(int B, int T) {
-  forward_impl(B, T);
-  loss_impl(B, T, true, true);
-  backward_impl(B, T);
-}
-
-void Gpt2::training_pass(int B, int T) {
-  if (!graphs_) return enqueue_training_pass(B, T);
-  if (!graph_ || graph_B_ != B || graph_T_ != T) {
-    graph_.reset();
-    // A shape's first run is eager: it sizes the backend's own scratch, which a graph's
-    // pointers must not see move.
-    if (eager_B_ != B || eager_T_ != T) {
-      eager_B_ = B;
-      eager_T_ = T;
-      return enqueue_training_pass(B, T);
-    }
-    be_->begin_capture();
-    try {
-      enqueue_training_pass(B, T);
-    } catch (...) {
-      try {
-        be_->end_capture();  // the backend leaves capture; the partial graph is dropped
-      } catch (const Error&) {
-        // a broken capture's own error: the first one is the one reported
-      }
-      throw;
-    }
-    graph_ = be_->end_capture();
-    graph_B_ = B;
-    graph_T_ = T;
-  }
-  graph_->replay();
-  wgrads_.replay_hooks();  // the captured backward handed its ranges to no hook
-}
-
-const float* Gpt2::logits() {
-  return acts_.read_f32(a_.logits, static_cast<size_t>(last_tokens_) * config_.padded_vocab_size, *be_,
-                        logits32_);
-}
-const float* Gpt2::losses() {
-  return acts_.read_f32(a_.losses, static_cast<size_t>(last_tokens_), *be_, losses32_);
+ActivationPlan Gpt2::plan_activations(int B, int T) {
+  ActivationPlan plan = gpt2_activation_plan(config_, policy_, *be_, B, T, &a_);
+  head_ = {a_.logits, a_.losses, a_.dloss, a_.dlogits_lp};
+  return plan;
 }
 
 }  // namespace mptrain

@@ -25,8 +25,8 @@
 #include "backend/backend.h"
 #include "core/param_table.h"
 #include "model/activation_plan.h"
+#include "model/causal_lm.h"
 #include "model/gpt2_config.h"
-#include "model/model_core.h"
 #include "model/policy_backend.h"
 #include "precision/policy.h"
 
@@ -99,11 +99,13 @@ GemmReader gpt2_gemm_reader(const ParamSpec& spec);
 // Bytes of those copies under `policy` (0 when every GEMM is fp32).
 size_t gpt2_weight_copy_bytes(const Gpt2Config& config, const Policy& policy);
 
-class Gpt2 : public ModelCore {
+class Gpt2 : public CausalLm {
  public:
   // On backend `be` (its memory holds the parameters, gradients and activations; the policy
   // must be one it runs, else Error naming the op and dtypes): an explicit policy (e.g.
   // make_policy(p, parse_op_precision(...))), or the precision's plan for the backend's caps.
+  // The passes (plan, forward, forward_backward, the sampled pass, logits, graphs) are
+  // CausalLm's (model/causal_lm.h).
   Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, const Policy& policy);
   Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, Precision precision = Precision::Fp32);
   ~Gpt2();
@@ -113,57 +115,10 @@ class Gpt2 : public ModelCore {
   // GPT-2 / nanoGPT initialisation from a seed (counter-based: independent of threads).
   void init_weights(uint64_t seed);
 
-  // Plans and allocates activations for micro-batches of up to B×T tokens.
-  void plan(int B, int T);
-
-  // Forward pass. tokens[B,T] must be valid ids (< V); targets may be null (logits only).
-  // Returns the mean loss over targets != -1 (0 when targets is null).
-  float forward(const int* tokens, const int* targets, int B, int T);
-
-  // Forward, then backward with gradients ACCUMULATED (+=) into grads(): the mean loss is
-  // scaled by grad_scale (1/accumulation steps) before differentiation. Returns the mean loss.
-  float forward_backward(const int* tokens, const int* targets, int B, int T, float grad_scale);
-
-  // Sophia's Gauss-Newton-Bartlett pass: forward, labels drawn from the model's own softmax
-  // inside the fused loss (cpu::crossentropy_sampled_forward_backward, RNG (seed, counter)),
-  // then backward with gradients ACCUMULATED (+=) into grads() of grad_scale · the mean loss
-  // over all B·T positions on those labels. sampled[B*T] (=) the labels. Returns that mean loss.
-  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
-                                 uint64_t seed, uint64_t counter);
-
-  // Logits of the last forward, [B,T,Vp] in fp32 on the host (valid until the next forward
-  // overwrites them): the backend's own buffer when it is host memory and fp32, else widened
-  // and/or downloaded into a host copy (the pass's download point).
-  const float* logits();
-  const float* losses();  // per-token losses [B,T] of the last forward with targets, likewise
-
-  // Graphs (backend/backend.h): forward_backward's ops captured once per shape and replayed
-  // (CUDA graphs on a GPU); the gradient-ready hook then runs after each replay, range by range
-  // in the backward's order, instead of during the backward. Off by default.
-  void set_graphs(bool on);
-  bool graphs() const { return graphs_; }
-
  private:
-  // Sophia's labels drawn from the model's own softmax inside the fused loss, into sampled[B·T].
-  struct LabelDraw {
-    int* sampled;
-    uint64_t seed, counter;
-  };
-  // A pass is staged, enqueued, then read (so a GPU can capture the enqueued part in a graph):
-  //   stage      refreshes stale weight copies and uploads the ids, the targets and each row's
-  //              loss gradient; returns the labelled positions (targets != -1; all when drawn)
-  //   forward_impl, loss_impl (the fused loss on targets, or on drawn labels; with backward,
-  //              dlogits for backward_impl), backward_impl: the ops, no host transfer
-  //   read_loss  the download point: the mean loss over the labelled positions
-  int stage(const int* tokens, const int* targets, int B, int T, float grad_scale, bool backward, bool drawn);
-  void forward_impl(int B, int T);
-  void loss_impl(int B, int T, bool targets, bool backward, const LabelDraw* draw = nullptr);
-  void backward_impl(int B, int T);  // over the tokens stage() staged
-  float read_loss(int count);
-  // forward_impl, loss_impl and backward_impl on targets: through the captured graph with
-  // graphs on (captured on a shape's second run, its first eager), else enqueued.
-  void training_pass(int B, int T);
-  void enqueue_training_pass(int B, int T);
+  ActivationPlan plan_activations(int B, int T) override;
+  void forward_impl(int B, int T) override;
+  void backward_impl(int B, int T) override;  // over the tokens CausalLm staged
   void setup_weight_copies();
 
   using LayerActs = Gpt2LayerActs;
@@ -173,22 +128,10 @@ class Gpt2 : public ModelCore {
   };
 
   Gpt2Config config_;
-  FloatBuffer logits32_, losses32_;  // logits() and losses() on the host
-  // The batch's ids staged in the backend's memory (forward uploads them; the kernels read
-  // these), and the host side of the loss's per-row gradient and losses.
-  IndexBuffer tokens_, targets_;
-  std::vector<float> dloss_host_;
-  int last_tokens_ = 0;   // B·T of the last forward
   Gpt2Tensors w_, g_;
   Acts a_{};
   std::vector<LayerWeights> wc_;
   WeightRef wte_c_;
-  // The last loss wrote dlogits into the 16-bit LM-head operand (acts dlogits_lp) directly.
-  bool dlogits_lp_ready_ = false;
-  // Graphs: the captured training pass and its shape, and the shape whose eager first run came.
-  bool graphs_ = false;
-  std::unique_ptr<Graph> graph_;
-  int graph_B_ = 0, graph_T_ = 0, eager_B_ = 0, eager_T_ = 0;
 };
 
 }  // namespace mptrain

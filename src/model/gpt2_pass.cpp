@@ -38,34 +38,6 @@ void Gpt2::setup_weight_copies() {
   }
 }
 
-int Gpt2::stage(const int* tokens, const int* targets, int B, int T, float grad_scale, bool backward,
-                bool drawn) {
-  MPT_CHECK(B <= plan_B_ && T <= plan_T_, "batch " + std::to_string(B) + "x" + std::to_string(T) +
-                                              " exceeds the planned " + std::to_string(plan_B_) + "x" +
-                                              std::to_string(plan_T_));
-  copies_.refresh_if_stale(params_.data(), *be_);
-  const int N = B * T;
-  last_tokens_ = N;
-  tokens_.upload(tokens, static_cast<size_t>(N));  // the kernels read the backend's copy
-  if (targets) targets_.upload(targets, static_cast<size_t>(N));
-  // The mean runs over the labelled positions: targets != -1, or every position for drawn labels.
-  int count = drawn ? N : 0;
-  if (targets)
-    for (int i = 0; i < N; ++i) count += targets[i] != -1;
-  if (backward) {  // each row's gradient of the mean loss
-    dloss_host_.assign(static_cast<size_t>(N), count > 0 ? grad_scale / static_cast<float>(count) : 0.0f);
-    be_->upload(acts_.row(a_.dloss, N), dloss_host_.data());
-  }
-  return count;
-}
-
-float Gpt2::read_loss(int count) {
-  const float* losses = this->losses();  // the download point (the buffer itself on the CPU)
-  double sum = 0.0;                      // fixed order: deterministic
-  for (int i = 0; i < last_tokens_; ++i) sum += losses[i];
-  return count > 0 ? static_cast<float>(sum / count) : 0.0f;
-}
-
 void Gpt2::forward_impl(int B, int T) {
   Backend& be = *be_;
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
@@ -73,7 +45,7 @@ void Gpt2::forward_impl(int B, int T) {
 
   be.embedding(
       {.out = acts_.view(a_.encoded, N, C),
-       .tokens = View::ints(tokens_.data(), N),
+       .tokens = ids(),
        .B = B,
        .T = T,
        // A GPU's plan reads wte through the LM head's 16-bit copy, as every small weight.
@@ -125,44 +97,14 @@ void Gpt2::forward_impl(int B, int T) {
          OpKind::LmHead);
 }
 
-void Gpt2::loss_impl(int B, int T, bool targets, bool backward, const LabelDraw* draw) {
-  const int N = B * T;
-  // dlogits in place in the logits when they share a dtype (fp32, or a GPU plan's 16 bits), or,
-  // beside fp32 logits, straight into the 16-bit LM head operand (one rounding, no fp32 dlogits
-  // pass; the sampled pass writes in place only); backward_impl reads whichever was written.
-  dlogits_lp_ready_ = backward && !draw && policy_.dlogits != policy_.logits;
-  CrossEntropyArgs a;
-  a.losses = acts_.row(a_.losses, N);
-  a.logits = acts_.view(a_.logits, N, config_.padded_vocab_size);
-  if (backward) {
-    a.dlogits = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, config_.padded_vocab_size) : a.logits;
-    a.dloss = acts_.row(a_.dloss, N);  // staged
-  }
-  if (targets) a.targets = View::ints(targets_.data(), N);
-  a.vocab = config_.vocab_size;
-  if (draw) {
-    a.sampled = View::ints(targets_.data(), N);  // the drawn labels, downloaded after the pass
-    a.seed = draw->seed;
-    a.counter = draw->counter;
-  }
-  be_->cross_entropy(a);
-}
-
 void Gpt2::backward_impl(int B, int T) {
   Backend& be = *be_;
   wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
   const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
 
-  // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf. The
-  // gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
-  linear_backward({.dx = dln,
-                   .dw = grad(g_.wte, {Vp, C}).t(),
-                   .dy = dlogits_lp_ready_ ? acts_.view(a_.dlogits_lp, N, Vp) : acts_.view(a_.logits, N, Vp),
-                   .x = acts_.view(a_.lnf, N, C),
-                   .w = weight(wte_c_, Vp, C).t(),
-                   .scratch = dlogits_lp_ready_ ? View{} : acts_.work(a_.dlogits_lp)},
-                  OpKind::LmHead);
+  // LM head: logits = lnf · wte^T  =>  dlnf = dlogits · wte ; dwte += dlogits^T · lnf.
+  head_backward(dln, grad(g_.wte, {Vp, C}).t(), acts_.view(a_.lnf, N, C), weight(wte_c_, Vp, C).t(), N);
 
   const View last =
       config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
@@ -230,7 +172,7 @@ void Gpt2::backward_impl(int B, int T) {
   be.embedding_backward({.dword = grad(g_.wte, {Vp, C}),
                          .dpos = grad(g_.wpe, {config_.block_size, C}),
                          .dout = dresidual,
-                         .tokens = View::ints(tokens_.data(), N),
+                         .tokens = ids(),
                          .B = B,
                          .T = T});
   // The embeddings (wte also the LM head's) are final now, the last range handed.

@@ -47,18 +47,37 @@ void ModelCore::layernorm_backward(const View& dx, const View& dout, const View&
                            acts_.row(mean, N), acts_.row(rstd, N)});
 }
 
+void ModelCore::rmsnorm(const View& out, const View& x, const float* gamma, ActivationPlan::Handle rstd,
+                        float eps) {
+  const std::int64_t N = x.dim(0), C = x.dim(1);
+  be_->layernorm(
+      {.out = out, .rstd = acts_.row(rstd, N), .x = x, .gamma = small(gamma, {C}), .eps = eps, .rms = true});
+}
+
+void ModelCore::rmsnorm_backward(const View& dx, const View& dout, const View& x, const float* gamma,
+                                 const float* dgamma, ActivationPlan::Handle rstd) {
+  const std::int64_t N = x.dim(0), C = x.dim(1);
+  be_->layernorm_backward({.dx = dx,
+                           .dgamma = grad(dgamma, {C}),
+                           .dout = dout,
+                           .x = x,
+                           .gamma = small(gamma, {C}),
+                           .rstd = acts_.row(rstd, N),
+                           .rms = true});
+}
+
 void ModelCore::attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                           ActivationPlan::Handle scratch, int B, int T, int NH, bool causal,
-                          const View& key_mask, const View& cu_seqlens) {
-  be_->attention(
-      {out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, key_mask, cu_seqlens});
+                          const View& key_mask, const View& cu_seqlens, int kv_heads) {
+  be_->attention({out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, key_mask, cu_seqlens,
+                  kv_heads});
 }
 
 void ModelCore::attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
                                    ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T,
-                                   int NH, bool causal, const View& cu_seqlens) {
-  be_->attention_backward(
-      {dqkv, dout, out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal, cu_seqlens});
+                                   int NH, bool causal, const View& cu_seqlens, int kv_heads) {
+  be_->attention_backward({dqkv, dout, out, qkv, acts_.work(saved), acts_.work(scratch), B, T, NH, at_, causal,
+                           cu_seqlens, kv_heads});
 }
 
 }  // namespace mptrain

@@ -72,15 +72,20 @@ class ModelCore {
   void layernorm_backward(const View& dx, const View& dout, const View& x, const float* gamma,
                           const float* dgamma, const float* dbeta, ActivationPlan::Handle mean,
                           ActivationPlan::Handle rstd);
+  // RMSNorm (Llama's): the same with no mean and no shift (LayerNormArgs::rms).
+  void rmsnorm(const View& out, const View& x, const float* gamma, ActivationPlan::Handle rstd, float eps);
+  void rmsnorm_backward(const View& dx, const View& dout, const View& x, const float* gamma, const float* dgamma,
+                        ActivationPlan::Handle rstd);
   // The passes' attention over the heads in qkv under at_, keeping its state in `saved` (the
   // layer's) and working in `scratch` (shared); causal, or under key_mask, or over packed
-  // sequences (cu_seqlens, backend/backend.h). And its backward, given the forward's out.
+  // sequences (cu_seqlens, backend/backend.h); kv_heads key/value heads (grouped-query; 0: NH).
+  // And its backward, given the forward's out.
   void attention(const View& out, const View& qkv, ActivationPlan::Handle saved,
                  ActivationPlan::Handle scratch, int B, int T, int NH, bool causal, const View& key_mask = {},
-                 const View& cu_seqlens = {});
+                 const View& cu_seqlens = {}, int kv_heads = 0);
   void attention_backward(const View& dqkv, const View& dout, const View& out, const View& qkv,
                           ActivationPlan::Handle saved, ActivationPlan::Handle scratch, int B, int T, int NH,
-                          bool causal, const View& cu_seqlens = {});
+                          bool causal, const View& cu_seqlens = {}, int kv_heads = 0);
 
   Precision precision_;
   Policy policy_;

@@ -1,0 +1,149 @@
+// Llama: tensors, activation plan, weight copies; the passes are in llama_pass.cpp.
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace mptrain {
+
+LlamaTensors bind_llama_tensors(const LlamaConfig& config, const ParamTable& table, float* base) {
+  auto at = [&](const std::string& name) { return base + table.get(name).offset; };
+  LlamaTensors t;
+  t.embed = at("model.embed_tokens.weight");
+  for (int l = 0; l < config.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t.layers.push_back({at(p + "input_layernorm.weight"), at(p + "self_attn.q_proj.weight"),
+                        at(p + "self_attn.o_proj.weight"), at(p + "post_attention_layernorm.weight"),
+                        at(p + "mlp.gate_proj.weight"), at(p + "mlp.down_proj.weight")});
+  }
+  t.norm = at("model.norm.weight");
+  t.head = config.tie_embeddings ? t.embed : at("lm_head.weight");
+  return t;
+}
+
+namespace {
+
+GemmReader reader(const ParamSpec& spec, bool tied) {
+  if (spec.name == "lm_head.weight") return GemmReader::LmHead;
+  // Tied, the embedding table is the head; an untied one is a plain lookup table.
+  if (spec.name == "model.embed_tokens.weight") return tied ? GemmReader::LmHead : GemmReader::None;
+  return spec.shape.size() == 2 ? GemmReader::Linear : GemmReader::None;
+}
+GemmReader tied_reader(const ParamSpec& spec) { return reader(spec, true); }
+GemmReader untied_reader(const ParamSpec& spec) { return reader(spec, false); }
+
+}  // namespace
+
+GemmReaderFn llama_gemm_reader(bool tied_head) { return tied_head ? tied_reader : untied_reader; }
+
+ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& policy, const Backend& be, int B,
+                                     int T, LlamaActs* handles) {
+  MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
+  MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) +
+                                        " is longer than the model's context (" +
+                                        std::to_string(config.block_size) + " positions)");
+  using Role = ActivationPlan::Role;
+  constexpr StorageType F32 = StorageType::F32;
+  const Role saved = Role::Saved, scratch = Role::Scratch;
+  const size_t BT = static_cast<size_t>(B) * T, C = config.n_embd, I = config.intermediate;
+  const size_t QKV = C + 2 * static_cast<size_t>(config.kv_width()), Vp = config.padded_vocab_size;
+  const bool mixed = !policy.all_fp32();
+  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
+  const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
+  const StorageType act_s = policy.rule(OpKind::Gelu).output;  // the MLP's activation (SwiGLU here)
+  const AttentionBytes att =
+      be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
+  auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
+  const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
+
+  ActivationPlan plan;
+  LlamaActs a{};
+  a.encoded = plan.add("encoded", BT * C, stream, OpKind::Embedding, saved);
+  for (int l = 0; l < config.n_layer; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LlamaLayerActs la;
+    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpKind::LayerNorm, saved);
+    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
+    la.qkv = plan.add(p + "qkv", BT * QKV, lin_s, OpKind::Linear, saved);  // q and k rotated in place
+    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpKind::Softmax, saved);
+    la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
+    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
+    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
+    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
+    la.gate_up = plan.add(p + "gate_up", BT * 2 * I, lin_s, OpKind::Linear, saved);
+    la.act = plan.add(p + "act", BT * I, act_s, OpKind::Gelu, saved);
+    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpKind::Residual, saved);
+    a.layers.push_back(la);
+  }
+  a.lnf = plan.add("lnf", BT * C, ln_s, OpKind::LayerNorm, saved);
+  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpKind::LayerNorm, saved);
+  // The logits become dlogits in place (fused loss): working memory, not state kept for backward.
+  a.head.logits = plan.add("logits", BT * Vp, policy.logits, OpKind::LmHead, scratch);
+  a.head.losses = plan.add("losses", BT, F32, OpKind::Loss, scratch);
+  a.head.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
+  a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+  a.gemm_out = be.linear_uses_scratch()
+                   ? plan.add("gemm_out", BT * std::max(QKV, 2 * I), F32, OpKind::Linear, scratch)
+                   : ActivationPlan::kNone;
+  a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
+  a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
+  a.dqkv = plan.add("dqkv", BT * QKV, mixed ? lin_s : F32, OpKind::Linear, scratch);
+  a.datty = plan.add("datty", BT * C, mixed ? y_s : F32, OpKind::AttnValues, scratch);
+  a.dact = plan.add("dact", BT * I, grads, OpKind::Gelu, scratch);
+  a.dgate_up = plan.add("dgate_up", BT * 2 * I, grads, OpKind::Gelu, scratch);
+  if (mixed) {
+    a.dout_lp = plan.add("dout_lp", BT * C, policy.operand(OpKind::Linear), OpKind::Linear, scratch);
+    // dlogits beside fp32 logits; 16-bit logits of dlogits' own dtype take them in place.
+    a.head.dlogits_lp = policy.dlogits == policy.logits && policy.logits != F32
+                            ? ActivationPlan::kNone
+                            : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
+  }
+  if (handles) *handles = std::move(a);
+  return plan;
+}
+
+// `be` is bound, not moved, until ModelCore takes it: the policy is made from it first.
+Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, Precision precision)
+    : Llama(config, std::move(be), make_policy(precision, {}, be->caps())) {}
+
+Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Policy& policy)
+    : CausalLm(llama_param_table(config), std::move(be), policy, config.vocab_size, config.padded_vocab_size),
+      config_(config) {
+  MPT_CHECK(!config.qk_norm, "[llama] QK-norm is not built yet (issue 40)");
+  MPT_CHECK(config.mlp == LlamaMlp::SwiGlu, "[llama] the ReLU² MLP is not built yet (issue 40)");
+  w_ = bind_llama_tensors(config_, table_, params_.data());
+  g_ = bind_llama_tensors(config_, table_, grads_.data());
+  setup_weight_copies();
+}
+
+Llama::~Llama() = default;
+
+void Llama::init_weights(uint64_t seed) {
+  copies_.mark_stale();
+  const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
+  init_params(table_, params_, seed, config_.init_std, residual_std);
+}
+
+ActivationPlan Llama::plan_activations(int B, int T) {
+  ActivationPlan plan = llama_activation_plan(config_, policy_, *be_, B, T, &a_);
+  head_ = a_.head;
+  return plan;
+}
+
+void Llama::setup_weight_copies() {
+  // q | k | v and gate | up are consecutive in the table, so each pair's copies are one operand.
+  copies_.setup(table_, llama_gemm_reader(config_.tie_embeddings), policy_, be_->memory());
+  auto ref = [&](const std::string& name) { return copies_.ref(table_, name, params_.data()); };
+  head_c_ = ref(config_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  wc_.clear();
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    wc_.push_back({ref(p + "self_attn.q_proj.weight"), ref(p + "self_attn.o_proj.weight"),
+                   ref(p + "mlp.gate_proj.weight"), ref(p + "mlp.down_proj.weight")});
+  }
+}
+
+}  // namespace mptrain

@@ -1,0 +1,147 @@
+// Llama's forward and backward, written once over the op interface (as gpt2_pass.cpp). Per block
+// (QKV = (NH + 2·KV)·HS, nn.Linear weights [out, in] read transposed), forward:
+//   ln1  = RMSNorm(x)                             in the linear's input dtype, fp32 statistics
+//   qkv  = ln1·Wqkvᵀ                              q | k | v in one product, no bias
+//   rope(qkv) on its first NH + KV heads          q and k turned in place by their positions
+//   y    = attention(qkv), KV key/value heads     causal; what it saves is the backend's choice
+//   x2   = x + round(y·Woᵀ)                       the residual add in the linear's epilogue
+//   gu   = RMSNorm(x2)·Wguᵀ                       gate | up in one product
+//   a    = silu(gate)·up
+//   x3   = x2 + round(a·Wdownᵀ)
+// Backward mirrors it. The attention's backward gives the gradient of the turned q and k; the
+// inverse rotation (the rotation's transpose) turns it back into the gradient of the product's
+// output. RMSNorm's backward accumulates into dresidual, the residual stream's gradient.
+#include <string>
+
+#include "core/error.h"
+#include "model/llama.h"
+
+namespace mptrain {
+
+namespace {
+
+// nn.Linear's weight [OC, Cin] as the [Cin, OC] operand a linear multiplies by.
+View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
+  return View::of(w.ptr, w.type, {oc, cin}).t();
+}
+
+}  // namespace
+
+void Llama::forward_impl(int B, int T) {
+  Backend& be = *be_;
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, KV = config_.n_kv_head,
+            HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
+  const int QKV = C + 2 * config_.kv_width();
+  const View acc = acts_.work(a_.gemm_out);
+
+  // Tied, a GPU's plan reads the table through the head's 16-bit copy, as GPT-2's wte.
+  const View table = config_.tie_embeddings && policy_.small_weights != StorageType::F32
+                         ? View::of(head_c_.ptr, head_c_.type, {Vp, C})
+                         : small(w_.embed, {Vp, C});
+  be.embedding({.out = acts_.view(a_.encoded, N, C), .tokens = ids(), .B = B, .T = T, .word = table});
+  View residual = acts_.view(a_.encoded, N, C);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const LlamaLayerTensors& w = w_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LlamaLayerActs& la = a_.layers[l];
+    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV), atty = acts_.view(la.atty, N, C);
+    const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
+    const View gate_up = acts_.view(la.gate_up, N, 2 * I), act = acts_.view(la.act, N, I);
+    rmsnorm(ln1, residual, w.attn_norm, la.ln1_rstd, config_.rms_eps);
+    linear({.out = qkv, .x = ln1, .w = linear_weight(wc.qkv, QKV, C), .scratch = acc});
+    be.rope({.x = qkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta});
+    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
+    linear({.out = residual2,
+            .x = atty,
+            .w = linear_weight(wc.o, C, C),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = residual,
+            .scratch = acc});
+    rmsnorm(ln2, residual2, w.mlp_norm, la.ln2_rstd, config_.rms_eps);
+    linear({.out = gate_up, .x = ln2, .w = linear_weight(wc.gate_up, 2 * I, C), .scratch = acc});
+    be.swiglu({.out = act, .gate_up = gate_up});
+    residual = acts_.view(la.residual3, N, C);
+    linear({.out = residual,
+            .x = act,
+            .w = linear_weight(wc.down, C, I),
+            .epilogue = Epilogue::BiasResidual,
+            .residual = residual2,
+            .scratch = acc});
+  }
+  rmsnorm(acts_.view(a_.lnf, N, C), residual, w_.norm, a_.lnf_rstd, config_.rms_eps);
+  // logits[N,Vp] = lnf[N,C] · head[Vp,C]^T
+  linear({.out = acts_.view(a_.head.logits, N, Vp),
+          .x = acts_.view(a_.lnf, N, C),
+          .w = linear_weight(head_c_, Vp, C)},
+         OpKind::LmHead);
+}
+
+void Llama::backward_impl(int B, int T) {
+  Backend& be = *be_;
+  wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head, KV = config_.n_kv_head,
+            HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
+  const int QKV = C + 2 * config_.kv_width();
+  const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
+  const auto grad_t = [&](const float* g, std::int64_t oc, std::int64_t cin) { return grad(g, {oc, cin}).t(); };
+
+  // The head: logits = lnf · head^T  =>  dlnf = dlogits · head ; dhead += dlogits^T · lnf.
+  head_backward(dln, grad_t(g_.head, Vp, C), acts_.view(a_.lnf, N, C), linear_weight(head_c_, Vp, C), N);
+  if (!config_.tie_embeddings) wgrads_.ready(be, grads_, table_.range("lm_head."));
+  const View last =
+      config_.n_layer > 0 ? acts_.view(a_.layers.back().residual3, N, C) : acts_.view(a_.encoded, N, C);
+  be.zero(dresidual);
+  rmsnorm_backward(dresidual, dln, last, w_.norm, g_.norm, a_.lnf_rstd);
+  wgrads_.ready(be, grads_, table_.range("model.norm."));
+
+  const View dqkv = acts_.view(a_.dqkv, N, QKV), datty = acts_.view(a_.datty, N, C);
+  const View dact = acts_.view(a_.dact, N, I), dgate_up = acts_.view(a_.dgate_up, N, 2 * I);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const LlamaLayerTensors& w = w_.layers[l];
+    const LlamaLayerTensors& g = g_.layers[l];
+    const LayerWeights& wc = wc_[l];
+    const LlamaLayerActs& la = a_.layers[l];
+    const View residual =
+        l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
+
+    // MLP: residual3 = residual2 + down(swiglu(gate_up(rms2(residual2))))
+    linear_backward({.dx = dact,
+                     .dw = grad_t(g.down, C, I),
+                     .dy = dresidual,
+                     .x = acts_.view(la.act, N, I),
+                     .w = linear_weight(wc.down, C, I),
+                     .scratch = acts_.work(a_.dout_lp)});
+    be.swiglu_backward({.dgate_up = dgate_up, .dout = dact, .gate_up = acts_.view(la.gate_up, N, 2 * I)});
+    linear_backward({.dx = dln,
+                     .dw = grad_t(g.gate_up, 2 * I, C),
+                     .dy = dgate_up,
+                     .x = acts_.view(la.ln2, N, C),
+                     .w = linear_weight(wc.gate_up, 2 * I, C)});
+    rmsnorm_backward(dresidual, dln, acts_.view(la.residual2, N, C), w.mlp_norm, g.mlp_norm, la.ln2_rstd);
+
+    // Attention: residual2 = residual + o(attention(rope(qkv(rms1(residual)))))
+    const View qkv = acts_.view(la.qkv, N, QKV);  // as the attention read it: q and k turned
+    linear_backward({.dx = datty,
+                     .dw = grad_t(g.o, C, C),
+                     .dy = dresidual,
+                     .x = acts_.view(la.atty, N, C),
+                     .w = linear_weight(wc.o, C, C),
+                     .scratch = acts_.work(a_.dout_lp)});
+    attention_backward(dqkv, datty, acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH,
+                       /*causal=*/true, {}, KV);
+    be.rope({.x = dqkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta, .inverse = true});
+    linear_backward({.dx = dln,
+                     .dw = grad_t(g.qkv, QKV, C),
+                     .dy = dqkv,
+                     .x = acts_.view(la.ln1, N, C),
+                     .w = linear_weight(wc.qkv, QKV, C)});
+    rmsnorm_backward(dresidual, dln, residual, w.attn_norm, g.attn_norm, la.ln1_rstd);
+    wgrads_.ready(be, grads_, table_.range("model.layers." + std::to_string(l) + "."));
+  }
+  be.embedding_backward(
+      {.dword = grad(g_.embed, {Vp, C}), .dout = dresidual, .tokens = ids(), .B = B, .T = T});
+  // The embeddings (the head too, when tied) are final now, the last range handed.
+  wgrads_.finish(be, grads_);
+}
+
+}  // namespace mptrain
