@@ -14,7 +14,7 @@
 #include "train/bert_checkpoint.h"
 #include "train/bert_task.h"
 #include "train/classify_task.h"
-#include "train/gpt2_task.h"
+#include "train/causal_lm_task.h"
 #include "train/interrupt.h"
 #include "train/trainer.h"
 
@@ -44,15 +44,17 @@ std::string import_if_hf_folder(const std::string& dir, const std::string& run_d
 }  // namespace
 
 void register_train(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT-2 model on token shards, or BERT on an instance file");
+  auto* cmd = app.add_subcommand("train", "Train a GPT-2 or Llama model on token shards, or BERT on an instance file");
   auto opt = std::make_shared<TrainOptions>();
   auto model_kind = std::make_shared<std::string>("gpt2");
   cmd->add_option(
          "--model", *model_kind,
-         "Model family: gpt2 (token shards) or bert (an instance file of 'prepare --task bert'; presets "
-         "bert-tiny, bert-mini (default), bert-small, bert-medium, bert-base, bert-large)")
+         "Model family: gpt2 (token shards), llama (token shards; RMSNorm, rotary embeddings, grouped-query "
+         "attention, SwiGLU; presets llama-tiny, llama-mini (default), llama-135m) or bert (an instance file "
+         "of 'prepare --task bert'; presets bert-tiny, bert-mini (default), bert-small, bert-medium, "
+         "bert-base, bert-large)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "bert"}));
+      ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
   auto task_kind = std::make_shared<std::string>("pretrain");
   cmd->add_option("--task", *task_kind,
                   "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
@@ -317,7 +319,8 @@ void register_train(CLI::App& app, int& exit_code) {
         decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
         eot = tokenizer->eot();
       }
-      task = make_gpt2_task(decode, eot);
+      if (*model_kind == "llama" && !given("--preset")) opt->preset = "llama-mini";
+      task = *model_kind == "llama" ? make_llama_task(decode, eot) : make_gpt2_task(decode, eot);
     }
     // A run stopped by SIGINT/SIGTERM has checkpointed; its status is 128 + the signal (130, 143).
     const TrainSummary summary = run_training(*opt, *task);

@@ -34,29 +34,29 @@ int sample_from_probs(const float* probs, int n, int top_k, float u) {
   return idx[top_k - 1];
 }
 
-std::vector<int> sample_tokens(Gpt2& model, const std::vector<int>& prompt, const SampleOptions& opt,
+std::vector<int> sample_tokens(CausalLm& model, const std::vector<int>& prompt, const SampleOptions& opt,
                                uint64_t& counter) {
   MPT_CHECK(!prompt.empty(), "sampling needs a non-empty prompt");
   MPT_CHECK(model.planned_batch() >= 1, "model is not planned");
-  const Gpt2Config& c = model.config();
+  const int V = model.vocab(), Vp = model.padded_vocab();
   for (int t : prompt)
-    MPT_CHECK(t >= 0 && t < c.vocab_size, "prompt token id " + std::to_string(t) +
+    MPT_CHECK(t >= 0 && t < V, "prompt token id " + std::to_string(t) +
                                               " is out of range for a vocabulary of " +
-                                              std::to_string(c.vocab_size));
+                                              std::to_string(V));
   std::vector<int> context = prompt, out;
-  std::vector<float> probs(c.padded_vocab_size);
+  std::vector<float> probs(Vp);
   const int window = model.planned_seq();
   for (int i = 0; i < opt.max_new_tokens; ++i) {
     const int T = std::min<int>(static_cast<int>(context.size()), window);
     const int* tokens = context.data() + context.size() - T;
     model.forward(tokens, nullptr, 1, T);
-    const float* last = model.logits() + static_cast<size_t>(T - 1) * c.padded_vocab_size;
+    const float* last = model.logits() + static_cast<size_t>(T - 1) * Vp;
     int next;
     if (opt.temperature <= 0.0f) {
-      next = static_cast<int>(std::max_element(last, last + c.vocab_size) - last);
+      next = static_cast<int>(std::max_element(last, last + V) - last);
     } else {
-      cpu::softmax_forward(probs.data(), last, 1, c.vocab_size, c.padded_vocab_size, opt.temperature);
-      next = sample_from_probs(probs.data(), c.vocab_size, opt.top_k, uniform01(opt.seed, 0x5a4d, counter++));
+      cpu::softmax_forward(probs.data(), last, 1, V, Vp, opt.temperature);
+      next = sample_from_probs(probs.data(), V, opt.top_k, uniform01(opt.seed, 0x5a4d, counter++));
     }
     context.push_back(next);
     out.push_back(next);

@@ -1,10 +1,10 @@
-// Autoregressive sampling from a GPT-2: temperature, top-k, counter-based RNG (so a
+// Autoregressive sampling from a causal language model (GPT-2, Llama): temperature, top-k, counter-based RNG (so a
 // seed reproduces the same text). The context slides when it exceeds the planned T.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/causal_lm.h"
 
 namespace mptrain {
 
@@ -18,7 +18,7 @@ struct SampleOptions {
 
 // Returns only the new tokens. The model must be planned for B >= 1; the context used
 // is the last planned_seq() tokens. `counter` is advanced by the number of draws.
-std::vector<int> sample_tokens(Gpt2& model, const std::vector<int>& prompt, const SampleOptions& opt,
+std::vector<int> sample_tokens(CausalLm& model, const std::vector<int>& prompt, const SampleOptions& opt,
                                uint64_t& counter);
 
 // Draws an index from probs[0..n) (which sum to ~1) using u in [0,1), restricted to the

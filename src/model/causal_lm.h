@@ -52,6 +52,9 @@ class CausalLm : public ModelCore {
   const float* logits();
   const float* losses();  // per-token losses [B,T] of the last forward with targets, likewise
 
+  int vocab() const { return vocab_; }                // V: the ids a batch may hold
+  int padded_vocab() const { return padded_vocab_; }  // Vp: the logits' row length
+
   // Graphs (backend/backend.h): forward_backward's ops captured once per shape and replayed
   // (CUDA graphs on a GPU); the gradient-ready hook then runs after each replay, range by range
   // in the backward's order, instead of during the backward. Off by default.

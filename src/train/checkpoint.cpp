@@ -55,13 +55,6 @@ void write_model_file(const std::string& dir, const Gpt2Config& config, const Pa
   weights.write(dir + "/" + kCheckpointModelFile);
 }
 
-nlohmann::json state_json(const TrainState& state) {
-  nlohmann::json st = run_state_json(state);
-  st["train_shard"] = state.train_pos.shard;
-  st["train_offset"] = state.train_pos.offset;
-  st["train_epoch"] = state.train_pos.epoch;
-  return st;
-}
 
 }  // namespace
 
@@ -148,11 +141,19 @@ CheckpointContents gpt2_contents(const Gpt2& model, const float* params, const T
           params,
           {{"mptrain_config", config_json(model.config()).dump()}},
           hf_gpt2_config(model.config()),
-          state_json(state),
+          train_state_json(state),
           {}};
 }
 
 }  // namespace
+
+nlohmann::json train_state_json(const TrainState& state) {
+  nlohmann::json st = run_state_json(state);
+  st["train_shard"] = state.train_pos.shard;
+  st["train_offset"] = state.train_pos.offset;
+  st["train_epoch"] = state.train_pos.epoch;
+  return st;
+}
 
 void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
                               const Optimizer& optimizer, int keep_last) {
@@ -178,7 +179,7 @@ void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, c
                              const float* params, const TrainState& state) {
   write_model_file(dir, config, table, params);
   write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(config).dump(2) + "\n");
-  write_file_atomic(dir + "/" + kStateFile, state_json(state).dump(2) + "\n");
+  write_file_atomic(dir + "/" + kStateFile, train_state_json(state).dump(2) + "\n");
   write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
 }
 
@@ -199,16 +200,20 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
   return config;
 }
 
-void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
+void load_checkpoint_params(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& params) {
   SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
-  HostMirror<float> host(model.params(), false);
-  float* params = host.data();
-  for (const auto& spec : model.table().specs()) {
-    // Rows beyond hf_shape (wte's padding) are zero, as at initialisation.
-    std::fill(params + spec.offset, params + spec.offset + spec.numel, 0.0f);
-    file.read_f32(spec.name, spec.hf_shape, params + spec.offset);
+  HostMirror<float> host(params, false);
+  float* p = host.data();
+  for (const auto& spec : table.specs()) {
+    // Rows beyond hf_shape (the padded vocabulary's) are zero, as at initialisation.
+    std::fill(p + spec.offset, p + spec.offset + spec.numel, 0.0f);
+    file.read_f32(spec.name, spec.hf_shape, p + spec.offset);
   }
   host.commit();
+}
+
+void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
+  load_checkpoint_params(ckpt_dir, model.table(), model.params());
 }
 
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer) {

@@ -60,6 +60,9 @@ struct TrainState : RunState {
 nlohmann::json run_state_json(const RunState& state);
 void parse_run_state(const nlohmann::json& j, const std::string& what, RunState& state);
 
+// state.json of a token-stream run (GPT-2, Llama): the run state and the data position.
+nlohmann::json train_state_json(const TrainState& state);
+
 // Everything but the optimizer state that a training checkpoint of any model writes.
 struct CheckpointContents {
   const ParamTable* table = nullptr;  // names and shapes (hf_shape: the rows files hold)
@@ -90,7 +93,10 @@ void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimi
 
 // Reads the model config stored in a checkpoint directory (not a run dir: resolve first).
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);
-// Loads parameters into model (whose config must match); padded wte rows are zeroed.
+// Loads every parameter of `table` from ckpt_dir's model.safetensors by name (checkpoint shapes)
+// into params, the padded vocabulary's rows zeroed; Error naming a missing or misshapen tensor.
+void load_checkpoint_params(const std::string& ckpt_dir, const ParamTable& table, FloatBuffer& params);
+// load_checkpoint_params into a GPT-2 (whose config must match).
 void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model);
 // Restores an optimizer's state; throws Error when the checkpoint was written by another
 // optimizer (its name is in the file) — its state cannot seed this one.

@@ -19,6 +19,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "precision/policy.h"
 #include "train/options.h"
 
@@ -140,6 +141,19 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
   f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy, be = std::move(sizing)](int B, int T) {
     return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
+  };
+  return f;
+}
+
+ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
+                               std::shared_ptr<const Backend> sizing) {
+  ModelFootprint f;
+  const ParamTable table = llama_param_table(config);
+  f.num_params = table.total();
+  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
+  f.weight_copy_bytes = weight_copy_bytes(table, llama_gemm_reader(config.tie_embeddings), policy);
+  f.activation_bytes = [config, policy, be = std::move(sizing)](int B, int T) {
+    return llama_activation_plan(config, policy, *be, B, T).total_bytes();
   };
   return f;
 }

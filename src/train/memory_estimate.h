@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "model/gpt2_config.h"
+#include "model/llama_config.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
 
@@ -62,6 +63,8 @@ std::shared_ptr<const Backend> cpu_sizing_backend();
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
 ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
                               std::shared_ptr<const Backend> sizing = cpu_sizing_backend());
+// Llama's (model/llama.h), likewise.
+ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy, std::shared_ptr<const Backend> sizing);
 
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.

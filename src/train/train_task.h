@@ -8,7 +8,7 @@
 //   configure → (read_state on --resume) → footprint → build → init_weights | load_weights →
 //   open_data → per step: begin_step, step_model().micro_step × accum (+ curvature), step_extras
 //   → validate, sample, save.
-// Implementations: train/gpt2_task.h, train/bert_task.h.
+// Implementations: train/causal_lm_task.h, train/bert_task.h.
 #pragma once
 #include <cstdint>
 #include <memory>

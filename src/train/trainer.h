@@ -25,7 +25,7 @@ struct TrainSummary {
 
 class TrainTask;
 
-// Trains the model family `task` stands for (train/train_task.h): GPT-2 (train/gpt2_task.h) or
+// Trains the model family `task` stands for (train/train_task.h): GPT-2 (train/causal_lm_task.h) or
 // BERT (train/bert_task.h). Every flag means the same for both.
 TrainSummary run_training(const TrainOptions& options, TrainTask& task);
 

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/ops/attention.h"
+#include "backend/ops/convert.h"
 #include "common/cpu_fp32.h"
 #include "op_test_util.h"
 
@@ -207,6 +208,48 @@ TEST(Attention, GroupedQueryMatchesMultiHeadOverRepeatedHeads) {
         EXPECT_TRUE(all_close(out_gqa, test::to_double(out_mha), Tol{1e-6, 1e-5}, "out"));
         EXPECT_TRUE(all_close(d_gqa, want_d, Tol{1e-5, 1e-5}, "dqkv"));
       }
+}
+
+// Grouped heads over bf16 qkv: a key/value head's gradient sums its group's members in fp32 and
+// rounds once (a 16-bit output cannot accumulate; Llama's bf16 training found it refused), so it
+// matches the fp32 kernel on the same rounded inputs within bf16's rounding.
+TEST(Attention, GroupedQueryInBf16SumsTheGroupInFp32) {
+  const int B = 2, T = 40, NH = 4, KV = 2, HS = 8, C = NH * HS, W = (NH + 2 * KV) * HS;
+  constexpr StorageType BF = StorageType::BF16, F = StorageType::F32;
+  Context ctx;
+  GemmWorkspace ws(ctx);
+  const size_t rows = static_cast<size_t>(B) * T;
+  // Inputs already bf16 values, so both runs see the same numbers.
+  auto round_bf16 = [](std::vector<float> x) {
+    std::vector<uint16_t> b(x.size());
+    convert(b.data(), BF, x.data(), F, x.size());
+    convert(x.data(), F, b.data(), BF, x.size());
+    return x;
+  };
+  const auto qkv = round_bf16(test::randn(rows * W, 71, 1.0f)), dout = round_bf16(test::randn(rows * C, 72, 1.0f));
+  std::vector<float> got;
+  std::vector<double> want;
+  for (const bool bf16 : {false, true}) {
+    const AttentionTypes ty = bf16 ? AttentionTypes{BF, F, BF, BF, ComputeType::BF16, ComputeType::BF16}
+                                   : fp32::attention_types();
+    const size_t e = bf16 ? 2 : 4;
+    std::vector<char> q(rows * W * e), d(rows * C * e), out(rows * C * e), dq(rows * W * e);
+    convert(q.data(), ty.qkv, qkv.data(), F, qkv.size());
+    convert(d.data(), ty.out, dout.data(), F, dout.size());
+    std::vector<char> saved(attention_saved_bytes_typed(B, T, C, NH, ty)),
+        scratch(attention_scratch_bytes_typed(B, T, C, NH, ty));
+    attention_forward_typed(out.data(), saved.data(), q.data(), scratch.data(), ty, B, T, C, NH, ws, ctx, true,
+                            nullptr, nullptr, KV);
+    attention_backward_typed(dq.data(), d.data(), q.data(), saved.data(), scratch.data(), ty, B, T, C, NH, ws, ctx,
+                             true, nullptr, KV);
+    std::vector<float> wide(rows * W);
+    convert(wide.data(), F, dq.data(), ty.qkv, wide.size());
+    if (bf16)
+      got = wide;
+    else
+      want = test::to_double(wide);
+  }
+  EXPECT_TRUE(all_close(got, want, Tol{2e-2, 2e-2}, "dqkv"));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "hf/hf_llama.h"
+#include "train/llama_hf_config.h"
 #include "model/llama_config.h"
 
 namespace mptrain {

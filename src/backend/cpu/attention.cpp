@@ -18,6 +18,8 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cpu/lowp.h"
 #include "backend/cpu/vec_math.h"
@@ -258,6 +260,21 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
       });
   }
 
+  // Grouped heads over 16-bit qkv: dK and dV sum their group's members in an fp32 [B·T, 2·KV·HS]
+  // (k then v, as in a qkv row; a 16-bit output cannot accumulate), rounded once into dqkv after.
+  const bool widen_kv = hd.G() > 1 && ty.qkv != StorageType::F32;
+  const std::int64_t KVW2 = 2 * static_cast<std::int64_t>(KV) * HS;
+  std::vector<float> dkv(widen_kv ? static_cast<size_t>(B) * T * KVW2 : 0);
+  const GemmLayout rows_dkv{static_cast<std::int64_t>(T) * KVW2, HS, KVW2, 1};
+  const auto dk_at = [&](int r0) -> std::pair<void*, StorageType> {
+    if (widen_kv) return {dkv.data() + static_cast<size_t>(r0) * KVW2, StorageType::F32};
+    return {at(dqkv, hd.k_at() + r0 * W, ty.qkv), ty.qkv};
+  };
+  const auto dv_at = [&](int r0) -> std::pair<void*, StorageType> {
+    if (widen_kv) return {dkv.data() + static_cast<size_t>(r0) * KVW2 + KVW2 / 2, StorageType::F32};
+    return {at(dqkv, hd.v_at() + r0 * W, ty.qkv), ty.qkv};
+  };
+  const GemmLayout& kv_out = widen_kv ? rows_dkv : v.rows_kv;
   const void* cds = ds;
   for (int r0 = 0; r0 < T; r0 += RB) {
     const int r1 = std::min(T, r0 + RB), k1 = mask.key_end(r1, T), q0 = mask.query_begin(r0);
@@ -271,17 +288,24 @@ void backward_impl(void* dqkv, const void* dout, const void* qkv, const void* sa
                  {at(qkv, hd.k_at(), ty.qkv), ty.qkv, v.rows_kv}, ty.scores, B, KV, r1 - r0, HS, k1, false,
                  ws, ctx);
       // dK[r0:r1] (+)= dS[q0:T, r0:r1]^T·Q[q0:T]
-      gemm_mixed(at(dqkv, hd.k_at() + r0 * W, ty.qkv), ty.qkv, v.rows_kv,
-                 {at(cds, gs + corner, ty.ds), ty.ds, v.cols_tt},
+      const auto [dk, dk_type] = dk_at(r0);
+      gemm_mixed(dk, dk_type, kv_out, {at(cds, gs + corner, ty.ds), ty.ds, v.cols_tt},
                  {at(qkv, q0 * W + g * HS, ty.qkv), ty.qkv, v.rows_q}, ty.scores, B, KV, r1 - r0, HS, T - q0,
                  g > 0, ws, ctx);
       // dV[r0:r1] (+)= P[q0:T, r0:r1]^T·dY[q0:T]
-      gemm_mixed(at(dqkv, hd.v_at() + r0 * W, ty.qkv), ty.qkv, v.rows_kv,
-                 {at(saved, gs + corner, ty.probs), ty.probs, v.cols_tt},
+      const auto [dv, dv_type] = dv_at(r0);
+      gemm_mixed(dv, dv_type, kv_out, {at(saved, gs + corner, ty.probs), ty.probs, v.cols_tt},
                  {at(dout, q0 * Cs + g * HS, ty.out), ty.out, v.rows_bt}, ty.values, B, KV, r1 - r0, HS,
                  T - q0, g > 0, ws, ctx);
     }
   }
+  if (widen_kv)
+    dispatch_storage(ty.qkv, [&](auto tag) {
+      using S = decltype(tag);
+      for (size_t row = 0; row < static_cast<size_t>(B) * T; ++row)
+        narrow_span(reinterpret_cast<S*>(at(dqkv, row * W + hd.k_at(), ty.qkv)), dkv.data() + row * KVW2,
+                    static_cast<size_t>(KVW2));
+    });
 }
 
 }  // namespace

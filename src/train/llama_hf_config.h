@@ -1,6 +1,8 @@
 // Llama as Hugging Face stores it (LlamaForCausalLM): config.json's LlamaConfig fields to and
 // from a LlamaConfig. The parameter names of model/llama_config.h are the hub's own, and its
-// weights keep nn.Linear's [out, in] layout, so weights copy as they are.
+// weights keep nn.Linear's [out, in] layout, so weights copy as they are. Here in train/, beside
+// GPT-2's and BERT's config.json writers (train/checkpoint.h, train/bert_checkpoint.h), which the
+// checkpoints use.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

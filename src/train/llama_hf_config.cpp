@@ -1,5 +1,5 @@
-// Llama's config.json fields (hf/hf_llama.h).
-#include "hf/hf_llama.h"
+// Llama's config.json fields (train/llama_hf_config.h).
+#include "train/llama_hf_config.h"
 
 #include <cmath>
 

@@ -1,5 +1,7 @@
-// GPT-2's part of the training loop: model, token loaders, evaluation, samples, checkpoints.
-#include "train/gpt2_task.h"
+// The causal language models' part of the training loop (GPT-2, Llama): model, token loaders,
+// evaluation, samples, checkpoints. One task over a family's traits (Gpt2Family, LlamaFamily):
+// its config (preset or checkpoint), its model, its checkpoint files and its summary line.
+#include "train/causal_lm_task.h"
 
 #include <omp.h>
 
@@ -12,23 +14,89 @@
 #include "dist/communicator.h"
 #include "eval/sampler.h"
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "train/bert_checkpoint.h"
+#include "train/llama_checkpoint.h"
 #include "train/run_monitor.h"
 
 namespace mptrain {
 
 namespace {
 
-class Gpt2Task final : public TrainTask {
+// What differs between GPT-2 and Llama in the task.
+struct Gpt2Family {
+  using Config = Gpt2Config;
+  using Model = Gpt2;
+  static constexpr const char* kName = "gpt2";
+  static Config preset(const TrainOptions& opt) { return gpt2_preset(opt.preset, opt.vocab_multiple); }
+  static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
+  static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
+    return gpt2_footprint(c, p, std::move(be));
+  }
+  static double flops_per_token(const Config& c, int T) { return gpt2_flops_per_token(c, T); }
+  static nlohmann::json model_json(const Config& c) { return gpt2_model_json(c); }
+  static void load_weights(const std::string& dir, Model& m) { load_checkpoint_model(dir, m); }
+  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
+    save_checkpoint(run_dir, m, o, s, keep);
+  }
+  static std::string shape(const Config& c) {
+    return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " +
+           std::to_string(c.n_embd) + " wide";
+  }
+};
+
+struct LlamaFamily {
+  using Config = LlamaConfig;
+  using Model = Llama;
+  static constexpr const char* kName = "llama";
+  static Config preset(const TrainOptions& opt) { return llama_preset(opt.preset, opt.vocab_multiple); }
+  static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
+  static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
+    return llama_footprint(c, p, std::move(be));
+  }
+  static double flops_per_token(const Config& c, int T) { return llama_flops_per_token(c, T); }
+  static nlohmann::json model_json(const Config& c) {
+    return {{"family", "llama"},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"n_kv_head", c.n_kv_head},
+            {"n_embd", c.n_embd},
+            {"intermediate", c.intermediate},
+            {"vocab_size", c.vocab_size},
+            {"padded_vocab_size", c.padded_vocab_size},
+            {"block_size", c.block_size},
+            {"tie_embeddings", c.tie_embeddings}};
+  }
+  static void load_weights(const std::string& dir, Model& m) { load_llama_checkpoint_model(dir, m); }
+  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
+    save_llama_checkpoint(run_dir, m, o, s, keep);
+  }
+  static std::string shape(const Config& c) {
+    return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads over " +
+           std::to_string(c.n_kv_head) + " key/value heads, " + std::to_string(c.n_embd) + " wide, MLP " +
+           std::to_string(c.intermediate) + (c.tie_embeddings ? ", tied head" : ", untied head");
+  }
+};
+
+// The family a checkpoint folder holds, by its model.safetensors' metadata.
+const char* checkpoint_family(const std::string& dir) {
+  if (is_bert_checkpoint(dir)) return "bert";
+  return is_llama_checkpoint(dir) ? "llama" : "gpt2";
+}
+
+template <class F>
+class CausalLmTask final : public TrainTask {
  public:
-  Gpt2Task(DecodeFn decode, int eot) : decode_(std::move(decode)), eot_(eot) {}
+  CausalLmTask(DecodeFn decode, int eot) : decode_(std::move(decode)), eot_(eot) {}
 
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
-    MPT_CHECK(ckpt_dir.empty() || !is_bert_checkpoint(ckpt_dir),
-              "checkpoint '" + ckpt_dir + "' is a BERT model; train it with --model bert");
-    config_ =
-        ckpt_dir.empty() ? gpt2_preset(opt.preset, opt.vocab_multiple) : load_checkpoint_config(ckpt_dir);
+    if (!ckpt_dir.empty()) {
+      const std::string family = checkpoint_family(ckpt_dir);
+      MPT_CHECK(family == F::kName,
+                "checkpoint '" + ckpt_dir + "' is a " + family + " model; train it with --model " + family);
+    }
+    config_ = ckpt_dir.empty() ? F::preset(opt) : F::load_config(ckpt_dir);
     MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
                                                  " is longer than the model's context of " +
                                                  std::to_string(config_.block_size) + " positions");
@@ -40,19 +108,19 @@ class Gpt2Task final : public TrainTask {
   }
   ModelFootprint footprint(const TrainOptions&, const Policy& policy,
                            std::shared_ptr<const Backend> sizing) const override {
-    return gpt2_footprint(config_, policy, std::move(sizing));
+    return F::footprint(config_, policy, std::move(sizing));
   }
   double flops_per_token(const TrainOptions& opt) const override {
-    return gpt2_flops_per_token(config_, opt.seq);
+    return F::flops_per_token(config_, opt.seq);
   }
-  nlohmann::json model_json() const override { return gpt2_model_json(config_); }
+  nlohmann::json model_json() const override { return F::model_json(config_); }
 
   void build(std::unique_ptr<Backend> be, const Policy& policy) override {
-    model_ = std::make_unique<Gpt2>(config_, std::move(be), policy);
+    model_ = std::make_unique<typename F::Model>(config_, std::move(be), policy);
   }
   ModelCore& core() const override { return *model_; }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
-  void load_weights(const std::string& ckpt_dir) override { load_checkpoint_model(ckpt_dir, *model_); }
+  void load_weights(const std::string& ckpt_dir) override { F::load_weights(ckpt_dir, *model_); }
 
   void open_data(const TrainOptions& opt, const RunState&, int rank, int world) override {
     B_ = opt.batch, T_ = opt.seq;
@@ -69,10 +137,9 @@ class Gpt2Task final : public TrainTask {
   }
   void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
                 double tokens_per_step) const override {
-    monitor.sayf("model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d)\n",
+    monitor.sayf("model %s: %zu parameters (%s, vocab %d padded to %d)\n",
                  from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(),
-                 config_.n_layer, config_.n_head, config_.n_embd, config_.vocab_size,
-                 config_.padded_vocab_size);
+                 F::shape(config_).c_str(), config_.vocab_size, config_.padded_vocab_size);
     monitor.sayf(
         "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
         "shard(s)\n",
@@ -87,8 +154,8 @@ class Gpt2Task final : public TrainTask {
   StepModel step_model(const TrainOptions&) override {
     StepModel m;
     m.table = &model_->table();
-    Gpt2* model = model_.get();
-    m.params = [model]() -> FloatBuffer& { return model->params(); };  // marks GPT-2's weight copies stale
+    CausalLm* model = model_.get();
+    m.params = [model]() -> FloatBuffer& { return model->params(); };  // marks the weight copies stale
     m.grads = &model_->grads();
     m.micro_step = [this](float grad_scale) {
       train_->next(inputs_.data(), targets_.data());
@@ -144,14 +211,14 @@ class Gpt2Task final : public TrainTask {
     TrainState s;
     static_cast<RunState&>(s) = state;
     s.train_pos = train_->position();
-    save_checkpoint(run_dir, *model_, optimizer, s, keep_last);
+    F::save(run_dir, *model_, optimizer, s, keep_last);
   }
 
  private:
   DecodeFn decode_;
   int eot_ = 0;
-  Gpt2Config config_;
-  std::unique_ptr<Gpt2> model_;
+  typename F::Config config_;
+  std::unique_ptr<typename F::Model> model_;
   std::unique_ptr<TokenLoader> train_, val_;
   std::optional<LoaderPosition> pending_;  // the data position of the last read_state
   std::vector<int> inputs_, targets_;
@@ -161,7 +228,11 @@ class Gpt2Task final : public TrainTask {
 }  // namespace
 
 std::unique_ptr<TrainTask> make_gpt2_task(const DecodeFn& decode, int eot_token) {
-  return std::make_unique<Gpt2Task>(decode, eot_token);
+  return std::make_unique<CausalLmTask<Gpt2Family>>(decode, eot_token);
+}
+
+std::unique_ptr<TrainTask> make_llama_task(const DecodeFn& decode, int eot_token) {
+  return std::make_unique<CausalLmTask<LlamaFamily>>(decode, eot_token);
 }
 
 }  // namespace mptrain

@@ -1,0 +1,73 @@
+// Llama's training checkpoints (train/llama_checkpoint.h).
+#include "train/llama_checkpoint.h"
+
+#include "core/buffer.h"
+#include "core/error.h"
+#include "train/llama_hf_config.h"
+#include "io/checkpoint_dir.h"
+#include "io/hf_folder.h"
+#include "io/safetensors.h"
+#include "train/checkpoint_json.h"
+
+namespace mptrain {
+
+namespace {
+
+constexpr const char* kModelKey = "mptrain_model";
+
+// config.json's fields, and what they do not carry: the padded vocabulary and the init scale.
+nlohmann::json llama_config_json(const LlamaConfig& c) {
+  nlohmann::json j = hf_llama_config(c);
+  j["padded_vocab_size"] = c.padded_vocab_size;
+  j["init_std"] = c.init_std;
+  return j;
+}
+
+}  // namespace
+
+void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
+                           const TrainState& state, int keep_last) {
+  const HostMirror<float> params(model.params());
+  const LlamaConfig& c = model.config();
+  const CheckpointContents contents{&model.table(),
+                                    params.data(),
+                                    {{kModelKey, "llama"}, {"mptrain_config", llama_config_json(c).dump()}},
+                                    hf_llama_config(c),
+                                    train_state_json(state),
+                                    {}};
+  save_training_checkpoint(run_dir, state.step, contents, optimizer, keep_last);
+}
+
+bool is_llama_checkpoint(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  auto it = file.metadata().find(kModelKey);
+  return it != file.metadata().end() && it->second == "llama";
+}
+
+LlamaConfig load_llama_checkpoint_config(const std::string& ckpt_dir) {
+  SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
+  auto model = file.metadata().find(kModelKey);
+  MPT_CHECK(model != file.metadata().end() && model->second == "llama",
+            "'" + file.path() + "' is not a Llama checkpoint (no mptrain_model = llama metadata)");
+  auto it = file.metadata().find("mptrain_config");
+  MPT_CHECK(it != file.metadata().end(), "'" + file.path() + "' has no mptrain_config metadata");
+  const std::string what = "the model config in '" + file.path() + "'";
+  const nlohmann::json j = parse_json(it->second, what);
+  LlamaConfig config = llama_config_from_hf(j, what, 1);
+  MPT_CHECK(j.contains("padded_vocab_size") && j["padded_vocab_size"].is_number_integer() &&
+                j.contains("init_std") && j["init_std"].is_number(),
+            what + ": padded_vocab_size and init_std are required");
+  config.padded_vocab_size = j["padded_vocab_size"].get<int>();
+  config.init_std = j["init_std"].get<float>();
+  validate(config);
+  // The config sizes the model: a corrupt one must not allocate before the tensors are read.
+  check_layers_fit(file, config.n_layer, what);
+  check_params_fit(file, llama_param_table(config), what);
+  return config;
+}
+
+void load_llama_checkpoint_model(const std::string& ckpt_dir, Llama& model) {
+  load_checkpoint_params(ckpt_dir, model.table(), model.params());
+}
+
+}  // namespace mptrain
