@@ -23,6 +23,7 @@
 #include "model/gpt2.h"
 #include "precision/precision.h"
 #include "train/bert_checkpoint.h"
+#include "train/causal_lm_checkpoint.h"
 #include "train/checkpoint.h"
 
 namespace mptrain {
@@ -132,35 +133,34 @@ void run_eval(const EvalOptions& o) {
       run_bert_eval(dir, o.data, o.batch, o.steps, o.mask_rate, o.device, precision);
     return;
   }
-  const Gpt2Config config = load_checkpoint_config(dir);
-  MPT_CHECK(o.data.empty() || o.seq <= config.block_size,
+  const CausalLmCheckpoint ckpt = read_causal_lm_checkpoint(dir);
+  MPT_CHECK(o.data.empty() || o.seq <= ckpt.block_size(),
             "--seq " + std::to_string(o.seq) + " is longer than the model's context of " +
-                std::to_string(config.block_size) + " positions");
+                std::to_string(ckpt.block_size()) + " positions");
 
   // Open and check every input before the (possibly large) model is loaded: bad data fails
   // at once, with one error line and nothing printed before it.
   std::unique_ptr<TokenLoader> loader;
   int64_t batches = o.steps;
   if (!o.data.empty()) {
-    loader = std::make_unique<TokenLoader>(o.data, o.batch, o.seq, config.vocab_size);
+    loader = std::make_unique<TokenLoader>(o.data, o.batch, o.seq, ckpt.vocab_size());
     if (batches == 0) batches = windows_per_pass(o.data, o.batch, o.seq);
   }
   std::vector<McTokens> examples;
   if (!o.hellaswag.empty()) {
     std::vector<McExample> parsed = read_hellaswag(o.hellaswag);
     if (o.limit > 0 && static_cast<int64_t>(parsed.size()) > o.limit) parsed.resize(o.limit);
-    examples = tokenize_multiple_choice(*load_gpt2_tokenizer(o.vocab_dir), config, parsed);
+    examples = tokenize_multiple_choice(*load_gpt2_tokenizer(o.vocab_dir), ckpt.vocab_size(), ckpt.block_size(),
+                                        parsed);
   }
 
   cpu::Context ctx;
   ModelBackend on = model_backend(o.device, ctx, precision);
-  Gpt2 model(config, std::move(on.backend), on.policy);
-  load_checkpoint_model(dir, model);
-  std::printf(
-      "model %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d, context %d); %d threads; %s; device "
-      "%s\n",
-      dir.c_str(), model.num_params(), config.n_layer, config.n_head, config.n_embd, config.vocab_size,
-      config.block_size, omp_get_max_threads(), precision_name(precision), model.backend().name());
+  const std::unique_ptr<CausalLm> loaded = ckpt.load(std::move(on.backend), on.policy);
+  CausalLm& model = *loaded;
+  std::printf("model %s: %zu parameters (%s, vocab %d, context %d); %d threads; %s; device %s\n", dir.c_str(),
+              model.num_params(), ckpt.describe().c_str(), ckpt.vocab_size(), ckpt.block_size(),
+              omp_get_max_threads(), precision_name(precision), model.backend().name());
   std::fflush(stdout);
 
   if (loader) {

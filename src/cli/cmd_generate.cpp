@@ -10,9 +10,8 @@
 #include "cli/vocab.h"
 #include "eval/sampler.h"
 #include "io/checkpoint_dir.h"
-#include "model/gpt2.h"
 #include "precision/precision.h"
-#include "train/checkpoint.h"
+#include "train/causal_lm_checkpoint.h"
 
 namespace mptrain {
 
@@ -32,18 +31,17 @@ void run_generate(const GenerateOptions& o) {
   MPT_CHECK(o.sample.max_new_tokens > 0, "--max-new-tokens must be positive");
   MPT_CHECK(o.sample.top_k >= 0, "--top-k must be >= 0");
   MPT_CHECK(o.sample.temperature >= 0.0f, "--temperature must be >= 0");
-  const std::string dir = resolve_checkpoint(o.checkpoint);
-  const Gpt2Config config = load_checkpoint_config(dir);
+  const CausalLmCheckpoint ckpt = read_causal_lm_checkpoint(resolve_checkpoint(o.checkpoint));
   const auto tokenizer = load_gpt2_tokenizer(o.vocab_dir);
-  MPT_CHECK(tokenizer->vocab_size() <= config.vocab_size,
-            "the checkpoint's vocabulary (" + std::to_string(config.vocab_size) +
+  MPT_CHECK(tokenizer->vocab_size() <= ckpt.vocab_size(),
+            "the checkpoint's vocabulary (" + std::to_string(ckpt.vocab_size()) +
                 ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");
   cpu::Context ctx;
   ModelBackend on = model_backend(o.device, ctx, precision);
-  Gpt2 model(config, std::move(on.backend), on.policy);
-  load_checkpoint_model(dir, model);
+  const std::unique_ptr<CausalLm> loaded = ckpt.load(std::move(on.backend), on.policy);
+  CausalLm& model = *loaded;
   std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()} : tokenizer->encode(o.prompt);
-  model.plan(1, std::min<int>(config.block_size, static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
+  model.plan(1, std::min<int>(ckpt.block_size(), static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
   uint64_t counter = 0;
   for (int i = 0; i < o.num_samples; ++i) {
     std::vector<int> out = sample_tokens(model, prompt, o.sample, counter);
@@ -54,7 +52,7 @@ void run_generate(const GenerateOptions& o) {
 }  // namespace
 
 void register_generate(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("generate", "Generate text from a checkpoint");
+  auto* cmd = app.add_subcommand("generate", "Generate text from a GPT-2 or Llama checkpoint");
   auto o = std::make_shared<GenerateOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");

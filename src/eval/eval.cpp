@@ -12,7 +12,7 @@ namespace mptrain {
 
 namespace {
 
-void ensure_plan(Gpt2& model, int B, int T) {
+void ensure_plan(CausalLm& model, int B, int T) {
   if (model.planned_batch() < B || model.planned_seq() < T) model.plan(B, T);
 }
 
@@ -28,7 +28,7 @@ int64_t windows_per_pass(const std::string& pattern, int B, int T) {
   return n;
 }
 
-LossEval evaluate_loss(Gpt2& model, TokenLoader& loader, int64_t batches) {
+LossEval evaluate_loss(CausalLm& model, TokenLoader& loader, int64_t batches) {
   MPT_CHECK(batches > 0, "the number of evaluation batches must be positive, got " + std::to_string(batches));
   const int B = loader.B(), T = loader.T();
   ensure_plan(model, B, T);
@@ -47,10 +47,10 @@ LossEval evaluate_loss(Gpt2& model, TokenLoader& loader, int64_t batches) {
   return r;
 }
 
-std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, const Gpt2Config& cfg,
+std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, int vocab_size, int block_size,
                                                const std::vector<McExample>& examples) {
-  MPT_CHECK(tokenizer.vocab_size() <= cfg.vocab_size,
-            "the model's vocabulary (" + std::to_string(cfg.vocab_size) + ") is smaller than GPT-2's (" +
+  MPT_CHECK(tokenizer.vocab_size() <= vocab_size,
+            "the model's vocabulary (" + std::to_string(vocab_size) + ") is smaller than GPT-2's (" +
                 std::to_string(tokenizer.vocab_size()) + "); it was not trained on GPT-2 tokens");
   std::vector<McTokens> out;
   out.reserve(examples.size());
@@ -65,11 +65,11 @@ std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, c
     for (size_t k = 0; k < ex.endings.size(); ++k) {
       ending.clear();
       encoder.encode(" " + ex.endings[k], ending);
-      if (static_cast<int>(ending.size()) >= cfg.block_size)
+      if (static_cast<int>(ending.size()) >= block_size)
         throw Error("example on line " + std::to_string(ex.line) + ": ending " + std::to_string(k) + " is " +
                     std::to_string(ending.size()) + " tokens, too long for the model's context of " +
-                    std::to_string(cfg.block_size));
-      const size_t keep = std::min(context.size(), static_cast<size_t>(cfg.block_size) - ending.size());
+                    std::to_string(block_size));
+      const size_t keep = std::min(context.size(), static_cast<size_t>(block_size) - ending.size());
       std::vector<int> row(context.end() - static_cast<std::ptrdiff_t>(keep), context.end());
       row.insert(row.end(), ending.begin(), ending.end());
       item.rows.push_back(std::move(row));
@@ -80,7 +80,7 @@ std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, c
   return out;
 }
 
-McResult evaluate_multiple_choice(Gpt2& model, const std::vector<McTokens>& items,
+McResult evaluate_multiple_choice(CausalLm& model, const std::vector<McTokens>& items,
                                   const McCallback& on_example, std::vector<McScore>* scores) {
   int max_B = 1, max_T = 2;
   for (const auto& item : items) {

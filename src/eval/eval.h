@@ -15,7 +15,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/loader.h"
 #include "eval/hellaswag.h"
-#include "model/gpt2.h"
+#include "model/causal_lm.h"
 
 namespace mptrain {
 
@@ -33,7 +33,7 @@ int64_t windows_per_pass(const std::string& pattern, int B, int T);
 // The first `batches` windows of the loader (reset to its start; shards in name order; more
 // than one pass wraps around, as training does). Plans the model for the loader's B×T unless
 // its plan already covers that.
-LossEval evaluate_loss(Gpt2& model, TokenLoader& loader, int64_t batches);
+LossEval evaluate_loss(CausalLm& model, TokenLoader& loader, int64_t batches);
 
 struct McScore {
   std::vector<double> sum_loss;   // per ending: −log p(ending | context), summed over its tokens
@@ -59,14 +59,14 @@ struct McTokens {
 // Tokenises every example, so that bad input fails before any time is spent scoring: an
 // ending too long for the model's context, or a model whose vocabulary is not GPT-2's, is an
 // Error (naming the example's line).
-std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, const Gpt2Config& config,
+std::vector<McTokens> tokenize_multiple_choice(const Gpt2Tokenizer& tokenizer, int vocab_size, int block_size,
                                                const std::vector<McExample>& examples);
 
 // Plans the model once for the longest example, then scores the examples in order, one
 // forward pass each (a batch of its endings). `on_example` (may be empty) sees each example's
 // score and the running totals; `scores`, when given, receives every example's score.
 using McCallback = std::function<void(const McExample&, const McScore&, const McResult&)>;
-McResult evaluate_multiple_choice(Gpt2& model, const std::vector<McTokens>& items,
+McResult evaluate_multiple_choice(CausalLm& model, const std::vector<McTokens>& items,
                                   const McCallback& on_example, std::vector<McScore>* scores = nullptr);
 
 }  // namespace mptrain

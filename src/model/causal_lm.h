@@ -28,6 +28,7 @@ struct LmHeadActs {
 
 class CausalLm : public ModelCore {
  public:
+  virtual ~CausalLm();  // owned as a CausalLm by the commands that load either family
   // Plans and allocates activations for micro-batches of up to B×T tokens.
   void plan(int B, int T);
 
@@ -63,7 +64,6 @@ class CausalLm : public ModelCore {
 
  protected:
   CausalLm(ParamTable table, std::unique_ptr<Backend> be, const Policy& policy, int vocab, int padded_vocab);
-  ~CausalLm();
 
   // The family's activation plan for B×T, its handles kept (the head's in head_).
   virtual ActivationPlan plan_activations(int B, int T) = 0;

