@@ -26,6 +26,7 @@
 #include "model/bert.h"
 #include "model/bert_config.h"
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "optim/adamw.h"
 #include "optim/make_optimizer.h"
 #include "precision/loss_scaler.h"
@@ -45,6 +46,7 @@ namespace {
 constexpr double kHopperSxmBf16DenseTflops = 989.0;
 
 bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
+bool is_llama(const BenchOptions& o) { return o.model == "llama"; }
 
 BertConfig bench_bert_config(const BenchOptions& o) { return bert_preset(o.preset, 30522, o.vocab_multiple); }
 
@@ -82,6 +84,16 @@ ModelInfo model_info(const BenchOptions& o) {
     m.peer_name = "pytorch_bert.py";
     m.peer_args = " --vocab " + std::to_string(config.vocab_size) + " --padded-vocab " +
                   std::to_string(config.padded_vocab_size);
+    return m;
+  }
+  if (is_llama(o)) {  // no PyTorch peer: the family's comparison is with GPT-2's bench
+    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+    MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) +
+                                              " is longer than the model's context of " +
+                                              std::to_string(config.block_size));
+    m.n_params = llama_param_table(config).total();
+    m.flops_per_step = llama_flops_per_token(config, o.seq) * tokens;
+    m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
     return m;
   }
   const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
@@ -194,7 +206,7 @@ BenchResult bench_one(const BenchOptions& o) {
   const auto policy_for = [&](const Backend& be) { return make_policy(precision, {}, be.caps()); };
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
   // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
-  std::unique_ptr<Gpt2> gpt2;
+  std::unique_ptr<CausalLm> lm;  // GPT-2 or Llama
   std::unique_ptr<Bert> bert;
   std::unique_ptr<BertSynthetic> bert_data;
   if (is_bert(o)) {
@@ -208,15 +220,19 @@ BenchResult bench_one(const BenchOptions& o) {
   } else {
     std::unique_ptr<Backend> be = backend();
     const Policy policy = policy_for(*be);
-    gpt2 = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
-    gpt2->init_weights(1337);
-    gpt2->plan(o.batch, o.seq);
-    gpt2->set_graphs(o.graphs);
+    if (is_llama(o))
+      lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple), std::move(be), policy);
+    else
+      lm = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
+    lm->init_weights(1337);
+    lm->plan(o.batch, o.seq);
+    lm->set_graphs(o.graphs);
   }
-  const ParamTable& table = bert ? bert->table() : gpt2->table();
-  const size_t num_params = bert ? bert->num_params() : gpt2->num_params();
+  const ModelCore& core = bert ? static_cast<const ModelCore&>(*bert) : *lm;
+  const ParamTable& table = core.table();
+  const size_t num_params = core.num_params();
   const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
-  Backend& model_backend = bert ? bert->backend() : gpt2->backend();
+  Backend& model_backend = core.backend();
   MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
   muon.qkv = parse_muon_qkv(o.muon_qkv);
   muon.ns_math = policy_for(model_backend).rule(OpKind::NewtonSchulz).compute;
@@ -247,7 +263,7 @@ BenchResult bench_one(const BenchOptions& o) {
     step = [&](int64_t t) { return train_step(bert_step, *optimizer, 1, 1e-4f, 1.0f, t, scaler.get()); };
   } else {
     inputs.resize(n), targets.resize(n);
-    const int vocab = gpt2->config().vocab_size;
+    const int vocab = lm->vocab();
     next = [&draw, n, vocab](int* in, int* tg) {
       for (size_t i = 0; i < n; ++i) {
         in[i] = static_cast<int>(uniform01(42, 1, draw++) * vocab);
@@ -255,7 +271,7 @@ BenchResult bench_one(const BenchOptions& o) {
       }
     };
     step = [&](int64_t t) {
-      return train_step(*gpt2, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(),
+      return train_step(*lm, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(),
                         targets.data(), scaler.get());
     };
   }
@@ -275,8 +291,8 @@ BenchResult bench_one(const BenchOptions& o) {
   }
   // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
   // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
-  const bool with_peer =
-      !on_cuda && o.peer && !o.profile && kind == OptimizerKind::AdamW && peer_has(precision);
+  const bool with_peer = !on_cuda && o.peer && !o.profile && kind == OptimizerKind::AdamW &&
+                         peer_has(precision) && !info.peer_name.empty();
   const int rounds = with_peer ? o.rounds : 1;
   Progress progress({.label = "bench",
                      .total = static_cast<double>(o.warmup + rounds * o.steps),
@@ -330,9 +346,7 @@ BenchResult bench_one(const BenchOptions& o) {
     const DeviceMemoryInfo gpu = cuda_memory_info(0);
     r.device_mb = static_cast<double>(gpu.total - gpu.free) / (1024.0 * 1024.0);
   }
-  size_t model_bytes =
-      2 * num_params * sizeof(float) + (bert ? bert->weight_copy_bytes() + bert->activation_bytes()
-                                             : gpt2->weight_copy_bytes() + gpt2->activation_bytes());
+  size_t model_bytes = 2 * num_params * sizeof(float) + core.weight_copy_bytes() + core.activation_bytes();
   for (const auto& st : optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
   r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
   r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
@@ -356,7 +370,9 @@ BenchResult bench_one(const BenchOptions& o) {
         "model_mb=%.1f loss=%.6f skipped=%lld\n",
         precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb,
         r.model_mb, r.last_loss, (long long)r.skipped_steps);
-  if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
+  if (info.peer_name.empty()) {
+    std::printf("peer: none for --model %s (compare it with GPT-2's bench at the same size)\n", o.model.c_str());
+  } else if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
   } else if (on_cuda) {
     const double peer = run_cuda_peer(o, info);
     if (peer > 0) {
@@ -548,7 +564,8 @@ int bert_bench_masked_positions(int B, int T) {
 
 std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   const QuietnessMeter meter;
-  MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
+  MPT_CHECK(o.model == "gpt2" || o.model == "bert" || o.model == "llama",
+            "--model must be gpt2, llama or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
@@ -675,7 +692,8 @@ BenchResult run_bench(const BenchOptions& o) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;
   }
-  MPT_CHECK(o.model == "gpt2" || o.model == "bert", "--model must be gpt2 or bert, not '" + o.model + "'");
+  MPT_CHECK(o.model == "gpt2" || o.model == "bert" || o.model == "llama",
+            "--model must be gpt2, llama or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (!o.data.empty()) {

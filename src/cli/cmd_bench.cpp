@@ -12,19 +12,21 @@ namespace mptrain {
 
 void register_bench(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
-      "bench", "Time GPT-2 or BERT training steps (and PyTorch on the same work); --ladder: every precision");
+      "bench", "Time GPT-2, Llama or BERT training steps (and PyTorch on the same work); --ladder: every precision");
   auto o = std::make_shared<BenchOptions>();
   cmd->add_option(
          "--model", o->model,
-         "Model family: gpt2 (random tokens) or bert (BertForPreTraining on synthetic masked instances)")
+         "Model family: gpt2 (random tokens), llama (random tokens; no PyTorch peer) or bert "
+         "(BertForPreTraining on synthetic masked instances)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "bert"}));
+      ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
   cmd->add_option("--device", o->device,
                   "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA "
                   "backend, with the PyTorch GPU peer for GPT-2)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--preset", o->preset, "Preset (default: gpt2, or bert-base with --model bert)")
+  cmd->add_option("--preset", o->preset,
+                  "Preset (default: gpt2, or llama-mini with --model llama, or bert-base with --model bert)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple,
                   "Pad the vocabulary to a multiple of this (BERT default: 64)")
@@ -93,6 +95,8 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->callback([cmd, o, progress, &exit_code]() {
     o->progress = parse_progress_mode(*progress);
     parse_precision(o->precision);  // an unknown name: one clear error before any work
+    if (o->model == "llama" && cmd->count("--preset") == 0) o->preset = "llama-mini";
+    MPT_CHECK(o->model != "llama" || !o->ladder, "--ladder compares against GPT-2's PyTorch peers: --model gpt2");
     if (o->model == "bert") {       // BERT's own defaults where the GPT-2 ones were left in place
       if (cmd->count("--preset") == 0) o->preset = "bert-base";
       if (cmd->count("--vocab-multiple") == 0) o->vocab_multiple = 64;

@@ -4,9 +4,9 @@
 // CPU or (--device cuda) for a GPU's plan and device memory.
 //
 // Every number comes from the objects training uses: the policy table (precision/policy.h), the
-// activation plan the model allocates (gpt2_activation_plan or, for a bert-* preset,
-// bert_activation_plan, built here without allocating) and the weight-copy layout
-// (gpt2_weight_copy_bytes / bert_weight_copy_bytes). Nothing is recomputed by a separate formula.
+// activation plan the model allocates (gpt2_activation_plan, or for a bert-* preset
+// bert_activation_plan, for a llama-* one llama_activation_plan, built here without allocating)
+// and the weight-copy layout. Nothing is recomputed by a separate formula.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "precision/policy.h"
 
 namespace mptrain {
@@ -60,8 +61,8 @@ void run_explain(const ExplainOptions& o) {
   if (o.policy_of == "cuda") caps.gpu_gemms = false;  // the GPU's dtypes, this CPU's GEMMs
   const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
-  // everything else GPT-2.
-  const bool bert = o.preset.rfind("bert", 0) == 0;
+  // llama-* Llama (GPT-2's), everything else GPT-2.
+  const bool bert = o.preset.rfind("bert", 0) == 0, llama = o.preset.rfind("llama", 0) == 0;
   ActivationPlan plan;
   size_t n_params = 0, copy_bytes = 0;
   if (bert) {
@@ -69,6 +70,12 @@ void run_explain(const ExplainOptions& o) {
     plan = bert_activation_plan(config, policy, be, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
     copy_bytes = bert_weight_copy_bytes(config, policy);
+  } else if (llama) {
+    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+    plan = llama_activation_plan(config, policy, be, o.batch, o.seq);
+    const ParamTable table = llama_param_table(config);
+    n_params = table.total();
+    copy_bytes = weight_copy_bytes(table, llama_gemm_reader(config.tie_embeddings), policy);
   } else {
     const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
     plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
@@ -109,6 +116,11 @@ void run_explain(const ExplainOptions& o) {
                 "MLM transform, NSP; lm_head = the MLM decoder (tied word embeddings) on the masked rows; "
                 "post-LN: the LayerNorm outputs are the fp32 residual stream, saved in the GEMM's dtype; "
                 "GELU is the exact erf form");
+  if (llama)
+    std::printf("  %-13s %s\n", "llama",
+                "layernorm = RMSNorm (no mean, no bias); linear = q|k|v, o_proj, gate|up, down_proj (no biases); "
+                "rotary embeddings turn q and k in place in the linear's dtype; gelu's row is SwiGLU's "
+                "(silu(gate)·up); lm_head = lm_head, or the embeddings when tied");
   for (const OpRule& r : policy.rules) std::printf("  %-13s %s\n", op_name(r.op), r.note.c_str());
   if (policy.uses_fp16() && !gpu_plan)
     std::printf("  %-13s %s\n", "this CPU",
@@ -153,7 +165,7 @@ void run_explain(const ExplainOptions& o) {
 void register_explain(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("explain", "Print the per-op precision plan and the memory it implies");
   auto o = std::make_shared<ExplainOptions>();
-  cmd->add_option("--preset", o->preset, "A GPT-2 preset, or a BERT one (bert-tiny ... bert-large)")
+  cmd->add_option("--preset", o->preset, "A GPT-2 preset, a BERT one (bert-tiny ... bert-large) or a Llama one (llama-tiny, llama-mini, llama-135m)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();

@@ -29,6 +29,9 @@ struct LmHeadActs {
 class CausalLm : public ModelCore {
  public:
   virtual ~CausalLm();  // owned as a CausalLm by the commands that load either family
+  // The family's initialisation from a seed (counter-based: independent of threads).
+  virtual void init_weights(uint64_t seed) = 0;
+
   // Plans and allocates activations for micro-batches of up to B×T tokens.
   void plan(int B, int T);
 

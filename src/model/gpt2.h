@@ -113,7 +113,7 @@ class Gpt2 : public CausalLm {
   const Gpt2Config& config() const { return config_; }
 
   // GPT-2 / nanoGPT initialisation from a seed (counter-based: independent of threads).
-  void init_weights(uint64_t seed);
+  void init_weights(uint64_t seed) override;
 
  private:
   ActivationPlan plan_activations(int B, int T) override;

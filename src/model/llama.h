@@ -67,7 +67,7 @@ class Llama : public CausalLm {
 
   // Every matrix N(0, init_std) (the projections into the residual stream / sqrt(2·n_layer), as
   // GPT-2's), the norms' gains 1, padded vocabulary rows 0; counter-based from the seed.
-  void init_weights(uint64_t seed);
+  void init_weights(uint64_t seed) override;
 
  private:
   ActivationPlan plan_activations(int B, int T) override;

@@ -144,23 +144,9 @@ class CausalLmTask final : public TrainTask {
   }
 
   StepModel step_model(const TrainOptions&) override {
-    StepModel m;
-    m.table = &model_->table();
-    CausalLm* model = model_.get();
-    m.params = [model]() -> FloatBuffer& { return model->params(); };  // marks the weight copies stale
-    m.grads = &model_->grads();
-    m.micro_step = [this](float grad_scale) {
-      train_->next(inputs_.data(), targets_.data());
-      return model_->forward_backward(inputs_.data(), targets_.data(), B_, T_, grad_scale);
-    };
-    // Sophia's estimate reuses the step's last micro-batch (inputs_ still holds it) and targets_
-    // as the buffer for the sampled labels.
-    m.curvature = [this](float grad_scale, uint64_t seed, uint64_t counter) {
-      return model_->forward_backward_sampled(inputs_.data(), targets_.data(), B_, T_, grad_scale, seed,
-                                              counter);
-    };
-    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
-    return m;
+    TokenLoader* train = train_.get();
+    return causal_lm_step_model(*model_, [train](int* in, int* tg) { train->next(in, tg); }, B_, T_,
+                                inputs_.data(), targets_.data());
   }
   StepExtras step_extras(Communicator&) override { return {}; }
 

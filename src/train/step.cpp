@@ -114,24 +114,30 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   return stats;
 }
 
-StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
-                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp,
-                     bool fault_inf_grad) {
+StepModel causal_lm_step_model(CausalLm& model, const NextBatchFn& next_batch, int B, int T, int* inputs,
+                               int* targets) {
   StepModel m;
   m.table = &model.table();
-  m.params = [&model]() -> FloatBuffer& { return model.params(); };  // marks GPT-2's weight copies stale
+  m.params = [&model]() -> FloatBuffer& { return model.params(); };  // marks the weight copies stale
   m.grads = &model.grads();
-  m.micro_step = [&](float grad_scale) {
+  m.micro_step = [&model, next_batch, B, T, inputs, targets](float grad_scale) {
     next_batch(inputs, targets);
     return model.forward_backward(inputs, targets, B, T, grad_scale);
   };
   // Sophia's estimate reuses the step's last micro-batch (inputs still holds it) and targets
   // as the buffer for the sampled labels.
-  m.curvature = [&](float grad_scale, uint64_t seed, uint64_t counter) {
+  m.curvature = [&model, B, T, inputs, targets](float grad_scale, uint64_t seed, uint64_t counter) {
     return model.forward_backward_sampled(inputs, targets, B, T, grad_scale, seed, counter);
   };
   m.set_grads_ready_hook = [&model](GradsReadyHook hook) { model.set_grads_ready_hook(std::move(hook)); };
-  return train_step(m, optimizer, accum, lr, grad_clip, t, scaler, dp, fault_inf_grad);
+  return m;
+}
+
+StepStats train_step(CausalLm& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
+                     float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler, DataParallel* dp,
+                     bool fault_inf_grad) {
+  return train_step(causal_lm_step_model(model, next_batch, B, T, inputs, targets), optimizer, accum, lr, grad_clip,
+                    t, scaler, dp, fault_inf_grad);
 }
 
 }  // namespace mptrain

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "dist/data_parallel.h"
-#include "model/gpt2.h"
+#include "model/causal_lm.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 #include "precision/loss_scaler.h"
@@ -67,11 +67,14 @@ struct StepStats {
 // optimizer (built over dp->optimizer_table()) updates this rank's range, gathered with ZeRO-1.
 // fault_inf_grad (testing, needs a scaler): after backward one gradient element of this rank's
 // range is set to +inf, as an fp16 overflow would, so the skip path runs as for a real one.
-StepStats train_step(Gpt2& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
+// A causal LM's StepModel: each micro-batch from next_batch into inputs/targets (B·T ints each),
+// Sophia's sampled pass on the last one (targets reused for the drawn labels).
+StepModel causal_lm_step_model(CausalLm& model, const NextBatchFn& next_batch, int B, int T, int* inputs,
+                               int* targets);
+StepStats train_step(CausalLm& model, Optimizer& optimizer, const NextBatchFn& next_batch, int B, int T, int accum, float lr,
                      float grad_clip, int64_t t, int* inputs, int* targets, LossScaler* scaler = nullptr,
                      DataParallel* dp = nullptr, bool fault_inf_grad = false);
-// The same step for any model: the Gpt2 overload is this with GPT-2's micro-batch as micro_step
-// and its sampled pass as curvature.
+// The same step for any model: the CausalLm overload is this with causal_lm_step_model.
 StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, float lr, float grad_clip, int64_t t,
                      LossScaler* scaler = nullptr, DataParallel* dp = nullptr, bool fault_inf_grad = false);
 

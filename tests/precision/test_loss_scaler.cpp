@@ -10,6 +10,7 @@
 
 #include "backend/cpu/context.h"
 #include "common/host_backend.h"
+#include "model/gpt2.h"
 #include "optim/sophia.h"
 #include "precision/loss_scaler.h"
 #include "train/step.h"
