@@ -1,4 +1,4 @@
-// `mptrain convert`: Hugging Face model folders ⇄ mptrain checkpoints, GPT-2 and BERT
+// `mptrain convert`: Hugging Face model folders ⇄ mptrain checkpoints, GPT-2, Llama and BERT
 // (hf/hf_convert.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include "cli/validators.h"
 #include "hf/hf_convert.h"
 #include "train/bert_checkpoint.h"
+#include "train/causal_lm_checkpoint.h"
 
 namespace mptrain {
 
@@ -57,6 +58,13 @@ void run_convert(const ConvertOptions& o) {
       std::printf(
           "wrote %s (weights only, step 0): use it with fill-mask, eval or train --model bert --init-from\n",
           o.out.c_str());
+    } else if (r.model_type == "llama") {
+      const LlamaConfig& c = r.llama;
+      std::printf("imported llama: %zu parameters (%s, vocab %d padded to %d, context %d)\n", r.num_params,
+                  model_shape(c).c_str(), c.vocab_size, c.padded_vocab_size, c.block_size);
+      print_tensor_report(r);
+      std::printf("wrote %s (weights only, step 0): use it with generate, eval or train --model llama --init-from\n",
+                  o.out.c_str());
     } else {
       std::printf(
           "imported %s: %zu parameters (%d layers, %d heads, %d wide, vocab %d padded to %d, context %d)\n",
@@ -76,8 +84,9 @@ void run_convert(const ConvertOptions& o) {
                       ? ", vocab.txt, tokenizer_config.json"
                       : " (no vocab.txt in the checkpoint: no tokenizer files; give one with --vocab)");
     } else {
-      std::printf("exported %s: %zu parameters (GPT2LMHeadModel, vocab %d)\n", r.checkpoint.c_str(),
-                  r.num_params, r.config.vocab_size);
+      const bool llama = r.model_type == "llama";
+      std::printf("exported %s: %zu parameters (%s, vocab %d)\n", r.checkpoint.c_str(), r.num_params,
+                  llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", llama ? r.llama.vocab_size : r.config.vocab_size);
       std::printf("wrote %s: config.json, model.safetensors%s\n", o.out.c_str(),
                   r.tokenizer_files ? ", vocab.json, merges.txt" : "");
     }

@@ -11,6 +11,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "hf/hf_bert.h"
 #include "hf/hf_gpt2.h"
+#include "hf/hf_llama.h"
 #include "io/checkpoint_dir.h"
 #include "io/fileutil.h"
 #include "io/hf_folder.h"
@@ -19,6 +20,8 @@
 #include "model/gpt2.h"
 #include "train/bert_checkpoint.h"
 #include "train/checkpoint.h"
+#include "train/llama_checkpoint.h"
+#include "train/llama_hf_config.h"
 
 namespace mptrain {
 
@@ -128,6 +131,25 @@ HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir,
   return r;
 }
 
+HfImportResult import_llama(const nlohmann::json& cfg, const std::string& hf_dir, const std::string& out_dir,
+                            int vocab_multiple) {
+  HfImportResult r;
+  r.model_type = "llama";
+  const std::string what = "'" + hf_dir + "/" + kHfConfigFile + "'";
+  r.llama = llama_config_from_hf(cfg, what, vocab_multiple > 0 ? vocab_multiple : kGpt2VocabMultiple);
+  check_layers_fit(SafetensorsFile(model_file_of(hf_dir)), r.llama.n_layer, what);
+  const ParamTable table = llama_param_table(r.llama);
+  const std::vector<float> params =
+      load_hf_folder_params(hf_dir, llama_hf_name_map(r.llama.tie_embeddings), table, r);
+
+  StagedDir out(out_dir);
+  TrainState state;  // step 0, data position at the start
+  state.options = {{"imported_from", absolute_path(hf_dir)}};
+  save_llama_weights_checkpoint(out.path(), r.llama, table, params.data(), state);
+  out.commit();
+  return r;
+}
+
 HfImportResult import_bert(const nlohmann::json& cfg, const std::string& hf_dir, const std::string& out_dir,
                            int vocab_multiple, const std::string& vocab_file) {
   HfImportResult r;
@@ -194,16 +216,11 @@ SafetensorsWriter hf_weights_of(const std::string& ckpt, const ParamTable& table
   return weights;
 }
 
-void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
-  r.model_type = "gpt2";
-  r.config = load_checkpoint_config(r.checkpoint);
-  std::vector<float> values;
-  const SafetensorsWriter weights = hf_weights_of(r.checkpoint, gpt2_param_table(r.config), values);
-  r.num_params = values.size();
-
-  // GPT-2's tokenizer files, under the names Hugging Face's GPT2Tokenizer reads.
+// GPT-2's vocabulary folder for a model over vocab_size tokens: the given one (an error when it
+// lacks the files), else the installed one, else none ("": the folder still loads as a model).
+std::string gpt2_vocab_for(int vocab_size, const std::string& vocab_dir) {
   std::string vocab;
-  if (r.config.vocab_size == kGpt2Vocab) {
+  if (vocab_size == kGpt2Vocab) {
     if (!vocab_dir.empty()) {
       vocab = find_vocab_dir(vocab_dir, nullptr);
     } else {
@@ -214,16 +231,41 @@ void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::strin
       }
     }
   }
+  return vocab;
+}
 
+// A causal LM's folder: model.safetensors, config.json, and GPT-2's tokenizer files under the
+// names Hugging Face's GPT2Tokenizer reads (when the model uses its vocabulary).
+void write_causal_lm_folder(HfExportResult& r, const std::string& out_dir, const SafetensorsWriter& weights,
+                            const nlohmann::json& config, const std::string& vocab) {
   StagedDir out(out_dir);
   weights.write(out.path() + "/" + kHfModelFile);
-  write_file_atomic(out.path() + "/" + kHfConfigFile, hf_gpt2_config(r.config).dump(2) + "\n");
+  write_file_atomic(out.path() + "/" + kHfConfigFile, config.dump(2) + "\n");
   if (!vocab.empty()) {
     write_file_atomic(out.path() + "/vocab.json", read_file(vocab + "/encoder.json"));
     write_file_atomic(out.path() + "/merges.txt", read_file(vocab + "/vocab.bpe"));
     r.tokenizer_files = true;
   }
   out.commit();
+}
+
+void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
+  r.model_type = "gpt2";
+  r.config = load_checkpoint_config(r.checkpoint);
+  std::vector<float> values;
+  const SafetensorsWriter weights = hf_weights_of(r.checkpoint, gpt2_param_table(r.config), values);
+  r.num_params = values.size();
+  write_causal_lm_folder(r, out_dir, weights, hf_gpt2_config(r.config), gpt2_vocab_for(r.config.vocab_size, vocab_dir));
+}
+
+void export_llama(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
+  r.model_type = "llama";
+  r.llama = load_llama_checkpoint_config(r.checkpoint);
+  std::vector<float> values;
+  const SafetensorsWriter weights = hf_weights_of(r.checkpoint, llama_param_table(r.llama), values);
+  r.num_params = values.size();
+  write_causal_lm_folder(r, out_dir, weights, hf_llama_config(r.llama),
+                         gpt2_vocab_for(r.llama.vocab_size, vocab_dir));
 }
 
 void export_bert(HfExportResult& r, const std::string& out_dir, const std::string& vocab_file) {
@@ -258,9 +300,11 @@ HfImportResult import_hf_folder(const std::string& hf_dir, const std::string& ou
   const std::string what = "'" + hf_dir + "/" + kHfConfigFile + "'";
   const std::string type = hf_model_type(cfg, what);
   if (type == "bert") return import_bert(cfg, hf_dir, out_dir, vocab_multiple, bert_vocab);
-  MPT_CHECK(type != "gpt2" || bert_vocab.empty(), "--vocab is a BERT vocab.txt; GPT-2 imports take none");
-  if (type == "gpt2") return import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
-  throw Error(what + ": model_type '" + type + "' cannot be imported (supported: gpt2, bert)");
+  if (type != "gpt2" && type != "llama")
+    throw Error(what + ": model_type '" + type + "' cannot be imported (supported: gpt2, llama, bert)");
+  MPT_CHECK(bert_vocab.empty(), "--vocab is a BERT vocab.txt; " + type + " imports take none");
+  return type == "llama" ? import_llama(cfg, hf_dir, out_dir, vocab_multiple)
+                         : import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
 }
 
 HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::string& out_dir,
@@ -272,9 +316,13 @@ HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::s
                                      "' is a BERT checkpoint (give its vocab.txt with --vocab)");
     export_bert(r, out_dir, bert_vocab);
   } else {
-    MPT_CHECK(bert_vocab.empty(),
-              "--vocab is a BERT vocab.txt; '" + r.checkpoint + "' is a GPT-2 checkpoint");
-    export_gpt2(r, out_dir, vocab_dir);
+    const bool llama = is_llama_checkpoint(r.checkpoint);
+    MPT_CHECK(bert_vocab.empty(), "--vocab is a BERT vocab.txt; '" + r.checkpoint + "' is a " +
+                                      (llama ? "Llama" : "GPT-2") + " checkpoint");
+    if (llama)
+      export_llama(r, out_dir, vocab_dir);
+    else
+      export_gpt2(r, out_dir, vocab_dir);
   }
   return r;
 }

@@ -1,14 +1,14 @@
 // `mptrain convert`: Hugging Face model folders ⇄ mptrain checkpoint directories, for GPT-2
-// (GPT2LMHeadModel) and BERT (BertForPreTraining).
+// (GPT2LMHeadModel), Llama (LlamaForCausalLM) and BERT (BertForPreTraining).
 //
 //   import_hf_folder  HF folder (config.json + model.safetensors; F32, F16 or BF16 tensors)
 //                     → a weights-only mptrain checkpoint at step 0 (GPT-2: train/checkpoint.h;
 //                     BERT: train/bert_checkpoint.h, with the folder's vocab.txt and do_lower_case)
-//   export_hf_folder  mptrain checkpoint or run dir → HF folder: config.json (GPT2Config or
-//                     BertConfig), model.safetensors (fp32, HF names, no padded vocabulary rows,
+//   export_hf_folder  mptrain checkpoint or run dir → HF folder: config.json (GPT2Config,
+//                     LlamaConfig or BertConfig), model.safetensors (fp32, HF names, no padded vocabulary rows,
 //                     metadata {"format": "pt"}), and the tokenizer files when there are some:
 //                     GPT-2's vocab.json + merges.txt when the vocabulary is installed and the
-//                     model uses it; BERT's vocab.txt + tokenizer_config.json from the checkpoint
+//                     model uses it (GPT-2, and a Llama trained on GPT-2's tokens); BERT's vocab.txt + tokenizer_config.json from the checkpoint
 //
 // Both write into a hidden sibling of the output folder and rename it into place at the end:
 // a crash never leaves a half-written folder under the final name. The output folder must not
@@ -22,12 +22,14 @@
 
 #include "model/bert_config.h"
 #include "model/gpt2_config.h"
+#include "model/llama_config.h"
 
 namespace mptrain {
 
 struct HfImportResult {
-  std::string model_type;  // "gpt2" or "bert": which of the two configs below is set
+  std::string model_type;  // "gpt2", "llama" or "bert": which of the configs below is set
   Gpt2Config config;
+  LlamaConfig llama;
   BertConfig bert;
   size_t num_params = 0;                 // stored elements (real vocabulary rows only)
   std::map<std::string, size_t> dtypes;  // source dtype name → number of parameter tensors
@@ -49,8 +51,9 @@ HfImportResult import_hf_folder(const std::string& hf_dir, const std::string& ou
 
 struct HfExportResult {
   std::string checkpoint;  // the resolved checkpoint directory
-  std::string model_type;  // "gpt2" or "bert"
+  std::string model_type;  // "gpt2", "llama" or "bert"
   Gpt2Config config;
+  LlamaConfig llama;
   BertConfig bert;
   size_t num_params = 0;
   bool tokenizer_files = false;  // GPT-2: vocab.json and merges.txt; BERT: vocab.txt and tokenizer_config.json

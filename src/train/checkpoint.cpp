@@ -46,13 +46,21 @@ double short_decimal(float x) {
   return std::strtod(buf, nullptr);
 }
 
-void write_model_file(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
-                      const float* params) {
+// model.safetensors: every parameter under its name in checkpoint shapes, "format": "pt" and the
+// family's metadata.
+void write_model_file(const std::string& dir, const CheckpointContents& c) {
   SafetensorsWriter weights;
-  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, params + spec.offset);
+  for (const auto& spec : c.table->specs()) weights.add(spec.name, DType::F32, spec.hf_shape, c.params + spec.offset);
   weights.set_metadata("format", "pt");
-  weights.set_metadata("mptrain_config", config_json(config).dump());
+  for (const auto& [key, value] : c.model_metadata) weights.set_metadata(key, value);
   weights.write(dir + "/" + kCheckpointModelFile);
+}
+
+// config.json, state.json and the family's extra files.
+void write_side_files(const std::string& dir, const CheckpointContents& c) {
+  write_file_atomic(dir + "/" + kConfigFile, c.hf_config.dump(2) + "\n");
+  write_file_atomic(dir + "/" + kStateFile, c.state.dump(2) + "\n");
+  for (const auto& [name, contents] : c.extra_files) write_file_atomic(dir + "/" + name, contents);
 }
 
 
@@ -94,12 +102,7 @@ void write_checkpoint(const std::string& run_dir, int64_t step, const Checkpoint
                       const OptimizerFile& optimizer, int keep_last) {
   const std::string dir = begin_checkpoint(run_dir, step);
   const ParamTable& table = *c.table;
-
-  SafetensorsWriter weights;
-  for (const auto& spec : table.specs()) weights.add(spec.name, DType::F32, spec.hf_shape, c.params + spec.offset);
-  weights.set_metadata("format", "pt");
-  for (const auto& [key, value] : c.model_metadata) weights.set_metadata(key, value);
-  weights.write(dir + "/" + kCheckpointModelFile);
+  write_model_file(dir, c);
 
   SafetensorsWriter opt;
   for (const auto& spec : table.specs())
@@ -112,9 +115,7 @@ void write_checkpoint(const std::string& run_dir, int64_t step, const Checkpoint
   opt.set_metadata("optimizer", optimizer.name);
   opt.write(dir + "/" + kOptimizerFile);
 
-  write_file_atomic(dir + "/" + kConfigFile, c.hf_config.dump(2) + "\n");
-  write_file_atomic(dir + "/" + kStateFile, c.state.dump(2) + "\n");
-  for (const auto& [name, contents] : c.extra_files) write_file_atomic(dir + "/" + name, contents);
+  write_side_files(dir, c);
   commit_checkpoint(run_dir, step);
   if (keep_last > 0) prune_checkpoints(run_dir, keep_last);
 }
@@ -135,14 +136,11 @@ void save_checkpoint_impl(const std::string& run_dir, int64_t step, const Checkp
   }
 }
 
-// params: the model's parameters on the host (a HostMirror of model.params()).
-CheckpointContents gpt2_contents(const Gpt2& model, const float* params, const TrainState& state) {
-  return {&model.table(),
-          params,
-          {{"mptrain_config", config_json(model.config()).dump()}},
-          hf_gpt2_config(model.config()),
-          train_state_json(state),
-          {}};
+// params: the parameters on the host (a HostMirror of model.params()).
+CheckpointContents gpt2_contents(const Gpt2Config& config, const ParamTable& table, const float* params,
+                                 const TrainState& state) {
+  return {&table, params, {{"mptrain_config", config_json(config).dump()}}, hf_gpt2_config(config),
+          train_state_json(state), {}};
 }
 
 }  // namespace
@@ -171,16 +169,19 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last) {
   const HostMirror<float> params(model.params());
-  save_training_checkpoint(run_dir, state.step, gpt2_contents(model, params.data(), state), optimizer,
-                           keep_last);
+  save_training_checkpoint(run_dir, state.step, gpt2_contents(model.config(), model.table(), params.data(), state),
+                           optimizer, keep_last);
+}
+
+void save_weights_checkpoint(const std::string& dir, const CheckpointContents& contents) {
+  write_model_file(dir, contents);
+  write_side_files(dir, contents);
+  write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
 }
 
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
                              const float* params, const TrainState& state) {
-  write_model_file(dir, config, table, params);
-  write_file_atomic(dir + "/" + kConfigFile, hf_gpt2_config(config).dump(2) + "\n");
-  write_file_atomic(dir + "/" + kStateFile, train_state_json(state).dump(2) + "\n");
-  write_checksum_manifest(dir);  // verified when loaded, like a trainer's checkpoint
+  save_weights_checkpoint(dir, gpt2_contents(config, table, params, state));
 }
 
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir) {

@@ -79,9 +79,11 @@ struct CheckpointContents {
 void save_training_checkpoint(const std::string& run_dir, int64_t step, const CheckpointContents& contents,
                               const Optimizer& optimizer, int keep_last);
 
-// Writes a weights-only checkpoint (model.safetensors, config.json, state.json; no optimizer
-// state) into the existing directory dir, e.g. for a model imported from Hugging Face.
-// `generate`, `eval` and `train --init-from` accept it; `train --resume` refuses it.
+// Writes a weights-only checkpoint (model.safetensors, config.json, state.json, the extra files;
+// no optimizer state) into the existing directory dir, e.g. for a model imported from Hugging
+// Face. `generate`, `eval` and `train --init-from` accept it; `train --resume` refuses it.
+void save_weights_checkpoint(const std::string& dir, const CheckpointContents& contents);
+// GPT-2's.
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
                              const float* params, const TrainState& state);
 // False for weights-only checkpoints (nothing to resume the optimizer from).

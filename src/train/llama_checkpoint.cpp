@@ -23,19 +23,28 @@ nlohmann::json llama_config_json(const LlamaConfig& c) {
   return j;
 }
 
+CheckpointContents llama_contents(const LlamaConfig& c, const ParamTable& table, const float* params,
+                                  const TrainState& state) {
+  return {&table,
+          params,
+          {{kModelKey, "llama"}, {"mptrain_config", llama_config_json(c).dump()}},
+          hf_llama_config(c),
+          train_state_json(state),
+          {}};
+}
+
 }  // namespace
 
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
                            const TrainState& state, int keep_last) {
   const HostMirror<float> params(model.params());
-  const LlamaConfig& c = model.config();
-  const CheckpointContents contents{&model.table(),
-                                    params.data(),
-                                    {{kModelKey, "llama"}, {"mptrain_config", llama_config_json(c).dump()}},
-                                    hf_llama_config(c),
-                                    train_state_json(state),
-                                    {}};
-  save_training_checkpoint(run_dir, state.step, contents, optimizer, keep_last);
+  save_training_checkpoint(run_dir, state.step, llama_contents(model.config(), model.table(), params.data(), state),
+                           optimizer, keep_last);
+}
+
+void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,
+                                   const float* params, const TrainState& state) {
+  save_weights_checkpoint(dir, llama_contents(config, table, params, state));
 }
 
 bool is_llama_checkpoint(const std::string& ckpt_dir) {

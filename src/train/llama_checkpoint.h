@@ -17,6 +17,9 @@ namespace mptrain {
 
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
                            const TrainState& state, int keep_last);
+// A weights-only Llama checkpoint in the existing folder dir (a Hugging Face import).
+void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,
+                                   const float* params, const TrainState& state);
 // Whether ckpt_dir's model.safetensors says it holds a Llama (mptrain_model = llama).
 bool is_llama_checkpoint(const std::string& ckpt_dir);
 // The config a Llama checkpoint was written with; Error naming the file when it is not one or

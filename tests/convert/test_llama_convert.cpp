@@ -1,0 +1,63 @@
+// A Llama checkpoint to a Hugging Face LlamaForCausalLM folder and back (issue 40), as a user
+// runs `mptrain convert`: the folder holds config.json, model.safetensors under the hub's names
+// and GPT-2's tokenizer files; imported again it is the same model (every tensor equal, the same
+// eval loss); a tied head stored anyway must equal the embeddings.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "train/train_test_util.h"
+
+namespace mptrain {
+namespace {
+
+using testing::run_mptrain;
+using testing::TempDir;
+
+std::string eval_loss(const std::string& ckpt, const std::string& data) {
+  auto ev = run_mptrain("eval --checkpoint " + ckpt + " --data '" + data + "/val_*.bin' --batch 2 --seq 32 --steps 2 --threads 2");
+  std::smatch m;
+  return ev.exit_code == 0 && std::regex_search(ev.output, m, std::regex("loss ([0-9.]+) \\|")) ? m[1].str()
+                                                                                              : ev.output;
+}
+
+TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  auto train = run_mptrain("train --model llama --preset llama-tiny --train-data '" + tmp.path() +
+                           "/train_*.bin' --batch 2 --seq 32 --steps 2 --threads 2 --run-dir " + (tmp / "run"));
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+
+  auto out = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf") + " --vocab-dir " +
+                         testing::gpt2_vocab_dir());
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("LlamaForCausalLM"), std::string::npos) << out.output;
+  nlohmann::json config;
+  std::ifstream(tmp / "hf/config.json") >> config;
+  EXPECT_EQ(config["model_type"], "llama");
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  EXPECT_TRUE(std::ifstream(tmp / "hf/vocab.json").good());
+  SafetensorsFile hf(tmp / "hf/model.safetensors");
+  EXPECT_EQ(hf.get("model.embed_tokens.weight").shape, (std::vector<int64_t>{50257, 64}));  // no padded rows
+
+  auto in = run_mptrain("convert --from-hf " + (tmp / "hf") + " -o " + (tmp / "imported"));
+  ASSERT_EQ(in.exit_code, 0) << in.output;
+  EXPECT_NE(in.output.find("imported llama:"), std::string::npos) << in.output;
+  SafetensorsFile a(tmp / "run/step_00000002/model.safetensors"), b(tmp / "imported/model.safetensors");
+  ASSERT_EQ(a.names(), b.names());
+  for (const std::string& name : a.names()) {
+    const TensorView& t = a.get(name);
+    std::vector<float> x(t.numel()), y(t.numel());
+    a.read_f32(name, t.shape, x.data());
+    b.read_f32(name, t.shape, y.data());
+    EXPECT_EQ(x, y) << name;
+  }
+  EXPECT_EQ(eval_loss(tmp / "imported", tmp.path()), eval_loss(tmp / "run", tmp.path()));
+}
+
+}  // namespace
+}  // namespace mptrain
