@@ -112,6 +112,18 @@ std::vector<float> load_hf_folder_params(const std::string& hf_dir, const HfName
 
 std::string absolute_path(const std::string& dir) { return fs::absolute(dir).lexically_normal().string(); }
 
+// A causal LM's import written out: a weights-only checkpoint at step 0 (the data position at the
+// start) that records where it came from, staged and renamed into place. save(dir, state) writes
+// the family's files.
+template <class Save>
+void write_imported(const std::string& hf_dir, const std::string& out_dir, Save save) {
+  StagedDir out(out_dir);
+  TrainState state;
+  state.options = {{"imported_from", absolute_path(hf_dir)}};
+  save(out.path(), state);
+  out.commit();
+}
+
 HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir, const std::string& out_dir,
                            int vocab_multiple) {
   HfImportResult r;
@@ -123,11 +135,9 @@ HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir,
   const ParamTable table = gpt2_param_table(r.config);
   const std::vector<float> params = load_hf_folder_params(hf_dir, gpt2_hf_name_map(), table, r);
 
-  StagedDir out(out_dir);
-  TrainState state;  // step 0, data position at the start
-  state.options = {{"imported_from", absolute_path(hf_dir)}};
-  save_weights_checkpoint(out.path(), r.config, table, params.data(), state);
-  out.commit();
+  write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
+    save_weights_checkpoint(dir, r.config, table, params.data(), state);
+  });
   return r;
 }
 
@@ -142,11 +152,9 @@ HfImportResult import_llama(const nlohmann::json& cfg, const std::string& hf_dir
   const std::vector<float> params =
       load_hf_folder_params(hf_dir, llama_hf_name_map(r.llama.tie_embeddings), table, r);
 
-  StagedDir out(out_dir);
-  TrainState state;  // step 0, data position at the start
-  state.options = {{"imported_from", absolute_path(hf_dir)}};
-  save_llama_weights_checkpoint(out.path(), r.llama, table, params.data(), state);
-  out.commit();
+  write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
+    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state);
+  });
   return r;
 }
 

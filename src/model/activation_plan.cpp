@@ -7,6 +7,12 @@
 
 namespace mptrain {
 
+void check_batch_shape(int B, int T, int block_size) {
+  MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
+  MPT_CHECK(T <= block_size, "sequence length " + std::to_string(T) + " is longer than the model's context (" +
+                                 std::to_string(block_size) + " positions)");
+}
+
 ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, StorageType type, OpKind op,
                                            Role role) {
   entries_.push_back({std::move(name), total_, numel, type, op, role});

@@ -17,6 +17,10 @@
 
 namespace mptrain {
 
+// A micro-batch's shape checked against a model's context (block_size positions): Error naming
+// the problem, before any plan is built.
+void check_batch_shape(int B, int T, int block_size);
+
 class ActivationPlan {
  public:
   using Handle = size_t;

@@ -77,10 +77,7 @@ void Gpt2::init_weights(uint64_t seed) {
 
 ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, const Backend& be, int B,
                                     int T, Gpt2Acts* handles) {
-  MPT_CHECK(B > 0 && T > 0, "batch size and sequence length must be positive");
-  MPT_CHECK(T <= config.block_size, "sequence length " + std::to_string(T) +
-                                        " is longer than the model's context (" +
-                                        std::to_string(config.block_size) + " positions)");
+  check_batch_shape(B, T, config.block_size);
   using Role = ActivationPlan::Role;
   constexpr StorageType F32 = StorageType::F32;
   const Role saved = Role::Saved, scratch = Role::Scratch;
