@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/hf_tokenizer_json.h"
 #include "io/fileutil.h"
 
 namespace mptrain {
@@ -86,7 +87,9 @@ bool is_regular_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool has_vocab(const std::string& dir) { return is_regular_file(dir + "/encoder.json"); }
+bool has_vocab(const std::string& dir) {
+  return is_regular_file(dir + "/encoder.json") || is_regular_file(dir + "/tokenizer.json");
+}
 
 uint64_t hash_bytes(const char* p, size_t n) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xD6E8FEB86659FD93ull);
@@ -110,13 +113,13 @@ uint64_t hash_bytes(const char* p, size_t n) {
 std::string find_vocab_dir(const std::string& flag_value, const char* argv0) {
   if (!flag_value.empty()) {
     if (!has_vocab(flag_value))
-      throw Error("--vocab-dir '" + flag_value + "' holds no GPT-2 vocabulary (encoder.json); " +
+      throw Error("--vocab-dir '" + flag_value + "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
                   kInstallHint);
     return flag_value;
   }
   if (const char* env = std::getenv("MPTRAIN_VOCAB_DIR"); env && *env) {
     if (!has_vocab(env))
-      throw Error(std::string("MPTRAIN_VOCAB_DIR='") + env + "' holds no GPT-2 vocabulary (encoder.json); " +
+      throw Error(std::string("MPTRAIN_VOCAB_DIR='") + env + "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
                   kInstallHint);
     return env;
   }
@@ -141,6 +144,15 @@ std::string find_vocab_dir(const std::string& flag_value, const char* argv0) {
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
   const std::string enc_path = vocab_dir + "/encoder.json";
   const std::string bpe_path = vocab_dir + "/vocab.bpe";
+  // A Hugging Face folder: its tokenizer.json, when GPT-2's files are not there.
+  if (const std::string json_path = vocab_dir + "/tokenizer.json";
+      !is_regular_file(enc_path) && is_regular_file(json_path)) {
+    const Gpt2Files f = gpt2_files_from_tokenizer_json(read_file(json_path), json_path);
+    return parse(f.encoder_json, f.vocab_bpe, json_path + " (model.vocab)", json_path + " (model.merges)");
+  }
+  if (!is_regular_file(enc_path) && is_regular_file(vocab_dir + "/tokenizer.model"))
+    throw Error("'" + vocab_dir + "/tokenizer.model' is a SentencePiece model, which is not supported: mptrain "
+                "reads GPT-2's byte-level BPE (encoder.json + vocab.bpe, or tokenizer.json)");
   if (!is_regular_file(enc_path))
     throw Error("GPT-2 vocabulary file '" + enc_path + "' is missing; " + kInstallHint);
   if (!is_regular_file(bpe_path))

@@ -35,8 +35,9 @@ std::string find_vocab_dir(const std::string& flag_value, const char* argv0);
 
 class Gpt2Tokenizer {
  public:
-  // Reads <dir>/encoder.json and <dir>/vocab.bpe; throws Error naming the file and
-  // what is wrong with it (missing, not JSON, unknown merge token, ...).
+  // Reads <dir>/encoder.json and <dir>/vocab.bpe, or, without them, a Hugging Face folder's
+  // byte-level BPE tokenizer.json (data/hf_tokenizer_json.h); throws Error naming the file and
+  // what is wrong with it (missing, not JSON, unknown merge token, a SentencePiece model, ...).
   static Gpt2Tokenizer load(const std::string& vocab_dir);
   // The same from the two files' contents; the paths only name them in errors.
   static Gpt2Tokenizer parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& enc_path,

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_tokenizer_json.h"
 #include "hf/hf_bert.h"
 #include "hf/hf_gpt2.h"
 #include "hf/hf_llama.h"
@@ -31,6 +32,7 @@ namespace {
 
 constexpr int kGpt2Vocab = 50257;        // the vocabulary of GPT-2's encoder.json
 constexpr int kGpt2VocabMultiple = 128;  // train's --vocab-multiple default
+constexpr const char* kTokenizerJson = "tokenizer.json";
 
 // An output folder built under a hidden sibling name and renamed into place by commit();
 // removed again if commit() is never reached.
@@ -153,7 +155,11 @@ HfImportResult import_llama(const nlohmann::json& cfg, const std::string& hf_dir
       load_hf_folder_params(hf_dir, llama_hf_name_map(r.llama.tie_embeddings), table, r);
 
   write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
-    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state);
+    // The folder's own tokenizer goes with the model (generate reads it; export writes it back).
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (const std::string tok = hf_dir + "/" + kTokenizerJson; fs::exists(tok))
+      extra.emplace_back(kTokenizerJson, read_file(tok));
+    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state, extra);
   });
   return r;
 }
@@ -242,16 +248,23 @@ std::string gpt2_vocab_for(int vocab_size, const std::string& vocab_dir) {
   return vocab;
 }
 
-// A causal LM's folder: model.safetensors, config.json, and GPT-2's tokenizer files under the
-// names Hugging Face's GPT2Tokenizer reads (when the model uses its vocabulary).
+// A causal LM's folder: model.safetensors, config.json, and the tokenizer: the checkpoint's own
+// tokenizer.json (an imported model's), else GPT-2's files under the names Hugging Face's
+// GPT2Tokenizer reads, and as tokenizer.json (when the model uses GPT-2's vocabulary).
 void write_causal_lm_folder(HfExportResult& r, const std::string& out_dir, const SafetensorsWriter& weights,
                             const nlohmann::json& config, const std::string& vocab) {
   StagedDir out(out_dir);
   weights.write(out.path() + "/" + kHfModelFile);
   write_file_atomic(out.path() + "/" + kHfConfigFile, config.dump(2) + "\n");
-  if (!vocab.empty()) {
-    write_file_atomic(out.path() + "/vocab.json", read_file(vocab + "/encoder.json"));
-    write_file_atomic(out.path() + "/merges.txt", read_file(vocab + "/vocab.bpe"));
+  const std::string own = r.checkpoint + "/" + kTokenizerJson;
+  if (fs::exists(own)) {
+    write_file_atomic(out.path() + "/" + kTokenizerJson, read_file(own));
+    r.tokenizer_files = true;
+  } else if (!vocab.empty()) {
+    const std::string encoder = read_file(vocab + "/encoder.json"), merges = read_file(vocab + "/vocab.bpe");
+    write_file_atomic(out.path() + "/vocab.json", encoder);
+    write_file_atomic(out.path() + "/merges.txt", merges);
+    write_file_atomic(out.path() + "/" + kTokenizerJson, tokenizer_json_from_gpt2_files(encoder, merges));
     r.tokenizer_files = true;
   }
   out.commit();

@@ -43,8 +43,11 @@ void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const
 }
 
 void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,
-                                   const float* params, const TrainState& state) {
-  save_weights_checkpoint(dir, llama_contents(config, table, params, state));
+                                   const float* params, const TrainState& state,
+                                   const std::vector<std::pair<std::string, std::string>>& extra_files) {
+  CheckpointContents contents = llama_contents(config, table, params, state);
+  contents.extra_files = extra_files;
+  save_weights_checkpoint(dir, contents);
 }
 
 bool is_llama_checkpoint(const std::string& ckpt_dir) {

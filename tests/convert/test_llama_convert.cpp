@@ -1,9 +1,11 @@
 // A Llama checkpoint to a Hugging Face LlamaForCausalLM folder and back (issue 40), as a user
 // runs `mptrain convert`: the folder holds config.json, model.safetensors under the hub's names
-// and GPT-2's tokenizer files; imported again it is the same model (every tensor equal, the same
-// eval loss); a tied head stored anyway must equal the embeddings.
+// and GPT-2's tokenizer (vocab.json, merges.txt, tokenizer.json); imported again it is the same
+// model (every tensor equal, the same eval loss) with the folder's tokenizer.json, which generate
+// then reads by itself.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -41,6 +43,11 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   EXPECT_EQ(config["model_type"], "llama");
   EXPECT_EQ(config["num_key_value_heads"], 2);
   EXPECT_TRUE(std::ifstream(tmp / "hf/vocab.json").good());
+  EXPECT_TRUE(std::ifstream(tmp / "hf/tokenizer.json").good());
+  // A folder whose only tokenizer is tokenizer.json (as SmolLM-style folders ship) serves as the
+  // vocabulary.
+  std::filesystem::remove(tmp / "hf/vocab.json");
+  std::filesystem::remove(tmp / "hf/merges.txt");
   SafetensorsFile hf(tmp / "hf/model.safetensors");
   EXPECT_EQ(hf.get("model.embed_tokens.weight").shape, (std::vector<int64_t>{50257, 64}));  // no padded rows
 
@@ -57,6 +64,15 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
     EXPECT_EQ(x, y) << name;
   }
   EXPECT_EQ(eval_loss(tmp / "imported", tmp.path()), eval_loss(tmp / "run", tmp.path()));
+  // The import keeps the folder's tokenizer.json, which generate reads without --vocab-dir.
+  EXPECT_TRUE(std::ifstream(tmp / "imported/tokenizer.json").good());
+  auto gen = run_mptrain("generate --checkpoint " + (tmp / "imported") + " --prompt 'The' --max-new-tokens 3 --seed 1");
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_EQ(gen.output.rfind("The", 0), 0u) << gen.output;
+  auto gen_hf = run_mptrain("generate --checkpoint " + (tmp / "run") + " --prompt 'The' --max-new-tokens 3 --seed 1 "
+                            "--vocab-dir " + (tmp / "hf"));
+  ASSERT_EQ(gen_hf.exit_code, 0) << gen_hf.output;
+  EXPECT_EQ(gen_hf.output, gen.output);  // the same model, the same tokenizer, the same seed
 }
 
 }  // namespace
