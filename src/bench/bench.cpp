@@ -86,23 +86,22 @@ ModelInfo model_info(const BenchOptions& o) {
                   std::to_string(config.padded_vocab_size);
     return m;
   }
-  if (is_llama(o)) {  // no PyTorch peer: the family's comparison is with GPT-2's bench
-    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+  // A causal LM: its context checked, N and the FLOPs counted from its table and config.
+  const auto causal = [&](const auto& config, const ParamTable& table, double flops_per_token) {
     MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) +
                                               " is longer than the model's context of " +
                                               std::to_string(config.block_size));
-    m.n_params = llama_param_table(config).total();
-    m.flops_per_step = llama_flops_per_token(config, o.seq) * tokens;
+    m.n_params = table.total();
+    m.flops_per_step = flops_per_token * tokens;
     m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
+  };
+  if (is_llama(o)) {  // no PyTorch peer: the family's comparison is with GPT-2's bench
+    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+    causal(config, llama_param_table(config), llama_flops_per_token(config, o.seq));
     return m;
   }
   const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-  MPT_CHECK(o.seq <= config.block_size, "--seq " + std::to_string(o.seq) +
-                                            " is longer than the model's context of " +
-                                            std::to_string(config.block_size));
-  m.n_params = gpt2_param_table(config).total();
-  m.flops_per_step = gpt2_flops_per_token(config, o.seq) * tokens;
-  m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
+  causal(config, gpt2_param_table(config), gpt2_flops_per_token(config, o.seq));
   m.peer_name = "pytorch_gpt2.py";
   m.peer_args = " --vocab " + std::to_string(config.padded_vocab_size);
   return m;
