@@ -10,12 +10,17 @@
 # Rows: GPT-2 d2 (head size 32: naive attention) in every precision x AdamW/Sophia/Muon, each
 # eager and with CUDA graphs; BERT bert-tiny (head size 64: flash in 16-bit) padded and packed in
 # every precision x AdamW/Sophia/Muon (no graphs: GPT-2's only); GPT-2 d4 (head size 64) in the
-# 16-bit precisions, where flash attention runs, eager and with graphs.
+# 16-bit precisions, where flash attention runs, eager and with graphs; Llama llama-tiny (4 heads
+# over 2 key/value heads of 16: the grouped heads expanded for the naive attention) in fp32 and
+# bf16 with AdamW, bf16 with Muon and with graphs.
 
 gpt2_args() {  # PRESET
   echo "train --preset $1 --train-data '$DATA/gpt2/train_*.bin' --val-data '$DATA/gpt2/val_*.bin'" \
     "--batch 2 --seq 32 --total-batch 128 --steps 20 --lr 1e-3 --warmup 2 --val-steps 2 --sample-tokens 0" \
     "--seed 7 --threads 2 --deterministic --progress none"
+}
+llama_args() {
+  gpt2_args llama-tiny | sed 's/^train /train --model llama /'
 }
 bert_args() {  # LAYOUT
   echo "train --model bert --preset bert-tiny --data '$DATA/bert/b_train.bert' --batch-layout $1" \
@@ -51,4 +56,9 @@ matrix_rows() {
     echo "flash-d4-$p-adamw|flash-d4-$p-adamw|$(tolerance $p)|$(gpt2_args d4) $(precision_args $p)|"
   done
   echo "flash-d4-bf16-adamw-graphs|flash-d4-bf16-adamw|$(tolerance bf16)|$(gpt2_args d4) $(precision_args bf16)|--graphs on"
+  for p in fp32 bf16; do
+    echo "llama-$p-adamw|llama-$p-adamw|$(tolerance $p)|$(llama_args) $(precision_args $p)|"
+  done
+  echo "llama-bf16-muon|llama-bf16-muon|$(tolerance bf16)|$(llama_args) $(precision_args bf16) $(optimizer_args muon)|"
+  echo "llama-bf16-adamw-graphs|llama-bf16-adamw|$(tolerance bf16)|$(llama_args) $(precision_args bf16)|--graphs on"
 }

@@ -428,6 +428,7 @@ inline const char* layout_name(Layout l) { return l == Layout::Causal ? "causal"
 
 struct AttentionShape {
   int B, T, NH, HS;
+  int KV = 0;  // key/value heads (grouped-query attention); 0: NH
 };
 
 // The sequences of a layout: (first row, length, real keys) — padded rows of T (the masked
@@ -456,14 +457,17 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
       std::string("attention+backward ") + layout_name(l) + " " +
       describe_dtypes(Op::Attention, {ty.qkv, ty.probs, ty.out}) + " scores=" + compute_name(ty.scores) +
       " values=" + compute_name(ty.values) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
-      " NH=" + std::to_string(s.NH) + " HS=" + std::to_string(s.HS);
+      " NH=" + std::to_string(s.NH) + " HS=" + std::to_string(s.HS) + (s.KV ? " KV=" + std::to_string(s.KV) : "");
   out.push_back({Op::Attention, false, name, [=](Backend& b, Outcome& o) {
-                   const int C = s.NH * s.HS, T = s.T;
+                   // Grouped-query heads: qkv rows of W = (NH + 2·KV)·HS, query head h reading key/value
+                   // head h / G (G = NH / KV).
+                   const int C = s.NH * s.HS, T = s.T, KV = s.KV ? s.KV : s.NH, G = s.NH / KV;
+                   const int W = C + 2 * KV * s.HS;
                    const Sequences q = sequences_of(l, s.B, T);
                    const size_t rows = static_cast<size_t>(q.rows);
-                   Tensor qkv(b, ty.qkv, {q.rows, 3 * C}, randn(rows * 3 * C, 50));
+                   Tensor qkv(b, ty.qkv, {q.rows, W}, randn(rows * W, 50));
                    Tensor y(b, ty.out, {q.rows, C}), dout(b, ty.out, {q.rows, C}, randn(rows * C, 51));
-                   Tensor dqkv(b, ty.qkv, {q.rows, 3 * C});
+                   Tensor dqkv(b, ty.qkv, {q.rows, W});
                    Ids mask(b, q.key_mask), cu(b, q.cu);
                    const View cu_p = l == Layout::Packed ? cu.view() : View{};
                    const int memory_b = attention_memory_batch(s.B, T, q.rows, !cu_p.empty());
@@ -480,6 +484,7 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                    a.causal = l == Layout::Causal;
                    a.key_mask = l == Layout::Masked ? mask.view() : View{};
                    a.cu_seqlens = cu_p;
+                   a.kv_heads = s.KV;
                    b.attention(a);
                    AttentionBackwardArgs g;
                    g.dqkv = dqkv.view();
@@ -492,14 +497,20 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                    g.types = ty;
                    g.causal = a.causal;
                    g.cu_seqlens = cu_p;
+                   g.kv_heads = s.KV;
                    b.attention_backward(g);
                    // The reference, sequence by sequence and head by head, on the rounded inputs.
                    const double scale = 1.0 / std::sqrt(static_cast<double>(s.HS));
-                   const auto at = [&](int row, int part, int h, int d) {
-                     return qkv.host()[static_cast<size_t>(row) * 3 * C + static_cast<size_t>(part) * C +
-                                       static_cast<size_t>(h) * s.HS + d];
+                   // Where head h's part (0 q, 1 k, 2 v) starts in a row.
+                   const auto offset = [&](int part, int h) {
+                     return part == 0 ? static_cast<size_t>(h) * s.HS
+                                      : static_cast<size_t>(C) + static_cast<size_t>(part - 1) * KV * s.HS +
+                                            static_cast<size_t>(h / G) * s.HS;
                    };
-                   std::vector<double> ry(rows * C, 0.0), rdq(rows * 3 * C, 0.0);
+                   const auto at = [&](int row, int part, int h, int d) {
+                     return qkv.host()[static_cast<size_t>(row) * W + offset(part, h) + d];
+                   };
+                   std::vector<double> ry(rows * C, 0.0), rdq(rows * W, 0.0);
                    for (size_t sq = 0; sq < q.first.size(); ++sq)
                      for (int h = 0; h < s.NH; ++h) {
                        const int f = q.first[sq], L = q.len[sq];
@@ -549,8 +560,10 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
                                    operand(dout.host()[static_cast<size_t>(f + j) * C + static_cast<size_t>(h) * s.HS + k],
                                            ty.values);
                            }
-                           const size_t r = static_cast<size_t>(f + i) * 3 * C + static_cast<size_t>(h) * s.HS + k;
-                           rdq[r] = dq, rdq[r + C] = dk, rdq[r + 2 * C] = dv;
+                           const size_t r = static_cast<size_t>(f + i) * W + k;
+                           rdq[r + offset(0, h)] = dq;
+                           rdq[r + offset(1, h)] += dk;  // a key/value head sums its group's
+                           rdq[r + offset(2, h)] += dv;
                          }
                      }
                    // The scores' rounding too: tensor cores round a TF32 product's fp32 operands their
@@ -581,8 +594,12 @@ inline void attention_cases(const Backend& be, std::vector<Case>& out) {
         for (const Layout l : {Layout::Causal, Layout::Masked, Layout::Packed}) {
           const AttentionDtypes ty{t[0], t[1], t[2], scores, v};
           attention_case(out, ty, sweep, l);
-          if (classes && v == scores)
+          if (classes && v == scores) {
             for (const AttentionShape& s : shapes) attention_case(out, ty, s, l);
+            // Grouped-query heads (Llama's): two groups of two, and multi-query.
+            if (l == Layout::Causal)
+              for (const int kv : {2, 1}) attention_case(out, ty, {2, 17, 4, 32, kv}, l);
+          }
         }
     }
 }

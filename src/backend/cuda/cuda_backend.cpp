@@ -43,8 +43,20 @@ namespace cuda {
 namespace {
 
 // scratch() slots: each use has its own, so that two live at once never share memory.
-enum Slot : int { kLinearOut = 0, kDpre, kLayerNorm, kEmbedding, kFlag, kNorm, kBiasGrad, kMask };
-static_assert(kMask < 8, "CudaBackend::kSlots");
+enum Slot : int {
+  kLinearOut = 0,
+  kDpre,
+  kLayerNorm,
+  kEmbedding,
+  kFlag,
+  kNorm,
+  kBiasGrad,
+  kMask,
+  kGroupedQkv,   // grouped-query attention: the heads expanded to multi-head qkv
+  kGroupedDqkv,  // and their gradient
+  kGroupedSum,   // a key/value head's gradient summed over its group
+};
+static_assert(kGroupedSum < 11, "CudaBackend::kSlots");
 
 constexpr StorageType F32 = StorageType::F32;
 
@@ -416,12 +428,59 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
   return {reinterpret_cast<float*>(p), reinterpret_cast<int*>(p + up(flash_attention_saved_bytes(B, T, NH)))};
 }
 
-// Grouped-query attention (kv_heads below NH) runs on the CPU only so far: the CUDA kernels read
-// three C-wide parts of qkv.
-void check_heads(const char* op, int NH, int kv_heads) {
-  MPT_CHECK(kv_heads == 0 || kv_heads == NH,
-            std::string("[backend cuda] ") + op + ": grouped-query attention (kv_heads " +
-                std::to_string(kv_heads) + " of NH " + std::to_string(NH) + ") has no CUDA kernel yet");
+// Grouped-query attention (kv_heads below NH) on the multi-head kernels, which read three C-wide
+// parts of qkv: each key/value head is copied into the place of its group's query heads (strided
+// 2-D copies: no kernel of its own), the kernels run on that [rows, 3C] copy, and backward sums a
+// group's dK and dV back into its head (member 0 copied, the others added in member order, one
+// rounding per add). Memory and copies: 2·(NH − KV)·HS per row more than a fused kernel would move.
+struct GroupedHeads {
+  int NH, KV, HS, rows;
+  size_t elem;  // bytes of an element
+  int G() const { return NH / KV; }
+  size_t C() const { return static_cast<size_t>(NH) * HS; }
+  size_t W() const { return C() + 2 * static_cast<size_t>(KV) * HS; }  // a grouped qkv row
+  // Bytes into a grouped row of key (part 1) or value (part 2) head j, and into a [rows, 3C] row
+  // of query head h's key or value.
+  size_t grouped_at(int part, int j) const {
+    return (C() + static_cast<size_t>(part - 1) * KV * HS + static_cast<size_t>(j) * HS) * elem;
+  }
+  size_t full_at(int part, int h) const { return (static_cast<size_t>(part) * C() + static_cast<size_t>(h) * HS) * elem; }
+};
+
+// `height` rows of `width` bytes between pitched buffers, on the context's stream.
+void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, Context& ctx) {
+  MPT_CUDA_CHECK(
+      cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+// qkv [rows, W] → full [rows, 3C]: q as it is, key/value head h / G in query head h's place.
+void expand_heads(void* full, const void* qkv, const GroupedHeads& g, Context& ctx) {
+  const size_t W = g.W() * g.elem, F = 3 * g.C() * g.elem, hs = g.HS * g.elem;
+  auto* f = static_cast<char*>(full);
+  const auto* q = static_cast<const char*>(qkv);
+  copy_rows(f, F, q, W, g.C() * g.elem, g.rows, ctx);
+  for (int part = 1; part <= 2; ++part)
+    for (int h = 0; h < g.NH; ++h) copy_rows(f + g.full_at(part, h), F, q + g.grouped_at(part, h / g.G()), W, hs, g.rows, ctx);
+}
+
+// dfull [rows, 3C] → dqkv [rows, W]: dq as it is, each key/value head the sum of its group's;
+// work holds two [rows, HS] areas (the running sum, the next member).
+template <class T>
+void reduce_heads(void* dqkv, const void* dfull, T* work, const GroupedHeads& g, Context& ctx) {
+  const size_t W = g.W() * g.elem, F = 3 * g.C() * g.elem, hs = g.HS * g.elem, n = static_cast<size_t>(g.rows) * g.HS;
+  auto* d = static_cast<char*>(dqkv);
+  const auto* f = static_cast<const char*>(dfull);
+  copy_rows(d, W, f, F, g.C() * g.elem, g.rows, ctx);
+  T *sum = work, *next = work + n;
+  for (int part = 1; part <= 2; ++part)
+    for (int j = 0; j < g.KV; ++j) {
+      copy_rows(sum, hs, f + g.full_at(part, j * g.G()), F, hs, g.rows, ctx);
+      for (int m = 1; m < g.G(); ++m) {
+        copy_rows(next, hs, f + g.full_at(part, j * g.G() + m), F, hs, g.rows, ctx);
+        cuda::accumulate<T>(sum, next, n, ctx);
+      }
+      copy_rows(d + g.grouped_at(part, j), W, sum, hs, hs, g.rows, ctx);
+    }
 }
 
 // The keys of an attention call (cuda/attention.h); the flash masked backward reads the mask its
@@ -439,13 +498,19 @@ AttentionKeys attention_keys(bool causal, const View& cu_seqlens, int rows, cons
 void CudaBackend::run(const AttentionArgs& a) {
   const int C = static_cast<int>(a.out.dim(1)), rows = static_cast<int>(a.out.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
-  check_heads("attention", a.NH, a.kv_heads);
   if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, a.key_mask.as<const int>());
+  const bool grouped = a.kv_heads > 0 && a.kv_heads < a.NH;
+  const GroupedHeads g{a.NH, a.kv_heads, C / a.NH, rows, storage_bytes(a.types.qkv)};
+  const void* heads = a.qkv.ptr;
+  if (grouped) {
+    heads = scratch(kGroupedQkv, static_cast<size_t>(rows) * 3 * C * g.elem);
+    expand_heads(const_cast<void*>(heads), a.qkv.ptr, g, *ctx_);
+  }
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
-    const T* qkv = static_cast<const T*>(a.qkv.ptr);
+    const T* qkv = static_cast<const T*>(heads);
     if (!flash(C, a.NH, a.types))
       return cuda::attention_forward<T>(out, a.saved.ptr, qkv, keys, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
                                         *ctx_);
@@ -464,22 +529,38 @@ void CudaBackend::run(const AttentionArgs& a) {
 void CudaBackend::run(const AttentionBackwardArgs& a) {
   const int C = static_cast<int>(a.dout.dim(1)), rows = static_cast<int>(a.dout.dim(0));
   const AttentionMath mm{a.types.scores, a.types.values};
-  check_heads("attention_backward", a.NH, a.kv_heads);
+  // Grouped heads: the forward's expansion again (other layers have used the area since), the
+  // multi-head gradient into an area of its own, summed back over each group after.
+  const bool grouped = a.kv_heads > 0 && a.kv_heads < a.NH;
+  const GroupedHeads g{a.NH, a.kv_heads, C / a.NH, rows, storage_bytes(a.types.qkv)};
+  const size_t full_bytes = static_cast<size_t>(rows) * 3 * C * g.elem;
+  const void* heads = a.qkv.ptr;
+  void* dheads = a.dqkv.ptr;
+  if (grouped) {
+    heads = scratch(kGroupedQkv, full_bytes);
+    dheads = scratch(kGroupedDqkv, full_bytes);
+    expand_heads(const_cast<void*>(heads), a.qkv.ptr, g, *ctx_);
+  }
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* dqkv = static_cast<T*>(a.dqkv.ptr);
+    T* dqkv = static_cast<T*>(dheads);
     const T* dout = static_cast<const T*>(a.dout.ptr);
-    const T* qkv = static_cast<const T*>(a.qkv.ptr);
+    const T* qkv = static_cast<const T*>(heads);
     if (!flash(C, a.NH, a.types)) {
       const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, nullptr);
-      return cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, keys, a.scratch.ptr, a.B, a.T, C, a.NH,
-                                         mm, *ctx_);
+      cuda::attention_backward<T>(dqkv, dout, qkv, a.saved.ptr, keys, a.scratch.ptr, a.B, a.T, C, a.NH, mm,
+                                  *ctx_);
+    } else {
+      const FlashSaved s =
+          flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
+      flash_attention_backward<T>(dqkv, dout, qkv, static_cast<const T*>(a.out.ptr), s.lse,
+                                  attention_keys(a.causal, a.cu_seqlens, rows, s.mask), a.scratch.ptr, a.B,
+                                  a.T, C, a.NH, *ctx_);
     }
-    const FlashSaved s =
-        flash_saved(a.saved, attention_memory_batch(a.B, a.T, rows, !a.cu_seqlens.empty()), a.T, a.NH);
-    flash_attention_backward<T>(dqkv, dout, qkv, static_cast<const T*>(a.out.ptr), s.lse,
-                                attention_keys(a.causal, a.cu_seqlens, rows, s.mask), a.scratch.ptr, a.B, a.T,
-                                C, a.NH, *ctx_);
+    if (grouped)  // the multi-head gradient summed back over each group into a.dqkv
+      reduce_heads<T>(a.dqkv.ptr, dheads,
+                      static_cast<T*>(scratch(kGroupedSum, 2 * static_cast<size_t>(rows) * g.HS * sizeof(T))), g,
+                      *ctx_);
   });
 }
 

@@ -82,7 +82,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Context> ctx_;
   CudaOptions options_;
   DeviceMemoryResource mem_;
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = 11;
   DeviceMemory scratch_[kSlots];
   std::vector<DeviceMemory> retired_;  // scratch areas outgrown (see scratch())
   size_t mask_n_ = 0;                  // bits of all_decay()
