@@ -23,9 +23,12 @@ namespace mptrain {
 namespace {
 
 // --init-from a Hugging Face folder (config.json and weights, no mptrain state.json), e.g. a hub
-// BertForPreTraining: imported as `convert --from-hf` does into run_dir/init-from-hf, which the
-// run then starts from. Anything else is returned as given.
-std::string import_if_hf_folder(const std::string& dir, const std::string& run_dir) {
+// BertForPreTraining or a SmolLM-style LlamaForCausalLM: imported as `convert --from-hf` does into
+// run_dir/init-from-hf, which the run then starts from, when the folder holds `family`'s model
+// (else one Error: `other` says what to do; empty: train it with its own --model). Anything else
+// is returned as given.
+std::string import_if_hf_folder(const std::string& dir, const std::string& run_dir, const std::string& family,
+                                const std::string& other) {
   namespace fs = std::filesystem;
   if (dir.empty() || !fs::exists(dir + "/config.json") || fs::exists(dir + "/state.json") ||
       fs::exists(dir + "/latest"))
@@ -34,10 +37,12 @@ std::string import_if_hf_folder(const std::string& dir, const std::string& run_d
   fs::create_directories(run_dir);
   fs::remove_all(out);
   const HfImportResult r = import_hf_folder(dir, out, 0, "");
-  MPT_CHECK(r.model_type == "bert", "--init-from '" + dir + "' is a Hugging Face " + r.model_type +
-                                        " folder; --task classify fine-tunes BERT");
-  std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), bert_hf_architecture(r.bert),
-              out.c_str());
+  MPT_CHECK(r.model_type == family, "--init-from '" + dir + "' is a Hugging Face " + r.model_type + " folder; " +
+                                        (other.empty() ? "train it with --model " + r.model_type : other));
+  const std::string architecture = family == "bert"    ? bert_hf_architecture(r.bert)
+                                   : family == "llama" ? "LlamaForCausalLM"
+                                                       : "GPT2LMHeadModel";
+  std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), architecture.c_str(), out.c_str());
   return out;
 }
 
@@ -305,7 +310,7 @@ void register_train(CLI::App& app, int& exit_code) {
       if (!given("--preset")) opt->preset = "bert-mini";
       if (!given("--weight-decay")) opt->adamw.weight_decay = 0.0f;
       if (!given("--beta2")) opt->adamw.beta2 = 0.999f;
-      opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir);
+      opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, "bert", "--task classify fine-tunes BERT");
       task = make_classify_task(*classify);
     } else if (*model_kind == "bert") {
       bert->seq_given = given("--seq");
@@ -320,6 +325,7 @@ void register_train(CLI::App& app, int& exit_code) {
         eot = tokenizer->eot();
       }
       if (*model_kind == "llama" && !given("--preset")) opt->preset = "llama-mini";
+      opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, *model_kind, "");
       task = *model_kind == "llama" ? make_llama_task(decode, eot) : make_gpt2_task(decode, eot);
     }
     // A run stopped by SIGINT/SIGTERM has checkpointed; its status is 128 + the signal (130, 143).

@@ -69,6 +69,12 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   auto gen = run_mptrain("generate --checkpoint " + (tmp / "imported") + " --prompt 'The' --max-new-tokens 3 --seed 1");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
   EXPECT_EQ(gen.output.rfind("The", 0), 0u) << gen.output;
+  // train --init-from the Hugging Face folder imports it and fine-tunes it.
+  auto ft = run_mptrain("train --model llama --init-from " + (tmp / "hf") + " --train-data '" + tmp.path() +
+                        "/train_*.bin' --batch 2 --seq 32 --steps 2 --threads 2 --run-dir " + (tmp / "ft"));
+  ASSERT_EQ(ft.exit_code, 0) << ft.output;
+  EXPECT_NE(ft.output.find("imported the Hugging Face folder"), std::string::npos) << ft.output;
+  EXPECT_NE(ft.output.find("(LlamaForCausalLM)"), std::string::npos) << ft.output;
   auto gen_hf = run_mptrain("generate --checkpoint " + (tmp / "run") + " --prompt 'The' --max-new-tokens 3 --seed 1 "
                             "--vocab-dir " + (tmp / "hf"));
   ASSERT_EQ(gen_hf.exit_code, 0) << gen_hf.output;
