@@ -31,13 +31,17 @@ void check_pre_tokenizer(const nlohmann::json& pre, const std::string& what) {
   if (type == "Sequence") {
     const auto it = pre.find("pretokenizers");
     MPT_CHECK(it != pre.end() && it->is_array() && it->size() == 1,
-              what + ": a pre_tokenizer Sequence of several steps is not supported (only GPT-2's ByteLevel; "
-                     "SmolLM's Digits step, for one, splits digits GPT-2's regex keeps together)");
+              what +
+                  ": a pre_tokenizer Sequence of several steps is not supported (only GPT-2's ByteLevel; "
+                  "SmolLM's Digits step, for one, splits digits GPT-2's regex keeps together)");
     return check_pre_tokenizer((*it)[0], what);
   }
-  MPT_CHECK(type != "Metaspace", what + ": the Metaspace pre_tokenizer is SentencePiece's, which is not supported "
-                                        "(only byte-level BPE)");
-  MPT_CHECK(type == "ByteLevel", what + ": pre_tokenizer " + type + " is not supported (only GPT-2's ByteLevel)");
+  MPT_CHECK(type != "Metaspace",
+            what +
+                ": the Metaspace pre_tokenizer is SentencePiece's, which is not supported "
+                "(only byte-level BPE)");
+  MPT_CHECK(type == "ByteLevel",
+            what + ": pre_tokenizer " + type + " is not supported (only GPT-2's ByteLevel)");
   MPT_CHECK(unset(pre, "add_prefix_space"), what + ": ByteLevel with add_prefix_space is not supported");
   MPT_CHECK(!pre.contains("use_regex") || (pre["use_regex"].is_boolean() && pre["use_regex"].get<bool>()),
             what + ": ByteLevel without its regex (use_regex false) is not supported");
@@ -56,12 +60,15 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   MPT_CHECK(j.is_object() && j.contains("model") && j["model"].is_object(), what + ": no \"model\" object");
   const nlohmann::json& model = j["model"];
   const std::string type = type_of(model);
-  MPT_CHECK(type != "Unigram", what + ": a Unigram model (SentencePiece's) is not supported: only byte-level BPE");
+  MPT_CHECK(type != "Unigram",
+            what + ": a Unigram model (SentencePiece's) is not supported: only byte-level BPE");
   MPT_CHECK(type == "BPE", what + ": model type " + type + " is not supported: only byte-level BPE");
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"})
-    MPT_CHECK(unset(model, key), what + ": the BPE option " + key + " is not supported (GPT-2's BPE has none)");
-  MPT_CHECK(!j.contains("normalizer") || j["normalizer"].is_null(),
-            what + ": normalizer " + type_of(j["normalizer"]) + " is not supported (GPT-2's tokenizer has none)");
+    MPT_CHECK(unset(model, key),
+              what + ": the BPE option " + key + " is not supported (GPT-2's BPE has none)");
+  MPT_CHECK(
+      !j.contains("normalizer") || j["normalizer"].is_null(),
+      what + ": normalizer " + type_of(j["normalizer"]) + " is not supported (GPT-2's tokenizer has none)");
   check_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
   MPT_CHECK(model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                 model["merges"].is_array(),
@@ -98,32 +105,31 @@ std::string tokenizer_json_from_gpt2_files(std::string_view encoder_json, std::s
   }
   const nlohmann::json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  nlohmann::json j = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", vocab.contains(kEot) ? vocab[kEot] : nlohmann::json(nullptr)},
-         {"content", kEot},
-         {"single_word", false},
-         {"lstrip", false},
-         {"rstrip", false},
-         {"normalized", true},
-         {"special", true}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor", byte_level},
-      {"decoder", byte_level},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"vocab", vocab},
-        {"merges", merges}}}};
+  nlohmann::json j = {{"version", "1.0"},
+                      {"truncation", nullptr},
+                      {"padding", nullptr},
+                      {"added_tokens",
+                       {{{"id", vocab.contains(kEot) ? vocab[kEot] : nlohmann::json(nullptr)},
+                         {"content", kEot},
+                         {"single_word", false},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", true},
+                         {"special", true}}}},
+                      {"normalizer", nullptr},
+                      {"pre_tokenizer", byte_level},
+                      {"post_processor", byte_level},
+                      {"decoder", byte_level},
+                      {"model",
+                       {{"type", "BPE"},
+                        {"dropout", nullptr},
+                        {"unk_token", nullptr},
+                        {"continuing_subword_prefix", ""},
+                        {"end_of_word_suffix", ""},
+                        {"fuse_unk", false},
+                        {"byte_fallback", false},
+                        {"vocab", vocab},
+                        {"merges", merges}}}};
   return j.dump() + "\n";
 }
 

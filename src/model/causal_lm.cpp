@@ -1,6 +1,7 @@
 // The causal language models' shared pass around their blocks (model/causal_lm.h).
 #include "model/causal_lm.h"
 
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -12,6 +13,11 @@ CausalLm::CausalLm(ParamTable table, std::unique_ptr<Backend> be, const Policy& 
     : ModelCore(std::move(table), std::move(be), policy), vocab_(vocab), padded_vocab_(padded_vocab) {}
 
 CausalLm::~CausalLm() = default;
+
+void CausalLm::init_params_scaled(uint64_t seed, float std, int n_layer) {
+  copies_.mark_stale();
+  init_params(table_, params_, seed, std, std / std::sqrt(2.0f * static_cast<float>(n_layer)));
+}
 
 void CausalLm::plan(int B, int T) {
   acts_ = plan_activations(B, T);
@@ -154,13 +160,14 @@ void CausalLm::loss_impl(int B, int T, bool targets, bool backward, const LabelD
 void CausalLm::head_backward(const View& dx, const View& dw_t, const View& x, const View& w_t, int N) {
   const int Vp = padded_vocab_;
   // The gradient is where the loss wrote it; converted once into dlogits_lp otherwise.
-  linear_backward({.dx = dx,
-                   .dw = dw_t,
-                   .dy = dlogits_lp_ready_ ? acts_.view(head_.dlogits_lp, N, Vp) : acts_.view(head_.logits, N, Vp),
-                   .x = x,
-                   .w = w_t,
-                   .scratch = dlogits_lp_ready_ ? View{} : acts_.work(head_.dlogits_lp)},
-                  OpKind::LmHead);
+  linear_backward(
+      {.dx = dx,
+       .dw = dw_t,
+       .dy = dlogits_lp_ready_ ? acts_.view(head_.dlogits_lp, N, Vp) : acts_.view(head_.logits, N, Vp),
+       .x = x,
+       .w = w_t,
+       .scratch = dlogits_lp_ready_ ? View{} : acts_.work(head_.dlogits_lp)},
+      OpKind::LmHead);
 }
 
 }  // namespace mptrain

@@ -47,8 +47,8 @@ class CausalLm : public ModelCore {
   // inside the fused loss (RNG (seed, counter)), then backward with gradients ACCUMULATED (+=)
   // into grads() of grad_scale · the mean loss over all B·T positions on those labels.
   // sampled[B*T] (=) the labels. Returns that mean loss.
-  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale, uint64_t seed,
-                                 uint64_t counter);
+  float forward_backward_sampled(const int* tokens, int* sampled, int B, int T, float grad_scale,
+                                 uint64_t seed, uint64_t counter);
 
   // Logits of the last forward, [B,T,Vp] in fp32 on the host (valid until the next forward
   // overwrites them): the backend's own buffer when it is host memory and fp32, else widened
@@ -74,6 +74,10 @@ class CausalLm : public ModelCore {
   // transfer (a GPU captures them in a graph).
   virtual void forward_impl(int B, int T) = 0;
   virtual void backward_impl(int B, int T) = 0;
+
+  // GPT-2's initialisation, which Llama shares: every matrix N(0, std), the projections into the
+  // residual stream N(0, std / sqrt(2·n_layer)), the table's constants; the weight copies stale.
+  void init_params_scaled(uint64_t seed, float std, int n_layer);
 
   // The LM head's backward: dx (=) dlogits · w_t^T, dw_t (+=) dlogits^T · x, from where the loss
   // wrote dlogits (in place in the logits, or their 16-bit operand), w_t and dw_t the head's

@@ -3,7 +3,6 @@
 #include "model/gpt2.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "backend/ops/gemm_mixed.h"
@@ -69,11 +68,7 @@ Gpt2::Gpt2(const Gpt2Config& config, std::unique_ptr<Backend>&& be, const Policy
 
 Gpt2::~Gpt2() = default;
 
-void Gpt2::init_weights(uint64_t seed) {
-  copies_.mark_stale();
-  const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
-  init_params(table_, params_, seed, config_.init_std, residual_std);
-}
+void Gpt2::init_weights(uint64_t seed) { init_params_scaled(seed, config_.init_std, config_.n_layer); }
 
 ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& policy, const Backend& be, int B,
                                     int T, Gpt2Acts* handles) {

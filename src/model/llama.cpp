@@ -2,7 +2,6 @@
 #include "model/llama.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -39,8 +38,8 @@ GemmReader untied_reader(const ParamSpec& spec) { return reader(spec, false); }
 
 GemmReaderFn llama_gemm_reader(bool tied_head) { return tied_head ? tied_reader : untied_reader; }
 
-ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& policy, const Backend& be, int B,
-                                     int T, LlamaActs* handles) {
+ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& policy, const Backend& be,
+                                     int B, int T, LlamaActs* handles) {
   check_batch_shape(B, T, config.block_size);
   using Role = ActivationPlan::Role;
   constexpr StorageType F32 = StorageType::F32;
@@ -49,7 +48,8 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   const size_t QKV = C + 2 * static_cast<size_t>(config.kv_width()), Vp = config.padded_vocab_size;
   const bool mixed = !policy.all_fp32();
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
-  const StorageType probs_s = policy.rule(OpKind::Softmax).saved, y_s = policy.rule(OpKind::AttnValues).output;
+  const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
+                    y_s = policy.rule(OpKind::AttnValues).output;
   const StorageType act_s = policy.rule(OpKind::Gelu).output;  // the MLP's activation (SwiGLU here)
   const AttentionBytes att =
       be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
@@ -118,11 +118,7 @@ Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Pol
 
 Llama::~Llama() = default;
 
-void Llama::init_weights(uint64_t seed) {
-  copies_.mark_stale();
-  const float residual_std = config_.init_std / std::sqrt(2.0f * config_.n_layer);
-  init_params(table_, params_, seed, config_.init_std, residual_std);
-}
+void Llama::init_weights(uint64_t seed) { init_params_scaled(seed, config_.init_std, config_.n_layer); }
 
 ActivationPlan Llama::plan_activations(int B, int T) {
   ActivationPlan plan = llama_activation_plan(config_, policy_, *be_, B, T, &a_);

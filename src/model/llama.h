@@ -48,8 +48,8 @@ struct LlamaActs {
 
 // The activation plan of a B×T micro-batch under `policy` for backend `be`, built without
 // allocating (as gpt2_activation_plan).
-ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& policy, const Backend& be, int B,
-                                     int T, LlamaActs* handles = nullptr);
+ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& policy, const Backend& be,
+                                     int B, int T, LlamaActs* handles = nullptr);
 
 // Which GEMM reads a parameter: the head (lm_head, or the tied embeddings) the LM head's, the
 // blocks' matrices the linears'; the norms and an untied embedding table none.

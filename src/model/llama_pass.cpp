@@ -44,7 +44,8 @@ void Llama::forward_impl(int B, int T) {
     const LlamaLayerTensors& w = w_.layers[l];
     const LayerWeights& wc = wc_[l];
     const LlamaLayerActs& la = a_.layers[l];
-    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV), atty = acts_.view(la.atty, N, C);
+    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV),
+               atty = acts_.view(la.atty, N, C);
     const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
     const View gate_up = acts_.view(la.gate_up, N, 2 * I), act = acts_.view(la.act, N, I);
     rmsnorm(ln1, residual, w.attn_norm, la.ln1_rstd, config_.rms_eps);
@@ -83,7 +84,9 @@ void Llama::backward_impl(int B, int T) {
             HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
   const int QKV = C + 2 * config_.kv_width();
   const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
-  const auto grad_t = [&](const float* g, std::int64_t oc, std::int64_t cin) { return grad(g, {oc, cin}).t(); };
+  const auto grad_t = [&](const float* g, std::int64_t oc, std::int64_t cin) {
+    return grad(g, {oc, cin}).t();
+  };
 
   // The head: logits = lnf · head^T  =>  dlnf = dlogits · head ; dhead += dlogits^T · lnf.
   head_backward(dln, grad_t(g_.head, Vp, C), acts_.view(a_.lnf, N, C), linear_weight(head_c_, Vp, C), N);
@@ -129,7 +132,8 @@ void Llama::backward_impl(int B, int T) {
                      .scratch = acts_.work(a_.dout_lp)});
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH,
                        /*causal=*/true, {}, KV);
-    be.rope({.x = dqkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta, .inverse = true});
+    be.rope(
+        {.x = dqkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta, .inverse = true});
     linear_backward({.dx = dln,
                      .dw = grad_t(g.qkv, QKV, C),
                      .dy = dqkv,

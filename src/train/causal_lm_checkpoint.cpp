@@ -9,8 +9,8 @@
 namespace mptrain {
 
 std::string model_shape(const Gpt2Config& c) {
-  return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
-         " wide";
+  return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " +
+         std::to_string(c.n_embd) + " wide";
 }
 
 std::string model_shape(const LlamaConfig& c) {
@@ -23,7 +23,8 @@ std::string CausalLmCheckpoint::describe() const {
   return llama ? "llama: " + model_shape(llama_config) : "gpt2: " + model_shape(gpt2);
 }
 
-std::unique_ptr<CausalLm> CausalLmCheckpoint::load(std::unique_ptr<Backend>&& be, const Policy& policy) const {
+std::unique_ptr<CausalLm> CausalLmCheckpoint::load(std::unique_ptr<Backend>&& be,
+                                                   const Policy& policy) const {
   if (llama) {
     auto m = std::make_unique<Llama>(llama_config, std::move(be), policy);
     load_llama_checkpoint_model(dir, *m);

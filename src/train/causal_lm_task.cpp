@@ -37,7 +37,8 @@ struct Gpt2Family {
   static double flops_per_token(const Config& c, int T) { return gpt2_flops_per_token(c, T); }
   static nlohmann::json model_json(const Config& c) { return gpt2_model_json(c); }
   static void load_weights(const std::string& dir, Model& m) { load_checkpoint_model(dir, m); }
-  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
+  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s,
+                   int keep) {
     save_checkpoint(run_dir, m, o, s, keep);
   }
 };
@@ -53,19 +54,15 @@ struct LlamaFamily {
   }
   static double flops_per_token(const Config& c, int T) { return llama_flops_per_token(c, T); }
   static nlohmann::json model_json(const Config& c) {
-    return {{"family", "llama"},
-            {"n_layer", c.n_layer},
-            {"n_head", c.n_head},
-            {"n_kv_head", c.n_kv_head},
-            {"n_embd", c.n_embd},
-            {"intermediate", c.intermediate},
-            {"vocab_size", c.vocab_size},
-            {"padded_vocab_size", c.padded_vocab_size},
-            {"block_size", c.block_size},
-            {"tie_embeddings", c.tie_embeddings}};
+    return {{"family", "llama"},          {"n_layer", c.n_layer},
+            {"n_head", c.n_head},         {"n_kv_head", c.n_kv_head},
+            {"n_embd", c.n_embd},         {"intermediate", c.intermediate},
+            {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
+            {"block_size", c.block_size}, {"tie_embeddings", c.tie_embeddings}};
   }
   static void load_weights(const std::string& dir, Model& m) { load_llama_checkpoint_model(dir, m); }
-  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s, int keep) {
+  static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s,
+                   int keep) {
     save_llama_checkpoint(run_dir, m, o, s, keep);
   }
 };
@@ -145,8 +142,8 @@ class CausalLmTask final : public TrainTask {
 
   StepModel step_model(const TrainOptions&) override {
     TokenLoader* train = train_.get();
-    return causal_lm_step_model(*model_, [train](int* in, int* tg) { train->next(in, tg); }, B_, T_,
-                                inputs_.data(), targets_.data());
+    return causal_lm_step_model(
+        *model_, [train](int* in, int* tg) { train->next(in, tg); }, B_, T_, inputs_.data(), targets_.data());
   }
   StepExtras step_extras(Communicator&) override { return {}; }
 

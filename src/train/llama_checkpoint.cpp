@@ -3,11 +3,11 @@
 
 #include "core/buffer.h"
 #include "core/error.h"
-#include "train/llama_hf_config.h"
 #include "io/checkpoint_dir.h"
 #include "io/hf_folder.h"
 #include "io/safetensors.h"
 #include "train/checkpoint_json.h"
+#include "train/llama_hf_config.h"
 
 namespace mptrain {
 
@@ -38,8 +38,9 @@ CheckpointContents llama_contents(const LlamaConfig& c, const ParamTable& table,
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
                            const TrainState& state, int keep_last) {
   const HostMirror<float> params(model.params());
-  save_training_checkpoint(run_dir, state.step, llama_contents(model.config(), model.table(), params.data(), state),
-                           optimizer, keep_last);
+  save_training_checkpoint(run_dir, state.step,
+                           llama_contents(model.config(), model.table(), params.data(), state), optimizer,
+                           keep_last);
 }
 
 void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -132,30 +133,37 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   return gpt2_footprint(config, make_policy(precision, {}, BackendCaps{.fp16_gemm = false}));
 }
 
+namespace {
+
+// A causal LM's footprint: its table, the copies its GEMM reader asks for under the policy, and
+// its activation plan's bytes per (B, T).
+ModelFootprint causal_lm_footprint(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
+                                   std::function<size_t(int, int)> activation_bytes) {
+  ModelFootprint f;
+  f.num_params = table.total();
+  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
+  f.weight_copy_bytes = weight_copy_bytes(table, reader, policy);
+  f.activation_bytes = std::move(activation_bytes);
+  return f;
+}
+
+}  // namespace
+
 ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
                               std::shared_ptr<const Backend> sizing) {
   // The model's own plan and weight copies (model/gpt2.h), built without allocating.
-  ModelFootprint f;
-  f.num_params = gpt2_param_table(config).total();
-  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
-  f.weight_copy_bytes = gpt2_weight_copy_bytes(config, policy);
-  f.activation_bytes = [config, policy, be = std::move(sizing)](int B, int T) {
-    return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
-  };
-  return f;
+  return causal_lm_footprint(gpt2_param_table(config), gpt2_gemm_reader, policy,
+                             [config, policy, be = std::move(sizing)](int B, int T) {
+                               return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
+                             });
 }
 
 ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
                                std::shared_ptr<const Backend> sizing) {
-  ModelFootprint f;
-  const ParamTable table = llama_param_table(config);
-  f.num_params = table.total();
-  f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
-  f.weight_copy_bytes = weight_copy_bytes(table, llama_gemm_reader(config.tie_embeddings), policy);
-  f.activation_bytes = [config, policy, be = std::move(sizing)](int B, int T) {
-    return llama_activation_plan(config, policy, *be, B, T).total_bytes();
-  };
-  return f;
+  return causal_lm_footprint(llama_param_table(config), llama_gemm_reader(config.tie_embeddings), policy,
+                             [config, policy, be = std::move(sizing)](int B, int T) {
+                               return llama_activation_plan(config, policy, *be, B, T).total_bytes();
+                             });
 }
 
 MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world) {

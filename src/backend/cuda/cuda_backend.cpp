@@ -362,8 +362,8 @@ void CudaBackend::run(const LinearBackwardArgs& a) {
   // K % 8 == 0, as the forward's), else the activation's own kernel in place after it.
   if (!a.dx.empty()) {
     const bool through = has_activation(a.x_epilogue);
-    const bool fused = through && options_.fuse && a.x_epilogue == mptrain::Epilogue::BiasGelu && K % 8 == 0 &&
-                       T != F32 && a.dx.type == T && a.x_pre.type == T;
+    const bool fused = through && options_.fuse && a.x_epilogue == mptrain::Epilogue::BiasGelu &&
+                       K % 8 == 0 && T != F32 && a.dx.type == T && a.x_pre.type == T;
     const GemmEpilogue dgelu{LtEpilogue::DGelu, nullptr, nullptr, a.x_pre.ptr};
     gemm(a.dx.ptr, a.dx.type, g, a.w.ptr, T, N, K, M, false, !wt, a.dx_accumulate, mm, fused ? dgelu : none,
          *ctx_);
@@ -434,8 +434,9 @@ FlashSaved flash_saved(const View& saved, int B, int T, int NH) {
 // group's dK and dV back into its head (member 0 copied, the others added in member order, one
 // rounding per add). Memory and copies: 2·(NH − KV)·HS per row more than a fused kernel would move.
 struct GroupedHeads {
-  int NH, KV, HS, rows;
-  size_t elem;  // bytes of an element
+  int NH, KV, HS, rows;  // KV 0: multi-head (no expansion)
+  size_t elem;           // bytes of an element
+  bool grouped() const { return KV > 0 && KV < NH; }
   int G() const { return NH / KV; }
   size_t C() const { return static_cast<size_t>(NH) * HS; }
   size_t W() const { return C() + 2 * static_cast<size_t>(KV) * HS; }  // a grouped qkv row
@@ -444,30 +445,39 @@ struct GroupedHeads {
   size_t grouped_at(int part, int j) const {
     return (C() + static_cast<size_t>(part - 1) * KV * HS + static_cast<size_t>(j) * HS) * elem;
   }
-  size_t full_at(int part, int h) const { return (static_cast<size_t>(part) * C() + static_cast<size_t>(h) * HS) * elem; }
+  size_t full_at(int part, int h) const {
+    return (static_cast<size_t>(part) * C() + static_cast<size_t>(h) * HS) * elem;
+  }
+  size_t full_bytes() const { return static_cast<size_t>(rows) * 3 * C() * elem; }  // a [rows, 3C] area
 };
 
 // `height` rows of `width` bytes between pitched buffers, on the context's stream.
-void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, Context& ctx) {
+void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+               Context& ctx) {
   MPT_CUDA_CHECK(
       cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, ctx.stream()));
 }
 
-// qkv [rows, W] → full [rows, 3C]: q as it is, key/value head h / G in query head h's place.
-void expand_heads(void* full, const void* qkv, const GroupedHeads& g, Context& ctx) {
+// The qkv the multi-head kernels read: qkv itself, or for grouped heads qkv [rows, W] expanded into
+// `full` [rows, 3C] (q as it is, key/value head h / G in query head h's place), which it returns.
+const void* expand_heads(void* full, const void* qkv, const GroupedHeads& g, Context& ctx) {
+  if (!g.grouped()) return qkv;
   const size_t W = g.W() * g.elem, F = 3 * g.C() * g.elem, hs = g.HS * g.elem;
   auto* f = static_cast<char*>(full);
   const auto* q = static_cast<const char*>(qkv);
   copy_rows(f, F, q, W, g.C() * g.elem, g.rows, ctx);
   for (int part = 1; part <= 2; ++part)
-    for (int h = 0; h < g.NH; ++h) copy_rows(f + g.full_at(part, h), F, q + g.grouped_at(part, h / g.G()), W, hs, g.rows, ctx);
+    for (int h = 0; h < g.NH; ++h)
+      copy_rows(f + g.full_at(part, h), F, q + g.grouped_at(part, h / g.G()), W, hs, g.rows, ctx);
+  return full;
 }
 
 // dfull [rows, 3C] → dqkv [rows, W]: dq as it is, each key/value head the sum of its group's;
 // work holds two [rows, HS] areas (the running sum, the next member).
 template <class T>
 void reduce_heads(void* dqkv, const void* dfull, T* work, const GroupedHeads& g, Context& ctx) {
-  const size_t W = g.W() * g.elem, F = 3 * g.C() * g.elem, hs = g.HS * g.elem, n = static_cast<size_t>(g.rows) * g.HS;
+  const size_t W = g.W() * g.elem, F = 3 * g.C() * g.elem, hs = g.HS * g.elem;
+  const size_t n = static_cast<size_t>(g.rows) * g.HS;
   auto* d = static_cast<char*>(dqkv);
   const auto* f = static_cast<const char*>(dfull);
   copy_rows(d, W, f, F, g.C() * g.elem, g.rows, ctx);
@@ -500,13 +510,9 @@ void CudaBackend::run(const AttentionArgs& a) {
   const AttentionMath mm{a.types.scores, a.types.values};
   if (!a.cu_seqlens.empty()) check_packing(a.cu_seqlens.as<const int>(), a.B, a.T, rows, *ctx_);
   const AttentionKeys keys = attention_keys(a.causal, a.cu_seqlens, rows, a.key_mask.as<const int>());
-  const bool grouped = a.kv_heads > 0 && a.kv_heads < a.NH;
   const GroupedHeads g{a.NH, a.kv_heads, C / a.NH, rows, storage_bytes(a.types.qkv)};
-  const void* heads = a.qkv.ptr;
-  if (grouped) {
-    heads = scratch(kGroupedQkv, static_cast<size_t>(rows) * 3 * C * g.elem);
-    expand_heads(const_cast<void*>(heads), a.qkv.ptr, g, *ctx_);
-  }
+  const void* heads =
+      expand_heads(g.grouped() ? scratch(kGroupedQkv, g.full_bytes()) : nullptr, a.qkv.ptr, g, *ctx_);
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = static_cast<T*>(a.out.ptr);
@@ -531,16 +537,10 @@ void CudaBackend::run(const AttentionBackwardArgs& a) {
   const AttentionMath mm{a.types.scores, a.types.values};
   // Grouped heads: the forward's expansion again (other layers have used the area since), the
   // multi-head gradient into an area of its own, summed back over each group after.
-  const bool grouped = a.kv_heads > 0 && a.kv_heads < a.NH;
   const GroupedHeads g{a.NH, a.kv_heads, C / a.NH, rows, storage_bytes(a.types.qkv)};
-  const size_t full_bytes = static_cast<size_t>(rows) * 3 * C * g.elem;
-  const void* heads = a.qkv.ptr;
-  void* dheads = a.dqkv.ptr;
-  if (grouped) {
-    heads = scratch(kGroupedQkv, full_bytes);
-    dheads = scratch(kGroupedDqkv, full_bytes);
-    expand_heads(const_cast<void*>(heads), a.qkv.ptr, g, *ctx_);
-  }
+  const void* heads =
+      expand_heads(g.grouped() ? scratch(kGroupedQkv, g.full_bytes()) : nullptr, a.qkv.ptr, g, *ctx_);
+  void* dheads = g.grouped() ? scratch(kGroupedDqkv, g.full_bytes()) : a.dqkv.ptr;
   dispatch_storage(a.types.qkv, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dqkv = static_cast<T*>(dheads);
@@ -557,10 +557,10 @@ void CudaBackend::run(const AttentionBackwardArgs& a) {
                                   attention_keys(a.causal, a.cu_seqlens, rows, s.mask), a.scratch.ptr, a.B,
                                   a.T, C, a.NH, *ctx_);
     }
-    if (grouped)  // the multi-head gradient summed back over each group into a.dqkv
+    if (g.grouped())  // the multi-head gradient summed back over each group into a.dqkv
       reduce_heads<T>(a.dqkv.ptr, dheads,
-                      static_cast<T*>(scratch(kGroupedSum, 2 * static_cast<size_t>(rows) * g.HS * sizeof(T))), g,
-                      *ctx_);
+                      static_cast<T*>(scratch(kGroupedSum, 2 * static_cast<size_t>(rows) * g.HS * sizeof(T))),
+                      g, *ctx_);
   });
 }
 
