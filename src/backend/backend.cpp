@@ -314,31 +314,45 @@ void check_norm_extras(const Check& c, bool rms, const View& mean, const View& s
 
 }  // namespace
 
+namespace {
+// A LayerNorm tensor: x's layout (NormRows: [N, C] contiguous, or [A, G, C] heads at stride S).
+void check_norm_rows(const Check& c, const View& x) {
+  const bool rows = x.rank == 2 && x.contiguous();
+  const bool heads = x.rank == 3 && x.stride[2] == 1 && x.stride[1] == x.dim(2) && x.stride[0] >= x.dim(1) * x.dim(2);
+  c.that(rows || heads, "x is " + x.describe() +
+                            ", expected a contiguous [N, C] or [A, G, C] rows of C at a row stride of at least G·C");
+}
+void check_like_x(const Check& c, const View& v, const char* name, const View& x) {
+  c.that(!v.empty() && v.rank == x.rank && v.shape == x.shape && v.stride == x.stride,
+         std::string(name) + " is " + v.describe() + ", expected x's shape and strides (" + x.describe() + ")");
+}
+}  // namespace
+
 void Backend::layernorm(const LayerNormArgs& a) {
   const Check c(name(), a.op());
-  c.shape(a.x, "x", {-1, -1});
-  const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
-  c.shape(a.out, "out", {N, C});
-  c.shape(a.rstd, "rstd", {N});
+  check_norm_rows(c, a.x);
+  const NormRows r = NormRows::of(a.x);
+  check_like_x(c, a.out, "out", a.x);
+  c.shape(a.rstd, "rstd", {r.rows});
   c.fp32(a.rstd, "rstd");
-  c.shape(a.gamma, "gamma", {C});
-  check_norm_extras(c, a.rms, a.mean, a.beta, a.gamma, {"beta", "gamma"}, N, C);
-  for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
+  c.shape(a.gamma, "gamma", {r.C});
+  check_norm_extras(c, a.rms, a.mean, a.beta, a.gamma, {"beta", "gamma"}, r.rows, r.C);
   submit(a);
 }
 
 void Backend::layernorm_backward(const LayerNormBackwardArgs& a) {
   const Check c(name(), a.op());
-  c.shape(a.x, "x", {-1, -1});
-  const std::int64_t N = a.x.dim(0), C = a.x.dim(1);
-  c.shape(a.dx, "dx", {N, C});
-  c.shape(a.dout, "dout", {N, C});
-  c.shape(a.gamma, "gamma", {C});
-  c.shape(a.dgamma, "dgamma", {C});
-  c.shape(a.rstd, "rstd", {N});
+  check_norm_rows(c, a.x);
+  const NormRows r = NormRows::of(a.x);
+  check_like_x(c, a.dx, "dx", a.x);
+  check_like_x(c, a.dout, "dout", a.x);
+  c.that(a.dx.ptr != a.dout.ptr || (!a.accumulate && a.dx.type == a.dout.type),
+         "dx may alias dout only when written (accumulate = false), in one dtype");
+  c.shape(a.gamma, "gamma", {r.C});
+  c.shape(a.dgamma, "dgamma", {r.C});
+  c.shape(a.rstd, "rstd", {r.rows});
   c.fp32(a.rstd, "rstd");
-  check_norm_extras(c, a.rms, a.mean, a.dbeta, a.dgamma, {"dbeta", "dgamma"}, N, C);
-  for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a LayerNorm tensor");
+  check_norm_extras(c, a.rms, a.mean, a.dbeta, a.dgamma, {"dbeta", "dgamma"}, r.rows, r.C);
   submit(a);
 }
 
@@ -664,6 +678,25 @@ void Backend::swiglu_backward(const SwigluBackwardArgs& a) {
   c.shape(a.dgate_up, "dgate_up", {a.dout.dim(0), 2 * a.dout.dim(1)});
   c.that(a.dgate_up.ptr != a.gate_up.ptr, "dgate_up must not alias gate_up");
   for (const View* v : {&a.dgate_up, &a.dout, &a.gate_up}) c.rows_contiguous(*v, "a SwiGLU tensor");
+  submit(a);
+}
+
+void Backend::relu2(const Relu2Args& a) {
+  const Check c(name(), Op::Relu2);
+  c.shape(a.x, "x", {-1, -1});
+  c.shape(a.out, "out", {a.x.dim(0), a.x.dim(1)});
+  for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a ReLU² tensor");
+  submit(a);
+}
+
+void Backend::relu2_backward(const Relu2BackwardArgs& a) {
+  const Check c(name(), Op::Relu2Backward);
+  c.shape(a.x, "x", {-1, -1});
+  c.shape(a.dx, "dx", {a.x.dim(0), a.x.dim(1)});
+  c.shape(a.dout, "dout", {a.x.dim(0), a.x.dim(1)});
+  c.that(a.dx.ptr != a.x.ptr, "dx must not alias x");
+  c.that(a.dx.ptr != a.dout.ptr || a.dx.type == a.dout.type, "dx aliases dout in another dtype");
+  for (const View* v : {&a.dx, &a.dout, &a.x}) c.rows_contiguous(*v, "a ReLU² tensor");
   submit(a);
 }
 

@@ -192,10 +192,26 @@ struct LinearBackwardArgs {
 
 // rms: RMSNorm (Llama's), out = x·rstd·gamma with rstd = 1/sqrt(mean(x²) + eps): no mean, no
 // beta (both views empty), an op of its own on the same entry point.
+// The rows a LayerNorm normalises: [N, C] contiguous, or [A, G, C] with strides [S, C, 1] (S ≥
+// G·C): G rows of C inside each of A wider rows, N = A·G (QK-norm's heads inside a packed qkv;
+// every tensor of one call has x's shape and strides). rows(): N; row(r): row r's first element.
+struct NormRows {
+  std::int64_t rows = 0, C = 0, groups = 1, stride = 0;
+  static NormRows of(const View& x) {
+    NormRows r;
+    r.C = x.rank > 0 ? x.dim(-1) : 0;
+    r.groups = x.rank == 3 ? x.dim(1) : 1;
+    r.rows = x.rank == 3 ? x.dim(0) * x.dim(1) : x.rank == 2 ? x.dim(0) : 0;
+    r.stride = x.rank == 3 ? x.stride[0] : r.C;
+    return r;
+  }
+  std::int64_t row(std::int64_t r) const { return groups == 1 ? r * stride : r / groups * stride + r % groups * C; }
+};
+
 struct LayerNormArgs {
-  View out{};            // [N, C] (=) in any storage: the next GEMM's input dtype
+  View out{};            // x's shape and strides (=) in any storage: the next GEMM's input dtype
   View mean{}, rstd{};   // [N] fp32 (=), for backward (rms: rstd only)
-  View x{};              // [N, C] the residual stream (with `add`: its first summand)
+  View x{};              // [N, C] (or NormRows' [A, G, C]) the residual stream
   View gamma{}, beta{};  // [C] (rms: gamma only)
   float eps = 1e-5f;
   bool rms = false;
@@ -207,20 +223,28 @@ struct LayerNormArgs {
   }
 };
 
+// dx (+=) by default: the residual stream's gradient collects every branch. accumulate = false
+// writes dx (=), and dx may then be dout itself (QK-norm's backward in place in dqkv).
 struct LayerNormBackwardArgs {
-  View dx{};               // [N, C] (+=): the residual stream's gradient collects every branch
+  View dx{};               // x's shape and strides (+=, or = when !accumulate)
   View dgamma{}, dbeta{};  // [C] (+=)
-  View dout{};             // [N, C] the gradient of out
-  View x{};                // [N, C] the normalised input
+  View dout{};             // x's shape and strides: the gradient of out
+  View x{};                // [N, C] (or NormRows' [A, G, C]) the normalised input
   View gamma{};
   View mean{}, rstd{};  // rms: rstd only (and no dbeta)
   bool rms = false;
+  bool accumulate = true;
 
   Op op() const { return rms ? Op::RmsNormBackward : Op::LayerNormBackward; }
   auto views() {
-    return std::array{
-        adds("dx", dx), adds("dgamma", dgamma), adds("dbeta", dbeta),       reads("dout", dout),
-        reads("x", x),  reads("gamma", gamma),  fixed(reads("mean", mean)), fixed(reads("rstd", rstd))};
+    return std::array{accumulate ? adds("dx", dx) : writes("dx", dx),
+                      adds("dgamma", dgamma),
+                      adds("dbeta", dbeta),
+                      reads("dout", dout),
+                      reads("x", x),
+                      reads("gamma", gamma),
+                      fixed(reads("mean", mean)),
+                      fixed(reads("rstd", rstd))};
   }
 };
 
@@ -549,6 +573,22 @@ struct SwigluBackwardArgs {
   auto views() { return std::array{writes("dgate_up", dgate_up), reads("dout", dout), reads("gate_up", gate_up)}; }
 };
 
+// ReLU² (modded-nanogpt's un-gated MLP activation): out (=) = relu(x)², elementwise over [N, I].
+struct Relu2Args {
+  View out{};  // [N, I] (=)
+  View x{};    // [N, I] the up projection
+  Op op() const { return Op::Relu2; }
+  auto views() { return std::array{writes("out", out), reads("x", x)}; }
+};
+// dx (=) = dout·2·relu(x); dx may be dout itself.
+struct Relu2BackwardArgs {
+  View dx{};    // [N, I] (=)
+  View dout{};  // [N, I]
+  View x{};     // [N, I] the forward's input
+  Op op() const { return Op::Relu2Backward; }
+  auto views() { return std::array{writes("dx", dx), reads("dout", dout), reads("x", x)}; }
+};
+
 // What an op's run() answers: void, or its Result (a number the host needs).
 template <class A>
 struct OpResult {
@@ -668,6 +708,8 @@ class Backend {
   void rope(const RopeArgs& a);
   void swiglu(const SwigluArgs& a);
   void swiglu_backward(const SwigluBackwardArgs& a);
+  void relu2(const Relu2Args& a);
+  void relu2_backward(const Relu2BackwardArgs& a);
   void matmul(const MatmulArgs& a);
   void muon_momentum(const MuonMomentumArgs& a);
   void muon_update(const MuonUpdateArgs& a);

@@ -45,7 +45,9 @@
   X(RmsNormBackward, "rmsnorm_backward")                        \
   X(Rope, "rope")                                               \
   X(Swiglu, "swiglu")                                           \
-  X(SwigluBackward, "swiglu_backward")
+  X(SwigluBackward, "swiglu_backward")                          \
+  X(Relu2, "relu2")                                             \
+  X(Relu2Backward, "relu2_backward")
 
 #define MPTRAIN_OP_ARGS(X)                                                                        \
   X(CastArgs) X(AccumulateArgs) X(ToOperandArgs) X(LinearArgs) X(LinearBackwardArgs)              \
@@ -53,4 +55,5 @@
   X(CrossEntropyArgs) X(EmbeddingArgs) X(EmbeddingBackwardArgs) X(GatherRowsArgs)                 \
   X(ScatterAddRowsArgs) X(ArgmaxRowsArgs) X(AdamWArgs) X(SophiaArgs) X(SophiaHessianArgs)          \
   X(CountUnclippedArgs) X(UnscaleCheckArgs) X(SumSquaresArgs) X(ScaleArgs) X(MatmulArgs)          \
-  X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)
+  X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)   \
+  X(Relu2Args) X(Relu2BackwardArgs)

@@ -60,6 +60,15 @@ void register_train(CLI::App& app, int& exit_code) {
          "bert-base, bert-large)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
+  cmd->add_option_function<std::string>(
+         "--mlp", [opt](const std::string& v) { opt->llama_mlp = v == "relu2" ? LlamaMlp::Relu2 : LlamaMlp::SwiGlu; },
+         "Llama: the MLP, swiglu (default: silu(gate)·up, 3 matrices) or relu2 (modded-nanogpt's un-gated "
+         "relu(up)², 2 matrices of the same width; saved as model_type mptrain_llama, which has no Hugging "
+         "Face class)")
+      ->check(CLI::IsMember({"swiglu", "relu2"}));
+  cmd->add_flag("--qk-norm", opt->qk_norm,
+                "Llama: RMSNorm over each query and key head before the rotation (Qwen3's q_norm / k_norm; "
+                "exported as Qwen3ForCausalLM)");
   auto task_kind = std::make_shared<std::string>("pretrain");
   cmd->add_option("--task", *task_kind,
                   "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
@@ -325,6 +334,8 @@ void register_train(CLI::App& app, int& exit_code) {
         eot = tokenizer->eot();
       }
       if (*model_kind == "llama" && !given("--preset")) opt->preset = "llama-mini";
+      MPT_CHECK(*model_kind == "llama" || (!given("--mlp") && !given("--qk-norm")),
+                "--mlp and --qk-norm are Llama's block options: --model llama");
       opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, *model_kind, "");
       task = *model_kind == "llama" ? make_llama_task(decode, eot) : make_gpt2_task(decode, eot);
     }

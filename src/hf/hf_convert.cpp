@@ -282,6 +282,9 @@ void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::strin
 void export_llama(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
   r.model_type = "llama";
   r.llama = load_llama_checkpoint_config(r.checkpoint);
+  MPT_CHECK(has_hf_form(r.llama), r.checkpoint +
+                                      ": a ReLU² MLP has no Hugging Face form (transformers' Llama MLP is "
+                                      "gated); the checkpoint folder keeps it as model_type mptrain_llama");
   std::vector<float> values;
   const SafetensorsWriter weights = hf_weights_of(r.checkpoint, llama_param_table(r.llama), values);
   r.num_params = values.size();
@@ -321,11 +324,14 @@ HfImportResult import_hf_folder(const std::string& hf_dir, const std::string& ou
   const std::string what = "'" + hf_dir + "/" + kHfConfigFile + "'";
   const std::string type = hf_model_type(cfg, what);
   if (type == "bert") return import_bert(cfg, hf_dir, out_dir, vocab_multiple, bert_vocab);
-  if (type != "gpt2" && type != "llama")
-    throw Error(what + ": model_type '" + type + "' cannot be imported (supported: gpt2, llama, bert)");
+  // Qwen3 is Llama with QK-norm; mptrain_llama is the ReLU² form mptrain writes (train/llama_hf_config.h).
+  const bool llama = type == "llama" || type == "qwen3" || type == "mptrain_llama";
+  if (type != "gpt2" && !llama)
+    throw Error(what + ": model_type '" + type +
+                "' cannot be imported (supported: gpt2, llama, qwen3 (QK-norm), mptrain_llama, bert)");
   MPT_CHECK(bert_vocab.empty(), "--vocab is a BERT vocab.txt; " + type + " imports take none");
-  return type == "llama" ? import_llama(cfg, hf_dir, out_dir, vocab_multiple)
-                         : import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
+  return llama ? import_llama(cfg, hf_dir, out_dir, vocab_multiple)
+               : import_gpt2(cfg, hf_dir, out_dir, vocab_multiple);
 }
 
 HfExportResult export_hf_folder(const std::string& ckpt_or_run_dir, const std::string& out_dir,

@@ -14,9 +14,14 @@ LlamaTensors bind_llama_tensors(const LlamaConfig& config, const ParamTable& tab
   t.embed = at("model.embed_tokens.weight");
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    t.layers.push_back({at(p + "input_layernorm.weight"), at(p + "self_attn.q_proj.weight"),
+    LlamaLayerTensors layer{at(p + "input_layernorm.weight"), at(p + "self_attn.q_proj.weight"),
                         at(p + "self_attn.o_proj.weight"), at(p + "post_attention_layernorm.weight"),
-                        at(p + "mlp.gate_proj.weight"), at(p + "mlp.down_proj.weight")});
+                        at(p + llama_mlp_in_name(config)), at(p + "mlp.down_proj.weight")};
+    if (config.qk_norm) {
+      layer.q_norm = at(p + "self_attn.q_norm.weight");
+      layer.k_norm = at(p + "self_attn.k_norm.weight");
+    }
+    t.layers.push_back(layer);
   }
   t.norm = at("model.norm.weight");
   t.head = config.tie_embeddings ? t.embed : at("lm_head.weight");
@@ -45,12 +50,13 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   constexpr StorageType F32 = StorageType::F32;
   const Role saved = Role::Saved, scratch = Role::Scratch;
   const size_t BT = static_cast<size_t>(B) * T, C = config.n_embd, I = config.intermediate;
+  const size_t MI = config.mlp == LlamaMlp::SwiGlu ? 2 * I : I;  // the MLP's first product's width
   const size_t QKV = C + 2 * static_cast<size_t>(config.kv_width()), Vp = config.padded_vocab_size;
   const bool mixed = !policy.all_fp32();
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
   const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
                     y_s = policy.rule(OpKind::AttnValues).output;
-  const StorageType act_s = policy.rule(OpKind::Gelu).output;  // the MLP's activation (SwiGLU here)
+  const StorageType act_s = policy.rule(OpKind::Gelu).output;  // the MLP's activation (SwiGLU or ReLU²)
   const AttentionBytes att =
       be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
@@ -64,13 +70,18 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
     LlamaLayerActs la;
     la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpKind::LayerNorm, saved);
     la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
+    if (config.qk_norm) {  // the product's output, QK-norm's input; qkv then holds the normed q and k
+      la.qkv_raw = plan.add(p + "qkv_raw", BT * QKV, lin_s, OpKind::Linear, saved);
+      la.q_rstd = plan.add(p + "q_rstd", BT * config.n_head, F32, OpKind::LayerNorm, saved);
+      la.k_rstd = plan.add(p + "k_rstd", BT * config.n_kv_head, F32, OpKind::LayerNorm, saved);
+    }
     la.qkv = plan.add(p + "qkv", BT * QKV, lin_s, OpKind::Linear, saved);  // q and k rotated in place
     la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpKind::Softmax, saved);
     la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
     la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
     la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
     la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
-    la.gate_up = plan.add(p + "gate_up", BT * 2 * I, lin_s, OpKind::Linear, saved);
+    la.gate_up = plan.add(p + "gate_up", BT * MI, lin_s, OpKind::Linear, saved);
     la.act = plan.add(p + "act", BT * I, act_s, OpKind::Gelu, saved);
     la.residual3 = plan.add(p + "residual3", BT * C, stream, OpKind::Residual, saved);
     a.layers.push_back(la);
@@ -83,14 +94,16 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   a.head.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
   a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
   a.gemm_out = be.linear_uses_scratch()
-                   ? plan.add("gemm_out", BT * std::max(QKV, 2 * I), F32, OpKind::Linear, scratch)
+                   ? plan.add("gemm_out", BT * std::max(QKV, MI), F32, OpKind::Linear, scratch)
                    : ActivationPlan::kNone;
   a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
   a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
   a.dqkv = plan.add("dqkv", BT * QKV, mixed ? lin_s : F32, OpKind::Linear, scratch);
   a.datty = plan.add("datty", BT * C, mixed ? y_s : F32, OpKind::AttnValues, scratch);
   a.dact = plan.add("dact", BT * I, grads, OpKind::Gelu, scratch);
-  a.dgate_up = plan.add("dgate_up", BT * 2 * I, grads, OpKind::Gelu, scratch);
+  // ReLU²'s backward runs in place in dact.
+  a.dgate_up = config.mlp == LlamaMlp::SwiGlu ? plan.add("dgate_up", BT * MI, grads, OpKind::Gelu, scratch)
+                                              : ActivationPlan::kNone;
   if (mixed) {
     a.dout_lp = plan.add("dout_lp", BT * C, policy.operand(OpKind::Linear), OpKind::Linear, scratch);
     // dlogits beside fp32 logits; 16-bit logits of dlogits' own dtype take them in place.
@@ -109,14 +122,14 @@ Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, Precision
 Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Policy& policy)
     : CausalLm(llama_param_table(config), std::move(be), policy, config.vocab_size, config.padded_vocab_size),
       config_(config) {
-  MPT_CHECK(!config.qk_norm, "[llama] QK-norm is not built yet (issue 40)");
-  MPT_CHECK(config.mlp == LlamaMlp::SwiGlu, "[llama] the ReLU² MLP is not built yet (issue 40)");
   w_ = bind_llama_tensors(config_, table_, params_.data());
   g_ = bind_llama_tensors(config_, table_, grads_.data());
   setup_weight_copies();
 }
 
 Llama::~Llama() = default;
+
+int Llama::mlp_in() const { return config_.mlp == LlamaMlp::SwiGlu ? 2 * config_.intermediate : config_.intermediate; }
 
 void Llama::init_weights(uint64_t seed) { init_params_scaled(seed, config_.init_std, config_.n_layer); }
 
@@ -135,7 +148,7 @@ void Llama::setup_weight_copies() {
   for (int l = 0; l < config_.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     wc_.push_back({ref(p + "self_attn.q_proj.weight"), ref(p + "self_attn.o_proj.weight"),
-                   ref(p + "mlp.gate_proj.weight"), ref(p + "mlp.down_proj.weight")});
+                   ref(p + llama_mlp_in_name(config_)), ref(p + "mlp.down_proj.weight")});
   }
 }
 

@@ -23,9 +23,11 @@ namespace mptrain {
 
 // Pointers into a flat buffer laid out by llama_param_table (parameters or their gradients):
 // qkv is q_proj's first element (k and v follow it: one [(NH + 2·KV)·HS, C] matrix), gate_up
-// gate_proj's (up follows: [2I, C]); head is lm_head, or the embeddings when tied.
+// gate_proj's (up follows: [2I, C]; ReLU²: up_proj's, [I, C]); q_norm and k_norm [HS] with
+// QK-norm (else null); head is lm_head, or the embeddings when tied.
 struct LlamaLayerTensors {
   float *attn_norm, *qkv, *o, *mlp_norm, *gate_up, *down;
+  float *q_norm = nullptr, *k_norm = nullptr;
 };
 struct LlamaTensors {
   float* embed;  // [Vp, C]
@@ -34,8 +36,12 @@ struct LlamaTensors {
 };
 LlamaTensors bind_llama_tensors(const LlamaConfig& config, const ParamTable& table, float* base);
 
+// qkv_raw, q_rstd, k_rstd: QK-norm's input (the product's q|k|v) and its statistics (kNone
+// without). gate_up: ReLU²'s up alone.
 struct LlamaLayerActs {
   ActivationPlan::Handle ln1, ln1_rstd, qkv, att, atty, residual2, ln2, ln2_rstd, gate_up, act, residual3;
+  ActivationPlan::Handle qkv_raw = ActivationPlan::kNone, q_rstd = ActivationPlan::kNone,
+                         k_rstd = ActivationPlan::kNone;
 };
 struct LlamaActs {
   ActivationPlan::Handle encoded, lnf, lnf_rstd;
@@ -57,8 +63,7 @@ GemmReaderFn llama_gemm_reader(bool tied_head);
 
 class Llama : public CausalLm {
  public:
-  // As Gpt2's constructors. QK-norm and the ReLU² MLP are refused (not built yet), as a backend
-  // without grouped-query attention refuses n_kv_head < n_head.
+  // As Gpt2's constructors. A backend without grouped-query attention refuses n_kv_head < n_head.
   Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Policy& policy);
   Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, Precision precision = Precision::Fp32);
   ~Llama();
@@ -74,6 +79,10 @@ class Llama : public CausalLm {
   void forward_impl(int B, int T) override;
   void backward_impl(int B, int T) override;
   void setup_weight_copies();
+  void qk_norm_forward(const LlamaLayerTensors& w, const LlamaLayerActs& la, const View& qkv, int N);
+  void qk_norm_backward(const LlamaLayerTensors& w, const LlamaLayerTensors& g, const LlamaLayerActs& la,
+                        const View& dqkv, int N);
+  int mlp_in() const;  // the MLP's first product's width: 2I (gate | up) or I (ReLU²'s up)
 
   struct LayerWeights {
     WeightRef qkv, o, gate_up, down;

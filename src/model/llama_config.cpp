@@ -83,6 +83,10 @@ ParamTable llama_param_table(const LlamaConfig& c) {
   return t;
 }
 
+std::string llama_mlp_in_name(const LlamaConfig& c) {
+  return c.mlp == LlamaMlp::SwiGlu ? "mlp.gate_proj.weight" : "mlp.up_proj.weight";
+}
+
 int64_t llama_num_params(const LlamaConfig& c) {
   const int64_t C = c.n_embd, V = c.vocab_size, I = c.intermediate, KVW = c.kv_width(), HS = c.head_size();
   const int64_t mlp = (c.mlp == LlamaMlp::SwiGlu ? 3 : 2) * I * C;

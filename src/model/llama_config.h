@@ -52,6 +52,9 @@ void validate(const LlamaConfig& config);
 // lm_head (absent when tied).
 ParamTable llama_param_table(const LlamaConfig& config);
 
+// The MLP's first weight: gate_proj (SwiGLU: gate and up follow as one [2I, C]) or up_proj (ReLU²).
+std::string llama_mlp_in_name(const LlamaConfig& config);
+
 // Parameters as Hugging Face counts them (the real vocabulary, not Vp; the tied head once).
 int64_t llama_num_params(const LlamaConfig& config);
 

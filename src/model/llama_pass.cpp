@@ -2,11 +2,12 @@
 // (QKV = (NH + 2·KV)·HS, nn.Linear weights [out, in] read transposed), forward:
 //   ln1  = RMSNorm(x)                             in the linear's input dtype, fp32 statistics
 //   qkv  = ln1·Wqkvᵀ                              q | k | v in one product, no bias
+//   [QK-norm: qkv_raw = that product; qkv = qkv_raw with each q and k head RMSNormed]
 //   rope(qkv) on its first NH + KV heads          q and k turned in place by their positions
 //   y    = attention(qkv), KV key/value heads     causal; what it saves is the backend's choice
 //   x2   = x + round(y·Woᵀ)                       the residual add in the linear's epilogue
 //   gu   = RMSNorm(x2)·Wguᵀ                       gate | up in one product
-//   a    = silu(gate)·up
+//   a    = silu(gate)·up                          (ReLU²: up = RMSNorm(x2)·Wupᵀ, a = relu(up)²)
 //   x3   = x2 + round(a·Wdownᵀ)
 // Backward mirrors it. The attention's backward gives the gradient of the turned q and k; the
 // inverse rotation (the rotation's transpose) turns it back into the gradient of the product's
@@ -25,13 +26,66 @@ View linear_weight(const WeightRef& w, std::int64_t oc, std::int64_t cin) {
   return View::of(w.ptr, w.type, {oc, cin}).t();
 }
 
+// Heads [first, first + count) of every row of qkv [N, QKV], as rows of HS (NormRows' layout).
+View heads(const View& qkv, int first, int count, int HS) {
+  View v = qkv;
+  v.ptr = static_cast<char*>(qkv.ptr) + static_cast<size_t>(first) * HS * storage_bytes(qkv.type);
+  v.rank = 3;
+  v.shape = {qkv.dim(0), count, HS, 0};
+  v.stride = {qkv.dim(1), HS, 1, 0};
+  return v;
+}
+
 }  // namespace
+
+// QK-norm (Qwen3's form): qkv = qkv_raw, then each q head and each k head RMSNormed over its HS
+// channels with the layer's q_norm / k_norm weights (v copied as it is).
+void Llama::qk_norm_forward(const LlamaLayerTensors& w, const LlamaLayerActs& la, const View& qkv, int N) {
+  const int NH = config_.n_head, KV = config_.n_kv_head, HS = config_.head_size();
+  const View raw = acts_.view(la.qkv_raw, N, qkv.dim(1));
+  be_->cast(qkv, raw);
+  be_->layernorm({.out = heads(qkv, 0, NH, HS),
+                  .rstd = acts_.row(la.q_rstd, static_cast<std::int64_t>(N) * NH),
+                  .x = heads(raw, 0, NH, HS),
+                  .gamma = small(w.q_norm, {HS}),
+                  .eps = config_.rms_eps,
+                  .rms = true});
+  be_->layernorm({.out = heads(qkv, NH, KV, HS),
+                  .rstd = acts_.row(la.k_rstd, static_cast<std::int64_t>(N) * KV),
+                  .x = heads(raw, NH, KV, HS),
+                  .gamma = small(w.k_norm, {HS}),
+                  .eps = config_.rms_eps,
+                  .rms = true});
+}
+
+// The norms' backward in place in dqkv's q and k heads (written, not accumulated): dqkv becomes the
+// gradient of qkv_raw, the product's output.
+void Llama::qk_norm_backward(const LlamaLayerTensors& w, const LlamaLayerTensors& g, const LlamaLayerActs& la,
+                             const View& dqkv, int N) {
+  const int NH = config_.n_head, KV = config_.n_kv_head, HS = config_.head_size();
+  const View raw = acts_.view(la.qkv_raw, N, dqkv.dim(1));
+  const auto norm_backward = [&](int first, int count, const float* gamma, const float* dgamma,
+                                 ActivationPlan::Handle rstd) {
+    const View d = heads(dqkv, first, count, HS);
+    be_->layernorm_backward({.dx = d,
+                             .dgamma = grad(dgamma, {HS}),
+                             .dout = d,
+                             .x = heads(raw, first, count, HS),
+                             .gamma = small(gamma, {HS}),
+                             .rstd = acts_.row(rstd, static_cast<std::int64_t>(N) * count),
+                             .rms = true,
+                             .accumulate = false});
+  };
+  norm_backward(0, NH, w.q_norm, g.q_norm, la.q_rstd);
+  norm_backward(NH, KV, w.k_norm, g.k_norm, la.k_rstd);
+}
 
 void Llama::forward_impl(int B, int T) {
   Backend& be = *be_;
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, KV = config_.n_kv_head,
             HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
-  const int QKV = C + 2 * config_.kv_width();
+  const int QKV = C + 2 * config_.kv_width(), MI = mlp_in();
+  const bool relu2 = config_.mlp == LlamaMlp::Relu2;
   const View acc = acts_.work(a_.gemm_out);
 
   // Tied, a GPU's plan reads the table through the head's 16-bit copy, as GPT-2's wte.
@@ -47,9 +101,11 @@ void Llama::forward_impl(int B, int T) {
     const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV),
                atty = acts_.view(la.atty, N, C);
     const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
-    const View gate_up = acts_.view(la.gate_up, N, 2 * I), act = acts_.view(la.act, N, I);
+    const View gate_up = acts_.view(la.gate_up, N, MI), act = acts_.view(la.act, N, I);
     rmsnorm(ln1, residual, w.attn_norm, la.ln1_rstd, config_.rms_eps);
-    linear({.out = qkv, .x = ln1, .w = linear_weight(wc.qkv, QKV, C), .scratch = acc});
+    const View product = config_.qk_norm ? acts_.view(la.qkv_raw, N, QKV) : qkv;
+    linear({.out = product, .x = ln1, .w = linear_weight(wc.qkv, QKV, C), .scratch = acc});
+    if (config_.qk_norm) qk_norm_forward(w, la, qkv, N);
     be.rope({.x = qkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta});
     attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
     linear({.out = residual2,
@@ -59,8 +115,11 @@ void Llama::forward_impl(int B, int T) {
             .residual = residual,
             .scratch = acc});
     rmsnorm(ln2, residual2, w.mlp_norm, la.ln2_rstd, config_.rms_eps);
-    linear({.out = gate_up, .x = ln2, .w = linear_weight(wc.gate_up, 2 * I, C), .scratch = acc});
-    be.swiglu({.out = act, .gate_up = gate_up});
+    linear({.out = gate_up, .x = ln2, .w = linear_weight(wc.gate_up, MI, C), .scratch = acc});
+    if (relu2)
+      be.relu2({.out = act, .x = gate_up});
+    else
+      be.swiglu({.out = act, .gate_up = gate_up});
     residual = acts_.view(la.residual3, N, C);
     linear({.out = residual,
             .x = act,
@@ -82,7 +141,8 @@ void Llama::backward_impl(int B, int T) {
   wgrads_.begin(be);  // a GPU's plan: this micro-batch's 16-bit weight gradients start at 0
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, KV = config_.n_kv_head,
             HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
-  const int QKV = C + 2 * config_.kv_width();
+  const int QKV = C + 2 * config_.kv_width(), MI = mlp_in();
+  const bool relu2 = config_.mlp == LlamaMlp::Relu2;
   const View dresidual = acts_.view(a_.dresidual, N, C), dln = acts_.view(a_.dln, N, C);
   const auto grad_t = [&](const float* g, std::int64_t oc, std::int64_t cin) {
     return grad(g, {oc, cin}).t();
@@ -98,7 +158,8 @@ void Llama::backward_impl(int B, int T) {
   wgrads_.ready(be, grads_, table_.range("model.norm."));
 
   const View dqkv = acts_.view(a_.dqkv, N, QKV), datty = acts_.view(a_.datty, N, C);
-  const View dact = acts_.view(a_.dact, N, I), dgate_up = acts_.view(a_.dgate_up, N, 2 * I);
+  // ReLU²: its backward in place in dact, which is then the up product's gradient.
+  const View dact = acts_.view(a_.dact, N, I), dgate_up = relu2 ? dact : acts_.view(a_.dgate_up, N, MI);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const LlamaLayerTensors& w = w_.layers[l];
     const LlamaLayerTensors& g = g_.layers[l];
@@ -114,12 +175,16 @@ void Llama::backward_impl(int B, int T) {
                      .x = acts_.view(la.act, N, I),
                      .w = linear_weight(wc.down, C, I),
                      .scratch = acts_.work(a_.dout_lp)});
-    be.swiglu_backward({.dgate_up = dgate_up, .dout = dact, .gate_up = acts_.view(la.gate_up, N, 2 * I)});
+    const View gate_up = acts_.view(la.gate_up, N, MI);
+    if (relu2)
+      be.relu2_backward({.dx = dact, .dout = dact, .x = gate_up});
+    else
+      be.swiglu_backward({.dgate_up = dgate_up, .dout = dact, .gate_up = gate_up});
     linear_backward({.dx = dln,
-                     .dw = grad_t(g.gate_up, 2 * I, C),
+                     .dw = grad_t(g.gate_up, MI, C),
                      .dy = dgate_up,
                      .x = acts_.view(la.ln2, N, C),
-                     .w = linear_weight(wc.gate_up, 2 * I, C)});
+                     .w = linear_weight(wc.gate_up, MI, C)});
     rmsnorm_backward(dresidual, dln, acts_.view(la.residual2, N, C), w.mlp_norm, g.mlp_norm, la.ln2_rstd);
 
     // Attention: residual2 = residual + o(attention(rope(qkv(rms1(residual)))))
@@ -134,6 +199,7 @@ void Llama::backward_impl(int B, int T) {
                        /*causal=*/true, {}, KV);
     be.rope(
         {.x = dqkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta, .inverse = true});
+    if (config_.qk_norm) qk_norm_backward(w, g, la, dqkv, N);
     linear_backward({.dx = dln,
                      .dw = grad_t(g.qkv, QKV, C),
                      .dy = dqkv,

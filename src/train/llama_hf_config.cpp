@@ -21,11 +21,26 @@ void require_default(const nlohmann::json& cfg, const char* key, const nlohmann:
 
 LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& what, int vocab_multiple) {
   const std::string type = hf_config_string(cfg, "model_type", "llama", what);
-  MPT_CHECK(type == "llama", what + ": model_type '" + type + "' is not Llama");
-  hf_check_architectures(
-      cfg, [](const std::string& a) { return a == "LlamaForCausalLM" || a == "LlamaModel"; }, what,
-      "LlamaForCausalLM (or LlamaModel)");
+  MPT_CHECK(type == "llama" || type == "qwen3" || type == "mptrain_llama",
+            what + ": model_type '" + type + "' is not Llama (llama, qwen3 or mptrain_llama)");
+  const bool qwen3 = type == "qwen3";
+  const auto llama_class = [](const std::string& a) {
+    return a == "LlamaForCausalLM" || a == "LlamaModel" || a == "MptrainLlamaForCausalLM";
+  };
+  const auto qwen3_class = [](const std::string& a) { return a == "Qwen3ForCausalLM" || a == "Qwen3Model"; };
+  if (qwen3)
+    hf_check_architectures(cfg, qwen3_class, what, "Qwen3ForCausalLM (or Qwen3Model)");
+  else
+    hf_check_architectures(cfg, llama_class, what, "LlamaForCausalLM (or LlamaModel)");
   LlamaConfig c;
+  c.qk_norm = qwen3 || (type == "mptrain_llama" && hf_config_bool(cfg, "qk_norm", false, what));
+  if (qwen3) {
+    require_default(cfg, "use_sliding_window", false, what, "attention is causal over the whole sequence");
+    if (const auto lt = cfg.find("layer_types"); lt != cfg.end() && !lt->is_null())
+      for (const auto& t : *lt)
+        MPT_CHECK(t == "full_attention", what + ": layer_types holds " + t.dump() +
+                                             ", not supported (every layer is full attention)");
+  }
   c.n_embd = hf_config_int(cfg, "hidden_size", what);
   c.intermediate = hf_config_int(cfg, "intermediate_size", what);
   c.n_layer = hf_config_int(cfg, "num_hidden_layers", what);
@@ -42,7 +57,11 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& w
   MPT_CHECK(std::isfinite(c.init_std), what + ": initializer_range must be finite");
 
   const std::string act = hf_config_string(cfg, "hidden_act", "silu", what);
-  MPT_CHECK(act == "silu", what + ": hidden_act '" + act + "' is not supported (the MLP is SwiGLU: silu)");
+  if (type == "mptrain_llama" && act == "relu2")
+    c.mlp = LlamaMlp::Relu2;  // the un-gated ReLU² MLP (hf_llama_config)
+  else
+    MPT_CHECK(act == "silu", what + ": hidden_act '" + act + "' is not supported (the MLP is SwiGLU: silu" +
+                                 (type == "mptrain_llama" ? ", or relu2" : "") + ")");
   require_default(cfg, "rope_scaling", nullptr, what, "rotary embeddings are unscaled");
   require_default(cfg, "attention_bias", false, what, "this Llama has no biases");
   require_default(cfg, "mlp_bias", false, what, "this Llama has no biases");
@@ -55,12 +74,14 @@ LlamaConfig llama_config_from_hf(const nlohmann::json& cfg, const std::string& w
   return hf_validated(c, what);
 }
 
+bool has_hf_form(const LlamaConfig& c) { return c.mlp == LlamaMlp::SwiGlu; }
+
 nlohmann::json hf_llama_config(const LlamaConfig& c) {
   validate(c);
-  MPT_CHECK(c.mlp == LlamaMlp::SwiGlu, "a ReLU² MLP has no LlamaForCausalLM form (its MLP is gated SwiGLU)");
-  MPT_CHECK(!c.qk_norm, "QK-norm has no LlamaForCausalLM form");
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
+  const bool relu2 = c.mlp == LlamaMlp::Relu2;
+  nlohmann::json j = {
+          {"architectures", {relu2 ? "MptrainLlamaForCausalLM" : c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
+          {"model_type", relu2 ? "mptrain_llama" : c.qk_norm ? "qwen3" : "llama"},
           {"hidden_size", c.n_embd},
           {"intermediate_size", c.intermediate},
           {"num_hidden_layers", c.n_layer},
@@ -72,12 +93,19 @@ nlohmann::json hf_llama_config(const LlamaConfig& c) {
           {"rms_norm_eps", c.rms_eps},
           {"rope_theta", c.rope_theta},
           {"rope_scaling", nullptr},
-          {"hidden_act", "silu"},
+          {"hidden_act", relu2 ? "relu2" : "silu"},
           {"attention_bias", false},
           {"mlp_bias", false},
           {"initializer_range", c.init_std},
           {"tie_word_embeddings", c.tie_embeddings},
           {"torch_dtype", "float32"}};
+  if (relu2) j["qk_norm"] = c.qk_norm;
+  if (c.qk_norm && !relu2) {  // Qwen3's own fields, set to what this model computes
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.n_layer;
+  }
+  return j;
 }
 
 }  // namespace mptrain

@@ -12,6 +12,7 @@
 #include "optim/muon.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "model/llama_config.h"
 #include "optim/sophia.h"
 #include "precision/precision.h"
 #include "train/nan_policy.h"
@@ -22,6 +23,9 @@ struct TrainOptions {
   // model
   std::string preset = "d6";
   int vocab_multiple = 128;
+  // Llama's block options (--mlp, --qk-norm): the preset's shape with ReLU² for SwiGLU, QK-norm.
+  LlamaMlp llama_mlp = LlamaMlp::SwiGlu;
+  bool qk_norm = false;
   // data
   std::string train_data;          // glob of train shards
   std::string val_data;            // glob of val shards (optional)

@@ -292,6 +292,10 @@ inline std::vector<const char*> op_tensors(Op op) {
       return {"out", "gate_up"};
     case Op::SwigluBackward:
       return {"dgate_up", "dout", "gate_up"};
+    case Op::Relu2:
+      return {"out", "x"};
+    case Op::Relu2Backward:
+      return {"dx", "dout", "x"};
   }
   return {};
 }

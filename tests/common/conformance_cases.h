@@ -414,6 +414,97 @@ inline void muon_cases(const Backend& be, std::vector<Case>& out) {
 
 // --- Llama's blocks: rotary embeddings and SwiGLU ------------------------------------------------
 
+// QK-norm: RMSNorm over the heads inside a packed qkv [A, W] (NormRows' [A, G, HS] at stride W,
+// from head h0), forward into another qkv, then its backward written in place in a dqkv (what
+// Llama's QK-norm does); the columns outside the heads keep their values.
+inline void qk_norm_cases(const Backend& be, std::vector<Case>& out) {
+  struct Shape {
+    int A, W, G, HS, h0;
+  };
+  const Shape shapes[] = {{5, 8 * 16, 4, 16, 0}, {9, 8 * 16, 2, 16, 4}, {3, 6 * 24, 3, 24, 1}};
+  const float eps = 1e-6f;
+  const auto heads = [](const View& full, const Shape& sh) {  // [A, G, HS] at stride W from head h0
+    View v = full;
+    v.ptr = static_cast<char*>(full.ptr) + static_cast<size_t>(sh.h0) * sh.HS * storage_bytes(full.type);
+    v.rank = 3;
+    v.shape = {sh.A, sh.G, sh.HS, 0};
+    v.stride = {sh.W, sh.HS, 1, 0};
+    return v;
+  };
+  for (const StorageType st : kStorages) {
+    for (const Shape sh : shapes) {
+      const std::string shape = " " + std::string(storage_name(st)) + " heads A=" + std::to_string(sh.A) +
+                                " G=" + std::to_string(sh.G) + " HS=" + std::to_string(sh.HS) +
+                                " of W=" + std::to_string(sh.W);
+      const size_t n = static_cast<size_t>(sh.A) * sh.W;
+      const int N = sh.A * sh.G;
+      if (asks(be, Op::RmsNorm, {st, st, st}))
+        out.push_back({Op::RmsNorm, false, "rmsnorm" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor x(b, st, {sh.A, sh.W}, randn(n, 176, 2.0f)), g(b, st, {sh.HS}, randn(sh.HS, 177)),
+                             y(b, st, {sh.A, sh.W}, randn(n, 178)), rstd(b, F32, {N});
+                         b.layernorm({.out = heads(y.view(), sh),
+                                      .rstd = rstd.view(),
+                                      .x = heads(x.view(), sh),
+                                      .gamma = g.view(),
+                                      .eps = eps,
+                                      .rms = true});
+                         std::vector<double> ref = y.host(), rs(static_cast<size_t>(N));
+                         for (int a = 0; a < sh.A; ++a)
+                           for (int h = 0; h < sh.G; ++h) {
+                             const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
+                             double q = 0.0;
+                             for (int c = 0; c < sh.HS; ++c) q += x.host()[at + c] * x.host()[at + c];
+                             const double s = 1.0 / std::sqrt(q / sh.HS + eps);
+                             rs[static_cast<size_t>(a) * sh.G + h] = s;
+                             for (int c = 0; c < sh.HS; ++c) ref[at + c] = x.host()[at + c] * s * g.host()[c];
+                           }
+                         o.close("out", y.read(), ref, tolerance(st));
+                         o.close("rstd", rstd.read(), rs, tolerance(F32));
+                       }});
+      if (asks(be, Op::RmsNormBackward, {st, st, st, st, st}))
+        out.push_back({Op::RmsNormBackward, false, "rmsnorm_backward in place" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor x(b, st, {sh.A, sh.W}, randn(n, 179, 2.0f)), g(b, st, {sh.HS}, randn(sh.HS, 180)),
+                             dqkv(b, st, {sh.A, sh.W}, randn(n, 181)), dg(b, st, {sh.HS}, randn(sh.HS, 182, 0.2f));
+                         std::vector<float> rs(static_cast<size_t>(N));
+                         for (int a = 0; a < sh.A; ++a)
+                           for (int h = 0; h < sh.G; ++h) {
+                             const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
+                             double q = 0.0;
+                             for (int c = 0; c < sh.HS; ++c) q += x.host()[at + c] * x.host()[at + c];
+                             rs[static_cast<size_t>(a) * sh.G + h] = static_cast<float>(1.0 / std::sqrt(q / sh.HS + eps));
+                           }
+                         Tensor rstd(b, F32, {N}, rs);
+                         const View d = heads(dqkv.view(), sh);
+                         b.layernorm_backward({.dx = d,
+                                               .dgamma = dg.view(),
+                                               .dout = d,
+                                               .x = heads(x.view(), sh),
+                                               .gamma = g.view(),
+                                               .rstd = rstd.view(),
+                                               .rms = true,
+                                               .accumulate = false});
+                         std::vector<double> rdx = dqkv.host(), rdg = dg.host();  // outside the heads: kept
+                         for (int a = 0; a < sh.A; ++a)
+                           for (int h = 0; h < sh.G; ++h) {
+                             const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
+                             const double s = rstd.host()[static_cast<size_t>(a) * sh.G + h];
+                             double q = 0.0;
+                             for (int c = 0; c < sh.HS; ++c) {
+                               const double xh = x.host()[at + c] * s, dy = dqkv.host()[at + c];
+                               q += g.host()[c] * dy * xh;
+                               rdg[c] += dy * xh;
+                             }
+                             q /= sh.HS;
+                             for (int c = 0; c < sh.HS; ++c)
+                               rdx[at + c] = s * (g.host()[c] * dqkv.host()[at + c] - x.host()[at + c] * s * q);
+                           }
+                         o.close("dx", dqkv.read(), rdx, tolerance(st));
+                         o.close("dgamma", dg.read(), rdg, tolerance(st));
+                       }});
+    }
+  }
+}
+
 inline void llama_cases(const Backend& be, std::vector<Case>& out) {
   // Rope: in place on the first `heads` heads of rows [rows, W]; forward then the inverse, each
   // against float64 (cos and sin of the fp32 angle transformers computes).
@@ -491,8 +582,27 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
                            }
                          o.close("dgate_up", dgu.read(), ref, tolerance(st));
                        }});
+      // ReLU² over the same sizes: out = relu(x)², and dx = dout·2·relu(x) written in place in dout.
+      if (asks(be, Op::Relu2, {st, st}))
+        out.push_back({Op::Relu2, false, "relu2" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor x(b, st, {sh.N, sh.I}, randn(n, 173, 2.0f)), y(b, st, {sh.N, sh.I});
+                         b.relu2({y.view(), x.view()});
+                         std::vector<double> ref(n);
+                         for (size_t i = 0; i < n; ++i) ref[i] = x.host()[i] > 0 ? x.host()[i] * x.host()[i] : 0.0;
+                         o.close("out", y.read(), ref, tolerance(st));
+                       }});
+      if (asks(be, Op::Relu2Backward, {st, st, st}))
+        out.push_back({Op::Relu2Backward, false, "relu2_backward in place" + shape, [=](Backend& b, Outcome& o) {
+                         Tensor x(b, st, {sh.N, sh.I}, randn(n, 174, 2.0f)), dy(b, st, {sh.N, sh.I}, randn(n, 175));
+                         b.relu2_backward({dy.view(), dy.view(), x.view()});
+                         std::vector<double> ref(n);
+                         for (size_t i = 0; i < n; ++i)
+                           ref[i] = x.host()[i] > 0 ? dy.host()[i] * 2.0 * x.host()[i] : 0.0;
+                         o.close("dx", dy.read(), ref, tolerance(st));
+                       }});
     }
   }
+  qk_norm_cases(be, out);
 }
 
 // The whole list for `be`, in the order of backend.h's Op.

@@ -92,6 +92,44 @@ TEST(LlamaConfig, ConfigJsonRoundTrips) {
   EXPECT_EQ(back.rope_theta, c.rope_theta);
   EXPECT_EQ(back.rms_eps, c.rms_eps);
   EXPECT_EQ(back.tie_embeddings, c.tie_embeddings);
+  EXPECT_FALSE(back.qk_norm);
+  EXPECT_EQ(back.mlp, LlamaMlp::SwiGlu);
+}
+
+// QK-norm is Qwen3's form (transformers computes it with the same names); ReLU² has no
+// transformers class, so its config is one transformers refuses (model_type mptrain_llama).
+TEST(LlamaConfig, QkNormIsQwen3AndRelu2IsMptrainsOwnType) {
+  LlamaConfig c = llama_preset("llama-tiny");
+  c.qk_norm = true;
+  nlohmann::json j = hf_llama_config(c);
+  EXPECT_EQ(j["model_type"], "qwen3");
+  EXPECT_EQ(j["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(j["use_sliding_window"], false);
+  EXPECT_TRUE(has_hf_form(c));
+  LlamaConfig back = llama_config_from_hf(j, "config.json", 128);
+  EXPECT_TRUE(back.qk_norm);
+  EXPECT_EQ(back.mlp, LlamaMlp::SwiGlu);
+  j["use_sliding_window"] = true;
+  EXPECT_THROW(llama_config_from_hf(j, "config.json", 128), Error);
+  j["use_sliding_window"] = false;
+  j["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_THROW(llama_config_from_hf(j, "config.json", 128), Error);
+
+  for (const bool qk : {false, true}) {
+    c.qk_norm = qk;
+    c.mlp = LlamaMlp::Relu2;
+    j = hf_llama_config(c);
+    EXPECT_EQ(j["model_type"], "mptrain_llama");
+    EXPECT_EQ(j["hidden_act"], "relu2");
+    EXPECT_FALSE(has_hf_form(c));
+    back = llama_config_from_hf(j, "config.json", 128);
+    EXPECT_EQ(back.mlp, LlamaMlp::Relu2);
+    EXPECT_EQ(back.qk_norm, qk);
+  }
+  // relu2 is mptrain's own form only: LlamaForCausalLM's MLP is gated.
+  j = hf_llama_config(llama_preset("llama-tiny"));
+  j["hidden_act"] = "relu2";
+  EXPECT_THROW(llama_config_from_hf(j, "config.json", 128), Error);
 }
 
 void expect_error(nlohmann::json cfg, const char* key, const nlohmann::json& value, const std::string& want) {
@@ -113,9 +151,6 @@ TEST(LlamaConfig, UnsupportedSettingsAreOneClearError) {
   expect_error(ok, "head_dim", 128, "head_dim");
   expect_error(ok, "model_type", "gpt2", "is not Llama");
   expect_error(ok, "rope_theta", -1.0, "rope_theta");
-  LlamaConfig relu2 = llama_preset("llama-tiny");
-  relu2.mlp = LlamaMlp::Relu2;
-  EXPECT_THROW(hf_llama_config(relu2), Error);
   EXPECT_THROW(llama_preset("llama-7b"), Error);
 }
 

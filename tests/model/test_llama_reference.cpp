@@ -1,7 +1,7 @@
 // The whole Llama (issue 40) against an independent PyTorch transcription of the architecture
 // (tests/ref/llama_reference.py, Debian's python3-torch): the same weights and batch give the
 // same logits, loss and every parameter's gradient, for multi-head, grouped-query and multi-query
-// attention, with a tied and an untied head.
+// attention, with a tied and an untied head, and with QK-norm and the ReLU² MLP.
 //
 // Tolerances (norm-wise relative error ||ours − torch|| / ||torch||, fp32 on both sides): logits
 // and loss 1e-5 (issue 40), each gradient 1e-4 (as GPT-2's reference test: the gradients of the
@@ -27,6 +27,8 @@ using testing::relative_error;
 struct Shape {
   int n_kv_head;
   bool tie;
+  bool qk_norm = false;
+  LlamaMlp mlp = LlamaMlp::SwiGlu;
 };
 
 LlamaConfig tiny(const Shape& s) {
@@ -41,6 +43,8 @@ LlamaConfig tiny(const Shape& s) {
   c.block_size = 32;
   c.rope_theta = 500.0f;  // every pair turns visibly within 17 positions
   c.tie_embeddings = s.tie;
+  c.qk_norm = s.qk_norm;
+  c.mlp = s.mlp;
   return c;
 }
 
@@ -81,6 +85,8 @@ TEST_P(LlamaReference, LogitsLossAndGradientsMatchPyTorch) {
     in.set_metadata("rope_theta", "500");
     in.set_metadata("rms_eps", "1e-5");
     in.set_metadata("tie", cfg.tie_embeddings ? "1" : "0");
+    in.set_metadata("qk_norm", cfg.qk_norm ? "1" : "0");
+    in.set_metadata("mlp", cfg.mlp == LlamaMlp::Relu2 ? "relu2" : "swiglu");
     in.write(tmp / "in.safetensors");
   }
   const auto run = testing::run_command("/usr/bin/python3 " + testing::source_dir() +
@@ -115,10 +121,14 @@ TEST_P(LlamaReference, LogitsLossAndGradientsMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, LlamaReference,
-                         ::testing::Values(Shape{4, false}, Shape{2, true}, Shape{1, false}),
+                         ::testing::Values(Shape{4, false}, Shape{2, true}, Shape{1, false},
+                                           Shape{2, false, true, LlamaMlp::SwiGlu},
+                                           Shape{4, true, false, LlamaMlp::Relu2},
+                                           Shape{1, false, true, LlamaMlp::Relu2}),
                          [](const ::testing::TestParamInfo<Shape>& p) {
                            const char* kind = p.param.n_kv_head == 4 ? "Mha" : p.param.n_kv_head == 1 ? "Mqa" : "Gqa";
-                           return std::string(kind) + (p.param.tie ? "Tied" : "Untied");
+                           return std::string(kind) + (p.param.tie ? "Tied" : "Untied") +
+                                  (p.param.qk_norm ? "QkNorm" : "") + (p.param.mlp == LlamaMlp::Relu2 ? "Relu2" : "");
                          });
 
 }  // namespace

@@ -11,7 +11,8 @@ IN (safetensors): every parameter under its Hugging Face name, F32, model.embed_
   inputs  I32 [B,T]  token ids in [0,V)
   targets I32 [B,T]  ids in [0,V), or -1 = ignored
   __metadata__: n_layer, n_head, n_kv_head, n_embd, intermediate, vocab_size, rope_theta,
-  rms_eps, tie ("1"/"0").
+  rms_eps, tie ("1"/"0"), and optionally qk_norm ("1": self_attn.q_norm / k_norm weights [HS])
+  and mlp ("relu2": modded-nanogpt's un-gated MLP, up_proj and down_proj only).
 
 OUT (F32): logits [B,T,V], loss [1] (mean cross-entropy over targets != -1), grad.<name> for
 every parameter (the tied table: lookup + head).
@@ -21,6 +22,9 @@ down(silu(gate(n2(h))) * up(n2(h))), n = RMSNorm (x * rsqrt(mean(x^2) + eps) * w
 rope turns channel pairs (i, i + HS/2) of each q and k head by t * theta^(-2i/HS) (the angles in
 fp32: inv_freq = 1 / theta^(arange(0, HS, 2) / HS)); key/value head j serves query heads
 j * NH/KV .. (j + 1) * NH/KV - 1; causal softmax(q k^T / sqrt(HS)) v; then RMSNorm and the head.
+QK-norm (Qwen3's and OLMo-style per-head form) is an RMSNorm over each q and k head's HS channels,
+one weight [HS] for all q heads and one for all k heads, before the rotation. ReLU²: out = h +
+down(relu(up(n2(h)))^2).
 """
 
 import math
@@ -72,6 +76,9 @@ def forward(p, cfg, inputs):
         q = (h @ p[pre + "self_attn.q_proj.weight"].T).view(B, T, NH, HS).transpose(1, 2)
         k = (h @ p[pre + "self_attn.k_proj.weight"].T).view(B, T, KV, HS).transpose(1, 2)
         v = (h @ p[pre + "self_attn.v_proj.weight"].T).view(B, T, KV, HS).transpose(1, 2)
+        if cfg["qk_norm"]:
+            q = rms_norm(q, p[pre + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, p[pre + "self_attn.k_norm.weight"], eps)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k = k.repeat_interleave(NH // KV, dim=1)
         v = v.repeat_interleave(NH // KV, dim=1)
@@ -79,9 +86,12 @@ def forward(p, cfg, inputs):
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ p[pre + "self_attn.o_proj.weight"].T
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"], eps)
-        gate = h @ p[pre + "mlp.gate_proj.weight"].T
         up = h @ p[pre + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ p[pre + "mlp.down_proj.weight"].T
+        if cfg["mlp"] == "relu2":
+            a = torch.relu(up).square()
+        else:
+            a = torch.nn.functional.silu(h @ p[pre + "mlp.gate_proj.weight"].T) * up
+        x = x + a @ p[pre + "mlp.down_proj.weight"].T
     x = rms_norm(x, p["model.norm.weight"], eps)
     head = p["model.embed_tokens.weight"] if cfg["tie"] else p["lm_head.weight"]
     return x @ head.T
@@ -97,6 +107,8 @@ def main(argv):
     cfg["rope_theta"] = float(meta["rope_theta"])
     cfg["rms_eps"] = float(meta["rms_eps"])
     cfg["tie"] = meta["tie"] == "1"
+    cfg["qk_norm"] = meta.get("qk_norm", "0") == "1"
+    cfg["mlp"] = meta.get("mlp", "swiglu")
     inputs = torch.from_numpy(np.asarray(tensors.pop("inputs"), dtype=np.int64))
     targets = torch.from_numpy(np.asarray(tensors.pop("targets"), dtype=np.int64))
     params = {n: torch.tensor(np.asarray(a, dtype=np.float32), requires_grad=True) for n, a in tensors.items()}

@@ -83,5 +83,45 @@ TEST(LlamaTrain, TrainsInBf16) {
   EXPECT_LT(l.back().second, l.front().second) << r.output;
 }
 
+// The block options: ReLU² with QK-norm in bf16 learns and saves as mptrain's own config type
+// (no transformers class computes ReLU²: export refuses it in one line); QK-norm alone saves
+// and exports as Qwen3ForCausalLM; eval loads both; GPT-2 refuses the options.
+TEST(LlamaTrain, Relu2AndQkNormTrainSaveAndExport) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path());
+  auto r = run_mptrain(llama_args(tmp.path()) + " --mlp relu2 --qk-norm --precision bf16 --steps 8 --run-dir " +
+                       (tmp / "r"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto l = read_losses(tmp / "r");
+  ASSERT_EQ(l.size(), 8u);
+  EXPECT_LT(l.back().second, l.front().second - 0.3) << r.output;
+  nlohmann::json config;
+  std::ifstream(tmp / "r/step_00000008/config.json") >> config;
+  EXPECT_EQ(config["model_type"], "mptrain_llama");
+  EXPECT_EQ(config["hidden_act"], "relu2");
+  EXPECT_EQ(config["qk_norm"], true);
+  SafetensorsFile weights(tmp / "r/step_00000008/model.safetensors");
+  EXPECT_TRUE(weights.contains("model.layers.1.self_attn.q_norm.weight"));
+  EXPECT_FALSE(weights.contains("model.layers.1.mlp.gate_proj.weight"));
+  auto ev = run_mptrain("eval --checkpoint " + (tmp / "r/step_00000008") + " --data '" + tmp.path() +
+                        "/val_*.bin' --batch 2 --seq 32 --steps 2 --threads 2");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  auto ex = run_mptrain("convert --to-hf " + (tmp / "r/step_00000008") + " --out " + (tmp / "hf-r"));
+  EXPECT_NE(ex.exit_code, 0);
+  EXPECT_NE(ex.output.find("a ReLU² MLP has no Hugging Face form"), std::string::npos) << ex.output;
+
+  auto q = run_mptrain(llama_args(tmp.path()) + " --qk-norm --steps 4 --run-dir " + (tmp / "q"));
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  auto eq = run_mptrain("convert --to-hf " + (tmp / "q/step_00000004") + " --out " + (tmp / "hf-q"));
+  ASSERT_EQ(eq.exit_code, 0) << eq.output;
+  std::ifstream(tmp / "hf-q/config.json") >> config;
+  EXPECT_EQ(config["architectures"][0], "Qwen3ForCausalLM");
+
+  auto g = run_mptrain("train --qk-norm --train-data '" + tmp.path() + "/train_*.bin' --steps 1 --run-dir " +
+                       (tmp / "g"));
+  EXPECT_NE(g.exit_code, 0);
+  EXPECT_NE(g.output.find("--mlp and --qk-norm are Llama's block options"), std::string::npos) << g.output;
+}
+
 }  // namespace
 }  // namespace mptrain

@@ -173,4 +173,17 @@ void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, i
   }
 }
 
+void relu2_forward(float* out, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const float r = x[i] > 0.0f ? x[i] : 0.0f;
+    out[i] = r * r;
+  }
+}
+
+void relu2_backward(float* dx, const float* dout, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) dx[i] = dout[i] * 2.0f * (x[i] > 0.0f ? x[i] : 0.0f);
+}
+
 }  // namespace mptrain::cpu

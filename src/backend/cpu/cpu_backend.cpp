@@ -230,16 +230,18 @@ void CpuBackend::run(const LinearBackwardArgs& a) {
 
 void CpuBackend::run(const LayerNormArgs& a) {
   if (widened(a, [](std::string_view n) { return n != "out"; })) return;  // out: any storage
-  const int N = as_int(a.x.dim(0)), C = as_int(a.x.dim(1));
+  const NormRows r = NormRows::of(a.x);
   layernorm_forward_typed(a.out.ptr, a.out.type, a.mean.as<float>(), a.rstd.as<float>(), a.x.as<float>(),
-                          a.gamma.as<float>(), a.beta.as<float>(), N, C, a.eps, a.rms);
+                          a.gamma.as<float>(), a.beta.as<float>(), as_int(r.rows), as_int(r.C), a.eps, a.rms,
+                          r.groups, r.stride);
 }
 
 void CpuBackend::run(const LayerNormBackwardArgs& a) {
   if (widened(a, every)) return;
+  const NormRows r = NormRows::of(a.x);
   cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
                           a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
-                          as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.rms);
+                          as_int(r.rows), as_int(r.C), a.rms, r.groups, r.stride, a.accumulate);
 }
 
 void CpuBackend::run(const AttentionArgs& a) {
@@ -389,6 +391,16 @@ void CpuBackend::run(const SwigluBackwardArgs& a) {
   if (widened(a, every)) return;
   cpu::swiglu_backward(a.dgate_up.as<float>(), a.dout.as<float>(), a.gate_up.as<float>(), as_int(a.dout.dim(0)),
                   as_int(a.dout.dim(1)));
+}
+
+void CpuBackend::run(const Relu2Args& a) {
+  if (widened(a, every)) return;
+  cpu::relu2_forward(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
+}
+
+void CpuBackend::run(const Relu2BackwardArgs& a) {
+  if (widened(a, every)) return;
+  cpu::relu2_backward(a.dx.as<float>(), a.dout.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
 }
 
 void CpuBackend::run(const ScaleArgs& a) {

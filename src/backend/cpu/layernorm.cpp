@@ -27,6 +27,19 @@ constexpr int kStrip = 64;  // channels per task in the final reduction (256 byt
 
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 
+// Row n's first element (ops/layernorm.h: rows in groups at a stride, or contiguous).
+struct RowAt {
+  std::int64_t C, groups, stride;
+  size_t operator()(int n) const {
+    return static_cast<size_t>(groups == 1 ? n * stride : n / groups * stride + n % groups * C);
+  }
+};
+RowAt row_at(int C, std::int64_t groups, std::int64_t stride) {
+  MPT_CHECK(groups >= 1 && (stride == 0 || stride >= groups * C),
+            "[layernorm] bad row groups: groups=" + std::to_string(groups) + " stride=" + std::to_string(stride));
+  return {C, groups, stride ? stride : static_cast<std::int64_t>(C) * groups};
+}
+
 // Mean and 1/sqrt(variance + eps) of one row x[0, C) (inv_c = 1/C), two passes; rms: m = 0 and
 // the mean of squares (RMSNorm).
 void row_mean_rstd(const float* x, int C, float inv_c, float eps, bool rms, float& m, float& s) {
@@ -47,15 +60,17 @@ void row_mean_rstd(const float* x, int C, float inv_c, float eps, bool rms, floa
 }  // namespace
 
 void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd, const float* inp,
-                             const float* weight, const float* bias, int N, int C, float eps, bool rms) {
+                             const float* weight, const float* bias, int N, int C, float eps, bool rms,
+                             std::int64_t groups, std::int64_t stride) {
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward_typed] bad size: " + dims(N, C));
+  const RowAt at = row_at(C, groups, stride);
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward_typed] eps must be >= 0, got " + std::to_string(eps));
   const float inv_c = 1.0f / static_cast<float>(C);
   const size_t eo = storage_bytes(to);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* x = inp + static_cast<size_t>(n) * C;
-    char* y = static_cast<char*>(out) + static_cast<size_t>(n) * C * eo;
+    const float* x = inp + at(n);
+    char* y = static_cast<char*>(out) + at(n) * eo;
     float m, s;
     row_mean_rstd(x, C, inv_c, eps, rms, m, s);
     float tmp[kChunk];
@@ -73,8 +88,10 @@ void layernorm_forward_typed(void* out, StorageType to, float* mean, float* rstd
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int N, int C, bool rms) {
+                        const float* weight, const float* mean, const float* rstd, int N, int C, bool rms,
+                        std::int64_t groups, std::int64_t stride, bool accumulate) {
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_backward] bad size: " + dims(N, C));
+  const RowAt at = row_at(C, groups, stride);
   if (N == 0) return;
   const int chunks = std::min(N, kChunks);
   const size_t cs = static_cast<size_t>(C);
@@ -91,9 +108,9 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const int n0 = static_cast<int>(static_cast<long long>(N) * k / chunks);
       const int n1 = static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
       for (int n = n0; n < n1; ++n) {
-        const float* x = inp + static_cast<size_t>(n) * C;
-        const float* dy = dout + static_cast<size_t>(n) * C;
-        float* dx = dinp + static_cast<size_t>(n) * C;
+        const float* x = inp + at(n);
+        const float* dy = dout + at(n);
+        float* dx = dinp + at(n);  // may be dy itself (!accumulate): each element read before written
         const float m = rms ? 0.0f : mean[n];
         const float s = rstd[n];
         float sum_g = 0.0f, sum_gn = 0.0f;
@@ -105,12 +122,12 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         }
         const float mg = rms ? 0.0f : sum_g * inv_c;  // RMSNorm subtracts no mean
         const float mgn = sum_gn * inv_c;
-#pragma omp simd  // dx, pw and pb are distinct buffers
+#pragma omp simd  // pw and pb are distinct buffers; dx[c] depends on dy[c] alone
         for (int c = 0; c < C; ++c) {
-          float norm = (x[c] - m) * s;
-          dx[c] += s * (weight[c] * dy[c] - mg - norm * mgn);
-          pw[c] += dy[c] * norm;
-          pb[c] += dy[c];
+          const float norm = (x[c] - m) * s, g = dy[c];
+          pw[c] += g * norm;
+          pb[c] += g;
+          dx[c] = (accumulate ? dx[c] : 0.0f) + s * (weight[c] * g - mg - norm * mgn);
         }
       }
     }

@@ -51,6 +51,13 @@ struct TanhBwd {
   __device__ float operator()(float y, float dy) const { return (1.0f - y * y) * dy; }
 };
 
+struct Relu2Fwd {
+  __device__ float operator()(float x) const { return x > 0.0f ? x * x : 0.0f; }
+};
+struct Relu2Bwd {
+  __device__ float operator()(float x, float dy) const { return x > 0.0f ? 2.0f * x * dy : 0.0f; }
+};
+
 // SwiGLU: one thread per (row, channel) of out, grid-stride; sigmoid with the accurate expf.
 constexpr int kSwigluThreads = 256;
 
@@ -129,6 +136,15 @@ void swiglu_backward(T* dgate_up, const T* dout, const T* gate_up, int N, int I,
   MPT_CUDA_CHECK_LAUNCH("swiglu_backward_kernel");
 }
 
+template <class T>
+void relu2_forward(T* out, const T* x, size_t n, Context& ctx) {
+  map_op<T, 1>("relu2_forward", out, Inputs<T, 1>{{x}}, n, Relu2Fwd{}, ctx);
+}
+template <class T>
+void relu2_backward(T* dx, const T* x, const T* dout, size_t n, Context& ctx) {
+  map_op<T, 2>("relu2_backward", dx, Inputs<T, 2>{{x, dout}}, n, Relu2Bwd{}, ctx);
+}
+
 #define MPT_INSTANTIATE_SWIGLU(T)                                    \
   template void swiglu_forward<T>(T*, const T*, int, int, Context&); \
   template void swiglu_backward<T>(T*, const T*, const T*, int, int, Context&);
@@ -137,5 +153,6 @@ MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE_SWIGLU)
 MPT_INSTANTIATE_ACTIVATION(gelu_forward, gelu_backward)
 MPT_INSTANTIATE_ACTIVATION(gelu_erf_forward, gelu_erf_backward)
 MPT_INSTANTIATE_ACTIVATION(tanh_forward, tanh_backward)
+MPT_INSTANTIATE_ACTIVATION(relu2_forward, relu2_backward)
 
 }  // namespace mptrain::cuda

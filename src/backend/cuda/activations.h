@@ -34,4 +34,11 @@ void swiglu_forward(T* out, const T* gate_up, int N, int I, Context& ctx);
 template <class T>
 void swiglu_backward(T* dgate_up, const T* dout, const T* gate_up, int N, int I, Context& ctx);
 
+// ReLU² (modded-nanogpt's MLP): out[i] (=) = relu(x[i])²;  dx[i] (=) = dout[i]·2·relu(x[i]) (dx may
+// be dout).
+template <class T>
+void relu2_forward(T* out, const T* x, size_t n, Context& ctx);
+template <class T>
+void relu2_backward(T* dx, const T* x, const T* dout, size_t n, Context& ctx);
+
 }  // namespace mptrain::cuda

@@ -392,18 +392,27 @@ void CudaBackend::run(const LinearBackwardArgs& a) {
   }
 }
 
+namespace {
+cuda::NormLayout norm_layout(const View& x, bool accumulate = true) {
+  const NormRows r = NormRows::of(x);
+  return {r.groups, r.stride, accumulate};
+}
+}  // namespace
+
 void CudaBackend::run(const LayerNormArgs& a) {
-  const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
+  const NormRows r = NormRows::of(a.x);
+  const int N = static_cast<int>(r.rows), C = static_cast<int>(r.C);
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
-                         in(a.gamma), in(a.beta), N, C, a.eps, a.rms, *ctx_);
+                         in(a.gamma), in(a.beta), N, C, a.eps, a.rms, *ctx_, norm_layout(a.x));
   });
 }
 
 void CudaBackend::run(const LayerNormBackwardArgs& a) {
-  const int N = static_cast<int>(a.x.dim(0)), C = static_cast<int>(a.x.dim(1));
+  const NormRows r = NormRows::of(a.x);
+  const int N = static_cast<int>(r.rows), C = static_cast<int>(r.C);
   float* work =
       static_cast<float*>(scratch(kLayerNorm, layernorm_backward_scratch_floats(N, C) * sizeof(float)));
   dispatch_storage(a.x.type, [&](auto tag) {
@@ -411,7 +420,8 @@ void CudaBackend::run(const LayerNormBackwardArgs& a) {
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     cuda::layernorm_backward<T>(static_cast<T*>(a.dx.ptr), static_cast<T*>(a.dgamma.ptr),
                                 static_cast<T*>(a.dbeta.ptr), in(a.dout), in(a.x), in(a.gamma),
-                                a.mean.as<float>(), a.rstd.as<float>(), work, N, C, a.rms, *ctx_);
+                                a.mean.as<float>(), a.rstd.as<float>(), work, N, C, a.rms, *ctx_,
+                                norm_layout(a.x, a.accumulate));
   });
 }
 
@@ -699,6 +709,21 @@ void CudaBackend::run(const SwigluArgs& a) {
     using T = typename decltype(tag)::type;
     swiglu_forward<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.gate_up.ptr),
                       static_cast<int>(a.out.dim(0)), static_cast<int>(a.out.dim(1)), *ctx_);
+  });
+}
+
+void CudaBackend::run(const Relu2Args& a) {
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    relu2_forward<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.x.ptr), count(a.x), *ctx_);
+  });
+}
+
+void CudaBackend::run(const Relu2BackwardArgs& a) {
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::relu2_backward<T>(static_cast<T*>(a.dx.ptr), static_cast<const T*>(a.x.ptr),
+                            static_cast<const T*>(a.dout.ptr), count(a.x), *ctx_);
   });
 }
 

@@ -36,16 +36,31 @@ constexpr int kBwdThreads = 256;  // backward: 8 warps (the warp-per-row kernel'
 constexpr int kMaxLaneValues = 32;
 
 std::string dims(int N, int C) { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+
+// Row n's first element (NormLayout), passed by value to the kernels.
+struct RowAt {
+  long long groups, stride, C;
+  __device__ size_t operator()(int n) const {
+    return static_cast<size_t>(groups == 1 ? n * stride : n / groups * stride + n % groups * C);
+  }
+};
+RowAt row_at(const NormLayout& rows, int C) {
+  MPT_CHECK(rows.groups >= 1 && (rows.stride == 0 || rows.stride >= rows.groups * C),
+            "[layernorm] bad row groups: groups=" + std::to_string(rows.groups) +
+                " stride=" + std::to_string(rows.stride));
+  return {rows.groups, rows.stride ? rows.stride : rows.groups * C, C};
+}
+
 int chunks_for(int N) { return N < kMaxChunks ? N : kMaxChunks; }
 
 // W: elements per access (kPack<T> or 1).
 template <class T, int W>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* a, const T* weight,
-                                         const T* bias, int N, int C, float eps, bool rms) {
+                                         const T* bias, int N, int C, float eps, bool rms, RowAt at) {
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * kRowsPerBlock + (threadIdx.x >> 5);
   if (row >= N) return;  // a whole warp leaves; the kernel has no block barrier
-  const size_t off = static_cast<size_t>(row) * C;
+  const size_t off = at(row);
   const T* x = a + off;
   float sum = 0.0f;
   for (int c = lane * W; c < (rms ? 0 : C); c += 32 * W) {
@@ -96,24 +111,24 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 
 template <class T>
 void launch_forward(T* out, float* mean, float* rstd, const T* a, const T* weight, const T* bias, int N,
-                    int C, float eps, bool rms, Context& ctx) {
+                    int C, float eps, bool rms, RowAt at, Context& ctx) {
   constexpr int P = kPack<T>;
-  const bool vec = C % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
+  const bool vec = C % P == 0 && at.stride % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
   const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   const int threads = 32 * kRowsPerBlock;
   if (vec)
     layernorm_forward_kernel<T, P>
-        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms);
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms, at);
   else
     layernorm_forward_kernel<T, 1>
-        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms);
+        <<<grid, threads, 0, ctx.stream()>>>(out, mean, rstd, a, weight, bias, N, C, eps, rms, at);
   MPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
 template <class T>
 __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout, const T* inp,
                                           const T* weight, const float* mean, const float* rstd, int N, int C,
-                                          int chunks, bool rms) {
+                                          int chunks, bool rms, RowAt at, bool accumulate) {
   extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
   __shared__ float red[32];
   float* dw = acc;
@@ -124,7 +139,7 @@ __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout
   const int n1 = static_cast<int>(static_cast<long long>(N) * (k + 1) / chunks);
   const float inv_c = 1.0f / static_cast<float>(C);
   for (int n = n0; n < n1; ++n) {  // uniform over the block: every thread reaches block_sum
-    const size_t off = static_cast<size_t>(n) * C;
+    const size_t off = at(n);
     const float m = rms ? 0.0f : mean[n], s = rstd[n];
     float sg = 0.0f, sgn = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
@@ -139,7 +154,8 @@ __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout
       const float dy = to_f32(dout[off + c]);
       const float norm = (to_f32(inp[off + c]) - m) * s;
       const float dx = s * (to_f32(weight[c]) * dy - mg - norm * mgn);
-      dinp[off + c] = from_f32<T>(to_f32(dinp[off + c]) + dx);
+      // in place (dinp = dout, !accumulate): this thread read dout[off + c] above
+      dinp[off + c] = from_f32<T>((accumulate ? to_f32(dinp[off + c]) : 0.0f) + dx);
       dw[c] += dy * norm;
       db[c] += dy;
     }
@@ -159,7 +175,8 @@ __global__ void layernorm_backward_kernel(T* dinp, float* partial, const T* dout
 template <class T, int P>
 __global__ void __launch_bounds__(kBwdThreads, 2)
     layernorm_backward_warp_kernel(T* dinp, float* partial, const T* dout, const T* inp, const T* weight,
-                                   const float* mean, const float* rstd, int N, int C, int chunks, bool rms) {
+                                   const float* mean, const float* rstd, int N, int C, int chunks, bool rms,
+                                   RowAt at, bool accumulate) {
   constexpr int W = kPack<T>;
   constexpr int kWarps = kBwdThreads / 32;
   extern __shared__ float acc[];  // dweight partial [C], then dbias partial [C]
@@ -178,7 +195,7 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
   const int n1 = static_cast<int>(static_cast<long long>(N) * (chunk + 1) / chunks);
   const float inv_c = 1.0f / static_cast<float>(C);
   for (int n = n0 + warp; n < n1; n += kWarps) {  // whole warps: the shuffles see every lane
-    const size_t off = static_cast<size_t>(n) * C;
+    const size_t off = at(n);
     const float m = rms ? 0.0f : mean[n], s = rstd[n];
     float sg = 0.0f, sgn = 0.0f;
 #pragma unroll
@@ -200,13 +217,14 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
       const int c = (j * 32 + lane) * W;
       if (c >= C) continue;
       const Pack<T> py = load_pack(dout + off + c), px = load_pack(inp + off + c);
-      Pack<T> pd = load_pack(dinp + off + c);
+      Pack<T> pd = py;  // overwritten below where !accumulate (dinp may then be dout)
+      if (accumulate) pd = load_pack(dinp + off + c);
 #pragma unroll
       for (int k = 0; k < W; ++k) {
         const float dy = to_f32(py.v[k]);
         const float xn = (to_f32(px.v[k]) - m) * s;
         const float dx = s * (wt[j][k] * dy - mg - xn * mgn);
-        pd.v[k] = from_f32<T>(to_f32(pd.v[k]) + dx);
+        pd.v[k] = from_f32<T>((accumulate ? to_f32(pd.v[k]) : 0.0f) + dx);
         dw[j][k] += dy * xn;
         db[j][k] += dy;
       }
@@ -271,14 +289,14 @@ void with_packs(int packs, F&& f) {
 
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int N,
-                       int C, float eps, bool rms, Context& ctx) {
+                       int C, float eps, bool rms, Context& ctx, const NormLayout& rows) {
   MPT_PROFILE_RANGE("layernorm_forward");
   MPT_CHECK(N >= 0 && C > 0, "[layernorm_forward] bad size: " + dims(N, C));
   MPT_CHECK(eps >= 0.0f, "[layernorm_forward] eps must be >= 0, got " + std::to_string(eps));
   if (N == 0) return;
   MPT_CHECK(out && (rms || (mean && bias)) && rstd && inp && weight,
             "[layernorm_forward] null pointer: " + dims(N, C));
-  launch_forward<T>(out, mean, rstd, inp, weight, bias, N, C, eps, rms, ctx);
+  launch_forward<T>(out, mean, rstd, inp, weight, bias, N, C, eps, rms, row_at(rows, C), ctx);
 }
 
 size_t layernorm_backward_scratch_floats(int N, int C) {
@@ -288,7 +306,7 @@ size_t layernorm_backward_scratch_floats(int N, int C) {
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
                         const float* mean, const float* rstd, float* scratch, int N, int C, bool rms,
-                        Context& ctx) {
+                        Context& ctx, const NormLayout& rows) {
   MPT_PROFILE_RANGE("layernorm_backward");
   MPT_CHECK(N >= 0 && C > 0 && C <= kMaxC,
             "[layernorm_backward] bad size (C <= " + std::to_string(kMaxC) + "): " + dims(N, C));
@@ -300,20 +318,21 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   const size_t smem = 2 * static_cast<size_t>(C) * sizeof(float);
   constexpr int W = kPack<T>;
   const int packs = (C + 32 * W - 1) / (32 * W);  // per lane, in the warp-per-row kernel
-  const bool warp_rows = C % W == 0 && packs * W <= kMaxLaneValues && aligned16(dinp) && aligned16(dout) &&
+  const RowAt at = row_at(rows, C);
+  const bool warp_rows = C % W == 0 && at.stride % W == 0 && packs * W <= kMaxLaneValues && aligned16(dinp) && aligned16(dout) &&
                          aligned16(inp) && aligned16(weight);
   if (warp_rows) {
     auto launch = [&](auto p) {
       constexpr int P = decltype(p)::value;
       if constexpr (P * W <= kMaxLaneValues)
         layernorm_backward_warp_kernel<T, P><<<chunks, threads, smem, ctx.stream()>>>(
-            dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks, rms);
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks, rms, at, rows.accumulate);
     };
     with_packs<1>(packs, launch);  // P = packs per lane, a compile-time count: the arrays stay in registers
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_warp_kernel");
   } else {
-    layernorm_backward_kernel<T><<<chunks, threads, smem, ctx.stream()>>>(dinp, scratch, dout, inp, weight,
-                                                                          mean, rstd, N, C, chunks, rms);
+    layernorm_backward_kernel<T><<<chunks, threads, smem, ctx.stream()>>>(
+        dinp, scratch, dout, inp, weight, mean, rstd, N, C, chunks, rms, at, rows.accumulate);
     MPT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
   }
   layernorm_param_grad_kernel<T><<<(2 * C + 31) / 32, threads, 0, ctx.stream()>>>(  // 32 columns a block
@@ -323,9 +342,9 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
 
 #define MPT_INSTANTIATE(T)                                                                                  \
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int, float,     \
-                                     bool, Context&);                                                       \
+                                     bool, Context&, const NormLayout&);                                    \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const float*, const float*, \
-                                      float*, int, int, bool, Context&);
+                                      float*, int, int, bool, Context&, const NormLayout&);
 MPT_FOR_STORAGE_TYPES(MPT_INSTANTIATE)
 
 }  // namespace mptrain::cuda

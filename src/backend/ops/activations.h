@@ -46,4 +46,9 @@ void tanh_backward_typed(void* dinp, StorageType td, const void* out, StorageTyp
 void swiglu_forward(float* out, const float* gate_up, int N, int I);
 void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N, int I);
 
+// ReLU² (modded-nanogpt's MLP), fp32, n elements: out (=) = relu(x)²; dx (=) = dout·2·relu(x)
+// (dx may be dout).
+void relu2_forward(float* out, const float* x, size_t n);
+void relu2_backward(float* dx, const float* dout, const float* x, size_t n);
+
 }  // namespace mptrain::cpu
