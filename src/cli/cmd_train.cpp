@@ -55,7 +55,7 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option(
          "--model", *model_kind,
          "Model family: gpt2 (token shards), llama (token shards; RMSNorm, rotary embeddings, grouped-query "
-         "attention, SwiGLU; presets llama-tiny, llama-mini (default), llama-135m) or bert (an instance file "
+         "attention, SwiGLU; presets llama-tiny, llama-mini (default), llama-d6, llama-135m) or bert (an instance file "
          "of 'prepare --task bert'; presets bert-tiny, bert-mini (default), bert-small, bert-medium, "
          "bert-base, bert-large)")
       ->capture_default_str()

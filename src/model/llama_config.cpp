@@ -19,6 +19,9 @@ const std::map<std::string, Shape>& preset_table() {
   static const std::map<std::string, Shape> table = {
       {"llama-tiny", {2, 4, 2, 64, 176, false}},
       {"llama-mini", {4, 4, 2, 256, 688, false}},
+      // GPT-2 d6's twin for the block race (issue 40): 6 × 384, 6 heads, tied, and the MLP at 8/3·C
+      // so that a block has GPT-2's 12·C² weights (4·C² attention, 3·C·I = 8·C² SwiGLU).
+      {"llama-d6", {6, 6, 6, 384, 1024, true}},
       {"llama-135m", {30, 9, 3, 576, 1536, true}},
   };
   return table;

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Block race (issue 40): the GPT-2 block against the modern (Llama-style) block, same work.
+
+Both families train with `mptrain train` on the same corpus, batch, sequence length, step budget,
+warmup-then-cosine-to-zero schedule and data order, at the same parameter count (GPT-2 d6 and its
+twin llama-d6: 6 x 384, 12*C^2 weights a block, tied heads). For each optimizer (AdamW, Muon) and
+each family the learning rate is swept; where the best (lowest final validation loss) lies at the
+sweep's edge the sweep is extended by a factor of 2 past that edge (at most --max-extend times), so
+that the best lies inside it. Each best is then rerun with the second seed.
+
+The target is the validation loss the GPT-2 block's best AdamW run reaches at --target-minutes
+(its first validation at or after that wall time); every run's wall time and tokens to that loss
+are read from its metrics.jsonl (`elapsed_s` of the first validation at or below it). The ratio
+is the modern block's time over GPT-2's under the same optimizer, each the median of its seeds
+(the mean of two). Throughput: median ms/step of each family's runs.
+
+    python3 bench/block_race.py [--mptrain build/mptrain] [--data data/fortunes]
+        [--optimizers adamw,muon] [--steps 600] [--batch 16] [--seq 64] [--precision bf16]
+        [--adamw-lrs 5e-4,1e-3,2e-3] [--muon-lrs 1e-3,2e-3,4e-3] [--llama-flags "--qk-norm"]
+        [--seeds 1,2] [--deadline 2026-11-29T03:20] [--out runs/block-race]
+
+Runs already complete under --out (metrics.jsonl holding the last step) are reused, so a race cut
+by --deadline resumes where it stopped. Needs only the Python standard library.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+
+from optimizer_race import final_val, first_reaching, read_metrics  # noqa: E402
+
+FAMILIES = {"gpt2": ("gpt2", "d6"), "llama": ("llama", "llama-d6")}
+
+
+def run_name(family, optimizer, lr, seed):
+    return f"{family}-{optimizer}-lr{lr:g}-seed{seed}"
+
+
+def complete(metrics, steps):
+    if not os.path.exists(metrics):
+        return False
+    return any(r.get("step") == steps and "val_loss" in r for r in read_metrics(metrics))
+
+
+class Race:
+    def __init__(self, args):
+        self.args = args
+        self.results = {}  # name -> {"records", "seconds", "lr", "family", "optimizer", "seed"}
+        self.deadline = datetime.datetime.fromisoformat(args.deadline) if args.deadline else None
+        self.run_seconds = []  # wall of the runs made here, to judge whether one more fits
+
+    def out_of_time(self):
+        if not self.deadline:
+            return False
+        guess = max(self.run_seconds) if self.run_seconds else 0
+        return datetime.datetime.now() + datetime.timedelta(seconds=guess) > self.deadline
+
+    def run(self, family, optimizer, lr, seed):
+        a = self.args
+        name = run_name(family, optimizer, lr, seed)
+        if name in self.results:
+            return self.results[name]
+        run_dir = os.path.join(a.out, name)
+        metrics = os.path.join(run_dir, "metrics.jsonl")
+        model, preset = FAMILIES[family]
+        if not complete(metrics, a.steps):
+            if self.out_of_time():
+                print(f"block_race: deadline {a.deadline}: {name} not started", flush=True)
+                return None
+            os.makedirs(run_dir, exist_ok=True)
+            if os.path.exists(metrics):
+                os.remove(metrics)  # a run cut short: metrics.jsonl is appended to
+            cmd = [a.mptrain, "train", "--model", model, "--preset", preset, "--optimizer", optimizer,
+                   "--train-data", os.path.join(a.data, "*_train_*.bin"),
+                   "--val-data", os.path.join(a.data, "*_val_*.bin"),
+                   "--batch", str(a.batch), "--seq", str(a.seq), "--steps", str(a.steps), "--lr", str(lr),
+                   "--warmup", str(a.warmup), "--min-lr-frac", "0", "--val-every", str(a.every),
+                   "--val-steps", str(a.val_steps), "--log-every", str(a.every), "--sample-tokens", "16",
+                   "--seed", str(seed), "--precision", a.precision, "--threads", str(a.threads),
+                   "--progress", "lines", "--save-every", "0", "--run-dir", run_dir]
+            if family == "llama":
+                cmd += shlex.split(a.llama_flags)
+            print("$ " + " ".join(cmd), flush=True)
+            t0 = time.time()
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                sys.stdout.write(proc.stdout)
+                sys.exit(f"block_race: the {name} run failed (exit {proc.returncode})")
+            self.run_seconds.append(time.time() - t0)
+        records = read_metrics(metrics)
+        r = {"records": records, "lr": lr, "family": family, "optimizer": optimizer, "seed": seed,
+             "dir": run_dir, "seconds": max((x.get("elapsed_s", 0) for x in records), default=0)}
+        self.results[name] = r
+        print(f"  {name}: final val {final_val(records):.4f}", flush=True)
+        return r
+
+    def sweep(self, family, optimizer, lrs):
+        """The best lr of a sweep extended past its edge until the best lies inside (or None)."""
+        seed = self.args.seeds[0]
+        lrs = sorted(lrs)
+        for _ in range(self.args.max_extend + 1):
+            done = [self.run(family, optimizer, lr, seed) for lr in lrs]
+            if any(r is None for r in done):
+                return None
+            best = min(range(len(lrs)), key=lambda i: final_val(done[i]["records"]))
+            if 0 < best < len(lrs) - 1:
+                return lrs[best]
+            lrs = [lrs[0] / 2] + lrs if best == 0 else lrs + [lrs[-1] * 2]
+        print(f"block_race: {family} {optimizer}: the best lr is still at the sweep's edge ({lrs})", flush=True)
+        return lrs[best]
+
+
+def tokens_per_step(args):
+    return args.batch * args.seq
+
+
+def report(race, bests, target, target_src):
+    a = race.args
+    print()
+    print(f"block race on {os.path.basename(os.path.normpath(a.data))}: gpt2 d6 vs llama-d6 {a.llama_flags}, "
+          f"batch {a.batch}x{a.seq}, {a.steps} steps, {a.precision}, warmup {a.warmup} then cosine to 0")
+    print(f"target: validation loss {target:.4f} ({target_src})")
+    print(f"{'run':>34} {'final val':>10} {'s to target':>12} {'tokens to target':>17} {'ms/step':>8}")
+    for name, r in sorted(race.results.items()):
+        step, secs = first_reaching(r["records"], target)
+        ms = sorted(x["ms"] for x in r["records"] if "ms" in x)
+        med = ms[len(ms) // 2] if ms else float("nan")
+        print(f"{name:>34} {final_val(r['records']):>10.4f} {secs if secs else '-':>12} "
+              f"{step * tokens_per_step(a) if step else '-':>17} {med:>8.0f}")
+    summary = {}
+    for optimizer in a.optimizers:
+        times = {}
+        for family in FAMILIES:
+            lr = bests.get((family, optimizer))
+            if lr is None:
+                continue
+            secs = []
+            for seed in a.seeds:
+                r = race.results.get(run_name(family, optimizer, lr, seed))
+                if r:
+                    _, s = first_reaching(r["records"], target)
+                    secs.append(s if s else float("inf"))
+            if secs:
+                times[family] = sorted(secs)[len(secs) // 2] if len(secs) % 2 else sum(secs) / len(secs)
+                summary[f"{family}-{optimizer}"] = {"lr": lr, "seconds_to_target": secs}
+        if "gpt2" in times and "llama" in times:
+            ratio = times["llama"] / times["gpt2"]
+            summary[f"ratio-{optimizer}"] = ratio
+            print(f"{optimizer}: llama {times['llama']:.0f} s vs gpt2 {times['gpt2']:.0f} s to the target: "
+                  f"{ratio:.2f}x (target <= 0.85x)")
+    for family in FAMILIES:
+        ms = sorted(x["ms"] for r in race.results.values() if r["family"] == family for x in r["records"] if "ms" in x)
+        if ms:
+            summary[f"ms_per_step-{family}"] = ms[len(ms) // 2]
+    if "ms_per_step-gpt2" in summary and "ms_per_step-llama" in summary:
+        t = summary["ms_per_step-gpt2"] / summary["ms_per_step-llama"]
+        print(f"throughput: llama {summary['ms_per_step-llama']:.0f} ms/step vs gpt2 "
+              f"{summary['ms_per_step-gpt2']:.0f}: llama's tokens/s {t:.2f}x gpt2's (target >= 0.90x)")
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump({"target": target, "bests": {f"{k[0]}-{k[1]}": v for k, v in bests.items()}, **summary}, f,
+                  indent=1)
+    dirs = [r["dir"] for _, r in sorted(race.results.items())]
+    html = os.path.join(a.out, "race.html")
+    rep = subprocess.run([a.mptrain, "report", *dirs, "-o", html, "--title", "Block race: GPT-2 vs Llama"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(rep.stdout.strip() if rep.returncode == 0 else f"report failed: {rep.stdout.strip()}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mptrain", default=os.path.join(REPO, "build", "mptrain"))
+    ap.add_argument("--data", default=os.path.join(REPO, "data", "fortunes"))
+    ap.add_argument("--optimizers", default="adamw,muon")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--every", type=int, default=25, help="validate and log every N steps")
+    ap.add_argument("--val-steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--adamw-lrs", default="5e-4,1e-3,2e-3")
+    ap.add_argument("--muon-lrs", default="1e-3,2e-3,4e-3")
+    ap.add_argument("--llama-flags", default="--qk-norm", help="the modern block's options")
+    ap.add_argument("--seeds", default="1,2")
+    ap.add_argument("--max-extend", type=int, default=2)
+    ap.add_argument("--target-minutes", type=float, default=10.0)
+    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--deadline", default="", help="start no run that would end after this ISO time")
+    ap.add_argument("--out", default=os.path.join(REPO, "runs", "block-race"))
+    args = ap.parse_args()
+    args.optimizers = args.optimizers.split(",")
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+    lrs = {"adamw": [float(x) for x in args.adamw_lrs.split(",")],
+           "muon": [float(x) for x in args.muon_lrs.split(",")]}
+
+    race = Race(args)
+    bests = {}
+    # The baseline first: its best AdamW run sets the target.
+    for optimizer in args.optimizers:
+        for family in FAMILIES:
+            best = race.sweep(family, optimizer, lrs[optimizer])
+            if best is not None:
+                bests[(family, optimizer)] = best
+    for (family, optimizer), lr in list(bests.items()):
+        for seed in args.seeds[1:]:
+            race.run(family, optimizer, lr, seed)
+
+    base = race.results.get(run_name("gpt2", "adamw", bests.get(("gpt2", "adamw"), 0), args.seeds[0]))
+    if not base:
+        sys.exit("block_race: no GPT-2 AdamW best, so no target")
+    vals = [r for r in base["records"] if "val_loss" in r]
+    at = next((r for r in vals if r.get("elapsed_s", 0) >= 60 * args.target_minutes), vals[-1])
+    report(race, bests, at["val_loss"],
+           f"gpt2 adamw lr {bests[('gpt2', 'adamw')]:g} at step {at['step']}, {at.get('elapsed_s', 0):.0f} s")
+
+
+if __name__ == "__main__":
+    main()
