@@ -318,13 +318,16 @@ namespace {
 // A LayerNorm tensor: x's layout (NormRows: [N, C] contiguous, or [A, G, C] heads at stride S).
 void check_norm_rows(const Check& c, const View& x) {
   const bool rows = x.rank == 2 && x.contiguous();
-  const bool heads = x.rank == 3 && x.stride[2] == 1 && x.stride[1] == x.dim(2) && x.stride[0] >= x.dim(1) * x.dim(2);
-  c.that(rows || heads, "x is " + x.describe() +
-                            ", expected a contiguous [N, C] or [A, G, C] rows of C at a row stride of at least G·C");
+  const bool heads =
+      x.rank == 3 && x.stride[2] == 1 && x.stride[1] == x.dim(2) && x.stride[0] >= x.dim(1) * x.dim(2);
+  c.that(rows || heads,
+         "x is " + x.describe() +
+             ", expected a contiguous [N, C] or [A, G, C] rows of C at a row stride of at least G·C");
 }
 void check_like_x(const Check& c, const View& v, const char* name, const View& x) {
-  c.that(!v.empty() && v.rank == x.rank && v.shape == x.shape && v.stride == x.stride,
-         std::string(name) + " is " + v.describe() + ", expected x's shape and strides (" + x.describe() + ")");
+  c.that(
+      !v.empty() && v.rank == x.rank && v.shape == x.shape && v.stride == x.stride,
+      std::string(name) + " is " + v.describe() + ", expected x's shape and strides (" + x.describe() + ")");
 }
 }  // namespace
 

@@ -194,7 +194,8 @@ struct LinearBackwardArgs {
 // beta (both views empty), an op of its own on the same entry point.
 // The rows a LayerNorm normalises: [N, C] contiguous, or [A, G, C] with strides [S, C, 1] (S ≥
 // G·C): G rows of C inside each of A wider rows, N = A·G (QK-norm's heads inside a packed qkv;
-// every tensor of one call has x's shape and strides). rows(): N; row(r): row r's first element.
+// every tensor of one call has x's shape and strides). Row r starts at (r / groups)·stride +
+// (r % groups)·C.
 struct NormRows {
   std::int64_t rows = 0, C = 0, groups = 1, stride = 0;
   static NormRows of(const View& x) {
@@ -205,7 +206,6 @@ struct NormRows {
     r.stride = x.rank == 3 ? x.stride[0] : r.C;
     return r;
   }
-  std::int64_t row(std::int64_t r) const { return groups == 1 ? r * stride : r / groups * stride + r % groups * C; }
 };
 
 struct LayerNormArgs {

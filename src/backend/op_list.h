@@ -55,5 +55,5 @@
   X(CrossEntropyArgs) X(EmbeddingArgs) X(EmbeddingBackwardArgs) X(GatherRowsArgs)                 \
   X(ScatterAddRowsArgs) X(ArgmaxRowsArgs) X(AdamWArgs) X(SophiaArgs) X(SophiaHessianArgs)          \
   X(CountUnclippedArgs) X(UnscaleCheckArgs) X(SumSquaresArgs) X(ScaleArgs) X(MatmulArgs)          \
-  X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)   \
+  X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)           \
   X(Relu2Args) X(Relu2BackwardArgs)

@@ -96,7 +96,7 @@ ModelInfo model_info(const BenchOptions& o) {
     m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
   };
   if (is_llama(o)) {  // no PyTorch peer: the family's comparison is with GPT-2's bench
-    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
     causal(config, llama_param_table(config), llama_flops_per_token(config, o.seq));
     return m;
   }
@@ -220,7 +220,8 @@ BenchResult bench_one(const BenchOptions& o) {
     std::unique_ptr<Backend> be = backend();
     const Policy policy = policy_for(*be);
     if (is_llama(o))
-      lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple), std::move(be), policy);
+      lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple, o.llama_block), std::move(be),
+                                   policy);
     else
       lm = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
     lm->init_weights(1337);

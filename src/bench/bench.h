@@ -23,6 +23,7 @@
 
 #include "core/progress.h"
 #include "core/stats.h"  // median: every bench reports it
+#include "model/llama_config.h"
 
 namespace mptrain {
 
@@ -40,6 +41,7 @@ struct BenchOptions {
   // original ids), a random NSP label per row; fresh ids, positions and labels every step.
   std::string model = "gpt2";
   std::string preset = "gpt2";  // GPT-2 preset, or BERT preset (model/bert_config.h)
+  LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
   std::string device = "cpu";   // cpu | cuda (GPU 0: the same step on the CUDA backend)
   int vocab_multiple = 128;     // the CLI defaults it to 64 for BERT (bert_preset's default)
   int batch = 4;

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "bench/bench.h"
+#include "cli/llama_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "core/error.h"
@@ -28,6 +29,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--preset", o->preset,
                   "Preset (default: gpt2, or llama-mini with --model llama, or bert-base with --model bert)")
       ->capture_default_str();
+  add_llama_block_options(cmd, &o->llama_block);
   cmd->add_option("--vocab-multiple", o->vocab_multiple,
                   "Pad the vocabulary to a multiple of this (BERT default: 64)")
       ->capture_default_str()
@@ -96,6 +98,7 @@ void register_bench(CLI::App& app, int& exit_code) {
     o->progress = parse_progress_mode(*progress);
     parse_precision(o->precision);  // an unknown name: one clear error before any work
     if (o->model == "llama" && cmd->count("--preset") == 0) o->preset = "llama-mini";
+    check_llama_block_options(cmd, o->model);
     MPT_CHECK(o->model != "llama" || !o->ladder, "--ladder compares against GPT-2's PyTorch peers: --model gpt2");
     if (o->model == "bert") {       // BERT's own defaults where the GPT-2 ones were left in place
       if (cmd->count("--preset") == 0) o->preset = "bert-base";

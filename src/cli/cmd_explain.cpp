@@ -165,7 +165,9 @@ void run_explain(const ExplainOptions& o) {
 void register_explain(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("explain", "Print the per-op precision plan and the memory it implies");
   auto o = std::make_shared<ExplainOptions>();
-  cmd->add_option("--preset", o->preset, "A GPT-2 preset, a BERT one (bert-tiny ... bert-large) or a Llama one (llama-tiny, llama-mini, llama-d6, llama-135m)")
+  cmd->add_option("--preset", o->preset,
+                  "A GPT-2 preset, a BERT one (bert-tiny ... bert-large) or a Llama one (llama-tiny, "
+                  "llama-mini, llama-d6, llama-135m)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();

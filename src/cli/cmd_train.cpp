@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/classify_options.h"
+#include "cli/llama_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "cli/vocab.h"
@@ -13,8 +14,8 @@
 #include "hf/hf_convert.h"
 #include "train/bert_checkpoint.h"
 #include "train/bert_task.h"
-#include "train/classify_task.h"
 #include "train/causal_lm_task.h"
+#include "train/classify_task.h"
 #include "train/interrupt.h"
 #include "train/trainer.h"
 
@@ -55,20 +56,13 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option(
          "--model", *model_kind,
          "Model family: gpt2 (token shards), llama (token shards; RMSNorm, rotary embeddings, grouped-query "
-         "attention, SwiGLU; presets llama-tiny, llama-mini (default), llama-d6, llama-135m) or bert (an instance file "
+         "attention, SwiGLU; presets llama-tiny, llama-mini (default), llama-d6, llama-135m) or bert (an "
+         "instance file "
          "of 'prepare --task bert'; presets bert-tiny, bert-mini (default), bert-small, bert-medium, "
          "bert-base, bert-large)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
-  cmd->add_option_function<std::string>(
-         "--mlp", [opt](const std::string& v) { opt->llama_mlp = v == "relu2" ? LlamaMlp::Relu2 : LlamaMlp::SwiGlu; },
-         "Llama: the MLP, swiglu (default: silu(gate)·up, 3 matrices) or relu2 (modded-nanogpt's un-gated "
-         "relu(up)², 2 matrices of the same width; saved as model_type mptrain_llama, which has no Hugging "
-         "Face class)")
-      ->check(CLI::IsMember({"swiglu", "relu2"}));
-  cmd->add_flag("--qk-norm", opt->qk_norm,
-                "Llama: RMSNorm over each query and key head before the rotation (Qwen3's q_norm / k_norm; "
-                "exported as Qwen3ForCausalLM)");
+  add_llama_block_options(cmd, &opt->llama_block);
   auto task_kind = std::make_shared<std::string>("pretrain");
   cmd->add_option("--task", *task_kind,
                   "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
@@ -334,8 +328,7 @@ void register_train(CLI::App& app, int& exit_code) {
         eot = tokenizer->eot();
       }
       if (*model_kind == "llama" && !given("--preset")) opt->preset = "llama-mini";
-      MPT_CHECK(*model_kind == "llama" || (!given("--mlp") && !given("--qk-norm")),
-                "--mlp and --qk-norm are Llama's block options: --model llama");
+      check_llama_block_options(cmd, *model_kind);
       opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, *model_kind, "");
       task = *model_kind == "llama" ? make_llama_task(decode, eot) : make_gpt2_task(decode, eot);
     }

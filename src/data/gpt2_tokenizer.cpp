@@ -148,7 +148,8 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
   if (const std::string json_path = vocab_dir + "/tokenizer.json";
       !is_regular_file(enc_path) && is_regular_file(json_path)) {
     const Gpt2Files f = gpt2_files_from_tokenizer_json(read_file(json_path), json_path);
-    return parse(f.encoder_json, f.vocab_bpe, json_path + " (model.vocab)", json_path + " (model.merges)");
+    return parse(f.encoder_json, f.vocab_bpe, json_path + " (model.vocab)", json_path + " (model.merges)",
+                 f.digits);
   }
   if (!is_regular_file(enc_path) && is_regular_file(vocab_dir + "/tokenizer.model"))
     throw Error("'" + vocab_dir + "/tokenizer.model' is a SentencePiece model, which is not supported: mptrain "
@@ -161,8 +162,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
 }
 
 Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_view merges_text,
-                                   const std::string& enc_path, const std::string& bpe_path) {
+                                   const std::string& enc_path, const std::string& bpe_path,
+                                   DigitSplit digits) {
   Gpt2Tokenizer tok;
+  tok.pretok_ = Gpt2Pretokenizer(digits);
   const std::vector<int> u2b = unicode_to_byte_table();
 
   // encoder.json: {"token": id, ...} with ids 0..N-1, each once.

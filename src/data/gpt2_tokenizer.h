@@ -40,8 +40,10 @@ class Gpt2Tokenizer {
   // what is wrong with it (missing, not JSON, unknown merge token, a SentencePiece model, ...).
   static Gpt2Tokenizer load(const std::string& vocab_dir);
   // The same from the two files' contents; the paths only name them in errors.
-  static Gpt2Tokenizer parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& enc_path,
-                             const std::string& bpe_path);
+  // digits: a Digits step before GPT-2's pattern (a tokenizer.json's; pretokenize.h).
+  static Gpt2Tokenizer parse(std::string_view encoder_json, std::string_view vocab_bpe,
+                             const std::string& enc_path, const std::string& bpe_path,
+                             DigitSplit digits = DigitSplit::kNone);
 
   // Convenience for one-off calls; bulk work should keep a Gpt2Encoder per thread.
   std::vector<int> encode(std::string_view text, SpecialTokens special = SpecialTokens::kAsText) const;

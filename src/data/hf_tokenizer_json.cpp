@@ -23,18 +23,28 @@ std::string type_of(const nlohmann::json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "?";
 }
 
-// The pre-tokenizer must be GPT-2's: ByteLevel (alone, or the one step of a Sequence) with its
-// regex and no prefix space.
-void check_pre_tokenizer(const nlohmann::json& pre, const std::string& what) {
+// The pre-tokenizer must be GPT-2's: ByteLevel (alone, or the last step of a Sequence) with its
+// regex and no prefix space, after at most one Digits step; returns that step's split.
+DigitSplit check_pre_tokenizer(const nlohmann::json& pre, const std::string& what) {
   MPT_CHECK(!pre.is_null(), what + ": no pre_tokenizer; only the ByteLevel one (GPT-2's) is supported");
   const std::string type = type_of(pre);
   if (type == "Sequence") {
     const auto it = pre.find("pretokenizers");
-    MPT_CHECK(it != pre.end() && it->is_array() && it->size() == 1,
-              what +
-                  ": a pre_tokenizer Sequence of several steps is not supported (only GPT-2's ByteLevel; "
-                  "SmolLM's Digits step, for one, splits digits GPT-2's regex keeps together)");
-    return check_pre_tokenizer((*it)[0], what);
+    MPT_CHECK(it != pre.end() && it->is_array() && !it->empty() && it->size() <= 2,
+              what + ": a pre_tokenizer Sequence is supported as [ByteLevel] or [Digits, ByteLevel] only");
+    DigitSplit digits = DigitSplit::kNone;
+    if (it->size() == 2) {
+      const nlohmann::json& d = (*it)[0];
+      MPT_CHECK(type_of(d) == "Digits", what + ": a pre_tokenizer Sequence step " + type_of(d) +
+                                            " is not supported (only Digits before ByteLevel)");
+      digits = d.contains("individual_digits") && d["individual_digits"].is_boolean() &&
+                       d["individual_digits"].get<bool>()
+                   ? DigitSplit::kIndividual
+                   : DigitSplit::kRuns;
+    }
+    MPT_CHECK(check_pre_tokenizer(it->back(), what) == DigitSplit::kNone,
+              what + ": a pre_tokenizer Sequence inside a Sequence is not supported");
+    return digits;
   }
   MPT_CHECK(type != "Metaspace",
             what +
@@ -45,6 +55,7 @@ void check_pre_tokenizer(const nlohmann::json& pre, const std::string& what) {
   MPT_CHECK(unset(pre, "add_prefix_space"), what + ": ByteLevel with add_prefix_space is not supported");
   MPT_CHECK(!pre.contains("use_regex") || (pre["use_regex"].is_boolean() && pre["use_regex"].get<bool>()),
             what + ": ByteLevel without its regex (use_regex false) is not supported");
+  return DigitSplit::kNone;
 }
 
 }  // namespace
@@ -69,11 +80,13 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   MPT_CHECK(
       !j.contains("normalizer") || j["normalizer"].is_null(),
       what + ": normalizer " + type_of(j["normalizer"]) + " is not supported (GPT-2's tokenizer has none)");
-  check_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
+  const DigitSplit digits =
+      check_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
   MPT_CHECK(model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                 model["merges"].is_array(),
             what + ": the BPE model needs a \"vocab\" object and a \"merges\" array");
   Gpt2Files f;
+  f.digits = digits;
   f.encoder_json = model["vocab"].dump();
   f.vocab_bpe = "#version: 0.2\n";
   // Merges are "left right" strings (older files) or [left, right] pairs (tokenizers >= 0.20).

@@ -3,18 +3,22 @@
 // wrapping, so reading it is a translation into Gpt2Tokenizer::parse's inputs, and writing it the
 // reverse. Only what GPT-2's tokenizer does is accepted — a BPE model without dropout, subword
 // prefixes or byte fallback, no normalizer, the ByteLevel pre-tokenizer with GPT-2's regex and no
-// prefix space — and anything else is one Error naming the setting (a SentencePiece model: Unigram,
+// prefix space, optionally after a Digits step (SmolLM's: numbers cut digit by digit) — and
+// anything else is one Error naming the setting (a SentencePiece model: Unigram,
 // Metaspace, or a folder with only tokenizer.model, among them). Written by hand: no C++ library
 // reads tokenizer.json (the tokenizers crate is Rust).
 #pragma once
 #include <string>
 #include <string_view>
 
+#include "data/pretokenize.h"
+
 namespace mptrain {
 
 struct Gpt2Files {
   std::string encoder_json;  // {"token": id, ...}
   std::string vocab_bpe;     // "#version: 0.2" then one merge "left right" a line
+  DigitSplit digits = DigitSplit::kNone;  // a Digits step before ByteLevel (SmolLM's)
 };
 
 // tokenizer.json's text → encoder.json and vocab.bpe (path names the file in errors).

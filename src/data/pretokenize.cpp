@@ -134,35 +134,75 @@ std::string replace_invalid_utf8(std::string_view text) {
   return out;
 }
 
-Gpt2Pretokenizer::Gpt2Pretokenizer() {
+namespace {
+pcre2_code* compile(const char* pattern, uint32_t options, const char* what) {
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2SplitPattern), PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP, &err, &err_off, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, options,
+                                   &err, &err_off, nullptr);
   if (!code)
-    throw Error("pretokenize: PCRE2 rejected the GPT-2 pattern at offset " + std::to_string(err_off) + ": " +
-                pcre2_message(err));
+    throw Error(std::string("pretokenize: PCRE2 rejected the ") + what + " pattern at offset " +
+                std::to_string(err_off) + ": " + pcre2_message(err));
   // JIT is a speed-up only: where this PCRE2 lacks it, pcre2_match interprets.
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-  code_ = code;
+  return code;
+}
+void free_code(void* code) {
+  if (code) pcre2_code_free(static_cast<pcre2_code*>(code));
+}
+}  // namespace
+
+Gpt2Pretokenizer::Gpt2Pretokenizer(DigitSplit digits) {
+  code_ = compile(kGpt2SplitPattern, PCRE2_UTF | PCRE2_UCP, "GPT-2");
+  // Invalid UTF-8 matches nothing here and stays in the text between digits, where split_gpt2
+  // treats it as GPT-2 does.
+  if (digits != DigitSplit::kNone)
+    digits_ = compile(digits == DigitSplit::kIndividual ? "\\p{N}" : "\\p{N}+",
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, "Digits");
 }
 
 Gpt2Pretokenizer::~Gpt2Pretokenizer() {
-  if (code_) pcre2_code_free(static_cast<pcre2_code*>(code_));
+  free_code(code_);
+  free_code(digits_);
 }
 
 Gpt2Pretokenizer::Gpt2Pretokenizer(Gpt2Pretokenizer&& other) noexcept
-    : code_(std::exchange(other.code_, nullptr)) {}
+    : code_(std::exchange(other.code_, nullptr)), digits_(std::exchange(other.digits_, nullptr)) {}
 
 Gpt2Pretokenizer& Gpt2Pretokenizer::operator=(Gpt2Pretokenizer&& other) noexcept {
   if (this != &other) {
-    if (code_) pcre2_code_free(static_cast<pcre2_code*>(code_));
+    free_code(code_);
+    free_code(digits_);
     code_ = std::exchange(other.code_, nullptr);
+    digits_ = std::exchange(other.digits_, nullptr);
   }
   return *this;
 }
 
 void Gpt2Pretokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+  if (!digits_) return split_gpt2(text, pieces);
+  pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+  if (!md) throw Error("pretokenize: out of memory for PCRE2 match data");
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+  size_t off = 0;
+  while (off < text.size()) {
+    const int rc = pcre2_match(as_code(digits_), subject, text.size(), off, 0, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(md);
+      throw Error("pretokenize: the Digits pattern failed at byte " + std::to_string(off) + ": " +
+                  pcre2_message(rc));
+    }
+    split_gpt2(text.substr(off, ov[0] - off), pieces);
+    pieces.emplace_back(text.data() + ov[0], ov[1] - ov[0]);
+    off = ov[1];
+  }
+  pcre2_match_data_free(md);
+  split_gpt2(text.substr(off), pieces);
+}
+
+void Gpt2Pretokenizer::split_gpt2(std::string_view text, std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
   if (find_invalid_utf8(text) == std::string_view::npos) {
     size_t begin = 0;

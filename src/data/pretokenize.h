@@ -27,10 +27,16 @@ size_t find_invalid_utf8(std::string_view text);
 // bytes.decode(errors="replace")): what GPT-2's encoders see when handed those bytes.
 std::string replace_invalid_utf8(std::string_view text);
 
+// Hugging Face's Digits pre-tokenizer, run before GPT-2's pattern (SmolLM's and StarCoder's
+// tokenizer.json): numeric characters (Unicode N, as Rust's char::is_numeric) cut out as pieces
+// of their own — each alone (individual_digits: true) or in runs (false) — and the pattern then
+// runs on the text between them.
+enum class DigitSplit { kNone, kIndividual, kRuns };
+
 class Gpt2Pretokenizer {
  public:
   // Compiles and JIT-compiles the pattern; throws Error if PCRE2 refuses it.
-  Gpt2Pretokenizer();
+  explicit Gpt2Pretokenizer(DigitSplit digits = DigitSplit::kNone);
   ~Gpt2Pretokenizer();
   Gpt2Pretokenizer(Gpt2Pretokenizer&& other) noexcept;
   Gpt2Pretokenizer& operator=(Gpt2Pretokenizer&& other) noexcept;
@@ -46,7 +52,9 @@ class Gpt2Pretokenizer {
   std::vector<std::string_view> split(std::string_view text) const;
 
  private:
-  void* code_ = nullptr;  // pcre2_code_8*, kept opaque so that users need no PCRE2 header
+  void split_gpt2(std::string_view text, std::vector<std::string_view>& pieces) const;
+  void* code_ = nullptr;    // pcre2_code_8*, kept opaque so that users need no PCRE2 header
+  void* digits_ = nullptr;  // the Digits step's pattern, or null
 };
 
 }  // namespace mptrain

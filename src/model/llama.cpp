@@ -14,9 +14,9 @@ LlamaTensors bind_llama_tensors(const LlamaConfig& config, const ParamTable& tab
   t.embed = at("model.embed_tokens.weight");
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    LlamaLayerTensors layer{at(p + "input_layernorm.weight"), at(p + "self_attn.q_proj.weight"),
-                        at(p + "self_attn.o_proj.weight"), at(p + "post_attention_layernorm.weight"),
-                        at(p + llama_mlp_in_name(config)), at(p + "mlp.down_proj.weight")};
+    LlamaLayerTensors layer{at(p + "input_layernorm.weight"),  at(p + "self_attn.q_proj.weight"),
+                            at(p + "self_attn.o_proj.weight"), at(p + "post_attention_layernorm.weight"),
+                            at(p + llama_mlp_in_name(config)), at(p + "mlp.down_proj.weight")};
     if (config.qk_norm) {
       layer.q_norm = at(p + "self_attn.q_norm.weight");
       layer.k_norm = at(p + "self_attn.k_norm.weight");
@@ -129,7 +129,9 @@ Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Pol
 
 Llama::~Llama() = default;
 
-int Llama::mlp_in() const { return config_.mlp == LlamaMlp::SwiGlu ? 2 * config_.intermediate : config_.intermediate; }
+int Llama::mlp_in() const {
+  return config_.mlp == LlamaMlp::SwiGlu ? 2 * config_.intermediate : config_.intermediate;
+}
 
 void Llama::init_weights(uint64_t seed) { init_params_scaled(seed, config_.init_std, config_.n_layer); }
 

@@ -30,7 +30,7 @@ const std::map<std::string, Shape>& preset_table() {
 
 std::vector<std::string> llama_preset_names() { return preset_names(preset_table()); }
 
-LlamaConfig llama_preset(const std::string& name, int vocab_multiple) {
+LlamaConfig llama_preset(const std::string& name, int vocab_multiple, const LlamaBlockOptions& block) {
   const Shape& s = preset_shape(preset_table(), name, "Llama");
   LlamaConfig c;
   c.n_layer = s.n_layer;
@@ -39,6 +39,8 @@ LlamaConfig llama_preset(const std::string& name, int vocab_multiple) {
   c.n_embd = s.n_embd;
   c.intermediate = s.intermediate;
   c.tie_embeddings = s.tie;
+  c.mlp = block.mlp;
+  c.qk_norm = block.qk_norm;
   c.padded_vocab_size = pad_vocab(c.vocab_size, vocab_multiple);
   return c;
 }

@@ -34,10 +34,16 @@ struct LlamaConfig {
 };
 
 // Presets: llama-tiny (tests: 2 layers, 64 wide, 4 heads over 2 key/value heads), llama-mini
-// (4 × 256), llama-d6 (GPT-2 d6's size: 6 × 384, 6 heads, MLP 1024, tied), llama-135m (SmolLM-135M's shape, gpt2's size class: 30 layers, 576 wide, 9 heads
-// over 3, MLP 1536, tied head; 134.5M parameters over SmolLM's 49,152 tokens, 135.2M over GPT-2's
-// 50,257). Throws Error listing the known names for an unknown one.
-LlamaConfig llama_preset(const std::string& name, int vocab_multiple = 128);
+// (4 × 256), llama-d6 (GPT-2 d6's size: 6 × 384, 6 heads, MLP 1024, tied), llama-135m (SmolLM-135M's shape,
+// gpt2's size class: 30 layers, 576 wide, 9 heads over 3, MLP 1536, tied head; 134.5M parameters over
+// SmolLM's 49,152 tokens, 135.2M over GPT-2's 50,257). Throws Error listing the known names for an unknown
+// one. `block`: the options a run picks on top of the preset's shape (train's and bench's --mlp, --qk-norm).
+struct LlamaBlockOptions {
+  LlamaMlp mlp = LlamaMlp::SwiGlu;
+  bool qk_norm = false;
+};
+LlamaConfig llama_preset(const std::string& name, int vocab_multiple = 128,
+                         const LlamaBlockOptions& block = {});
 std::vector<std::string> llama_preset_names();
 
 // Checks the invariants (heads divide the width, key/value heads divide the heads, an even head

@@ -48,10 +48,7 @@ struct LlamaFamily {
   using Model = Llama;
   static constexpr const char* kName = "llama";
   static Config preset(const TrainOptions& opt) {
-    Config c = llama_preset(opt.preset, opt.vocab_multiple);
-    c.mlp = opt.llama_mlp;
-    c.qk_norm = opt.qk_norm;
-    return c;
+    return llama_preset(opt.preset, opt.vocab_multiple, opt.llama_block);
   }
   static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
@@ -59,12 +56,18 @@ struct LlamaFamily {
   }
   static double flops_per_token(const Config& c, int T) { return llama_flops_per_token(c, T); }
   static nlohmann::json model_json(const Config& c) {
-    return {{"family", "llama"},          {"n_layer", c.n_layer},
-            {"n_head", c.n_head},         {"n_kv_head", c.n_kv_head},
-            {"n_embd", c.n_embd},         {"intermediate", c.intermediate},
-            {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
-            {"block_size", c.block_size}, {"tie_embeddings", c.tie_embeddings},
-            {"mlp", c.mlp == LlamaMlp::Relu2 ? "relu2" : "swiglu"}, {"qk_norm", c.qk_norm}};
+    return {{"family", "llama"},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"n_kv_head", c.n_kv_head},
+            {"n_embd", c.n_embd},
+            {"intermediate", c.intermediate},
+            {"vocab_size", c.vocab_size},
+            {"padded_vocab_size", c.padded_vocab_size},
+            {"block_size", c.block_size},
+            {"tie_embeddings", c.tie_embeddings},
+            {"mlp", c.mlp == LlamaMlp::Relu2 ? "relu2" : "swiglu"},
+            {"qk_norm", c.qk_norm}};
   }
   static void load_weights(const std::string& dir, Model& m) { load_llama_checkpoint_model(dir, m); }
   static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s,

@@ -79,26 +79,30 @@ bool has_hf_form(const LlamaConfig& c) { return c.mlp == LlamaMlp::SwiGlu; }
 nlohmann::json hf_llama_config(const LlamaConfig& c) {
   validate(c);
   const bool relu2 = c.mlp == LlamaMlp::Relu2;
-  nlohmann::json j = {
-          {"architectures", {relu2 ? "MptrainLlamaForCausalLM" : c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
-          {"model_type", relu2 ? "mptrain_llama" : c.qk_norm ? "qwen3" : "llama"},
-          {"hidden_size", c.n_embd},
-          {"intermediate_size", c.intermediate},
-          {"num_hidden_layers", c.n_layer},
-          {"num_attention_heads", c.n_head},
-          {"num_key_value_heads", c.n_kv_head},
-          {"head_dim", c.head_size()},
-          {"vocab_size", c.vocab_size},
-          {"max_position_embeddings", c.block_size},
-          {"rms_norm_eps", c.rms_eps},
-          {"rope_theta", c.rope_theta},
-          {"rope_scaling", nullptr},
-          {"hidden_act", relu2 ? "relu2" : "silu"},
-          {"attention_bias", false},
-          {"mlp_bias", false},
-          {"initializer_range", c.init_std},
-          {"tie_word_embeddings", c.tie_embeddings},
-          {"torch_dtype", "float32"}};
+  nlohmann::json j = {{"architectures",
+                       {relu2       ? "MptrainLlamaForCausalLM"
+                        : c.qk_norm ? "Qwen3ForCausalLM"
+                                    : "LlamaForCausalLM"}},
+                      {"model_type", relu2       ? "mptrain_llama"
+                                     : c.qk_norm ? "qwen3"
+                                                 : "llama"},
+                      {"hidden_size", c.n_embd},
+                      {"intermediate_size", c.intermediate},
+                      {"num_hidden_layers", c.n_layer},
+                      {"num_attention_heads", c.n_head},
+                      {"num_key_value_heads", c.n_kv_head},
+                      {"head_dim", c.head_size()},
+                      {"vocab_size", c.vocab_size},
+                      {"max_position_embeddings", c.block_size},
+                      {"rms_norm_eps", c.rms_eps},
+                      {"rope_theta", c.rope_theta},
+                      {"rope_scaling", nullptr},
+                      {"hidden_act", relu2 ? "relu2" : "silu"},
+                      {"attention_bias", false},
+                      {"mlp_bias", false},
+                      {"initializer_range", c.init_std},
+                      {"tie_word_embeddings", c.tie_embeddings},
+                      {"torch_dtype", "float32"}};
   if (relu2) j["qk_norm"] = c.qk_norm;
   if (c.qk_norm && !relu2) {  // Qwen3's own fields, set to what this model computes
     j["use_sliding_window"] = false;

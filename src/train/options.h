@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "core/progress.h"
+#include "model/llama_config.h"
 #include "optim/adamw.h"
 #include "optim/muon.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "model/llama_config.h"
 #include "optim/sophia.h"
 #include "precision/precision.h"
 #include "train/nan_policy.h"
@@ -23,9 +23,7 @@ struct TrainOptions {
   // model
   std::string preset = "d6";
   int vocab_multiple = 128;
-  // Llama's block options (--mlp, --qk-norm): the preset's shape with ReLU² for SwiGLU, QK-norm.
-  LlamaMlp llama_mlp = LlamaMlp::SwiGlu;
-  bool qk_norm = false;
+  LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
   // data
   std::string train_data;          // glob of train shards
   std::string val_data;            // glob of val shards (optional)

@@ -440,8 +440,9 @@ inline void qk_norm_cases(const Backend& be, std::vector<Case>& out) {
       const int N = sh.A * sh.G;
       if (asks(be, Op::RmsNorm, {st, st, st}))
         out.push_back({Op::RmsNorm, false, "rmsnorm" + shape, [=](Backend& b, Outcome& o) {
-                         Tensor x(b, st, {sh.A, sh.W}, randn(n, 176, 2.0f)), g(b, st, {sh.HS}, randn(sh.HS, 177)),
-                             y(b, st, {sh.A, sh.W}, randn(n, 178)), rstd(b, F32, {N});
+                         Tensor x(b, st, {sh.A, sh.W}, randn(n, 176, 2.0f)),
+                             g(b, st, {sh.HS}, randn(sh.HS, 177)), y(b, st, {sh.A, sh.W}, randn(n, 178)),
+                             rstd(b, F32, {N});
                          b.layernorm({.out = heads(y.view(), sh),
                                       .rstd = rstd.view(),
                                       .x = heads(x.view(), sh),
@@ -462,45 +463,47 @@ inline void qk_norm_cases(const Backend& be, std::vector<Case>& out) {
                          o.close("rstd", rstd.read(), rs, tolerance(F32));
                        }});
       if (asks(be, Op::RmsNormBackward, {st, st, st, st, st}))
-        out.push_back({Op::RmsNormBackward, false, "rmsnorm_backward in place" + shape, [=](Backend& b, Outcome& o) {
-                         Tensor x(b, st, {sh.A, sh.W}, randn(n, 179, 2.0f)), g(b, st, {sh.HS}, randn(sh.HS, 180)),
-                             dqkv(b, st, {sh.A, sh.W}, randn(n, 181)), dg(b, st, {sh.HS}, randn(sh.HS, 182, 0.2f));
-                         std::vector<float> rs(static_cast<size_t>(N));
-                         for (int a = 0; a < sh.A; ++a)
-                           for (int h = 0; h < sh.G; ++h) {
-                             const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
-                             double q = 0.0;
-                             for (int c = 0; c < sh.HS; ++c) q += x.host()[at + c] * x.host()[at + c];
-                             rs[static_cast<size_t>(a) * sh.G + h] = static_cast<float>(1.0 / std::sqrt(q / sh.HS + eps));
-                           }
-                         Tensor rstd(b, F32, {N}, rs);
-                         const View d = heads(dqkv.view(), sh);
-                         b.layernorm_backward({.dx = d,
-                                               .dgamma = dg.view(),
-                                               .dout = d,
-                                               .x = heads(x.view(), sh),
-                                               .gamma = g.view(),
-                                               .rstd = rstd.view(),
-                                               .rms = true,
-                                               .accumulate = false});
-                         std::vector<double> rdx = dqkv.host(), rdg = dg.host();  // outside the heads: kept
-                         for (int a = 0; a < sh.A; ++a)
-                           for (int h = 0; h < sh.G; ++h) {
-                             const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
-                             const double s = rstd.host()[static_cast<size_t>(a) * sh.G + h];
-                             double q = 0.0;
-                             for (int c = 0; c < sh.HS; ++c) {
-                               const double xh = x.host()[at + c] * s, dy = dqkv.host()[at + c];
-                               q += g.host()[c] * dy * xh;
-                               rdg[c] += dy * xh;
-                             }
-                             q /= sh.HS;
-                             for (int c = 0; c < sh.HS; ++c)
-                               rdx[at + c] = s * (g.host()[c] * dqkv.host()[at + c] - x.host()[at + c] * s * q);
-                           }
-                         o.close("dx", dqkv.read(), rdx, tolerance(st));
-                         o.close("dgamma", dg.read(), rdg, tolerance(st));
-                       }});
+        out.push_back(
+            {Op::RmsNormBackward, false, "rmsnorm_backward in place" + shape, [=](Backend& b, Outcome& o) {
+               Tensor x(b, st, {sh.A, sh.W}, randn(n, 179, 2.0f)), g(b, st, {sh.HS}, randn(sh.HS, 180)),
+                   dqkv(b, st, {sh.A, sh.W}, randn(n, 181)), dg(b, st, {sh.HS}, randn(sh.HS, 182, 0.2f));
+               std::vector<float> rs(static_cast<size_t>(N));
+               for (int a = 0; a < sh.A; ++a)
+                 for (int h = 0; h < sh.G; ++h) {
+                   const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
+                   double q = 0.0;
+                   for (int c = 0; c < sh.HS; ++c) q += x.host()[at + c] * x.host()[at + c];
+                   rs[static_cast<size_t>(a) * sh.G + h] =
+                       static_cast<float>(1.0 / std::sqrt(q / sh.HS + eps));
+                 }
+               Tensor rstd(b, F32, {N}, rs);
+               const View d = heads(dqkv.view(), sh);
+               b.layernorm_backward({.dx = d,
+                                     .dgamma = dg.view(),
+                                     .dout = d,
+                                     .x = heads(x.view(), sh),
+                                     .gamma = g.view(),
+                                     .rstd = rstd.view(),
+                                     .rms = true,
+                                     .accumulate = false});
+               std::vector<double> rdx = dqkv.host(), rdg = dg.host();  // outside the heads: kept
+               for (int a = 0; a < sh.A; ++a)
+                 for (int h = 0; h < sh.G; ++h) {
+                   const size_t at = static_cast<size_t>(a) * sh.W + (sh.h0 + h) * sh.HS;
+                   const double s = rstd.host()[static_cast<size_t>(a) * sh.G + h];
+                   double q = 0.0;
+                   for (int c = 0; c < sh.HS; ++c) {
+                     const double xh = x.host()[at + c] * s, dy = dqkv.host()[at + c];
+                     q += g.host()[c] * dy * xh;
+                     rdg[c] += dy * xh;
+                   }
+                   q /= sh.HS;
+                   for (int c = 0; c < sh.HS; ++c)
+                     rdx[at + c] = s * (g.host()[c] * dqkv.host()[at + c] - x.host()[at + c] * s * q);
+                 }
+               o.close("dx", dqkv.read(), rdx, tolerance(st));
+               o.close("dgamma", dg.read(), rdg, tolerance(st));
+             }});
     }
   }
 }
@@ -588,18 +591,20 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
                          Tensor x(b, st, {sh.N, sh.I}, randn(n, 173, 2.0f)), y(b, st, {sh.N, sh.I});
                          b.relu2({y.view(), x.view()});
                          std::vector<double> ref(n);
-                         for (size_t i = 0; i < n; ++i) ref[i] = x.host()[i] > 0 ? x.host()[i] * x.host()[i] : 0.0;
+                         for (size_t i = 0; i < n; ++i)
+                           ref[i] = x.host()[i] > 0 ? x.host()[i] * x.host()[i] : 0.0;
                          o.close("out", y.read(), ref, tolerance(st));
                        }});
       if (asks(be, Op::Relu2Backward, {st, st, st}))
-        out.push_back({Op::Relu2Backward, false, "relu2_backward in place" + shape, [=](Backend& b, Outcome& o) {
-                         Tensor x(b, st, {sh.N, sh.I}, randn(n, 174, 2.0f)), dy(b, st, {sh.N, sh.I}, randn(n, 175));
-                         b.relu2_backward({dy.view(), dy.view(), x.view()});
-                         std::vector<double> ref(n);
-                         for (size_t i = 0; i < n; ++i)
-                           ref[i] = x.host()[i] > 0 ? dy.host()[i] * 2.0 * x.host()[i] : 0.0;
-                         o.close("dx", dy.read(), ref, tolerance(st));
-                       }});
+        out.push_back(
+            {Op::Relu2Backward, false, "relu2_backward in place" + shape, [=](Backend& b, Outcome& o) {
+               Tensor x(b, st, {sh.N, sh.I}, randn(n, 174, 2.0f)), dy(b, st, {sh.N, sh.I}, randn(n, 175));
+               b.relu2_backward({dy.view(), dy.view(), x.view()});
+               std::vector<double> ref(n);
+               for (size_t i = 0; i < n; ++i)
+                 ref[i] = x.host()[i] > 0 ? dy.host()[i] * 2.0 * x.host()[i] : 0.0;
+               o.close("dx", dy.read(), ref, tolerance(st));
+             }});
     }
   }
   qk_norm_cases(be, out);

@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "core/error.h"
+#include "data/data_test_util.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_tokenizer_json.h"
 #include "io/fileutil.h"
@@ -64,12 +65,20 @@ TEST(HfTokenizerJson, WhatGptTwosTokenizerDoesNotDoIsOneClearError) {
       {"SentencePiece", [](nlohmann::json& j) { j["model"]["type"] = "Unigram"; }},
       {"dropout", [](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }},
       {"byte_fallback", [](nlohmann::json& j) { j["model"]["byte_fallback"] = true; }},
-      {"normalizer NFC", [](nlohmann::json& j) { j["normalizer"] = {{"type", "NFC"}}; }},
-      {"Digits", [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"},
-                               {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, j["pre_tokenizer"]}}};
+      {"normalizer NFC",
+       [](nlohmann::json& j) {
+         j["normalizer"] = {{"type", "NFC"}};
        }},
-      {"Metaspace", [](nlohmann::json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }},
+      {"step Split",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}}, j["pre_tokenizer"]}}};
+       }},
+      {"Metaspace",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       }},
       {"add_prefix_space", [](nlohmann::json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }},
   };
   for (const Bad& c : cases) {
@@ -93,6 +102,44 @@ TEST(HfTokenizerJson, WhatGptTwosTokenizerDoesNotDoIsOneClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("SentencePiece model"), std::string::npos) << e.what();
   }
+}
+
+// SmolLM's pre-tokenizer, Sequence [Digits, ByteLevel], over GPT-2's vocabulary: the ids of
+// tests/ref/npm_digits_encode.js (the npm package's encoder on the pieces JavaScript's \p{N} cuts),
+// digit by digit and in runs.
+TEST(HfTokenizerJson, DigitsStepCutsNumbersAsTheReferenceDoes) {
+  if (!data_test::have_node()) GTEST_SKIP() << "node is not installed (the test script installs it)";
+  const std::vector<std::string> texts = {
+      "1234567 numbers 3.14 and 2024-11-29", "x1y22z333",        " 42", "version 10.0.1\n\n  99 bottles",
+      "Ⅻ and ½ and ٣٤ (Arabic-Indic)",       "no digits at all", "",    "a  1  b"};
+  TempDir tmp;
+  nlohmann::json texts_json = texts;
+  std::ofstream(tmp / "texts.json") << texts_json.dump();
+  for (const bool individual : {true, false}) {
+    nlohmann::json j = nlohmann::json::parse(npm_json());
+    j["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", individual}}, j["pre_tokenizer"]}}};
+    TempDir dir;
+    const Gpt2Tokenizer tok = Gpt2Tokenizer::load(folder_with(dir, j.dump()));
+    const auto ref = testing::run_command("node " + testing::source_dir() +
+                                          "/tests/ref/npm_digits_encode.js " + testing::gpt2_vocab_dir() +
+                                          (individual ? " individual " : " runs ") + (tmp / "texts.json"));
+    ASSERT_EQ(ref.exit_code, 0) << ref.output;
+    const nlohmann::json ids = nlohmann::json::parse(ref.output);
+    ASSERT_EQ(ids.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(tok.encode(texts[i]), ids[i].get<std::vector<int>>())
+          << (individual ? "individual: " : "runs: ") << texts[i];
+  }
+  // Digit by digit differs from GPT-2's own cut, which keeps " 1234567" together.
+  const Gpt2Tokenizer npm = Gpt2Tokenizer::load(testing::gpt2_vocab_dir());
+  nlohmann::json j = nlohmann::json::parse(npm_json());
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, j["pre_tokenizer"]}}};
+  TempDir dir;
+  EXPECT_NE(Gpt2Tokenizer::load(folder_with(dir, j.dump())).encode(texts[0]), npm.encode(texts[0]));
 }
 
 }  // namespace

@@ -81,6 +81,27 @@ TEST_F(DataParallelTraining, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
   EXPECT_EQ(l2.size(), 20u);
 }
 
+// The Llama family (issue 40) through the same data-parallel step: Sophia-G under ZeRO-1 on two
+// ranks, with QK-norm and the ReLU² MLP, is the one-rank run of twice the accumulation.
+TEST_F(DataParallelTraining, LlamaWithSophiaOnTwoZeroRanksMatchesOneRank) {
+  const std::string& d = tmp_.path();
+  const auto llama = [&](const std::string& dir) {
+    std::string a = args(d, dir);
+    a.replace(a.find("--preset d2"), 11, "--model llama --preset llama-tiny --qk-norm --mlp relu2");
+    return a + " --steps 10 --optimizer sophia";
+  };
+  auto one = train(1, llama(tmp_ / "one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  auto zero = train(2, llama(tmp_ / "zero") + " --zero 1");
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+  const auto l1 = read_losses(tmp_ / "one"), lz = read_losses(tmp_ / "zero");
+  ASSERT_EQ(l1.size(), 10u);
+  EXPECT_LT(l1.back().second, l1.front().second - 0.5);  // it learns
+  expect_losses_close(lz, l1, 1e-6);
+  expect_parameters_close(tmp_ / "zero/step_00000010", tmp_ / "one/step_00000010");
+}
+
 // Muon under ZeRO-1: each rank orthogonalises the whole matrices of its shard, then the
 // parameters are all-gathered; the same run as one rank with twice the accumulation.
 TEST_F(DataParallelTraining, MuonOnTwoZeroRanksMatchesOneRank) {

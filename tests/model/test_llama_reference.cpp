@@ -128,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(Heads, LlamaReference,
                          [](const ::testing::TestParamInfo<Shape>& p) {
                            const char* kind = p.param.n_kv_head == 4 ? "Mha" : p.param.n_kv_head == 1 ? "Mqa" : "Gqa";
                            return std::string(kind) + (p.param.tie ? "Tied" : "Untied") +
-                                  (p.param.qk_norm ? "QkNorm" : "") + (p.param.mlp == LlamaMlp::Relu2 ? "Relu2" : "");
+                                  (p.param.qk_norm ? "QkNorm" : "") +
+                                  (p.param.mlp == LlamaMlp::Relu2 ? "Relu2" : "");
                          });
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `mptrain train --model llama` as a user runs it (issue 40): a tiny Llama learns from token
 // shards, checkpoints as a Hugging Face LlamaForCausalLM folder, resumes bit for bit, is evaluated
-// and sampled from, trains in bf16, and a checkpoint of one family is refused by the other.
+// and sampled from, trains in bf16 and fp16, and a checkpoint of one family is refused by the other.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -73,14 +73,17 @@ TEST(LlamaTrain, LearnsCheckpointsAsHuggingFaceAndResumesBitForBit) {
   EXPECT_NE(c.output.find("is a llama model; train it with --model llama"), std::string::npos) << c.output;
 }
 
-TEST(LlamaTrain, TrainsInBf16) {
+TEST(LlamaTrain, TrainsInBf16AndFp16) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  auto r = run_mptrain(llama_args(tmp.path()) + " --precision bf16 --steps 6 --run-dir " + (tmp / "r"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto l = read_losses(tmp / "r");
-  ASSERT_EQ(l.size(), 6u);
-  EXPECT_LT(l.back().second, l.front().second) << r.output;
+  for (const std::string precision : {"bf16", "fp16"}) {  // fp16: with dynamic loss scaling
+    auto r = run_mptrain(llama_args(tmp.path()) + " --precision " + precision + " --steps 6 --run-dir " +
+                         (tmp / precision));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto l = read_losses(tmp / precision);
+    ASSERT_EQ(l.size(), 6u) << precision;
+    EXPECT_LT(l.back().second, l.front().second) << precision << "\n" << r.output;
+  }
 }
 
 // The block options: ReLU² with QK-norm in bf16 learns and saves as mptrain's own config type
@@ -89,8 +92,8 @@ TEST(LlamaTrain, TrainsInBf16) {
 TEST(LlamaTrain, Relu2AndQkNormTrainSaveAndExport) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  auto r = run_mptrain(llama_args(tmp.path()) + " --mlp relu2 --qk-norm --precision bf16 --steps 8 --run-dir " +
-                       (tmp / "r"));
+  auto r = run_mptrain(llama_args(tmp.path()) +
+                       " --mlp relu2 --qk-norm --precision bf16 --steps 8 --run-dir " + (tmp / "r"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto l = read_losses(tmp / "r");
   ASSERT_EQ(l.size(), 8u);

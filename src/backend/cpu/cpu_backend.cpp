@@ -400,7 +400,8 @@ void CpuBackend::run(const Relu2Args& a) {
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {
   if (widened(a, every)) return;
-  cpu::relu2_backward(a.dx.as<float>(), a.dout.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
+  cpu::relu2_backward(a.dx.as<float>(), a.dout.as<float>(), a.x.as<float>(),
+                      static_cast<size_t>(a.x.numel()));
 }
 
 void CpuBackend::run(const ScaleArgs& a) {

@@ -35,8 +35,9 @@ struct RowAt {
   }
 };
 RowAt row_at(int C, std::int64_t groups, std::int64_t stride) {
-  MPT_CHECK(groups >= 1 && (stride == 0 || stride >= groups * C),
-            "[layernorm] bad row groups: groups=" + std::to_string(groups) + " stride=" + std::to_string(stride));
+  MPT_CHECK(
+      groups >= 1 && (stride == 0 || stride >= groups * C),
+      "[layernorm] bad row groups: groups=" + std::to_string(groups) + " stride=" + std::to_string(stride));
   return {C, groups, stride ? stride : static_cast<std::int64_t>(C) * groups};
 }
 

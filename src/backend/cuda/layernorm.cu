@@ -113,7 +113,8 @@ template <class T>
 void launch_forward(T* out, float* mean, float* rstd, const T* a, const T* weight, const T* bias, int N,
                     int C, float eps, bool rms, RowAt at, Context& ctx) {
   constexpr int P = kPack<T>;
-  const bool vec = C % P == 0 && at.stride % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) && aligned16(bias);
+  const bool vec = C % P == 0 && at.stride % P == 0 && aligned16(out) && aligned16(a) && aligned16(weight) &&
+                   aligned16(bias);
   const unsigned grid = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   const int threads = 32 * kRowsPerBlock;
   if (vec)
@@ -319,8 +320,8 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   constexpr int W = kPack<T>;
   const int packs = (C + 32 * W - 1) / (32 * W);  // per lane, in the warp-per-row kernel
   const RowAt at = row_at(rows, C);
-  const bool warp_rows = C % W == 0 && at.stride % W == 0 && packs * W <= kMaxLaneValues && aligned16(dinp) && aligned16(dout) &&
-                         aligned16(inp) && aligned16(weight);
+  const bool warp_rows = C % W == 0 && at.stride % W == 0 && packs * W <= kMaxLaneValues && aligned16(dinp) &&
+                         aligned16(dout) && aligned16(inp) && aligned16(weight);
   if (warp_rows) {
     auto launch = [&](auto p) {
       constexpr int P = decltype(p)::value;
