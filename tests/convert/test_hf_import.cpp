@@ -262,7 +262,7 @@ TEST_F(HfImport, BadConfigGivesOneClearError) {
   expect_import_error(with("untied", [](auto& c) { c["tie_word_embeddings"] = false; }),
                       "tie_word_embeddings false is not supported");
   expect_import_error(with("t5", [](auto& c) { c["model_type"] = "t5"; }),
-                      "model_type 't5' cannot be imported (supported: gpt2, llama, bert)");
+                      "model_type 't5' cannot be imported (supported: gpt2, llama, qwen3 (QK-norm), mptrain_llama, bert)");
   // A GPT-2 folder labelled BERT goes to the BERT importer, which says what it misses.
   expect_import_error(with("bert", [](auto& c) { c["model_type"] = "bert"; }), "name no BERT class");
   expect_import_error(with("arch", [](auto& c) { c["architectures"] = {"GPT2ForSequenceClassification"}; }),
