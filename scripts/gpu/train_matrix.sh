@@ -12,7 +12,8 @@
 # every precision x AdamW/Sophia/Muon (no graphs: GPT-2's only); GPT-2 d4 (head size 64) in the
 # 16-bit precisions, where flash attention runs, eager and with graphs; Llama llama-tiny (4 heads
 # over 2 key/value heads of 16: the grouped heads expanded for the naive attention) in fp32 and
-# bf16 with AdamW, bf16 with Muon and with graphs.
+# bf16 with AdamW, bf16 with Muon and with graphs, and with QK-norm and the ReLU² MLP (the norm's
+# grouped rows, its in-place backward and the relu2 kernels) in fp32 and bf16.
 
 gpt2_args() {  # PRESET
   echo "train --preset $1 --train-data '$DATA/gpt2/train_*.bin' --val-data '$DATA/gpt2/val_*.bin'" \
@@ -61,4 +62,7 @@ matrix_rows() {
   done
   echo "llama-bf16-muon|llama-bf16-muon|$(tolerance bf16)|$(llama_args) $(precision_args bf16) $(optimizer_args muon)|"
   echo "llama-bf16-adamw-graphs|llama-bf16-adamw|$(tolerance bf16)|$(llama_args) $(precision_args bf16)|--graphs on"
+  for p in fp32 bf16; do
+    echo "llama-$p-qknorm-relu2|llama-$p-qknorm-relu2|$(tolerance $p)|$(llama_args) --qk-norm --mlp relu2 $(precision_args $p)|"
+  done
 }
