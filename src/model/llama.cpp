@@ -39,6 +39,11 @@ GemmReader reader(const ParamSpec& spec, bool tied) {
 GemmReader tied_reader(const ParamSpec& spec) { return reader(spec, true); }
 GemmReader untied_reader(const ParamSpec& spec) { return reader(spec, false); }
 
+// The MLP's first product's width: gate | up (SwiGLU) or ReLU²'s up alone.
+int mlp_in_width(const LlamaConfig& c) {
+  return c.mlp == LlamaMlp::SwiGlu ? 2 * c.intermediate : c.intermediate;
+}
+
 }  // namespace
 
 GemmReaderFn llama_gemm_reader(bool tied_head) { return tied_head ? tied_reader : untied_reader; }
@@ -50,7 +55,7 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   constexpr StorageType F32 = StorageType::F32;
   const Role saved = Role::Saved, scratch = Role::Scratch;
   const size_t BT = static_cast<size_t>(B) * T, C = config.n_embd, I = config.intermediate;
-  const size_t MI = config.mlp == LlamaMlp::SwiGlu ? 2 * I : I;  // the MLP's first product's width
+  const size_t MI = mlp_in_width(config);
   const size_t QKV = C + 2 * static_cast<size_t>(config.kv_width()), Vp = config.padded_vocab_size;
   const bool mixed = !policy.all_fp32();
   const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
@@ -129,9 +134,7 @@ Llama::Llama(const LlamaConfig& config, std::unique_ptr<Backend>&& be, const Pol
 
 Llama::~Llama() = default;
 
-int Llama::mlp_in() const {
-  return config_.mlp == LlamaMlp::SwiGlu ? 2 * config_.intermediate : config_.intermediate;
-}
+int Llama::mlp_in() const { return mlp_in_width(config_); }
 
 void Llama::init_weights(uint64_t seed) { init_params_scaled(seed, config_.init_std, config_.n_layer); }
 

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -81,42 +82,44 @@ TEST_F(DataParallelTraining, TwoRanksMatchOneRankWithTwiceTheAccumulation) {
   EXPECT_EQ(l2.size(), 20u);
 }
 
+class ZeroMatchesOneRank : public DataParallelTraining {
+ protected:
+  // `run_args(dir)` for `steps` steps on one rank, then on two ZeRO-1 ranks: the same losses and
+  // parameters, and the run learns (its last loss at least `drop` below its first).
+  template <class Args>
+  void check(const Args& run_args, int steps, double drop) {
+    auto one = train(1, run_args(tmp_ / "one"));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    auto zero = train(2, run_args(tmp_ / "zero") + " --zero 1");
+    ASSERT_EQ(zero.exit_code, 0) << zero.output;
+    EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+    const auto l1 = read_losses(tmp_ / "one"), lz = read_losses(tmp_ / "zero");
+    ASSERT_EQ(l1.size(), static_cast<size_t>(steps));
+    EXPECT_LT(l1.back().second, l1.front().second - drop);  // it learns
+    expect_losses_close(lz, l1, 1e-6);
+    char last[32];
+    std::snprintf(last, sizeof(last), "step_%08d", steps);
+    expect_parameters_close(tmp_ / ("zero/" + std::string(last)), tmp_ / ("one/" + std::string(last)));
+  }
+};
+
 // The Llama family (issue 40) through the same data-parallel step: Sophia-G under ZeRO-1 on two
 // ranks, with QK-norm and the ReLU² MLP, is the one-rank run of twice the accumulation.
-TEST_F(DataParallelTraining, LlamaWithSophiaOnTwoZeroRanksMatchesOneRank) {
-  const std::string& d = tmp_.path();
-  const auto llama = [&](const std::string& dir) {
-    std::string a = args(d, dir);
-    a.replace(a.find("--preset d2"), 11, "--model llama --preset llama-tiny --qk-norm --mlp relu2");
-    return a + " --steps 10 --optimizer sophia";
-  };
-  auto one = train(1, llama(tmp_ / "one"));
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto zero = train(2, llama(tmp_ / "zero") + " --zero 1");
-  ASSERT_EQ(zero.exit_code, 0) << zero.output;
-  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
-  const auto l1 = read_losses(tmp_ / "one"), lz = read_losses(tmp_ / "zero");
-  ASSERT_EQ(l1.size(), 10u);
-  EXPECT_LT(l1.back().second, l1.front().second - 0.5);  // it learns
-  expect_losses_close(lz, l1, 1e-6);
-  expect_parameters_close(tmp_ / "zero/step_00000010", tmp_ / "one/step_00000010");
+TEST_F(ZeroMatchesOneRank, LlamaWithSophia) {
+  check(
+      [&](const std::string& dir) {
+        std::string a = args(tmp_.path(), dir);
+        a.replace(a.find("--preset d2"), 11, "--model llama --preset llama-tiny --qk-norm --mlp relu2");
+        return a + " --steps 10 --optimizer sophia";
+      },
+      10, 0.5);
 }
 
 // Muon under ZeRO-1: each rank orthogonalises the whole matrices of its shard, then the
 // parameters are all-gathered; the same run as one rank with twice the accumulation.
-TEST_F(DataParallelTraining, MuonOnTwoZeroRanksMatchesOneRank) {
-  const std::string& d = tmp_.path();
-  const std::string muon = " --steps 12 --optimizer muon";
-  auto one = train(1, args(d, tmp_ / "one") + muon);
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  auto zero = train(2, args(d, tmp_ / "zero") + muon + " --zero 1");
-  ASSERT_EQ(zero.exit_code, 0) << zero.output;
-  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
-  const auto l1 = read_losses(tmp_ / "one"), lz = read_losses(tmp_ / "zero");
-  ASSERT_EQ(l1.size(), 12u);
-  EXPECT_LT(l1.back().second, l1.front().second - 1.0);  // it learns
-  expect_losses_close(lz, l1, 1e-6);
-  expect_parameters_close(tmp_ / "zero/step_00000012", tmp_ / "one/step_00000012");
+TEST_F(ZeroMatchesOneRank, Muon) {
+  check([&](const std::string& dir) { return args(tmp_.path(), dir) + " --steps 12 --optimizer muon"; }, 12,
+        1.0);
 }
 
 TEST_F(DataParallelTraining, ResumeOnTwoRanksReproducesTheUninterruptedRun) {

@@ -393,8 +393,7 @@ void CudaBackend::run(const LinearBackwardArgs& a) {
 }
 
 namespace {
-cuda::NormLayout norm_layout(const View& x, bool accumulate = true) {
-  const NormRows r = NormRows::of(x);
+cuda::NormLayout norm_layout(const NormRows& r, bool accumulate = true) {
   return {r.groups, r.stride, accumulate};
 }
 }  // namespace
@@ -406,7 +405,7 @@ void CudaBackend::run(const LayerNormArgs& a) {
     using T = typename decltype(tag)::type;
     const auto in = [](const View& v) { return static_cast<const T*>(v.ptr); };
     layernorm_forward<T>(static_cast<T*>(a.out.ptr), a.mean.as<float>(), a.rstd.as<float>(), in(a.x),
-                         in(a.gamma), in(a.beta), N, C, a.eps, a.rms, *ctx_, norm_layout(a.x));
+                         in(a.gamma), in(a.beta), N, C, a.eps, a.rms, *ctx_, norm_layout(r));
   });
 }
 
@@ -421,7 +420,7 @@ void CudaBackend::run(const LayerNormBackwardArgs& a) {
     cuda::layernorm_backward<T>(static_cast<T*>(a.dx.ptr), static_cast<T*>(a.dgamma.ptr),
                                 static_cast<T*>(a.dbeta.ptr), in(a.dout), in(a.x), in(a.gamma),
                                 a.mean.as<float>(), a.rstd.as<float>(), work, N, C, a.rms, *ctx_,
-                                norm_layout(a.x, a.accumulate));
+                                norm_layout(r, a.accumulate));
   });
 }
 
