@@ -11,22 +11,24 @@ that the best lies inside it. Each best is then rerun with the second seed.
 The target is the validation loss the GPT-2 block's best AdamW run reaches at --target-minutes
 (its first validation at or after that wall time); every run's wall time and tokens to that loss
 are read from its metrics.jsonl (`elapsed_s` of the first validation at or below it), and beside
-it the time from which every later validation stays at or below it (the loader reads documents in
-order, without shuffling, so a curve can dip under the target early and rise again). The ratio is
+it the time from which every later validation stays at or below it (without --shuffle the loader
+reads the documents in order, so a curve can dip under the target early and rise again). The ratio is
 the modern block's time over GPT-2's under the same optimizer, each the median of its seeds (the
 mean of two). Throughput: median ms/step of each family's runs.
 
     python3 bench/block_race.py [--mptrain build/mptrain] [--data data/fortunes]
         [--optimizers adamw,muon] [--steps 600] [--batch 16] [--seq 64] [--precision bf16]
         [--adamw-lrs 5e-4,1e-3,2e-3] [--muon-lrs 1e-3,2e-3,4e-3] [--llama-flags "--qk-norm"]
-        [--seeds 1,2] [--deadline 2026-11-29T03:20] [--out runs/block-race]
+        [--seeds 1,2] [--shuffle] [--deadline 2026-11-29T03:20] [--out runs/block-race]
 
-Runs already complete under --out (metrics.jsonl holding the last step) are reused, so a race cut
+--shuffle passes `train --shuffle` to every run (a new order of sequences each epoch, from the
+seed); give it its own --out, as the run names do not say the order. Runs already complete under --out (metrics.jsonl holding the last step) are reused, so a race cut
 by --deadline resumes where it stopped. Needs only the Python standard library.
 """
 
 import argparse
 import datetime
+import glob
 import json
 import os
 import shlex
@@ -88,6 +90,8 @@ class Race:
                    "--val-steps", str(a.val_steps), "--log-every", str(a.every), "--sample-tokens", "16",
                    "--seed", str(seed), "--precision", a.precision, "--threads", str(a.threads),
                    "--progress", "lines", "--save-every", "0", "--run-dir", run_dir]
+            if a.shuffle:
+                cmd.append("--shuffle")
             if family == "llama":
                 cmd += shlex.split(a.llama_flags)
             print("$ " + " ".join(cmd), flush=True)
@@ -128,8 +132,8 @@ def median(xs):
 
 def staying_below(records, target):
     """(step, elapsed seconds) of the first validation from which every later one is at or below
-    target, or (None, None): the data are read in order (no shuffling), so a validation curve can
-    dip below the target early and rise again as the documents change."""
+    target, or (None, None): read in order (no --shuffle), a validation curve can dip below the
+    target early and rise again as the documents change."""
     vals = [r for r in records if "val_loss" in r]
     for i, r in enumerate(vals):
         if all(v["val_loss"] <= target for v in vals[i:]):
@@ -144,7 +148,9 @@ def tokens_per_step(args):
 def report(race, bests, target, target_src):
     a = race.args
     print()
-    print(f"block race on {os.path.basename(os.path.normpath(a.data))}: gpt2 d6 vs llama-d6 {a.llama_flags}, "
+    corpora = "+".join(sorted(os.path.basename(os.path.normpath(d)) for d in glob.glob(a.data))) or a.data
+    order = "shuffled" if a.shuffle else "in order"
+    print(f"block race on {corpora} ({order}): gpt2 d6 vs llama-d6 {a.llama_flags}, "
           f"batch {a.batch}x{a.seq}, {a.steps} steps, {a.precision}, warmup {a.warmup} then cosine to 0")
     print(f"target: validation loss {target:.4f} ({target_src})")
     print(f"{'run':>34} {'final val':>10} {'s to target':>12} {'tokens to target':>17} {'s staying below':>16} "
@@ -204,7 +210,9 @@ def report(race, bests, target, target_src):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mptrain", default=os.path.join(REPO, "build", "mptrain"))
-    ap.add_argument("--data", default=os.path.join(REPO, "data", "fortunes"))
+    ap.add_argument("--data", default=os.path.join(REPO, "data", "fortunes"),
+                    help="the corpus folder; a glob takes several ('data/*': fortunes and perldoc, with --shuffle "
+                         "interleaved)")
     ap.add_argument("--optimizers", default="adamw,muon")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=64)
@@ -214,6 +222,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--adamw-lrs", default="5e-4,1e-3,2e-3")
     ap.add_argument("--muon-lrs", default="1e-3,2e-3,4e-3")
+    ap.add_argument("--shuffle", action="store_true",
+                    help="both families read the data shuffled (train --shuffle), not in order")
     ap.add_argument("--llama-flags", default="--qk-norm", help="the modern block's options")
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--max-extend", type=int, default=2)

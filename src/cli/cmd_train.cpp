@@ -112,6 +112,10 @@ void register_train(CLI::App& app, int& exit_code) {
                   "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
       ->required();
   cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
+  cmd->add_flag("--shuffle", opt->shuffle,
+                "GPT-2/Llama: read the training data as sequences of seq+1 tokens in a new random order each "
+                "epoch (from --seed), and validate on a fixed random sample of the held-out sequences, instead "
+                "of both in order (BERT's instances are always shuffled)");
   cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")
       ->capture_default_str()
       ->check(cli::at_least(1));
@@ -303,6 +307,9 @@ void register_train(CLI::App& app, int& exit_code) {
       MPT_CHECK(opt->optimizer == OptimizerKind::Muon || !given(flag),
                 std::string(flag) + " only applies with --optimizer muon");
     std::unique_ptr<TrainTask> task;
+    MPT_CHECK(!opt->shuffle || (*task_kind != "classify" && *model_kind != "bert"),
+              "--shuffle orders GPT-2's and Llama's token streams; BERT's loader shuffles its instances every "
+              "epoch already");
     if (*task_kind == "classify") {
       MPT_CHECK(!given("--model") || *model_kind == "bert", "--task classify fine-tunes BERT: --model bert");
       // Hugging Face Trainer's defaults for fine-tuning where the flags are silent.

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "core/rng.h"
+#include "core/rng_int.h"
 
 namespace mptrain {
 
@@ -14,16 +14,6 @@ namespace {
 // Streams of the counter-based RNG (core/rng.h), so that orders and masks never share draws.
 constexpr uint64_t kOrderStream = 0x6f72646572ull;  // "order"
 constexpr uint64_t kMaskStream = 0x6d61736bull;     // "mask"
-
-// 64 random bits at (seed, stream, index): the hash core/rng.h's uniform01 is built on.
-uint64_t bits64(uint64_t seed, uint64_t stream, uint64_t index) {
-  return mix64(mix64(seed ^ mix64(stream)) + index);
-}
-
-// Uniform integer in [0, n) (n > 0) by Lemire's multiply-shift; the bias (n / 2^64) is negligible.
-uint64_t below(uint64_t r, uint64_t n) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(r) * n) >> 64);
-}
 
 double unit(uint64_t r) { return static_cast<double>(r >> 11) * (1.0 / 9007199254740992.0); }
 
@@ -98,10 +88,8 @@ void BertLoader::build_order(int64_t epoch) {
   const size_t n = file_.size();
   order_.resize(n);
   for (size_t i = 0; i < n; ++i) order_[i] = static_cast<uint32_t>(i);
-  if (opt_.shuffle) {
-    const uint64_t stream = kOrderStream + static_cast<uint64_t>(epoch);
-    for (size_t i = n; i > 1; --i) std::swap(order_[i - 1], order_[below(bits64(opt_.seed, stream, i), i)]);
-  }
+  if (opt_.shuffle)
+    shuffle_counter_based(std::span<uint32_t>(order_), opt_.seed, kOrderStream + static_cast<uint64_t>(epoch));
   order_epoch_ = epoch;
 }
 

@@ -120,13 +120,20 @@ class CausalLmTask final : public TrainTask {
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { F::load_weights(ckpt_dir, *model_); }
 
-  void open_data(const TrainOptions& opt, const RunState&, int rank, int world) override {
+  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
     B_ = opt.batch, T_ = opt.seq;
     model_->plan(B_, T_);
     model_->set_graphs(opt.graphs == "on");
-    train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world);
+    // The shuffled order follows the run's seed (a resumed run's: the checkpoint's).
+    train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world,
+                                           TokenOrder{opt.shuffle, state.seed});
     if (pending_) train_->set_position(*pending_);
-    if (!opt.val_data.empty()) val_ = std::make_unique<TokenLoader>(opt.val_data, B_, T_, config_.vocab_size);
+    // Validation reads its first --val-steps batches every time: with --shuffle a fixed random sample
+    // of the held-out sequences (the same for every seed and run, so runs compare on the same text),
+    // drawn from all of them rather than the first documents of the first shard.
+    if (!opt.val_data.empty())
+      val_ = std::make_unique<TokenLoader>(opt.val_data, B_, T_, config_.vocab_size, 0, 1,
+                                           TokenOrder{opt.shuffle, kValidationSampleSeed});
     inputs_.resize(static_cast<size_t>(B_) * T_);
     targets_.resize(static_cast<size_t>(B_) * T_);
   }
@@ -140,8 +147,9 @@ class CausalLmTask final : public TrainTask {
                  model_shape(config_).c_str(), config_.vocab_size, config_.padded_vocab_size);
     monitor.sayf(
         "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
-        "shard(s)\n",
-        B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards());
+        "shard(s)%s\n",
+        B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards(),
+        train_->shuffled() ? ", shuffled" : "");
     if (model_->graphs())
       monitor.sayf(
           "graphs on: the micro-batch's forward and backward captured on its second run, then replayed "
@@ -203,6 +211,7 @@ class CausalLmTask final : public TrainTask {
   int eot_ = 0;
   typename F::Config config_;
   std::unique_ptr<typename F::Model> model_;
+  static constexpr uint64_t kValidationSampleSeed = 0;
   std::unique_ptr<TokenLoader> train_, val_;
   std::optional<LoaderPosition> pending_;  // the data position of the last read_state
   std::vector<int> inputs_, targets_;

@@ -150,6 +150,10 @@ nlohmann::json train_state_json(const TrainState& state) {
   st["train_shard"] = state.train_pos.shard;
   st["train_offset"] = state.train_pos.offset;
   st["train_epoch"] = state.train_pos.epoch;
+  if (state.train_pos.shuffled) {  // absent: the sequential order (and every older file)
+    st["train_order"] = "shuffled";
+    st["train_index"] = state.train_pos.index;
+  }
   return st;
 }
 

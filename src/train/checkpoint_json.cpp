@@ -90,6 +90,13 @@ TrainState parse_checkpoint_state(const std::string& text, const std::string& wh
   s.train_pos.shard = json_get<int64_t>(j, "train_shard", what);
   s.train_pos.offset = json_get<int64_t>(j, "train_offset", what);
   s.train_pos.epoch = json_get<int64_t>(j, "train_epoch", what);
+  if (j.contains("train_order")) {
+    const auto order = json_get<std::string>(j, "train_order", what);
+    MPT_CHECK(order == "shuffled" || order == "sequential",
+              what + ": train_order '" + order + "' is neither 'shuffled' nor 'sequential'");
+    s.train_pos.shuffled = order == "shuffled";
+    if (s.train_pos.shuffled) s.train_pos.index = json_get<int64_t>(j, "train_index", what);
+  }
   return s;
 }
 

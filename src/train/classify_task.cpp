@@ -9,10 +9,11 @@
 #include <filesystem>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "core/error.h"
-#include "core/rng.h"
+#include "core/rng_int.h"
 #include "data/classify_data.h"
 #include "data/wordpiece.h"
 #include "dist/communicator.h"
@@ -60,13 +61,10 @@ class ClassifyLoader {
   }
 
  private:
-  void shuffle() {  // Fisher-Yates on the seed and the epoch
+  void shuffle() {  // on the seed and the epoch
     order_.resize(examples_.size());
     std::iota(order_.begin(), order_.end(), 0);
-    for (size_t i = order_.size(); i > 1; --i) {
-      const uint64_t r = mix64(mix64(seed_ ^ mix64(static_cast<uint64_t>(pos_.epoch))) + i);
-      std::swap(order_[i - 1], order_[static_cast<size_t>(r % i)]);
-    }
+    shuffle_counter_based(std::span<int64_t>(order_), seed_, static_cast<uint64_t>(pos_.epoch));
   }
   const std::vector<ClassifyExample>& examples_;
   int B_;

@@ -26,6 +26,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"batch", batch},
           {"seq", seq},
           {"total_batch_tokens", total_batch_tokens},
+          {"shuffle", shuffle},
           {"steps", steps},
           {"lr", lr},
           {"min_lr_frac", min_lr_frac},

@@ -30,6 +30,7 @@ struct TrainOptions {
   int batch = 4;                   // B, sequences per micro-batch
   int seq = 256;                   // T
   int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = B·T (no accumulation)
+  bool shuffle = false;            // --shuffle: token streams in a new order each epoch (data/loader.h)
   // optimisation
   int64_t steps = 100;
   float lr = 6e-4f;

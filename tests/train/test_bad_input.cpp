@@ -59,6 +59,11 @@ TEST(BadInput, UnknownPreset) {
   expect_clear_error(run_mptrain(train(tmp / "train_*.bin", "", "gpt5")), "unknown GPT-2 preset 'gpt5'");
 }
 
+TEST(BadInput, ShuffleIsForTokenStreams) {  // BERT's loader shuffles its instances already
+  expect_clear_error(run_mptrain("train --model bert --train-data x.bert --shuffle"),
+                     "--shuffle orders GPT-2's and Llama's token streams");
+}
+
 TEST(BadInput, UnknownFlag) {
   expect_clear_error(run_mptrain("train --train-data x --no-such-flag"), "--no-such-flag");
 }

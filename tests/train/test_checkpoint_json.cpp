@@ -73,6 +73,22 @@ TEST(CheckpointJson, NumbersOutOfRangeAreErrors) {
   EXPECT_THROW(parse_checkpoint_config(config + R"(, "n_layer": 2.5e10})", "'c'"), Error);
 }
 
+// The shuffled loader's position (`train --shuffle`) round-trips; files without train_order (every
+// older one) are sequential; a train_order that is neither is refused.
+TEST(CheckpointJson, ShuffledDataPositionRoundTrips) {
+  TrainState s;
+  s.step = 9;
+  s.train_pos = {.epoch = 3, .shuffled = true, .index = 48};
+  const TrainState back = parse_checkpoint_state(train_state_json(s).dump(), "'s'");
+  EXPECT_TRUE(back.train_pos.shuffled);
+  EXPECT_EQ(back.train_pos.index, 48);
+  EXPECT_EQ(back.train_pos.epoch, 3);
+  EXPECT_FALSE(parse_checkpoint_state(kState, "'s'").train_pos.shuffled);
+  EXPECT_FALSE(parse_checkpoint_state(with("train_order", "\"sequential\""), "'s'").train_pos.shuffled);
+  expect_error(with("train_order", "\"random\""), "train_order 'random' is neither");
+  expect_error(with("train_order", "\"shuffled\""), "missing field 'train_index'");
+}
+
 // A checkpoint whose mptrain_config claims more than its model.safetensors holds (a corrupt or
 // hand-edited file) is refused before the model is sized from it: no table of 10^5 layers, no
 // multi-gigabyte buffer allocated and zeroed only to find the tensors missing.

@@ -60,6 +60,35 @@ TEST(Resume, ContinuesTheExactTrajectory) {
   EXPECT_EQ(read_losses(tmp / "a").size(), la.size());
 }
 
+// --shuffle: the order's epoch and index travel in state.json, so a resumed run reads the same
+// sequences (across an epoch boundary: 400 tokens are 12 sequences of 32, 6 steps of 2); resuming it
+// without --shuffle is refused in one line, before any step.
+TEST(Resume, ShuffledDataContinuesTheExactTrajectory) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path(), 400);
+  const std::string args = base_args(tmp.path()) + " --shuffle --steps 10";
+  auto a = run_mptrain(args + " --save-every 4 --run-dir " + (tmp / "a"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("shard(s), shuffled"), std::string::npos) << a.output;
+  auto b = run_mptrain(args + " --run-dir " + (tmp / "b") + " --resume " + (tmp / "a/step_00000004"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const auto la = read_losses(tmp / "a"), lb = read_losses(tmp / "b");
+  ASSERT_EQ(la.size(), 10u);
+  ASSERT_EQ(lb.size(), 6u);
+  for (size_t i = 0; i < lb.size(); ++i) EXPECT_EQ(lb[i].second, la[4 + i].second) << "step " << lb[i].first;
+  // The order differs from the sequential one (the same seed and data, without --shuffle).
+  auto s = run_mptrain(base_args(tmp.path()) + " --steps 10 --run-dir " + (tmp / "s"));
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_NE(read_losses(tmp / "s")[1].second, la[1].second);
+  auto c = run_mptrain(base_args(tmp.path()) + " --steps 10 --run-dir " + (tmp / "c") + " --resume " +
+                       (tmp / "a/step_00000004"));
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.output.find("taken in shuffled (--shuffle) order, and this run reads its data in sequential order; "
+                          "pass --shuffle to resume it"),
+            std::string::npos)
+      << c.output;
+}
+
 TEST(Resume, SigkillDuringCheckpointWritesLeavesPreviousCheckpointIntact) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
