@@ -21,6 +21,13 @@ mean of two). Throughput: median ms/step of each family's runs.
         [--adamw-lrs 5e-4,1e-3,2e-3] [--muon-lrs 1e-3,2e-3,4e-3] [--llama-flags "--qk-norm"]
         [--seeds 1,2] [--shuffle] [--deadline 2026-11-29T03:20] [--out runs/block-race]
 
+A race may be continued on another day or machine: --target-loss fixes the target at an earlier
+race's value, and --bests takes the sweeps' bests from it (family-optimizer=lr, comma-separated), so
+only the runs still missing are made. Each run records its host (CPU model and the flags that matter)
+and the load average before it in host.json; the report then gives the ratio per seed as well, each
+seed's GPT-2/modern pair timed on one host, and their median where the hosts differ (wall times from
+two CPUs do not mix).
+
 --shuffle passes `train --shuffle` to every run (a new order of sequences each epoch, from the
 seed); give it its own --out, as the run names do not say the order. Runs already complete under --out (metrics.jsonl holding the last step) are reused, so a race cut
 by --deadline resumes where it stopped. Needs only the Python standard library.
@@ -35,6 +42,7 @@ import shlex
 import subprocess
 import sys
 import time
+import re
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -46,6 +54,30 @@ FAMILIES = {"gpt2": ("gpt2", "d6"), "llama": ("llama", "llama-d6")}
 
 def run_name(family, optimizer, lr, seed):
     return f"{family}-{optimizer}-lr{lr:g}-seed{seed}"
+
+
+def host_signature():
+    """The CPU model and the flags that decide its speed, as the benchmarks name a host."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags |= set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = [x for x in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if x in flags]
+    return f"{model} ({' '.join(wanted)})"
+
+
+def read_host(run_dir):
+    try:
+        with open(os.path.join(run_dir, "host.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"host": "unrecorded", "load_before": None}
 
 
 def complete(metrics, steps):
@@ -95,6 +127,9 @@ class Race:
             if family == "llama":
                 cmd += shlex.split(a.llama_flags)
             print("$ " + " ".join(cmd), flush=True)
+            with open(os.path.join(run_dir, "host.json"), "w") as f:
+                json.dump({"host": host_signature(), "load_before": os.getloadavg()[0],
+                           "started": datetime.datetime.now().isoformat(timespec="seconds")}, f)
             t0 = time.time()
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if proc.returncode != 0:
@@ -103,7 +138,7 @@ class Race:
             self.run_seconds.append(time.time() - t0)
         records = read_metrics(metrics)
         r = {"records": records, "lr": lr, "family": family, "optimizer": optimizer, "seed": seed,
-             "dir": run_dir, "seconds": max((x.get("elapsed_s", 0) for x in records), default=0)}
+             "dir": run_dir, "host": read_host(run_dir), "seconds": max((x.get("elapsed_s", 0) for x in records), default=0)}
         self.results[name] = r
         print(f"  {name}: final val {final_val(records):.4f}", flush=True)
         return r
@@ -141,6 +176,22 @@ def staying_below(records, target):
     return None, None
 
 
+def seed_ratios(race, bests, optimizer, target):
+    """{seed: {ratio, host}} of llama's time to the target over gpt2's, for each seed whose two runs
+    ran on the same host (a pair timed on two CPUs says nothing)."""
+    out = {}
+    for seed in race.args.seeds:
+        pair = [race.results.get(run_name(f, optimizer, bests.get((f, optimizer), 0), seed)) for f in ("llama", "gpt2")]
+        if not all(pair):
+            continue
+        hosts = {r["host"].get("host") for r in pair}
+        secs = [first_reaching(r["records"], target)[1] for r in pair]
+        if len(hosts) != 1 or not all(secs):
+            continue
+        out[seed] = {"ratio": secs[0] / secs[1], "host": hosts.pop()}
+    return out
+
+
 def tokens_per_step(args):
     return args.batch * args.seq
 
@@ -154,15 +205,17 @@ def report(race, bests, target, target_src):
           f"batch {a.batch}x{a.seq}, {a.steps} steps, {a.precision}, warmup {a.warmup} then cosine to 0")
     print(f"target: validation loss {target:.4f} ({target_src})")
     print(f"{'run':>34} {'final val':>10} {'s to target':>12} {'tokens to target':>17} {'s staying below':>16} "
-          f"{'ms/step':>8}")
+          f"{'ms/step':>8} {'load':>5}  host")
     fmt = lambda s: f"{s:.0f}" if s else "-"  # noqa: E731
     for name, r in sorted(race.results.items()):
         step, secs = first_reaching(r["records"], target)
         _, stay = staying_below(r["records"], target)
         ms = sorted(x["ms"] for x in r["records"] if "ms" in x)
         med = ms[len(ms) // 2] if ms else float("nan")
+        load = r["host"].get("load_before")
         print(f"{name:>34} {final_val(r['records']):>10.4f} {fmt(secs):>12} "
-              f"{step * tokens_per_step(a) if step else '-':>17} {fmt(stay):>16} {med:>8.0f}")
+              f"{step * tokens_per_step(a) if step else '-':>17} {fmt(stay):>16} {med:>8.0f} "
+              f"{f'{load:.2f}' if load is not None else '-':>5}  {r['host'].get('host')}")
     summary = {}
     for optimizer in a.optimizers:
         times = {}
@@ -182,6 +235,12 @@ def report(race, bests, target, target_src):
                 times[family] = (median(secs), median(stays))
                 summary[f"{family}-{optimizer}"] = {"lr": lr, "seconds_to_target": secs,
                                                     "seconds_staying_below": stays}
+        per_seed = seed_ratios(race, bests, optimizer, target)
+        if per_seed:
+            summary[f"ratio_per_seed-{optimizer}"] = per_seed
+            print(f"{optimizer}: llama/gpt2 time to the target per seed (each pair on one host): "
+                  + ", ".join(f"seed {s} {v['ratio']:.2f}x on {v['host']}" for s, v in per_seed.items())
+                  + f"; median {median([v['ratio'] for v in per_seed.values()]):.2f}x")
         if "gpt2" in times and "llama" in times:
             ratio = times["llama"][0] / times["gpt2"][0]
             stay = times["llama"][1] / times["gpt2"][1]
@@ -207,6 +266,17 @@ def report(race, bests, target, target_src):
     print(rep.stdout.strip() if rep.returncode == 0 else f"report failed: {rep.stdout.strip()}")
 
 
+def parse_bests(text):
+    """{(family, optimizer): lr} from 'gpt2-adamw=1e-3,llama-adamw=2e-3'."""
+    bests = {}
+    for item in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\w+)-(\w+)=([0-9.eE+-]+)", item.strip())
+        if not m or m.group(1) not in FAMILIES:
+            sys.exit(f"block_race: --bests: '{item}' is not family-optimizer=lr (families: {', '.join(FAMILIES)})")
+        bests[(m.group(1), m.group(2))] = float(m.group(3))
+    return bests
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mptrain", default=os.path.join(REPO, "build", "mptrain"))
@@ -230,6 +300,11 @@ def main():
     ap.add_argument("--target-minutes", type=float, default=10.0)
     ap.add_argument("--precision", default="bf16")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--target-loss", type=float, default=None,
+                    help="the target validation loss, fixed (an earlier race's); default: GPT-2's best AdamW run "
+                         "at --target-minutes")
+    ap.add_argument("--bests", default="",
+                    help="sweeps already made: family-optimizer=lr,... (gpt2-adamw=1e-3); their sweeps are skipped")
     ap.add_argument("--deadline", default="", help="start no run that would end after this ISO time")
     ap.add_argument("--out", default=os.path.join(REPO, "runs", "block-race"))
     args = ap.parse_args()
@@ -240,10 +315,12 @@ def main():
            "muon": [float(x) for x in args.muon_lrs.split(",")]}
 
     race = Race(args)
-    bests = {}
+    bests = parse_bests(args.bests)
     # The baseline first: its best AdamW run sets the target.
     for optimizer in args.optimizers:
         for family in FAMILIES:
+            if (family, optimizer) in bests:
+                continue
             best = race.sweep(family, optimizer, lrs[optimizer])
             if best is not None:
                 bests[(family, optimizer)] = best
@@ -251,6 +328,9 @@ def main():
         for seed in args.seeds[1:]:
             race.run(family, optimizer, lr, seed)
 
+    if args.target_loss is not None:
+        report(race, bests, args.target_loss, "fixed by --target-loss")
+        return
     base = race.results.get(run_name("gpt2", "adamw", bests.get(("gpt2", "adamw"), 0), args.seeds[0]))
     if not base:
         sys.exit("block_race: no GPT-2 AdamW best, so no target")
