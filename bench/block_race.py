@@ -23,7 +23,7 @@ mean of two). Throughput: median ms/step of each family's runs.
 
 A race may be continued on another day or machine: --target-loss fixes the target at an earlier
 race's value, and --bests takes the sweeps' bests from it (family-optimizer=lr, comma-separated), so
-only the runs still missing are made. Each run records its host (CPU model and the flags that matter)
+only the runs still missing are made (every seed of each best: seed 1 again on a new host). Each run records its host (CPU model and the flags that matter)
 and the load average before it in host.json; the report then gives the ratio per seed as well, each
 seed's GPT-2/modern pair timed on one host, and their median where the hosts differ (wall times from
 two CPUs do not mix).
@@ -325,8 +325,9 @@ def main():
             if best is not None:
                 bests[(family, optimizer)] = best
     for (family, optimizer), lr in list(bests.items()):
-        for seed in args.seeds[1:]:
-            race.run(family, optimizer, lr, seed)
+        if optimizer in args.optimizers:
+            for seed in args.seeds:  # a sweep's own seed is already done; a --bests one may not be
+                race.run(family, optimizer, lr, seed)
 
     if args.target_loss is not None:
         report(race, bests, args.target_loss, "fixed by --target-loss")
