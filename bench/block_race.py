@@ -23,14 +23,19 @@ mean of two). Throughput: median ms/step of each family's runs.
 
 A race may be continued on another day or machine: --target-loss fixes the target at an earlier
 race's value, and --bests takes the sweeps' bests from it (family-optimizer=lr, comma-separated), so
-only the runs still missing are made (every seed of each best: seed 1 again on a new host). Each run records its host (CPU model and the flags that matter)
-and the load average before it in host.json; the report then gives the ratio per seed as well, each
-seed's GPT-2/modern pair timed on one host, and their median where the hosts differ (wall times from
-two CPUs do not mix).
+only the runs still missing are made (every seed of each best: seed 1 again on a new host). Each run
+records in host.json its host (CPU model and the flags that matter), the load average before it and
+the cores other processes took while it ran; the report gives the ratio per seed as well, each
+seed's GPT-2/modern pair timed on one host, and their median (wall times of two CPUs do not mix).
+
+--archive DIR keeps what the report reads of each run (its validation records, which carry the
+step's ms, and host.json) in DIR/<run>/, small enough to commit; copied back under --out, those
+runs count as complete and are reused, so a race spans sessions whose checkouts start without runs/.
 
 --shuffle passes `train --shuffle` to every run (a new order of sequences each epoch, from the
-seed); give it its own --out, as the run names do not say the order. Runs already complete under --out (metrics.jsonl holding the last step) are reused, so a race cut
-by --deadline resumes where it stopped. Needs only the Python standard library.
+seed); give it its own --out, as the run names do not say the order. Runs already complete under
+--out (metrics.jsonl holding the last step) are reused, so a race cut by --deadline resumes where
+it stopped. Needs only the Python standard library.
 """
 
 import argparse
@@ -43,6 +48,7 @@ import subprocess
 import sys
 import time
 import re
+import resource
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -70,6 +76,18 @@ def host_signature():
         pass
     wanted = [x for x in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if x in flags]
     return f"{model} ({' '.join(wanted)})"
+
+
+def busy_seconds():
+    """CPU seconds all processes have run (user, nice, system, irq, softirq, steal) since boot."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def read_host(run_dir):
@@ -127,18 +145,24 @@ class Race:
             if family == "llama":
                 cmd += shlex.split(a.llama_flags)
             print("$ " + " ".join(cmd), flush=True)
-            with open(os.path.join(run_dir, "host.json"), "w") as f:
-                json.dump({"host": host_signature(), "load_before": os.getloadavg()[0],
-                           "started": datetime.datetime.now().isoformat(timespec="seconds")}, f)
-            t0 = time.time()
+            host = {"host": host_signature(), "load_before": os.getloadavg()[0],
+                    "started": datetime.datetime.now().isoformat(timespec="seconds")}
+            t0, busy0, mine0 = time.time(), busy_seconds(), children_seconds()
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if proc.returncode != 0:
                 sys.stdout.write(proc.stdout)
                 sys.exit(f"block_race: the {name} run failed (exit {proc.returncode})")
-            self.run_seconds.append(time.time() - t0)
+            wall = time.time() - t0
+            self.run_seconds.append(wall)
+            # The cores others took while it ran: the whole machine's busy time less the run's own.
+            # (load_before of a run right after another is that run's load, not others'.)
+            others = (busy_seconds() - busy0 - (children_seconds() - mine0)) / wall
+            with open(os.path.join(run_dir, "host.json"), "w") as f:
+                json.dump({**host, "others_cores": round(max(others, 0.0), 3)}, f)
         records = read_metrics(metrics)
         r = {"records": records, "lr": lr, "family": family, "optimizer": optimizer, "seed": seed,
-             "dir": run_dir, "host": read_host(run_dir), "seconds": max((x.get("elapsed_s", 0) for x in records), default=0)}
+             "dir": run_dir, "host": read_host(run_dir),
+             "seconds": max((x.get("elapsed_s", 0) for x in records), default=0)}
         self.results[name] = r
         print(f"  {name}: final val {final_val(records):.4f}", flush=True)
         return r
@@ -205,17 +229,18 @@ def report(race, bests, target, target_src):
           f"batch {a.batch}x{a.seq}, {a.steps} steps, {a.precision}, warmup {a.warmup} then cosine to 0")
     print(f"target: validation loss {target:.4f} ({target_src})")
     print(f"{'run':>34} {'final val':>10} {'s to target':>12} {'tokens to target':>17} {'s staying below':>16} "
-          f"{'ms/step':>8} {'load':>5}  host")
+          f"{'ms/step':>8} {'load':>5} {'others':>6}  host")
     fmt = lambda s: f"{s:.0f}" if s else "-"  # noqa: E731
     for name, r in sorted(race.results.items()):
         step, secs = first_reaching(r["records"], target)
         _, stay = staying_below(r["records"], target)
         ms = sorted(x["ms"] for x in r["records"] if "ms" in x)
         med = ms[len(ms) // 2] if ms else float("nan")
-        load = r["host"].get("load_before")
+        load, others = r["host"].get("load_before"), r["host"].get("others_cores")
         print(f"{name:>34} {final_val(r['records']):>10.4f} {fmt(secs):>12} "
               f"{step * tokens_per_step(a) if step else '-':>17} {fmt(stay):>16} {med:>8.0f} "
-              f"{f'{load:.2f}' if load is not None else '-':>5}  {r['host'].get('host')}")
+              f"{f'{load:.2f}' if load is not None else '-':>5} {f'{others:.2f}' if others is not None else '-':>6}  "
+              f"{r['host'].get('host')}")
     summary = {}
     for optimizer in a.optimizers:
         times = {}
@@ -266,6 +291,21 @@ def report(race, bests, target, target_src):
     print(rep.stdout.strip() if rep.returncode == 0 else f"report failed: {rep.stdout.strip()}")
 
 
+def archive(race, folder):
+    """Each run's validation records (the target, the curve and a sample of its step times) and its
+    host.json under folder/<run>/: what the report needs, at ~10 KB a run."""
+    for name, r in sorted(race.results.items()):
+        dst = os.path.join(folder, name)
+        os.makedirs(dst, exist_ok=True)
+        with open(os.path.join(dst, "metrics.jsonl"), "w") as f:
+            for rec in r["records"]:
+                if "val_loss" in rec:
+                    f.write(json.dumps(rec) + "\n")
+        with open(os.path.join(dst, "host.json"), "w") as f:
+            json.dump(r["host"], f)
+    print(f"archived {len(race.results)} runs under {folder}")
+
+
 def parse_bests(text):
     """{(family, optimizer): lr} from 'gpt2-adamw=1e-3,llama-adamw=2e-3'."""
     bests = {}
@@ -305,6 +345,7 @@ def main():
                          "at --target-minutes")
     ap.add_argument("--bests", default="",
                     help="sweeps already made: family-optimizer=lr,... (gpt2-adamw=1e-3); their sweeps are skipped")
+    ap.add_argument("--archive", default="", help="keep each run's validation records and host here (committable)")
     ap.add_argument("--deadline", default="", help="start no run that would end after this ISO time")
     ap.add_argument("--out", default=os.path.join(REPO, "runs", "block-race"))
     args = ap.parse_args()
@@ -331,14 +372,16 @@ def main():
 
     if args.target_loss is not None:
         report(race, bests, args.target_loss, "fixed by --target-loss")
-        return
-    base = race.results.get(run_name("gpt2", "adamw", bests.get(("gpt2", "adamw"), 0), args.seeds[0]))
-    if not base:
-        sys.exit("block_race: no GPT-2 AdamW best, so no target")
-    vals = [r for r in base["records"] if "val_loss" in r]
-    at = next((r for r in vals if r.get("elapsed_s", 0) >= 60 * args.target_minutes), vals[-1])
-    report(race, bests, at["val_loss"],
-           f"gpt2 adamw lr {bests[('gpt2', 'adamw')]:g} at step {at['step']}, {at.get('elapsed_s', 0):.0f} s")
+    else:
+        base = race.results.get(run_name("gpt2", "adamw", bests.get(("gpt2", "adamw"), 0), args.seeds[0]))
+        if not base:
+            sys.exit("block_race: no GPT-2 AdamW best, so no target")
+        vals = [r for r in base["records"] if "val_loss" in r]
+        at = next((r for r in vals if r.get("elapsed_s", 0) >= 60 * args.target_minutes), vals[-1])
+        report(race, bests, at["val_loss"],
+               f"gpt2 adamw lr {bests[('gpt2', 'adamw')]:g} at step {at['step']}, {at.get('elapsed_s', 0):.0f} s")
+    if args.archive:
+        archive(race, args.archive)
 
 
 if __name__ == "__main__":
