@@ -14,7 +14,7 @@ are read from its metrics.jsonl (`elapsed_s` of the first validation at or below
 it the time from which every later validation stays at or below it (without --shuffle the loader
 reads the documents in order, so a curve can dip under the target early and rise again). The ratio is
 the modern block's time over GPT-2's under the same optimizer, each the median of its seeds (the
-mean of two). Throughput: median ms/step of each family's runs.
+mean of two). Throughput: median ms/step of each family's runs under each optimizer.
 
     python3 bench/block_race.py [--mptrain build/mptrain] [--data data/fortunes]
         [--optimizers adamw,muon] [--steps 600] [--batch 16] [--seq 64] [--precision bf16]
@@ -43,12 +43,12 @@ import datetime
 import glob
 import json
 import os
+import re
+import resource
 import shlex
 import subprocess
 import sys
 import time
-import re
-import resource
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -202,7 +202,7 @@ def staying_below(records, target):
 
 def seed_ratios(race, bests, optimizer, target):
     """{seed: {ratio, host}} of llama's time to the target over gpt2's, for each seed whose two runs
-    ran on the same host (a pair timed on two CPUs says nothing)."""
+    ran on the same recorded host (a pair timed on two CPUs, or on unknown ones, says nothing)."""
     out = {}
     for seed in race.args.seeds:
         pair = [race.results.get(run_name(f, optimizer, bests.get((f, optimizer), 0), seed)) for f in ("llama", "gpt2")]
@@ -210,7 +210,7 @@ def seed_ratios(race, bests, optimizer, target):
             continue
         hosts = {r["host"].get("host") for r in pair}
         secs = [first_reaching(r["records"], target)[1] for r in pair]
-        if len(hosts) != 1 or not all(secs):
+        if len(hosts) != 1 or "unrecorded" in hosts or not all(secs):
             continue
         out[seed] = {"ratio": secs[0] / secs[1], "host": hosts.pop()}
     return out
@@ -295,7 +295,7 @@ def report(race, bests, target, target_src):
 
 def archive(race, folder):
     """Each run's validation records (the target, the curve and a sample of its step times) and its
-    host.json under folder/<run>/: what the report needs, at ~10 KB a run."""
+    host.json under folder/<run>/: what the report needs, at ~7 KB a run."""
     for name, r in sorted(race.results.items()):
         dst = os.path.join(folder, name)
         os.makedirs(dst, exist_ok=True)
