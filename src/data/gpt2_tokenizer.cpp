@@ -113,13 +113,15 @@ uint64_t hash_bytes(const char* p, size_t n) {
 std::string find_vocab_dir(const std::string& flag_value, const char* argv0) {
   if (!flag_value.empty()) {
     if (!has_vocab(flag_value))
-      throw Error("--vocab-dir '" + flag_value + "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
+      throw Error("--vocab-dir '" + flag_value +
+                  "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
                   kInstallHint);
     return flag_value;
   }
   if (const char* env = std::getenv("MPTRAIN_VOCAB_DIR"); env && *env) {
     if (!has_vocab(env))
-      throw Error(std::string("MPTRAIN_VOCAB_DIR='") + env + "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
+      throw Error(std::string("MPTRAIN_VOCAB_DIR='") + env +
+                  "' holds no GPT-2 vocabulary (encoder.json, or a byte-level BPE tokenizer.json); " +
                   kInstallHint);
     return env;
   }
@@ -149,10 +151,11 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
       !is_regular_file(enc_path) && is_regular_file(json_path)) {
     const Gpt2Files f = gpt2_files_from_tokenizer_json(read_file(json_path), json_path);
     return parse(f.encoder_json, f.vocab_bpe, json_path + " (model.vocab)", json_path + " (model.merges)",
-                 f.digits);
+                 f.options);
   }
   if (!is_regular_file(enc_path) && is_regular_file(vocab_dir + "/tokenizer.model"))
-    throw Error("'" + vocab_dir + "/tokenizer.model' is a SentencePiece model, which is not supported: mptrain "
+    throw Error("'" + vocab_dir +
+                "/tokenizer.model' is a SentencePiece model, which is not supported: mptrain "
                 "reads GPT-2's byte-level BPE (encoder.json + vocab.bpe, or tokenizer.json)");
   if (!is_regular_file(enc_path))
     throw Error("GPT-2 vocabulary file '" + enc_path + "' is missing; " + kInstallHint);
@@ -163,9 +166,10 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
 
 Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_view merges_text,
                                    const std::string& enc_path, const std::string& bpe_path,
-                                   DigitSplit digits) {
+                                   const Gpt2TokenizerOptions& options) {
   Gpt2Tokenizer tok;
-  tok.pretok_ = Gpt2Pretokenizer(digits);
+  tok.pretok_ = Gpt2Pretokenizer(options.split_patterns);
+  tok.normalizer_ = options.normalizer;
   const std::vector<int> u2b = unicode_to_byte_table();
 
   // encoder.json: {"token": id, ...} with ids 0..N-1, each once.
@@ -263,6 +267,11 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
   }
   if (rank == 0) throw Error("GPT-2 merges file '" + bpe_path + "' holds no merges");
   tok.num_merges_ = rank;
+  if (options.ignore_merges) {
+    tok.whole_.reserve(n * 2);
+    for (int id = 0; id < tok.vocab_size(); ++id)
+      if (id != tok.eot_) tok.whole_.emplace(std::string(tok.token_bytes(id)), id);
+  }
   return tok;
 }
 
@@ -294,6 +303,12 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text, SpecialTokens spec
 }
 
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int>& out) const {
+  if (!whole_.empty()) {
+    if (const auto it = whole_.find(piece); it != whole_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   // The crossover is not critical: both are fast below ~100 bytes, and GPT-2's
   // pieces are a few bytes long except for runs of spaces, digits or symbols.
   if (piece.size() <= 64)
@@ -488,6 +503,10 @@ void Gpt2Encoder::cached_bpe(std::string_view piece, std::vector<int>& out) {
 }
 
 void Gpt2Encoder::encode_ordinary(std::string_view text, std::vector<int>& out) {
+  if (tok_->normalizer() != UnicodeForm::kNone) {
+    normalized_ = normalize_utf8(text, tok_->normalizer());
+    text = normalized_;
+  }
   pieces_.clear();
   tok_->pretokenizer().split(text, pieces_);
   for (std::string_view p : pieces_) cached_bpe(p, out);

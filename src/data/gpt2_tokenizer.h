@@ -13,12 +13,15 @@
 // Gpt2Encoder is the per-thread object that holds a merge cache and scratch space.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "data/pretokenize.h"
+#include "data/unicode_normalize.h"
 
 namespace mptrain {
 
@@ -33,6 +36,16 @@ enum class SpecialTokens { kAsText, kAllowEot };
 // and how to install the vocabulary.
 std::string find_vocab_dir(const std::string& flag_value, const char* argv0);
 
+// What a Hugging Face tokenizer.json may set around GPT-2's byte-level BPE (data/hf_tokenizer_json.h);
+// the defaults are GPT-2's own tokenizer.
+struct Gpt2TokenizerOptions {
+  std::vector<std::string> split_patterns = {kGpt2SplitPattern};  // PCRE2 syntax (pretokenize.h)
+  UnicodeForm normalizer = UnicodeForm::kNone;                    // applied before the split
+  // A piece that is a token of its own becomes that token without merges (tokenizers'
+  // BPE.ignore_merges, set by Llama 3's tokenizer.json: what tiktoken does).
+  bool ignore_merges = false;
+};
+
 class Gpt2Tokenizer {
  public:
   // Reads <dir>/encoder.json and <dir>/vocab.bpe, or, without them, a Hugging Face folder's
@@ -40,10 +53,9 @@ class Gpt2Tokenizer {
   // what is wrong with it (missing, not JSON, unknown merge token, a SentencePiece model, ...).
   static Gpt2Tokenizer load(const std::string& vocab_dir);
   // The same from the two files' contents; the paths only name them in errors.
-  // digits: a Digits step before GPT-2's pattern (a tokenizer.json's; pretokenize.h).
   static Gpt2Tokenizer parse(std::string_view encoder_json, std::string_view vocab_bpe,
                              const std::string& enc_path, const std::string& bpe_path,
-                             DigitSplit digits = DigitSplit::kNone);
+                             const Gpt2TokenizerOptions& options = {});
 
   // Convenience for one-off calls; bulk work should keep a Gpt2Encoder per thread.
   std::vector<int> encode(std::string_view text, SpecialTokens special = SpecialTokens::kAsText) const;
@@ -55,7 +67,8 @@ class Gpt2Tokenizer {
   int vocab_size() const { return static_cast<int>(offsets_.size()) - 1; }
   size_t num_merges() const { return num_merges_; }
 
-  // BPE of one pre-tokenised piece, appended to `out`. Two algorithms with identical
+  // BPE of one pre-tokenised piece, appended to `out` (the piece's own token under
+  // ignore_merges, where it has one). Two algorithms with identical
   // results (the tests hold them to that): bpe_scan is encoder.py's loop (find the
   // lowest-ranked pair, merge every occurrence, repeat), O(n^2), used for short
   // pieces; bpe_heap keeps pairs in a heap over a linked list, O(n log n), for long ones.
@@ -66,6 +79,7 @@ class Gpt2Tokenizer {
   // The token of a single byte (every byte has one).
   int byte_token(unsigned char b) const { return byte_token_[b]; }
   const Gpt2Pretokenizer& pretokenizer() const { return pretok_; }
+  UnicodeForm normalizer() const { return normalizer_; }
 
  private:
   Gpt2Tokenizer() = default;
@@ -92,6 +106,14 @@ class Gpt2Tokenizer {
   void add_merge(uint32_t a, uint32_t b, uint32_t rank, uint32_t merged);
 
   Gpt2Pretokenizer pretok_;
+  UnicodeForm normalizer_ = UnicodeForm::kNone;
+  // ignore_merges: every token but <|endoftext|> by its bytes; else empty. (Looked up by a
+  // string_view: the hash is transparent.)
+  struct BytesHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int, BytesHash, std::equal_to<>> whole_;
   std::string bytes_;              // every token's bytes, back to back
   std::vector<uint32_t> offsets_;  // token id -> [offsets_[id], offsets_[id+1]) in bytes_
   int byte_token_[256] = {};       // the single-byte tokens
@@ -134,6 +156,7 @@ class Gpt2Encoder {
   std::vector<Entry> table_;  // power-of-two size, load <= 1/2
   std::vector<int> scratch_;
   std::vector<std::string_view> pieces_;
+  std::string normalized_;  // the text in the tokenizer's normal form, where it has one
 };
 
 }  // namespace mptrain

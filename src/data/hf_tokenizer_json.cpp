@@ -23,39 +23,100 @@ std::string type_of(const nlohmann::json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "?";
 }
 
-// The pre-tokenizer must be GPT-2's: ByteLevel (alone, or the last step of a Sequence) with its
-// regex and no prefix space, after at most one Digits step; returns that step's split.
-DigitSplit check_pre_tokenizer(const nlohmann::json& pre, const std::string& what) {
-  MPT_CHECK(!pre.is_null(), what + ": no pre_tokenizer; only the ByteLevel one (GPT-2's) is supported");
-  const std::string type = type_of(pre);
-  if (type == "Sequence") {
-    const auto it = pre.find("pretokenizers");
-    MPT_CHECK(it != pre.end() && it->is_array() && !it->empty() && it->size() <= 2,
-              what + ": a pre_tokenizer Sequence is supported as [ByteLevel] or [Digits, ByteLevel] only");
-    DigitSplit digits = DigitSplit::kNone;
-    if (it->size() == 2) {
-      const nlohmann::json& d = (*it)[0];
-      MPT_CHECK(type_of(d) == "Digits", what + ": a pre_tokenizer Sequence step " + type_of(d) +
-                                            " is not supported (only Digits before ByteLevel)");
-      digits = d.contains("individual_digits") && d["individual_digits"].is_boolean() &&
-                       d["individual_digits"].get<bool>()
-                   ? DigitSplit::kIndividual
-                   : DigitSplit::kRuns;
+// A Split step's regex, written for the Oniguruma engine Hugging Face's tokenizers uses, in PCRE2's
+// syntax. The two agree on what these patterns use ((?i:...), \p{L}, \p{N}, {1,3}, lookahead) but
+// for \s: Oniguruma's is Unicode's White_Space set, PCRE2's (under UCP) also takes U+180E, so \s
+// and \S become \p{White_Space} and \P{White_Space}, which also work inside a class. Oniguruma's
+// \h is a hex digit and PCRE2's a horizontal space, so \h and \H are refused.
+std::string pcre2_pattern_of(const std::string& regex, const std::string& what) {
+  std::string out;
+  out.reserve(regex.size() + 32);
+  for (size_t i = 0; i < regex.size(); ++i) {
+    if (regex[i] != '\\' || i + 1 == regex.size()) {
+      out += regex[i];
+      continue;
     }
-    MPT_CHECK(check_pre_tokenizer(it->back(), what) == DigitSplit::kNone,
-              what + ": a pre_tokenizer Sequence inside a Sequence is not supported");
-    return digits;
+    const char c = regex[++i];
+    MPT_CHECK(c != 'h' && c != 'H', what + ": the Split regex uses \\" + std::string(1, c) +
+                                        ", whose meaning differs between Oniguruma and PCRE2");
+    if (c == 's')
+      out += "\\p{White_Space}";
+    else if (c == 'S')
+      out += "\\P{White_Space}";
+    else
+      out += {'\\', c};
   }
-  MPT_CHECK(type != "Metaspace",
-            what +
-                ": the Metaspace pre_tokenizer is SentencePiece's, which is not supported "
-                "(only byte-level BPE)");
-  MPT_CHECK(type == "ByteLevel",
-            what + ": pre_tokenizer " + type + " is not supported (only GPT-2's ByteLevel)");
-  MPT_CHECK(unset(pre, "add_prefix_space"), what + ": ByteLevel with add_prefix_space is not supported");
-  MPT_CHECK(!pre.contains("use_regex") || (pre["use_regex"].is_boolean() && pre["use_regex"].get<bool>()),
-            what + ": ByteLevel without its regex (use_regex false) is not supported");
-  return DigitSplit::kNone;
+  return out;
+}
+
+// One Split step: a regex whose matches and the text between them become pieces.
+std::string split_pattern_of(const nlohmann::json& step, const std::string& what) {
+  const auto pattern = step.find("pattern");
+  MPT_CHECK(pattern != step.end() && pattern->is_object() && pattern->contains("Regex") &&
+                (*pattern)["Regex"].is_string(),
+            what + ": a Split pre_tokenizer is supported with a {\"Regex\": ...} pattern only");
+  const auto b = step.find("behavior");
+  const std::string behavior = b != step.end() && b->is_string() ? b->get<std::string>() : "(none)";
+  MPT_CHECK(behavior == "Isolated",
+            what + ": a Split pre_tokenizer's behavior " + behavior + " is not supported (only Isolated)");
+  MPT_CHECK(unset(step, "invert"), what + ": a Split pre_tokenizer with invert is not supported");
+  std::string pcre2 = pcre2_pattern_of((*pattern)["Regex"].get<std::string>(), what);
+  try {
+    Gpt2Pretokenizer check({pcre2});
+  } catch (const Error& e) {
+    throw Error(what + ": the Split regex does not compile: " + e.what());
+  }
+  return pcre2;
+}
+
+// The pre-tokenizer's steps as split patterns (pretokenize.h), in order: Split, Digits, and last
+// ByteLevel (no prefix space; its own regex, GPT-2's, unless use_regex is false), alone or in a
+// Sequence. ByteLevel's byte-to-unicode mapping is what the BPE below expects, so it must be there.
+std::vector<std::string> split_patterns_of(const nlohmann::json& pre, const std::string& what) {
+  MPT_CHECK(!pre.is_null(), what + ": no pre_tokenizer; byte-level BPE needs the ByteLevel one");
+  const bool sequence = type_of(pre) == "Sequence";
+  const auto list = sequence ? pre.find("pretokenizers") : pre.end();
+  MPT_CHECK(!sequence || (list != pre.end() && list->is_array() && !list->empty()),
+            what + ": a pre_tokenizer Sequence without steps");
+  const std::vector<nlohmann::json> steps =
+      sequence ? list->get<std::vector<nlohmann::json>>() : std::vector<nlohmann::json>{pre};
+  std::vector<std::string> patterns;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const nlohmann::json& step = steps[i];
+    const std::string type = type_of(step);
+    const bool last = i + 1 == steps.size();
+    MPT_CHECK(type != "Metaspace", what +
+                                       ": the Metaspace pre_tokenizer is SentencePiece's, which is not "
+                                       "supported (only byte-level BPE)");
+    if (type == "Split") {
+      patterns.push_back(split_pattern_of(step, what));
+    } else if (type == "Digits") {
+      const bool individual = step.contains("individual_digits") && step["individual_digits"].is_boolean() &&
+                              step["individual_digits"].get<bool>();
+      patterns.push_back(individual ? kDigitsPattern : kDigitRunsPattern);
+    } else if (type == "ByteLevel") {
+      MPT_CHECK(last, what + ": a pre_tokenizer step after ByteLevel is not supported");
+      MPT_CHECK(unset(step, "add_prefix_space"), what + ": ByteLevel with add_prefix_space is not supported");
+      const bool regex = !step.contains("use_regex") || step["use_regex"].is_null() ||
+                         (step["use_regex"].is_boolean() && step["use_regex"].get<bool>());
+      if (regex) patterns.push_back(kGpt2SplitPattern);
+      return patterns;
+    } else {
+      throw Error(what + ": pre_tokenizer " + type +
+                  " is not supported (byte-level BPE's steps: Split with a regex, Digits, ByteLevel)");
+    }
+  }
+  throw Error(what + ": the pre_tokenizer has no ByteLevel step, which byte-level BPE needs last");
+}
+
+// No normalizer (GPT-2's), or one Unicode normal form (Qwen2's NFC).
+UnicodeForm normalizer_of(const nlohmann::json& j, const std::string& what) {
+  const auto it = j.find("normalizer");
+  if (it == j.end() || it->is_null()) return UnicodeForm::kNone;
+  const UnicodeForm form = unicode_form_of(type_of(*it));
+  MPT_CHECK(form != UnicodeForm::kNone,
+            what + ": normalizer " + type_of(*it) + " is not supported (none, NFC, NFD, NFKC or NFKD)");
+  return form;
 }
 
 }  // namespace
@@ -77,16 +138,15 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix", "byte_fallback"})
     MPT_CHECK(unset(model, key),
               what + ": the BPE option " + key + " is not supported (GPT-2's BPE has none)");
-  MPT_CHECK(
-      !j.contains("normalizer") || j["normalizer"].is_null(),
-      what + ": normalizer " + type_of(j["normalizer"]) + " is not supported (GPT-2's tokenizer has none)");
-  const DigitSplit digits =
-      check_pre_tokenizer(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
+  Gpt2Files f;
+  f.options.normalizer = normalizer_of(j, what);
+  f.options.split_patterns =
+      split_patterns_of(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
+  f.options.ignore_merges = model.contains("ignore_merges") && model["ignore_merges"].is_boolean() &&
+                            model["ignore_merges"].get<bool>();
   MPT_CHECK(model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                 model["merges"].is_array(),
             what + ": the BPE model needs a \"vocab\" object and a \"merges\" array");
-  Gpt2Files f;
-  f.digits = digits;
   f.encoder_json = model["vocab"].dump();
   f.vocab_bpe = "#version: 0.2\n";
   // Merges are "left right" strings (older files) or [left, right] pairs (tokenizers >= 0.20).

@@ -1,24 +1,26 @@
 // Hugging Face's tokenizer.json for byte-level BPE (GPT-2's kind, which SmolLM-style Llama folders
 // ship): its model.vocab and model.merges are encoder.json's and vocab.bpe's contents in another
 // wrapping, so reading it is a translation into Gpt2Tokenizer::parse's inputs, and writing it the
-// reverse. Only what GPT-2's tokenizer does is accepted — a BPE model without dropout, subword
-// prefixes or byte fallback, no normalizer, the ByteLevel pre-tokenizer with GPT-2's regex and no
-// prefix space, optionally after a Digits step (SmolLM's: numbers cut digit by digit) — and
-// anything else is one Error naming the setting (a SentencePiece model: Unigram,
-// Metaspace, or a folder with only tokenizer.model, among them). Written by hand: no C++ library
-// reads tokenizer.json (the tokenizers crate is Rust).
+// reverse. Accepted are the byte-level BPE settings GPT-2, SmolLM, Llama 3 and Qwen2 use (the vocabulary
+// itself up to 65,536 tokens, which Llama 3's and Qwen2's exceed: Gpt2Tokenizer::parse): a BPE model
+// without dropout, subword prefixes or byte fallback (ignore_merges kept); no normalizer or one
+// Unicode normal form (Qwen2's NFC); and a pre-tokenizer of Split steps with a regex and behavior
+// Isolated (Llama 3's and Qwen2's pattern), Digits steps (SmolLM's) and last ByteLevel without prefix
+// space, with or without its own regex (GPT-2's). Anything else is one Error naming the setting
+// (a SentencePiece model: Unigram, Metaspace, or a folder with only tokenizer.model, among them).
+// Written by hand: no C++ library reads tokenizer.json (the tokenizers crate is Rust).
 #pragma once
 #include <string>
 #include <string_view>
 
-#include "data/pretokenize.h"
+#include "data/gpt2_tokenizer.h"
 
 namespace mptrain {
 
 struct Gpt2Files {
-  std::string encoder_json;  // {"token": id, ...}
-  std::string vocab_bpe;     // "#version: 0.2" then one merge "left right" a line
-  DigitSplit digits = DigitSplit::kNone;  // a Digits step before ByteLevel (SmolLM's)
+  std::string encoder_json;      // {"token": id, ...}
+  std::string vocab_bpe;         // "#version: 0.2" then one merge "left right" a line
+  Gpt2TokenizerOptions options;  // the normalizer, pre-tokenizer and ignore_merges
 };
 
 // tokenizer.json's text → encoder.json and vocab.bpe (path names the file in errors).

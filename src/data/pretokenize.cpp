@@ -26,6 +26,8 @@ namespace mptrain {
 const char* const kGpt2SplitPattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" MPT_WS
                                       "\\p{L}\\p{N}]+|[" MPT_WS "]+(?![^" MPT_WS "])|[" MPT_WS "]+";
 #undef MPT_WS
+const char* const kDigitsPattern = "\\p{N}";
+const char* const kDigitRunsPattern = "\\p{N}+";
 
 namespace {
 
@@ -67,9 +69,10 @@ std::string pcre2_message(int rc) {
   return reinterpret_cast<const char*>(buf);
 }
 
-// Runs the pattern over valid UTF-8 `text` and calls on_end(end) for every piece.
-// Every position matches some alternative (\s+, a letter, a number or anything
-// else), so pieces are contiguous; a gap would be a bug, and is reported as one.
+// Runs the pattern over valid UTF-8 `text` and calls on_end(end) for the end of every piece: each
+// match, and each stretch of text between matches (Hugging Face's Split, behavior Isolated). An
+// empty match makes no piece, and the search goes on one code point further, as Hugging Face's
+// iteration over matches does.
 template <class OnEnd>
 void run_pattern(const pcre2_code* code, std::string_view text, OnEnd&& on_end) {
   pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
@@ -77,20 +80,29 @@ void run_pattern(const pcre2_code* code, std::string_view text, OnEnd&& on_end) 
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   const size_t n = text.size();
   PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-  size_t off = 0;
+  size_t off = 0, cut = 0;
   while (off < n) {
     // The text was validated by the caller, hence NO_UTF_CHECK (pcre2_match would
     // otherwise re-check the whole subject on every call: quadratic).
-    int rc = pcre2_match(code, subject, n, off, PCRE2_NO_UTF_CHECK, md, nullptr);
-    if (rc < 0 || ov[0] != off || ov[1] <= off) {
+    const int rc = pcre2_match(code, subject, n, off, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
       pcre2_match_data_free(md);
-      throw Error("pretokenize: the GPT-2 pattern failed at byte " + std::to_string(off) +
-                  (rc < 0 ? ": " + pcre2_message(rc) : std::string(": pieces not contiguous")));
+      throw Error("pretokenize: a split pattern failed at byte " + std::to_string(off) + ": " +
+                  pcre2_message(rc));
     }
-    off = ov[1];
-    on_end(off);
+    const size_t begin = ov[0], end = ov[1];
+    if (end == begin) {
+      off = begin + 1;
+      while (off < n && (static_cast<unsigned char>(text[off]) & 0xC0) == 0x80) ++off;
+      continue;
+    }
+    if (begin > cut) on_end(begin);
+    on_end(end);
+    cut = off = end;
   }
   pcre2_match_data_free(md);
+  if (cut < n) on_end(n);
 }
 
 }  // namespace
@@ -147,66 +159,60 @@ pcre2_code* compile(const char* pattern, uint32_t options, const char* what) {
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   return code;
 }
-void free_code(void* code) {
-  if (code) pcre2_code_free(static_cast<pcre2_code*>(code));
-}
 }  // namespace
 
-Gpt2Pretokenizer::Gpt2Pretokenizer(DigitSplit digits) {
-  code_ = compile(kGpt2SplitPattern, PCRE2_UTF | PCRE2_UCP, "GPT-2");
-  // Invalid UTF-8 matches nothing here and stays in the text between digits, where split_gpt2
-  // treats it as GPT-2 does.
-  if (digits != DigitSplit::kNone)
-    digits_ = compile(digits == DigitSplit::kIndividual ? "\\p{N}" : "\\p{N}+",
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, "Digits");
+Gpt2Pretokenizer::Gpt2Pretokenizer(const std::vector<std::string>& patterns) {
+  try {
+    for (const std::string& p : patterns)
+      codes_.push_back(compile(p.c_str(), PCRE2_UTF | PCRE2_UCP, "split"));
+  } catch (...) {
+    free_all();
+    throw;
+  }
 }
 
-Gpt2Pretokenizer::~Gpt2Pretokenizer() {
-  free_code(code_);
-  free_code(digits_);
+void Gpt2Pretokenizer::free_all() {
+  for (void* code : codes_) pcre2_code_free(static_cast<pcre2_code*>(code));
+  codes_.clear();
 }
 
-Gpt2Pretokenizer::Gpt2Pretokenizer(Gpt2Pretokenizer&& other) noexcept
-    : code_(std::exchange(other.code_, nullptr)), digits_(std::exchange(other.digits_, nullptr)) {}
+Gpt2Pretokenizer::~Gpt2Pretokenizer() { free_all(); }
+
+Gpt2Pretokenizer::Gpt2Pretokenizer(Gpt2Pretokenizer&& other) noexcept : codes_(std::move(other.codes_)) {
+  other.codes_.clear();
+}
 
 Gpt2Pretokenizer& Gpt2Pretokenizer::operator=(Gpt2Pretokenizer&& other) noexcept {
   if (this != &other) {
-    free_code(code_);
-    free_code(digits_);
-    code_ = std::exchange(other.code_, nullptr);
-    digits_ = std::exchange(other.digits_, nullptr);
+    free_all();
+    codes_ = std::move(other.codes_);
+    other.codes_.clear();
   }
   return *this;
 }
 
 void Gpt2Pretokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
-  if (!digits_) return split_gpt2(text, pieces);
-  pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-  if (!md) throw Error("pretokenize: out of memory for PCRE2 match data");
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
-  size_t off = 0;
-  while (off < text.size()) {
-    const int rc = pcre2_match(as_code(digits_), subject, text.size(), off, 0, md, nullptr);
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(md);
-      throw Error("pretokenize: the Digits pattern failed at byte " + std::to_string(off) + ": " +
-                  pcre2_message(rc));
-    }
-    split_gpt2(text.substr(off, ov[0] - off), pieces);
-    pieces.emplace_back(text.data() + ov[0], ov[1] - ov[0]);
-    off = ov[1];
+  if (codes_.empty()) {
+    if (!text.empty()) pieces.push_back(text);
+    return;
   }
-  pcre2_match_data_free(md);
-  split_gpt2(text.substr(off), pieces);
+  if (codes_.size() == 1) return split_step(codes_[0], text, pieces);  // GPT-2's: no scratch list
+  // Every step but the last cuts the pieces of the one before into a scratch list.
+  std::vector<std::string_view> cur{text}, next;
+  for (size_t k = 0; k + 1 < codes_.size(); ++k) {
+    next.clear();
+    for (std::string_view p : cur) split_step(codes_[k], p, next);
+    cur.swap(next);
+  }
+  for (std::string_view p : cur) split_step(codes_.back(), p, pieces);
 }
 
-void Gpt2Pretokenizer::split_gpt2(std::string_view text, std::vector<std::string_view>& pieces) const {
+void Gpt2Pretokenizer::split_step(const void* code, std::string_view text,
+                                  std::vector<std::string_view>& pieces) const {
   if (text.empty()) return;
   if (find_invalid_utf8(text) == std::string_view::npos) {
     size_t begin = 0;
-    run_pattern(as_code(code_), text, [&](size_t end) {
+    run_pattern(as_code(code), text, [&](size_t end) {
       pieces.emplace_back(text.data() + begin, end - begin);
       begin = end;
     });
@@ -240,7 +246,7 @@ void Gpt2Pretokenizer::split_gpt2(std::string_view text, std::vector<std::string
   runs.push_back({sub.size(), n, false});  // sentinel
   // Cuts fall on code point boundaries of `sub`, so inside a replacement never.
   size_t r = 0, begin = 0;
-  run_pattern(as_code(code_), sub, [&](size_t end_sub) {
+  run_pattern(as_code(code), sub, [&](size_t end_sub) {
     while (r + 2 < runs.size() && runs[r + 1].sub <= end_sub) ++r;
     // Run r now holds end_sub (or, at the very end, ends there).
     size_t end = end_sub == runs[r].sub ? runs[r].orig

@@ -27,16 +27,21 @@ size_t find_invalid_utf8(std::string_view text);
 // bytes.decode(errors="replace")): what GPT-2's encoders see when handed those bytes.
 std::string replace_invalid_utf8(std::string_view text);
 
-// Hugging Face's Digits pre-tokenizer, run before GPT-2's pattern (SmolLM's and StarCoder's
+// Hugging Face's Digits pre-tokenizer as a split pattern (SmolLM's and StarCoder's
 // tokenizer.json): numeric characters (Unicode N, as Rust's char::is_numeric) cut out as pieces
-// of their own — each alone (individual_digits: true) or in runs (false) — and the pattern then
-// runs on the text between them.
-enum class DigitSplit { kNone, kIndividual, kRuns };
+// of their own, each alone (individual_digits: true) or in runs (false).
+extern const char* const kDigitsPattern;
+extern const char* const kDigitRunsPattern;
 
+// A byte-level BPE pre-tokenizer: split patterns (PCRE2 syntax) applied in order, each to every
+// piece the one before made. A pattern's matches and the text between them become pieces, empty
+// ones dropped: Hugging Face's Split with behavior "Isolated", which is also what its Digits step
+// and ByteLevel's own regex (GPT-2's pattern) do. GPT-2 is one step, its pattern, under which the
+// text between matches is always empty; no step at all leaves the text one piece.
 class Gpt2Pretokenizer {
  public:
-  // Compiles and JIT-compiles the pattern; throws Error if PCRE2 refuses it.
-  explicit Gpt2Pretokenizer(DigitSplit digits = DigitSplit::kNone);
+  // Compiles and JIT-compiles the patterns; throws Error if PCRE2 refuses one.
+  explicit Gpt2Pretokenizer(const std::vector<std::string>& patterns = {kGpt2SplitPattern});
   ~Gpt2Pretokenizer();
   Gpt2Pretokenizer(Gpt2Pretokenizer&& other) noexcept;
   Gpt2Pretokenizer& operator=(Gpt2Pretokenizer&& other) noexcept;
@@ -44,17 +49,17 @@ class Gpt2Pretokenizer {
   Gpt2Pretokenizer& operator=(const Gpt2Pretokenizer&) = delete;
 
   // Appends the pieces of `text` to `pieces` (views into `text`; their
-  // concatenation is `text`). Thread-safe: the compiled pattern is shared read-only.
-  // Invalid UTF-8: the pattern runs on replace_invalid_utf8(text) and the cuts are
-  // mapped back, so an invalid run behaves as one U+FFFD (a symbol: it joins the
-  // ` ?[^\s\p{L}\p{N}]+` alternative) while its piece holds the original bytes.
+  // concatenation is `text`). Thread-safe: the compiled patterns are shared read-only.
+  // Invalid UTF-8: each pattern runs on replace_invalid_utf8(text) and the cuts are
+  // mapped back, so an invalid run behaves as one U+FFFD (under GPT-2's pattern a symbol:
+  // it joins the ` ?[^\s\p{L}\p{N}]+` alternative) while its piece holds the original bytes.
   void split(std::string_view text, std::vector<std::string_view>& pieces) const;
   std::vector<std::string_view> split(std::string_view text) const;
 
  private:
-  void split_gpt2(std::string_view text, std::vector<std::string_view>& pieces) const;
-  void* code_ = nullptr;    // pcre2_code_8*, kept opaque so that users need no PCRE2 header
-  void* digits_ = nullptr;  // the Digits step's pattern, or null
+  void split_step(const void* code, std::string_view text, std::vector<std::string_view>& pieces) const;
+  void free_all();
+  std::vector<void*> codes_;  // pcre2_code_8*, kept opaque so that users need no PCRE2 header
 };
 
 }  // namespace mptrain

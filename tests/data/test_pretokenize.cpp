@@ -166,28 +166,73 @@ TEST(Pretokenize, LongRunsAreOnePiece) {
   EXPECT_EQ(split(std::string(n, ' ') + "x"), (Pieces{std::string(n - 1, ' '), " x"}));
 }
 
-TEST(Pretokenize, RandomBytesSplitIntoContiguousPieces) {
-  std::mt19937 rng(1234);
-  // Bytes drawn to hit every class often: ASCII, continuation and lead bytes, spaces.
-  const std::string alphabet =
-      std::string("aZ9 '\n\t!.", 9) + "\x80\xBF\xC3\xA9\xE2\x82\xAC\xF0\x9F\xFF\xED\xA0";
+// Random byte strings from `ascii` and a fixed set of UTF-8 lead, continuation and invalid bytes,
+// split by `p`: pieces are contiguous and never empty, and the U+FFFD-replaced text splits into
+// the replaced pieces, one for one.
+void check_random_bytes(const Gpt2Pretokenizer& p, unsigned seed, const std::string& ascii) {
+  std::mt19937 rng(seed);
+  const std::string alphabet = ascii + "\x80\xBF\xC3\xA9\xE2\x82\xAC\xF0\x9F\xFF\xED\xA0";
   std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1), len(0, 40);
   for (int it = 0; it < 3000; ++it) {
     std::string s;
     for (size_t k = len(rng); k > 0; --k) s.push_back(alphabet[pick(rng)]);
-    auto pieces = pretok().split(s);
+    const auto pieces = p.split(s);
     std::string joined;
-    for (auto p : pieces) {
-      ASSERT_FALSE(p.empty()) << "'" << s << "'";
-      joined += p;
+    for (auto piece : pieces) {
+      ASSERT_FALSE(piece.empty()) << "'" << s << "'";
+      joined += piece;
     }
     ASSERT_EQ(joined, s);
-    // The replaced text splits into the replaced pieces, one for one.
-    auto replaced = replace_invalid_utf8(s);
-    auto rp = pretok().split(replaced);
+    const std::string replaced = replace_invalid_utf8(s);  // the views below point into it
+    const auto rp = p.split(replaced);
     ASSERT_EQ(rp.size(), pieces.size()) << "'" << s << "'";
     for (size_t i = 0; i < rp.size(); ++i) ASSERT_EQ(std::string(rp[i]), replace_invalid_utf8(pieces[i]));
   }
+}
+
+TEST(Pretokenize, RandomBytesSplitIntoContiguousPieces) {
+  // Bytes drawn to hit every class often: ASCII, continuation and lead bytes, spaces.
+  check_random_bytes(pretok(), 1234, std::string("aZ9 '\n\t!.", 9));
+}
+
+// Split steps beyond GPT-2's (Hugging Face's Split, behavior Isolated): matches and the text
+// between them become pieces, empty matches none, steps cut the pieces of the step before, and no
+// step leaves the text whole.
+Pieces split_with(const std::vector<std::string>& patterns, const std::string& text) {
+  const Gpt2Pretokenizer p(patterns);
+  Pieces out;
+  for (std::string_view v : p.split(text)) out.emplace_back(v);
+  return out;
+}
+
+TEST(Pretokenize, SplitStepsIsolateMatchesAndTheTextBetween) {
+  EXPECT_EQ(split_with({"x+"}, "aaxxbxc"), (Pieces{"aa", "xx", "b", "x", "c"}));
+  EXPECT_EQ(split_with({"x+"}, "xx"), (Pieces{"xx"}));
+  EXPECT_EQ(split_with({"x+"}, "abc"), (Pieces{"abc"}));
+  EXPECT_EQ(split_with({"x*"}, "axxb"), (Pieces{"a", "xx", "b"})) << "an empty match makes no piece";
+  EXPECT_EQ(split_with({"(?=b)"}, "abab"), (Pieces{"abab"})) << "only empty matches";
+  EXPECT_EQ(split_with({"\\p{N}", kGpt2SplitPattern}, "ab 12 cd"), (Pieces{"ab", " ", "1", "2", " cd"}));
+  EXPECT_EQ(split_with({kDigitRunsPattern}, "a123b4"), (Pieces{"a", "123", "b", "4"}));
+  EXPECT_EQ(split_with({}, "hello world"), (Pieces{"hello world"}));
+  EXPECT_EQ(split_with({}, ""), Pieces{});
+  EXPECT_EQ(split_with({"x+"}, ""), Pieces{});
+  // Invalid UTF-8 is matched as U+FFFD and kept: not a letter, so it falls between the matches.
+  EXPECT_EQ(split_with({"\\p{L}+"},
+                       "ab\xFF\xFE"
+                       "cd\xC3"),
+            (Pieces{"ab", "\xFF\xFE", "cd", "\xC3"}));
+  EXPECT_EQ(split_with({"\\p{L}+"}, "\xE2\x82"), (Pieces{"\xE2\x82"}));
+  // Multibyte text under an empty-matching pattern advances by code points, not bytes.
+  EXPECT_EQ(split_with({"\\d*"}, "\u00e9\u00e912"), (Pieces{"\u00e9\u00e9", "12"}));
+}
+
+// Llama 3's pattern (PCRE2 form, as hf_tokenizer_json.cpp writes it) on random bytes.
+TEST(Pretokenize, RandomBytesUnderASplitRegexStayContiguous) {
+  const Gpt2Pretokenizer llama3(
+      {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+       "?[^\\p{White_Space}\\p{L}\\p{N}]+[\\r\\n]*|\\p{White_Space}*[\\r\\n]+|"
+       "\\p{White_Space}+(?!\\P{White_Space})|\\p{White_Space}+"});
+  check_random_bytes(llama3, 99, std::string("aZ9 '\n\r\t!.S", 12));
 }
 
 }  // namespace
