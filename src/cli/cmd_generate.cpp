@@ -43,7 +43,10 @@ void run_generate(const GenerateOptions& o) {
   ModelBackend on = model_backend(o.device, ctx, precision);
   const std::unique_ptr<CausalLm> loaded = ckpt.load(std::move(on.backend), on.policy);
   CausalLm& model = *loaded;
-  std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()} : tokenizer->encode(o.prompt);
+  // The prompt's special tokens are tokens, as transformers' tokenizers read them (an instruct
+  // model's chat template: "<|im_start|>user ...").
+  std::vector<int> prompt = o.prompt.empty() ? std::vector<int>{tokenizer->eot()}
+                                             : tokenizer->encode(o.prompt, SpecialTokens::kAllowSpecial);
   model.plan(1, std::min<int>(ckpt.block_size(), static_cast<int>(prompt.size()) + o.sample.max_new_tokens));
   uint64_t counter = 0;
   for (int i = 0; i < o.num_samples; ++i) {
@@ -60,12 +63,15 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--checkpoint", o->checkpoint, "Checkpoint or run directory")->required();
   cmd->add_option("--prompt", o->prompt, "Text to continue (default: start of a document)");
   cmd->add_option("--max-new-tokens", o->sample.max_new_tokens)->capture_default_str();
-  cmd->add_option("--temperature", o->sample.temperature, "Softmax temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", o->sample.top_k, "Sample among the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--temperature", o->sample.temperature, "Softmax temperature (0 = greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->sample.top_k, "Sample among the k most likely tokens (0 = all)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->sample.seed)->capture_default_str();
   cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")
+      ->capture_default_str();
   add_device_options(cmd, &o->device);
   cmd->callback([o, &exit_code]() {
     run_generate(*o);

@@ -27,8 +27,10 @@ void register_tokenize(CLI::App& app, int& exit_code) {
   cmd->add_option("inputs", a->inputs, "Text files, folders or glob patterns");
   cmd->add_option("--text", a->text, "Text to encode (with --decode: ids separated by spaces or commas)");
   cmd->add_flag("--decode", a->decode, "Decode the ids given with --text and write their bytes to stdout");
-  cmd->add_flag("--allow-eot", a->allow_eot,
-                "Treat \"<|endoftext|>\" in the text as the special token 50256");
+  cmd->add_flag(
+      "--allow-special,--allow-eot", a->allow_eot,
+      "Treat the tokenizer's special tokens in the text (\"<|endoftext|>\", 50256; a tokenizer.json's "
+      "added tokens) as those tokens");
   cmd->add_option("--doc-delimiter", a->doc_delimiter,
                   "Documents are separated by lines holding exactly this text");
   cmd->add_option("--exclude", a->excludes, "Skip files whose name matches this glob (repeatable)")
@@ -39,8 +41,9 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       "Measure encode MB/s on 1 thread and on every core, and the npm encoder's on the same documents");
   cmd->add_option("--threads", a->threads, "Threads for the benchmark's all-cores row (0: every core)")
       ->check(cli::at_least(0));
-  cmd->add_option("--rounds,--repeat", a->rounds,
-                  "Benchmark rounds, alternated (mptrain 1 thread, every core, npm); each side's median counts")
+  cmd->add_option(
+         "--rounds,--repeat", a->rounds,
+         "Benchmark rounds, alternated (mptrain 1 thread, every core, npm); each side's median counts")
       ->capture_default_str()
       ->check(cli::at_least(1));
   cmd->add_flag("--no-npm", a->no_npm, "Benchmark without the npm encoder");
@@ -71,7 +74,7 @@ void register_tokenize(CLI::App& app, int& exit_code) {
       return;
     }
     if (a->inputs.empty() && a->text.empty()) throw Error("tokenize: give --text or files of text");
-    const SpecialTokens special = a->allow_eot ? SpecialTokens::kAllowEot : SpecialTokens::kAsText;
+    const SpecialTokens special = a->allow_eot ? SpecialTokens::kAllowSpecial : SpecialTokens::kAsText;
     Gpt2Encoder enc(tok);
     auto print = [&](std::string_view text) {
       std::vector<int> ids;

@@ -199,9 +199,11 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
                       "' is out of range or repeated (ids must be 0.." + std::to_string(n - 1) +
                       ", each once)");
     seen[id] = true;
-    if (it.key() == kEotText) {
-      tok.eot_ = static_cast<int>(id);
+    if (it.key() == kEotText) tok.eot_ = static_cast<int>(id);
+    if (it.key() == kEotText || std::find(options.special_tokens.begin(), options.special_tokens.end(),
+                                          it.key()) != options.special_tokens.end()) {
       bytes = it.key();
+      tok.specials_.emplace_back(it.key(), static_cast<int>(id));
     } else if (!token_to_bytes(it.key(), u2b, bytes)) {
       throw bad_vocab("token '" + printable(it.key()) + "' (id " + std::to_string(id) +
                       ") is not written in GPT-2's byte-to-unicode alphabet");
@@ -211,6 +213,12 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
     tokens[id] = bytes;
   }
   if (tok.eot_ < 0) throw bad_vocab(std::string("no ") + kEotText + " token");
+  for (const std::string& s : options.special_tokens)
+    if (!enc.contains(s)) throw bad_vocab("no entry for the special token '" + printable(s) + "'");
+  // Longest first: where two start at the same place, the longer is the token (as transformers'
+  // added-token trie matches).
+  std::stable_sort(tok.specials_.begin(), tok.specials_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   for (int b = 0; b < 256; ++b) {
     auto it = id_of.find(std::string(1, static_cast<char>(b)));
     if (it == id_of.end()) throw bad_vocab("no token for the single byte " + std::to_string(b));
@@ -269,8 +277,8 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
   tok.num_merges_ = rank;
   if (options.ignore_merges) {
     tok.whole_.reserve(n * 2);
-    for (int id = 0; id < tok.vocab_size(); ++id)
-      if (id != tok.eot_) tok.whole_.emplace(std::string(tok.token_bytes(id)), id);
+    for (int id = 0; id < tok.vocab_size(); ++id) tok.whole_.emplace(std::string(tok.token_bytes(id)), id);
+    for (const auto& [text, id] : tok.specials_) tok.whole_.erase(text);  // matched only as specials
   }
   return tok;
 }
@@ -513,19 +521,28 @@ void Gpt2Encoder::encode_ordinary(std::string_view text, std::vector<int>& out) 
 }
 
 void Gpt2Encoder::encode(std::string_view text, std::vector<int>& out, SpecialTokens special) {
-  if (special == SpecialTokens::kAsText) {
+  const auto& specials = tok_->special_tokens();
+  if (special == SpecialTokens::kAsText || specials.empty()) {
     encode_ordinary(text, out);
     return;
   }
-  const std::string_view eot_text = kEotText;
+  // The next occurrence of each special token at or after pos, found again only once passed: one
+  // scan of the text per special token, however many there are in it.
+  std::vector<size_t> next(specials.size());
+  for (size_t k = 0; k < specials.size(); ++k) next[k] = text.find(specials[k].first);
   size_t pos = 0;
   while (true) {
-    size_t hit = text.find(eot_text, pos);
+    size_t best = 0;  // the earliest; at a tie the first in the list, the longest
+    for (size_t k = 1; k < specials.size(); ++k)
+      if (next[k] < next[best]) best = k;
+    const size_t hit = next[best];
     encode_ordinary(text.substr(pos, hit == std::string_view::npos ? std::string_view::npos : hit - pos),
                     out);
     if (hit == std::string_view::npos) break;
-    out.push_back(tok_->eot());
-    pos = hit + eot_text.size();
+    out.push_back(specials[best].second);
+    pos = hit + specials[best].first.size();
+    for (size_t k = 0; k < specials.size(); ++k)
+      if (next[k] != std::string_view::npos && next[k] < pos) next[k] = text.find(specials[k].first, pos);
   }
 }
 

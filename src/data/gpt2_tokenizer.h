@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "data/pretokenize.h"
@@ -25,9 +26,11 @@
 
 namespace mptrain {
 
-// Whether "<|endoftext|>" inside the text is the special token or plain text.
-// GPT-2's encoder.encode and tiktoken's encode_ordinary treat it as text.
-enum class SpecialTokens { kAsText, kAllowEot };
+// Whether the tokenizer's special tokens inside the text (GPT-2's "<|endoftext|>"; a
+// tokenizer.json's added tokens, "<|im_start|>" and the like) are those tokens or plain text.
+// GPT-2's encoder.encode and tiktoken's encode_ordinary treat them as text; transformers'
+// tokenizers recognise them.
+enum class SpecialTokens { kAsText, kAllowSpecial };
 
 // The directory holding encoder.json and vocab.bpe: `flag_value` (--vocab-dir) if not
 // empty, else $MPTRAIN_VOCAB_DIR, else <dir of the executable>/../deps/npm/node_modules/
@@ -44,6 +47,10 @@ struct Gpt2TokenizerOptions {
   // A piece that is a token of its own becomes that token without merges (tokenizers'
   // BPE.ignore_merges, set by Llama 3's tokenizer.json: what tiktoken does).
   bool ignore_merges = false;
+  // Vocabulary entries written as their own text rather than in the byte-to-unicode alphabet, and
+  // recognised in text under kAllowSpecial: a tokenizer.json's added tokens. "<|endoftext|>"
+  // always is one.
+  std::vector<std::string> special_tokens;
 };
 
 class Gpt2Tokenizer {
@@ -64,6 +71,8 @@ class Gpt2Tokenizer {
   std::string_view token_bytes(int id) const;
 
   int eot() const { return eot_; }
+  // The special tokens and their ids, longest text first.
+  const std::vector<std::pair<std::string, int>>& special_tokens() const { return specials_; }
   int vocab_size() const { return static_cast<int>(offsets_.size()) - 1; }
   size_t num_merges() const { return num_merges_; }
 
@@ -107,6 +116,7 @@ class Gpt2Tokenizer {
 
   Gpt2Pretokenizer pretok_;
   UnicodeForm normalizer_ = UnicodeForm::kNone;
+  std::vector<std::pair<std::string, int>> specials_;
   // ignore_merges: every token but <|endoftext|> by its bytes; else empty. (Looked up by a
   // string_view: the hash is transparent.)
   struct BytesHash {

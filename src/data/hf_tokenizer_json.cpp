@@ -119,6 +119,32 @@ UnicodeForm normalizer_of(const nlohmann::json& j, const std::string& what) {
   return form;
 }
 
+// added_tokens (special or not: transformers cuts both out of the text before the model) as the
+// tokenizer's special tokens; `vocab` gains those beyond the model's vocabulary (Llama 3's
+// <|begin_of_text|> and the like sit only here), and one it already holds must have the same id.
+std::vector<std::string> added_tokens_of(const nlohmann::json& j, nlohmann::json& vocab,
+                                         const std::string& what) {
+  std::vector<std::string> contents;
+  const auto added = j.find("added_tokens");
+  if (added == j.end() || added->is_null()) return contents;
+  MPT_CHECK(added->is_array(), what + ": added_tokens is not an array");
+  for (const nlohmann::json& t : *added) {
+    MPT_CHECK(t.is_object() && t.contains("id") && t["id"].is_number_integer() && t.contains("content") &&
+                  t["content"].is_string() && !t["content"].get<std::string>().empty(),
+              what + ": an added token needs an integer id and a non-empty content");
+    const std::string content = t["content"].get<std::string>();
+    const int64_t id = t["id"].get<int64_t>();
+    if (vocab.contains(content))
+      MPT_CHECK(vocab[content].is_number_integer() && vocab[content].get<int64_t>() == id,
+                what + ": the added token " + content + " has id " + std::to_string(id) +
+                    " but another in the vocabulary");
+    else
+      vocab[content] = id;
+    contents.push_back(content);
+  }
+  return contents;
+}
+
 }  // namespace
 
 Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::string& path) {
@@ -147,7 +173,9 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   MPT_CHECK(model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                 model["merges"].is_array(),
             what + ": the BPE model needs a \"vocab\" object and a \"merges\" array");
-  f.encoder_json = model["vocab"].dump();
+  nlohmann::json vocab = model["vocab"];
+  f.options.special_tokens = added_tokens_of(j, vocab, what);
+  f.encoder_json = vocab.dump();
   f.vocab_bpe = "#version: 0.2\n";
   // Merges are "left right" strings (older files) or [left, right] pairs (tokenizers >= 0.20).
   for (const auto& m : model["merges"]) {

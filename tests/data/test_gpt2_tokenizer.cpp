@@ -84,8 +84,8 @@ TEST(Gpt2Tokenizer, EndOfTextIsSpecialOnlyWhenAllowed) {
   MPT_REQUIRE_VOCAB(dir);
   const auto& tok = gpt2(dir);
   EXPECT_EQ(tok.encode("<|endoftext|>"), (std::vector<int>{27, 91, 437, 1659, 5239, 91, 29}));
-  EXPECT_EQ(tok.encode("<|endoftext|>", SpecialTokens::kAllowEot), std::vector<int>{50256});
-  EXPECT_EQ(tok.encode("a<|endoftext|>b<|endoftext|>", SpecialTokens::kAllowEot),
+  EXPECT_EQ(tok.encode("<|endoftext|>", SpecialTokens::kAllowSpecial), std::vector<int>{50256});
+  EXPECT_EQ(tok.encode("a<|endoftext|>b<|endoftext|>", SpecialTokens::kAllowSpecial),
             (std::vector<int>{64, 50256, 65, 50256}));
   std::vector<int> ids{15496, 50256, 995};
   EXPECT_EQ(tok.decode(ids), "Hello<|endoftext|> world");

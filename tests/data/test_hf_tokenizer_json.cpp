@@ -318,5 +318,45 @@ TEST(HfTokenizerJson, ByteLevelWithoutItsRegexLeavesTheTextOnePiece) {
   EXPECT_EQ(tok.decode(tok.encode(text)), text);
 }
 
+// added_tokens: each is a token of its own, recognised in text under kAllowSpecial (as
+// transformers does) and plain text otherwise; those beyond the model's vocabulary (Llama 3's
+// specials) are appended; a content outside the byte-to-unicode alphabet is its own text; where
+// two start at one place the longer wins; an id that contradicts the vocabulary is one error.
+TEST(HfTokenizerJson, AddedTokensAreSpecialTokensOfTheirOwn) {
+  nlohmann::json j = nlohmann::json::parse(npm_json());
+  const int n = static_cast<int>(j["model"]["vocab"].size());
+  const std::string sentence_end = "<\uff5cend\u2581of\u2581sentence\uff5c>";  // DeepSeek's spelling
+  for (const auto& [content, id] : std::vector<std::pair<std::string, int>>{
+           {"<|im_start|>", n}, {sentence_end, n + 1}, {"<|im_start|>x", n + 2}})
+    j["added_tokens"].push_back({{"id", id}, {"content", content}, {"special", true}});
+  TempDir dir;
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(folder_with(dir, j.dump()));
+  const Gpt2Tokenizer npm = Gpt2Tokenizer::load(testing::gpt2_vocab_dir());
+  ASSERT_EQ(tok.vocab_size(), n + 3);
+  auto cat = [](std::vector<std::vector<int>> parts) {
+    std::vector<int> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  const auto allow = SpecialTokens::kAllowSpecial;
+  EXPECT_EQ(tok.encode("hi<|im_start|>user\n", allow), cat({npm.encode("hi"), {n}, npm.encode("user\n")}));
+  EXPECT_EQ(tok.encode("a<|im_start|>xb", allow), cat({npm.encode("a"), {n + 2}, npm.encode("b")}));
+  EXPECT_EQ(tok.encode(sentence_end + "<|endoftext|>" + sentence_end, allow),
+            (std::vector<int>{n + 1, tok.eot(), n + 1}));
+  EXPECT_EQ(tok.encode("<|im_start|>"), npm.encode("<|im_start|>")) << "plain text without kAllowSpecial";
+  EXPECT_EQ(tok.decode(std::vector<int>{n, n + 1}), "<|im_start|>" + sentence_end);
+  // One in the vocabulary under another id.
+  nlohmann::json bad = nlohmann::json::parse(npm_json());
+  bad["added_tokens"].push_back({{"id", 7}, {"content", "<|endoftext|>"}, {"special", true}});
+  TempDir bad_dir;
+  try {
+    Gpt2Tokenizer::load(folder_with(bad_dir, bad.dump()));
+    ADD_FAILURE() << "a contradicting added token accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("added token <|endoftext|> has id 7"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mptrain
