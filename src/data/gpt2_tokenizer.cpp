@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "data/hf_tokenizer_json.h"
@@ -189,6 +190,8 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
   std::vector<bool> seen(n, false);
   std::unordered_map<std::string, int> id_of;
   id_of.reserve(n * 2);
+  const std::unordered_set<std::string> special_texts(options.special_tokens.begin(),
+                                                      options.special_tokens.end());
   std::string bytes;
   for (auto it = enc.begin(); it != enc.end(); ++it) {
     if (!it.value().is_number_integer())
@@ -200,8 +203,7 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
                       ", each once)");
     seen[id] = true;
     if (it.key() == kEotText) tok.eot_ = static_cast<int>(id);
-    if (it.key() == kEotText || std::find(options.special_tokens.begin(), options.special_tokens.end(),
-                                          it.key()) != options.special_tokens.end()) {
+    if (it.key() == kEotText || special_texts.count(it.key())) {
       bytes = it.key();
       tok.specials_.emplace_back(it.key(), static_cast<int>(id));
     } else if (!token_to_bytes(it.key(), u2b, bytes)) {

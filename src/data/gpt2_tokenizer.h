@@ -117,7 +117,7 @@ class Gpt2Tokenizer {
   Gpt2Pretokenizer pretok_;
   UnicodeForm normalizer_ = UnicodeForm::kNone;
   std::vector<std::pair<std::string, int>> specials_;
-  // ignore_merges: every token but <|endoftext|> by its bytes; else empty. (Looked up by a
+  // ignore_merges: every token but the special ones by its bytes; else empty. (Looked up by a
   // string_view: the hash is transparent.)
   struct BytesHash {
     using is_transparent = void;

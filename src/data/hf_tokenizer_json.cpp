@@ -19,6 +19,12 @@ bool unset(const nlohmann::json& j, const char* key) {
          (it->is_string() && it->get<std::string>().empty());
 }
 
+// A field that is present and true (a tokenizer.json flag whose absence means false).
+bool is_true(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::string type_of(const nlohmann::json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "?";
 }
@@ -91,9 +97,7 @@ std::vector<std::string> split_patterns_of(const nlohmann::json& pre, const std:
     if (type == "Split") {
       patterns.push_back(split_pattern_of(step, what));
     } else if (type == "Digits") {
-      const bool individual = step.contains("individual_digits") && step["individual_digits"].is_boolean() &&
-                              step["individual_digits"].get<bool>();
-      patterns.push_back(individual ? kDigitsPattern : kDigitRunsPattern);
+      patterns.push_back(is_true(step, "individual_digits") ? kDigitsPattern : kDigitRunsPattern);
     } else if (type == "ByteLevel") {
       MPT_CHECK(last, what + ": a pre_tokenizer step after ByteLevel is not supported");
       MPT_CHECK(unset(step, "add_prefix_space"), what + ": ByteLevel with add_prefix_space is not supported");
@@ -168,8 +172,7 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   f.options.normalizer = normalizer_of(j, what);
   f.options.split_patterns =
       split_patterns_of(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json(), what);
-  f.options.ignore_merges = model.contains("ignore_merges") && model["ignore_merges"].is_boolean() &&
-                            model["ignore_merges"].get<bool>();
+  f.options.ignore_merges = is_true(model, "ignore_merges");
   MPT_CHECK(model.contains("vocab") && model["vocab"].is_object() && model.contains("merges") &&
                 model["merges"].is_array(),
             what + ": the BPE model needs a \"vocab\" object and a \"merges\" array");

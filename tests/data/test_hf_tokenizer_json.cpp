@@ -62,6 +62,12 @@ TEST(HfTokenizerJson, WhatGptTwosTokenizerDoesNotDoIsOneClearError) {
     const char* what;
     std::function<void(nlohmann::json&)> edit;
   };
+  // The edit that puts `step` before the file's own pre-tokenizer, in a Sequence.
+  const auto split_before = [](nlohmann::json step) {
+    return [step](nlohmann::json& j) {
+      j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {step, j["pre_tokenizer"]}}};
+    };
+  };
   const std::vector<Bad> cases = {
       {"SentencePiece", [](nlohmann::json& j) { j["model"]["type"] = "Unigram"; }},
       {"dropout", [](nlohmann::json& j) { j["model"]["dropout"] = 0.1; }},
@@ -71,44 +77,15 @@ TEST(HfTokenizerJson, WhatGptTwosTokenizerDoesNotDoIsOneClearError) {
          j["normalizer"] = {{"type", "Lowercase"}};
        }},
       {"behavior Removed",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"},
-                               {"pretokenizers",
-                                {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Removed"}},
-                                 j["pre_tokenizer"]}}};
-       }},
+       split_before({{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Removed"}})},
       {"invert",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {
-             {"type", "Sequence"},
-             {"pretokenizers",
-              {{{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Isolated"}, {"invert", true}},
-               j["pre_tokenizer"]}}};
-       }},
+       split_before(
+           {{"type", "Split"}, {"pattern", {{"Regex", "x"}}}, {"behavior", "Isolated"}, {"invert", true}})},
       {"Regex",  // a String pattern
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {
-             {"type", "Sequence"},
-             {"pretokenizers",
-              {{{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}},
-               j["pre_tokenizer"]}}};
-       }},
+       split_before({{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}})},
       {"does not compile",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {
-             {"type", "Sequence"},
-             {"pretokenizers",
-              {{{"type", "Split"}, {"pattern", {{"Regex", "(ab"}}}, {"behavior", "Isolated"}},
-               j["pre_tokenizer"]}}};
-       }},
-      {"\\h",
-       [](nlohmann::json& j) {
-         j["pre_tokenizer"] = {
-             {"type", "Sequence"},
-             {"pretokenizers",
-              {{{"type", "Split"}, {"pattern", {{"Regex", "\\h+"}}}, {"behavior", "Isolated"}},
-               j["pre_tokenizer"]}}};
-       }},
+       split_before({{"type", "Split"}, {"pattern", {{"Regex", "(ab"}}}, {"behavior", "Isolated"}})},
+      {"\\h", split_before({{"type", "Split"}, {"pattern", {{"Regex", "\\h+"}}}, {"behavior", "Isolated"}})},
       {"no ByteLevel step",
        [](nlohmann::json& j) {
          j["pre_tokenizer"] = {{"type", "Sequence"},
