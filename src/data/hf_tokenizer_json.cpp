@@ -194,6 +194,23 @@ Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::strin
   return f;
 }
 
+std::string eos_token_from_tokenizer_config(std::string_view text, const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path + "' is not valid JSON: " + e.what());
+  }
+  MPT_CHECK(j.is_object(), "'" + path + "': expected a JSON object");
+  const auto it = j.find("eos_token");
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  // transformers writes an AddedToken as {"__type": "AddedToken", "content": ..., ...}.
+  MPT_CHECK(it->is_object() && it->contains("content") && (*it)["content"].is_string(),
+            "'" + path + "': eos_token is neither a string nor an object with a string \"content\"");
+  return (*it)["content"].get<std::string>();
+}
+
 std::string tokenizer_json_from_gpt2_files(std::string_view encoder_json, std::string_view vocab_bpe) {
   const nlohmann::json vocab = nlohmann::json::parse(encoder_json);
   nlohmann::json merges = nlohmann::json::array();

@@ -1,9 +1,9 @@
 // Hugging Face's tokenizer.json for byte-level BPE (GPT-2's kind, which SmolLM-style Llama folders
 // ship): its model.vocab and model.merges are encoder.json's and vocab.bpe's contents in another
 // wrapping, so reading it is a translation into Gpt2Tokenizer::parse's inputs, and writing it the
-// reverse. Accepted are the byte-level BPE settings GPT-2, SmolLM, Llama 3 and Qwen2 use (the vocabulary
-// itself up to 65,536 tokens, which Llama 3's and Qwen2's exceed: Gpt2Tokenizer::parse): a BPE model
-// without dropout, subword prefixes or byte fallback (ignore_merges kept); no normalizer or one
+// reverse. Accepted are the byte-level BPE settings GPT-2, SmolLM, Llama 3 and Qwen2 use (a vocabulary
+// of any size: Llama 3's 128,256 tokens, Qwen2's 151,646): a BPE model without dropout, subword
+// prefixes or byte fallback (ignore_merges kept); no normalizer or one
 // Unicode normal form (Qwen2's NFC); and a pre-tokenizer of Split steps with a regex and behavior
 // Isolated (Llama 3's and Qwen2's pattern), Digits steps (SmolLM's) and last ByteLevel without prefix
 // space, with or without its own regex (GPT-2's). Anything else is one Error naming the setting
@@ -25,6 +25,10 @@ struct Gpt2Files {
 
 // tokenizer.json's text → encoder.json and vocab.bpe (path names the file in errors).
 Gpt2Files gpt2_files_from_tokenizer_json(std::string_view text, const std::string& path);
+
+// tokenizer_config.json's eos_token (a string, or an AddedToken object's content): the token that
+// ends a text, which tokenizer.json does not name; "" where the file sets none.
+std::string eos_token_from_tokenizer_config(std::string_view text, const std::string& path);
 
 // encoder.json and vocab.bpe → tokenizer.json as transformers writes GPT-2's (<|endoftext|> the
 // one added, special token).

@@ -17,14 +17,27 @@ constexpr uint64_t kSequenceOrderStream = 0x746f6b656e73ull;  // "tokens"
 // Every id must index the embedding table. Checked once, up front (a parallel scan runs at
 // memory speed), so bad data fails before training starts rather than hours into a run.
 void check_token_range(const Shard& shard, int vocab_size) {
-  const auto tokens = shard.tokens();
-  size_t first_bad = tokens.size();
+  shard.visit([&](auto tokens) {
+    const auto limit = static_cast<uint32_t>(vocab_size);
+    size_t first_bad = tokens.size();
 #pragma omp parallel for reduction(min : first_bad) schedule(static)
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= vocab_size && i < first_bad) first_bad = i;
-  if (first_bad < tokens.size())
-    throw Error("token id " + std::to_string(tokens[first_bad]) + " at position " + std::to_string(first_bad) +
-                " of shard '" + shard.path() + "' is out of range for a vocabulary of " + std::to_string(vocab_size));
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] >= limit && i < first_bad) first_bad = i;
+    if (first_bad < tokens.size())
+      throw Error("token id " + std::to_string(tokens[first_bad]) + " at position " +
+                  std::to_string(first_bad) + " of shard '" + shard.path() +
+                  "' is out of range for a vocabulary of " + std::to_string(vocab_size));
+  });
+}
+
+// The window [start, start + n] of a shard: inputs the first n ids, targets the n after the first.
+void copy_window(const Shard& shard, size_t start, size_t n, int* inputs, int* targets) {
+  shard.visit([&](auto tokens) {
+    for (size_t i = 0; i < n; ++i) {
+      inputs[i] = static_cast<int>(tokens[start + i]);
+      targets[i] = static_cast<int>(tokens[start + i + 1]);
+    }
+  });
 }
 }  // namespace
 
@@ -37,15 +50,17 @@ TokenLoader::TokenLoader(const std::string& pattern, int B, int T, int vocab_siz
   for (const auto& path : glob_shards(pattern)) {
     Shard shard(path);
     if (shard.size() < need)
-      throw Error("shard '" + path + "' holds " + std::to_string(shard.size()) + " tokens, fewer than one batch of " +
-                  std::to_string(B) + "x" + std::to_string(T) + (world > 1 ? "x" + std::to_string(world) : "") +
-                  "+1 = " + std::to_string(need) + "; use a smaller --batch/--seq or more data");
+      throw Error("shard '" + path + "' holds " + std::to_string(shard.size()) +
+                  " tokens, fewer than one batch of " + std::to_string(B) + "x" + std::to_string(T) +
+                  (world > 1 ? "x" + std::to_string(world) : "") + "+1 = " + std::to_string(need) +
+                  "; use a smaller --batch/--seq or more data");
     check_token_range(shard, vocab_size);
     shards_.push_back(std::move(shard));
   }
   if (order_.shuffle) {
     first_sequence_.assign(1, 0);
-    for (const Shard& shard : shards_) first_sequence_.push_back(first_sequence_.back() + (shard.size() - 1) / T);
+    for (const Shard& shard : shards_)
+      first_sequence_.push_back(first_sequence_.back() + (shard.size() - 1) / T);
     MPT_CHECK(num_sequences() <= std::numeric_limits<uint32_t>::max(),
               "--shuffle: " + std::to_string(num_sequences()) + " sequences of " + std::to_string(T) +
                   " tokens are more than one epoch's order holds (2^32); use a longer --seq");
@@ -72,11 +87,10 @@ size_t TokenLoader::total_tokens() const {
 
 void TokenLoader::set_position(const LoaderPosition& pos) {
   const auto order_name = [](bool shuffled) { return shuffled ? "shuffled (--shuffle)" : "sequential"; };
-  MPT_CHECK(pos.shuffled == order_.shuffle, std::string("the data position was taken in ") + order_name(pos.shuffled) +
-                                                " order, and this run reads its data in " +
-                                                order_name(order_.shuffle) + " order; " +
-                                                (pos.shuffled ? "pass --shuffle" : "leave out --shuffle") +
-                                                " to resume it");
+  MPT_CHECK(pos.shuffled == order_.shuffle,
+            std::string("the data position was taken in ") + order_name(pos.shuffled) +
+                " order, and this run reads its data in " + order_name(order_.shuffle) + " order; " +
+                (pos.shuffled ? "pass --shuffle" : "leave out --shuffle") + " to resume it");
   if (order_.shuffle) {
     MPT_CHECK(pos.epoch >= 0 && pos.index >= 0 && static_cast<uint64_t>(pos.index) <= num_sequences(),
               "loader position (index " + std::to_string(pos.index) + ", epoch " + std::to_string(pos.epoch) +
@@ -108,14 +122,14 @@ void TokenLoader::next_shuffled(int* inputs, int* targets) {
     build_order(pos_.epoch);
   }
   for (int b = 0; b < B_; ++b) {
-    const uint64_t seq = sequence_order_[static_cast<size_t>(pos_.index) + static_cast<size_t>(rank_) * B_ + b];
-    const size_t s = static_cast<size_t>(std::upper_bound(first_sequence_.begin(), first_sequence_.end(), seq) -
-                                         first_sequence_.begin()) - 1;
-    const auto tokens = shards_[s].tokens().subspan((seq - first_sequence_[s]) * T_, static_cast<size_t>(T_) + 1);
-    for (int t = 0; t < T_; ++t) {
-      inputs[static_cast<size_t>(b) * T_ + t] = tokens[t];
-      targets[static_cast<size_t>(b) * T_ + t] = tokens[t + 1];
-    }
+    const uint64_t seq =
+        sequence_order_[static_cast<size_t>(pos_.index) + static_cast<size_t>(rank_) * B_ + b];
+    const size_t s =
+        static_cast<size_t>(std::upper_bound(first_sequence_.begin(), first_sequence_.end(), seq) -
+                            first_sequence_.begin()) -
+        1;
+    copy_window(shards_[s], (seq - first_sequence_[s]) * T_, static_cast<size_t>(T_),
+                inputs + static_cast<size_t>(b) * T_, targets + static_cast<size_t>(b) * T_);
   }
   pos_.index += static_cast<int64_t>(per_step);
 }
@@ -132,12 +146,7 @@ void TokenLoader::next_sequential(int* inputs, int* targets) {
     }
     shard = &shards_[pos_.shard];
   }
-  const size_t start = static_cast<size_t>(pos_.offset) + window * rank_;
-  const auto tokens = shard->tokens();
-  for (size_t i = 0; i < window; ++i) {
-    inputs[i] = tokens[start + i];
-    targets[i] = tokens[start + i + 1];
-  }
+  copy_window(*shard, static_cast<size_t>(pos_.offset) + window * rank_, window, inputs, targets);
   pos_.offset += static_cast<int64_t>(global);
 }
 

@@ -75,8 +75,9 @@ bool is_val_document(size_t i, double f) {
 class PrepareProgress {
  public:
   PrepareProgress(uint64_t total, ProgressMode mode)
-      : total_(total), progress_({.label = "prepare", .total = double(total), .mode = mode, .out = stderr,
-                                  .line_seconds = 5.0}) {}
+      : total_(total),
+        progress_(
+            {.label = "prepare", .total = double(total), .mode = mode, .out = stderr, .line_seconds = 5.0}) {}
   void update(uint64_t done) {
     char status[96];
     std::snprintf(status, sizeof(status), "%.1f/%.1f MB | %.1f MB/s", done / 1e6, total_ / 1e6,
@@ -91,17 +92,21 @@ class PrepareProgress {
 };
 
 // Collects one split's token stream and writes it as shards of exactly
-// shard_tokens tokens (the last one shorter) into `dir`.
+// shard_tokens tokens (the last one shorter) into `dir`: uint16 ids in GPT-2's format while the
+// vocabulary fits them (what llm.c reads), else uint32 ids (llm.c's Llama 3 format).
 class ShardSink {
  public:
-  ShardSink(std::string dir, std::string prefix, uint64_t shard_tokens)
-      : dir_(std::move(dir)), prefix_(std::move(prefix)), shard_tokens_(shard_tokens) {}
+  ShardSink(std::string dir, std::string prefix, uint64_t shard_tokens, int vocab_size)
+      : dir_(std::move(dir)),
+        prefix_(std::move(prefix)),
+        shard_tokens_(shard_tokens),
+        wide_(vocab_size > 65536) {}
 
   void append(std::span<const int> ids) {
     size_t i = 0;
     while (i < ids.size()) {
       size_t take = std::min<size_t>(ids.size() - i, shard_tokens_ - buf_.size());
-      for (size_t k = 0; k < take; ++k) buf_.push_back(static_cast<uint16_t>(ids[i + k]));
+      for (size_t k = 0; k < take; ++k) buf_.push_back(static_cast<uint32_t>(ids[i + k]));
       i += take;
       if (buf_.size() == shard_tokens_) flush();
     }
@@ -117,7 +122,12 @@ class ShardSink {
     char index[16];
     std::snprintf(index, sizeof(index), "%06zu", names_.size());
     std::string name = prefix_ + index + ".bin";
-    write_shard(dir_ + "/" + name, buf_);
+    if (wide_) {
+      write_shard(dir_ + "/" + name, buf_);
+    } else {
+      narrow_.assign(buf_.begin(), buf_.end());  // every id < 65,536: the vocabulary is that small
+      write_shard(dir_ + "/" + name, narrow_);
+    }
     names_.push_back(name);
     tokens_ += buf_.size();
     buf_.clear();
@@ -125,7 +135,9 @@ class ShardSink {
 
   std::string dir_, prefix_;
   uint64_t shard_tokens_;
-  std::vector<uint16_t> buf_;
+  bool wide_;
+  std::vector<uint32_t> buf_;
+  std::vector<uint16_t> narrow_;
   std::vector<std::string> names_;
   uint64_t tokens_ = 0;
 };
@@ -379,7 +391,6 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
             "prepare: --shard-tokens must be between 1 and " + std::to_string(INT32_MAX));
   MPT_CHECK(opt.val_fraction >= 0 && opt.val_fraction < 1, "prepare: --val-fraction must be in [0, 1)");
   MPT_CHECK(opt.doc_delimiter.find('\n') == std::string::npos, "prepare: --doc-delimiter must be one line");
-  MPT_CHECK(tok.vocab_size() <= 65536, "prepare: token shards hold uint16 ids; this vocabulary is too large");
 
   const std::vector<TextFile> files = expand_inputs(opt.inputs, opt.excludes);
   uint64_t total_bytes = 0;
@@ -410,8 +421,8 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   sum.threads = resolve_threads(opt.threads);
   const std::unordered_set<std::uint64_t> heldout =
       opt.exclude_docs.empty() ? std::unordered_set<std::uint64_t>{} : read_heldout(opt.exclude_docs);
-  ShardSink train(staging.path, name + "_train_", opt.shard_tokens);
-  ShardSink val(staging.path, name + "_val_", opt.shard_tokens);
+  ShardSink train(staging.path, name + "_train_", opt.shard_tokens, tok.vocab_size());
+  ShardSink val(staging.path, name + "_val_", opt.shard_tokens, tok.vocab_size());
   PrepareProgress progress(total_bytes, opt.progress);
   const std::vector<int> eot{tok.eot()};
 
@@ -438,7 +449,7 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
     for (size_t k = 0; k < docs.size(); ++k, ++sum.documents) {
       const bool is_val = is_val_document(sum.documents, opt.val_fraction);
       ShardSink& sink = is_val ? val : train;
-      sink.append(eot);  // llm.c: <|endoftext|> before every document
+      sink.append(eot);  // llm.c: <|endoftext|> (the tokenizer's end of text) before every document
       sink.append(ids[k]);
       sum.val_documents += is_val;
       sum.bytes += docs[k].size();

@@ -25,23 +25,29 @@ std::string truncated(const std::string& path, size_t bytes) {
 
 }  // namespace
 
-size_t parse_shard_header(std::span<const std::byte> bytes, const std::string& path) {
+ShardHeader parse_shard_header(std::span<const std::byte> bytes, const std::string& path) {
   if (bytes.size() < kShardHeaderBytes) throw Error(truncated(path, bytes.size()));
   int32_t header[3];
   std::memcpy(header, bytes.data(), sizeof(header));
   auto fail = [&](const std::string& why) { throw Error("shard '" + path + "': " + why); };
-  if (header[0] != kShardMagic)
-    fail("bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
-         "); not a token shard");
-  if (header[1] != kShardVersion)
-    fail("unsupported version " + std::to_string(header[1]) + " (expected " + std::to_string(kShardVersion) + ")");
+  const bool wide = header[0] == kWideShardMagic;
+  if (header[0] != kShardMagic && !wide)
+    fail("bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) + " or " +
+         std::to_string(kWideShardMagic) + "); not a token shard");
+  const int32_t version = wide ? kWideShardVersion : kShardVersion;
+  if (header[1] != version)
+    fail("unsupported version " + std::to_string(header[1]) + " (expected " + std::to_string(version) +
+         " with magic " + std::to_string(header[0]) + ")");
   if (header[2] < 0) fail("negative token count " + std::to_string(header[2]));
-  const size_t count = static_cast<size_t>(header[2]);
-  const size_t expected = kShardHeaderBytes + count * sizeof(uint16_t);  // count < 2^31: no overflow
+  ShardHeader h;
+  h.num_tokens = static_cast<size_t>(header[2]);
+  h.token_bytes = wide ? sizeof(uint32_t) : sizeof(uint16_t);
+  const size_t expected = kShardHeaderBytes + h.num_tokens * h.token_bytes;  // count < 2^31: no overflow
   if (bytes.size() != expected)
-    fail("size " + std::to_string(bytes.size()) + " bytes does not match the header's " + std::to_string(count) +
-         " tokens (" + std::to_string(expected) + " bytes); the file is truncated or corrupt");
-  return count;
+    fail("size " + std::to_string(bytes.size()) + " bytes does not match the header's " +
+         std::to_string(h.num_tokens) + " tokens of " + std::to_string(h.token_bytes) + " bytes (" +
+         std::to_string(expected) + " bytes); the file is truncated or corrupt");
+  return h;
 }
 
 Shard::Shard(const std::string& path) : path_(path) {
@@ -61,19 +67,25 @@ Shard::Shard(const std::string& path) : path_(path) {
   ::close(fd);
   if (map == MAP_FAILED) throw Error("cannot map shard '" + path + "': " + std::strerror(errno));
   try {
-    num_tokens_ = parse_shard_header({static_cast<const std::byte*>(map), bytes}, path);
+    const ShardHeader h = parse_shard_header({static_cast<const std::byte*>(map), bytes}, path);
+    num_tokens_ = h.num_tokens;
+    token_bytes_ = h.token_bytes;
   } catch (...) {
     ::munmap(map, bytes);
     throw;
   }
   map_ = map;
   map_bytes_ = bytes;
-  tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kShardHeaderBytes);
+  tokens_ = static_cast<const char*>(map_) + kShardHeaderBytes;
 }
 
 Shard::Shard(Shard&& o) noexcept
-    : path_(std::move(o.path_)), map_(o.map_), map_bytes_(o.map_bytes_), tokens_(o.tokens_),
-      num_tokens_(o.num_tokens_) {
+    : path_(std::move(o.path_)),
+      map_(o.map_),
+      map_bytes_(o.map_bytes_),
+      tokens_(o.tokens_),
+      num_tokens_(o.num_tokens_),
+      token_bytes_(o.token_bytes_) {
   o.map_ = nullptr;
   o.map_bytes_ = 0;
 }
@@ -82,17 +94,30 @@ Shard::~Shard() {
   if (map_) ::munmap(map_, map_bytes_);
 }
 
-void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
-  MPT_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX),
-            "shard '" + path + "': too many tokens for one shard (" + std::to_string(tokens.size()) + ")");
-  std::string buf(kShardHeaderBytes + tokens.size() * sizeof(uint16_t), '\0');
+namespace {
+
+void write_shard_bytes(const std::string& path, int32_t magic, int32_t version, size_t count,
+                       std::span<const std::byte> tokens) {
+  MPT_CHECK(count <= static_cast<size_t>(INT32_MAX),
+            "shard '" + path + "': too many tokens for one shard (" + std::to_string(count) + ")");
+  std::string buf(kShardHeaderBytes + tokens.size(), '\0');
   int32_t header[kShardHeaderInts] = {};
-  header[0] = kShardMagic;
-  header[1] = kShardVersion;
-  header[2] = static_cast<int32_t>(tokens.size());
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(count);
   std::memcpy(buf.data(), header, sizeof(header));
-  if (!tokens.empty()) std::memcpy(buf.data() + kShardHeaderBytes, tokens.data(), tokens.size_bytes());
+  if (!tokens.empty()) std::memcpy(buf.data() + kShardHeaderBytes, tokens.data(), tokens.size());
   write_file_atomic(path, buf.data(), buf.size());
+}
+
+}  // namespace
+
+void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
+  write_shard_bytes(path, kShardMagic, kShardVersion, tokens.size(), std::as_bytes(tokens));
+}
+
+void write_shard(const std::string& path, std::span<const uint32_t> tokens) {
+  write_shard_bytes(path, kWideShardMagic, kWideShardVersion, tokens.size(), std::as_bytes(tokens));
 }
 
 std::vector<std::string> glob_shards(const std::string& pattern) {

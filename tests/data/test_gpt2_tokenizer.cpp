@@ -213,7 +213,8 @@ TEST(Gpt2Tokenizer, BrokenVocabulariesAreNamed) {
   EXPECT_NE(load_error("{\"a\": \"x\"}", "#version: 0.2\n").find("is not an integer"), std::string::npos);
   EXPECT_NE(load_error("{\"a\": 0, \"b\": 0}", "#version: 0.2\n").find("out of range or repeated"),
             std::string::npos);
-  EXPECT_NE(load_error("{\"a\": 0}", "#version: 0.2\n").find("no <|endoftext|> token"), std::string::npos);
+  EXPECT_NE(load_error("{\"a\": 0}", "#version: 0.2\n").find("no end-of-text token <|endoftext|>"),
+            std::string::npos);
   EXPECT_NE(
       load_error("{\"a\": 0, \"<|endoftext|>\": 1}", "#version: 0.2\n").find("no token for the single byte"),
       std::string::npos);

@@ -14,6 +14,7 @@
 #include "data/data_test_util.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_tokenizer_json.h"
+#include "data/wide_vocab.h"
 #include "io/fileutil.h"
 
 namespace mptrain {
@@ -332,6 +333,54 @@ TEST(HfTokenizerJson, AddedTokensAreSpecialTokensOfTheirOwn) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("added token <|endoftext|> has id 7"), std::string::npos)
         << e.what();
+  }
+}
+
+// Llama 3's and Qwen2's vocabularies pass 65,536 tokens: ids past uint16 come out of the merges and
+// the encoder's cache alike (data_test::write_wide_vocab_folder shifts GPT-2's ids by kWideShift),
+// and tokenizer_config.json's eos_token, in either spelling, is the end of text.
+TEST(HfTokenizerJson, AVocabularyPastUint16WithTheEndOfTextItsConfigNames) {
+  const Gpt2Tokenizer npm = Gpt2Tokenizer::load(testing::gpt2_vocab_dir());
+  TempDir dir;
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(data_test::write_wide_vocab_folder(dir.path()));
+  const int shift = data_test::kWideShift;
+  ASSERT_EQ(tok.vocab_size(), npm.vocab_size() + shift + 1);
+  EXPECT_EQ(tok.eot(), npm.vocab_size() + shift);  // <|end_of_text|>, the added token
+  std::string text;
+  for (int i = 0; i < 300; ++i)
+    text +=
+        "Sentence " + std::to_string(i * 7919) + " of naïve café, isn't it? Antidisestablishmentarianism\n";
+  std::vector<int> want = npm.encode(text);
+  for (int& id : want) id += shift;
+  ASSERT_GT(*std::max_element(want.begin(), want.end()), 65535);
+  Gpt2Encoder enc(tok);
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass takes every short piece from the cache
+    std::vector<int> got;
+    enc.encode(text, got);
+    ASSERT_EQ(got, want) << "pass " << pass;
+  }
+  EXPECT_EQ(tok.decode(want), text);
+  EXPECT_EQ(tok.encode("a<|end_of_text|>b<|endoftext|>", SpecialTokens::kAllowSpecial),
+            (std::vector<int>{npm.encode("a")[0] + shift, tok.eot(), npm.encode("b")[0] + shift,
+                              npm.eot() + shift}));
+
+  // eos_token as a plain string; a folder without tokenizer_config.json keeps <|endoftext|>.
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "<|endoftext|>"})";
+  EXPECT_EQ(Gpt2Tokenizer::load(dir.path()).eot(), npm.eot() + shift);
+  std::filesystem::remove(dir / "tokenizer_config.json");
+  EXPECT_EQ(Gpt2Tokenizer::load(dir.path()).eot(), npm.eot() + shift);
+  // An end of text the vocabulary lacks, or an eos_token of another type: one error naming it.
+  for (const auto& [config, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"eos_token": "</s>"})", "no end-of-text token </s>"},
+           {R"({"eos_token": 7})", "eos_token is neither a string"},
+           {R"({"eos_token": )", "tokenizer_config.json' is not valid JSON"}}) {
+    std::ofstream(dir / "tokenizer_config.json") << config;
+    try {
+      Gpt2Tokenizer::load(dir.path());
+      ADD_FAILURE() << config << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
   }
 }
 

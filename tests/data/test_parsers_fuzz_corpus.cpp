@@ -23,7 +23,8 @@ namespace mptrain {
 namespace {
 
 size_t shard_tokens(const std::string& bytes) {
-  return parse_shard_header({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "test");
+  return parse_shard_header({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "test")
+      .num_tokens;
 }
 
 Gpt2Tokenizer vocab(const std::string& bytes) {
@@ -44,6 +45,13 @@ TEST(ShardBytes, CountMustMatchTheSize) {
   header[2] = INT32_MAX;  // claims 4 GB of tokens in a 1 KB file: refused from the header alone
   std::memcpy(bytes.data(), header, sizeof(header));
   EXPECT_THROW(shard_tokens(bytes), Error);
+  // The wide format (uint32 ids): 6 bytes are one and a half tokens, 12 bytes three.
+  header[0] = kWideShardMagic;
+  header[1] = kWideShardVersion;
+  header[2] = 3;
+  std::memcpy(bytes.data(), header, sizeof(header));
+  EXPECT_THROW(shard_tokens(bytes), Error);
+  EXPECT_EQ(shard_tokens(bytes + std::string(6, '\1')), 3u);
 }
 
 TEST(Gpt2VocabBytes, SeedCorpus) {
@@ -96,8 +104,9 @@ TEST(BertInstancesBytes, MaxSeqLenIsBoundedBeforeAnythingIsSized) {
         bert_instances(b, aligned);
         ADD_FAILURE() << "accepted";
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("max_seq_len " + std::to_string(claimed) + " is outside 5..65535"),
-                  std::string::npos)
+        EXPECT_NE(
+            std::string(e.what()).find("max_seq_len " + std::to_string(claimed) + " is outside 5..65535"),
+            std::string::npos)
             << e.what();
       }
     }
@@ -109,7 +118,8 @@ TEST(BertInstancesBytes, MaxSeqLenIsBoundedBeforeAnythingIsSized) {
   std::memcpy(b.data() + at, &huge, sizeof(huge));
   const std::string path = dir.path() + "/huge.bert";
   std::ofstream(path, std::ios::binary) << b;
-  testing::expect_clear_error(testing::run_mptrain("tokenizer show-instances " + path), "is outside 5..65535");
+  testing::expect_clear_error(testing::run_mptrain("tokenizer show-instances " + path),
+                              "is outside 5..65535");
 }
 
 }  // namespace

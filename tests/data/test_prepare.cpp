@@ -15,6 +15,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
 #include "data/shard.h"
+#include "data/wide_vocab.h"
 
 namespace mptrain {
 namespace {
@@ -29,12 +30,10 @@ const Gpt2Tokenizer& gpt2(const std::string& dir) {
 
 std::vector<std::string> strings(const std::vector<std::string_view>& v) { return {v.begin(), v.end()}; }
 
-std::vector<uint16_t> read_tokens(const std::vector<std::string>& shards) {
-  std::vector<uint16_t> out;
-  for (const auto& p : shards) {
-    Shard s(p);
-    out.insert(out.end(), s.tokens().begin(), s.tokens().end());
-  }
+std::vector<int> read_tokens(const std::vector<std::string>& shards) {
+  std::vector<int> out;
+  for (const auto& p : shards)
+    Shard(p).visit([&](auto ids) { out.insert(out.end(), ids.begin(), ids.end()); });
   return out;
 }
 
@@ -148,11 +147,11 @@ TEST(Prepare, ShardLayout) {
   MPT_REQUIRE_VOCAB(dir);
   const auto& tok = gpt2(dir);
   SmallCorpus c;
-  std::vector<uint16_t> want_train, want_val;
+  std::vector<int> want_train, want_val;
   for (size_t i = 0; i < c.docs.size(); ++i) {
     auto& want = (i == 2 || i == 5) ? want_val : want_train;
     want.push_back(50256);  // <|endoftext|> before every document
-    for (int id : tok.encode(c.docs[i])) want.push_back(static_cast<uint16_t>(id));
+    for (int id : tok.encode(c.docs[i])) want.push_back(id);
   }
 
   auto opt = c.options("out/corpus");
@@ -166,9 +165,11 @@ TEST(Prepare, ShardLayout) {
   ASSERT_EQ(s.train_shards.size(), (want_train.size() + 6) / 7);
   EXPECT_EQ(s.train_shards[0], c.tmp / "out/corpus/corpus_train_000000.bin");
   EXPECT_EQ(s.val_shards[0], c.tmp / "out/corpus/corpus_val_000000.bin");
-  for (size_t i = 0; i < s.train_shards.size(); ++i)  // exactly 7 each, the rest in the last
+  for (size_t i = 0; i < s.train_shards.size(); ++i) {  // exactly 7 each, the rest in the last
     EXPECT_EQ(Shard(s.train_shards[i]).size(),
               i + 1 < s.train_shards.size() ? 7u : (want_train.size() - 1) % 7 + 1);
+    EXPECT_EQ(Shard(s.train_shards[i]).token_bytes(), 2u);  // GPT-2's uint16 shards, as llm.c reads them
+  }
   EXPECT_EQ(read_tokens(s.train_shards), want_train);
   EXPECT_EQ(read_tokens(s.val_shards), want_val);
   EXPECT_NE(describe(s).find("6 documents from 2 files"), std::string::npos) << describe(s);
@@ -194,6 +195,28 @@ TEST(Prepare, ShardLayout) {
   EXPECT_NE(describe(s3).find("no validation documents"), std::string::npos);
 }
 
+// A vocabulary past 65,536 tokens (Llama 3's kind) writes llm.c's uint32 shards, with the end of
+// text its tokenizer_config.json names before every document.
+TEST(Prepare, WideVocabularyWritesUint32ShardsWithItsOwnEndOfText) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& npm = gpt2(dir);
+  SmallCorpus c;
+  const Gpt2Tokenizer tok = Gpt2Tokenizer::load(data_test::write_wide_vocab_folder(c.tmp / "wide"));
+  std::vector<int> want_train, want_val;
+  for (size_t i = 0; i < c.docs.size(); ++i) {
+    auto& want = (i == 2 || i == 5) ? want_val : want_train;
+    want.push_back(tok.eot());
+    for (int id : npm.encode(c.docs[i])) want.push_back(id + data_test::kWideShift);
+  }
+  ASSERT_GT(*std::max_element(want_train.begin(), want_train.end()), 65535);
+  auto opt = c.options("out/wide");
+  opt.shard_tokens = 7;
+  const PrepareSummary s = prepare_corpus(tok, opt);
+  for (const auto& path : s.train_shards) EXPECT_EQ(Shard(path).token_bytes(), 4u) << path;
+  EXPECT_EQ(read_tokens(s.train_shards), want_train);
+  EXPECT_EQ(read_tokens(s.val_shards), want_val);
+}
+
 TEST(Prepare, SameShardsForAnyThreadCountAndCuts) {
   MPT_REQUIRE_VOCAB(dir);
   const auto& tok = gpt2(dir);
@@ -202,7 +225,7 @@ TEST(Prepare, SameShardsForAnyThreadCountAndCuts) {
   for (int i = 0; i < 3000; ++i) big += "Sentence " + std::to_string(i) + " of a long document, isn't it?\n";
   data_test::write_bytes(tmp / "in/big.txt", big);
   data_test::write_bytes(tmp / "in/small.txt", "small one\n");
-  std::vector<std::vector<uint16_t>> results;
+  std::vector<std::vector<int>> results;
   for (auto [threads, cut] :
        {std::pair{1, size_t(1) << 30}, std::pair{2, size_t(1000)}, std::pair{4, size_t(77)}}) {
     PrepareOptions o;

@@ -1,6 +1,6 @@
-// The llm.c token shard format of data/shard.h: write/read round trip, the exact
-// header and size on disk, empty shards, and the reader's errors for a bad magic,
-// a bad version, a truncated or oversized file and a missing file; glob_shards.
+// The llm.c token shard formats of data/shard.h (GPT-2's uint16, Llama 3's uint32): write/read
+// round trip, the exact header and size on disk, empty shards, and the reader's errors for a bad
+// magic, a bad version, a truncated or oversized file and a missing file; glob_shards.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,6 +20,13 @@ using data_test::TempDir;
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+template <class T>
+std::vector<T> ids_of(const Shard& s) {
+  std::vector<T> out;
+  s.visit([&](auto ids) { out.assign(ids.begin(), ids.end()); });
+  return out;
 }
 
 std::string shard_error(const std::string& path) {
@@ -53,7 +60,8 @@ TEST(Shard, RoundTripAndHeader) {
   Shard s(path);
   EXPECT_EQ(s.path(), path);
   ASSERT_EQ(s.size(), tokens.size());
-  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), s.tokens().begin()));
+  EXPECT_EQ(s.token_bytes(), 2u);
+  EXPECT_EQ(ids_of<uint16_t>(s), tokens);
 
   // On disk: 256 little-endian int32 (magic, version, count, zeros), then uint16 tokens.
   const std::string bytes = file_bytes(path);
@@ -78,7 +86,45 @@ TEST(Shard, RoundTripAndHeader) {
   Shard first(path);
   Shard moved(std::move(first));
   EXPECT_EQ(moved.size(), 3u);
-  EXPECT_EQ(moved.tokens()[2], 3);
+  EXPECT_EQ(ids_of<uint16_t>(moved), (std::vector<uint16_t>{1, 2, 3}));
+}
+
+// llm.c's format for vocabularies past 65,536 tokens (dev/data's "llama-3"): magic 20240801,
+// version 7, uint32 ids.
+TEST(Shard, WideRoundTripAndHeader) {
+  TempDir tmp;
+  std::mt19937 rng(5);
+  std::vector<uint32_t> tokens(4099);
+  for (auto& t : tokens) t = rng() % 151646;
+  tokens[0] = 128000;
+  tokens[1] = 65536;
+  tokens[2] = 0;
+  const std::string path = tmp / "w_train_000000.bin";
+  write_shard(path, tokens);
+  Shard s(path);
+  ASSERT_EQ(s.size(), tokens.size());
+  EXPECT_EQ(s.token_bytes(), 4u);
+  EXPECT_EQ(ids_of<uint32_t>(s), tokens);
+  const std::string bytes = file_bytes(path);
+  ASSERT_EQ(bytes.size(), 1024 + 4 * tokens.size());
+  int32_t header[256];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(header[2], static_cast<int32_t>(tokens.size()));
+  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4 + 2]), 1);  // little-endian 65536: 00 00 01 00
+  // A wide header over uint16-sized data, and GPT-2's version under the wide magic, are refused.
+  std::string half = bytes.substr(0, 1024) + std::string(2 * tokens.size(), '\0');
+  data_test::write_bytes(tmp / "half.bin", half);
+  std::string e = shard_error(tmp / "half.bin");
+  EXPECT_NE(e.find("tokens of 4 bytes"), std::string::npos) << e;
+  std::string v1 = bytes;
+  const int32_t one = 1;
+  std::memcpy(v1.data() + 4, &one, 4);
+  data_test::write_bytes(tmp / "v1.bin", v1);
+  e = shard_error(tmp / "v1.bin");
+  EXPECT_NE(e.find("unsupported version 1 (expected 7 with magic 20240801)"), std::string::npos) << e;
 }
 
 TEST(Shard, EmptyShard) {

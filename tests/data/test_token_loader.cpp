@@ -132,8 +132,9 @@ TEST(TokenLoader, PositionOfTheOtherOrderOrOutsideTheDataIsRefused) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(error_of(shuffled, {}).find("taken in sequential order, and this run reads its data in shuffled "
-                                        "(--shuffle) order; leave out --shuffle to resume it"),
+  EXPECT_NE(error_of(shuffled, {})
+                .find("taken in sequential order, and this run reads its data in shuffled "
+                      "(--shuffle) order; leave out --shuffle to resume it"),
             std::string::npos);
   EXPECT_NE(error_of(sequential, {.shuffled = true}).find("pass --shuffle to resume it"), std::string::npos);
   EXPECT_NE(error_of(shuffled, {.shuffled = true, .index = 58}).find("does not fit the 57 sequences"),
@@ -152,6 +153,39 @@ TEST(TokenLoader, SequentialOrderWalksTheShardsInTurn) {
   for (int w = 0; w < 9; ++w)
     for (int b = 0; b < 4; ++b) EXPECT_EQ(starts[w * 4 + b], w * 32 + b * kT);
   EXPECT_EQ(starts[36], 30000);
+}
+
+// uint32 shards (vocabularies past 65,536 tokens) give the same batches as the same ids would in
+// uint16 shards, in both orders, with ids past 65,535 intact, and are range-checked alike.
+TEST(TokenLoader, WideShardsReadAsTheirIds) {
+  TempDir tmp;
+  const std::string narrow = write_counting_shards(tmp.path());
+  std::vector<uint32_t> a(kT * 37 + 1), b(kT * 20 + 5);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint32_t>(100000 + i);
+  write_shard(tmp / "w_000000.bin", a);
+  write_shard(tmp / "w_000001.bin", b);
+  for (const bool shuffle : {false, true}) {
+    TokenLoader n(narrow, 4, kT, kVocab, 0, 1, {.shuffle = shuffle, .seed = 3});
+    TokenLoader w(tmp / "w_*.bin", 4, kT, 100000 + static_cast<int>(b.size()), 0, 1,
+                  {.shuffle = shuffle, .seed = 3});
+    std::vector<int> ni(4 * kT), nt(ni.size()), wi(ni.size()), wt(ni.size());
+    for (int step = 0; step < 16; ++step) {
+      n.next(ni.data(), nt.data());
+      w.next(wi.data(), wt.data());
+      for (size_t k = 0; k < ni.size(); ++k) {  // shard 1's ids are 30000 + i in one, 100000 + i in the other
+        ASSERT_EQ(wi[k], ni[k] >= 30000 ? ni[k] + 70000 : ni[k]) << "step " << step << " shuffle " << shuffle;
+        ASSERT_EQ(wt[k], nt[k] >= 30000 ? nt[k] + 70000 : nt[k]);
+      }
+    }
+  }
+  try {
+    TokenLoader(tmp / "w_*.bin", 4, kT, 100000);
+    ADD_FAILURE() << "ids past the vocabulary accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 100000 at position 0 of shard"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
