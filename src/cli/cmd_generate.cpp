@@ -33,9 +33,7 @@ void run_generate(const GenerateOptions& o) {
   MPT_CHECK(o.sample.top_k >= 0, "--top-k must be >= 0");
   MPT_CHECK(o.sample.temperature >= 0.0f, "--temperature must be >= 0");
   const CausalLmCheckpoint ckpt = read_causal_lm_checkpoint(resolve_checkpoint(o.checkpoint));
-  // An imported model's own tokenizer.json, unless --vocab-dir names another vocabulary.
-  const bool own = o.vocab_dir.empty() && std::filesystem::exists(ckpt.dir + "/tokenizer.json");
-  const auto tokenizer = load_gpt2_tokenizer(own ? ckpt.dir : o.vocab_dir);
+  const auto tokenizer = load_gpt2_tokenizer(vocab_dir_for_checkpoint(o.vocab_dir, ckpt.dir));
   MPT_CHECK(tokenizer->vocab_size() <= ckpt.vocab_size(),
             "the checkpoint's vocabulary (" + std::to_string(ckpt.vocab_size()) +
                 ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");

@@ -12,6 +12,7 @@
 #include "cli/vocab.h"
 #include "core/error.h"
 #include "hf/hf_convert.h"
+#include "io/checkpoint_dir.h"
 #include "train/bert_checkpoint.h"
 #include "train/bert_task.h"
 #include "train/causal_lm_task.h"
@@ -38,19 +39,34 @@ std::string import_if_hf_folder(const std::string& dir, const std::string& run_d
   fs::create_directories(run_dir);
   fs::remove_all(out);
   const HfImportResult r = import_hf_folder(dir, out, 0, "");
-  MPT_CHECK(r.model_type == family, "--init-from '" + dir + "' is a Hugging Face " + r.model_type + " folder; " +
+  MPT_CHECK(r.model_type == family, "--init-from '" + dir + "' is a Hugging Face " + r.model_type +
+                                        " folder; " +
                                         (other.empty() ? "train it with --model " + r.model_type : other));
   const std::string architecture = family == "bert"    ? bert_hf_architecture(r.bert)
                                    : family == "llama" ? "LlamaForCausalLM"
                                                        : "GPT2LMHeadModel";
-  std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), architecture.c_str(), out.c_str());
+  std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), architecture.c_str(),
+              out.c_str());
   return out;
+}
+
+// The checkpoint folder the run starts from (--resume, else --init-from), or "" when it starts from
+// scratch or the path does not resolve (the trainer then says why, in its one line).
+std::string start_checkpoint(const TrainOptions& opt) {
+  const std::string& from = opt.resume.empty() ? opt.init_from : opt.resume;
+  if (from.empty()) return "";
+  try {
+    return resolve_checkpoint(from);
+  } catch (const Error&) {
+    return "";
+  }
 }
 
 }  // namespace
 
 void register_train(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("train", "Train a GPT-2 or Llama model on token shards, or BERT on an instance file");
+  auto* cmd = app.add_subcommand("train",
+                                 "Train a GPT-2 or Llama model on token shards, or BERT on an instance file");
   auto opt = std::make_shared<TrainOptions>();
   auto model_kind = std::make_shared<std::string>("gpt2");
   cmd->add_option(
@@ -64,19 +80,22 @@ void register_train(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
   add_llama_block_options(cmd, &opt->llama_block);
   auto task_kind = std::make_shared<std::string>("pretrain");
-  cmd->add_option("--task", *task_kind,
-                  "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
-                  "sequence classification on labelled TSV/JSONL files: Hugging Face's "
-                  "BertForSequenceClassification; --init-from a BERT checkpoint, else the preset from random "
-                  "weights; defaults then Hugging Face Trainer's: lr 5e-5, linear decay to 0, no weight decay, "
-                  "beta2 0.999; and T 128)")
+  cmd->add_option(
+         "--task", *task_kind,
+         "What to train: pretrain (GPT-2's LM, or BERT's MLM/NSP) or classify (fine-tune BERT for "
+         "sequence classification on labelled TSV/JSONL files: Hugging Face's "
+         "BertForSequenceClassification; --init-from a BERT checkpoint, else the preset from random "
+         "weights; defaults then Hugging Face Trainer's: lr 5e-5, linear decay to 0, no weight decay, "
+         "beta2 0.999; and T 128)")
       ->capture_default_str()
       ->check(CLI::IsMember({"pretrain", "classify"}));
   auto classify = std::make_shared<ClassifyTrainOptions>();
   add_classify_columns(cmd, &classify->columns, &classify->header, "classify: the label's column");
-  cmd->add_option("--labels", classify->labels_path,
-                  "classify: the class names, one a line by class id (labels.txt of 'prepare --task topics')");
-  cmd->add_option("--num-labels", classify->num_labels, "classify: the classes, for integer labels without names")
+  cmd->add_option(
+      "--labels", classify->labels_path,
+      "classify: the class names, one a line by class id (labels.txt of 'prepare --task topics')");
+  cmd->add_option("--num-labels", classify->num_labels,
+                  "classify: the classes, for integer labels without names")
       ->check(cli::at_least(1));
   cmd->add_option("--vocab", classify->vocab_path,
                   "classify: the WordPiece vocab.txt (default: the --init-from / --resume checkpoint's)");
@@ -108,14 +127,20 @@ void register_train(CLI::App& app, int& exit_code) {
                   "Pad the vocabulary to a multiple of this (1 = off)")
       ->capture_default_str()
       ->check(cli::at_least(1));
+  cmd->add_option(
+         "--vocab-size", opt->vocab_size,
+         "GPT-2/Llama from scratch: tokens in the model's vocabulary, that of the tokenizer the shards "
+         "were prepared with (default: GPT-2's 50257; Llama 3's tokenizer: 128256)")
+      ->check(cli::between(1, INT32_MAX));
   cmd->add_option("--train-data,--data", opt->train_data,
                   "Glob of training shards, e.g. 'data/fortunes/*_train_*.bin'")
       ->required();
   cmd->add_option("--val-data", opt->val_data, "Glob of validation shards");
-  cmd->add_flag("--shuffle", opt->shuffle,
-                "GPT-2/Llama: read the training data as sequences of seq+1 tokens in a new random order each "
-                "epoch (from --seed), and validate on a fixed random sample of the held-out sequences, instead "
-                "of both in order (BERT's instances are always shuffled)");
+  cmd->add_flag(
+      "--shuffle", opt->shuffle,
+      "GPT-2/Llama: read the training data as sequences of seq+1 tokens in a new random order each "
+      "epoch (from --seed), and validate on a fixed random sample of the held-out sequences, instead "
+      "of both in order (BERT's instances are always shuffled)");
   cmd->add_option("-b,--batch", opt->batch, "Sequences per micro-batch (B)")
       ->capture_default_str()
       ->check(cli::at_least(1));
@@ -160,11 +185,11 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_flag("!--no-muon-nesterov", opt->muon.nesterov, "Muon: plain momentum instead of Nesterov's");
   cmd->add_option("--muon-ns-steps", opt->muon.ns_steps, "Muon: Newton-Schulz iterations")
       ->capture_default_str();
-  cli::add_named_option(cmd, "--muon-adjust-lr", &opt->muon.adjust, parse_muon_adjust,
-                        "{match_rms_adamw,original}",
-                        "Muon: the update's scale per matrix: match_rms_adamw (0.2*sqrt(max(out, in)): AdamW's "
-                        "lr and weight decay carry over) or original (max(1, out/in)^0.5, lr ~0.02)",
-                        muon_adjust_name(opt->muon.adjust));
+  cli::add_named_option(
+      cmd, "--muon-adjust-lr", &opt->muon.adjust, parse_muon_adjust, "{match_rms_adamw,original}",
+      "Muon: the update's scale per matrix: match_rms_adamw (0.2*sqrt(max(out, in)): AdamW's "
+      "lr and weight decay carry over) or original (max(1, out/in)^0.5, lr ~0.02)",
+      muon_adjust_name(opt->muon.adjust));
   cli::add_named_option(cmd, "--muon-qkv", &opt->muon.qkv, parse_muon_qkv, "{three,one}",
                         "Muon: attention's q, k, v weights orthogonalised as three matrices or one",
                         muon_qkv_name(opt->muon.qkv));
@@ -280,10 +305,11 @@ void register_train(CLI::App& app, int& exit_code) {
   cmd->add_option("--vocab-dir", opt->vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (for samples)");
   // Numeric guards and resource limits (docs/HARDENING.md).
-  cli::add_named_option(cmd, "--on-nan", &opt->on_nan, parse_nan_policy, "{stop,rollback}",
-                        "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last "
-                        "checkpoint with a lower learning rate",
-                        nan_policy_name(opt->on_nan));
+  cli::add_named_option(
+      cmd, "--on-nan", &opt->on_nan, parse_nan_policy, "{stop,rollback}",
+      "A non-finite loss or gradient (fp32/tf32/bf16): stop the run, or rollback to the last "
+      "checkpoint with a lower learning rate",
+      nan_policy_name(opt->on_nan));
   cmd->add_option("--nan-lr-factor", opt->nan_lr_factor,
                   "--on-nan rollback: multiply the learning rate by this")
       ->capture_default_str();
@@ -307,9 +333,12 @@ void register_train(CLI::App& app, int& exit_code) {
       MPT_CHECK(opt->optimizer == OptimizerKind::Muon || !given(flag),
                 std::string(flag) + " only applies with --optimizer muon");
     std::unique_ptr<TrainTask> task;
-    MPT_CHECK(!opt->shuffle || (*task_kind != "classify" && *model_kind != "bert"),
-              "--shuffle orders GPT-2's and Llama's token streams; BERT's loader shuffles its instances every "
-              "epoch already");
+    MPT_CHECK(!given("--vocab-size") || (*task_kind != "classify" && *model_kind != "bert"),
+              "--vocab-size sizes GPT-2's and Llama's vocabulary; BERT's is its vocab.txt's");
+    MPT_CHECK(
+        !opt->shuffle || (*task_kind != "classify" && *model_kind != "bert"),
+        "--shuffle orders GPT-2's and Llama's token streams; BERT's loader shuffles its instances every "
+        "epoch already");
     if (*task_kind == "classify") {
       MPT_CHECK(!given("--model") || *model_kind == "bert", "--task classify fine-tunes BERT: --model bert");
       // Hugging Face Trainer's defaults for fine-tuning where the flags are silent.
@@ -320,24 +349,27 @@ void register_train(CLI::App& app, int& exit_code) {
       if (!given("--preset")) opt->preset = "bert-mini";
       if (!given("--weight-decay")) opt->adamw.weight_decay = 0.0f;
       if (!given("--beta2")) opt->adamw.beta2 = 0.999f;
-      opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, "bert", "--task classify fine-tunes BERT");
+      opt->init_from =
+          import_if_hf_folder(opt->init_from, opt->run_dir, "bert", "--task classify fine-tunes BERT");
       task = make_classify_task(*classify);
     } else if (*model_kind == "bert") {
       bert->seq_given = given("--seq");
       if (!given("--preset")) opt->preset = "bert-mini";
       task = make_bert_task(*bert);
     } else {
-      const auto tokenizer = try_load_gpt2_tokenizer(opt->vocab_dir);
-      DecodeFn decode;
-      int eot = 0;
-      if (tokenizer) {
-        decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
-        eot = tokenizer->eot();
-      }
       if (*model_kind == "llama" && !given("--preset")) opt->preset = "llama-mini";
       check_llama_block_options(cmd, *model_kind);
       opt->init_from = import_if_hf_folder(opt->init_from, opt->run_dir, *model_kind, "");
-      task = *model_kind == "llama" ? make_llama_task(decode, eot) : make_gpt2_task(decode, eot);
+      // The samples read the tokenizer a fine-tuned import keeps, unless --vocab-dir names another.
+      const auto tokenizer =
+          try_load_gpt2_tokenizer(vocab_dir_for_checkpoint(opt->vocab_dir, start_checkpoint(*opt)));
+      SampleTokenizer samples;
+      if (tokenizer) {
+        samples.decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
+        samples.eot = tokenizer->eot();
+        samples.vocab = tokenizer->vocab_size();
+      }
+      task = *model_kind == "llama" ? make_llama_task(samples) : make_gpt2_task(samples);
     }
     // A run stopped by SIGINT/SIGTERM has checkpointed; its status is 128 + the signal (130, 143).
     const TrainSummary summary = run_training(*opt, *task);

@@ -1,6 +1,8 @@
 // Locating GPT-2's vocabulary for the subcommands that turn ids into text.
 #include "cli/vocab.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 
 namespace mptrain {
@@ -16,6 +18,11 @@ std::shared_ptr<const Gpt2Tokenizer> try_load_gpt2_tokenizer(const std::string& 
   } catch (const Error&) {
     return nullptr;  // no vocabulary installed: samples are printed as ids
   }
+}
+
+std::string vocab_dir_for_checkpoint(const std::string& vocab_dir_flag, const std::string& ckpt_dir) {
+  if (!vocab_dir_flag.empty() || ckpt_dir.empty()) return vocab_dir_flag;
+  return std::filesystem::exists(ckpt_dir + "/tokenizer.json") ? ckpt_dir : "";
 }
 
 }  // namespace mptrain

@@ -15,4 +15,8 @@ std::shared_ptr<const Gpt2Tokenizer> try_load_gpt2_tokenizer(const std::string& 
 // Same, but a missing vocabulary is an error.
 std::shared_ptr<const Gpt2Tokenizer> load_gpt2_tokenizer(const std::string& vocab_dir_flag);
 
+// The vocabulary of the model in the checkpoint folder ckpt_dir: --vocab-dir when given, else the
+// checkpoint itself where it keeps an imported model's tokenizer.json, else "" (the default search).
+std::string vocab_dir_for_checkpoint(const std::string& vocab_dir_flag, const std::string& ckpt_dir);
+
 }  // namespace mptrain

@@ -33,6 +33,7 @@ namespace {
 constexpr int kGpt2Vocab = 50257;        // the vocabulary of GPT-2's encoder.json
 constexpr int kGpt2VocabMultiple = 128;  // train's --vocab-multiple default
 constexpr const char* kTokenizerJson = "tokenizer.json";
+constexpr const char* kTokenizerConfig = "tokenizer_config.json";
 
 // An output folder built under a hidden sibling name and renamed into place by commit();
 // removed again if commit() is never reached.
@@ -156,10 +157,7 @@ HfImportResult import_llama(const nlohmann::json& cfg, const std::string& hf_dir
 
   write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
     // The folder's own tokenizer goes with the model (generate reads it; export writes it back).
-    std::vector<std::pair<std::string, std::string>> extra;
-    if (const std::string tok = hf_dir + "/" + kTokenizerJson; fs::exists(tok))
-      extra.emplace_back(kTokenizerJson, read_file(tok));
-    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state, extra);
+    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state, read_tokenizer_files(hf_dir));
   });
   return r;
 }
@@ -249,8 +247,8 @@ std::string gpt2_vocab_for(int vocab_size, const std::string& vocab_dir) {
 }
 
 // A causal LM's folder: model.safetensors, config.json, and the tokenizer: the checkpoint's own
-// tokenizer.json (an imported model's), else GPT-2's files under the names Hugging Face's
-// GPT2Tokenizer reads, and as tokenizer.json (when the model uses GPT-2's vocabulary).
+// tokenizer.json and tokenizer_config.json (an imported model's), else GPT-2's files under the names Hugging
+// Face's GPT2Tokenizer reads, and as tokenizer.json (when the model uses GPT-2's vocabulary).
 void write_causal_lm_folder(HfExportResult& r, const std::string& out_dir, const SafetensorsWriter& weights,
                             const nlohmann::json& config, const std::string& vocab) {
   StagedDir out(out_dir);
@@ -259,6 +257,8 @@ void write_causal_lm_folder(HfExportResult& r, const std::string& out_dir, const
   const std::string own = r.checkpoint + "/" + kTokenizerJson;
   if (fs::exists(own)) {
     write_file_atomic(out.path() + "/" + kTokenizerJson, read_file(own));
+    if (const std::string config = r.checkpoint + "/" + kTokenizerConfig; fs::exists(config))
+      write_file_atomic(out.path() + "/" + kTokenizerConfig, read_file(config));
     r.tokenizer_files = true;
   } else if (!vocab.empty()) {
     const std::string encoder = read_file(vocab + "/encoder.json"), merges = read_file(vocab + "/vocab.bpe");
@@ -276,7 +276,8 @@ void export_gpt2(HfExportResult& r, const std::string& out_dir, const std::strin
   std::vector<float> values;
   const SafetensorsWriter weights = hf_weights_of(r.checkpoint, gpt2_param_table(r.config), values);
   r.num_params = values.size();
-  write_causal_lm_folder(r, out_dir, weights, hf_gpt2_config(r.config), gpt2_vocab_for(r.config.vocab_size, vocab_dir));
+  write_causal_lm_folder(r, out_dir, weights, hf_gpt2_config(r.config),
+                         gpt2_vocab_for(r.config.vocab_size, vocab_dir));
 }
 
 void export_llama(HfExportResult& r, const std::string& out_dir, const std::string& vocab_dir) {
@@ -307,7 +308,7 @@ void export_bert(HfExportResult& r, const std::string& out_dir, const std::strin
                     hf_bert_config(r.bert, bert_checkpoint_labels(r.checkpoint)).dump(2) + "\n");
   if (!vocab.text.empty()) {
     write_file_atomic(out.path() + "/vocab.txt", vocab.text);
-    write_file_atomic(out.path() + "/tokenizer_config.json",
+    write_file_atomic(out.path() + "/" + kTokenizerConfig,
                       bert_tokenizer_config(vocab.lower_case, r.bert.max_position).dump(2) + "\n");
     r.tokenizer_files = true;
   }

@@ -38,8 +38,8 @@ struct Gpt2Family {
   static nlohmann::json model_json(const Config& c) { return gpt2_model_json(c); }
   static void load_weights(const std::string& dir, Model& m) { load_checkpoint_model(dir, m); }
   static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s,
-                   int keep) {
-    save_checkpoint(run_dir, m, o, s, keep);
+                   int keep, const ExtraFiles& extra) {
+    save_checkpoint(run_dir, m, o, s, keep, extra);
   }
 };
 
@@ -71,8 +71,8 @@ struct LlamaFamily {
   }
   static void load_weights(const std::string& dir, Model& m) { load_llama_checkpoint_model(dir, m); }
   static void save(const std::string& run_dir, const Model& m, const Optimizer& o, const TrainState& s,
-                   int keep) {
-    save_llama_checkpoint(run_dir, m, o, s, keep);
+                   int keep, const ExtraFiles& extra) {
+    save_llama_checkpoint(run_dir, m, o, s, keep, extra);
   }
 };
 
@@ -85,7 +85,7 @@ const char* checkpoint_family(const std::string& dir) {
 template <class F>
 class CausalLmTask final : public TrainTask {
  public:
-  CausalLmTask(DecodeFn decode, int eot) : decode_(std::move(decode)), eot_(eot) {}
+  explicit CausalLmTask(SampleTokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
 
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
@@ -95,6 +95,15 @@ class CausalLmTask final : public TrainTask {
                 "checkpoint '" + ckpt_dir + "' is a " + family + " model; train it with --model " + family);
     }
     config_ = ckpt_dir.empty() ? F::preset(opt) : F::load_config(ckpt_dir);
+    // An imported model's tokenizer goes on with it into every checkpoint of the run.
+    if (!ckpt_dir.empty()) tokenizer_files_ = read_tokenizer_files(ckpt_dir);
+    if (opt.vocab_size > 0) {
+      MPT_CHECK(ckpt_dir.empty() || opt.vocab_size == config_.vocab_size,
+                "--vocab-size " + std::to_string(opt.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
+                    std::to_string(config_.vocab_size) + " tokens");
+      config_.vocab_size = opt.vocab_size;
+      config_.padded_vocab_size = pad_vocab(opt.vocab_size, opt.vocab_multiple);
+    }
     MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
                                                  " is longer than the model's context of " +
                                                  std::to_string(config_.block_size) + " positions");
@@ -150,6 +159,10 @@ class CausalLmTask final : public TrainTask {
         "shard(s)%s\n",
         B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards(),
         train_->shuffled() ? ", shuffled" : "");
+    if (tokenizer_.decode && !decodes_samples())
+      monitor.sayf(
+          "samples as ids: the tokenizer has %d tokens, the model %d (pass --vocab-dir with its own)\n",
+          tokenizer_.vocab, config_.vocab_size);
     if (model_->graphs())
       monitor.sayf(
           "graphs on: the micro-batch's forward and backward captured on its second run, then replayed "
@@ -188,11 +201,11 @@ class CausalLmTask final : public TrainTask {
     so.temperature = 1.0f;
     so.top_k = 40;
     so.seed = opt.seed;
-    const int prompt = eot_ >= 0 && eot_ < config_.vocab_size ? eot_ : 0;
+    const int prompt = tokenizer_.eot >= 0 && tokenizer_.eot < config_.vocab_size ? tokenizer_.eot : 0;
     std::vector<int> out = sample_tokens(*model_, {prompt}, so, counter);
     std::string text;
-    if (decode_) {
-      text = decode_(out);
+    if (decodes_samples()) {
+      text = tokenizer_.decode(out);
     } else {
       for (int t : out) text += std::to_string(t) + " ";
     }
@@ -203,12 +216,15 @@ class CausalLmTask final : public TrainTask {
     TrainState s;
     static_cast<RunState&>(s) = state;
     s.train_pos = train_->position();
-    F::save(run_dir, *model_, optimizer, s, keep_last);
+    F::save(run_dir, *model_, optimizer, s, keep_last, tokenizer_files_);
   }
 
  private:
-  DecodeFn decode_;
-  int eot_ = 0;
+  // A tokenizer smaller than the model's vocabulary would meet ids it has no text for.
+  bool decodes_samples() const { return tokenizer_.decode && tokenizer_.vocab >= config_.vocab_size; }
+
+  SampleTokenizer tokenizer_;
+  ExtraFiles tokenizer_files_;
   typename F::Config config_;
   std::unique_ptr<typename F::Model> model_;
   static constexpr uint64_t kValidationSampleSeed = 0;
@@ -220,12 +236,12 @@ class CausalLmTask final : public TrainTask {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_gpt2_task(const DecodeFn& decode, int eot_token) {
-  return std::make_unique<CausalLmTask<Gpt2Family>>(decode, eot_token);
+std::unique_ptr<TrainTask> make_gpt2_task(const SampleTokenizer& tokenizer) {
+  return std::make_unique<CausalLmTask<Gpt2Family>>(tokenizer);
 }
 
-std::unique_ptr<TrainTask> make_llama_task(const DecodeFn& decode, int eot_token) {
-  return std::make_unique<CausalLmTask<LlamaFamily>>(decode, eot_token);
+std::unique_ptr<TrainTask> make_llama_task(const SampleTokenizer& tokenizer) {
+  return std::make_unique<CausalLmTask<LlamaFamily>>(tokenizer);
 }
 
 }  // namespace mptrain

@@ -9,10 +9,16 @@
 
 namespace mptrain {
 
-// decode turns ids into text for the samples (may be empty: ids are printed); eot_token is
-// the samples' prompt.
+// The tokenizer behind the samples: decode turns ids into text (may be empty: ids are printed), for a
+// model whose vocabulary is no larger than its `vocab` tokens; eot is the samples' prompt.
+struct SampleTokenizer {
+  DecodeFn decode;
+  int eot = 0;
+  int vocab = 0;
+};
+
 // The token-stream families' tasks (train/causal_lm_task.cpp): GPT-2's and Llama's.
-std::unique_ptr<TrainTask> make_gpt2_task(const DecodeFn& decode, int eot_token);
-std::unique_ptr<TrainTask> make_llama_task(const DecodeFn& decode, int eot_token);
+std::unique_ptr<TrainTask> make_gpt2_task(const SampleTokenizer& tokenizer);
+std::unique_ptr<TrainTask> make_llama_task(const SampleTokenizer& tokenizer);
 
 }  // namespace mptrain

@@ -13,9 +13,9 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
-#include "io/hf_folder.h"
 #include "io/checksum.h"
 #include "io/fileutil.h"
+#include "io/hf_folder.h"
 #include "io/safetensors.h"
 #include "train/numeric_guard.h"
 
@@ -30,9 +30,10 @@ constexpr const char* kStateFile = kCheckpointStateFile;
 constexpr const char* kConfigFile = "config.json";
 
 nlohmann::json config_json(const Gpt2Config& c) {
-  return {{"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
-          {"n_layer", c.n_layer},       {"n_head", c.n_head},         {"n_embd", c.n_embd},
-          {"ln_eps", c.ln_eps},         {"init_std", c.init_std}};
+  return {
+      {"block_size", c.block_size}, {"vocab_size", c.vocab_size}, {"padded_vocab_size", c.padded_vocab_size},
+      {"n_layer", c.n_layer},       {"n_head", c.n_head},         {"n_embd", c.n_embd},
+      {"ln_eps", c.ln_eps},         {"init_std", c.init_std}};
 }
 
 // The shortest decimal that reads back as x (1e-05, not 9.999999747378752e-06), for
@@ -50,7 +51,8 @@ double short_decimal(float x) {
 // family's metadata.
 void write_model_file(const std::string& dir, const CheckpointContents& c) {
   SafetensorsWriter weights;
-  for (const auto& spec : c.table->specs()) weights.add(spec.name, DType::F32, spec.hf_shape, c.params + spec.offset);
+  for (const auto& spec : c.table->specs())
+    weights.add(spec.name, DType::F32, spec.hf_shape, c.params + spec.offset);
   weights.set_metadata("format", "pt");
   for (const auto& [key, value] : c.model_metadata) weights.set_metadata(key, value);
   weights.write(dir + "/" + kCheckpointModelFile);
@@ -62,7 +64,6 @@ void write_side_files(const std::string& dir, const CheckpointContents& c) {
   write_file_atomic(dir + "/" + kStateFile, c.state.dump(2) + "\n");
   for (const auto& [name, contents] : c.extra_files) write_file_atomic(dir + "/" + name, contents);
 }
-
 
 }  // namespace
 
@@ -131,16 +132,20 @@ void save_checkpoint_impl(const std::string& run_dir, int64_t step, const Checkp
     write_checkpoint(run_dir, step, contents, optimizer, keep_last);
   } catch (const Error& e) {
     abort_checkpoint(run_dir, step);
-    throw Error("saving checkpoint " + name + " in '" + run_dir + "' failed (the previous checkpoint is kept): " +
-                e.what());
+    throw Error("saving checkpoint " + name + " in '" + run_dir +
+                "' failed (the previous checkpoint is kept): " + e.what());
   }
 }
 
 // params: the parameters on the host (a HostMirror of model.params()).
 CheckpointContents gpt2_contents(const Gpt2Config& config, const ParamTable& table, const float* params,
                                  const TrainState& state) {
-  return {&table, params, {{"mptrain_config", config_json(config).dump()}}, hf_gpt2_config(config),
-          train_state_json(state), {}};
+  return {&table,
+          params,
+          {{"mptrain_config", config_json(config).dump()}},
+          hf_gpt2_config(config),
+          train_state_json(state),
+          {}};
 }
 
 }  // namespace
@@ -170,11 +175,20 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
   save_checkpoint_impl(run_dir, step, contents, file, keep_last);
 }
 
+ExtraFiles read_tokenizer_files(const std::string& dir) {
+  ExtraFiles files;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+    if (const std::string path = dir + "/" + name; std::filesystem::exists(path))
+      files.emplace_back(name, read_file(path));
+  return files;
+}
+
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
-                     const TrainState& state, int keep_last) {
+                     const TrainState& state, int keep_last, const ExtraFiles& extra_files) {
   const HostMirror<float> params(model.params());
-  save_training_checkpoint(run_dir, state.step, gpt2_contents(model.config(), model.table(), params.data(), state),
-                           optimizer, keep_last);
+  CheckpointContents contents = gpt2_contents(model.config(), model.table(), params.data(), state);
+  contents.extra_files = extra_files;
+  save_training_checkpoint(run_dir, state.step, contents, optimizer, keep_last);
 }
 
 void save_weights_checkpoint(const std::string& dir, const CheckpointContents& contents) {
@@ -196,7 +210,8 @@ Gpt2Config load_checkpoint_config(const std::string& ckpt_dir) {
   SafetensorsFile file(ckpt_dir + "/" + kCheckpointModelFile);
   auto it = file.metadata().find("mptrain_config");
   if (it == file.metadata().end())
-    throw Error("'" + file.path() + "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
+    throw Error("'" + file.path() +
+                "' has no mptrain_config metadata; import Hugging Face folders with 'convert'");
   const std::string what = "the model config in '" + file.path() + "'";
   const Gpt2Config config = parse_checkpoint_config(it->second, what);
   // The config sizes the model: a corrupt one must not allocate before the tensors are read.
@@ -224,10 +239,12 @@ void load_checkpoint_model(const std::string& ckpt_dir, Gpt2& model) {
 void load_checkpoint_optimizer(const std::string& ckpt_dir, const ParamTable& table, Optimizer& optimizer) {
   SafetensorsFile file(ckpt_dir + "/" + kOptimizerFile);
   auto it = file.metadata().find("optimizer");
-  const std::string written_by = it == file.metadata().end() ? "adamw" : it->second;  // before Sophia: AdamW's
+  const std::string written_by =
+      it == file.metadata().end() ? "adamw" : it->second;  // before Sophia: AdamW's
   if (written_by != optimizer.name())
-    throw Error("checkpoint '" + ckpt_dir + "' holds " + written_by + " optimizer state, but this run uses --optimizer " +
-                optimizer.name() + "; resume with --optimizer " + written_by);
+    throw Error("checkpoint '" + ckpt_dir + "' holds " + written_by +
+                " optimizer state, but this run uses --optimizer " + optimizer.name() +
+                "; resume with --optimizer " + written_by);
   for (auto& st : optimizer.state()) {
     HostMirror<float> host(st.buffer);
     for (const auto& spec : table.specs())

@@ -17,11 +17,10 @@
 // and carry the same run state.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/buffer.h"
 #include "data/loader.h"
@@ -33,9 +32,9 @@ namespace mptrain {
 // What every training run's state.json records beside its data position (GPT-2 and BERT alike;
 // train/trainer.cpp's loop keeps it).
 struct RunState {
-  int64_t step = 0;            // optimizer steps completed
+  int64_t step = 0;  // optimizer steps completed
   uint64_t seed = 0;
-  uint64_t sample_counter = 0; // RNG counter of the sampler (GPT-2's samples; 0 for BERT)
+  uint64_t sample_counter = 0;  // RNG counter of the sampler (GPT-2's samples; 0 for BERT)
   // --on-nan rollback (train/numeric_guard.h): the schedule's learning rate is multiplied by
   // lr_scale (1 until a rollback lowers it); nan_rollbacks counts the rollbacks so far.
   float lr_scale = 1.0f;
@@ -46,7 +45,7 @@ struct RunState {
   float loss_scale = 0.0f;
   int growth_tracker = 0;
   int64_t skipped_steps = 0;
-  nlohmann::json options;      // the training options of the run that wrote it (informational)
+  nlohmann::json options;  // the training options of the run that wrote it (informational)
 };
 
 // GPT-2's state: the run state and where the next training window starts.
@@ -67,9 +66,10 @@ nlohmann::json train_state_json(const TrainState& state);
 struct CheckpointContents {
   const ParamTable* table = nullptr;  // names and shapes (hf_shape: the rows files hold)
   const float* params = nullptr;
-  std::vector<std::pair<std::string, std::string>> model_metadata;  // model.safetensors' besides "format": "pt"
-  nlohmann::json hf_config;  // config.json
-  nlohmann::json state;      // state.json
+  std::vector<std::pair<std::string, std::string>>
+      model_metadata;                                            // model.safetensors' besides "format": "pt"
+  nlohmann::json hf_config;                                      // config.json
+  nlohmann::json state;                                          // state.json
   std::vector<std::pair<std::string, std::string>> extra_files;  // (name, contents), e.g. BERT's vocab.txt
 };
 // Writes a complete checkpoint for `step` into run_dir with the directory protocol (atomic,
@@ -89,9 +89,15 @@ void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, c
 // False for weights-only checkpoints (nothing to resume the optimizer from).
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir);
 
-// GPT-2's save_training_checkpoint for `state.step` (the optimizer's state: optim/optimizer.h).
+// The files a causal LM's checkpoint may keep beside its weights: an imported Hugging Face folder's
+// tokenizer.json and tokenizer_config.json (generate and eval read them; export writes them back).
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;  // (name, contents)
+ExtraFiles read_tokenizer_files(const std::string& dir);              // those present in dir
+
+// GPT-2's save_training_checkpoint for `state.step` (the optimizer's state: optim/optimizer.h),
+// with `extra_files` (a fine-tuned import's tokenizer files) beside it.
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
-                     const TrainState& state, int keep_last);
+                     const TrainState& state, int keep_last, const ExtraFiles& extra_files = {});
 
 // Reads the model config stored in a checkpoint directory (not a run dir: resolve first).
 Gpt2Config load_checkpoint_config(const std::string& ckpt_dir);

@@ -36,16 +36,16 @@ CheckpointContents llama_contents(const LlamaConfig& c, const ParamTable& table,
 }  // namespace
 
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
-                           const TrainState& state, int keep_last) {
+                           const TrainState& state, int keep_last, const ExtraFiles& extra_files) {
   const HostMirror<float> params(model.params());
-  save_training_checkpoint(run_dir, state.step,
-                           llama_contents(model.config(), model.table(), params.data(), state), optimizer,
-                           keep_last);
+  CheckpointContents contents = llama_contents(model.config(), model.table(), params.data(), state);
+  contents.extra_files = extra_files;
+  save_training_checkpoint(run_dir, state.step, contents, optimizer, keep_last);
 }
 
 void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,
                                    const float* params, const TrainState& state,
-                                   const std::vector<std::pair<std::string, std::string>>& extra_files) {
+                                   const ExtraFiles& extra_files) {
   CheckpointContents contents = llama_contents(config, table, params, state);
   contents.extra_files = extra_files;
   save_weights_checkpoint(dir, contents);

@@ -17,13 +17,15 @@
 
 namespace mptrain {
 
+// A training checkpoint, with extra files (name, contents) beside it: a fine-tuned import's
+// tokenizer files (read_tokenizer_files).
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
-                           const TrainState& state, int keep_last);
-// A weights-only Llama checkpoint in the existing folder dir (a Hugging Face import), with extra
-// files (name, contents) beside it: the folder's tokenizer.json.
+                           const TrainState& state, int keep_last, const ExtraFiles& extra_files = {});
+// A weights-only Llama checkpoint in the existing folder dir (a Hugging Face import), with the
+// folder's tokenizer files beside it.
 void save_llama_weights_checkpoint(const std::string& dir, const LlamaConfig& config, const ParamTable& table,
                                    const float* params, const TrainState& state,
-                                   const std::vector<std::pair<std::string, std::string>>& extra_files = {});
+                                   const ExtraFiles& extra_files = {});
 // Whether ckpt_dir's model.safetensors says it holds a Llama (mptrain_model = llama).
 bool is_llama_checkpoint(const std::string& ckpt_dir);
 // The config a Llama checkpoint was written with; Error naming the file when it is not one or

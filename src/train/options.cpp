@@ -9,7 +9,8 @@ int TrainOptions::grad_accum_steps(int world) const {
   const int64_t micro = static_cast<int64_t>(batch) * seq * world;
   if (total_batch_tokens == 0) return 1;
   MPT_CHECK(total_batch_tokens > 0 && total_batch_tokens % micro == 0,
-            "--total-batch " + std::to_string(total_batch_tokens) + " is not a positive multiple of batch x seq" +
+            "--total-batch " + std::to_string(total_batch_tokens) +
+                " is not a positive multiple of batch x seq" +
                 (world > 1 ? " x ranks = " + std::to_string(batch) + " x " + std::to_string(seq) + " x " +
                                  std::to_string(world) + " = "
                            : " = ") +
@@ -21,6 +22,7 @@ nlohmann::json TrainOptions::to_json() const {
   return {{"preset", preset},
           {"init_from", init_from},
           {"vocab_multiple", vocab_multiple},
+          {"vocab_size", vocab_size},
           {"train_data", train_data},
           {"val_data", val_data},
           {"batch", batch},

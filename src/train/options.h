@@ -23,6 +23,7 @@ struct TrainOptions {
   // model
   std::string preset = "d6";
   int vocab_multiple = 128;
+  int vocab_size = 0;  // --vocab-size: a model from scratch over this many tokens; 0 = GPT-2's 50,257
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
   // data
   std::string train_data;          // glob of train shards
@@ -43,8 +44,8 @@ struct TrainOptions {
   SophiaHyper sophia;
   MuonHyper muon;              // ns_math and adamw_lr_ratio are set by the trainer (policy, lr)
   float muon_adamw_lr = 0.0f;  // Muon's AdamW group's peak lr (0: --lr)
-  std::string recipe;      // the --recipe applied, if any (informational)
-  float grad_clip = 1.0f;  // 0 = off
+  std::string recipe;          // the --recipe applied, if any (informational)
+  float grad_clip = 1.0f;      // 0 = off
   // --precision. Not given: fp32 for a new run (also with --init-from), the checkpoint's
   // precision on --resume. A value given on --resume wins over the checkpoint's (the trajectory
   // then differs from the original run). The trainer sets it to the precision the run takes.
@@ -86,9 +87,9 @@ struct TrainOptions {
   std::string vocab_dir;
   // numeric guards (train/numeric_guard.h) and resource limits (train/memory_estimate.h)
   NanPolicy on_nan = NanPolicy::Stop;  // --on-nan: what a non-finite loss or gradient does
-  float nan_lr_factor = 0.5f;   // rollback: the learning rate is multiplied by this each time
-  int nan_max_rollbacks = 3;    // rollbacks in one invocation before the run gives up
-  std::string memory_limit;     // "2G", "512M", ...; empty = MemAvailable or the cgroup limit
+  float nan_lr_factor = 0.5f;          // rollback: the learning rate is multiplied by this each time
+  int nan_max_rollbacks = 3;           // rollbacks in one invocation before the run gives up
+  std::string memory_limit;            // "2G", "512M", ...; empty = MemAvailable or the cgroup limit
 
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks

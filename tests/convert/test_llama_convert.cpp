@@ -11,6 +11,7 @@
 #include <regex>
 #include <vector>
 
+#include "io/fileutil.h"
 #include "io/safetensors.h"
 #include "train/train_test_util.h"
 
@@ -21,17 +22,19 @@ using testing::run_mptrain;
 using testing::TempDir;
 
 std::string eval_loss(const std::string& ckpt, const std::string& data) {
-  auto ev = run_mptrain("eval --checkpoint " + ckpt + " --data '" + data + "/val_*.bin' --batch 2 --seq 32 --steps 2 --threads 2");
+  auto ev = run_mptrain("eval --checkpoint " + ckpt + " --data '" + data +
+                        "/val_*.bin' --batch 2 --seq 32 --steps 2 --threads 2");
   std::smatch m;
   return ev.exit_code == 0 && std::regex_search(ev.output, m, std::regex("loss ([0-9.]+) \\|")) ? m[1].str()
-                                                                                              : ev.output;
+                                                                                                : ev.output;
 }
 
 TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  auto train = run_mptrain("train --model llama --preset llama-tiny --train-data '" + tmp.path() +
-                           "/train_*.bin' --batch 2 --seq 32 --steps 2 --threads 2 --run-dir " + (tmp / "run"));
+  auto train =
+      run_mptrain("train --model llama --preset llama-tiny --train-data '" + tmp.path() +
+                  "/train_*.bin' --batch 2 --seq 32 --steps 2 --threads 2 --run-dir " + (tmp / "run"));
   ASSERT_EQ(train.exit_code, 0) << train.output;
 
   auto out = run_mptrain("convert --to-hf " + (tmp / "run") + " -o " + (tmp / "hf") + " --vocab-dir " +
@@ -48,6 +51,10 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   // vocabulary.
   std::filesystem::remove(tmp / "hf/vocab.json");
   std::filesystem::remove(tmp / "hf/merges.txt");
+  // Its tokenizer_config.json names the end of text (transformers' AddedToken spelling).
+  const std::string tokenizer_config =
+      R"({"eos_token": {"__type": "AddedToken", "content": "<|endoftext|>"}})";
+  std::ofstream(tmp / "hf/tokenizer_config.json") << tokenizer_config;
   SafetensorsFile hf(tmp / "hf/model.safetensors");
   EXPECT_EQ(hf.get("model.embed_tokens.weight").shape, (std::vector<int64_t>{50257, 64}));  // no padded rows
 
@@ -66,7 +73,13 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   EXPECT_EQ(eval_loss(tmp / "imported", tmp.path()), eval_loss(tmp / "run", tmp.path()));
   // The import keeps the folder's tokenizer.json, which generate reads without --vocab-dir.
   EXPECT_TRUE(std::ifstream(tmp / "imported/tokenizer.json").good());
-  auto gen = run_mptrain("generate --checkpoint " + (tmp / "imported") + " --prompt 'The' --max-new-tokens 3 --seed 1");
+  EXPECT_EQ(read_file(tmp / "imported/tokenizer_config.json"), tokenizer_config);
+  auto again = run_mptrain("convert --to-hf " + (tmp / "imported") + " -o " + (tmp / "hf2"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(tmp / "hf2/tokenizer_config.json"), tokenizer_config) << "export writes it back";
+  EXPECT_EQ(read_file(tmp / "hf2/tokenizer.json"), read_file(tmp / "hf/tokenizer.json"));
+  auto gen = run_mptrain("generate --checkpoint " + (tmp / "imported") +
+                         " --prompt 'The' --max-new-tokens 3 --seed 1");
   ASSERT_EQ(gen.exit_code, 0) << gen.output;
   EXPECT_EQ(gen.output.rfind("The", 0), 0u) << gen.output;
   // train --init-from the Hugging Face folder imports it and fine-tunes it.
@@ -75,8 +88,17 @@ TEST(LlamaConvert, ExportsAHuggingFaceFolderThatImportsBackUnchanged) {
   ASSERT_EQ(ft.exit_code, 0) << ft.output;
   EXPECT_NE(ft.output.find("imported the Hugging Face folder"), std::string::npos) << ft.output;
   EXPECT_NE(ft.output.find("(LlamaForCausalLM)"), std::string::npos) << ft.output;
-  auto gen_hf = run_mptrain("generate --checkpoint " + (tmp / "run") + " --prompt 'The' --max-new-tokens 3 --seed 1 "
-                            "--vocab-dir " + (tmp / "hf"));
+  // The fine-tuned checkpoints keep the folder's tokenizer, which its export writes back.
+  EXPECT_EQ(read_file(tmp / "ft/step_00000002/tokenizer.json"), read_file(tmp / "hf/tokenizer.json"));
+  EXPECT_EQ(read_file(tmp / "ft/step_00000002/tokenizer_config.json"), tokenizer_config);
+  auto ft_out = run_mptrain("convert --to-hf " + (tmp / "ft") + " -o " + (tmp / "hf3"));
+  ASSERT_EQ(ft_out.exit_code, 0) << ft_out.output;
+  EXPECT_EQ(read_file(tmp / "hf3/tokenizer.json"), read_file(tmp / "hf/tokenizer.json"));
+  EXPECT_EQ(read_file(tmp / "hf3/tokenizer_config.json"), tokenizer_config);
+  auto gen_hf = run_mptrain("generate --checkpoint " + (tmp / "run") +
+                            " --prompt 'The' --max-new-tokens 3 --seed 1 "
+                            "--vocab-dir " +
+                            (tmp / "hf"));
   ASSERT_EQ(gen_hf.exit_code, 0) << gen_hf.output;
   EXPECT_EQ(gen_hf.output, gen.output);  // the same model, the same tokenizer, the same seed
 }

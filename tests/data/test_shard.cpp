@@ -29,6 +29,18 @@ std::vector<T> ids_of(const Shard& s) {
   return out;
 }
 
+// A shard file's bytes: the header's magic, version, count and zeros, and the size.
+void expect_layout(const std::string& bytes, int32_t magic, int32_t version, size_t count,
+                   size_t token_bytes) {
+  ASSERT_EQ(bytes.size(), 1024 + token_bytes * count);
+  int32_t header[256];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  EXPECT_EQ(header[0], magic);
+  EXPECT_EQ(header[1], version);
+  EXPECT_EQ(header[2], static_cast<int32_t>(count));
+  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
+}
+
 std::string shard_error(const std::string& path) {
   try {
     Shard s(path);
@@ -65,13 +77,7 @@ TEST(Shard, RoundTripAndHeader) {
 
   // On disk: 256 little-endian int32 (magic, version, count, zeros), then uint16 tokens.
   const std::string bytes = file_bytes(path);
-  ASSERT_EQ(bytes.size(), 1024 + 2 * tokens.size());
-  int32_t header[256];
-  std::memcpy(header, bytes.data(), sizeof(header));
-  EXPECT_EQ(header[0], 20240520);
-  EXPECT_EQ(header[1], 1);
-  EXPECT_EQ(header[2], static_cast<int32_t>(tokens.size()));
-  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
+  expect_layout(bytes, 20240520, 1, tokens.size(), 2);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 2]), 0xFF);  // little-endian 65535
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4]), 50256 & 0xFF);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 5]), 50256 >> 8);
@@ -106,13 +112,7 @@ TEST(Shard, WideRoundTripAndHeader) {
   EXPECT_EQ(s.token_bytes(), 4u);
   EXPECT_EQ(ids_of<uint32_t>(s), tokens);
   const std::string bytes = file_bytes(path);
-  ASSERT_EQ(bytes.size(), 1024 + 4 * tokens.size());
-  int32_t header[256];
-  std::memcpy(header, bytes.data(), sizeof(header));
-  EXPECT_EQ(header[0], 20240801);
-  EXPECT_EQ(header[1], 7);
-  EXPECT_EQ(header[2], static_cast<int32_t>(tokens.size()));
-  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
+  expect_layout(bytes, 20240801, 7, tokens.size(), 4);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4 + 2]), 1);  // little-endian 65536: 00 00 01 00
   // A wide header over uint16-sized data, and GPT-2's version under the wide magic, are refused.
   std::string half = bytes.substr(0, 1024) + std::string(2 * tokens.size(), '\0');
