@@ -193,16 +193,20 @@ double measure_core_clock_ghz() {
 
 namespace {
 
-// Hand-written, like the clock above: no library measures the FMA rate. Ten independent chains
-// per thread, enough to cover an FMA's latency (4-5 cycles) on two pipes, each from its own
-// start (splat(k)) so that no compiler may merge them; `step` is one instruction on one chain,
-// worth `flops` FLOPs. Returns FLOP/s over all OpenMP threads, the best of eight ~35 ms runs: on
-// a shared VM one core can be taken for a tenth of a second, and three runs (the first version)
-// once all fell inside such a gap and read half the peak (bert-base profile, 2026-11-27).
+// Hand-written, like the clock above: no library measures the FMA rate. kChains independent
+// chains per thread, each from its own start (splat(k)) so that no compiler may merge them; `step`
+// is one instruction on one chain, worth `flops` FLOPs. 16 chains cover the latency of two pipes:
+// vfmadd's 4 cycles need 8, vdpbf16ps's 6 (Zen 4/5) need 12 — the ten this once ran read 83% of
+// vdpbf16ps's rate on Zen 5 (348 against 419 GFLOP/s a thread, 2026-11-29) and so flattered every
+// bf16 product's share of the peak. Returns FLOP/s over all OpenMP threads, the best of eight
+// ~35 ms runs: on a shared VM one core can be taken for a tenth of a second, and three runs (the
+// first version) once all fell inside such a gap and read half the peak (bert-base profile,
+// 2026-11-27).
 template <class Splat, class Step>
 double fma_chains_flops_per_s(Splat splat, Step step, double flops) {
   using V = decltype(splat(0.0f));
-  constexpr long kIterations = 20000000;  // 200 M instructions per thread: ~35 ms at 2 per cycle
+  constexpr int kChains = 16;
+  constexpr long kIterations = 12500000;  // 200 M instructions per thread: ~35 ms at 2 per cycle
   double best = 0.0;
   for (int run = 0; run < 8; ++run) {
     float sink = 0.0f;
@@ -212,15 +216,15 @@ double fma_chains_flops_per_s(Splat splat, Step step, double flops) {
     {
 #pragma omp single
       threads = omp_get_num_threads();
-      V a0 = splat(0.0f), a1 = splat(1.0f), a2 = splat(2.0f), a3 = splat(3.0f), a4 = splat(4.0f);
-      V a5 = splat(5.0f), a6 = splat(6.0f), a7 = splat(7.0f), a8 = splat(8.0f), a9 = splat(9.0f);
+      V a[kChains];
+      for (int k = 0; k < kChains; ++k) a[k] = splat(static_cast<float>(k));
       for (long i = 0; i < kIterations; ++i) {
-        a0 = step(a0), a1 = step(a1), a2 = step(a2), a3 = step(a3), a4 = step(a4);
-        a5 = step(a5), a6 = step(a6), a7 = step(a7), a8 = step(a8), a9 = step(a9);
+#pragma GCC unroll 16
+        for (int k = 0; k < kChains; ++k) a[k] = step(a[k]);
       }
       float out[sizeof(V) / sizeof(float)];
-      for (const V& a : {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9}) {
-        std::memcpy(out, &a, sizeof(out));
+      for (const V& x : a) {
+        std::memcpy(out, &x, sizeof(out));
 #pragma omp atomic
         sink += out[0];
       }
@@ -228,7 +232,7 @@ double fma_chains_flops_per_s(Splat splat, Step step, double flops) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     volatile float keep = sink;  // the chains' results are used
     (void)keep;
-    if (s > 0) best = std::max(best, 10.0 * kIterations * flops * threads / s);
+    if (s > 0) best = std::max(best, static_cast<double>(kChains) * kIterations * flops * threads / s);
   }
   return best;
 }
