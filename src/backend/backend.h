@@ -175,7 +175,7 @@ struct LinearBackwardArgs {
 
   Op op() const {
     return has_activation(epilogue) || has_activation(x_epilogue) ? Op::LinearActivationBackward
-                                                                  : Op::LinearBackward;
+                                                                   : Op::LinearBackward;
   }
   auto views() {
     return std::array{ArgView{"dx", &dx, dx_accumulate ? Access::Add : Access::Write},
@@ -570,9 +570,7 @@ struct SwigluBackwardArgs {
   View dout{};      // [N, I]
   View gate_up{};   // [N, 2I] the forward's input
   Op op() const { return Op::SwigluBackward; }
-  auto views() {
-    return std::array{writes("dgate_up", dgate_up), reads("dout", dout), reads("gate_up", gate_up)};
-  }
+  auto views() { return std::array{writes("dgate_up", dgate_up), reads("dout", dout), reads("gate_up", gate_up)}; }
 };
 
 // ReLU² (modded-nanogpt's un-gated MLP activation): out (=) = relu(x)², elementwise over [N, I].
@@ -652,10 +650,6 @@ class Backend {
   // (LinearArgs::scratch): the CPU's GEMMs sum into memory before the epilogue rounds; a GPU's
   // epilogue rounds in registers, and the plan then holds no such buffer.
   virtual bool linear_uses_scratch() const { return true; }
-  // The memory the backend keeps beside weight copies of `copy_bytes` in storage `copy`: the
-  // CPU's bf16 operands reordered for oneDNN's kernels (backend/ops/gemm.h), a forward and a
-  // transposed layout each.
-  virtual size_t weight_pack_bytes(size_t /*copy_bytes*/, StorageType /*copy*/) const { return 0; }
 
   // The memory every tensor an op reads or writes lives in (the model's parameters, gradients,
   // activations and staged ids, the optimizer's state): the host's on the CPU, the device's on a

@@ -216,7 +216,6 @@ ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, in
   f.num_params = bert_param_table(config).total();
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
-  f.weight_pack_bytes = sizing->weight_pack_bytes(f.weight_copy_bytes, policy.operand(OpKind::Linear));
   f.activation_bytes = [config, policy, max_predictions, be = std::move(sizing)](int B, int T) {
     return bert_activation_plan(config, policy, *be, B, T, B * max_predictions).total_bytes();
   };

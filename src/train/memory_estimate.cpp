@@ -138,12 +138,11 @@ namespace {
 // A causal LM's footprint: its table, the copies its GEMM reader asks for under the policy, and
 // its activation plan's bytes per (B, T).
 ModelFootprint causal_lm_footprint(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
-                                   const Backend& sizing, std::function<size_t(int, int)> activation_bytes) {
+                                   std::function<size_t(int, int)> activation_bytes) {
   ModelFootprint f;
   f.num_params = table.total();
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = weight_copy_bytes(table, reader, policy);
-  f.weight_pack_bytes = sizing.weight_pack_bytes(f.weight_copy_bytes, policy.operand(OpKind::Linear));
   f.activation_bytes = std::move(activation_bytes);
   return f;
 }
@@ -153,8 +152,7 @@ ModelFootprint causal_lm_footprint(const ParamTable& table, GemmReaderFn reader,
 ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
                               std::shared_ptr<const Backend> sizing) {
   // The model's own plan and weight copies (model/gpt2.h), built without allocating.
-  const Backend& be_ref = *sizing;
-  return causal_lm_footprint(gpt2_param_table(config), gpt2_gemm_reader, policy, be_ref,
+  return causal_lm_footprint(gpt2_param_table(config), gpt2_gemm_reader, policy,
                              [config, policy, be = std::move(sizing)](int B, int T) {
                                return gpt2_activation_plan(config, policy, *be, B, T).total_bytes();
                              });
@@ -162,9 +160,8 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
 
 ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
                                std::shared_ptr<const Backend> sizing) {
-  const Backend& be_ref = *sizing;
   return causal_lm_footprint(llama_param_table(config), llama_gemm_reader(config.tie_embeddings), policy,
-                             be_ref, [config, policy, be = std::move(sizing)](int B, int T) {
+                             [config, policy, be = std::move(sizing)](int B, int T) {
                                return llama_activation_plan(config, policy, *be, B, T).total_bytes();
                              });
 }
@@ -183,7 +180,6 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
     e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
   e.activations = model.activation_bytes(o.batch, o.seq);
   e.weight_copies = model.weight_copy_bytes;
-  e.weight_packs = model.weight_pack_bytes;
   e.other = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int) + kRuntimeAllowanceBytes;
   return e;
 }
@@ -222,10 +218,8 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
       "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(e.total()) +
       " (parameters " + format_bytes(e.params) + ", gradients " + format_bytes(e.grads) +
       ", optimizer state " + format_bytes(e.optimizer) + ", activations " + format_bytes(e.activations) +
-      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) +
-      (e.weight_packs ? ", their prepacked forms " + format_bytes(e.weight_packs) : std::string()) +
-      ", other " + format_bytes(e.other) + ") but " + format_bytes(budget.bytes) + " is available (" +
-      budget.source + ")";
+      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", other " +
+      format_bytes(e.other) + ") but " + format_bytes(budget.bytes) + " is available (" + budget.source + ")";
   if (lo > 0)
     msg += "; the largest batch that fits is --batch " + std::to_string(lo) +
            (o.total_batch_tokens > 0

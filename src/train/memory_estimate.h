@@ -35,11 +35,8 @@ struct MemoryEstimate {
                              // state gathered on rank 0 while a checkpoint is written)
   size_t activations = 0;    // the model's activation plan for one B x T micro-batch
   size_t weight_copies = 0;  // low-precision GEMM copies of the weights (bf16, fp16, tf32)
-  size_t weight_packs = 0;   // the backend's reordered forms of those copies (the CPU's bf16)
   size_t other = 0;          // token buffers and the runtime allowance
-  size_t total() const {
-    return params + grads + optimizer + activations + weight_copies + weight_packs + other;
-  }
+  size_t total() const { return params + grads + optimizer + activations + weight_copies + other; }
 };
 
 // Runtime allowance: code, oneDNN's primitive cache and scratch (including the mixed-precision
@@ -56,7 +53,6 @@ struct ModelFootprint {
   size_t num_params = 0;
   size_t lowp_grad_bytes = 0;  // a GPU plan's 16-bit weight gradients (model/policy_backend.h)
   size_t weight_copy_bytes = 0;
-  size_t weight_pack_bytes = 0;  // Backend::weight_pack_bytes of those copies
   std::function<size_t(int B, int T)> activation_bytes;
 };
 // The CPU backend the footprints ask what an attention keeps by default (it owns its context).
@@ -68,8 +64,7 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision);
 ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
                               std::shared_ptr<const Backend> sizing = cpu_sizing_backend());
 // Llama's (model/llama.h), likewise.
-ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
-                               std::shared_ptr<const Backend> sizing);
+ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy, std::shared_ptr<const Backend> sizing);
 
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
 // a world of `world` ranks.

@@ -40,13 +40,12 @@ void check_typed(StorageType t, ToH to_h, FromH from_h, Context& ctx) {
         GemmLayout la{0, 0, ta ? 1 : s.K, ta ? s.M : 1};
         GemmLayout lb{0, 0, tb ? 1 : s.N, tb ? s.K : 1};
         GemmLayout lc{0, 0, s.N, 1};
-        gemm_batched_typed(c.data(), StorageType::F32, lc, a.data(), t, la, b.data(), t, lb, 1, 1, s.M, s.N,
-                           s.K, accumulate, ctx);
+        gemm_batched_typed(c.data(), StorageType::F32, lc, a.data(), t, la, b.data(), t, lb, 1, 1, s.M, s.N, s.K,
+                           accumulate, ctx);
         gemm(ref.data(), af.data(), bf.data(), s.M, s.N, s.K, ta, tb, accumulate, ctx);
         for (size_t i = 0; i < c.size(); ++i)
           ASSERT_NEAR(c[i], ref[i], 1e-4f * (1.0f + std::fabs(ref[i])))
-              << storage_name(t) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " trans=" << trans
-              << " i=" << i;
+              << storage_name(t) << " M=" << s.M << " N=" << s.N << " K=" << s.K << " trans=" << trans << " i=" << i;
       }
     }
   }
@@ -61,16 +60,16 @@ bool bf16_kernels(Context& ctx) {
 TEST(GemmTyped, Bf16MatchesFp32OnRoundedInputs) {
   Context ctx;
   if (!bf16_kernels(ctx)) GTEST_SKIP() << "oneDNN has no bf16 matmul kernel on this CPU (needs AVX-512)";
-  check_typed<Bf16>(
-      StorageType::BF16, [](float x) { return f32_to_bf16(x); }, [](Bf16 h) { return bf16_to_f32(h); }, ctx);
+  check_typed<Bf16>(StorageType::BF16, [](float x) { return f32_to_bf16(x); }, [](Bf16 h) { return bf16_to_f32(h); },
+                    ctx);
 }
 
 TEST(GemmTyped, Fp16MatchesFp32OnRoundedInputsWhereSupported) {
   Context ctx;
   if (!gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx))
     GTEST_SKIP() << "oneDNN has no fp16 matmul kernel on this CPU (needs AVX512-FP16)";
-  check_typed<Fp16>(
-      StorageType::F16, [](float x) { return f32_to_f16(x); }, [](Fp16 h) { return f16_to_f32(h); }, ctx);
+  check_typed<Fp16>(StorageType::F16, [](float x) { return f32_to_f16(x); }, [](Fp16 h) { return f16_to_f32(h); },
+                    ctx);
 }
 
 TEST(GemmTyped, Bf16OutputIsTheRoundedFp32Result) {
@@ -82,49 +81,13 @@ TEST(GemmTyped, Bf16OutputIsTheRoundedFp32Result) {
   for (int i = 0; i < M * K; ++i) af[i] = bf16_to_f32(a[i] = f32_to_bf16(normal01(3, 0, i)));
   for (int i = 0; i < K * N; ++i) bf[i] = bf16_to_f32(b[i] = f32_to_bf16(normal01(4, 0, i)));
   gemm_batched_typed(c.data(), StorageType::BF16, GemmLayout{0, 0, N, 1}, a.data(), StorageType::BF16,
-                     GemmLayout{0, 0, K, 1}, b.data(), StorageType::BF16, GemmLayout{0, 0, N, 1}, 1, 1, M, N,
-                     K, false, ctx);
+                     GemmLayout{0, 0, K, 1}, b.data(), StorageType::BF16, GemmLayout{0, 0, N, 1}, 1, 1, M, N, K, false,
+                     ctx);
   gemm(ref.data(), af.data(), bf.data(), M, N, K, false, false, false, ctx);
   for (int i = 0; i < M * N; ++i) {
     // The fp32 sums may differ in their last bits; the bf16 result is within one bf16 ulp.
     ASSERT_NEAR(bf16_to_f32(c[i]), ref[i], std::fabs(ref[i]) * (1.0f / 128) + 1e-6f) << i;
   }
-}
-
-// A registered bf16 weight copy (the CPU backend's to_operand registers every one) is read
-// prepacked: the same bits as the plain product, forward and transposed, again after each refresh;
-// a write the context was not told of is not seen (the contract: refreshes register), and a
-// forgotten owner's weights are read as they are again.
-TEST(GemmTyped, PrepackedWeightsGiveThePlainBitsAndFollowEachRefresh) {
-  Context ctx, plain;
-  if (!bf16_kernels(ctx)) GTEST_SKIP() << "oneDNN has no bf16 matmul kernel on this CPU (needs AVX-512)";
-  const int M = 96, N = 80, K = 112;
-  std::vector<Bf16> a(M * K), w(K * N);
-  for (int i = 0; i < M * K; ++i) a[i] = f32_to_bf16(normal01(5, 0, i));
-  const int owner = 0;
-  auto product = [&](Context& c, bool transposed) {
-    std::vector<float> out(M * N);
-    // transposed: w read as the K×N view of an N×K matrix, as a linear's backward reads it
-    const GemmLayout lw = transposed ? GemmLayout{0, 0, 1, K} : GemmLayout{0, 0, N, 1};
-    gemm_batched_typed(out.data(), StorageType::F32, GemmLayout{0, 0, N, 1}, a.data(), StorageType::BF16,
-                       GemmLayout{0, 0, K, 1}, w.data(), StorageType::BF16, lw, 1, 1, M, N, K, false, c);
-    return out;
-  };
-  for (int refresh = 0; refresh < 2; ++refresh) {
-    for (int i = 0; i < K * N; ++i) w[i] = f32_to_bf16(normal01(6, refresh, i));
-    register_weight_copy(&owner, w.data(), w.size() * sizeof(Bf16), ctx);
-    for (const bool transposed : {false, true})
-      EXPECT_EQ(product(ctx, transposed), product(plain, transposed))
-          << "refresh " << refresh << " " << transposed;
-  }
-  const bool packs = prepacked_weight_count(ctx) > 0;
-  for (int i = 0; i < K * N; ++i) w[i] = f32_to_bf16(normal01(7, 0, i));  // not registered
-  if (packs) {
-    EXPECT_NE(product(ctx, false), product(plain, false)) << "the packed form is the last refresh's";
-  }
-  forget_weight_copies(&owner, ctx);
-  EXPECT_EQ(prepacked_weight_count(ctx), 0u);
-  EXPECT_EQ(product(ctx, false), product(plain, false));
 }
 
 }  // namespace

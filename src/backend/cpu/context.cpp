@@ -10,7 +10,6 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "backend/ops/gemm.h"
 #include "core/error.h"
@@ -21,7 +20,7 @@ namespace {
 
 // Every field that changes the primitive oneDNN builds.
 struct MatmulKey {
-  std::array<std::int64_t, 22> v{};  // the last: weights reordered into the kernel's layout
+  std::array<std::int64_t, 21> v{};
   bool operator==(const MatmulKey& o) const { return v == o.v; }
 };
 
@@ -41,30 +40,7 @@ struct MatmulEntry {
   dnnl::matmul prim;
   dnnl::memory src, weights, dst;
   std::unordered_map<int, dnnl::memory> args;
-  bool reorders_weights = false;  // built for prepacked weights whose layout is not the plain one
 };
-
-// A weight copy just refreshed (register_weight_copy): the bytes [begin, end), the refresh's
-// number, which tells a prepacked weight made from them whether it is current, and the backend
-// that owns the memory (its copies go when it does: forget_weight_copies).
-struct WeightRange {
-  const char* begin;
-  const char* end;
-  std::uint64_t generation;
-  const void* owner;
-};
-
-// One weight operand (a pointer and its layout inside a weight range) reordered into the layout a
-// packed primitive reads, with the reorder that makes it and the refresh it was made from.
-struct PackedWeights {
-  dnnl::memory plain, packed;
-  dnnl::reorder reorder;
-  std::uint64_t generation = 0;
-};
-
-// Products of fewer rows than this read their weights as they are: a decoding step's (one row at
-// a time, every length a different primitive) would pay a reorder per weight and length.
-constexpr int kMinRowsToPrepack = 64;
 
 [[noreturn]] void rethrow(const dnnl::error& e, const char* call, const std::string& detail, const char* file,
                           int line) {
@@ -80,9 +56,6 @@ struct Context::Impl {
   dnnl::engine engine;
   dnnl::stream stream;
   std::unordered_map<MatmulKey, MatmulEntry, MatmulKeyHash> matmuls;
-  std::vector<WeightRange> weight_ranges;
-  std::unordered_map<MatmulKey, PackedWeights, MatmulKeyHash> packed;  // by b, its layout and dtype
-  std::uint64_t refreshes = 0;
 
   Impl() {
     try {
@@ -96,17 +69,6 @@ struct Context::Impl {
   MatmulEntry& matmul(const MatmulKey& key, int nb0, int nb1, int M, int N, int K, GemmLayout lc,
                       GemmLayout la, GemmLayout lb, bool accumulate, StorageType tc, StorageType ta,
                       StorageType tb);
-  // b (K×N through lb) in the layout e's primitive reads, reordered from b if the range it lies in
-  // was refreshed since.
-  const void* prepacked(const MatmulEntry& e, const void* b, int K, int N, GemmLayout lb, StorageType tb,
-                        std::uint64_t generation);
-  // The refresh number of the weight range holding bytes [p, p + bytes), or 0 when none does.
-  std::uint64_t weight_generation(const void* p, size_t bytes) const {
-    const char* b = static_cast<const char*>(p);
-    for (const WeightRange& r : weight_ranges)
-      if (b >= r.begin && b + bytes <= r.end) return r.generation;
-    return 0;
-  }
 };
 
 Context::Context() : impl_(std::make_unique<Impl>()) {}
@@ -140,8 +102,7 @@ dnnl::memory::data_type dnnl_type(StorageType t) {
   return dnnl::memory::data_type::f32;
 }
 
-dnnl::memory::desc make_desc(int nb0, int nb1, std::int64_t rows, std::int64_t cols, GemmLayout l,
-                             StorageType t) {
+dnnl::memory::desc make_desc(int nb0, int nb1, std::int64_t rows, std::int64_t cols, GemmLayout l, StorageType t) {
   using dnnl::memory;
   if (nb0 == 1 && nb1 == 1) return memory::desc({rows, cols}, dnnl_type(t), {l.row, l.col});
   return memory::desc({nb0, nb1, rows, cols}, dnnl_type(t), {l.batch0, l.batch1, l.row, l.col});
@@ -164,15 +125,11 @@ MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M
       po.append_sum(1.0f);  // dst = matmul + 1·dst, i.e. beta = 1
       attr.set_post_ops(po);
     }
-    const bool prepack = key.v[21] != 0;
-    const dnnl::memory::desc any_md({K, N}, dnnl_type(tb), dnnl::memory::format_tag::any);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, prepack ? any_md : wei_md, dst_md), attr,
-                                    engine);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), attr, engine);
     MatmulEntry e;
     e.prim = dnnl::matmul(pd);
-    e.reorders_weights = prepack && pd.weights_desc() != wei_md;
     e.src = dnnl::memory(src_md, engine, nullptr);
-    e.weights = dnnl::memory(prepack ? pd.weights_desc() : wei_md, engine, nullptr);
+    e.weights = dnnl::memory(wei_md, engine, nullptr);
     e.dst = dnnl::memory(dst_md, engine, nullptr);
     e.args = {{DNNL_ARG_SRC, e.src}, {DNNL_ARG_WEIGHTS, e.weights}, {DNNL_ARG_DST, e.dst}};
     return matmuls.emplace(key, std::move(e)).first->second;
@@ -182,48 +139,6 @@ MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M
                 storage_name(ta) + "/" + storage_name(tb),
             __FILE__, __LINE__);
   }
-}
-
-const void* Context::Impl::prepacked(const MatmulEntry& e, const void* b, int K, int N, GemmLayout lb,
-                                     StorageType tb, std::uint64_t generation) {
-  MatmulKey key;
-  key.v = {reinterpret_cast<std::intptr_t>(b), K, N, lb.row, lb.col, static_cast<int>(tb)};
-  auto it = packed.find(key);
-  if (it == packed.end() || it->second.packed.get_desc() != e.weights.get_desc()) {
-    PackedWeights w;
-    w.plain = dnnl::memory(make_desc(1, 1, K, N, lb, tb), engine, const_cast<void*>(b));
-    w.packed = dnnl::memory(e.weights.get_desc(), engine);  // owns its buffer
-    w.reorder = dnnl::reorder(w.plain, w.packed);
-    it = packed.insert_or_assign(key, std::move(w)).first;
-  }
-  PackedWeights& w = it->second;
-  if (w.generation != generation) {
-    w.reorder.execute(stream, w.plain, w.packed);
-    w.generation = generation;
-  }
-  return w.packed.get_data_handle();
-}
-
-void register_weight_copy(const void* owner, const void* p, size_t bytes, Context& ctx) {
-  Context::Impl& impl = ctx.impl();
-  const char* begin = static_cast<const char*>(p);
-  const char* end = begin + bytes;
-  std::erase_if(impl.weight_ranges, [&](const WeightRange& r) { return r.begin < end && begin < r.end; });
-  impl.weight_ranges.push_back({begin, end, ++impl.refreshes, owner});
-}
-
-size_t prepacked_weight_count(Context& ctx) { return ctx.impl().packed.size(); }
-
-void forget_weight_copies(const void* owner, Context& ctx) {
-  Context::Impl& impl = ctx.impl();
-  auto owned = [&](const char* p) {
-    for (const WeightRange& r : impl.weight_ranges)
-      if (r.owner == owner && p >= r.begin && p < r.end) return true;
-    return false;
-  };
-  std::erase_if(impl.packed,
-                [&](const auto& kv) { return owned(reinterpret_cast<const char*>(kv.first.v[0])); });
-  std::erase_if(impl.weight_ranges, [&](const WeightRange& r) { return r.owner == owner; });
 }
 
 void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
@@ -240,51 +155,21 @@ void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, S
         for (int j = 0; j < nb1; ++j)
           for (int r = 0; r < M; ++r)
             for (int q = 0; q < N; ++q)
-              std::memset(
-                  static_cast<char*>(c) + (i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col) * bytes,
-                  0, bytes);
+              std::memset(static_cast<char*>(c) + (i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col) * bytes,
+                          0, bytes);
     }
     return;
   }
   MatmulKey key;
-  key.v = {nb0,
-           nb1,
-           M,
-           N,
-           K,
-           lc.batch0,
-           lc.batch1,
-           lc.row,
-           lc.col,
-           la.batch0,
-           la.batch1,
-           la.row,
-           la.col,
-           lb.batch0,
-           lb.batch1,
-           lb.row,
-           lb.col,
-           accumulate,
-           static_cast<int>(tc),
-           static_cast<int>(ta),
-           static_cast<int>(tb),
-           0};
+  key.v = {nb0,       nb1,       M,      N,      K,         lc.batch0, lc.batch1, lc.row, lc.col, la.batch0, la.batch1,
+           la.row,    la.col,    lb.batch0, lb.batch1, lb.row, lb.col, accumulate, static_cast<int>(tc),
+           static_cast<int>(ta), static_cast<int>(tb)};
   Context::Impl& impl = ctx.impl();
-  // A bf16 weight copy (a single matrix inside a registered weight range) runs on its prepacked
-  // form when the kernel reads another layout than the plain one.
-  const size_t b_bytes = ((K - 1) * lb.row + (N - 1) * lb.col + 1) * storage_bytes(tb);
-  const std::uint64_t generation =
-      nb0 == 1 && nb1 == 1 && M >= kMinRowsToPrepack && tb == StorageType::BF16 && lb.row > 0 && lb.col > 0
-          ? impl.weight_generation(b, b_bytes)
-          : 0;
-  if (generation != 0) key.v[21] = 1;
   MatmulEntry& e = impl.matmul(key, nb0, nb1, M, N, K, lc, la, lb, accumulate, tc, ta, tb);
   try {
-    const void* weights = b;
-    if (e.reorders_weights) weights = impl.prepacked(e, b, K, N, lb, tb, generation);
     // oneDNN takes non-const handles for every operand; it only reads src and weights.
     e.src.set_data_handle(const_cast<void*>(a));
-    e.weights.set_data_handle(const_cast<void*>(weights));
+    e.weights.set_data_handle(const_cast<void*>(b));
     e.dst.set_data_handle(c);
     e.prim.execute(impl.stream, e.args);
     impl.stream.wait();
@@ -297,26 +182,7 @@ bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx)
   try {
     const GemmLayout l{0, 0, 16, 1};
     MatmulKey key;
-    key.v = {1,
-             1,
-             16,
-             16,
-             16,
-             0,
-             0,
-             16,
-             1,
-             0,
-             0,
-             16,
-             1,
-             0,
-             0,
-             16,
-             1,
-             0,
-             static_cast<int>(tc),
-             static_cast<int>(ta),
+    key.v = {1, 1, 16, 16, 16, 0, 0, 16, 1, 0, 0, 16, 1, 0, 0, 16, 1, 0, static_cast<int>(tc), static_cast<int>(ta),
              static_cast<int>(tb)};
     ctx.impl().matmul(key, 1, 1, 16, 16, 16, l, l, l, false, tc, ta, tb);
     return true;

@@ -14,9 +14,9 @@
 #include "backend/ops/embeddings.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
+#include "backend/ops/rope.h"
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
-#include "backend/ops/rope.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -37,9 +37,7 @@ bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 }  // namespace
 
 CpuBackend::CpuBackend(Context& ctx) : ctx_(ctx), ws_(ctx) {}
-// The weight copies this backend's to_operand registered go with it (the model that owns both frees
-// their memory next), and with them their prepacked forms.
-CpuBackend::~CpuBackend() { forget_weight_copies(this, ctx_); }
+CpuBackend::~CpuBackend() = default;
 
 void* CpuBackend::scratch(int i, size_t bytes) {
   FloatBuffer& b = scratch_[i];
@@ -116,9 +114,6 @@ void CpuBackend::run(const ToOperandArgs& a) {
     return;
   }
   to_gemm_operand(a.dst.ptr, a.src.ptr, a.src.type, n, a.math, ws_);
-  // A weight copy, refreshed: products reading it may prepack it again (backend/ops/gemm.h).
-  if (a.dst.type == StorageType::BF16)
-    register_weight_copy(this, a.dst.ptr, n * storage_bytes(a.dst.type), ctx_);
 }
 
 void CpuBackend::run(const LinearArgs& a) {
@@ -384,8 +379,7 @@ double CpuBackend::run(const SumSquaresArgs& a) {
 
 void CpuBackend::run(const RopeArgs& a) {
   if (widened(a, every)) return;
-  cpu::rope(a.x.as<float>(), as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.T, a.heads, a.head_size, a.theta,
-            a.inverse);
+  cpu::rope(a.x.as<float>(), as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.T, a.heads, a.head_size, a.theta, a.inverse);
 }
 
 void CpuBackend::run(const SwigluArgs& a) {
@@ -395,8 +389,8 @@ void CpuBackend::run(const SwigluArgs& a) {
 
 void CpuBackend::run(const SwigluBackwardArgs& a) {
   if (widened(a, every)) return;
-  cpu::swiglu_backward(a.dgate_up.as<float>(), a.dout.as<float>(), a.gate_up.as<float>(),
-                       as_int(a.dout.dim(0)), as_int(a.dout.dim(1)));
+  cpu::swiglu_backward(a.dgate_up.as<float>(), a.dout.as<float>(), a.gate_up.as<float>(), as_int(a.dout.dim(0)),
+                  as_int(a.dout.dim(1)));
 }
 
 void CpuBackend::run(const Relu2Args& a) {

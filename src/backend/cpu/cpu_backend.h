@@ -26,12 +26,6 @@ class CpuBackend : public Backend {
   // The residual add fuses into the projection's epilogue here (one pass over the fp32
   // The probabilities P [B, NH, T, T] in types.probs, and fp32 scores (+ dS) as scratch.
   AttentionBytes attention_bytes(int B, int T, int C, int NH, const AttentionDtypes& types) const override;
-  // bf16 weight copies are prepacked twice (forward, transposed) where oneDNN multiplies bf16.
-  size_t weight_pack_bytes(size_t copy_bytes, StorageType copy) const override {
-    return copy == StorageType::BF16 && ws_.kernel_storage(ComputeType::BF16) == StorageType::BF16
-               ? 2 * copy_bytes
-               : 0;
-  }
   MemoryResource& memory() override { return host_memory(); }
 
  protected:

@@ -35,16 +35,4 @@ void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, S
                         bool accumulate, Context& ctx);
 bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx);
 
-// Marks [p, p + bytes) as a bf16 weight copy of `owner` just refreshed (the CPU backend's
-// to_operand). A single product of at least 64 rows whose b lies inside such a range reads b
-// reordered once into the layout oneDNN's kernel prefers (prepacked), made on the first use after
-// each refresh: 1.08-1.16x on GPT-2's layer GEMMs, forward and transposed (bench_gemm_prepacked,
-// docs/BENCHMARKS.md). Anything else that writes the range must register it again, and the owner
-// forgets its ranges (and their packed forms) before the memory goes.
-void register_weight_copy(const void* owner, const void* p, size_t bytes, Context& ctx);
-void forget_weight_copies(const void* owner, Context& ctx);
-// How many weight operands ctx holds prepacked (for tests: zero where oneDNN's kernel reads the
-// plain layout, or bf16 has no kernel).
-size_t prepacked_weight_count(Context& ctx);
-
 }  // namespace mptrain::cpu
