@@ -29,6 +29,16 @@ std::vector<T> ids_of(const Shard& s) {
   return out;
 }
 
+// n ids below `bound` from seed, the first ones given.
+template <class T>
+std::vector<T> random_ids(size_t n, unsigned seed, uint32_t bound, std::initializer_list<T> first) {
+  std::mt19937 rng(seed);
+  std::vector<T> ids(n);
+  for (auto& t : ids) t = static_cast<T>(rng() % bound);
+  std::copy(first.begin(), first.end(), ids.begin());
+  return ids;
+}
+
 // A shard file's bytes: the header's magic, version, count and zeros, and the size.
 void expect_layout(const std::string& bytes, int32_t magic, int32_t version, size_t count,
                    size_t token_bytes) {
@@ -60,12 +70,7 @@ std::string raw_shard(int32_t magic, int32_t version, int32_t count, size_t toke
 
 TEST(Shard, RoundTripAndHeader) {
   TempDir tmp;
-  std::mt19937 rng(3);
-  std::vector<uint16_t> tokens(10007);
-  for (auto& t : tokens) t = static_cast<uint16_t>(rng() % 65536);
-  tokens[0] = 0;
-  tokens[1] = 65535;
-  tokens[2] = 50256;
+  const auto tokens = random_ids<uint16_t>(10007, 3, 65536, {0, 65535, 50256});
   const std::string path = tmp / "x_train_000000.bin";
   write_shard(path, tokens);
 
@@ -99,12 +104,7 @@ TEST(Shard, RoundTripAndHeader) {
 // version 7, uint32 ids.
 TEST(Shard, WideRoundTripAndHeader) {
   TempDir tmp;
-  std::mt19937 rng(5);
-  std::vector<uint32_t> tokens(4099);
-  for (auto& t : tokens) t = rng() % 151646;
-  tokens[0] = 128000;
-  tokens[1] = 65536;
-  tokens[2] = 0;
+  const auto tokens = random_ids<uint32_t>(4099, 5, 151646, {128000, 65536, 0});
   const std::string path = tmp / "w_train_000000.bin";
   write_shard(path, tokens);
   Shard s(path);
