@@ -51,6 +51,22 @@ void expect_layout(const std::string& bytes, int32_t magic, int32_t version, siz
   for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << "header int " << i;
 }
 
+// Writes `tokens` as the shard `path`, reads them back (size, width, ids) and checks the file's
+// layout under `magic` and `version`; returns the file's bytes.
+template <class T>
+std::string round_trip(const std::string& path, const std::vector<T>& tokens, int32_t magic,
+                       int32_t version) {
+  write_shard(path, tokens);
+  Shard s(path);
+  EXPECT_EQ(s.path(), path);
+  EXPECT_EQ(s.size(), tokens.size());
+  EXPECT_EQ(s.token_bytes(), sizeof(T));
+  EXPECT_EQ(ids_of<T>(s), tokens);
+  const std::string bytes = file_bytes(path);
+  expect_layout(bytes, magic, version, tokens.size(), sizeof(T));
+  return bytes;
+}
+
 std::string shard_error(const std::string& path) {
   try {
     Shard s(path);
@@ -72,17 +88,8 @@ TEST(Shard, RoundTripAndHeader) {
   TempDir tmp;
   const auto tokens = random_ids<uint16_t>(10007, 3, 65536, {0, 65535, 50256});
   const std::string path = tmp / "x_train_000000.bin";
-  write_shard(path, tokens);
-
-  Shard s(path);
-  EXPECT_EQ(s.path(), path);
-  ASSERT_EQ(s.size(), tokens.size());
-  EXPECT_EQ(s.token_bytes(), 2u);
-  EXPECT_EQ(ids_of<uint16_t>(s), tokens);
-
   // On disk: 256 little-endian int32 (magic, version, count, zeros), then uint16 tokens.
-  const std::string bytes = file_bytes(path);
-  expect_layout(bytes, 20240520, 1, tokens.size(), 2);
+  const std::string bytes = round_trip(path, tokens, 20240520, 1);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 2]), 0xFF);  // little-endian 65535
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4]), 50256 & 0xFF);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 5]), 50256 >> 8);
@@ -105,14 +112,7 @@ TEST(Shard, RoundTripAndHeader) {
 TEST(Shard, WideRoundTripAndHeader) {
   TempDir tmp;
   const auto tokens = random_ids<uint32_t>(4099, 5, 151646, {128000, 65536, 0});
-  const std::string path = tmp / "w_train_000000.bin";
-  write_shard(path, tokens);
-  Shard s(path);
-  ASSERT_EQ(s.size(), tokens.size());
-  EXPECT_EQ(s.token_bytes(), 4u);
-  EXPECT_EQ(ids_of<uint32_t>(s), tokens);
-  const std::string bytes = file_bytes(path);
-  expect_layout(bytes, 20240801, 7, tokens.size(), 4);
+  const std::string bytes = round_trip(tmp / "w_train_000000.bin", tokens, 20240801, 7);
   EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 4 + 2]), 1);  // little-endian 65536: 00 00 01 00
   // A wide header over uint16-sized data, and GPT-2's version under the wide magic, are refused.
   std::string half = bytes.substr(0, 1024) + std::string(2 * tokens.size(), '\0');
