@@ -97,10 +97,11 @@ class CausalLmTask final : public TrainTask {
     config_ = ckpt_dir.empty() ? F::preset(opt) : F::load_config(ckpt_dir);
     // An imported model's tokenizer goes on with it into every checkpoint of the run.
     if (!ckpt_dir.empty()) tokenizer_files_ = read_tokenizer_files(ckpt_dir);
-    if (opt.vocab_size > 0) {
-      MPT_CHECK(ckpt_dir.empty() || opt.vocab_size == config_.vocab_size,
-                "--vocab-size " + std::to_string(opt.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
-                    std::to_string(config_.vocab_size) + " tokens");
+    // A model from scratch takes --vocab-size; a checkpoint's stays as saved (padding included).
+    MPT_CHECK(opt.vocab_size == 0 || ckpt_dir.empty() || opt.vocab_size == config_.vocab_size,
+              "--vocab-size " + std::to_string(opt.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
+                  std::to_string(config_.vocab_size) + " tokens");
+    if (opt.vocab_size > 0 && ckpt_dir.empty()) {
       config_.vocab_size = opt.vocab_size;
       config_.padded_vocab_size = pad_vocab(opt.vocab_size, opt.vocab_multiple);
     }
