@@ -103,41 +103,46 @@ class ShardSink {
         wide_(vocab_size > 65536) {}
 
   void append(std::span<const int> ids) {
-    size_t i = 0;
-    while (i < ids.size()) {
-      size_t take = std::min<size_t>(ids.size() - i, shard_tokens_ - buf_.size());
-      for (size_t k = 0; k < take; ++k) buf_.push_back(static_cast<uint32_t>(ids[i + k]));
-      i += take;
-      if (buf_.size() == shard_tokens_) flush();
-    }
+    if (wide_)
+      append_to(wide_ids_, ids);
+    else
+      append_to(narrow_ids_, ids);
   }
   void finish() {
-    if (!buf_.empty()) flush();
+    if (!wide_ids_.empty()) flush(wide_ids_);
+    if (!narrow_ids_.empty()) flush(narrow_ids_);
   }
   uint64_t tokens() const { return tokens_; }
   const std::vector<std::string>& names() const { return names_; }
 
  private:
-  void flush() {
+  // The ids in the shards' own width, so GPT-2's stream is held (and written) as uint16 once.
+  template <class T>
+  void append_to(std::vector<T>& buf, std::span<const int> ids) {
+    size_t i = 0;
+    while (i < ids.size()) {
+      size_t take = std::min<size_t>(ids.size() - i, shard_tokens_ - buf.size());
+      for (size_t k = 0; k < take; ++k) buf.push_back(static_cast<T>(ids[i + k]));
+      i += take;
+      if (buf.size() == shard_tokens_) flush(buf);
+    }
+  }
+  template <class T>
+  void flush(std::vector<T>& buf) {
     char index[16];
     std::snprintf(index, sizeof(index), "%06zu", names_.size());
     std::string name = prefix_ + index + ".bin";
-    if (wide_) {
-      write_shard(dir_ + "/" + name, buf_);
-    } else {
-      narrow_.assign(buf_.begin(), buf_.end());  // every id < 65,536: the vocabulary is that small
-      write_shard(dir_ + "/" + name, narrow_);
-    }
+    write_shard(dir_ + "/" + name, std::span<const T>(buf));
     names_.push_back(name);
-    tokens_ += buf_.size();
-    buf_.clear();
+    tokens_ += buf.size();
+    buf.clear();
   }
 
   std::string dir_, prefix_;
   uint64_t shard_tokens_;
   bool wide_;
-  std::vector<uint32_t> buf_;
-  std::vector<uint16_t> narrow_;
+  std::vector<uint16_t> narrow_ids_;  // while the vocabulary fits uint16
+  std::vector<uint32_t> wide_ids_;    // past it
   std::vector<std::string> names_;
   uint64_t tokens_ = 0;
 };
