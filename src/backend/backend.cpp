@@ -18,7 +18,7 @@ namespace {
 constexpr StorageType F32 = StorageType::F32;
 
 constexpr const char* kOpNames[] = {
-#define MPTRAIN_OP_NAME(e, name) name,
+#define MPTRAIN_OP_NAME(e, name, A, roles) name,
     MPTRAIN_OPS(MPTRAIN_OP_NAME)
 #undef MPTRAIN_OP_NAME
 };
@@ -145,6 +145,17 @@ OpWork work_of(const AttentionBackwardArgs& a, bool host) {
 }
 
 }  // namespace
+
+std::vector<const char*> op_dtype_tensors(Op op) {
+  return with_op_args(op, [op](auto a) {
+    std::vector<const char*> names;
+    for (const ArgView& v : a.views())
+      if (v.typed && v.access != Access::Scratch && !v.follows && (v.only == 0 || (v.only & op_bit(op))))
+        names.push_back(v.name);
+    if constexpr (requires { a.types.probs; }) names.push_back("probs");
+    return names;
+  });
+}
 
 const char* backend_op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
 

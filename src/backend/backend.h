@@ -30,19 +30,42 @@
 #include "core/buffer.h"
 #include "core/dtype.h"
 #include "precision/caps.h"
+#include "precision/op_role.h"
 
 namespace mptrain {
 
 // The ops, generated from backend/op_list.h (as supports() and the refusals name them).
 enum class Op {
-#define MPTRAIN_OP_ENUMERATOR(e, name) e,
+#define MPTRAIN_OP_ENUMERATOR(e, name, A, roles) e,
   MPTRAIN_OPS(MPTRAIN_OP_ENUMERATOR)
 #undef MPTRAIN_OP_ENUMERATOR
 };
-#define MPTRAIN_OP_ONE(e, name) +1
+#define MPTRAIN_OP_ONE(e, name, A, roles) +1
 inline constexpr int kNumOps = 0 MPTRAIN_OPS(MPTRAIN_OP_ONE);
 #undef MPTRAIN_OP_ONE
 const char* backend_op_name(Op op);  // "cast", "linear", "linear_activation", ...
+
+// The precision roles whose rules decide an op's dtypes (op_list.h's fourth column).
+struct OpRoles : RoleBits {
+  static constexpr RoleSet of(Op op) {
+    switch (op) {
+#define MPTRAIN_OP_ROLE_CASE(e, name, A, roles) \
+  case Op::e:                                   \
+    return roles;
+      MPTRAIN_OPS(MPTRAIN_OP_ROLE_CASE)
+#undef MPTRAIN_OP_ROLE_CASE
+    }
+    return 0;
+  }
+};
+constexpr RoleSet op_roles(Op op) { return OpRoles::of(op); }
+// Every op has a rule: its line names at least one role.
+constexpr bool every_op_has_a_role() {
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_roles(static_cast<Op>(i)) == 0) return false;
+  return true;
+}
+static_assert(every_op_has_a_role(), "an op of backend/op_list.h names no precision role");
 
 // How an op touches one of its views: what the op profile counts as bytes and what the CPU's
 // widening writes back.
@@ -57,12 +80,17 @@ enum class Access : std::uint8_t {
 
 // One view of an op's arguments, named as refusals and capability checks name it. `typed` is
 // false where the interface fixes the dtype (fp32 statistics and losses): supports() is not
-// asked about it (the entry point checks it).
+// asked about it (the entry point checks it). `follows` marks a view whose dtype is chosen with
+// another's (a bias with its linear's, beta with gamma, dqkv with qkv: the comment at the field
+// says whose), and `only` the ops of a shared Args a view belongs to (a bit per Op; 0 = all):
+// what an op's own dtypes are, which conformance enumerates (op_dtype_tensors), is the rest.
 struct ArgView {
   const char* name;
   View* view;
   Access access;
   bool typed = true;
+  bool follows = false;
+  std::uint64_t only = 0;
 };
 
 // views()' entries: read once, written (=), accumulated or updated in place (+=).
@@ -75,6 +103,16 @@ constexpr ArgView workspace(const char* name, View& v) { return {name, &v, Acces
 constexpr ArgView fixed(
     ArgView v) {  // a dtype the interface fixes (fp32 statistics, int32 indices): not asked
   v.typed = false;
+  return v;
+}
+constexpr ArgView follows(ArgView v) {  // a dtype chosen with another view's (asked, not enumerated)
+  v.follows = true;
+  return v;
+}
+constexpr std::uint64_t op_bit(Op op) { return std::uint64_t{1} << static_cast<int>(op); }
+static_assert(kNumOps <= 64, "ArgView::only holds one bit an op");
+constexpr ArgView only(Op op, ArgView v) {  // a view of one op of a shared Args (pre: the activations')
+  v.only |= op_bit(op);
   return v;
 }
 
@@ -123,7 +161,7 @@ struct LinearArgs {
   View out{};   // [N, M] (=)
   View x{};     // [N, K]
   View w{};     // [K, M], any strides: Conv1D's [C, OC] as is, nn.Linear's [OC, C] through View::t()
-  View bias{};  // [M] (fp32, or the policy's small_weights storage), or empty
+  View bias{};  // [M] (fp32, or the policy's small_weights storage), or empty: follows the plan
   ComputeType math = ComputeType::F32;  // the products' arithmetic; sums are fp32
   // w already holds values of the arithmetic's format (a weight copy refreshed once per step:
   // TF32-rounded, or fp16 values held in fp32), so no backend rounds it again.
@@ -143,7 +181,8 @@ struct LinearArgs {
   }
   auto views() {
     return std::array{writes("out", out),           reads("x", x),      reads("w", w),
-                      reads("bias", bias),          writes("pre", pre), reads("residual", residual),
+                      follows(reads("bias", bias)), only(Op::LinearActivation, writes("pre", pre)),
+                      only(Op::LinearResidual, reads("residual", residual)),
                       workspace("scratch", scratch)};
   }
 };
@@ -180,12 +219,12 @@ struct LinearBackwardArgs {
   auto views() {
     return std::array{ArgView{"dx", &dx, dx_accumulate ? Access::Add : Access::Write},
                       adds("dw", dw),
-                      adds("db", db),
+                      follows(adds("db", db)),
                       reads("dy", dy),
                       reads("x", x),
                       reads("w", w),
-                      reads("pre", pre),
-                      reads("x_pre", x_pre),
+                      only(Op::LinearActivationBackward, reads("pre", pre)),
+                      follows(reads("x_pre", x_pre)),
                       workspace("scratch", scratch)};
   }
 };
@@ -219,7 +258,7 @@ struct LayerNormArgs {
   Op op() const { return rms ? Op::RmsNorm : Op::LayerNorm; }
   auto views() {
     return std::array{writes("out", out), fixed(writes("mean", mean)), fixed(writes("rstd", rstd)),
-                      reads("x", x),      reads("gamma", gamma),       reads("beta", beta)};
+                      reads("x", x),      reads("gamma", gamma),       follows(reads("beta", beta))};
   }
 };
 
@@ -239,7 +278,7 @@ struct LayerNormBackwardArgs {
   auto views() {
     return std::array{accumulate ? adds("dx", dx) : writes("dx", dx),
                       adds("dgamma", dgamma),
-                      adds("dbeta", dbeta),
+                      follows(adds("dbeta", dbeta)),
                       reads("dout", dout),
                       reads("x", x),
                       reads("gamma", gamma),
@@ -315,8 +354,8 @@ struct AttentionBackwardArgs {
   auto views() {
     return std::array{reads("qkv", qkv),
                       reads("out", out),
-                      writes("dqkv", dqkv),
-                      reads("dout", dout),
+                      follows(writes("dqkv", dqkv)),
+                      follows(reads("dout", dout)),
                       workspace("saved", saved),
                       workspace("scratch", scratch),
                       fixed(reads("cu_seqlens", cu_seqlens))};
@@ -356,16 +395,16 @@ struct EmbeddingArgs {
   int B = 0, T = 0;
   View cu_seqlens{};  // int32 [B+1]: the packed layout (above); empty: rows = B·T
   View word{};        // [V, C]
-  View pos{};         // [P >= T, C], or empty: no position term (Llama's)
+  View pos{};         // [P >= T, C], or empty: no position term (Llama's); word's storage
   View types{};       // BERT's segment ids, int32 [rows], or empty
-  View type_table{};  // [2, C] with types
+  View type_table{};  // [2, C] with types; word's storage
 
   Op op() const { return Op::Embedding; }
   auto views() {
     return std::array{writes("out", out),
                       reads_rows("word", word),
-                      reads_rows("pos", pos),
-                      reads_rows("type_table", type_table),
+                      follows(reads_rows("pos", pos)),
+                      follows(reads_rows("type_table", type_table)),
                       fixed(reads("tokens", tokens)),
                       fixed(reads("types", types)),
                       fixed(reads("cu_seqlens", cu_seqlens))};
@@ -373,7 +412,7 @@ struct EmbeddingArgs {
 };
 
 struct EmbeddingBackwardArgs {
-  View dword{}, dpos{}, dtype{};  // (+=), like the tables; dpos, dtype empty without them
+  View dword{}, dpos{}, dtype{};  // (+=), like the tables; dpos, dtype (dword's storage) empty without them
   View dout{};                    // [rows, C]
   View tokens{}, types{};         // as the forward's
   int B = 0, T = 0;
@@ -383,8 +422,8 @@ struct EmbeddingBackwardArgs {
   Op op() const { return Op::EmbeddingBackward; }
   auto views() {
     return std::array{adds_rows("dword", dword),
-                      adds_rows("dpos", dpos),
-                      adds_rows("dtype", dtype),
+                      follows(adds_rows("dpos", dpos)),
+                      follows(adds_rows("dtype", dtype)),
                       reads("dout", dout),
                       fixed(reads("tokens", tokens)),
                       fixed(reads("types", types)),
@@ -618,6 +657,25 @@ OpTypes op_types(const A& a) {
   }
   return t;
 }
+
+// f(A{}) for a default Args of the struct op's entry point takes (op_list.h's third column), e.g.
+// to read its views().
+template <class F>
+decltype(auto) with_op_args(Op op, F&& f) {
+  switch (op) {
+#define MPTRAIN_OP_ARGS_CASE(e, name, A, roles) \
+  case Op::e:                                   \
+    return f(A{});
+    MPTRAIN_OPS(MPTRAIN_OP_ARGS_CASE)
+#undef MPTRAIN_OP_ARGS_CASE
+  }
+  return f(CastArgs{});  // unreachable: every Op is a case
+}
+
+// The tensors whose storage types are an op's own choice, in views() order: its typed views less
+// the ones that follow another's dtype and those of a shared Args' other ops, then an attention's
+// probabilities (a dtype of `types`, not a view). What conformance enumerates dtype tuples over.
+std::vector<const char*> op_dtype_tensors(Op op);
 
 // Work captured once and replayed as a unit (backend.h, "Graphs"): a CUDA graph on a GPU, the
 // recorded calls on a backend without a native capture.

@@ -235,7 +235,7 @@ BenchResult bench_one(const BenchOptions& o) {
   Backend& model_backend = core.backend();
   MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
   muon.qkv = parse_muon_qkv(o.muon_qkv);
-  muon.ns_math = policy_for(model_backend).rule(OpKind::NewtonSchulz).compute;
+  muon.ns_math = policy_for(model_backend).rule(OpRole::NewtonSchulz).compute;
   std::unique_ptr<Optimizer> optimizer = make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{},
                                                         static_cast<double>(n), 1337, model_backend, muon);
   // fp16 times the loss scaler's work too (unscale + inf check every step), as training does.

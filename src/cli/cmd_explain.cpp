@@ -16,6 +16,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
+#include "cli/llama_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
 #include "core/error.h"
@@ -38,7 +39,25 @@ struct ExplainOptions {
   int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
   std::string policy_of;     // "cuda": the GPU's plan, as `mptrain train --policy-of cuda` runs it here
   std::string device = "cpu";  // "cuda": the plan and device memory of `mptrain train --device cuda`
+  LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
 };
+
+// The rows a family's plan prints: the roles its pass uses (precision/op_role.h), in the roles' order.
+// GPT-2 and BERT: LayerNorm and GELU; Llama: RMSNorm, rotary embeddings and its MLP's activation.
+std::vector<OpRole> family_roles(LlamaMlp mlp, bool llama) {
+  const OpRole norm = llama ? OpRole::RmsNorm : OpRole::LayerNorm;
+  const OpRole act = !llama ? OpRole::Gelu : mlp == LlamaMlp::SwiGlu ? OpRole::Swiglu : OpRole::Relu2;
+  std::vector<OpRole> rows;
+  for (int i = 0; i < kNumOpRoles; ++i) {
+    const OpRole r = static_cast<OpRole>(i);
+    const bool is_norm = r == OpRole::LayerNorm || r == OpRole::RmsNorm;
+    const bool is_act = r == OpRole::Gelu || r == OpRole::Swiglu || r == OpRole::Relu2;
+    if ((is_norm && r != norm) || (is_act && r != act) || (r == OpRole::Rope && !llama) || r == OpRole::Copy)
+      continue;
+    rows.push_back(r);
+  }
+  return rows;
+}
 
 std::string mib(double bytes) {
   char buf[32];
@@ -71,7 +90,7 @@ void run_explain(const ExplainOptions& o) {
     n_params = bert_param_table(config).total();
     copy_bytes = bert_weight_copy_bytes(config, policy);
   } else if (llama) {
-    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple);
+    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
     plan = llama_activation_plan(config, policy, be, o.batch, o.seq);
     const ParamTable table = llama_param_table(config);
     n_params = table.total();
@@ -98,13 +117,16 @@ void run_explain(const ExplainOptions& o) {
         "are widened to fp32 around them and rounded once; the attention's memory is this CPU's\n");
   std::printf("%-13s %-6s %-7s %-6s %-6s %-13s %s\n", "op", "input", "compute", "accum", "output",
               "saved-for-bwd", "what backward keeps");
-  std::vector<size_t> saved(kNumOpKinds, 0);
+  std::vector<size_t> saved(kNumOpRoles, 0);
   for (const ActivationPlan::Entry& e : plan.entries())
     if (e.role == ActivationPlan::Role::Saved) saved[static_cast<size_t>(e.op)] += e.bytes();
-  for (const OpRule& r : policy.rules) {
+  const std::vector<OpRole> rows =
+      family_roles(llama ? llama_preset(o.preset, o.vocab_multiple, o.llama_block).mlp : LlamaMlp{}, llama);
+  for (const OpRole role : rows) {
+    const OpRule& r = policy.rule(role);
     const size_t b = saved[static_cast<size_t>(r.op)];
     std::printf(
-        "%-13s %-6s %-7s %-6s %-6s %-13s %s\n", op_name(r.op), storage_name(r.input), compute_name(r.compute),
+        "%-13s %-6s %-7s %-6s %-6s %-13s %s\n", role_name(r.op), storage_name(r.input), compute_name(r.compute),
         storage_name(r.accumulate), storage_name(r.output), b ? mib(static_cast<double>(b)).c_str() : "-",
         *r.saves ? (std::string(r.saves) + (b ? std::string(" [") + storage_name(r.saved) + "]" : "")).c_str()
                  : "-");
@@ -118,10 +140,9 @@ void run_explain(const ExplainOptions& o) {
                 "GELU is the exact erf form");
   if (llama)
     std::printf("  %-13s %s\n", "llama",
-                "layernorm = RMSNorm (no mean, no bias); linear = q|k|v, o_proj, gate|up, down_proj (no biases); "
-                "rotary embeddings turn q and k in place in the linear's dtype; gelu's row is SwiGLU's "
-                "(silu(gate)·up); lm_head = lm_head, or the embeddings when tied");
-  for (const OpRule& r : policy.rules) std::printf("  %-13s %s\n", op_name(r.op), r.note.c_str());
+                "embedding = the token rows alone (no position table); linear = q|k|v, o_proj, gate|up, "
+                "down_proj (no biases); lm_head = lm_head, or the embeddings when tied");
+  for (const OpRole role : rows) std::printf("  %-13s %s\n", role_name(role), policy.rule(role).note.c_str());
   if (policy.uses_fp16() && !gpu_plan)
     std::printf("  %-13s %s\n", "this CPU",
                 caps.fp16_gemm
@@ -186,7 +207,9 @@ void register_explain(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")
       ->capture_default_str()
       ->check(cli::at_least(1));
-  cmd->callback([o, &exit_code]() {
+  add_llama_block_options(cmd, &o->llama_block);
+  cmd->callback([cmd, o, &exit_code]() {
+    check_llama_block_options(cmd, o->preset.rfind("llama", 0) == 0 ? "llama" : "gpt2");
     run_explain(*o);
     exit_code = 0;
   });

@@ -13,7 +13,7 @@ void check_batch_shape(int B, int T, int block_size) {
                                  std::to_string(block_size) + " positions)");
 }
 
-ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, StorageType type, OpKind op,
+ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, StorageType type, OpRole op,
                                            Role role) {
   entries_.push_back({std::move(name), total_, numel, type, op, role});
   total_ += (numel * storage_bytes(type) + 63) / 64 * 64;

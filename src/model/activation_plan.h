@@ -31,13 +31,13 @@ class ActivationPlan {
     size_t offset;  // bytes from the start of the allocation (a multiple of 64)
     size_t numel;
     StorageType type;
-    OpKind op;  // the op that writes it
+    OpRole op;  // the op that writes it
     Role role;
     size_t bytes() const { return numel * storage_bytes(type); }
   };
 
   // Registers numel elements of `type` (each entry starts 64-byte aligned).
-  Handle add(std::string name, size_t numel, StorageType type, OpKind op, Role role);
+  Handle add(std::string name, size_t numel, StorageType type, OpRole op, Role role);
   // One allocation for everything added so far, in `memory` (the backend's).
   void allocate(MemoryResource& memory = host_memory());
   bool allocated() const { return buffer_.size() > 0 || total_ == 0; }

@@ -125,116 +125,116 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path). The op that
   // writes each buffer and whether backward reads it (Saved) or it is reused freely (Scratch)
   // are recorded for `mptrain explain`.
-  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
-  const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
-                    y_s = policy.rule(OpKind::AttnValues).output;
-  const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
+  const StorageType ln_s = policy.rule(OpRole::LayerNorm).output, lin_s = policy.rule(OpRole::Linear).output;
+  const StorageType probs_s = policy.rule(OpRole::Softmax).saved,
+                    y_s = policy.rule(OpRole::AttnValues).output;
+  const StorageType gelu_s = policy.rule(OpRole::Gelu).output;
   // What the attention keeps for backward and its scratch: the backend's choice.
   const AttentionBytes att = be.attention_bytes(B, T, config.hidden, config.n_head, attention_dtypes(policy));
-  const StorageType lin_op = policy.operand(OpKind::Linear);
-  auto saved = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+  const StorageType lin_op = policy.operand(OpRole::Linear);
+  auto saved = [&](std::string name, size_t n, OpRole op, StorageType t = StorageType::F32) {
     return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Saved);
   };
-  auto scratch = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+  auto scratch = [&](std::string name, size_t n, OpRole op, StorageType t = StorageType::F32) {
     return plan.add(std::move(name), n, t, op, ActivationPlan::Role::Scratch);
   };
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
   const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
   BertActs a{};
-  a.emb = saved("emb", BT * C, OpKind::Embedding, stream);
+  a.emb = saved("emb", BT * C, OpRole::Embedding, stream);
   // Under a 16-bit / TF32 policy the LayerNorm outputs saved here are the next GEMMs' inputs in
   // their dtype; the fp32 residual stream lives in h32 (scratch, see bert_pass.cpp).
-  a.emb_ln = saved("emb_ln", BT * C, OpKind::LayerNorm, ln_s);
-  a.emb_mean = saved("emb_mean", BT, OpKind::LayerNorm);
-  a.emb_rstd = saved("emb_rstd", BT, OpKind::LayerNorm);
+  a.emb_ln = saved("emb_ln", BT * C, OpRole::LayerNorm, ln_s);
+  a.emb_mean = saved("emb_mean", BT, OpRole::LayerNorm);
+  a.emb_rstd = saved("emb_rstd", BT, OpRole::LayerNorm);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "layer." + std::to_string(l) + ".";
     BertLayerActs la;
-    la.qkv = saved(p + "qkv", BT * 3 * C, OpKind::Linear, lin_s);
-    la.att = saved(p + "att", att.saved / storage_bytes(probs_s), OpKind::Softmax, probs_s);
-    la.atty = saved(p + "atty", BT * C, OpKind::AttnValues, y_s);
-    la.res1 = saved(p + "res1", BT * C, OpKind::Residual, stream);
-    la.ln1 = saved(p + "ln1", BT * C, OpKind::LayerNorm, ln_s);
-    la.ln1_mean = saved(p + "ln1_mean", BT, OpKind::LayerNorm);
-    la.ln1_rstd = saved(p + "ln1_rstd", BT, OpKind::LayerNorm);
-    la.fch = saved(p + "fch", BT * I, OpKind::Linear, lin_s);
-    la.fch_gelu = saved(p + "fch_gelu", BT * I, OpKind::Gelu, gelu_s);
-    la.res2 = saved(p + "res2", BT * C, OpKind::Residual, stream);
-    la.ln2 = saved(p + "ln2", BT * C, OpKind::LayerNorm, ln_s);  // the layer's output
-    la.ln2_mean = saved(p + "ln2_mean", BT, OpKind::LayerNorm);
-    la.ln2_rstd = saved(p + "ln2_rstd", BT, OpKind::LayerNorm);
+    la.qkv = saved(p + "qkv", BT * 3 * C, OpRole::Linear, lin_s);
+    la.att = saved(p + "att", att.saved / storage_bytes(probs_s), OpRole::Softmax, probs_s);
+    la.atty = saved(p + "atty", BT * C, OpRole::AttnValues, y_s);
+    la.res1 = saved(p + "res1", BT * C, OpRole::Residual, stream);
+    la.ln1 = saved(p + "ln1", BT * C, OpRole::LayerNorm, ln_s);
+    la.ln1_mean = saved(p + "ln1_mean", BT, OpRole::LayerNorm);
+    la.ln1_rstd = saved(p + "ln1_rstd", BT, OpRole::LayerNorm);
+    la.fch = saved(p + "fch", BT * I, OpRole::Linear, lin_s);
+    la.fch_gelu = saved(p + "fch_gelu", BT * I, OpRole::Gelu, gelu_s);
+    la.res2 = saved(p + "res2", BT * C, OpRole::Residual, stream);
+    la.ln2 = saved(p + "ln2", BT * C, OpRole::LayerNorm, ln_s);  // the layer's output
+    la.ln2_mean = saved(p + "ln2_mean", BT, OpRole::LayerNorm);
+    la.ln2_rstd = saved(p + "ln2_rstd", BT, OpRole::LayerNorm);
     a.layers.push_back(la);
   }
   a.cls_in = a.pooled = a.nsp_logits = a.nsp_losses = a.nsp_dloss = ActivationPlan::kNone;
   if (config.pooled()) {
-    a.cls_in = saved("cls_in", B * C, OpKind::Linear, ln_s);  // the [CLS] rows of the last layer's output
-    a.pooled = saved("pooled", B * C, OpKind::Linear, lin_s);
+    a.cls_in = saved("cls_in", B * C, OpRole::Linear, ln_s);  // the [CLS] rows of the last layer's output
+    a.pooled = saved("pooled", B * C, OpRole::Linear, lin_s);
     // Also dlogits after the fused loss, in the logits' dtype as the MLM head's: a GPU's plan
     // keeps them 16-bit, the dtype its classifier's backward GEMMs take with the pooled rows.
-    a.nsp_logits = saved("nsp_logits", B * config.seq_classes(), OpKind::Linear, policy.logits);
-    a.nsp_losses = saved("nsp_losses", B, OpKind::Loss);
-    a.nsp_dloss = saved("nsp_dloss", B, OpKind::Loss);
+    a.nsp_logits = saved("nsp_logits", B * config.seq_classes(), OpRole::Linear, policy.logits);
+    a.nsp_losses = saved("nsp_losses", B, OpRole::Loss);
+    a.nsp_dloss = saved("nsp_dloss", B, OpRole::Loss);
   }
   // A classifier has no MLM head (M = 0): its handles stay kNone.
   a.mlm_in = a.mlm_t = a.mlm_tg = a.mlm_tl = a.mlm_mean = a.mlm_rstd = a.mlm_logits = a.mlm_losses =
       a.mlm_dloss = ActivationPlan::kNone;
   if (M > 0) {
-    a.mlm_in = saved("mlm_in", M * C, OpKind::Linear, ln_s);  // the masked rows of the last layer's output
-    a.mlm_t = saved("mlm_t", M * C, OpKind::Linear, lin_s);
-    a.mlm_tg = saved("mlm_tg", M * C, OpKind::Gelu, gelu_s);
-    a.mlm_tl = saved("mlm_tl", M * C, OpKind::LayerNorm, ln_s);
-    a.mlm_mean = saved("mlm_mean", M, OpKind::LayerNorm);
-    a.mlm_rstd = saved("mlm_rstd", M, OpKind::LayerNorm);
+    a.mlm_in = saved("mlm_in", M * C, OpRole::Linear, ln_s);  // the masked rows of the last layer's output
+    a.mlm_t = saved("mlm_t", M * C, OpRole::Linear, lin_s);
+    a.mlm_tg = saved("mlm_tg", M * C, OpRole::Gelu, gelu_s);
+    a.mlm_tl = saved("mlm_tl", M * C, OpRole::LayerNorm, ln_s);
+    a.mlm_mean = saved("mlm_mean", M, OpRole::LayerNorm);
+    a.mlm_rstd = saved("mlm_rstd", M, OpRole::LayerNorm);
     a.mlm_logits =
-        saved("mlm_logits", M * Vp, OpKind::LmHead, policy.logits);  // also dlogits after the fused loss
-    a.mlm_losses = saved("mlm_losses", M, OpKind::Loss);
-    a.mlm_dloss = saved("mlm_dloss", M, OpKind::Loss);
+        saved("mlm_logits", M * Vp, OpRole::LmHead, policy.logits);  // also dlogits after the fused loss
+    a.mlm_losses = saved("mlm_losses", M, OpRole::Loss);
+    a.mlm_dloss = saved("mlm_dloss", M, OpRole::Loss);
   }
   // An entry of n values only where there are rows (the MLM head's scratch, M = 0 in a classifier).
-  auto scratch_if = [&](std::string name, size_t n, OpKind op, StorageType t = StorageType::F32) {
+  auto scratch_if = [&](std::string name, size_t n, OpRole op, StorageType t = StorageType::F32) {
     return n > 0 ? scratch(std::move(name), n, op, t) : ActivationPlan::kNone;
   };
   if (!mixed) {
-    a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::AttnScores);
+    a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpRole::AttnScores);
     // One buffer plays two parts in fp32: proj is the fp32 accumulator of the residual
     // epilogues, and GELU's / tanh's backward run in place in dfch, dmlm_b and dpooled.
-    a.gemm_out = be.linear_uses_scratch() ? scratch("proj", BT * C, OpKind::Linear) : ActivationPlan::kNone;
-    a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
-    a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
-    a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores);
-    a.datty = scratch("datty", BT * C, OpKind::Linear);
-    a.dfch = scratch("dfch", BT * I, OpKind::Gelu);
-    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpKind::Linear) : ActivationPlan::kNone;
-    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpKind::Linear) : ActivationPlan::kNone;
-    a.dmlm_a = scratch_if("dmlm_a", M * C, OpKind::Linear);
-    a.dmlm_b = scratch_if("dmlm_b", M * C, OpKind::LayerNorm);
+    a.gemm_out = be.linear_uses_scratch() ? scratch("proj", BT * C, OpRole::Linear) : ActivationPlan::kNone;
+    a.dh = scratch("dh", BT * C, OpRole::LayerNorm, grads);
+    a.dres = scratch("dres", BT * C, OpRole::LayerNorm, grads);
+    a.dqkv = scratch("dqkv", BT * 3 * C, OpRole::AttnScores);
+    a.datty = scratch("datty", BT * C, OpRole::Linear);
+    a.dfch = scratch("dfch", BT * I, OpRole::Gelu);
+    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpRole::Linear) : ActivationPlan::kNone;
+    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpRole::Linear) : ActivationPlan::kNone;
+    a.dmlm_a = scratch_if("dmlm_a", M * C, OpRole::Linear);
+    a.dmlm_b = scratch_if("dmlm_b", M * C, OpRole::LayerNorm);
     a.dfch_gelu = a.dfch;
     a.h32 = a.dout_lp = a.dlogits_lp = a.mlm_tg32 = ActivationPlan::kNone;
   } else {
-    a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpKind::Softmax);
+    a.attn_scratch = scratch("attn_scratch", words(att.scratch), OpRole::Softmax);
     // fp32 LayerNorm outputs: the residual stream (a GPU's plan keeps it 16-bit: the saved outputs).
-    a.h32 = stream == StorageType::F32 ? scratch("h32", 2 * BT * C, OpKind::Residual) : ActivationPlan::kNone;
+    a.h32 = stream == StorageType::F32 ? scratch("h32", 2 * BT * C, OpRole::Residual) : ActivationPlan::kNone;
     a.gemm_out = be.linear_uses_scratch()  // the fp32 GEMM result before bias
-                     ? scratch("gemm_out", BT * std::max(3 * C, I), OpKind::Linear)
+                     ? scratch("gemm_out", BT * std::max(3 * C, I), OpRole::Linear)
                      : ActivationPlan::kNone;
-    a.mlm_tg32 = stream == StorageType::F32 ? scratch_if("mlm_tg32", M * C, OpKind::LayerNorm)  // the MLM
+    a.mlm_tg32 = stream == StorageType::F32 ? scratch_if("mlm_tg32", M * C, OpRole::LayerNorm)  // the MLM
                                             : ActivationPlan::kNone;  // LayerNorm's input, widened
-    a.dh = scratch("dh", BT * C, OpKind::LayerNorm, grads);
-    a.dres = scratch("dres", BT * C, OpKind::LayerNorm, grads);
-    a.dout_lp = scratch("dout_lp", BT * C, OpKind::Linear, lin_op);  // dres as a GEMM operand
-    a.dqkv = scratch("dqkv", BT * 3 * C, OpKind::AttnScores, lin_s);
-    a.datty = scratch("datty", BT * C, OpKind::AttnValues, y_s);
-    a.dfch_gelu = scratch("dfch_gelu", BT * I, OpKind::Gelu, grads);
+    a.dh = scratch("dh", BT * C, OpRole::LayerNorm, grads);
+    a.dres = scratch("dres", BT * C, OpRole::LayerNorm, grads);
+    a.dout_lp = scratch("dout_lp", BT * C, OpRole::Linear, lin_op);  // dres as a GEMM operand
+    a.dqkv = scratch("dqkv", BT * 3 * C, OpRole::AttnScores, lin_s);
+    a.datty = scratch("datty", BT * C, OpRole::AttnValues, y_s);
+    a.dfch_gelu = scratch("dfch_gelu", BT * I, OpRole::Gelu, grads);
     // GELU's / tanh's input gradient as a GEMM operand (encoder FFN, MLM transform, pooler).
-    a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpKind::Gelu, lin_op);
-    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
-    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpKind::Linear, grads) : ActivationPlan::kNone;
-    a.dmlm_a = scratch_if("dmlm_a", M * C, OpKind::Linear, grads);
-    a.dmlm_b = scratch_if("dmlm_b", M * C, OpKind::LayerNorm, grads);
+    a.dfch = scratch("dfch", std::max({BT * I, M * C, static_cast<size_t>(B) * C}), OpRole::Gelu, lin_op);
+    a.dpooled = config.pooled() ? scratch("dpooled", B * C, OpRole::Linear, grads) : ActivationPlan::kNone;
+    a.dcls_in = config.pooled() ? scratch("dcls_in", B * C, OpRole::Linear, grads) : ActivationPlan::kNone;
+    a.dmlm_a = scratch_if("dmlm_a", M * C, OpRole::Linear, grads);
+    a.dmlm_b = scratch_if("dmlm_b", M * C, OpRole::LayerNorm, grads);
     // dlogits rounded once for the decoder's GEMMs; 16-bit logits (a GPU's plan) are their own.
     a.dlogits_lp = policy.dlogits == policy.logits && policy.logits != StorageType::F32
                        ? ActivationPlan::kNone
-                       : scratch_if("dlogits_lp", M * Vp, OpKind::LmHead, policy.dlogits);
+                       : scratch_if("dlogits_lp", M * Vp, OpRole::LmHead, policy.dlogits);
   }
   if (handles) *handles = std::move(a);
   return plan;

@@ -224,7 +224,7 @@ void Bert::forward_mlm_head(const View& h) {
           .x = tl,
           .w = linear_weight(word_c_, Vp, C),
           .bias = small(w_.mlm_bias, {Vp})},
-         OpKind::LmHead);
+         OpRole::LmHead);
 }
 
 void Bert::stage_head(const Head& h, int rows, const int* targets, float grad_scale, bool backward) {
@@ -332,7 +332,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                      .x = acts_.view(a_.mlm_tl, Mr, C),
                      .w = linear_weight(word_c_, Vp, C),
                      .scratch = acts_.work(a_.dlogits_lp)},
-                    OpKind::LmHead);  // dlogits converted once to the head's operands
+                    OpRole::LmHead);  // dlogits converted once to the head's operands
     be.zero(db);
     const View tg =
         a_.mlm_tg32 != ActivationPlan::kNone ? acts_.view(a_.mlm_tg32, Mr, C) : acts_.view(a_.mlm_tg, Mr, C);

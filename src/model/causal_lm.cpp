@@ -167,7 +167,7 @@ void CausalLm::head_backward(const View& dx, const View& dw_t, const View& x, co
        .x = x,
        .w = w_t,
        .scratch = dlogits_lp_ready_ ? View{} : acts_.work(head_.dlogits_lp)},
-      OpKind::LmHead);
+      OpRole::LmHead);
 }
 
 }  // namespace mptrain

@@ -80,74 +80,74 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   const size_t Vp = config.padded_vocab_size;
   const bool mixed = !policy.all_fp32();
   // Storage dtypes, all read from the policy (fp32 everywhere in the fp32 path).
-  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
-  const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
-                    y_s = policy.rule(OpKind::AttnValues).output;
-  const StorageType gelu_s = policy.rule(OpKind::Gelu).output;
+  const StorageType ln_s = policy.rule(OpRole::LayerNorm).output, lin_s = policy.rule(OpRole::Linear).output;
+  const StorageType probs_s = policy.rule(OpRole::Softmax).saved,
+                    y_s = policy.rule(OpRole::AttnValues).output;
+  const StorageType gelu_s = policy.rule(OpRole::Gelu).output;
   // What the attention keeps for backward and its scratch: the backend's choice.
   const AttentionBytes att =
       be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
-  const StorageType lin_op = policy.operand(OpKind::Linear);
+  const StorageType lin_op = policy.operand(OpRole::Linear);
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
 
   ActivationPlan plan;
   Gpt2Acts a{};
   const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
-  a.encoded = plan.add("encoded", BT * C, stream, OpKind::Embedding, saved);
+  a.encoded = plan.add("encoded", BT * C, stream, OpRole::Embedding, saved);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Gpt2LayerActs la;
-    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpKind::LayerNorm, saved);
-    la.ln1_mean = plan.add(p + "ln1_mean", BT, F32, OpKind::LayerNorm, saved);
-    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
-    la.qkv = plan.add(p + "qkv", BT * 3 * C, lin_s, OpKind::Linear, saved);
-    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpKind::Softmax, saved);
-    la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
-    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
-    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
-    la.ln2_mean = plan.add(p + "ln2_mean", BT, F32, OpKind::LayerNorm, saved);
-    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
-    la.fch = plan.add(p + "fch", BT * 4 * C, lin_s, OpKind::Linear, saved);
-    la.fch_gelu = plan.add(p + "fch_gelu", BT * 4 * C, gelu_s, OpKind::Gelu, saved);
-    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpKind::Residual, saved);
+    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpRole::LayerNorm, saved);
+    la.ln1_mean = plan.add(p + "ln1_mean", BT, F32, OpRole::LayerNorm, saved);
+    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpRole::LayerNorm, saved);
+    la.qkv = plan.add(p + "qkv", BT * 3 * C, lin_s, OpRole::Linear, saved);
+    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax, saved);
+    la.atty = plan.add(p + "atty", BT * C, y_s, OpRole::AttnValues, saved);
+    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpRole::Residual, saved);
+    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpRole::LayerNorm, saved);
+    la.ln2_mean = plan.add(p + "ln2_mean", BT, F32, OpRole::LayerNorm, saved);
+    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpRole::LayerNorm, saved);
+    la.fch = plan.add(p + "fch", BT * 4 * C, lin_s, OpRole::Linear, saved);
+    la.fch_gelu = plan.add(p + "fch_gelu", BT * 4 * C, gelu_s, OpRole::Gelu, saved);
+    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpRole::Residual, saved);
     a.layers.push_back(la);
   }
-  a.lnf = plan.add("lnf", BT * C, ln_s, OpKind::LayerNorm, saved);
-  a.lnf_mean = plan.add("lnf_mean", BT, F32, OpKind::LayerNorm, saved);
-  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpKind::LayerNorm, saved);
+  a.lnf = plan.add("lnf", BT * C, ln_s, OpRole::LayerNorm, saved);
+  a.lnf_mean = plan.add("lnf_mean", BT, F32, OpRole::LayerNorm, saved);
+  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpRole::LayerNorm, saved);
   // The logits become dlogits in place (fused loss): working memory, not state kept for backward.
-  a.logits = plan.add("logits", BT * Vp, policy.logits, OpKind::LmHead, scratch);
-  a.losses = plan.add("losses", BT, F32, OpKind::Loss, scratch);
-  a.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
+  a.logits = plan.add("logits", BT * Vp, policy.logits, OpRole::LmHead, scratch);
+  a.losses = plan.add("losses", BT, F32, OpRole::Loss, scratch);
+  a.dloss = plan.add("dloss", BT, F32, OpRole::Loss, scratch);
   // Scratch shared by every layer (reused; not saved for backward).
   if (mixed) {
-    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpRole::Softmax, scratch);
     a.gemm_out = be.linear_uses_scratch()
-                     ? plan.add("gemm_out", BT * 4 * C, F32, OpKind::Linear, scratch)  // fp32 GEMM result before bias
+                     ? plan.add("gemm_out", BT * 4 * C, F32, OpRole::Linear, scratch)  // fp32 GEMM result before bias
                      : ActivationPlan::kNone;
-    a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
-    a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
-    a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpKind::Linear, scratch);  // dresidual as a GEMM operand
-    a.dqkv = plan.add("dqkv", BT * 3 * C, lin_s, OpKind::Linear, scratch);
-    a.datty = plan.add("datty", BT * C, y_s, OpKind::AttnValues, scratch);
-    a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, grads, OpKind::Gelu, scratch);
-    a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpKind::Gelu, scratch);
+    a.dresidual = plan.add("dresidual", BT * C, grads, OpRole::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, grads, OpRole::LayerNorm, scratch);
+    a.dout_lp = plan.add("dout_lp", BT * C, lin_op, OpRole::Linear, scratch);  // dresidual as a GEMM operand
+    a.dqkv = plan.add("dqkv", BT * 3 * C, lin_s, OpRole::Linear, scratch);
+    a.datty = plan.add("datty", BT * C, y_s, OpRole::AttnValues, scratch);
+    a.dfch_gelu = plan.add("dfch_gelu", BT * 4 * C, grads, OpRole::Gelu, scratch);
+    a.dfch = plan.add("dfch", BT * 4 * C, lin_op, OpRole::Gelu, scratch);
     // dlogits beside fp32 logits (TF32: where they are rounded once for both GEMMs); 16-bit
     // logits of dlogits' own dtype (a GPU's plan) take them in place.
     a.dlogits_lp = policy.dlogits == policy.logits && policy.logits != F32
                        ? ActivationPlan::kNone
-                       : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
+                       : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpRole::LmHead, scratch);
   } else {
-    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+    a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpRole::Softmax, scratch);
     // One buffer plays two parts in fp32: the fp32 accumulator is proj_out (an fp32 linear
     // accumulates in place in its output, or GELU's pre), and GELU's backward runs in place in dfch.
-    a.gemm_out = be.linear_uses_scratch() ? plan.add("proj_out", BT * C, F32, OpKind::Linear, scratch)
+    a.gemm_out = be.linear_uses_scratch() ? plan.add("proj_out", BT * C, F32, OpRole::Linear, scratch)
                                           : ActivationPlan::kNone;
-    a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
-    a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
-    a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpKind::Linear, scratch);
-    a.datty = plan.add("datty", BT * C, F32, OpKind::AttnValues, scratch);
-    a.dfch = plan.add("dfch", BT * 4 * C, F32, OpKind::Gelu, scratch);
+    a.dresidual = plan.add("dresidual", BT * C, grads, OpRole::Residual, scratch);
+    a.dln = plan.add("dln", BT * C, grads, OpRole::LayerNorm, scratch);
+    a.dqkv = plan.add("dqkv", BT * 3 * C, F32, OpRole::Linear, scratch);
+    a.datty = plan.add("datty", BT * C, F32, OpRole::AttnValues, scratch);
+    a.dfch = plan.add("dfch", BT * 4 * C, F32, OpRole::Gelu, scratch);
     a.dfch_gelu = a.dfch;
     a.dout_lp = a.dlogits_lp = ActivationPlan::kNone;  // fp32 gradients are their own operands
   }

@@ -94,7 +94,7 @@ void Gpt2::forward_impl(int B, int T) {
   layernorm(acts_.view(a_.lnf, N, C), residual, w_.lnf_w, w_.lnf_b, a_.lnf_mean, a_.lnf_rstd, config_.ln_eps);
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
   linear({.out = acts_.view(a_.logits, N, Vp), .x = acts_.view(a_.lnf, N, C), .w = weight(wte_c_, Vp, C).t()},
-         OpKind::LmHead);
+         OpRole::LmHead);
 }
 
 void Gpt2::backward_impl(int B, int T) {

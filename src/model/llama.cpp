@@ -58,10 +58,12 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   const size_t MI = mlp_in_width(config);
   const size_t QKV = C + 2 * static_cast<size_t>(config.kv_width()), Vp = config.padded_vocab_size;
   const bool mixed = !policy.all_fp32();
-  const StorageType ln_s = policy.rule(OpKind::LayerNorm).output, lin_s = policy.rule(OpKind::Linear).output;
-  const StorageType probs_s = policy.rule(OpKind::Softmax).saved,
-                    y_s = policy.rule(OpKind::AttnValues).output;
-  const StorageType act_s = policy.rule(OpKind::Gelu).output;  // the MLP's activation (SwiGLU or ReLU²)
+  const StorageType ln_s = policy.rule(OpRole::RmsNorm).output, lin_s = policy.rule(OpRole::Linear).output;
+  const StorageType probs_s = policy.rule(OpRole::Softmax).saved,
+                    y_s = policy.rule(OpRole::AttnValues).output;
+  // The MLP's activation: SwiGLU's or ReLU²'s role.
+  const OpRole act_role = config.mlp == LlamaMlp::SwiGlu ? OpRole::Swiglu : OpRole::Relu2;
+  const StorageType act_s = policy.rule(act_role).output;
   const AttentionBytes att =
       be.attention_bytes(B, T, static_cast<int>(C), config.n_head, attention_dtypes(policy));
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
@@ -69,52 +71,52 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
 
   ActivationPlan plan;
   LlamaActs a{};
-  a.encoded = plan.add("encoded", BT * C, stream, OpKind::Embedding, saved);
+  a.encoded = plan.add("encoded", BT * C, stream, OpRole::Embedding, saved);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     LlamaLayerActs la;
-    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpKind::LayerNorm, saved);
-    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpKind::LayerNorm, saved);
+    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpRole::RmsNorm, saved);
+    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpRole::RmsNorm, saved);
     if (config.qk_norm) {  // the product's output, QK-norm's input; qkv then holds the normed q and k
-      la.qkv_raw = plan.add(p + "qkv_raw", BT * QKV, lin_s, OpKind::Linear, saved);
-      la.q_rstd = plan.add(p + "q_rstd", BT * config.n_head, F32, OpKind::LayerNorm, saved);
-      la.k_rstd = plan.add(p + "k_rstd", BT * config.n_kv_head, F32, OpKind::LayerNorm, saved);
+      la.qkv_raw = plan.add(p + "qkv_raw", BT * QKV, lin_s, OpRole::Linear, saved);
+      la.q_rstd = plan.add(p + "q_rstd", BT * config.n_head, F32, OpRole::RmsNorm, saved);
+      la.k_rstd = plan.add(p + "k_rstd", BT * config.n_kv_head, F32, OpRole::RmsNorm, saved);
     }
-    la.qkv = plan.add(p + "qkv", BT * QKV, lin_s, OpKind::Linear, saved);  // q and k rotated in place
-    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpKind::Softmax, saved);
-    la.atty = plan.add(p + "atty", BT * C, y_s, OpKind::AttnValues, saved);
-    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpKind::Residual, saved);
-    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpKind::LayerNorm, saved);
-    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpKind::LayerNorm, saved);
-    la.gate_up = plan.add(p + "gate_up", BT * MI, lin_s, OpKind::Linear, saved);
-    la.act = plan.add(p + "act", BT * I, act_s, OpKind::Gelu, saved);
-    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpKind::Residual, saved);
+    la.qkv = plan.add(p + "qkv", BT * QKV, lin_s, OpRole::Linear, saved);  // q and k rotated in place
+    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax, saved);
+    la.atty = plan.add(p + "atty", BT * C, y_s, OpRole::AttnValues, saved);
+    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpRole::Residual, saved);
+    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpRole::RmsNorm, saved);
+    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpRole::RmsNorm, saved);
+    la.gate_up = plan.add(p + "gate_up", BT * MI, lin_s, OpRole::Linear, saved);
+    la.act = plan.add(p + "act", BT * I, act_s, act_role, saved);
+    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpRole::Residual, saved);
     a.layers.push_back(la);
   }
-  a.lnf = plan.add("lnf", BT * C, ln_s, OpKind::LayerNorm, saved);
-  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpKind::LayerNorm, saved);
+  a.lnf = plan.add("lnf", BT * C, ln_s, OpRole::RmsNorm, saved);
+  a.lnf_rstd = plan.add("lnf_rstd", BT, F32, OpRole::RmsNorm, saved);
   // The logits become dlogits in place (fused loss): working memory, not state kept for backward.
-  a.head.logits = plan.add("logits", BT * Vp, policy.logits, OpKind::LmHead, scratch);
-  a.head.losses = plan.add("losses", BT, F32, OpKind::Loss, scratch);
-  a.head.dloss = plan.add("dloss", BT, F32, OpKind::Loss, scratch);
-  a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpKind::Softmax, scratch);
+  a.head.logits = plan.add("logits", BT * Vp, policy.logits, OpRole::LmHead, scratch);
+  a.head.losses = plan.add("losses", BT, F32, OpRole::Loss, scratch);
+  a.head.dloss = plan.add("dloss", BT, F32, OpRole::Loss, scratch);
+  a.attn_scratch = plan.add("attn_scratch", words(att.scratch), F32, OpRole::Softmax, scratch);
   a.gemm_out = be.linear_uses_scratch()
-                   ? plan.add("gemm_out", BT * std::max(QKV, MI), F32, OpKind::Linear, scratch)
+                   ? plan.add("gemm_out", BT * std::max(QKV, MI), F32, OpRole::Linear, scratch)
                    : ActivationPlan::kNone;
-  a.dresidual = plan.add("dresidual", BT * C, grads, OpKind::Residual, scratch);
-  a.dln = plan.add("dln", BT * C, grads, OpKind::LayerNorm, scratch);
-  a.dqkv = plan.add("dqkv", BT * QKV, mixed ? lin_s : F32, OpKind::Linear, scratch);
-  a.datty = plan.add("datty", BT * C, mixed ? y_s : F32, OpKind::AttnValues, scratch);
-  a.dact = plan.add("dact", BT * I, grads, OpKind::Gelu, scratch);
+  a.dresidual = plan.add("dresidual", BT * C, grads, OpRole::Residual, scratch);
+  a.dln = plan.add("dln", BT * C, grads, OpRole::RmsNorm, scratch);
+  a.dqkv = plan.add("dqkv", BT * QKV, mixed ? lin_s : F32, OpRole::Linear, scratch);
+  a.datty = plan.add("datty", BT * C, mixed ? y_s : F32, OpRole::AttnValues, scratch);
+  a.dact = plan.add("dact", BT * I, grads, act_role, scratch);
   // ReLU²'s backward runs in place in dact.
-  a.dgate_up = config.mlp == LlamaMlp::SwiGlu ? plan.add("dgate_up", BT * MI, grads, OpKind::Gelu, scratch)
+  a.dgate_up = config.mlp == LlamaMlp::SwiGlu ? plan.add("dgate_up", BT * MI, grads, act_role, scratch)
                                               : ActivationPlan::kNone;
   if (mixed) {
-    a.dout_lp = plan.add("dout_lp", BT * C, policy.operand(OpKind::Linear), OpKind::Linear, scratch);
+    a.dout_lp = plan.add("dout_lp", BT * C, policy.operand(OpRole::Linear), OpRole::Linear, scratch);
     // dlogits beside fp32 logits; 16-bit logits of dlogits' own dtype take them in place.
     a.head.dlogits_lp = policy.dlogits == policy.logits && policy.logits != F32
                             ? ActivationPlan::kNone
-                            : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpKind::LmHead, scratch);
+                            : plan.add("dlogits_lp", BT * Vp, policy.dlogits, OpRole::LmHead, scratch);
   }
   if (handles) *handles = std::move(a);
   return plan;

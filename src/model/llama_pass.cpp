@@ -133,7 +133,7 @@ void Llama::forward_impl(int B, int T) {
   linear({.out = acts_.view(a_.head.logits, N, Vp),
           .x = acts_.view(a_.lnf, N, C),
           .w = linear_weight(head_c_, Vp, C)},
-         OpKind::LmHead);
+         OpRole::LmHead);
 }
 
 void Llama::backward_impl(int B, int T) {

@@ -20,14 +20,14 @@ ModelCore::ModelCore(ParamTable table, std::unique_ptr<Backend> be, const Policy
 
 ModelCore::~ModelCore() = default;
 
-void ModelCore::linear(LinearArgs a, OpKind kind) {
+void ModelCore::linear(LinearArgs a, OpRole kind) {
   a.math = policy_.rule(kind).compute;
   a.w_rounded = mixed_;
   if (a.epilogue == Epilogue::BiasResidual) a.rounding = policy_.rule(kind).output;
   be_->linear(a);
 }
 
-void ModelCore::linear_backward(LinearBackwardArgs a, OpKind kind) {
+void ModelCore::linear_backward(LinearBackwardArgs a, OpRole kind) {
   a.math = policy_.rule(kind).compute;
   a.w_rounded = mixed_;
   be_->linear_backward(a);

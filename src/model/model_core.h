@@ -61,8 +61,8 @@ class ModelCore {
   // The passes' linears: each GEMM weight read through its copy (already in its arithmetic's
   // values when the policy is mixed), the products in the arithmetic of `kind`'s rule (the
   // hidden linears' or the LM head's), a residual epilogue rounding as the linear's output.
-  void linear(LinearArgs a, OpKind kind = OpKind::Linear);
-  void linear_backward(LinearBackwardArgs a, OpKind kind = OpKind::Linear);
+  void linear(LinearArgs a, OpRole kind = OpRole::Linear);
+  void linear_backward(LinearBackwardArgs a, OpRole kind = OpRole::Linear);
   // The passes' LayerNorms: the one whose weights are the masters at gamma, beta (read through
   // small(), their gradients at dgamma, dbeta through grad()), with its saved statistics:
   //   layernorm           out (=) LN(x); mean, rstd (=)

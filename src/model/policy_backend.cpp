@@ -8,9 +8,9 @@
 namespace mptrain {
 
 AttentionDtypes attention_dtypes(const Policy& policy) {
-  return {policy.rule(OpKind::Linear).output, policy.rule(OpKind::Softmax).saved,
-          policy.rule(OpKind::AttnValues).output, policy.rule(OpKind::AttnScores).compute,
-          policy.rule(OpKind::AttnValues).compute};
+  return {policy.rule(OpRole::Linear).output, policy.rule(OpRole::Softmax).saved,
+          policy.rule(OpRole::AttnValues).output, policy.rule(OpRole::AttnScores).compute,
+          policy.rule(OpRole::AttnValues).compute};
 }
 
 namespace {
@@ -30,9 +30,9 @@ void need(const Backend& be, const A& a) {
 // of the policy's dtypes (View::dtype_only).
 void check_policy_supported(const Policy& policy, const Backend& be) {
   const auto like = [](StorageType t) { return View::dtype_only(t); };
-  const OpRule &lin = policy.rule(OpKind::Linear), &head = policy.rule(OpKind::LmHead),
-               &ln = policy.rule(OpKind::LayerNorm), &gelu = policy.rule(OpKind::Gelu);
-  const View w = like(policy.operand(OpKind::Linear)), hw = like(policy.operand(OpKind::LmHead));
+  const OpRule &lin = policy.rule(OpRole::Linear), &head = policy.rule(OpRole::LmHead),
+               &ln = policy.rule(OpRole::LayerNorm), &gelu = policy.rule(OpRole::Gelu);
+  const View w = like(policy.operand(OpRole::Linear)), hw = like(policy.operand(OpRole::LmHead));
   const View f32 = like(StorageType::F32), stream = like(policy.residual_stream),
              small = like(policy.small_weights), dact = like(policy.activation_grads),
              dw = like(policy.weight_grads), normed = like(ln.output), lin_out = like(lin.output),

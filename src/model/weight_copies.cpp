@@ -11,9 +11,9 @@ namespace mptrain {
 ComputeType gemm_reader_compute(GemmReader reader, const Policy& policy) {
   switch (reader) {
     case GemmReader::Linear:
-      return policy.rule(OpKind::Linear).compute;
+      return policy.rule(OpRole::Linear).compute;
     case GemmReader::LmHead:
-      return policy.rule(OpKind::LmHead).compute;
+      return policy.rule(OpRole::LmHead).compute;
     case GemmReader::None:
       break;
   }
@@ -47,7 +47,7 @@ size_t WeightCopies::layout(const ParamTable& table, GemmReaderFn reader, const 
       continue;
     }
     const StorageType t = small ? policy.small_weights
-                                : policy.operand(r == GemmReader::LmHead ? OpKind::LmHead : OpKind::Linear);
+                                : policy.operand(r == GemmReader::LmHead ? OpRole::LmHead : OpRole::Linear);
     if (!(run && t == run_type)) bytes = aligned(bytes);
     if (entries) (*entries)[s] = {bytes, spec.offset, spec.numel, t, c, true};
     bytes += spec.numel * storage_bytes(t);

@@ -11,8 +11,10 @@
 // Deviations from autocast, on purpose, are in each rule's note (e.g. logits stay fp32
 // because the fused cross-entropy reads fp32 and writes dlogits in place).
 //
-// The model (src/model/gpt2.cpp) reads this table to choose every activation's storage dtype
-// and every GEMM's operand format; `mptrain explain` prints it. Nothing else decides dtypes.
+// The table has one rule per precision role (precision/op_role.h), and every op of the interface
+// names its roles (backend/op_list.h), so every op has its rule. The models (model/gpt2.cpp,
+// bert.cpp, llama.cpp) read it to choose every activation's storage dtype and every GEMM's operand
+// format; `mptrain explain` prints the rows of the roles a model uses. Nothing else decides dtypes.
 #pragma once
 #include <string>
 #include <string_view>
@@ -20,32 +22,14 @@
 
 #include "core/dtype.h"
 #include "precision/caps.h"
+#include "precision/op_role.h"
 #include "precision/precision.h"
 
 namespace mptrain {
 
-// The kinds of op a transformer is made of. One rule per kind.
-enum class OpKind {
-  Embedding,     // wte[token] + wpe[t]
-  LayerNorm,     // ln_1, ln_2, ln_f
-  Linear,        // c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj (GEMM + bias)
-  AttnScores,    // Q·K^T per head
-  Softmax,       // causal softmax of the scaled scores
-  AttnValues,    // P·V per head
-  Gelu,          // tanh GELU between the MLP's two linears
-  Residual,      // x + f(x)
-  LmHead,        // lnf · wte^T (tied)
-  Loss,          // fused softmax + cross-entropy over the vocabulary
-  GradNorm,      // global gradient norm and clipping
-  Optimizer,     // AdamW / Sophia update of the fp32 master weights
-  NewtonSchulz,  // Muon's orthogonalisation of each hidden matrix's update (optim/muon.h)
-};
-constexpr int kNumOpKinds = 13;
-
-const char* op_name(OpKind op);  // "layernorm", "linear", "attn_scores", ...
-
+// The rule of one precision role (precision/op_role.h: the roles backend/op_list.h gives each op).
 struct OpRule {
-  OpKind op;
+  OpRole op;
   StorageType input;       // dtype of the activation it reads
   ComputeType compute;     // dtype of its multiplies / elementwise math
   StorageType accumulate;  // dtype of its sums (fp32 everywhere)
@@ -55,15 +39,15 @@ struct OpRule {
   std::string note;        // why, where it differs from autocast, CPU emulation
 };
 
-// One op's dtype forced by --op-precision op=dtype.
+// One role's dtype forced by --op-precision role=dtype.
 struct OpOverride {
-  OpKind op;
+  OpRole op;
   ComputeType dtype;
 };
 
 struct Policy {
   Precision precision = Precision::Fp32;
-  std::vector<OpRule> rules;  // indexed by OpKind
+  std::vector<OpRule> rules;  // indexed by OpRole, one a role
   StorageType master_weights = StorageType::F32;
   StorageType gradients = StorageType::F32;
   StorageType optimizer_state = StorageType::F32;
@@ -84,11 +68,11 @@ struct Policy {
   StorageType small_weights = StorageType::F32;     // how non-GEMM weights are read: LayerNorm gains and
                                                     // biases, linear biases, the position embeddings
 
-  const OpRule& rule(OpKind op) const { return rules[static_cast<size_t>(op)]; }
+  const OpRule& rule(OpRole op) const { return rules[static_cast<size_t>(op)]; }
   // The storage a GEMM op (Linear, AttnScores, AttnValues, LmHead, NewtonSchulz) reads its operands in: its
   // compute type's storage, except TF32 (fp32 storage, rounded values) and fp16 without fp16
   // GEMMs in caps (fp16 values held in fp32). Weight copies and converted-once gradients use it.
-  StorageType operand(OpKind gemm) const;
+  StorageType operand(OpRole gemm) const;
   // True when every rule of the model is plain fp32 (the optimizer's Newton–Schulz GEMMs aside):
   // the model then reads its fp32 master weights, with no GEMM weight copies.
   bool all_fp32() const;

@@ -227,7 +227,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // Sophia's b (tokens per optimizer step) and its label-sampling seed (the run's seed); Muon's
   // Newton–Schulz arithmetic (the policy's) and its AdamW group's lr relative to the schedule's.
   r.muon = opt.muon;
-  r.muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
+  r.muon.ns_math = policy.rule(OpRole::NewtonSchulz).compute;
   if (opt.muon_adamw_lr > 0.0f) r.muon.adamw_lr_ratio = opt.muon_adamw_lr / opt.lr;
   r.make_opt = [&r](const ParamTable& table) {
     return make_optimizer(r.opt.optimizer, table, r.opt.adamw, r.opt.sophia, r.tokens_per_step, r.opt.seed,

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/context.h"
 #include "backend/device.h"
@@ -22,6 +23,30 @@ TEST(Conformance, CpuBackendMatchesTheFloat64ReferenceOnEveryCaseItAccepts) {
   cpu::Context ctx;
   cpu::CpuBackend be(ctx);
   conformance::run_all(be);
+}
+
+// The tensors each op's cases enumerate dtypes over are read off its Args' views(): an op's own
+// choices, without the views that follow another's dtype or belong to another op of the Args.
+TEST(Conformance, DtypeListsComeFromTheArgsViews) {
+  using Names = std::vector<std::string>;
+  auto names = [](Op op) {
+    Names n;
+    for (const char* s : op_dtype_tensors(op)) n.push_back(s);
+    return n;
+  };
+  EXPECT_EQ(names(Op::Linear), (Names{"out", "x", "w"}));
+  EXPECT_EQ(names(Op::LinearActivation), (Names{"out", "x", "w", "pre"}));
+  EXPECT_EQ(names(Op::LinearResidual), (Names{"out", "x", "w", "residual"}));
+  EXPECT_EQ(names(Op::LinearBackward), (Names{"dx", "dw", "dy", "x", "w"}));
+  EXPECT_EQ(names(Op::LinearActivationBackward), (Names{"dx", "dw", "dy", "x", "w", "pre"}));
+  EXPECT_EQ(names(Op::RmsNormBackward), (Names{"dx", "dgamma", "dout", "x", "gamma"}));
+  EXPECT_EQ(names(Op::Attention), (Names{"qkv", "out", "probs"}));
+  EXPECT_EQ(names(Op::AttentionBackward), (Names{"qkv", "out", "probs"}));
+  EXPECT_EQ(names(Op::EmbeddingBackward), (Names{"dword", "dout"}));
+  EXPECT_EQ(names(Op::CrossEntropy), (Names{"dlogits", "logits"}));
+  EXPECT_EQ(names(Op::SwigluBackward), (Names{"dgate_up", "dout", "gate_up"}));
+  for (int i = 0; i < kNumOps; ++i)
+    EXPECT_FALSE(names(static_cast<Op>(i)).empty()) << backend_op_name(static_cast<Op>(i));
 }
 
 // The CUDA half's list, made here from the CUDA backend's own capability check (its sizing-only

@@ -230,75 +230,10 @@ inline std::vector<std::vector<StorageType>> type_tuples(size_t positions) {
   return out;
 }
 
-// The tensors each op's cases enumerate dtypes over, in order; the rest of a case's views take
-// one of these types, as its generator says (a linear's bias is asked by name).
-inline std::vector<const char*> op_tensors(Op op) {
-  switch (op) {
-    case Op::Cast:
-    case Op::Accumulate:
-    case Op::ToOperand:
-    case Op::GatherRows:
-    case Op::ScatterAddRows:
-      return {"dst", "src"};
-    case Op::Linear:
-      return {"out", "x", "w"};
-    case Op::LinearActivation:
-      return {"out", "x", "w", "pre"};
-    case Op::LinearResidual:
-      return {"out", "x", "w", "residual"};
-    case Op::LinearBackward:
-      return {"dx", "dw", "dy", "x", "w"};
-    case Op::LinearActivationBackward:
-      return {"dx", "dw", "dy", "x", "w", "pre"};
-    case Op::LayerNorm:
-    case Op::RmsNorm:
-      return {"out", "x", "gamma"};
-    case Op::LayerNormBackward:
-    case Op::RmsNormBackward:
-      return {"dx", "dgamma", "dout", "x", "gamma"};
-    case Op::Attention:
-    case Op::AttentionBackward:
-      return {"qkv", "probs", "out"};
-    case Op::CrossEntropy:
-    case Op::SampledCrossEntropy:
-      return {"dlogits", "logits"};
-    case Op::Embedding:
-      return {"out", "word"};
-    case Op::EmbeddingBackward:
-      return {"dword", "dout"};
-    case Op::ArgmaxRows:
-    case Op::SumSquares:
-    case Op::Scale:
-      return {"x"};
-    case Op::AdamW:
-      return {"params", "grads", "m", "v"};
-    case Op::Sophia:
-      return {"params", "grads", "m", "h"};
-    case Op::SophiaHessian:
-      return {"h", "ghat"};
-    case Op::CountUnclipped:
-      return {"m", "h"};
-    case Op::UnscaleCheck:
-      return {"grads"};
-    case Op::Matmul:
-      return {"c", "a", "b"};
-    case Op::MuonMomentum:
-      return {"m", "grads", "u"};
-    case Op::MuonUpdate:
-      return {"params", "o"};
-    case Op::Rope:
-      return {"x"};
-    case Op::Swiglu:
-      return {"out", "gate_up"};
-    case Op::SwigluBackward:
-      return {"dgate_up", "dout", "gate_up"};
-    case Op::Relu2:
-      return {"out", "x"};
-    case Op::Relu2Backward:
-      return {"dx", "dout", "x"};
-  }
-  return {};
-}
+// The tensors each op's cases enumerate dtypes over, in order: the op's own dtype choices, read off
+// its Args' views() (backend.h's op_dtype_tensors); the rest of a case's views take one of these
+// types, as its generator says (a linear's bias is asked by name).
+inline std::vector<const char*> op_tensors(Op op) { return op_dtype_tensors(op); }
 
 // The question of a case: the op, its enumerated tensors' types in op_tensors' order, the
 // products' arithmetic, and any further named tensor the case gives the op.

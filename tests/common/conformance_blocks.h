@@ -347,7 +347,7 @@ inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
   for (const bool rms : {false, true}) {
     const Op fwd = rms ? Op::RmsNorm : Op::LayerNorm, bwd = rms ? Op::RmsNormBackward : Op::LayerNormBackward;
     // Forward: {out, x, gamma} (beta: gamma's type).
-    for (const auto& t : type_tuples(3)) {
+    for (const auto& t : type_tuples(op_tensors(fwd).size())) {
       if (!asks(be, fwd, t)) continue;
       for (const Shape sh : shapes_for(t))
         out.push_back({fwd, false,
@@ -375,7 +375,7 @@ inline void layernorm_cases(const Backend& be, std::vector<Case>& out) {
                        }});
     }
     // Backward: {dx, dgamma, dout, x, gamma} (dbeta: dgamma's type); dx, dgamma, dbeta accumulated.
-    for (const auto& t : type_tuples(5)) {
+    for (const auto& t : type_tuples(op_tensors(bwd).size())) {
       if (!asks(be, bwd, t)) continue;
       for (const Shape sh : shapes_for(t))
         out.push_back(
@@ -455,7 +455,7 @@ inline Sequences sequences_of(Layout l, int B, int T) {
 inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, AttentionShape s, Layout l) {
   const std::string name =
       std::string("attention+backward ") + layout_name(l) + " " +
-      describe_dtypes(Op::Attention, {ty.qkv, ty.probs, ty.out}) + " scores=" + compute_name(ty.scores) +
+      describe_dtypes(Op::Attention, {ty.qkv, ty.out, ty.probs}) + " scores=" + compute_name(ty.scores) +
       " values=" + compute_name(ty.values) + " B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) +
       " NH=" + std::to_string(s.NH) + " HS=" + std::to_string(s.HS) + (s.KV ? " KV=" + std::to_string(s.KV) : "");
   out.push_back({Op::Attention, false, name, [=](Backend& b, Outcome& o) {
@@ -579,7 +579,7 @@ inline void attention_case(std::vector<Case>& out, const AttentionDtypes& ty, At
 inline void attention_cases(const Backend& be, std::vector<Case>& out) {
   const AttentionShape sweep{2, 9, 2, 8};
   const AttentionShape shapes[] = {{2, 17, 2, 32}, {2, 65, 2, 64}, {2, 33, 2, 128}};
-  for (const auto& t : type_tuples(3))
+  for (const auto& t : type_tuples(op_tensors(Op::Attention).size()))  // {qkv, out, probs}
     for (const ComputeType scores : kMaths) {
       if (!asks(be, Op::Attention, t, scores) || !asks(be, Op::AttentionBackward, t, scores)) continue;
       // The values' arithmetic (not in supports()' question yet): the scores', and for fp32 storage
@@ -592,7 +592,7 @@ inline void attention_cases(const Backend& be, std::vector<Case>& out) {
       const bool classes = uniform && std::find(natural.begin(), natural.end(), scores) != natural.end();
       for (const ComputeType v : values)
         for (const Layout l : {Layout::Causal, Layout::Masked, Layout::Packed}) {
-          const AttentionDtypes ty{t[0], t[1], t[2], scores, v};
+          const AttentionDtypes ty{.qkv = t[0], .probs = t[2], .out = t[1], .scores = scores, .values = v};
           attention_case(out, ty, sweep, l);
           if (classes && v == scores) {
             for (const AttentionShape& s : shapes) attention_case(out, ty, s, l);

@@ -16,7 +16,7 @@ inline void cross_entropy_cases(const Backend& be, std::vector<Case>& out) {
   };
   const Shape shapes[] = {{7, 33, 40}, {5, 257, 264}};
   for (const bool sampled : {false, true})
-    for (const auto& t : type_tuples(2)) {
+    for (const auto& t : type_tuples(op_tensors(Op::CrossEntropy).size())) {
       const Op op = sampled ? Op::SampledCrossEntropy : Op::CrossEntropy;
       if (!asks(be, op, t)) continue;
       // dlogits apart, in place (logits' own dtype), or none (the loss only; dlogits' place holds
@@ -81,7 +81,7 @@ inline void cross_entropy_cases(const Backend& be, std::vector<Case>& out) {
 inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
   enum class Kind { Gpt2, Bert, Packed, Llama };  // Llama: the token rows alone, no positions
   for (const bool backward : {false, true})
-    for (const auto& t : type_tuples(2)) {
+    for (const auto& t : type_tuples(op_tensors(Op::Embedding).size())) {
       const Op op = backward ? Op::EmbeddingBackward : Op::Embedding;
       if (!asks(be, op, t)) continue;
       for (const Kind kind : {Kind::Gpt2, Kind::Bert, Kind::Packed, Kind::Llama})
@@ -155,7 +155,7 @@ inline void embedding_cases(const Backend& be, std::vector<Case>& out) {
 
 inline void rows_cases(const Backend& be, std::vector<Case>& out) {
   const std::vector<int> picks = {8, 0, 5, 3};  // distinct rows of a 9-row tensor
-  for (const auto& t : type_tuples(2))
+  for (const auto& t : type_tuples(op_tensors(Op::GatherRows).size()))
     for (const int C : {8, 33}) {
       const std::string shape = " rows=9 count=4 C=" + std::to_string(C);
       if (asks(be, Op::GatherRows, t))
@@ -326,7 +326,7 @@ inline void muon_cases(const Backend& be, std::vector<Case>& out) {
     int M, K, N;
   };
   const Shape sweep{5, 8, 9}, shapes[] = {{33, 40, 65}, {64, 64, 64}};
-  for (const auto& t : type_tuples(3)) {
+  for (const auto& t : type_tuples(op_tensors(Op::Matmul).size())) {
     if (t[1] != t[2] || (t[0] != t[1] && t[0] != F32)) continue;  // the entry point's contract
     for (const ComputeType m : kMaths) {
       if (!asks(be, Op::Matmul, t, m)) continue;
@@ -515,7 +515,7 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
     int rows, T, W, heads, hs;
   };
   const RopeShape rope_shapes[] = {{6, 3, 40, 3, 8}, {130, 65, 3 * 64, 2, 64}, {8, 8, 6 * 36, 4, 36}};
-  for (const auto& t : type_tuples(1)) {
+  for (const auto& t : type_tuples(op_tensors(Op::Rope).size())) {
     if (!asks(be, Op::Rope, t)) continue;
     for (const RopeShape sh : rope_shapes)
       for (const bool inverse : {false, true})

@@ -159,7 +159,7 @@ TEST(BertMixed, ActivationPlanStoresGemmInputsInBf16) {
   EXPECT_EQ(m32.weight_copy_bytes(), 0u);
   EXPECT_EQ(m32.precision(), Precision::Fp32);
   EXPECT_EQ(model.precision(), Precision::Bf16);
-  EXPECT_EQ(model.policy().rule(OpKind::Linear).compute, ComputeType::BF16);
+  EXPECT_EQ(model.policy().rule(OpRole::Linear).compute, ComputeType::BF16);
 }
 
 TEST(BertMixed, WeightCopiesAreRefreshedAfterParamsChange) {

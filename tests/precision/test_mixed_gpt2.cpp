@@ -232,7 +232,7 @@ TEST(MixedGpt2, GpuPlanKeepsTheStreamLogitsAndGradientsIn16Bits) {
     EXPECT_EQ(model.activation_bytes(), plan.total_bytes());
     // Every parameter has a 16-bit copy (the GEMM weights had one already on the CPU's plan).
     EXPECT_GE(model.weight_copy_bytes(), model.num_params() * 2);
-    if (cpu.operand(OpKind::Linear) == t) {  // (this CPU's fp16 copies may be fp32-held values)
+    if (cpu.operand(OpRole::Linear) == t) {  // (this CPU's fp16 copies may be fp32-held values)
       EXPECT_GT(model.weight_copy_bytes(), gpt2_weight_copy_bytes(k.config, cpu));
     }
     EXPECT_EQ(lowp_grad_floats(model.num_params(), gpu), (model.num_params() + 1) / 2);

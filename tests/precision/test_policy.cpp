@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "backend/backend.h"
 #include "backend/device.h"
 #include "common/test_util.h"
 #include "core/error.h"
@@ -19,11 +20,11 @@ constexpr StorageType F32 = StorageType::F32, BF16 = StorageType::BF16, F16 = St
 
 TEST(Policy, Fp32IsAllFp32) {
   const Policy p = make_policy(Precision::Fp32);
-  ASSERT_EQ(p.rules.size(), static_cast<size_t>(kNumOpKinds));
+  ASSERT_EQ(p.rules.size(), static_cast<size_t>(kNumOpRoles));
   EXPECT_TRUE(p.all_fp32());
   EXPECT_FALSE(p.uses_fp16());
-  for (int k = 0; k < kNumOpKinds; ++k)
-    EXPECT_EQ(p.rules[k].op, static_cast<OpKind>(k)) << "rules indexed by OpKind";
+  for (int k = 0; k < kNumOpRoles; ++k)
+    EXPECT_EQ(p.rules[k].op, static_cast<OpRole>(k)) << "rules indexed by OpRole";
 }
 
 TEST(Policy, Bf16FollowsAutocast) {
@@ -31,50 +32,50 @@ TEST(Policy, Bf16FollowsAutocast) {
   EXPECT_FALSE(p.all_fp32());
   EXPECT_FALSE(p.uses_fp16());
   // GEMM-like ops: bf16 products, fp32 accumulation, bf16 output (logits excepted, see below).
-  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
-    EXPECT_EQ(p.rule(op).compute, ComputeType::BF16) << op_name(op);
-    EXPECT_EQ(p.rule(op).accumulate, F32) << op_name(op);
+  for (OpRole op : {OpRole::Linear, OpRole::AttnScores, OpRole::AttnValues, OpRole::LmHead}) {
+    EXPECT_EQ(p.rule(op).compute, ComputeType::BF16) << role_name(op);
+    EXPECT_EQ(p.rule(op).accumulate, F32) << role_name(op);
   }
-  EXPECT_EQ(p.rule(OpKind::Linear).output, BF16);
-  EXPECT_EQ(p.rule(OpKind::AttnValues).output, BF16);
-  EXPECT_EQ(p.rule(OpKind::LmHead).output, F32);      // fused loss reads fp32 logits (stated in the note)
-  EXPECT_EQ(p.rule(OpKind::AttnScores).output, F32);  // scores go to the fp32 softmax
+  EXPECT_EQ(p.rule(OpRole::Linear).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::AttnValues).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::LmHead).output, F32);      // fused loss reads fp32 logits (stated in the note)
+  EXPECT_EQ(p.rule(OpRole::AttnScores).output, F32);  // scores go to the fp32 softmax
   // fp32 ops.
-  for (OpKind op : {OpKind::Embedding, OpKind::LayerNorm, OpKind::Softmax, OpKind::Gelu, OpKind::Residual,
-                    OpKind::Loss, OpKind::GradNorm, OpKind::Optimizer})
-    EXPECT_EQ(p.rule(op).compute, ComputeType::F32) << op_name(op);
-  EXPECT_EQ(p.rule(OpKind::Residual).output, F32);
-  EXPECT_EQ(p.rule(OpKind::Embedding).output, F32);
-  EXPECT_EQ(p.rule(OpKind::Loss).output, F32);
+  for (OpRole op : {OpRole::Embedding, OpRole::LayerNorm, OpRole::Softmax, OpRole::Gelu, OpRole::Residual,
+                    OpRole::Loss, OpRole::GradNorm, OpRole::Optimizer})
+    EXPECT_EQ(p.rule(op).compute, ComputeType::F32) << role_name(op);
+  EXPECT_EQ(p.rule(OpRole::Residual).output, F32);
+  EXPECT_EQ(p.rule(OpRole::Embedding).output, F32);
+  EXPECT_EQ(p.rule(OpRole::Loss).output, F32);
   // Saved for backward in bf16: what feeds a GEMM.
-  EXPECT_EQ(p.rule(OpKind::LayerNorm).saved, BF16);
-  EXPECT_EQ(p.rule(OpKind::Softmax).saved, BF16);
-  EXPECT_EQ(p.rule(OpKind::Gelu).saved, BF16);
+  EXPECT_EQ(p.rule(OpRole::LayerNorm).saved, BF16);
+  EXPECT_EQ(p.rule(OpRole::Softmax).saved, BF16);
+  EXPECT_EQ(p.rule(OpRole::Gelu).saved, BF16);
   EXPECT_EQ(p.master_weights, F32);
   EXPECT_EQ(p.gradients, F32);
   EXPECT_EQ(p.optimizer_state, F32);
-  EXPECT_NE(p.rule(OpKind::LmHead).note.find("fp32"), std::string::npos);
+  EXPECT_NE(p.rule(OpRole::LmHead).note.find("fp32"), std::string::npos);
 }
 
 TEST(Policy, Tf32IsFp32StorageWithTf32Gemms) {
   const Policy p = make_policy(Precision::Tf32);
   EXPECT_FALSE(p.all_fp32());
-  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::TF32);
+  EXPECT_EQ(p.rule(OpRole::Linear).compute, ComputeType::TF32);
   for (const OpRule& r : p.rules) {
-    EXPECT_EQ(r.input, F32) << op_name(r.op);
-    EXPECT_EQ(r.output, F32) << op_name(r.op);
-    EXPECT_EQ(r.saved, F32) << op_name(r.op);
+    EXPECT_EQ(r.input, F32) << role_name(r.op);
+    EXPECT_EQ(r.output, F32) << role_name(r.op);
+    EXPECT_EQ(r.saved, F32) << role_name(r.op);
   }
-  EXPECT_NE(p.rule(OpKind::Linear).note.find("emulation"), std::string::npos) << "tf32 on a CPU must say so";
+  EXPECT_NE(p.rule(OpRole::Linear).note.find("emulation"), std::string::npos) << "tf32 on a CPU must say so";
 }
 
 TEST(Policy, Fp16UsesFp16AndSaysItIsEmulated) {
   const Policy p = make_policy(Precision::Fp16);
   EXPECT_TRUE(p.uses_fp16());
-  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::F16);
-  EXPECT_EQ(p.rule(OpKind::LayerNorm).output, F16);
-  EXPECT_EQ(p.rule(OpKind::Loss).compute, ComputeType::F32);
-  EXPECT_NE(p.rule(OpKind::Linear).note.find("65504"), std::string::npos);
+  EXPECT_EQ(p.rule(OpRole::Linear).compute, ComputeType::F16);
+  EXPECT_EQ(p.rule(OpRole::LayerNorm).output, F16);
+  EXPECT_EQ(p.rule(OpRole::Loss).compute, ComputeType::F32);
+  EXPECT_NE(p.rule(OpRole::Linear).note.find("65504"), std::string::npos);
 }
 
 // The tensors between ops (policy.h): fp32 on the CPU's plan, except dlogits, which the loss
@@ -82,9 +83,9 @@ TEST(Policy, Fp16UsesFp16AndSaysItIsEmulated) {
 TEST(Policy, TensorsBetweenOpsFollowThePlanAndTheBackend) {
   for (Precision pr : {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16}) {
     const Policy p = make_policy(pr);
-    EXPECT_EQ(p.residual_stream, p.rule(OpKind::Residual).output) << precision_name(pr);
-    EXPECT_EQ(p.logits, p.rule(OpKind::LmHead).output) << precision_name(pr);
-    EXPECT_EQ(p.dlogits, p.operand(OpKind::LmHead)) << precision_name(pr);
+    EXPECT_EQ(p.residual_stream, p.rule(OpRole::Residual).output) << precision_name(pr);
+    EXPECT_EQ(p.logits, p.rule(OpRole::LmHead).output) << precision_name(pr);
+    EXPECT_EQ(p.dlogits, p.operand(OpRole::LmHead)) << precision_name(pr);
     for (StorageType t : {p.residual_stream, p.logits, p.activation_grads, p.weight_grads, p.small_weights})
       EXPECT_EQ(t, F32) << precision_name(pr);
   }
@@ -94,35 +95,35 @@ TEST(Policy, TensorsBetweenOpsFollowThePlanAndTheBackend) {
   // fp16 GEMMs: fp16 operands where the backend multiplies fp16, fp16 values in fp32 elsewhere.
   const Policy emulated = make_policy(Precision::Fp16, {}, BackendCaps{.fp16_gemm = false});
   const Policy native = make_policy(Precision::Fp16, {}, BackendCaps{.fp16_gemm = true});
-  for (OpKind op : {OpKind::Linear, OpKind::AttnScores, OpKind::AttnValues, OpKind::LmHead}) {
-    EXPECT_EQ(emulated.operand(op), F32) << op_name(op);
-    EXPECT_EQ(native.operand(op), F16) << op_name(op);
+  for (OpRole op : {OpRole::Linear, OpRole::AttnScores, OpRole::AttnValues, OpRole::LmHead}) {
+    EXPECT_EQ(emulated.operand(op), F32) << role_name(op);
+    EXPECT_EQ(native.operand(op), F16) << role_name(op);
   }
   EXPECT_EQ(emulated.dlogits, F32);
   EXPECT_EQ(native.dlogits, F16);
-  EXPECT_EQ(make_policy(Precision::Bf16, {}, BackendCaps{.fp16_gemm = true}).operand(OpKind::Linear), BF16);
+  EXPECT_EQ(make_policy(Precision::Bf16, {}, BackendCaps{.fp16_gemm = true}).operand(OpRole::Linear), BF16);
   // operand() is for GEMMs only.
-  expect_error([] { (void)make_policy(Precision::Bf16).operand(OpKind::LayerNorm); }, "not a GEMM");
+  expect_error([] { (void)make_policy(Precision::Bf16).operand(OpRole::LayerNorm); }, "not a GEMM");
 }
 
 TEST(Policy, OverridesDeriveDependentDtypes) {
   // linear=fp32 under bf16: its input (LayerNorm's output) and its outputs become fp32 too.
   Policy p = make_policy(Precision::Bf16, parse_op_precision({"linear=fp32"}));
-  EXPECT_EQ(p.rule(OpKind::Linear).compute, ComputeType::F32);
-  EXPECT_EQ(p.rule(OpKind::LayerNorm).output, F32);
-  EXPECT_EQ(p.rule(OpKind::Linear).output, F32);
-  EXPECT_EQ(p.rule(OpKind::AttnValues).compute, ComputeType::BF16);
+  EXPECT_EQ(p.rule(OpRole::Linear).compute, ComputeType::F32);
+  EXPECT_EQ(p.rule(OpRole::LayerNorm).output, F32);
+  EXPECT_EQ(p.rule(OpRole::Linear).output, F32);
+  EXPECT_EQ(p.rule(OpRole::AttnValues).compute, ComputeType::BF16);
   // gelu=fp32 keeps GELU's output fp32; gelu=bf16 under fp32 makes it bf16 (and the model mixed).
   p = make_policy(Precision::Bf16, parse_op_precision({"gelu=fp32"}));
-  EXPECT_EQ(p.rule(OpKind::Gelu).output, F32);
+  EXPECT_EQ(p.rule(OpRole::Gelu).output, F32);
   p = make_policy(Precision::Fp32, parse_op_precision({"gelu=bf16"}));
-  EXPECT_EQ(p.rule(OpKind::Gelu).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::Gelu).output, BF16);
   EXPECT_FALSE(p.all_fp32());
   // Several overrides, comma-separated and repeated.
   const auto o = parse_op_precision({"gelu=fp16,lm_head=fp32", "attn_scores=tf32"});
   ASSERT_EQ(o.size(), 3u);
-  EXPECT_EQ(o[0].op, OpKind::Gelu);
-  EXPECT_EQ(o[1].op, OpKind::LmHead);
+  EXPECT_EQ(o[0].op, OpRole::Gelu);
+  EXPECT_EQ(o[1].op, OpRole::LmHead);
   EXPECT_EQ(o[2].dtype, ComputeType::TF32);
 }
 
@@ -143,6 +144,72 @@ TEST(Policy, RefusesOpsThatCannotRunInTheDtype) {
   expect_error([] { parse_op_precision({"gelu=half"}); }, "unknown dtype 'half'");
   expect_error([] { parse_op_precision({"gelu"}); }, "expects op=dtype");
   expect_error([] { parse_precision("fp8"); }, "unknown precision 'fp8'");
+}
+
+// One vocabulary: every op of the interface names the roles whose rules decide its dtypes
+// (backend/op_list.h; non-empty is checked at compile time), and the policy has a rule for each.
+TEST(Policy, EveryOpOfTheInterfaceHasItsRoleRule) {
+  const Policy p = make_policy(Precision::Bf16);
+  ASSERT_EQ(p.rules.size(), static_cast<size_t>(kNumOpRoles));
+  for (int i = 0; i < kNumOps; ++i) {
+    const Op op = static_cast<Op>(i);
+    ASSERT_NE(op_roles(op), 0u) << backend_op_name(op);
+    for (int r = 0; r < kNumOpRoles; ++r) {
+      if (has_role(op_roles(op), static_cast<OpRole>(r))) {
+        EXPECT_EQ(p.rule(static_cast<OpRole>(r)).op, static_cast<OpRole>(r)) << backend_op_name(op);
+      }
+    }
+  }
+  EXPECT_EQ(op_roles(Op::Attention), role(OpRole::AttnScores) | role(OpRole::Softmax) | role(OpRole::AttnValues));
+  EXPECT_EQ(op_roles(Op::Swiglu), role(OpRole::Swiglu));
+  EXPECT_EQ(op_roles(Op::Rope), role(OpRole::Rope));
+  EXPECT_EQ(op_roles(Op::RmsNormBackward), role(OpRole::RmsNorm));
+}
+
+// Llama's ops have rules of their own: RMSNorm and rotary embeddings like LayerNorm's fp32 math,
+// SwiGLU and ReLU² like GELU (the linear's dtype by default), each with its own override.
+TEST(Policy, LlamaOpsHaveTheirOwnRulesAndKnobs) {
+  Policy p = make_policy(Precision::Bf16);
+  for (const OpRole r : {OpRole::RmsNorm, OpRole::Rope, OpRole::Swiglu, OpRole::Relu2})
+    EXPECT_EQ(p.rule(r).compute, ComputeType::F32) << role_name(r);
+  EXPECT_EQ(p.rule(OpRole::RmsNorm).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::Rope).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::Swiglu).output, BF16);
+  EXPECT_EQ(p.rule(OpRole::Relu2).output, BF16);
+  p = make_policy(Precision::Bf16, parse_op_precision({"swiglu=fp32"}));
+  EXPECT_EQ(p.rule(OpRole::Swiglu).output, F32);
+  EXPECT_EQ(p.rule(OpRole::Gelu).output, BF16) << "each activation has its own knob";
+  EXPECT_EQ(p.rule(OpRole::Relu2).output, BF16);
+  p = make_policy(Precision::Fp32, parse_op_precision({"relu2=fp16"}));
+  EXPECT_EQ(p.rule(OpRole::Relu2).output, F16);
+  EXPECT_TRUE(p.uses_fp16());
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"rope=bf16"})); },
+               "[precision] rope cannot run in bf16: it turns q and k in place");
+  expect_error([] { make_policy(Precision::Fp16, parse_op_precision({"rmsnorm=fp16"})); },
+               "[precision] rmsnorm cannot run in fp16");
+  expect_error([] { make_policy(Precision::Bf16, parse_op_precision({"swiglu=tf32"})); },
+               "swiglu cannot run in tf32");
+}
+
+// A Llama's plan prints its own rows: RMSNorm, rotary embeddings and its MLP's activation, where
+// GPT-2's prints LayerNorm and GELU.
+TEST(Explain, LlamaPrintsItsOwnRows) {
+  const auto swiglu = testing::run_mptrain("explain --preset llama-tiny --precision bf16 --batch 2 --seq 32");
+  ASSERT_EQ(swiglu.exit_code, 0) << swiglu.output;
+  for (const char* s : {"\nrmsnorm       fp32   fp32    fp32   bf16", "\nrope          bf16   fp32    fp32   bf16",
+                        "\nswiglu        bf16   fp32    fp32   bf16", "silu(gate)·up"})
+    EXPECT_NE(swiglu.output.find(s), std::string::npos) << s << " in:\n" << swiglu.output;
+  for (const char* s : {"\nlayernorm ", "\ngelu ", "\nrelu2 ", "\ncopy "})
+    EXPECT_EQ(swiglu.output.find(s), std::string::npos) << s << " in:\n" << swiglu.output;
+  const auto relu2 =
+      testing::run_mptrain("explain --preset llama-tiny --precision bf16 --batch 2 --seq 32 --mlp relu2");
+  ASSERT_EQ(relu2.exit_code, 0) << relu2.output;
+  EXPECT_NE(relu2.output.find("\nrelu2         bf16   fp32    fp32   bf16"), std::string::npos) << relu2.output;
+  EXPECT_EQ(relu2.output.find("\nswiglu "), std::string::npos) << relu2.output;
+  const auto gpt2 = testing::run_mptrain("explain --preset d2 --precision bf16 --batch 2 --seq 32");
+  ASSERT_EQ(gpt2.exit_code, 0) << gpt2.output;
+  for (const char* s : {"\nrmsnorm ", "\nrope ", "\nswiglu ", "\ncopy "})
+    EXPECT_EQ(gpt2.output.find(s), std::string::npos) << s << " in:\n" << gpt2.output;
 }
 
 TEST(Explain, PrintsThePlanAndTotals) {

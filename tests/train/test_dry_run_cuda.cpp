@@ -79,7 +79,7 @@ std::unique_ptr<Optimizer> optimizer_for(OptimizerKind kind, const Policy& polic
   SophiaHyper sophia;
   sophia.k = 1;
   MuonHyper muon;
-  muon.ns_math = policy.rule(OpKind::NewtonSchulz).compute;
+  muon.ns_math = policy.rule(OpRole::NewtonSchulz).compute;
   return make_optimizer(kind, table, AdamWHyper{}, sophia, 256.0, 7, be, muon);
 }
 
