@@ -9,13 +9,11 @@
 namespace mptrain {
 
 class Backend;
-namespace cpu {
-class Context;
-}  // namespace cpu
 
 bool cuda_compiled();   // was the CUDA backend built into this binary?
 int cuda_device_count(); // 0 when not compiled or no GPU/driver is present
 std::string cuda_device_name(int index);
+
 // What a CUDA backend may use. Both on is the product; the GPU ladder (`mptrain bench --device
 // cuda --ladder`) turns them off to show each one's share of the step.
 struct CudaOptions {
@@ -25,16 +23,8 @@ struct CudaOptions {
 // The CUDA backend of the op interface on GPU `device` (Error when this build has none, or the
 // machine has no such GPU).
 std::unique_ptr<Backend> make_cuda_backend(int device = 0, CudaOptions options = {});
-// The backend a command's --device names, built here for every command (train, bench, eval,
-// generate, fill-mask): "cpu" (on ctx's threads), "cuda" (GPU `gpu`, with `options`), or "auto"
-// (cuda when this build has a CUDA backend and a GPU is visible, else cpu). One clear Error for
-// any other name, and for cuda where this build or this machine has none.
-std::unique_ptr<Backend> make_backend(const std::string& device, cpu::Context& ctx, int gpu = 0,
-                                      CudaOptions options = {});
-// The device "auto" resolves to here ("cuda" or "cpu"); any other name is returned as given.
-std::string resolve_device(const std::string& device);
 // Why --device cuda cannot run here ("this build has no CUDA backend (...)", "no CUDA device is
-// visible"), or "" when it can: what make_backend refuses and what auto's choice says.
+// visible"), or "" when it can: what check_device refuses and what auto's choice says.
 std::string cuda_unavailable();
 // The CUDA backend's answers to what an activation plan or a memory estimate asks (the
 // attention's saved bytes, the fusions, the operand types), without a GPU: for `mptrain explain

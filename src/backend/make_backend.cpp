@@ -1,10 +1,12 @@
-// make_backend (backend/device.h): the one place a --device name becomes a backend.
+// make_backend (backend/device.h): the one place a --device becomes a backend and its plan.
+#include <omp.h>
+
 #include <memory>
 #include <string>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
-#include "backend/device.h"
+#include "backend/make_backend.h"
 #include "core/error.h"
 
 namespace mptrain {
@@ -14,19 +16,33 @@ std::string cuda_unavailable() {
   return cuda_device_count() > 0 ? "" : "no CUDA device is visible";
 }
 
-std::string resolve_device(const std::string& device) {
-  if (device != "auto") return device;
-  return cuda_unavailable().empty() ? "cuda" : "cpu";
+ResolvedDevice resolve_device(Device requested, PolicyOf policy_of) {
+  if (requested != Device::Auto) return {requested, ""};
+  const std::string why =
+      policy_of == PolicyOf::Cuda ? "--policy-of cuda runs the GPU's plan on the CPU" : cuda_unavailable();
+  const Device d = why.empty() ? Device::Cuda : Device::Cpu;
+  return {d, std::string("device auto: ") + device_name(d) + (why.empty() ? "" : " (" + why + ")")};
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& device, cpu::Context& ctx, int gpu,
-                                      CudaOptions options) {
-  const std::string d = resolve_device(device);
-  if (d == "cpu") return std::make_unique<cpu::CpuBackend>(ctx);
-  MPT_CHECK(d == "cuda", "--device must be cpu, cuda or auto, not '" + device + "'");
-  const std::string why = cuda_unavailable();
-  MPT_CHECK(why.empty(), "--device cuda: " + why);
-  return make_cuda_backend(gpu, options);
+void check_device(Device resolved, PolicyOf policy_of, std::string_view command) {
+  const std::string who = "[" + std::string(command) + "] ";
+  MPT_CHECK(resolved != Device::Auto, who + "--device auto was not resolved");
+  MPT_CHECK(resolved != Device::Cuda || policy_of != PolicyOf::Cuda,
+            who + "--policy-of runs another device's plan on the CPU backend: it needs --device cpu");
+  MPT_CHECK(resolved != Device::Cuda || cuda_unavailable().empty(), who + "--device cuda: " + cuda_unavailable());
+}
+
+std::unique_ptr<Backend> make_backend(Device device, int threads, int gpu, CudaOptions options) {
+  MPT_CHECK(threads >= 0, "--threads must be at least 0, not " + std::to_string(threads));
+  if (threads > 0) omp_set_num_threads(threads);
+  if (device == Device::Cuda) return make_cuda_backend(gpu, options);
+  MPT_CHECK(device == Device::Cpu, "[backend] make_backend needs a resolved device (cpu or cuda)");
+  return std::make_unique<cpu::CpuBackend>();
+}
+
+Policy plan_policy(Precision precision, PolicyOf policy_of, const Backend& be,
+                   const std::vector<OpOverride>& overrides) {
+  return make_policy(precision, overrides, plan_caps(policy_of, be.caps()));
 }
 
 }  // namespace mptrain

@@ -14,8 +14,8 @@
 #include <functional>
 #include <vector>
 
-#include "backend/cpu/context.h"
 #include "backend/device.h"
+#include "backend/make_backend.h"
 #include "bench/bert_layouts.h"
 #include "bench/bert_synthetic.h"
 #include "bench/child_result.h"
@@ -45,8 +45,8 @@ namespace {
 // data sheets of the H100 SXM and the H200 SXM (the same chip's arithmetic: 989 TFLOP/s both).
 constexpr double kHopperSxmBf16DenseTflops = 989.0;
 
-bool is_bert(const BenchOptions& o) { return o.model == "bert"; }
-bool is_llama(const BenchOptions& o) { return o.model == "llama"; }
+bool is_bert(const BenchOptions& o) { return o.model == ModelFamily::Bert; }
+bool is_llama(const BenchOptions& o) { return o.model == ModelFamily::Llama; }
 
 BertConfig bench_bert_config(const BenchOptions& o) { return bert_preset(o.preset, 30522, o.vocab_multiple); }
 
@@ -191,18 +191,17 @@ double run_cuda_peer(const BenchOptions& o, const ModelInfo& info) {
 // train_step that training runs.
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
-  const Precision precision = parse_precision(o.precision);
+  const Precision precision = o.precision;
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);
-  cpu::Context ctx;
-  const bool on_cuda = o.device == "cuda";
+  const bool on_cuda = o.device == Device::Cuda;
   // The backend's own plan (a GPU's: 16-bit stream, logits and gradients).
-  const auto backend = [&]() { return bench_backend(o, ctx); };
-  const auto policy_for = [&](const Backend& be) { return make_policy(precision, {}, be.caps()); };
+  const auto backend = [&]() { return bench_backend(o); };
+  const auto policy_for = [&](const Backend& be) { return plan_policy(precision, PolicyOf::Own, be); };
   const size_t n = static_cast<size_t>(o.batch) * o.seq;
   // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
   std::unique_ptr<CausalLm> lm;  // GPT-2 or Llama
@@ -231,10 +230,10 @@ BenchResult bench_one(const BenchOptions& o) {
   const ModelCore& core = bert ? static_cast<const ModelCore&>(*bert) : *lm;
   const ParamTable& table = core.table();
   const size_t num_params = core.num_params();
-  const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
+  const OptimizerKind kind = o.optimizer;
   Backend& model_backend = core.backend();
   MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
-  muon.qkv = parse_muon_qkv(o.muon_qkv);
+  muon.qkv = o.muon_qkv;
   muon.ns_math = policy_for(model_backend).rule(OpRole::NewtonSchulz).compute;
   std::unique_ptr<Optimizer> optimizer = make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{},
                                                         static_cast<double>(n), 1337, model_backend, muon);
@@ -371,7 +370,7 @@ BenchResult bench_one(const BenchOptions& o) {
         precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb,
         r.model_mb, r.last_loss, (long long)r.skipped_steps);
   if (info.peer_name.empty()) {
-    std::printf("peer: none for --model %s (compare it with GPT-2's bench at the same size)\n", o.model.c_str());
+    std::printf("peer: none for --model %s (compare it with GPT-2's bench at the same size)\n", model_family_name(o.model));
   } else if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
   } else if (on_cuda) {
     const double peer = run_cuda_peer(o, info);
@@ -454,17 +453,18 @@ LadderRung run_rung(const BenchOptions& o, int threads, const RungSpec& spec) {
   MPT_CHECK(!ec, "cannot find the mptrain executable (/proc/self/exe) to run the ladder's rungs");
   char peak[64] = "";
   if (o.peak_tflops > 0) std::snprintf(peak, sizeof(peak), " --peak-tflops %g", o.peak_tflops);
-  std::string device = " --device " + o.device;
-  if (o.device == "cuda")
+  std::string device = std::string(" --device ") + device_name(o.device);
+  if (o.device == Device::Cuda)
     device += std::string(spec.fuse ? "" : " --cuda-unfused") + (spec.flash ? "" : " --cuda-no-flash") +
               (spec.graphs ? " --graphs" : "");
   const int warmup = spec.graphs ? std::max(o.warmup, 2) : o.warmup;
-  const std::string cmd = self.string() + " bench --model " + o.model + " --preset " + o.preset +
+  const std::string cmd = self.string() + " bench --model " + model_family_name(o.model) + " --preset " + o.preset +
                           " --vocab-multiple " + std::to_string(spec.vocab_multiple) + " --batch " +
                           std::to_string(o.batch) + " --seq " + std::to_string(o.seq) + " --steps " +
                           std::to_string(o.steps) + " --warmup " + std::to_string(warmup) + " --threads " +
-                          std::to_string(threads) + " --optimizer " + o.optimizer +
-                          (o.optimizer == "muon" ? " --muon-qkv " + o.muon_qkv : std::string()) +
+                          std::to_string(threads) + " --optimizer " + optimizer_name(o.optimizer) +
+                          (o.optimizer == OptimizerKind::Muon ? std::string(" --muon-qkv ") + muon_qkv_name(o.muon_qkv)
+                                                              : std::string()) +
                           " --precision " + precision_name(spec.precision) + device + peak +
                           " --no-peer --quiet --progress none --result-line 2>&1";
   LadderRung rung;
@@ -564,14 +564,12 @@ int bert_bench_masked_positions(int B, int T) {
 
 std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   const QuietnessMeter meter;
-  MPT_CHECK(o.model == "gpt2" || o.model == "bert" || o.model == "llama",
-            "--model must be gpt2, llama or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);  // an unknown preset or a bad --seq fails here, once
-  const OptimizerKind kind = parse_optimizer_kind(o.optimizer);
-  const bool on_cuda = o.device == "cuda";
+  const OptimizerKind kind = o.optimizer;
+  const bool on_cuda = o.device == Device::Cuda;
   const double flops = info.flops_per_step;
   // One peak for every row, the bf16 GEMMs' (the GPU's bf16 tensor cores, or this CPU's bf16
   // kernels), so the MFU column compares rows.
@@ -579,7 +577,7 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
       on_cuda ? gpu_peak_flops(o) : cpu_peak_flops(threads, o.peak_tflops, Precision::Bf16);
   const std::vector<RungSpec> specs = on_cuda ? gpu_rungs(o) : cpu_rungs(o);
   std::printf("%s ladder: %s, batch %d x %d, %s, %d threads, %d warmup + %d timed steps (median) per rung\n",
-              on_cuda ? "GPU" : "precision", o.preset.c_str(), o.batch, o.seq, o.optimizer.c_str(), threads,
+              on_cuda ? "GPU" : "precision", o.preset.c_str(), o.batch, o.seq, optimizer_name(o.optimizer), threads,
               o.warmup, o.steps);
   std::fflush(stdout);
 
@@ -590,7 +588,7 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   const bool peer = o.peer && kind == OptimizerKind::AdamW;
   if (o.peer && !peer)
     std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
-                o.optimizer.c_str());
+                optimizer_name(o.optimizer));
   const int rounds = peer ? o.rounds : 1;
   const auto cpu_peer_for = [&](const RungSpec& r) { return peer && !on_cuda && peer_has(r.precision); };
   std::vector<std::vector<LadderRung>> runs(specs.size());
@@ -676,8 +674,8 @@ std::vector<LadderRung> run_ladder(const BenchOptions& o) {
   return rungs;
 }
 
-std::unique_ptr<Backend> bench_backend(const BenchOptions& o, cpu::Context& ctx) {
-  return make_backend(o.device, ctx, 0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
+std::unique_ptr<Backend> bench_backend(const BenchOptions& o) {
+  return make_backend(o.device, o.threads, 0, CudaOptions{.fuse = o.cuda_fuse, .flash = o.cuda_flash});
 }
 
 void report_quietness(const Quietness& q, bool ratio) {
@@ -686,14 +684,11 @@ void report_quietness(const Quietness& q, bool ratio) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
-  MPT_CHECK(o.device == "cpu" || o.device == "cuda", "--device must be cpu or cuda, not '" + o.device + "'");
-  MPT_CHECK(o.device == "cpu" || cuda_unavailable().empty(), "[bench] --device cuda: " + cuda_unavailable());
+  check_device(o.device, PolicyOf::Own, "bench");
   if (o.ladder) {
     const std::vector<LadderRung> rungs = run_ladder(o);
     return rungs.front().result;
   }
-  MPT_CHECK(o.model == "gpt2" || o.model == "bert" || o.model == "llama",
-            "--model must be gpt2, llama or bert, not '" + o.model + "'");
   MPT_CHECK(o.steps > 0 && o.warmup >= 0, "--steps must be positive and --warmup >= 0");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (!o.data.empty()) {

@@ -21,17 +21,19 @@
 #include <string>
 #include <vector>
 
+#include "backend/make_backend.h"
 #include "core/progress.h"
 #include "core/stats.h"  // median: every bench reports it
 #include "model/llama_config.h"
+#include "model/presets.h"
+#include "optim/muon.h"
+#include "optim/optimizer.h"
+#include "precision/precision.h"
 
 namespace mptrain {
 
 class Backend;
 struct Quietness;
-namespace cpu {
-class Context;
-}  // namespace cpu
 
 struct BenchOptions {
   // gpt2 | bert. BERT's synthetic instances (the same recipe in bench/pytorch_bert.py, so both
@@ -39,19 +41,19 @@ struct BenchOptions {
   // then [PAD]s, attention mask 0 there), segment A the first half of the content, random
   // WordPiece ids >= 999, round(15%) of each row's content positions masked ([MASK], labels the
   // original ids), a random NSP label per row; fresh ids, positions and labels every step.
-  std::string model = "gpt2";
+  ModelFamily model = ModelFamily::Gpt2;
   std::string preset = "gpt2";  // GPT-2 preset, or BERT preset (model/bert_config.h)
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
-  std::string device = "cpu";   // cpu | cuda (GPU 0: the same step on the CUDA backend)
+  Device device = Device::Cpu;  // cpu | cuda (GPU 0: the same step on the CUDA backend)
   int vocab_multiple = 128;     // the CLI defaults it to 64 for BERT (bert_preset's default)
   int batch = 4;
   int seq = 256;
   int steps = 5;                    // timed steps
   int warmup = 1;                   // untimed steps first
   int threads = 0;                  // 0 = all cores
-  std::string optimizer = "adamw";  // adamw | sophia | muon (default hyperparameters; Hessian every 10 steps)
-  std::string muon_qkv = "three";   // Muon: q, k, v as three matrices or one
-  std::string precision = "fp32";   // fp32 | tf32 | bf16 | fp16 (precision/precision.h)
+  OptimizerKind optimizer = OptimizerKind::AdamW;  // default hyperparameters; Sophia: Hessian every 10 steps
+  MuonQkv muon_qkv = MuonQkv::Three;               // Muon: q, k, v as three matrices or one
+  Precision precision = Precision::Fp32;
   bool ladder = false;              // every precision in one run (see above)
   bool result_line = false;         // also print one machine-readable "RESULT key=value ..." line
   bool peer = true;
@@ -94,8 +96,8 @@ struct BenchResult {
 // BERT's synthetic batch shape (the recipe above): masked positions in all of a B x T batch.
 int bert_bench_masked_positions(int B, int T);
 
-// The backend a bench step runs on: the CPU's (on ctx), or GPU 0's with --device cuda.
-std::unique_ptr<Backend> bench_backend(const BenchOptions& o, cpu::Context& ctx);
+// The backend a bench step runs on: the CPU's, or GPU 0's with --device cuda.
+std::unique_ptr<Backend> bench_backend(const BenchOptions& o);
 // The quietness line under every ratio (core/quietness.h), and its warning when other work took
 // CPU time during the run.
 void report_quietness(const Quietness& q, bool ratio);

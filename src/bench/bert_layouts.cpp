@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/context.h"
+#include "backend/make_backend.h"
 #include "core/error.h"
 #include "core/quietness.h"
 #include "core/stats.h"
@@ -58,7 +58,7 @@ LayoutResult bench_bert_layouts(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   const std::vector<Layout> layouts = layouts_of(o.batch_layout);
   MPT_CHECK(o.steps > 0 && o.warmup >= 0 && o.rounds > 0, "--steps and --rounds must be positive");
-  const Precision precision = parse_precision(o.precision);
+  const Precision precision = o.precision;
   const BertInstanceFile probe(o.data);
   BertConfig config = bert_preset(o.preset, static_cast<int>(probe.header().vocab_size), o.vocab_multiple);
   config.pad_token_id = probe.header().pad_id;
@@ -66,9 +66,8 @@ LayoutResult bench_bert_layouts(const BenchOptions& o) {
   // The training run's default: the recipe's 20 masked positions per sequence, or 15% of T.
   const int max_predictions = std::max(20, static_cast<int>(std::ceil(0.15 * T)));
 
-  cpu::Context ctx;
-  std::unique_ptr<Backend> be = bench_backend(o, ctx);
-  const Policy policy = make_policy(precision, {}, be->caps());
+  std::unique_ptr<Backend> be = bench_backend(o);
+  const Policy policy = plan_policy(precision, PolicyOf::Own, *be);
   Bert model(config, std::move(be), policy);
   model.init_weights(1337);
   model.plan(B, T, B * max_predictions);

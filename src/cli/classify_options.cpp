@@ -19,7 +19,7 @@ void add_classify_columns(CLI::App* cmd, ClassifyColumns* columns, bool* header,
 }
 
 LoadedClassifier load_classifier(const std::string& dir, int B, int T, const DeviceOptions& device,
-                                 cpu::Context& ctx, Precision precision) {
+                                 Precision precision, std::string_view command) {
   const BertConfig config = load_bert_checkpoint_config(dir);
   MPT_CHECK(config.num_labels > 0, "checkpoint '" + dir + "' is a " + bert_hf_architecture(config) +
                                        ", not a classifier: fine-tune it with train --task classify");
@@ -31,7 +31,7 @@ LoadedClassifier load_classifier(const std::string& dir, int B, int T, const Dev
   c.labels = bert_checkpoint_labels(dir);
   for (int i = static_cast<int>(c.labels.size()); i < config.num_labels; ++i)
     c.labels.push_back(std::to_string(i));
-  ModelBackend on = model_backend(device, ctx, precision);
+  ModelBackend on = model_backend(device, precision, command);
   c.model = std::make_unique<Bert>(config, std::move(on.backend), on.policy);
   load_bert_checkpoint_model(dir, *c.model);
   c.model->plan(B, T);

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/context.h"
 #include "cli/device_options.h"
 #include "data/classify_data.h"
 #include "data/wordpiece.h"
@@ -26,6 +25,6 @@ struct LoadedClassifier {
   std::vector<std::string> labels;  // by class id; "0", "1", ... when the checkpoint names none
 };
 LoadedClassifier load_classifier(const std::string& dir, int B, int T, const DeviceOptions& device,
-                                 cpu::Context& ctx, Precision precision);
+                                 Precision precision, std::string_view command);
 
 }  // namespace mptrain

@@ -15,17 +15,21 @@ void register_bench(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "bench", "Time GPT-2, Llama or BERT training steps (and PyTorch on the same work); --ladder: every precision");
   auto o = std::make_shared<BenchOptions>();
-  cmd->add_option(
-         "--model", o->model,
-         "Model family: gpt2 (random tokens), llama (random tokens; no PyTorch peer) or bert "
-         "(BertForPreTraining on synthetic masked instances)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"gpt2", "llama", "bert"}));
-  cmd->add_option("--device", o->device,
-                  "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA "
-                  "backend, with the PyTorch GPU peer for GPT-2)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cli::add_named_option(cmd, "--model", &o->model, parse_model_family, "{gpt2,llama,bert}",
+                        "Model family: gpt2 (random tokens), llama (random tokens; no PyTorch peer) or bert "
+                        "(BertForPreTraining on synthetic masked instances)",
+                        model_family_name(o->model));
+  cli::add_named_option(
+      cmd, "--device", &o->device,
+      [](const std::string& s) {
+        const Device d = parse_device(s);
+        MPT_CHECK(d != Device::Auto, "bench's --device is cpu or cuda (a timing names where it ran)");
+        return d;
+      },
+      "{cpu,cuda}",
+      "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA backend, with "
+      "the PyTorch GPU peer for GPT-2)",
+      device_name(o->device));
   cmd->add_option("--preset", o->preset,
                   "Preset (default: gpt2, or llama-mini with --model llama, or bert-base with --model bert)")
       ->capture_default_str();
@@ -43,18 +47,14 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option(
-         "--optimizer", o->optimizer,
-         "Optimizer: adamw, sophia (its Hessian steps are part of the timing) or muon (its Newton-Schulz "
-         "iterations are)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"adamw", "sophia", "muon"}));
-  cmd->add_option("--muon-qkv", o->muon_qkv, "Muon: attention's q, k, v weights as three matrices or one")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"three", "one"}));
-  cmd->add_option("--precision", o->precision,
-                  "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)")
-      ->capture_default_str();
+  cli::add_named_option(cmd, "--optimizer", &o->optimizer, parse_optimizer_kind, "{adamw,sophia,muon}",
+                        "Optimizer: adamw, sophia (its Hessian steps are part of the timing) or muon (its "
+                        "Newton-Schulz iterations are)",
+                        optimizer_name(o->optimizer));
+  cli::add_named_option(cmd, "--muon-qkv", &o->muon_qkv, parse_muon_qkv, "{three,one}",
+                        "Muon: attention's q, k, v weights as three matrices or one", muon_qkv_name(o->muon_qkv));
+  cli::add_precision_option(cmd, &o->precision,
+                            "Precision: fp32, tf32, bf16 or fp16 (the peer runs fp32 or bf16 autocast)");
   cmd->add_flag(
       "--ladder", o->ladder,
       "Time every precision (fp32, tf32, bf16, fp16) on the same work, each in its own process, and the "
@@ -77,10 +77,8 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "Alternating rounds of mptrain and the peer (A B A B ...); each side's median is compared")
       ->capture_default_str()
       ->check(cli::at_least(1));
-  auto progress = std::make_shared<std::string>("auto");
-  cmd->add_option("--progress", *progress, "Progress display: auto, bar, lines or none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+  cli::add_named_option(cmd, "--progress", &o->progress, parse_progress_mode, "{auto,bar,lines,none}",
+                        "Progress display: auto, bar, lines or none", "auto");
   cmd->add_flag("-q,--quiet", o->quiet, "Print only the results");
   cmd->add_option("--peak-tflops", o->peak_tflops, "Peak TFLOP/s for MFU (default: an estimate for this CPU)")
       ->check(cli::at_least(0));
@@ -94,13 +92,12 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--python", o->python, "Python interpreter with torch for the peer")->capture_default_str();
   cmd->add_option("--peer-script", o->peer_script,
                   "Path of the peer (default bench/pytorch_gpt2.py or pytorch_bert.py)");
-  cmd->callback([cmd, o, progress, &exit_code]() {
-    o->progress = parse_progress_mode(*progress);
-    parse_precision(o->precision);  // an unknown name: one clear error before any work
-    if (o->model == "llama" && cmd->count("--preset") == 0) o->preset = "llama-mini";
-    check_llama_block_options(cmd, o->model);
-    MPT_CHECK(o->model != "llama" || !o->ladder, "--ladder compares against GPT-2's PyTorch peers: --model gpt2");
-    if (o->model == "bert") {       // BERT's own defaults where the GPT-2 ones were left in place
+  cmd->callback([cmd, o, &exit_code]() {
+    if (o->model == ModelFamily::Llama && cmd->count("--preset") == 0) o->preset = "llama-mini";
+    check_llama_block_options(cmd, model_family_name(o->model));
+    MPT_CHECK(o->model != ModelFamily::Llama || !o->ladder,
+              "--ladder compares against GPT-2's PyTorch peers: --model gpt2");
+    if (o->model == ModelFamily::Bert) {  // BERT's own defaults where the GPT-2 ones were left in place
       if (cmd->count("--preset") == 0) o->preset = "bert-base";
       if (cmd->count("--vocab-multiple") == 0) o->vocab_multiple = 64;
     }

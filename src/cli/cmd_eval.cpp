@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <memory>
 
-#include "backend/cpu/context.h"
 #include "cli/classify_options.h"
 #include "cli/device_options.h"
 #include "cli/subcommands.h"
@@ -39,9 +38,8 @@ struct EvalOptions {
   int64_t limit = 0;
   int64_t log_every = 500;
   bool verbose = false;
-  int threads = 0;
   std::string vocab_dir;
-  std::string precision = "fp32";
+  Precision precision = Precision::Fp32;
   double mask_rate = 0.15;  // BERT: the masking the MLM loss is measured under
   DeviceOptions device;
   ClassifyColumns columns;  // a classifier's labelled file
@@ -54,8 +52,7 @@ void run_classify_eval(const std::string& dir, const BertConfig& config, const E
                        Precision precision) {
   MPT_CHECK(!o.data.empty(), "nothing to evaluate: give --data with a labelled TSV or JSONL file");
   const int T = std::min(o.seq, config.max_position);
-  cpu::Context ctx;
-  LoadedClassifier c = load_classifier(dir, o.batch, T, o.device, ctx, precision);
+  LoadedClassifier c = load_classifier(dir, o.batch, T, o.device, precision, "eval");
   const int K = c.model->config().num_labels;
   ClassifyReadOptions read{o.columns, o.header, K, c.labels, T};
   const std::vector<ClassifyExample> examples = read_classify_file(o.data, *c.tokenizer, read);
@@ -97,8 +94,7 @@ void run_bert_eval(const std::string& dir, const std::string& data, int batch, i
   masking.max_predictions = max_predictions;
   masking.shuffle = false;
   BertLoader loader(data, batch, T, config.vocab_size, masking);
-  cpu::Context ctx;
-  ModelBackend on = model_backend(device, ctx, precision);
+  ModelBackend on = model_backend(device, precision, "eval");
   Bert model(config, std::move(on.backend), on.policy);
   load_bert_checkpoint_model(dir, model);
   model.plan(batch, T, batch * max_predictions);
@@ -118,12 +114,11 @@ void run_bert_eval(const std::string& dir, const std::string& data, int batch, i
 }
 
 void run_eval(const EvalOptions& o) {
-  const Precision precision = parse_precision(o.precision);
+  const Precision precision = o.precision;
   MPT_CHECK(!o.data.empty() || !o.hellaswag.empty(),
             "nothing to evaluate: give --data GLOB and/or --hellaswag FILE");
   MPT_CHECK(o.steps >= 0, "--steps must be >= 0 (0 = one pass over the data)");
   MPT_CHECK(o.limit >= 0, "--limit must be >= 0 (0 = every example)");
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
   if (is_bert_checkpoint(dir)) {
     const BertConfig bert = load_bert_checkpoint_config(dir);
@@ -154,8 +149,7 @@ void run_eval(const EvalOptions& o) {
                                         parsed);
   }
 
-  cpu::Context ctx;
-  ModelBackend on = model_backend(o.device, ctx, precision);
+  ModelBackend on = model_backend(o.device, precision, "eval");
   const std::unique_ptr<CausalLm> loaded = ckpt.load(std::move(on.backend), on.policy);
   CausalLm& model = *loaded;
   std::printf("model %s: %zu parameters (%s, vocab %d, context %d); %d threads; %s; device %s\n", dir.c_str(),
@@ -213,15 +207,13 @@ void register_eval(CLI::App& app, int& exit_code) {
   cmd->add_option("--log-every", o->log_every, "Print running accuracy every N examples (0 = never)")
       ->capture_default_str();
   cmd->add_flag("--verbose", o->verbose, "Print each example's losses and picks");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option(
          "--mask-rate", o->mask_rate,
          "BERT: fraction of each sequence's tokens masked for the MLM loss (0.15 the original recipe)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)")
-      ->capture_default_str();
+  cli::add_precision_option(cmd, &o->precision, "Forward precision: fp32, tf32, bf16 or fp16 (as in training)");
   add_device_options(cmd, &o->device);
   add_classify_columns(cmd, &o->columns, &o->header, "A classifier's labelled file: the label's column");
   cmd->callback([o, &exit_code]() {

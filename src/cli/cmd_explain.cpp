@@ -13,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/context.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
+#include "backend/make_backend.h"
 #include "cli/llama_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
@@ -32,13 +31,13 @@ namespace {
 struct ExplainOptions {
   std::string preset = "gpt2";
   int vocab_multiple = 128;
-  std::string precision = "fp32";
+  Precision precision = Precision::Fp32;
   std::vector<std::string> op_precision;
   int batch = 4;
   int seq = 256;
   int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
-  std::string policy_of;     // "cuda": the GPU's plan, as `mptrain train --policy-of cuda` runs it here
-  std::string device = "cpu";  // "cuda": the plan and device memory of `mptrain train --device cuda`
+  PolicyOf policy_of = PolicyOf::Own;  // cuda: the GPU's plan, as `mptrain train --policy-of cuda` runs it here
+  Device device = Device::Cpu;         // cuda: the plan and device memory of `mptrain train --device cuda`
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
 };
 
@@ -66,19 +65,16 @@ std::string mib(double bytes) {
 }
 
 void run_explain(const ExplainOptions& o) {
-  const Precision precision = parse_precision(o.precision);
-  const bool on_gpu = o.device == "cuda";
-  MPT_CHECK(!on_gpu || o.policy_of.empty(),
+  const Precision precision = o.precision;
+  const bool on_gpu = o.device == Device::Cuda;
+  MPT_CHECK(!on_gpu || o.policy_of != PolicyOf::Cuda,
             "--policy-of runs another device's plan on the CPU: it needs --device cpu");
   // The backend the plan is sized for: this CPU's, or the CUDA backend's answers (no GPU needed).
-  cpu::Context ctx;
-  const std::unique_ptr<const Backend> sizing =
-      on_gpu ? make_cuda_sizing_backend() : std::make_unique<cpu::CpuBackend>(ctx);
+  const std::unique_ptr<const Backend> sizing = on_gpu ? make_cuda_sizing_backend() : make_backend(Device::Cpu);
   const Backend& be = *sizing;
-  const bool gpu_plan = on_gpu || o.policy_of == "cuda";
-  BackendCaps caps = o.policy_of == "cuda" ? kCudaCaps : be.caps();
-  if (o.policy_of == "cuda") caps.gpu_gemms = false;  // the GPU's dtypes, this CPU's GEMMs
-  const Policy policy = make_policy(precision, parse_op_precision(o.op_precision), caps);
+  const bool gpu_plan = on_gpu || o.policy_of == PolicyOf::Cuda;
+  const Policy policy = plan_policy(precision, o.policy_of, be, parse_op_precision(o.op_precision));
+  const BackendCaps& caps = policy.caps;
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // llama-* Llama (GPT-2's), everything else GPT-2.
   const bool bert = o.preset.rfind("bert", 0) == 0, llama = o.preset.rfind("llama", 0) == 0;
@@ -191,17 +187,21 @@ void register_explain(CLI::App& app, int& exit_code) {
                   "llama-mini, llama-d6, llama-135m)")
       ->capture_default_str();
   cmd->add_option("--vocab-multiple", o->vocab_multiple)->capture_default_str()->check(cli::at_least(1));
-  cmd->add_option("--precision", o->precision, "fp32, tf32, bf16 or fp16")->capture_default_str();
+  cli::add_precision_option(cmd, &o->precision, "fp32, tf32, bf16 or fp16");
   cmd->add_option("--op-precision", o->op_precision,
                   "Override one op's dtype, e.g. gelu=bf16 or linear=fp32 (repeat or comma-separate)");
-  cmd->add_option("--policy-of", o->policy_of,
-                  "cuda: the plan a GPU runs (16-bit residual stream, logits, gradients, small weights), as "
-                  "`mptrain train --policy-of cuda` runs it on this CPU")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--device", o->device,
-                  "cuda: the plan and device memory of `mptrain train --device cuda` (no GPU needed)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cli::add_named_option(cmd, "--policy-of", &o->policy_of, parse_policy_of, "{cpu,cuda}",
+                        "cuda: the plan a GPU runs (16-bit residual stream, logits, gradients, small weights), "
+                        "as `mptrain train --policy-of cuda` runs it on this CPU");
+  cli::add_named_option(
+      cmd, "--device", &o->device,
+      [](const std::string& s) {
+        const Device d = parse_device(s);
+        MPT_CHECK(d != Device::Auto, "explain's --device is cpu or cuda (the plan of either, GPU or not)");
+        return d;
+      },
+      "{cpu,cuda}", "cuda: the plan and device memory of `mptrain train --device cuda` (no GPU needed)",
+      device_name(o->device));
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")

@@ -1,8 +1,6 @@
 // `mptrain fill-mask`: a BERT checkpoint's top-k predictions for each [MASK] in a text, with
 // their probabilities (Hugging Face's fill-mask pipeline: [CLS] text [SEP], one segment, the
 // softmax over the vocabulary at each masked position).
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -12,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/context.h"
 #include "cli/device_options.h"
+#include "cli/validators.h"
 #include "precision/precision.h"
 #include "cli/subcommands.h"
 #include "data/wordpiece.h"
@@ -30,14 +28,12 @@ struct FillMaskOptions {
   std::string text;
   std::string vocab;  // default: the checkpoint's vocab.txt
   int top_k = 5;
-  int threads = 0;
-  std::string precision = "fp32";
+  Precision precision = Precision::Fp32;
   DeviceOptions device;
 };
 
 void run_fill_mask(const FillMaskOptions& o) {
   MPT_CHECK(o.top_k > 0, "--top-k must be positive");
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
   const BertConfig config = load_bert_checkpoint_config(dir);
   BasicTokenizerOptions basic;
@@ -61,8 +57,7 @@ void run_fill_mask(const FillMaskOptions& o) {
     if (ids[t] == sp.mask) labels[t] = 0;
   MPT_CHECK(std::count(ids.begin(), ids.end(), sp.mask) > 0, "no [MASK] in the text: write [MASK] where a word is missing");
 
-  cpu::Context ctx;
-  ModelBackend on = model_backend(o.device, ctx, parse_precision(o.precision));
+  ModelBackend on = model_backend(o.device, o.precision, "fill-mask");
   Bert model(config, std::move(on.backend), on.policy);
   load_bert_checkpoint_model(dir, model);
   model.plan(1, T);
@@ -103,8 +98,7 @@ void register_fill_mask(CLI::App& app, int& exit_code) {
   cmd->add_option("text", opt->text, "Text with one or more [MASK], e.g. \"the [MASK] of the land\"")->required();
   cmd->add_option("-k,--top-k", opt->top_k, "Predictions per [MASK]")->capture_default_str();
   cmd->add_option("--vocab", opt->vocab, "WordPiece vocab.txt (default: the checkpoint's)");
-  cmd->add_option("--threads", opt->threads, "CPU threads (0 = all)")->capture_default_str();
-  cmd->add_option("--precision", opt->precision, "Forward precision: fp32, tf32, bf16 or fp16")->capture_default_str();
+  cli::add_precision_option(cmd, &opt->precision, "Forward precision: fp32, tf32, bf16 or fp16");
   add_device_options(cmd, &opt->device);
   cmd->callback([opt, &exit_code]() {
     run_fill_mask(*opt);

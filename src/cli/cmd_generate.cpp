@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <memory>
 
-#include "backend/cpu/context.h"
 #include "cli/device_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
@@ -23,12 +22,12 @@ struct GenerateOptions {
   std::string vocab_dir;
   SampleOptions sample;
   int num_samples = 1;
-  std::string precision = "fp32";
+  Precision precision = Precision::Fp32;
   DeviceOptions device;
 };
 
 void run_generate(const GenerateOptions& o) {
-  const Precision precision = parse_precision(o.precision);
+  const Precision precision = o.precision;
   MPT_CHECK(o.sample.max_new_tokens > 0, "--max-new-tokens must be positive");
   MPT_CHECK(o.sample.top_k >= 0, "--top-k must be >= 0");
   MPT_CHECK(o.sample.temperature >= 0.0f, "--temperature must be >= 0");
@@ -37,8 +36,7 @@ void run_generate(const GenerateOptions& o) {
   MPT_CHECK(tokenizer->vocab_size() <= ckpt.vocab_size(),
             "the checkpoint's vocabulary (" + std::to_string(ckpt.vocab_size()) +
                 ") is smaller than GPT-2's; it was not trained on GPT-2 tokens");
-  cpu::Context ctx;
-  ModelBackend on = model_backend(o.device, ctx, precision);
+  ModelBackend on = model_backend(o.device, precision, "generate");
   const std::unique_ptr<CausalLm> loaded = ckpt.load(std::move(on.backend), on.policy);
   CausalLm& model = *loaded;
   // The prompt's special tokens are tokens, as transformers' tokenizers read them (an instruct
@@ -68,8 +66,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->sample.seed)->capture_default_str();
   cmd->add_option("--num-samples", o->num_samples)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--vocab-dir", o->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")
-      ->capture_default_str();
+  cli::add_precision_option(cmd, &o->precision, "Forward precision: fp32, tf32, bf16 or fp16");
   add_device_options(cmd, &o->device);
   cmd->callback([o, &exit_code]() {
     run_generate(*o);

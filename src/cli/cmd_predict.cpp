@@ -1,7 +1,5 @@
 // `mptrain predict`: a fine-tuned classifier's label for each example of a TSV or JSONL file
 // (labelled or not), with its probability, one line each in the file's order.
-#include <omp.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -22,16 +20,14 @@ struct PredictOptions {
   std::string checkpoint, data, output;
   ClassifyColumns columns{.text = "sentence", .text_b = "", .label = ""};
   bool header = true;
-  int batch = 32, seq = 128, threads = 0;
-  std::string precision = "fp32";
+  int batch = 32, seq = 128;
+  Precision precision = Precision::Fp32;
   DeviceOptions device;
 };
 
 void run_predict(const PredictOptions& o) {
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string dir = resolve_checkpoint(o.checkpoint);
-  cpu::Context ctx;
-  LoadedClassifier c = load_classifier(dir, o.batch, o.seq, o.device, ctx, parse_precision(o.precision));
+  LoadedClassifier c = load_classifier(dir, o.batch, o.seq, o.device, o.precision, "predict");
   ClassifyReadOptions read{o.columns, o.header, c.model->config().num_labels, c.labels, o.seq};
   const std::vector<ClassifyExample> examples = read_classify_file(o.data, *c.tokenizer, read);
   const ClassifyEval e = evaluate_classifier(*c.model, examples, o.batch, o.seq);
@@ -74,9 +70,7 @@ void register_predict(CLI::App& app, int& exit_code) {
                   "Tokens per example at most ([CLS] and [SEP] included; longer ones truncated)")
       ->capture_default_str()
       ->check(cli::at_least(3));
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
-  cmd->add_option("--precision", o->precision, "Forward precision: fp32, tf32, bf16 or fp16")
-      ->capture_default_str();
+  cli::add_precision_option(cmd, &o->precision, "Forward precision: fp32, tf32, bf16 or fp16");
   add_device_options(cmd, &o->device);
   cmd->callback([o, &exit_code]() {
     run_predict(*o);

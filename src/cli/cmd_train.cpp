@@ -206,21 +206,19 @@ void register_train(CLI::App& app, int& exit_code) {
       "{fp32,tf32,bf16,fp16}",
       "Training precision: fp32, tf32, bf16 (autocast-style, fp32 master weights) or fp16 (with dynamic "
       "loss scaling). Default fp32; on --resume, the checkpoint's");
-  cmd->add_option(
-         "--device", opt->device,
-         "Where the model and the training step run: cpu; cuda (the same GPT-2 or BERT and step on the "
-         "CUDA backend, any precision under the GPU's plan, AdamW, Sophia or Muon, one GPU per rank; data "
-         "loading stays on the CPU); or auto, the default (cuda when this build has CUDA, a GPU is "
-         "visible and the run can use it, else cpu). The CUDA path ran on an H200 on 2026-11-28, equal to "
-         "the CPU in every precision and optimizer (docs/BENCHMARKS.md)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  cmd->add_option(
-         "--policy-of", opt->policy_of,
-         "Run another device's precision plan on this CPU: cuda (the residual stream, logits, gradients "
-         "and small weights in the 16-bit type, as the GPU keeps them), to check that plan without a "
-         "GPU; see mptrain explain --policy-of cuda. Default: this device's own")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cli::add_named_option(
+      cmd, "--device", &opt->device, parse_device, "{auto,cpu,cuda}",
+      "Where the model and the training step run: cpu; cuda (the same GPT-2 or BERT and step on the "
+      "CUDA backend, any precision under the GPU's plan, AdamW, Sophia or Muon, one GPU per rank; data "
+      "loading stays on the CPU); or auto, the default (cuda when this build has CUDA, a GPU is "
+      "visible and the run can use it, else cpu). The CUDA path ran on an H200 on 2026-11-28, equal to "
+      "the CPU in every precision and optimizer (docs/BENCHMARKS.md)",
+      device_name(opt->device));
+  cli::add_named_option(
+      cmd, "--policy-of", &opt->policy_of, parse_policy_of, "{cpu,cuda}",
+      "Run another device's precision plan on this CPU: cuda (the residual stream, logits, gradients "
+      "and small weights in the 16-bit type, as the GPU keeps them), to check that plan without a "
+      "GPU; see mptrain explain --policy-of cuda. Default: this device's own");
   cmd->add_option("--loss-scale-init", opt->loss_scale_init,
                   "fp16: initial loss scale (GradScaler's init_scale)")
       ->capture_default_str();
@@ -269,20 +267,19 @@ void register_train(CLI::App& app, int& exit_code) {
          "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
       ->capture_default_str()
       ->check(cli::between(0, 1));
-  cmd->add_option(
-         "--dist-backend", opt->dist_backend,
-         "Collectives between ranks: mpi, nccl (GPU ranks), or auto = nccl for several GPU ranks, else mpi")
-      ->capture_default_str();
-  cmd->add_option(
-         "--overlap-grad-reduce", opt->overlap_grad_reduce,
-         "Reduce each block's gradients over ranks as the backward finishes it: on, off, or auto = on "
-         "with nccl")
-      ->capture_default_str();
-  cmd->add_option("--graphs", opt->graphs,
-                  "Capture each micro-batch's forward and backward once and replay it (CUDA graphs; on the "
-                  "CPU the recorded calls, no faster): on or off; GPT-2 only")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+  cli::add_named_option(
+      cmd, "--dist-backend", &opt->dist_backend, parse_dist_backend, "{auto,mpi,nccl}",
+      "Collectives between ranks: mpi, nccl (GPU ranks), or auto = nccl for several GPU ranks, else mpi",
+      dist_backend_name(opt->dist_backend));
+  cli::add_named_option(
+      cmd, "--overlap-grad-reduce", &opt->overlap_grad_reduce,
+      [](const std::string& s) { return parse_in(kToggleNames, s, "--overlap-grad-reduce"); }, "{auto,on,off}",
+      "Reduce each block's gradients over ranks as the backward finishes it: on, off, or auto = on "
+      "with nccl",
+      toggle_name(opt->overlap_grad_reduce));
+  cli::add_on_off_option(cmd, "--graphs", &opt->graphs,
+                         "Capture each micro-batch's forward and backward once and replay it (CUDA graphs; on "
+                         "the CPU the recorded calls, no faster): on or off; GPT-2 only");
   cmd->add_option("--collective-timeout", opt->collective_timeout,
                   "Seconds a rank waits in a collective for the others before stopping the job (0 = forever)")
       ->capture_default_str()

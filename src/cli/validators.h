@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/named.h"
+#include "precision/precision.h"
+
 namespace mptrain::cli {
 
 // "1", "0.99", "2147483647": a bound as written (whole numbers in full, not as "2.14748e+09").
@@ -72,6 +75,21 @@ CLI::Option* add_named_option(CLI::App* cmd, const std::string& flag, T* target,
       names));
   if (!default_name.empty()) o->default_str(default_name);
   return o;
+}
+
+// --precision read into a Precision (eval, generate, fill-mask, predict, explain, bench).
+inline CLI::Option* add_precision_option(CLI::App* cmd, Precision* target, const std::string& help) {
+  return add_named_option(
+      cmd, "--precision", target, [](const std::string& s) { return parse_precision(s); }, "{fp32,tf32,bf16,fp16}",
+      help, precision_name(*target));
+}
+
+// An on/off option read into a bool (--graphs on): the names "on" and "off", nothing else.
+inline CLI::Option* add_on_off_option(CLI::App* cmd, const std::string& flag, bool* target, const std::string& help) {
+  static constexpr NameTable<bool, 2> kOnOff{{{true, "on"}, {false, "off"}}};
+  return add_named_option(
+      cmd, flag, target, [flag](const std::string& s) { return parse_in(kOnOff, s, flag); }, "{on,off}", help,
+      *target ? "on" : "off");
 }
 
 }  // namespace mptrain::cli

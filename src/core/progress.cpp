@@ -1,6 +1,8 @@
 // The progress display: mode resolution, the in-place bar, plain lines, ETA.
 #include "core/progress.h"
 
+#include "core/named.h"
+
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -22,11 +24,11 @@ constexpr int kFallbackColumns = 100;  // a pseudo-terminal without a size, or C
 }  // namespace
 
 ProgressMode parse_progress_mode(std::string_view name) {
-  if (name == "auto") return ProgressMode::kAuto;
-  if (name == "bar") return ProgressMode::kBar;
-  if (name == "lines") return ProgressMode::kLines;
-  if (name == "none") return ProgressMode::kNone;
-  throw Error("unknown progress mode '" + std::string(name) + "' (expected auto, bar, lines or none)");
+  static constexpr NameTable<ProgressMode, 4> kNames{{{ProgressMode::kAuto, "auto"},
+                                                      {ProgressMode::kBar, "bar"},
+                                                      {ProgressMode::kLines, "lines"},
+                                                      {ProgressMode::kNone, "none"}}};
+  return parse_in(kNames, name, "--progress");
 }
 
 std::string format_duration(double seconds) {

@@ -20,11 +20,24 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "core/named.h"
 
 namespace mptrain {
 
 enum class ReduceOp { Sum, Avg };
+
+// What the gradients are reduced over between ranks (--dist-backend): MPI, NCCL between GPU
+// ranks, or auto (NCCL for several GPU ranks, else MPI).
+enum class DistBackend { Auto, Mpi, Nccl };
+inline constexpr NameTable<DistBackend, 3> kDistBackendNames{
+    {{DistBackend::Auto, "auto"}, {DistBackend::Mpi, "mpi"}, {DistBackend::Nccl, "nccl"}}};
+inline DistBackend parse_dist_backend(std::string_view name) {
+  return parse_in(kDistBackendNames, name, "--dist-backend");
+}
+inline const char* dist_backend_name(DistBackend b) { return name_in(kDistBackendNames, b); }
 
 // n elements split into world contiguous shards: rank r owns [begin(r), end(r)). The even split
 // gives every shard but the last non-empty one the same size, a multiple of `align` (so shards

@@ -128,7 +128,7 @@ void Gpt2::backward_impl(int B, int T) {
     // fcproj's dx product under a GPU's plan (cuBLASLt's DGELU epilogue; the same values on a CPU
     // under that plan, whose 16-bit dx is rounded before it either way), else into fc's backward.
     const View fch = acts_.view(la.fch, N, 4 * C);
-    const bool gelu_in_dx = policy_.caps.gpu_gemms;
+    const bool gelu_in_dx = policy_.caps.lowp_between_ops;
     linear_backward({.dx = dfch_gelu,
                      .dw = grad(g.fcproj_w, {4 * C, C}),
                      .db = grad(g.fcproj_b, {C}),

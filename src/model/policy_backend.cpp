@@ -68,7 +68,7 @@ void check_policy_supported(const Policy& policy, const Backend& be) {
        LinearBackwardArgs{.dx = dact, .dw = dw, .dy = dlogits, .x = normed, .w = hw, .math = head.compute});
   need(be, LinearBackwardArgs{
                .dx = dact, .dw = dw, .db = dw, .dy = dact, .x = gelu_out, .w = w, .math = lin.compute});
-  if (policy.caps.gpu_gemms)  // GELU's derivative in the down projection's dx (gpt2_pass.cpp)
+  if (policy.caps.lowp_between_ops)  // GELU's derivative in the down projection's dx (gpt2_pass.cpp)
     need(be, LinearBackwardArgs{.dx = dact,
                                 .dw = dw,
                                 .db = dw,

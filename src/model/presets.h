@@ -3,11 +3,20 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "core/named.h"
 
 namespace mptrain {
+
+// The model families (--model of train and bench), each with its presets, config and model.
+enum class ModelFamily { Gpt2, Llama, Bert };
+inline constexpr NameTable<ModelFamily, 3> kModelFamilyNames{
+    {{ModelFamily::Gpt2, "gpt2"}, {ModelFamily::Llama, "llama"}, {ModelFamily::Bert, "bert"}}};
+inline ModelFamily parse_model_family(std::string_view name) { return parse_in(kModelFamilyNames, name, "--model"); }
+inline const char* model_family_name(ModelFamily f) { return name_in(kModelFamilyNames, f); }
 
 // The table's names, in its (alphabetical) order.
 template <class Shape>

@@ -11,7 +11,6 @@
 #include <optional>
 #include <utility>
 
-#include "backend/cpu/context.h"
 #include "core/error.h"
 #include "data/bert_instances.h"
 #include "data/bert_loader.h"
@@ -39,7 +38,7 @@ class BertTask final : public BertTaskBase {
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(),
               "no training data: pass --train-data with an instance file of 'prepare --task bert'");
-    MPT_CHECK(opt.graphs != "on", std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
+    MPT_CHECK(!opt.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
     const BertInstanceFile probe(opt.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);

@@ -8,7 +8,6 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/context.h"
 #include "core/error.h"
 #include "data/loader.h"
 #include "dist/communicator.h"
@@ -133,7 +132,7 @@ class CausalLmTask final : public TrainTask {
   void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
     B_ = opt.batch, T_ = opt.seq;
     model_->plan(B_, T_);
-    model_->set_graphs(opt.graphs == "on");
+    model_->set_graphs(opt.graphs);
     // The shuffled order follows the run's seed (a resumed run's: the checkpoint's).
     train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world,
                                            TokenOrder{opt.shuffle, state.seed});

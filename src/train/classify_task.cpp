@@ -85,7 +85,7 @@ class ClassifyTask final : public BertTaskBase {
   // with this task's classes, or the preset's; then the examples, tokenised once.
   void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
     MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
-    MPT_CHECK(opt.graphs != "on", std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
+    MPT_CHECK(!opt.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
     seed_ = opt.seed;
     std::string vocab_path = o_.vocab_path;
     bool lower_case = o_.lower_case;

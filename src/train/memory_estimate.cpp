@@ -15,9 +15,8 @@
 #include <optional>
 #include <sstream>
 
-#include "backend/cpu/context.h"
-#include "backend/cpu/cpu_backend.h"
 #include "backend/device.h"
+#include "backend/make_backend.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
@@ -118,14 +117,7 @@ MemoryBudget available_memory(const std::string& limit) {
   return budget;  // bytes 0, source "": nothing known (no check)
 }
 
-std::shared_ptr<const Backend> cpu_sizing_backend() {
-  struct Owner {
-    cpu::Context ctx;
-    cpu::CpuBackend be{ctx};
-  };
-  const auto owner = std::make_shared<Owner>();
-  return {owner, &owner->be};  // aliasing: the backend keeps its context alive
-}
+std::shared_ptr<const Backend> cpu_sizing_backend() { return make_backend(Device::Cpu); }
 
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
   // Whether oneDNN multiplies fp16 natively is a property of the CPU; assume not (fp32

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/make_backend.h"
+#include "core/named.h"
 #include "core/progress.h"
+#include "dist/communicator.h"
 #include "model/llama_config.h"
 #include "optim/adamw.h"
 #include "optim/muon.h"
@@ -52,13 +55,12 @@ struct TrainOptions {
   std::optional<Precision> precision;
   // Where the model and the step run: cpu, or cuda (the same model and step on the rank's GPU,
   // the CUDA backend; the CPU keeps the data loading), or auto (cuda where the run can use a GPU,
-  // else cpu: trainer.cpp's resolve_auto_device), the default since the GPU path ran on an H200
-  // (2026-11-28, docs/BENCHMARKS.md).
-  std::string device = "auto";
-  // Whose precision plan the CPU runs: "" (its own; on --resume, the checkpoint's), "cpu", or
-  // "cuda" (the 16-bit stream, logits and gradients a GPU keeps: CI's check of the GPU's plan;
-  // model/policy_backend.h).
-  std::string policy_of;
+  // else cpu: backend/device.h's resolve_device, once, in the trainer), the default since the GPU
+  // path ran on an H200 (2026-11-28, docs/BENCHMARKS.md).
+  Device device = Device::Auto;
+  // Whose precision plan the CPU runs: its own (on --resume, the checkpoint's), cpu, or cuda (the
+  // 16-bit stream, logits and gradients a GPU keeps: CI's check of the GPU's plan).
+  PolicyOf policy_of = PolicyOf::Own;
   // fp16's dynamic loss scaling (precision/loss_scaler.h): GradScaler's init_scale and
   // growth_interval. On --resume the checkpoint's scale and counter are restored instead.
   float loss_scale_init = 65536.0f;
@@ -94,15 +96,14 @@ struct TrainOptions {
   // data parallelism (dist/): the world size comes from the launcher (mpirun, srun)
   int zero = 0;                     // ZeRO stage: 0 off, 1 optimizer state sharded over ranks
   double collective_timeout = 300;  // seconds a collective may wait for the other ranks (0 = forever)
-  // Collectives between ranks: "mpi", "nccl" (GPU ranks), or "auto": NCCL for several GPU ranks,
-  // else MPI.
-  std::string dist_backend = "auto";
-  // Reduce each range of gradients as the backward finishes it: "on", "off", or "auto" (on with
-  // NCCL, whose reductions run beside the GPU's compute).
-  std::string overlap_grad_reduce = "auto";
-  // Capture each micro-batch's forward and backward in a graph once and replay it: "on" or "off"
-  // (model/gpt2.h's set_graphs; GPT-2 only). Off until the GPU has run it (issue 20).
-  std::string graphs = "off";
+  // Collectives between ranks: mpi, nccl (GPU ranks), or auto: NCCL for several GPU ranks, else MPI.
+  DistBackend dist_backend = DistBackend::Auto;
+  // Reduce each range of gradients as the backward finishes it: on, off, or auto (on with NCCL,
+  // whose reductions run beside the GPU's compute).
+  Toggle overlap_grad_reduce = Toggle::Auto;
+  // --graphs on: capture each micro-batch's forward and backward in a graph once and replay it
+  // (model/gpt2.h's set_graphs; GPT-2 only).
+  bool graphs = false;
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
   // same whatever the number of ranks (0: one micro-batch per rank per step).

@@ -17,8 +17,8 @@
 #include <optional>
 #include <vector>
 
-#include "backend/cpu/context.h"
 #include "backend/device.h"
+#include "backend/make_backend.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
@@ -47,46 +47,13 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Why this run cannot take the GPU step, or "" when it can: --policy-of cuda (the GPU's plan on
-// the CPU), else what the build or machine lacks (backend/device.h).
-std::string gpu_refusal(const TrainOptions& opt) {
-  if (opt.policy_of == "cuda") return "--policy-of cuda runs the GPU's plan on the CPU";
-  return cuda_unavailable();
-}
-
-// --device auto: cuda where gpu_refusal finds nothing, else cpu. Rewrites opt.device (config.json
-// records the device used) and returns the log line that says which and why.
-std::string resolve_auto_device(TrainOptions& opt) {
-  if (opt.device != "auto") return "";
-  const std::string why = gpu_refusal(opt);
-  opt.device = why.empty() ? "cuda" : "cpu";
-  return "device auto: " + opt.device + (why.empty() ? "" : " (" + why + ")");
-}
-
-// The device options' own checks, then --device cuda's refusal (gpu_refusal).
-void check_device(const TrainOptions& opt) {
-  MPT_CHECK(opt.device == "cpu" || opt.device == "cuda",
-            "--device must be cpu, cuda or auto, not '" + opt.device + "'");
-  MPT_CHECK(opt.dist_backend == "auto" || opt.dist_backend == "mpi" || opt.dist_backend == "nccl",
-            "--dist-backend must be auto, mpi or nccl, not '" + opt.dist_backend + "'");
-  MPT_CHECK(opt.dist_backend != "nccl" || opt.device == "cuda",
-            "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
-  MPT_CHECK(opt.overlap_grad_reduce == "auto" || opt.overlap_grad_reduce == "on" ||
-                opt.overlap_grad_reduce == "off",
-            "--overlap-grad-reduce must be auto, on or off, not '" + opt.overlap_grad_reduce + "'");
-  MPT_CHECK(opt.device != "cuda" || opt.policy_of != "cuda",
-            "[train] --policy-of runs another device's plan on the CPU backend: it needs --device cpu");
-  MPT_CHECK(opt.device != "cuda" || cuda_unavailable().empty(),
-            "[train] --device cuda: " + cuda_unavailable());
-}
-
 // The communicator the gradients are reduced over: NCCL between GPU ranks (--dist-backend nccl,
 // or auto with several --device cuda ranks; its id travels over `host`), else `host` itself (MPI,
 // or the single process). Null means `host`.
 std::unique_ptr<Communicator> make_grad_communicator(const TrainOptions& opt, Communicator& host,
                                                      Backend& compute) {
-  const bool nccl = opt.dist_backend == "nccl" ||
-                    (opt.dist_backend == "auto" && opt.device == "cuda" && host.world_size() > 1);
+  const bool nccl = opt.dist_backend == DistBackend::Nccl ||
+                    (opt.dist_backend == DistBackend::Auto && opt.device == Device::Cuda && host.world_size() > 1);
   return nccl ? make_nccl_communicator(host, opt.collective_timeout, &compute) : nullptr;
 }
 
@@ -118,7 +85,6 @@ struct Run {
   TrainOptions& opt;  // with its precision and device resolved (config.json records what ran)
   TrainTask& task;
   NanGuardOptions nan_guard;
-  cpu::Context ctx;  // the CPU's threads and oneDNN: the CPU backend refers to it for the run's length
   std::unique_ptr<Communicator> comm;  // the launcher's ranks (MPI), or a single process
   int world = 1;
   std::string device_note;  // --device auto's choice and why
@@ -143,13 +109,17 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   auto run = std::make_unique<Run>(opt, task);
   Run& r = *run;
   r.nan_guard = check_options(opt);
-  if (opt.threads > 0) omp_set_num_threads(opt.threads);
   if (opt.deterministic) omp_set_dynamic(0);
   r.comm = make_host_communicator(opt.collective_timeout);
   r.world = r.comm->world_size();
-  r.device_note = resolve_auto_device(opt);
-  check_device(opt);
-  r.on_cuda = opt.device == "cuda";
+  // --device auto resolved once: opt.device is what ran from here on (config.json records it).
+  const ResolvedDevice device = resolve_device(opt.device, opt.policy_of);
+  opt.device = device.device;
+  r.device_note = device.note;
+  check_device(opt.device, opt.policy_of, "train");
+  MPT_CHECK(opt.dist_backend != DistBackend::Nccl || opt.device == Device::Cuda,
+            "--dist-backend nccl needs --device cuda (CPU ranks communicate over MPI)");
+  r.on_cuda = opt.device == Device::Cuda;
   // Model: from a checkpoint when resuming, its weights alone with --init-from, else a fresh
   // initialisation.
   MPT_CHECK(opt.resume.empty() || opt.init_from.empty(),
@@ -191,9 +161,9 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   opt.precision = r.precision;
   // The GPU's plan run on the CPU (--policy-of cuda) goes on in a resumed CPU run unless
   // --policy-of says otherwise: the trajectory continues in the dtypes it had.
-  if (opt.policy_of.empty() && !r.resume_dir.empty() && opt.device == "cpu" &&
+  if (opt.policy_of == PolicyOf::Own && !r.resume_dir.empty() && opt.device == Device::Cpu &&
       r.resumed.options.is_object() && r.resumed.options.value("policy_of", std::string()) == "cuda")
-    opt.policy_of = "cuda";
+    opt.policy_of = PolicyOf::Cuda;
   MPT_CHECK(opt.fault_inf_grad_steps.empty() || needs_loss_scaler(r.precision),
             "--fault-inf-grad simulates an fp16 overflow; it needs --precision fp16");
   MPT_CHECK(
@@ -203,10 +173,10 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // The backend the model and the step run on: the CPU's, or (--device cuda) the local rank's GPU
   // (one process per GPU) — the same model, loss, backward and step code either way.
   r.gpu = r.on_cuda ? r.comm->local_rank() % std::max(1, cuda_device_count()) : -1;
-  std::unique_ptr<Backend> backend = make_backend(opt.device, r.ctx, r.gpu);
+  std::unique_ptr<Backend> backend = make_backend(opt.device, opt.threads, r.gpu);
   // The dtypes of every tensor: the backend's plan, or (--policy-of cuda) the one a GPU runs,
   // served on the CPU by widening around the fp32 kernels (backend/cpu/widening.h).
-  const Policy policy = make_policy(r.precision, {}, opt.policy_of == "cuda" ? kCudaCaps : backend->caps());
+  const Policy policy = plan_policy(r.precision, opt.policy_of, *backend);
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h): host memory, or
   // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
   // done before the task takes the backend).
@@ -242,8 +212,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
                                              : std::vector<ParamRange>{});
   // Reducing each range as the backward finishes it pays where communication runs beside the
   // compute (NCCL); a host communicator would only cut one reduction into many.
-  r.dp->set_overlap(opt.overlap_grad_reduce == "on" || (opt.overlap_grad_reduce == "auto" && r.nccl),
-                    task.grads());
+  r.dp->set_overlap(toggle_on(opt.overlap_grad_reduce, r.nccl != nullptr), task.grads());
   r.optimizer = r.make_opt(r.dp->optimizer_table());
   r.state.seed = opt.seed;
   if (!r.resume_dir.empty()) {
@@ -306,7 +275,7 @@ void describe_run(RunMonitor& monitor, const Run& r) {
         r.comm->topology().launcher.c_str(),
         r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
         !r.dp->overlaps()    ? "after the backward"
-        : opt.graphs == "on" ? "range by range after each graph replay"
+        : opt.graphs         ? "range by range after each graph replay"
                              : "during the backward");
   if (!r.resume_dir.empty())
     monitor.sayf("resumed from %s at step %lld\n", r.resume_dir.c_str(), (long long)r.state.step);
@@ -324,7 +293,7 @@ void describe_run(RunMonitor& monitor, const Run& r) {
         r.resumed.has_loss_scaler ? ", restored from the checkpoint" : "");
   else
     monitor.sayf("precision %s\n", precision_name(r.precision));
-  if (opt.policy_of == "cuda")
+  if (opt.policy_of == PolicyOf::Cuda)
     monitor.say(
         "plan: the GPU's (--policy-of cuda): 16-bit residual stream, logits, gradients and small weights, "
         "widened around this CPU's fp32 kernels (a check of the GPU's plan, not a fast path)");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "backend/cpu/context.h"
 #include "backend/cpu/widening.h"
 #include "backend/ops/activations.h"
 #include "backend/ops/attention.h"
@@ -37,6 +38,7 @@ bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 }  // namespace
 
 CpuBackend::CpuBackend(Context& ctx) : ctx_(ctx), ws_(ctx) {}
+CpuBackend::CpuBackend() : own_(std::make_unique<Context>()), ctx_(*own_), ws_(*own_) {}
 CpuBackend::~CpuBackend() = default;
 
 void* CpuBackend::scratch(int i, size_t bytes) {

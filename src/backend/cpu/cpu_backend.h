@@ -17,8 +17,11 @@ class Context;
 
 class CpuBackend : public Backend {
  public:
-  // Shares the caller's Context (thread pool and oneDNN primitive caches).
+  // Shares the caller's Context (thread pool and oneDNN primitive caches): tests and benches that
+  // build several backends over one.
   explicit CpuBackend(Context& ctx);
+  // With a Context of its own (what make_backend builds: no caller outside backend/ names one).
+  CpuBackend();
   ~CpuBackend() override;
 
   const char* name() const override { return "cpu"; }
@@ -47,6 +50,7 @@ class CpuBackend : public Backend {
   bool widened(const A& a, Pick pick);
   // The attention's dtypes as the cpu:: kernels take them (dS in the scores' operand storage).
   AttentionTypes typed(const AttentionDtypes& t) const;
+  std::unique_ptr<Context> own_;  // the default constructor's context (declared first: ctx_ refers to it)
   Context& ctx_;
   GemmWorkspace ws_;
   FloatBuffer scratch_[2];
