@@ -23,6 +23,13 @@ inline constexpr NameTable<Device, 3> kDeviceNames{
     {{Device::Auto, "auto"}, {Device::Cpu, "cpu"}, {Device::Cuda, "cuda"}}};
 inline Device parse_device(std::string_view name) { return parse_in(kDeviceNames, name, "--device"); }
 inline const char* device_name(Device d) { return name_in(kDeviceNames, d); }
+// A --device that names a place, cpu or cuda: where a command reports on rather than runs (bench's
+// timing, explain's plan); auto is refused with `why`.
+inline Device parse_named_device(std::string_view name, std::string_view why) {
+  const Device d = parse_device(name);
+  MPT_CHECK(d != Device::Auto, "--device is cpu or cuda here: " + std::string(why));
+  return d;
+}
 
 // --device auto resolved, the one place it is: cuda where this build has CUDA, a GPU is visible
 // and the run takes its own plan (not --policy-of cuda, the GPU's plan on the CPU), else cpu;

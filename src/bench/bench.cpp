@@ -187,11 +187,229 @@ double run_cuda_peer(const BenchOptions& o, const ModelInfo& info) {
   return ms;
 }
 
+// The model a bench times on its backend, its optimizer and loss scaler, and the one step it runs
+// (train_step, as training does) on fresh synthetic data each time. Built in place: the step's
+// closures refer to the members.
+struct BenchModel {
+  std::unique_ptr<CausalLm> lm;  // GPT-2 or Llama
+  std::unique_ptr<Bert> bert;
+  std::unique_ptr<BertSynthetic> bert_data;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LossScaler> scaler;  // fp16 times the scaler's work too (unscale + inf check)
+  std::vector<int> inputs, targets;
+  uint64_t draw = 0;
+  NextBatchFn next;
+  StepModel bert_step;
+  std::function<StepStats(int64_t t)> step;
+  const ModelCore& core() const { return bert ? static_cast<const ModelCore&>(*bert) : *lm; }
+};
+
+// The family's model on the bench's backend under its own plan (a GPU's: 16-bit stream, logits and
+// gradients), initialised, planned for the batch, with its optimizer and step.
+std::unique_ptr<BenchModel> build_bench_model(const BenchOptions& o) {
+  auto m = std::make_unique<BenchModel>();
+  std::unique_ptr<Backend> be = bench_backend(o);
+  const Policy policy = plan_policy(o.precision, PolicyOf::Own, *be);
+  const size_t n = static_cast<size_t>(o.batch) * o.seq;
+  if (is_bert(o)) {
+    const BertConfig config = bench_bert_config(o);
+    m->bert = std::make_unique<Bert>(config, std::move(be), policy);
+    m->bert->init_weights(1337);
+    m->bert->plan(o.batch, o.seq, bert_bench_masked_positions(o.batch, o.seq));
+    m->bert_data = std::make_unique<BertSynthetic>(o.batch, o.seq, config.vocab_size);
+  } else {
+    if (is_llama(o))
+      m->lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple, o.llama_block), std::move(be),
+                                      policy);
+    else
+      m->lm = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
+    m->lm->init_weights(1337);
+    m->lm->plan(o.batch, o.seq);
+    m->lm->set_graphs(o.graphs);
+  }
+  Backend& model_backend = m->core().backend();
+  MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
+  muon.qkv = o.muon_qkv;
+  muon.ns_math = policy.rule(OpRole::NewtonSchulz).compute;
+  m->optimizer = make_optimizer(o.optimizer, m->core().table(), AdamWHyper{}, SophiaHyper{},
+                                static_cast<double>(n), 1337, model_backend, muon);
+  if (needs_loss_scaler(o.precision)) m->scaler = std::make_unique<LossScaler>();
+  BenchModel* b = m.get();
+  if (m->bert) {
+    Bert* model = m->bert.get();
+    BertSynthetic* data = m->bert_data.get();
+    const int B = o.batch, T = o.seq;
+    m->bert_step.table = &model->table();
+    m->bert_step.params = [model]() -> FloatBuffer& { return model->params(); };
+    m->bert_step.grads = &model->grads();
+    m->bert_step.micro_step = [model, data, B, T](float grad_scale) {
+      data->next();
+      return model->forward_backward(data->inputs(), B, T, grad_scale).loss();
+    };
+    m->bert_step.curvature = [model, data, B, T](float grad_scale, uint64_t seed, uint64_t counter) {
+      return model->forward_backward_sampled(data->inputs(), B, T, grad_scale, seed, counter).loss();
+    };
+    m->step = [b](int64_t t) { return train_step(b->bert_step, *b->optimizer, 1, 1e-4f, 1.0f, t, b->scaler.get()); };
+    return m;
+  }
+  m->inputs.resize(n), m->targets.resize(n);
+  const int vocab = m->lm->vocab();
+  m->next = [b, n, vocab](int* in, int* tg) {
+    for (size_t i = 0; i < n; ++i) {
+      in[i] = static_cast<int>(uniform01(42, 1, b->draw++) * vocab);
+      tg[i] = static_cast<int>(uniform01(42, 2, b->draw++) * vocab);
+    }
+  };
+  const int B = o.batch, T = o.seq;
+  m->step = [b, B, T](int64_t t) {
+    return train_step(*b->lm, *b->optimizer, b->next, B, T, 1, 1e-4f, 1.0f, t, b->inputs.data(),
+                      b->targets.data(), b->scaler.get());
+  };
+  return m;
+}
+
+// What a step costs, for the progress line and the MFU column.
+struct StepCost {
+  double tokens = 0.0, flops = 0.0;
+  PeakFlops peak;
+};
+
+// The timed steps: warm-up, then per round --steps timed steps and (with the peer) one peer run,
+// alternated (A B A B ...) so that a machine's drift hits both sides alike. With `profile`, every
+// op of the timed steps is recorded there (not the warm-up's).
+struct TimedSteps {
+  std::vector<double> round_ms, peer_ms;  // each round's median, each peer run's
+  PeerResult peer;                        // the last peer run
+  double timed_ms = 0.0;                  // every timed step's, summed (the profile's time)
+  int steps = 0;                          // warm-up included
+  float last_loss = 0.0f;
+};
+
+TimedSteps time_steps(const BenchOptions& o, BenchModel& m, const StepCost& cost, int rounds, bool with_peer,
+                      int threads, const ModelInfo& info, OpProfile* profile) {
+  Progress progress({.label = "bench",
+                     .total = static_cast<double>(o.warmup + rounds * o.steps),
+                     .mode = o.quiet ? ProgressMode::kNone : o.progress,
+                     .out = stdout});
+  TimedSteps r;
+  auto run_step = [&](bool timed, std::vector<double>* times) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const StepStats st = m.step(r.steps + 1);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    char line[200], status[160];
+    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", r.steps + 1,
+                  timed ? "" : " (warmup)", ms, st.loss, st.curvature ? " + Hessian estimate" : "",
+                  st.skipped ? " (skipped: inf/NaN gradient)" : "");
+    std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", r.steps + 1,
+                  o.warmup + rounds * o.steps, ms, format_si(cost.tokens / (ms / 1e3)).c_str(),
+                  mfu(cost.flops / (ms / 1e3), cost.peak) * 100.0);
+    if (progress.mode() != ProgressMode::kNone) progress.print(line);
+    progress.draw(++r.steps, status);
+    if (times) times->push_back(ms);
+    r.last_loss = st.loss;
+  };
+  for (int w = 0; w < o.warmup; ++w) run_step(false, nullptr);
+  Backend& backend = m.core().backend();
+  backend.set_profile(profile);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<double> times;
+    for (int t = 0; t < o.steps; ++t) run_step(true, &times);
+    for (double ms : times) r.timed_ms += ms;
+    r.round_ms.push_back(median(times));
+    if (!with_peer) continue;
+    progress.finish();
+    const PeerResult p = run_peer(o, threads, info, precision_name(o.precision), !o.quiet && round == 0);
+    if (p.ms <= 0.0) break;  // run_peer said why; no ratio
+    r.peer = p;
+    r.peer_ms.push_back(p.ms);
+    std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds,
+                r.round_ms.back(), p.ms);
+  }
+  backend.set_profile(nullptr);
+  progress.finish();
+  return r;
+}
+
+// The result of the timed steps, and its line (and the ladder's RESULT line).
+BenchResult bench_result(const BenchOptions& o, const BenchModel& m, const TimedSteps& t, const StepCost& cost) {
+  BenchResult r;
+  r.ms_per_step = median(t.round_ms);
+  r.tokens_per_s = cost.tokens / (r.ms_per_step / 1e3);
+  r.tflops = cost.flops / (r.ms_per_step / 1e3) / 1e12;
+  r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
+  const bool on_cuda = o.device == Device::Cuda;
+  if (on_cuda) {
+    const DeviceMemoryInfo gpu = cuda_memory_info(0);
+    r.device_mb = static_cast<double>(gpu.total - gpu.free) / (1024.0 * 1024.0);
+  }
+  const ModelCore& core = m.core();
+  size_t model_bytes = 2 * core.num_params() * sizeof(float) + core.weight_copy_bytes() + core.activation_bytes();
+  for (const auto& st : m.optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
+  r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
+  r.skipped_steps = m.scaler ? m.scaler->skipped_steps() : 0;
+  r.last_loss = t.last_loss;
+  const char* precision = precision_name(o.precision);
+  const std::string median_of =
+      t.round_ms.size() > 1
+          ? std::to_string(t.round_ms.size()) + " rounds' medians of " + std::to_string(o.steps) + " steps"
+          : std::to_string(o.steps);
+  std::printf(
+      "mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | %s %.0f MB, model %.0f MB "
+      "(median of %s)\n",
+      precision, r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, cost.peak) * 100.0,
+      on_cuda ? "GPU memory in use" : "peak RSS", on_cuda ? r.device_mb : r.peak_rss_mb, r.model_mb,
+      median_of.c_str());
+  if (m.scaler && r.skipped_steps > 0)
+    std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n", (long long)r.skipped_steps,
+                t.steps, m.scaler->scale());
+  if (o.result_line)
+    std::printf(
+        "RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f device_mb=%.1f "
+        "model_mb=%.1f loss=%.6f skipped=%lld\n",
+        precision, r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb, r.model_mb, r.last_loss,
+        (long long)r.skipped_steps);
+  return r;
+}
+
+// The peer's line and the ratio (the GPU's peer runs here, after our steps; the CPU's alternated
+// with them), or why there is none. Fills r.peer_ms_per_step.
+void report_peer(const BenchOptions& o, const ModelInfo& info, const TimedSteps& t, double tokens, BenchResult& r) {
+  const char* precision = precision_name(o.precision);
+  if (info.peer_name.empty()) {
+    std::printf("peer: none for --model %s (compare it with GPT-2's bench at the same size)\n",
+                model_family_name(o.model));
+  } else if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
+  } else if (o.device == Device::Cuda) {
+    const double peer = run_cuda_peer(o, info);
+    if (peer > 0) {
+      r.peer_ms_per_step = peer;
+      std::printf(
+          "ratio: mptrain %s is %.2fx the speed of PyTorch (bf16 autocast + torch.compile + %s, same "
+          "model and batch)\n",
+          precision, peer / r.ms_per_step, is_bert(o) ? "fused SDPA, fused AdamW" : "flash SDPA");
+    }
+  } else if (o.optimizer != OptimizerKind::AdamW) {
+    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
+                optimizer_name(o.optimizer));
+  } else if (!peer_has(o.precision)) {
+    std::printf("peer: skipped (the peer runs fp32 or bf16: torch 1.13, Debian's, has no CPU %s autocast)\n",
+                precision);
+  } else if (!t.peer_ms.empty()) {
+    r.peer_ms_per_step = median(t.peer_ms);
+    std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB (median of %zu rounds)\n", precision,
+                r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3), t.peer.peak_rss_mb, t.peer_ms.size());
+    std::printf(
+        "ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer; medians of %zu "
+        "alternating rounds)\n",
+        r.peer_ms_per_step / r.ms_per_step, precision, o.precision == Precision::Bf16 ? " autocast" : "",
+        t.peer_ms.size());
+  }
+}
+
 // Times one precision in this process, on the CPU or (--device cuda) GPU 0: the same model and
 // train_step that training runs.
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
-  const Precision precision = o.precision;
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
@@ -199,213 +417,36 @@ BenchResult bench_one(const BenchOptions& o) {
   const int threads = omp_get_max_threads();
   const ModelInfo info = model_info(o);
   const bool on_cuda = o.device == Device::Cuda;
-  // The backend's own plan (a GPU's: 16-bit stream, logits and gradients).
-  const auto backend = [&]() { return bench_backend(o); };
-  const auto policy_for = [&](const Backend& be) { return plan_policy(precision, PolicyOf::Own, be); };
-  const size_t n = static_cast<size_t>(o.batch) * o.seq;
-  // The model family's parts; the timing loop below sees only `step`, the table and the sizes.
-  std::unique_ptr<CausalLm> lm;  // GPT-2 or Llama
-  std::unique_ptr<Bert> bert;
-  std::unique_ptr<BertSynthetic> bert_data;
-  if (is_bert(o)) {
-    const BertConfig config = bench_bert_config(o);
-    std::unique_ptr<Backend> be = backend();
-    const Policy policy = policy_for(*be);
-    bert = std::make_unique<Bert>(config, std::move(be), policy);
-    bert->init_weights(1337);
-    bert->plan(o.batch, o.seq, bert_bench_masked_positions(o.batch, o.seq));
-    bert_data = std::make_unique<BertSynthetic>(o.batch, o.seq, config.vocab_size);
-  } else {
-    std::unique_ptr<Backend> be = backend();
-    const Policy policy = policy_for(*be);
-    if (is_llama(o))
-      lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple, o.llama_block), std::move(be),
-                                   policy);
-    else
-      lm = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
-    lm->init_weights(1337);
-    lm->plan(o.batch, o.seq);
-    lm->set_graphs(o.graphs);
-  }
-  const ModelCore& core = bert ? static_cast<const ModelCore&>(*bert) : *lm;
-  const ParamTable& table = core.table();
-  const size_t num_params = core.num_params();
-  const OptimizerKind kind = o.optimizer;
-  Backend& model_backend = core.backend();
-  MuonHyper muon;  // Newton–Schulz in the policy's arithmetic, as training runs it
-  muon.qkv = o.muon_qkv;
-  muon.ns_math = policy_for(model_backend).rule(OpRole::NewtonSchulz).compute;
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(kind, table, AdamWHyper{}, SophiaHyper{},
-                                                        static_cast<double>(n), 1337, model_backend, muon);
-  // fp16 times the loss scaler's work too (unscale + inf check every step), as training does.
-  std::unique_ptr<LossScaler> scaler;
-  if (needs_loss_scaler(precision)) scaler = std::make_unique<LossScaler>();
-  std::function<StepStats(int64_t t)> step;
-  std::vector<int> inputs, targets;
-  uint64_t draw = 0;
-  NextBatchFn next;
-  StepModel bert_step;
-  if (bert) {
-    Bert* model = bert.get();
-    BertSynthetic* data = bert_data.get();
-    const int B = o.batch, T = o.seq;
-    bert_step.table = &model->table();
-    bert_step.params = [model]() -> FloatBuffer& { return model->params(); };
-    bert_step.grads = &model->grads();
-    bert_step.micro_step = [model, data, B, T](float grad_scale) {
-      data->next();
-      return model->forward_backward(data->inputs(), B, T, grad_scale).loss();
-    };
-    bert_step.curvature = [model, data, B, T](float grad_scale, uint64_t seed, uint64_t counter) {
-      return model->forward_backward_sampled(data->inputs(), B, T, grad_scale, seed, counter).loss();
-    };
-    step = [&](int64_t t) { return train_step(bert_step, *optimizer, 1, 1e-4f, 1.0f, t, scaler.get()); };
-  } else {
-    inputs.resize(n), targets.resize(n);
-    const int vocab = lm->vocab();
-    next = [&draw, n, vocab](int* in, int* tg) {
-      for (size_t i = 0; i < n; ++i) {
-        in[i] = static_cast<int>(uniform01(42, 1, draw++) * vocab);
-        tg[i] = static_cast<int>(uniform01(42, 2, draw++) * vocab);
-      }
-    };
-    step = [&](int64_t t) {
-      return train_step(*lm, *optimizer, next, o.batch, o.seq, 1, 1e-4f, 1.0f, t, inputs.data(),
-                        targets.data(), scaler.get());
-    };
-  }
-  const double tokens = static_cast<double>(n);
-  const double flops = info.flops_per_step;
-  const PeakFlops peak = on_cuda ? gpu_peak_flops(o) : cpu_peak_flops(threads, o.peak_tflops, precision);
+  const std::unique_ptr<BenchModel> m = build_bench_model(o);
+  const StepCost cost{static_cast<double>(o.batch) * o.seq, info.flops_per_step,
+                      on_cuda ? gpu_peak_flops(o) : cpu_peak_flops(threads, o.peak_tflops, o.precision)};
   if (!o.quiet) {
     std::printf("bench: %s (%zu params), batch %d x %d, %s, %s, %d threads, %d warmup + %d timed steps\n",
-                o.preset.c_str(), num_params, o.batch, o.seq, precision_name(precision), optimizer->name(),
-                threads, o.warmup, o.steps);
-    if (bert)
+                o.preset.c_str(), m->core().num_params(), o.batch, o.seq, precision_name(o.precision),
+                m->optimizer->name(), threads, o.warmup, o.steps);
+    if (m->bert)
       std::printf(
           "synthetic BERT instances: %d of %d positions masked per step, padding on 3 rows in 4, NSP "
           "labels\n",
           bert_bench_masked_positions(o.batch, o.seq), o.batch * o.seq);
-    std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", peak.tflops, peak.formula.c_str());
+    std::printf("MFU against a peak of %.3f TFLOP/s = %s\n", cost.peak.tflops, cost.peak.formula.c_str());
   }
-  // The peer, when it runs, alternates with our steps: warm-up, then per round our timed steps
-  // and one peer run (A B A B ...), so that a machine's drift hits both sides alike.
-  const bool with_peer = !on_cuda && o.peer && !o.profile && kind == OptimizerKind::AdamW &&
-                         peer_has(precision) && !info.peer_name.empty();
+  const bool with_peer = !on_cuda && o.peer && !o.profile && o.optimizer == OptimizerKind::AdamW &&
+                         peer_has(o.precision) && !info.peer_name.empty();
   const int rounds = with_peer ? o.rounds : 1;
-  Progress progress({.label = "bench",
-                     .total = static_cast<double>(o.warmup + rounds * o.steps),
-                     .mode = o.quiet ? ProgressMode::kNone : o.progress,
-                     .out = stdout});
-  std::vector<double> round_ms, peer_ms;
-  PeerResult peer;
-  BenchResult r;
-  int s = 0;
-  auto run_step = [&](bool timed, std::vector<double>* times) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const StepStats st = step(s + 1);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    char line[200], status[160];
-    std::snprintf(line, sizeof(line), "  step %d%s: %.1f ms (loss %.4f)%s%s", s + 1, timed ? "" : " (warmup)",
-                  ms, st.loss, st.curvature ? " + Hessian estimate" : "",
-                  st.skipped ? " (skipped: inf/NaN gradient)" : "");
-    std::snprintf(status, sizeof(status), "step %d/%d | %.1f ms | %s tok/s | MFU %.2f%%", s + 1,
-                  o.warmup + rounds * o.steps, ms, format_si(tokens / (ms / 1e3)).c_str(),
-                  mfu(flops / (ms / 1e3), peak) * 100.0);
-    if (progress.mode() != ProgressMode::kNone) progress.print(line);
-    progress.draw(++s, status);
-    if (times) times->push_back(ms);
-    r.last_loss = st.loss;
-  };
-  for (int w = 0; w < o.warmup; ++w) run_step(false, nullptr);
   OpProfile op_profile;
-  if (o.profile) model_backend.set_profile(&op_profile);
-  double timed_ms = 0.0;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<double> times;
-    for (int t = 0; t < o.steps; ++t) run_step(true, &times);
-    for (double ms : times) timed_ms += ms;
-    round_ms.push_back(median(times));
-    if (!with_peer) continue;
-    progress.finish();
-    const PeerResult p = run_peer(o, threads, info, precision_name(precision), !o.quiet && round == 0);
-    if (p.ms <= 0.0) break;  // run_peer said why; no ratio
-    peer = p;
-    peer_ms.push_back(p.ms);
-    std::printf("round %d/%d: mptrain %.1f ms/step, PyTorch %.1f ms/step\n", round + 1, rounds,
-                round_ms.back(), p.ms);
-  }
-  model_backend.set_profile(nullptr);
-  r.ms_per_step = median(round_ms);
-  r.tokens_per_s = tokens / (r.ms_per_step / 1e3);
-  r.tflops = flops / (r.ms_per_step / 1e3) / 1e12;
-  r.peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
-  if (on_cuda) {
-    const DeviceMemoryInfo gpu = cuda_memory_info(0);
-    r.device_mb = static_cast<double>(gpu.total - gpu.free) / (1024.0 * 1024.0);
-  }
-  size_t model_bytes = 2 * num_params * sizeof(float) + core.weight_copy_bytes() + core.activation_bytes();
-  for (const auto& st : optimizer->state()) model_bytes += st.buffer.size() * sizeof(float);
-  r.model_mb = static_cast<double>(model_bytes) / (1024.0 * 1024.0);
-  r.skipped_steps = scaler ? scaler->skipped_steps() : 0;
-  progress.finish();
-  const std::string median_of =
-      round_ms.size() > 1
-          ? std::to_string(round_ms.size()) + " rounds' medians of " + std::to_string(o.steps) + " steps"
-          : std::to_string(o.steps);
-  std::printf(
-      "mptrain %s: %.1f ms/step | %.0f tok/s | %.3f TFLOP/s | MFU %.2f%% | %s %.0f MB, model %.0f MB "
-      "(median of %s)\n",
-      precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, mfu(r.tflops * 1e12, peak) * 100.0,
-      on_cuda ? "GPU memory in use" : "peak RSS", on_cuda ? r.device_mb : r.peak_rss_mb, r.model_mb,
-      median_of.c_str());
-  if (scaler && r.skipped_steps > 0)
-    std::printf("fp16: %lld of %d steps skipped by the loss scaler (final scale %g)\n",
-                (long long)r.skipped_steps, s, scaler->scale());
-  if (o.result_line)
-    std::printf(
-        "RESULT precision=%s ms_per_step=%.3f tokens_per_s=%.1f tflops=%.5f peak_rss_mb=%.1f device_mb=%.1f "
-        "model_mb=%.1f loss=%.6f skipped=%lld\n",
-        precision_name(precision), r.ms_per_step, r.tokens_per_s, r.tflops, r.peak_rss_mb, r.device_mb,
-        r.model_mb, r.last_loss, (long long)r.skipped_steps);
-  if (info.peer_name.empty()) {
-    std::printf("peer: none for --model %s (compare it with GPT-2's bench at the same size)\n", model_family_name(o.model));
-  } else if (!o.peer || o.profile) {  // a profiled step (each op waited for) is no step to compare
-  } else if (on_cuda) {
-    const double peer = run_cuda_peer(o, info);
-    if (peer > 0) {
-      r.peer_ms_per_step = peer;
-      std::printf(
-          "ratio: mptrain %s is %.2fx the speed of PyTorch (bf16 autocast + torch.compile + %s, same "
-          "model and batch)\n",
-          precision_name(precision), peer / r.ms_per_step, bert ? "fused SDPA, fused AdamW" : "flash SDPA");
-    }
-  } else if (kind != OptimizerKind::AdamW) {
-    std::printf("peer: skipped (bench/%s runs AdamW; no like-for-like %s peer)\n", info.peer_name.c_str(),
-                optimizer->name());
-  } else if (!peer_has(precision)) {
-    std::printf("peer: skipped (the peer runs fp32 or bf16: torch 1.13, Debian's, has no CPU %s autocast)\n",
-                precision_name(precision));
-  } else if (!peer_ms.empty()) {
-    r.peer_ms_per_step = median(peer_ms);
-    std::printf("pytorch %s: %.1f ms/step | %.0f tok/s | peak RSS %.0f MB (median of %zu rounds)\n",
-                precision_name(precision), r.peer_ms_per_step, tokens / (r.peer_ms_per_step / 1e3),
-                peer.peak_rss_mb, peer_ms.size());
-    std::printf(
-        "ratio: mptrain is %.2fx the speed of PyTorch (%s%s, same model, batch and optimizer; medians of %zu "
-        "alternating rounds)\n",
-        r.peer_ms_per_step / r.ms_per_step, precision_name(precision),
-        precision == Precision::Bf16 ? " autocast" : "", peer_ms.size());
-  }
+  const TimedSteps timed = time_steps(o, *m, cost, rounds, with_peer, threads, info, o.profile ? &op_profile : nullptr);
+  BenchResult r = bench_result(o, *m, timed, cost);
+  report_peer(o, info, timed, cost.tokens, r);
   if (o.profile && on_cuda) {
     // The GPU's figures: the datasheet peak (no FMA probe), its own copy bandwidth; each op was
     // waited for (Backend::set_profile), so the rows are device time plus a launch each.
     std::printf("\nop profile on the GPU: each op synchronized before and after (launch gaps included, no overlap)");
-    print_op_profile(op_profile, rounds * o.steps, timed_ms / 1e3, flops, peak, 0.0, cuda_copy_bandwidth_gbs(0));
+    print_op_profile(op_profile, rounds * o.steps, timed.timed_ms / 1e3, cost.flops, cost.peak, 0.0,
+                     cuda_copy_bandwidth_gbs(0));
   } else if (o.profile) {
-    print_op_profile(op_profile, rounds * o.steps, timed_ms / 1e3, flops, peak,
-                     measure_fma_peak_tflops(precision), measure_memory_bandwidth_gbs());
+    print_op_profile(op_profile, rounds * o.steps, timed.timed_ms / 1e3, cost.flops, cost.peak,
+                     measure_fma_peak_tflops(o.precision), measure_memory_bandwidth_gbs());
   }
   report_quietness(meter.finish(), r.peer_ms_per_step > 0.0);
   std::fflush(stdout);

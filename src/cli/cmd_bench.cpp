@@ -21,11 +21,7 @@ void register_bench(CLI::App& app, int& exit_code) {
                         model_family_name(o->model));
   cli::add_named_option(
       cmd, "--device", &o->device,
-      [](const std::string& s) {
-        const Device d = parse_device(s);
-        MPT_CHECK(d != Device::Auto, "bench's --device is cpu or cuda (a timing names where it ran)");
-        return d;
-      },
+      [](const std::string& s) { return parse_named_device(s, "a timing names where it ran"); },
       "{cpu,cuda}",
       "Where the steps run: cpu, or cuda (GPU 0: the same model and training step on the CUDA backend, with "
       "the PyTorch GPU peer for GPT-2)",

@@ -195,11 +195,7 @@ void register_explain(CLI::App& app, int& exit_code) {
                         "as `mptrain train --policy-of cuda` runs it on this CPU");
   cli::add_named_option(
       cmd, "--device", &o->device,
-      [](const std::string& s) {
-        const Device d = parse_device(s);
-        MPT_CHECK(d != Device::Auto, "explain's --device is cpu or cuda (the plan of either, GPU or not)");
-        return d;
-      },
+      [](const std::string& s) { return parse_named_device(s, "the plan of either, GPU or not"); },
       "{cpu,cuda}", "cuda: the plan and device memory of `mptrain train --device cuda` (no GPU needed)",
       device_name(o->device));
   cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));

@@ -54,6 +54,66 @@ struct Candidate {
   int a, b;
 };
 
+
+// Each word of the texts the basic tokenizer splits out, counted (a std::map: sorted); words
+// longer than the tokenizer's limit are skipped and counted in `sum`.
+std::map<std::string, int64_t> count_words(const std::vector<std::string_view>& texts, const BasicTokenizer& basic,
+                                           const WordpieceTrainOptions& opt, WordpieceTrainSummary& sum) {
+  std::unordered_map<std::string, int64_t> hashed;
+  std::vector<std::string> buf;
+  for (std::string_view text : texts) {
+    buf.clear();
+    basic.tokenize(text, buf);
+    for (auto& w : buf) {
+      size_t chars = 0;
+      for (size_t i = 0; i < w.size(); i += utf8_length(static_cast<unsigned char>(w[i]))) ++chars;
+      if (static_cast<int>(chars) > opt.basic.max_input_chars_per_word) {
+        ++sum.skipped_long;
+        continue;
+      }
+      ++hashed[w];
+      ++sum.words;
+    }
+  }
+  return {hashed.begin(), hashed.end()};
+}
+
+// Merge `stamp` (the pair a b into symbol s) in word wi, where the pair index listed it: its pair
+// counts moved from the old pairs to the new ones, the new pairs indexed, every pair it touched
+// appended to `touched`. A word already rewritten by this merge, or an index entry from before an
+// earlier rewrite, is left alone.
+void merge_in_word(Trainer& tr, int wi, int a, int b, int s, int64_t stamp, std::vector<uint64_t>& touched) {
+  Word& w = tr.words[static_cast<size_t>(wi)];
+  if (w.stamp == stamp) return;
+  w.stamp = stamp;
+  bool has = false;
+  for (size_t k = 0; k + 1 < w.symbols.size() && !has; ++k) has = w.symbols[k] == a && w.symbols[k + 1] == b;
+  if (!has) return;
+  for (size_t k = 0; k + 1 < w.symbols.size(); ++k) {
+    const uint64_t pk = pair_key(w.symbols[k], w.symbols[k + 1]);
+    tr.pair_count[pk] -= w.count;
+    touched.push_back(pk);
+  }
+  std::vector<int> out;
+  out.reserve(w.symbols.size());
+  for (size_t k = 0; k < w.symbols.size(); ++k) {
+    if (k + 1 < w.symbols.size() && w.symbols[k] == a && w.symbols[k + 1] == b) {
+      out.push_back(s);
+      ++k;
+    } else {
+      out.push_back(w.symbols[k]);
+    }
+  }
+  w.symbols = std::move(out);
+  for (size_t k = 0; k + 1 < w.symbols.size(); ++k) {
+    const uint64_t pk = pair_key(w.symbols[k], w.symbols[k + 1]);
+    tr.pair_count[pk] += w.count;
+    touched.push_back(pk);
+    auto& list = tr.pair_words[pk];
+    if (list.empty() || list.back() != wi) list.push_back(wi);
+  }
+}
+
 }  // namespace
 
 WordpieceVocab train_wordpiece(const std::vector<std::string_view>& texts, const WordpieceTrainOptions& opt,
@@ -65,27 +125,8 @@ WordpieceVocab train_wordpiece(const std::vector<std::string_view>& texts, const
   WordpieceTrainSummary sum;
   const BasicTokenizer basic(opt.basic);
 
-  // 1. Word counts (a std::map: sorted, so everything after is independent of hashing).
-  std::map<std::string, int64_t> counts;
-  {
-    std::unordered_map<std::string, int64_t> hashed;
-    std::vector<std::string> buf;
-    for (std::string_view text : texts) {
-      buf.clear();
-      basic.tokenize(text, buf);
-      for (auto& w : buf) {
-        size_t chars = 0;
-        for (size_t i = 0; i < w.size(); i += utf8_length(static_cast<unsigned char>(w[i]))) ++chars;
-        if (static_cast<int>(chars) > opt.basic.max_input_chars_per_word) {
-          ++sum.skipped_long;
-          continue;
-        }
-        ++hashed[w];
-        ++sum.words;
-      }
-    }
-    counts.insert(hashed.begin(), hashed.end());
-  }
+  // 1. Word counts (sorted, so everything after is independent of hashing).
+  const std::map<std::string, int64_t> counts = count_words(texts, basic, opt, sum);
   if (counts.empty()) throw Error("train-wordpiece: the input holds no words");
   sum.distinct_words = counts.size();
 
@@ -169,38 +210,7 @@ WordpieceVocab train_wordpiece(const std::vector<std::string_view>& texts, const
     touched.clear();
     const std::vector<int> word_ids = std::move(tr.pair_words[key]);
     tr.pair_words.erase(key);
-    for (int wi : word_ids) {
-      Word& w = tr.words[static_cast<size_t>(wi)];
-      if (w.stamp == stamp) continue;
-      w.stamp = stamp;
-      bool has = false;
-      for (size_t k = 0; k + 1 < w.symbols.size() && !has; ++k)
-        has = w.symbols[k] == top.a && w.symbols[k + 1] == top.b;
-      if (!has) continue;  // an index entry from before an earlier rewrite
-      for (size_t k = 0; k + 1 < w.symbols.size(); ++k) {
-        const uint64_t pk = pair_key(w.symbols[k], w.symbols[k + 1]);
-        tr.pair_count[pk] -= w.count;
-        touched.push_back(pk);
-      }
-      std::vector<int> out;
-      out.reserve(w.symbols.size());
-      for (size_t k = 0; k < w.symbols.size(); ++k) {
-        if (k + 1 < w.symbols.size() && w.symbols[k] == top.a && w.symbols[k + 1] == top.b) {
-          out.push_back(s);
-          ++k;
-        } else {
-          out.push_back(w.symbols[k]);
-        }
-      }
-      w.symbols = std::move(out);
-      for (size_t k = 0; k + 1 < w.symbols.size(); ++k) {
-        const uint64_t pk = pair_key(w.symbols[k], w.symbols[k + 1]);
-        tr.pair_count[pk] += w.count;
-        touched.push_back(pk);
-        auto& list = tr.pair_words[pk];
-        if (list.empty() || list.back() != wi) list.push_back(wi);
-      }
-    }
+    for (int wi : word_ids) merge_in_word(tr, wi, top.a, top.b, s, stamp, touched);
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint64_t pk : touched) {

@@ -27,7 +27,7 @@ namespace {
 
 class BertTask final : public BertTaskBase {
  public:
-  explicit BertTask(const BertTrainOptions& bert) : bert_(bert) {
+  BertTask(TaskSpec spec, const BertTrainOptions& bert) : BertTaskBase(std::move(spec)), bert_(bert) {
     MPT_CHECK(bert.max_predictions >= 0, "--max-predictions must be positive");
     MPT_CHECK(bert.mask_rate > 0.0 && bert.mask_rate < 1.0,
               "--mask-rate " + std::to_string(bert.mask_rate) + " is outside (0, 1)");
@@ -35,11 +35,12 @@ class BertTask final : public BertTaskBase {
 
   // Model config: the checkpoint's when resuming or initialising from one, else the preset
   // sized to the instance file's vocabulary.
-  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
-    MPT_CHECK(!opt.train_data.empty(),
+  void configure(const std::string& ckpt_dir) override {
+    TaskSpec& s = spec_;
+    MPT_CHECK(!s.train_data.empty(),
               "no training data: pass --train-data with an instance file of 'prepare --task bert'");
-    MPT_CHECK(!opt.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    const BertInstanceFile probe(opt.train_data);  // validates the file (format version included)
+    MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
+    const BertInstanceFile probe(s.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);
       // The objective follows the model: an MLM-only checkpoint trains MLM-only; a model with the
@@ -48,57 +49,52 @@ class BertTask final : public BertTaskBase {
                                                "' has the NSP head (BertForPreTraining); MLM-only runs start "
                                                "from a preset or an MLM-only checkpoint");
     } else {
-      if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
-      config_ = bert_preset(opt.preset, static_cast<int>(probe.header().vocab_size));
+      config_ = bert_preset(s.preset, static_cast<int>(probe.header().vocab_size));
       config_.pad_token_id = probe.header().pad_id;
       config_.nsp = bert_.nsp;
     }
     MPT_CHECK(static_cast<int>(probe.header().vocab_size) <= config_.vocab_size,
-              "instance file '" + opt.train_data + "' has a vocabulary of " +
+              "instance file '" + s.train_data + "' has a vocabulary of " +
                   std::to_string(probe.header().vocab_size) + " tokens, more than the model's " +
                   std::to_string(config_.vocab_size));
-    if (!bert_.seq_given) opt.seq = probe.max_seq_len();
-    MPT_CHECK(opt.seq <= config_.max_position, "sequence length " + std::to_string(opt.seq) +
+    if (!bert_.seq_given) s.seq = probe.max_seq_len();
+    MPT_CHECK(s.seq <= config_.max_position, "sequence length " + std::to_string(s.seq) +
                                                    " is longer than the BERT model's " +
                                                    std::to_string(config_.max_position) + " positions");
     vocab_text_ = probe.vocab().to_text();
     lower_case_ = probe.lower_case();
-    bert_.max_predictions = bert_max_predictions(bert_, opt.seq);
+    bert_.max_predictions = bert_max_predictions(bert_, s.seq);
   }
-  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
-                           std::shared_ptr<const Backend> sizing) const override {
+  ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const override {
     return bert_footprint(config_, policy, bert_.max_predictions, std::move(sizing));
   }
-  double flops_per_token(const TrainOptions& opt) const override {
-    return bert_flops_per_token(config_, opt.seq, bert_.mask_rate);
-  }
+  double flops_per_token() const override { return bert_flops_per_token(config_, spec_.seq, bert_.mask_rate); }
   void load_weights(const std::string& ckpt_dir) override { load_bert_checkpoint_model(ckpt_dir, *model_); }
 
-  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
-    B_ = opt.batch, T_ = opt.seq;
+  void open_data(const RunState& state, int rank, int world) override {
+    B_ = spec_.batch, T_ = spec_.seq;
     model_->plan(B_, T_, B_ * bert_.max_predictions);
     // Masking is seeded by the run's seed: a resumed run draws the same masks.
     BertMaskingOptions masking;
     masking.mask_prob = bert_.mask_rate;
     masking.max_predictions = bert_.max_predictions;
     masking.seed = state.seed;
-    train_ = std::make_unique<BertLoader>(opt.train_data, B_, T_, config_.vocab_size, masking, rank, world);
+    train_ = std::make_unique<BertLoader>(spec_.train_data, B_, T_, config_.vocab_size, masking, rank, world);
     if (pending_) train_->set_position(*pending_);
-    if (!opt.val_data.empty()) {
+    if (!spec_.val_data.empty()) {
       BertMaskingOptions val_masking = masking;
       val_masking.shuffle = false;
-      val_ = std::make_unique<BertLoader>(opt.val_data, B_, T_, config_.vocab_size, val_masking);
+      val_ = std::make_unique<BertLoader>(spec_.val_data, B_, T_, config_.vocab_size, val_masking);
     }
   }
   void seek_to_checkpoint() override {
     if (pending_) train_->set_position(*pending_);
   }
-  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
-                double tokens_per_step) const override {
+  void describe(RunMonitor& monitor, bool from_checkpoint, int accum, double tokens_per_step) const override {
     monitor.sayf(
         "model %s: %zu parameters (%s; %d layers, %d heads, %d wide, vocab %d padded to "
         "%d)\n",
-        from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(),
+        from_checkpoint ? "from checkpoint" : spec_.preset.c_str(), model_->num_hf_params(),
         bert_hf_architecture(config_), config_.n_layer, config_.n_head, config_.hidden, config_.vocab_size,
         config_.padded_vocab_size);
     monitor.sayf(
@@ -110,7 +106,7 @@ class BertTask final : public BertTaskBase {
         bert_.max_predictions);
   }
 
-  StepModel step_model(const TrainOptions&) override {
+  StepModel step_model() override {
     StepModel m = bert_step_model();
     m.micro_step = [this](float grad_scale) {
       train_->next(batch_);
@@ -152,8 +148,8 @@ class BertTask final : public BertTaskBase {
   }
 
   bool has_validation() const override { return val_ != nullptr; }
-  ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
-    const BertEvalResult v = evaluate_bert(*model_, *val_, opt.val_steps, &comm);
+  ValResult validate(Communicator& comm, int64_t step) override {
+    const BertEvalResult v = evaluate_bert(*model_, *val_, spec_.val_steps, &comm);
     char line[256];
     if (!config_.nsp) {
       std::snprintf(line, sizeof(line),
@@ -226,8 +222,8 @@ int bert_max_predictions(const BertTrainOptions& bert, int T) {
   return std::max(20, static_cast<int>(std::ceil(bert.mask_rate * T)));
 }
 
-std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert) {
-  return std::make_unique<BertTask>(bert);
+std::unique_ptr<TrainTask> make_bert_task(const TaskSpec& spec, const BertTrainOptions& bert) {
+  return std::make_unique<BertTask>(spec, bert);
 }
 
 }  // namespace mptrain

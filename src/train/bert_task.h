@@ -26,6 +26,7 @@ namespace mptrain {
 // training data's position (kept for open_data and seek_to_checkpoint).
 class BertTaskBase : public TrainTask {
  public:
+  explicit BertTaskBase(TaskSpec spec) : TrainTask(std::move(spec)) {}
   RunState read_state(const std::string& ckpt_dir) override {
     const BertTrainState s = load_bert_checkpoint_state(ckpt_dir);
     pending_ = s.train_pos;
@@ -86,10 +87,9 @@ struct BertTrainOptions {
 // The masked positions per sequence a run plans for (BertTrainOptions::max_predictions).
 int bert_max_predictions(const BertTrainOptions& bert, int T);
 
-// options.preset names a BERT preset (bert-mini if it names none); options.train_data is an
-// instance file (val_data optional). A sequence length T over the model's positions, or a
-// file of another format version: clear errors.
-std::unique_ptr<TrainTask> make_bert_task(const BertTrainOptions& bert);
+// spec.preset names a BERT preset; spec.train_data is an instance file (val_data optional). A
+// sequence length T over the model's positions, or a file of another format version: clear errors.
+std::unique_ptr<TrainTask> make_bert_task(const TaskSpec& spec, const BertTrainOptions& bert);
 
 // BERT's memory footprint (train/memory_estimate.h): its parameters, weight copies and
 // activation plan (model/bert.h, max_predictions masked positions per sequence), as Bert

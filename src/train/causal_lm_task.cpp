@@ -28,7 +28,7 @@ struct Gpt2Family {
   using Config = Gpt2Config;
   using Model = Gpt2;
   static constexpr const char* kName = "gpt2";
-  static Config preset(const TrainOptions& opt) { return gpt2_preset(opt.preset, opt.vocab_multiple); }
+  static Config preset(const TaskSpec& s) { return gpt2_preset(s.preset, s.vocab_multiple); }
   static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return gpt2_footprint(c, p, std::move(be));
@@ -46,9 +46,7 @@ struct LlamaFamily {
   using Config = LlamaConfig;
   using Model = Llama;
   static constexpr const char* kName = "llama";
-  static Config preset(const TrainOptions& opt) {
-    return llama_preset(opt.preset, opt.vocab_multiple, opt.llama_block);
-  }
+  static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
   static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return llama_footprint(c, p, std::move(be));
@@ -84,27 +82,28 @@ const char* checkpoint_family(const std::string& dir) {
 template <class F>
 class CausalLmTask final : public TrainTask {
  public:
-  explicit CausalLmTask(SampleTokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  CausalLmTask(TaskSpec spec, SampleTokenizer tokenizer) : TrainTask(std::move(spec)), tokenizer_(std::move(tokenizer)) {}
 
-  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
-    MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
+  void configure(const std::string& ckpt_dir) override {
+    const TaskSpec& s = spec_;
+    MPT_CHECK(!s.train_data.empty(), "no training data: pass --train-data with a glob of token shards");
     if (!ckpt_dir.empty()) {
       const std::string family = checkpoint_family(ckpt_dir);
       MPT_CHECK(family == F::kName,
                 "checkpoint '" + ckpt_dir + "' is a " + family + " model; train it with --model " + family);
     }
-    config_ = ckpt_dir.empty() ? F::preset(opt) : F::load_config(ckpt_dir);
+    config_ = ckpt_dir.empty() ? F::preset(s) : F::load_config(ckpt_dir);
     // An imported model's tokenizer goes on with it into every checkpoint of the run.
     if (!ckpt_dir.empty()) tokenizer_files_ = read_tokenizer_files(ckpt_dir);
     // A model from scratch takes --vocab-size; a checkpoint's stays as saved (padding included).
-    MPT_CHECK(opt.vocab_size == 0 || ckpt_dir.empty() || opt.vocab_size == config_.vocab_size,
-              "--vocab-size " + std::to_string(opt.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
+    MPT_CHECK(s.vocab_size == 0 || ckpt_dir.empty() || s.vocab_size == config_.vocab_size,
+              "--vocab-size " + std::to_string(s.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
                   std::to_string(config_.vocab_size) + " tokens");
-    if (opt.vocab_size > 0 && ckpt_dir.empty()) {
-      config_.vocab_size = opt.vocab_size;
-      config_.padded_vocab_size = pad_vocab(opt.vocab_size, opt.vocab_multiple);
+    if (s.vocab_size > 0 && ckpt_dir.empty()) {
+      config_.vocab_size = s.vocab_size;
+      config_.padded_vocab_size = pad_vocab(s.vocab_size, s.vocab_multiple);
     }
-    MPT_CHECK(opt.seq <= config_.block_size, "--seq " + std::to_string(opt.seq) +
+    MPT_CHECK(s.seq <= config_.block_size, "--seq " + std::to_string(s.seq) +
                                                  " is longer than the model's context of " +
                                                  std::to_string(config_.block_size) + " positions");
   }
@@ -113,13 +112,10 @@ class CausalLmTask final : public TrainTask {
     pending_ = s.train_pos;
     return s;
   }
-  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
-                           std::shared_ptr<const Backend> sizing) const override {
+  ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const override {
     return F::footprint(config_, policy, std::move(sizing));
   }
-  double flops_per_token(const TrainOptions& opt) const override {
-    return F::flops_per_token(config_, opt.seq);
-  }
+  double flops_per_token() const override { return F::flops_per_token(config_, spec_.seq); }
   nlohmann::json model_json() const override { return F::model_json(config_); }
 
   void build(std::unique_ptr<Backend> be, const Policy& policy) override {
@@ -129,30 +125,29 @@ class CausalLmTask final : public TrainTask {
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
   void load_weights(const std::string& ckpt_dir) override { F::load_weights(ckpt_dir, *model_); }
 
-  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
-    B_ = opt.batch, T_ = opt.seq;
+  void open_data(const RunState& state, int rank, int world) override {
+    B_ = spec_.batch, T_ = spec_.seq;
     model_->plan(B_, T_);
-    model_->set_graphs(opt.graphs);
+    model_->set_graphs(spec_.graphs);
     // The shuffled order follows the run's seed (a resumed run's: the checkpoint's).
-    train_ = std::make_unique<TokenLoader>(opt.train_data, B_, T_, config_.vocab_size, rank, world,
-                                           TokenOrder{opt.shuffle, state.seed});
+    train_ = std::make_unique<TokenLoader>(spec_.train_data, B_, T_, config_.vocab_size, rank, world,
+                                           TokenOrder{spec_.shuffle, state.seed});
     if (pending_) train_->set_position(*pending_);
     // Validation reads its first --val-steps batches every time: with --shuffle a fixed random sample
     // of the held-out sequences (the same for every seed and run, so runs compare on the same text),
     // drawn from all of them rather than the first documents of the first shard.
-    if (!opt.val_data.empty())
-      val_ = std::make_unique<TokenLoader>(opt.val_data, B_, T_, config_.vocab_size, 0, 1,
-                                           TokenOrder{opt.shuffle, kValidationSampleSeed});
+    if (!spec_.val_data.empty())
+      val_ = std::make_unique<TokenLoader>(spec_.val_data, B_, T_, config_.vocab_size, 0, 1,
+                                           TokenOrder{spec_.shuffle, kValidationSampleSeed});
     inputs_.resize(static_cast<size_t>(B_) * T_);
     targets_.resize(static_cast<size_t>(B_) * T_);
   }
   void seek_to_checkpoint() override {
     if (pending_) train_->set_position(*pending_);
   }
-  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
-                double tokens_per_step) const override {
+  void describe(RunMonitor& monitor, bool from_checkpoint, int accum, double tokens_per_step) const override {
     monitor.sayf("model %s: %zu parameters (%s, vocab %d padded to %d)\n",
-                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_params(),
+                 from_checkpoint ? "from checkpoint" : spec_.preset.c_str(), model_->num_params(),
                  model_shape(config_).c_str(), config_.vocab_size, config_.padded_vocab_size);
     monitor.sayf(
         "batch %d x %d, %d accumulation step(s) = %.0f tokens/step; %d threads; train data %zu tokens in %zu "
@@ -170,7 +165,7 @@ class CausalLmTask final : public TrainTask {
           std::string(model_->backend().name()) == "cuda" ? "a CUDA graph" : "the recorded calls");
   }
 
-  StepModel step_model(const TrainOptions&) override {
+  StepModel step_model() override {
     TokenLoader* train = train_.get();
     return causal_lm_step_model(
         *model_, [train](int* in, int* tg) { train->next(in, tg); }, B_, T_, inputs_.data(), targets_.data());
@@ -179,28 +174,28 @@ class CausalLmTask final : public TrainTask {
 
   bool has_validation() const override { return val_ != nullptr; }
   // Ranks take turns over the same `val_steps` windows, so the loss is the same whatever the world size.
-  ValResult validate(const TrainOptions& opt, Communicator& comm, int64_t step) override {
+  ValResult validate(Communicator& comm, int64_t step) override {
     val_->reset();
     double sum = 0.0;
-    for (int i = 0; i < opt.val_steps; ++i) {
+    for (int i = 0; i < spec_.val_steps; ++i) {
       val_->next(inputs_.data(), targets_.data());
       if (i % comm.world_size() == comm.rank())
         sum += model_->forward(inputs_.data(), targets_.data(), val_->B(), val_->T());
     }
     ValResult r;
-    r.loss = static_cast<float>(comm.sum(sum) / opt.val_steps);
+    r.loss = static_cast<float>(comm.sum(sum) / spec_.val_steps);
     char line[64];
     std::snprintf(line, sizeof(line), "step %6lld | val loss %.6f", static_cast<long long>(step), r.loss);
     r.line = line;
     r.metrics = {{"val_loss", r.loss}};
     return r;
   }
-  std::string sample(const TrainOptions& opt, uint64_t& counter) override {
+  std::string sample(uint64_t& counter) override {
     SampleOptions so;
-    so.max_new_tokens = opt.sample_tokens;
+    so.max_new_tokens = spec_.sample_tokens;
     so.temperature = 1.0f;
     so.top_k = 40;
-    so.seed = opt.seed;
+    so.seed = spec_.seed;
     const int prompt = tokenizer_.eot >= 0 && tokenizer_.eot < config_.vocab_size ? tokenizer_.eot : 0;
     std::vector<int> out = sample_tokens(*model_, {prompt}, so, counter);
     std::string text;
@@ -236,12 +231,12 @@ class CausalLmTask final : public TrainTask {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_gpt2_task(const SampleTokenizer& tokenizer) {
-  return std::make_unique<CausalLmTask<Gpt2Family>>(tokenizer);
+std::unique_ptr<TrainTask> make_gpt2_task(const TaskSpec& spec, const SampleTokenizer& tokenizer) {
+  return std::make_unique<CausalLmTask<Gpt2Family>>(spec, tokenizer);
 }
 
-std::unique_ptr<TrainTask> make_llama_task(const SampleTokenizer& tokenizer) {
-  return std::make_unique<CausalLmTask<LlamaFamily>>(tokenizer);
+std::unique_ptr<TrainTask> make_llama_task(const TaskSpec& spec, const SampleTokenizer& tokenizer) {
+  return std::make_unique<CausalLmTask<LlamaFamily>>(spec, tokenizer);
 }
 
 }  // namespace mptrain

@@ -4,10 +4,16 @@
 #pragma once
 #include <memory>
 
+#include <functional>
+#include <span>
+#include <string>
+
 #include "train/train_task.h"
-#include "train/trainer.h"
 
 namespace mptrain {
+
+// Turns token ids into text for the samples printed during training.
+using DecodeFn = std::function<std::string(std::span<const int>)>;
 
 // The tokenizer behind the samples: decode turns ids into text (may be empty: ids are printed), for a
 // model whose vocabulary is no larger than its `vocab` tokens; eot is the samples' prompt.
@@ -18,7 +24,7 @@ struct SampleTokenizer {
 };
 
 // The token-stream families' tasks (train/causal_lm_task.cpp): GPT-2's and Llama's.
-std::unique_ptr<TrainTask> make_gpt2_task(const SampleTokenizer& tokenizer);
-std::unique_ptr<TrainTask> make_llama_task(const SampleTokenizer& tokenizer);
+std::unique_ptr<TrainTask> make_gpt2_task(const TaskSpec& spec, const SampleTokenizer& tokenizer);
+std::unique_ptr<TrainTask> make_llama_task(const TaskSpec& spec, const SampleTokenizer& tokenizer);
 
 }  // namespace mptrain

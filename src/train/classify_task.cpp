@@ -76,17 +76,18 @@ class ClassifyLoader {
 
 class ClassifyTask final : public BertTaskBase {
  public:
-  explicit ClassifyTask(const ClassifyTrainOptions& o) : o_(o) {
+  ClassifyTask(TaskSpec spec, const ClassifyTrainOptions& o) : BertTaskBase(std::move(spec)), o_(o) {
     MPT_CHECK(o.labels_path.empty() || o.num_labels == 0, "give --labels or --num-labels, not both");
     MPT_CHECK(!o.columns.label.empty(), "--label-column: training reads a label for every example");
   }
 
   // The vocabulary, the labels and the model config: a classifier checkpoint's own, a body's
   // with this task's classes, or the preset's; then the examples, tokenised once.
-  void configure(TrainOptions& opt, const std::string& ckpt_dir) override {
-    MPT_CHECK(!opt.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
-    MPT_CHECK(!opt.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    seed_ = opt.seed;
+  void configure(const std::string& ckpt_dir) override {
+    const TaskSpec& s = spec_;
+    MPT_CHECK(!s.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
+    MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
+    seed_ = s.seed;
     std::string vocab_path = o_.vocab_path;
     bool lower_case = o_.lower_case;
     if (vocab_path.empty()) {
@@ -117,8 +118,7 @@ class ClassifyTask final : public BertTaskBase {
         from_body_ = true;
       }
     } else {
-      if (opt.preset.rfind("bert", 0) != 0) opt.preset = "bert-mini";
-      config_ = bert_preset(opt.preset, tokenizer_->vocab_size());
+      config_ = bert_preset(s.preset, tokenizer_->vocab_size());
       config_.pad_token_id = tokenizer_->special().pad;
       config_.nsp = false;
     }
@@ -130,20 +130,17 @@ class ClassifyTask final : public BertTaskBase {
     MPT_CHECK(tokenizer_->vocab_size() <= config_.vocab_size,
               "vocabulary '" + vocab_path + "' has " + std::to_string(tokenizer_->vocab_size()) +
                   " tokens, more than the model's " + std::to_string(config_.vocab_size));
-    MPT_CHECK(opt.seq <= config_.max_position, "sequence length " + std::to_string(opt.seq) +
+    MPT_CHECK(s.seq <= config_.max_position, "sequence length " + std::to_string(s.seq) +
                                                    " is longer than the BERT model's " +
                                                    std::to_string(config_.max_position) + " positions");
-    ClassifyReadOptions read{o_.columns, o_.header, config_.num_labels, labels_, opt.seq};
-    train_examples_ = read_classify_file(opt.train_data, *tokenizer_, read);
-    if (!opt.val_data.empty()) val_examples_ = read_classify_file(opt.val_data, *tokenizer_, read);
+    ClassifyReadOptions read{o_.columns, o_.header, config_.num_labels, labels_, s.seq};
+    train_examples_ = read_classify_file(s.train_data, *tokenizer_, read);
+    if (!s.val_data.empty()) val_examples_ = read_classify_file(s.val_data, *tokenizer_, read);
   }
-  ModelFootprint footprint(const TrainOptions&, const Policy& policy,
-                           std::shared_ptr<const Backend> sizing) const override {
+  ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const override {
     return bert_footprint(config_, policy, 0, std::move(sizing));
   }
-  double flops_per_token(const TrainOptions& opt) const override {
-    return bert_flops_per_token(config_, opt.seq, 0.0);
-  }
+  double flops_per_token() const override { return bert_flops_per_token(config_, spec_.seq, 0.0); }
   // A classifier's weights whole; a body's under a new head, initialised from the run's seed.
   // (ckpt_dir is the one configure read: the trainer's --resume or --init-from.)
   void load_weights(const std::string& ckpt_dir) override {
@@ -155,20 +152,19 @@ class ClassifyTask final : public BertTaskBase {
     fresh_ = load_bert_body(ckpt_dir, *model_);
   }
 
-  void open_data(const TrainOptions& opt, const RunState& state, int rank, int world) override {
-    B_ = opt.batch, T_ = opt.seq;
+  void open_data(const RunState& state, int rank, int world) override {
+    B_ = spec_.batch, T_ = spec_.seq;
     model_->plan(B_, T_);
     train_ = std::make_unique<ClassifyLoader>(train_examples_, B_, state.seed, rank, world);
     if (pending_) train_->set_position(*pending_);
-    run_dir_ = opt.run_dir;
+    run_dir_ = spec_.run_dir;
   }
   void seek_to_checkpoint() override {
     if (pending_) train_->set_position(*pending_);
   }
-  void describe(RunMonitor& monitor, const TrainOptions& opt, bool from_checkpoint, int accum,
-                double tokens_per_step) const override {
+  void describe(RunMonitor& monitor, bool from_checkpoint, int accum, double tokens_per_step) const override {
     monitor.sayf("model %s: %zu parameters (%s, %d classes; %d layers, %d heads, %d wide, vocab %d)\n",
-                 from_checkpoint ? "from checkpoint" : opt.preset.c_str(), model_->num_hf_params(),
+                 from_checkpoint ? "from checkpoint" : spec_.preset.c_str(), model_->num_hf_params(),
                  bert_hf_architecture(config_), config_.num_labels, config_.n_layer, config_.n_head,
                  config_.hidden, config_.vocab_size);
     if (!fresh_.empty()) {
@@ -183,7 +179,7 @@ class ClassifyTask final : public BertTaskBase {
         val_examples_.size());
   }
 
-  StepModel step_model(const TrainOptions&) override {
+  StepModel step_model() override {
     StepModel m = bert_step_model();
     m.micro_step = [this](float grad_scale) {
       batch_ = pack_examples(train_->next());
@@ -212,7 +208,7 @@ class ClassifyTask final : public BertTaskBase {
 
   bool has_validation() const override { return !val_examples_.empty(); }
   // The whole validation file on every rank alike (it is small); the best weights kept by rank 0.
-  ValResult validate(const TrainOptions&, Communicator& comm, int64_t step) override {
+  ValResult validate(Communicator& comm, int64_t step) override {
     const ClassifyEval e = evaluate_classifier(*model_, val_examples_, B_, T_);
     const ClassifyScores& s = e.scores;
     const double loss = e.loss;
@@ -277,8 +273,8 @@ class ClassifyTask final : public BertTaskBase {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_classify_task(const ClassifyTrainOptions& options) {
-  return std::make_unique<ClassifyTask>(options);
+std::unique_ptr<TrainTask> make_classify_task(const TaskSpec& spec, const ClassifyTrainOptions& options) {
+  return std::make_unique<ClassifyTask>(spec, options);
 }
 
 }  // namespace mptrain

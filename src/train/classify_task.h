@@ -33,6 +33,6 @@ struct ClassifyTrainOptions {
   bool lower_case = true;   // with --vocab: an uncased vocabulary
 };
 
-std::unique_ptr<TrainTask> make_classify_task(const ClassifyTrainOptions& options);
+std::unique_ptr<TrainTask> make_classify_task(const TaskSpec& spec, const ClassifyTrainOptions& options);
 
 }  // namespace mptrain

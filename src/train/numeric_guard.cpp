@@ -1,5 +1,6 @@
 // Numeric guards: naming the first non-finite parameter, refusing non-finite checkpoints,
-// choosing the checkpoint a rollback reloads, and the test-only NaN injection.
+// choosing the checkpoint a rollback reloads (train/rollback.h reloads it), and the test-only NaN
+// injection.
 #include "train/numeric_guard.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 
 #include "core/error.h"
 #include "io/checkpoint_dir.h"
-#include "train/train_task.h"
 
 namespace mptrain {
 
@@ -91,28 +91,6 @@ std::string rollback_target(const NanGuardOptions& o, const std::string& what, c
   } catch (const Error& e) {
     throw Error(what + "; cannot roll back: " + e.what());
   }
-}
-
-RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const RunState& current,
-                                TrainTask& task, Optimizer& optimizer, DataParallel& dp,
-                                const OptimizerFactory& make_optimizer) {
-  const RunState loaded = task.read_state(ckpt_dir);  // checked before anything is overwritten
-  task.load_weights(ckpt_dir);
-  if (dp.zero() == ZeroStage::Off) {
-    load_checkpoint_optimizer(ckpt_dir, task.table(), optimizer);
-  } else {
-    std::unique_ptr<Optimizer> whole = make_optimizer(task.table());
-    load_checkpoint_optimizer(ckpt_dir, task.table(), *whole);
-    dp.scatter_optimizer(*whole, optimizer);
-  }
-  dp.broadcast_params(task.params());
-  task.seek_to_checkpoint();
-  RunState next = current;
-  next.step = loaded.step;
-  next.sample_counter = loaded.sample_counter;
-  next.lr_scale = current.lr_scale * lr_factor;
-  next.nan_rollbacks = current.nan_rollbacks + 1;
-  return next;
 }
 
 void inject_test_nan(const ParamTable& table, FloatBuffer& grads, size_t lo, size_t hi, int64_t step) {

@@ -26,13 +26,9 @@
 #include "core/param_table.h"
 #include "dist/data_parallel.h"
 #include "optim/optimizer.h"
-#include "train/checkpoint.h"
 #include "train/nan_policy.h"
 
 namespace mptrain {
-
-class TrainTask;
-
 
 struct NanGuardOptions {
   NanPolicy policy = NanPolicy::Stop;
@@ -69,14 +65,6 @@ void check_finite_before_save(const std::string& checkpoint, const ParamTable& t
 std::string rollback_target(const NanGuardOptions& options, const std::string& what, const std::string& run_dir,
                             const std::string& resume_dir, int rollbacks_done);
 
-// Reloads ckpt_dir for a rollback, for any model family (train/train_task.h): weights,
-// optimizer state (this rank's shard under ZeRO-1, as on --resume), the run state (step,
-// sampler counter) and the task's data position; the parameters are then broadcast from
-// rank 0. The state returned keeps `current`'s run fields (options, precision, loss scaler)
-// and records the rollback: lr_scale = current.lr_scale * lr_factor, nan_rollbacks + 1.
-RunState rollback_to_checkpoint(const std::string& ckpt_dir, float lr_factor, const RunState& current,
-                                TrainTask& task, Optimizer& optimizer, DataParallel& dp,
-                                const OptimizerFactory& make_optimizer);
 
 // TEST-ONLY hook, read in this one place: MPTRAIN_TEST_INJECT_NAN="<step>:<parameter name>"
 // makes train_step write a NaN into the first element of that parameter's gradient after

@@ -76,6 +76,25 @@ nlohmann::json TrainOptions::to_json() const {
           {"memory_limit", memory_limit}};
 }
 
+TaskSpec TrainOptions::task_spec() const {
+  TaskSpec s;
+  s.preset = preset;
+  s.vocab_multiple = vocab_multiple;
+  s.vocab_size = vocab_size;
+  s.llama_block = llama_block;
+  s.train_data = train_data;
+  s.val_data = val_data;
+  s.batch = batch;
+  s.seq = seq;
+  s.shuffle = shuffle;
+  s.graphs = graphs;
+  s.val_steps = val_steps;
+  s.sample_tokens = sample_tokens;
+  s.seed = seed;
+  s.run_dir = run_dir;
+  return s;
+}
+
 void apply_recipe(TrainOptions& o, const std::string& recipe,
                   const std::function<bool(const std::string& flag)>& given) {
   if (recipe != "sophia-gpt2") throw Error("unknown recipe '" + recipe + "' (known: sophia-gpt2)");

@@ -19,6 +19,7 @@
 #include "optim/sophia.h"
 #include "precision/precision.h"
 #include "train/nan_policy.h"
+#include "train/task_spec.h"
 
 namespace mptrain {
 
@@ -109,6 +110,8 @@ struct TrainOptions {
   // same whatever the number of ranks (0: one micro-batch per rank per step).
   int grad_accum_steps(int world = 1) const;
   nlohmann::json to_json() const;
+  // What the model family's task reads of the run (train/task_spec.h).
+  TaskSpec task_spec() const;
 };
 
 // Named hyperparameter recipes (--recipe). "sophia-gpt2": the Sophia authors' GPT-2 124M

@@ -21,7 +21,7 @@
 #include "train/metrics.h"
 #include "train/options.h"
 #include "train/peak_flops.h"
-#include "train/trainer.h"
+#include "train/summary.h"
 
 namespace mptrain {
 

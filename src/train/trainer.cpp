@@ -33,6 +33,7 @@
 #include "train/checkpoint.h"
 #include "train/memory_estimate.h"
 #include "train/numeric_guard.h"
+#include "train/rollback.h"
 #include "train/run_monitor.h"
 #include "train/step.h"
 #include "train/train_task.h"
@@ -136,7 +137,8 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
     r.init_dir = resolve_checkpoint(opt.init_from);
   }
   // The config (and, for BERT, the sequence length), then the resumed state.
-  task.configure(opt, r.resume_dir.empty() ? r.init_dir : r.resume_dir);
+  task.configure(r.resume_dir.empty() ? r.init_dir : r.resume_dir);
+  opt.seq = task.seq();  // BERT's T may be its instance file's: config.json records the run's
   if (!r.resume_dir.empty()) r.resumed = task.read_state(r.resume_dir);
   // A run resumed at (or past) its last step has nothing to train: say so, name the checkpoint
   // and return, without a step, a metrics record or a zero-filled summary.
@@ -180,8 +182,8 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h): host memory, or
   // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
   // done before the task takes the backend).
-  const ModelFootprint footprint = task.footprint(
-      opt, policy, std::shared_ptr<const Backend>(std::shared_ptr<const Backend>(), backend.get()));
+  const ModelFootprint footprint =
+      task.footprint(policy, std::shared_ptr<const Backend>(std::shared_ptr<const Backend>(), backend.get()));
   if (footprint.activation_bytes)
     check_memory_fits(
         opt, footprint, r.world,
@@ -219,13 +221,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
     // Every rank reads the checkpoint (written whole by rank 0, whatever the world size then)
     // and keeps its range of the optimizer state.
     task.load_weights(r.resume_dir);
-    if (r.dp->zero() == ZeroStage::Off) {
-      load_checkpoint_optimizer(r.resume_dir, task.table(), *r.optimizer);
-    } else {
-      std::unique_ptr<Optimizer> whole = r.make_opt(task.table());
-      load_checkpoint_optimizer(r.resume_dir, task.table(), *whole);
-      r.dp->scatter_optimizer(*whole, *r.optimizer);
-    }
+    load_optimizer_state(r.resume_dir, task, *r.optimizer, *r.dp, r.make_opt);
     r.state = r.resumed;
   } else if (!r.init_dir.empty()) {
     task.load_weights(r.init_dir);
@@ -237,7 +233,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   r.state.precision = precision_name(r.precision);
   r.state.has_loss_scaler =
       false;  // set after each fp16 step (a resumed fp16 state does not carry over to bf16)
-  task.open_data(opt, r.state, r.comm->rank(), r.world);  // plans activations; at the resumed position
+  task.open_data(r.state, r.comm->rank(), r.world);  // plans activations; at the resumed position
 
   return run;
 }
@@ -246,7 +242,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
 void describe_run(RunMonitor& monitor, const Run& r) {
   const TrainOptions& opt = r.opt;
   const TrainTask& task = r.task;
-  task.describe(monitor, opt, !r.resume_dir.empty() || !r.init_dir.empty(), r.accum, r.tokens_per_step);
+  task.describe(monitor, !r.resume_dir.empty() || !r.init_dir.empty(), r.accum, r.tokens_per_step);
   if (r.opt.optimizer == OptimizerKind::Sophia)
     monitor.sayf(
         "optimizer sophia: beta1 %g, beta2 %g, rho %g, weight decay %g%s, Hessian every %lld steps, b = "
@@ -309,7 +305,7 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
   RunState& state = r.state;
   const LrSchedule schedule{opt.lr, opt.min_lr_frac, opt.warmup, opt.steps, r.opt.schedule};
   int rollbacks = 0;  // in this invocation (--nan-max-rollbacks)
-  const StepModel step_model = task.step_model(opt);
+  const StepModel step_model = task.step_model();
   if (r.on_cuda)
     monitor.sayf("device cuda: the model and the step (forward, backward, %s) run on GPU %d: %s",
                  r.optimizer->name(), r.gpu, cuda_device_name(r.gpu).c_str());
@@ -378,7 +374,7 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
           .add("hessian_loss", stats.curvature_loss)
           .add("hessian_grad_norm", stats.curvature_norm);
     if (task.has_validation() && ((opt.val_every > 0 && done % opt.val_every == 0) || last)) {
-      const ValResult val = task.validate(opt, comm, done);
+      const ValResult val = task.validate(comm, done);
       monitor.say(val.line);
       summary.final_val_loss = val.loss;
       for (const auto& [key, value] : val.metrics) record.add(key, value);
@@ -386,7 +382,7 @@ TrainSummary run_loop(Run& r, RunMonitor& monitor) {
     monitor.step_done(done, loss, dt, record, extras.tokens);
     if ((opt.sample_every > 0 && done % opt.sample_every == 0) || last) {
       if (comm.is_root()) {
-        const std::string text = task.sample(opt, state.sample_counter);
+        const std::string text = task.sample(state.sample_counter);
         if (!text.empty()) monitor.say(text);
       }
     }
@@ -422,7 +418,7 @@ TrainSummary run_training(const TrainOptions& options, TrainTask& task) {
   TrainOptions opt = options;
   const std::unique_ptr<Run> run = build_run(opt, task);
   if (run->complete) return *run->complete;
-  const double flops_per_step = task.flops_per_token(opt) * run->tokens_per_step;
+  const double flops_per_step = task.flops_per_token() * run->tokens_per_step;
   // Progress, metrics.jsonl, config.json, command.txt, MFU, SIGINT/SIGTERM: train/run_monitor.h.
   RunMonitor monitor(opt, task.model_json(),
                      {task.table().total(), run->tokens_per_step, flops_per_step, omp_get_max_threads(),

@@ -6,15 +6,23 @@
 // training); data; eval; train; hf (the Hugging Face conversions, above training: they read and
 // write its checkpoints); report; bench; cli. A new folder, or an include the table does not
 // allow, fails here naming the file.
+//
+// Inside a folder the rule is at the level of files: a file (its .h and .cpp as one) may include
+// the folder's other files only where that makes no cycle. Checked for the folders in
+// kAcyclicFolders (train/, whose loop, tasks, checkpoints and guards once included each other
+// round in circles); a cycle fails naming its files.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -77,10 +85,97 @@ std::set<std::string> violations(const fs::path& root) {
   return found;
 }
 
+// The folders whose files include each other without a cycle.
+const std::set<std::string> kAcyclicFolders = {"train"};
+
+// Folder `name`'s files as a graph: each file's stem (path under the folder without its
+// extension, so x.h and x.cpp are one node) → the stems of the folder it includes.
+std::map<std::string, std::set<std::string>> file_graph(const fs::path& folder) {
+  const std::string name = folder.filename().string();
+  const std::regex include("^\\s*#\\s*include\\s*\"" + name + "/([^\"]*)\"");
+  std::map<std::string, std::set<std::string>> g;
+  for (const auto& e : fs::recursive_directory_iterator(folder)) {
+    if (!e.is_regular_file()) continue;
+    const std::string stem = fs::relative(e.path(), folder).replace_extension().generic_string();
+    g[stem];
+    std::ifstream in(e.path());
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line))
+      if (std::regex_search(line, m, include)) {
+        const std::string target = fs::path(m[1].str()).replace_extension().generic_string();
+        if (target != stem) g[stem].insert(target);
+      }
+  }
+  return g;
+}
+
+// Every cycle of the graph as "a -> b -> a" (one per strongly connected component of two or more
+// files: Tarjan's algorithm), sorted.
+std::set<std::string> cycles(const std::map<std::string, std::set<std::string>>& g) {
+  std::map<std::string, int> index, low;
+  std::vector<std::string> stack;
+  std::set<std::string> on, found;
+  int next = 0;
+  std::function<void(const std::string&)> visit = [&](const std::string& v) {
+    index[v] = low[v] = next++;
+    stack.push_back(v);
+    on.insert(v);
+    const auto it = g.find(v);
+    if (it != g.end())
+      for (const std::string& w : it->second) {
+        if (!index.count(w)) {
+          visit(w);
+          low[v] = std::min(low[v], low[w]);
+        } else if (on.count(w)) {
+          low[v] = std::min(low[v], index[w]);
+        }
+      }
+    if (low[v] != index[v]) return;
+    std::vector<std::string> component;
+    for (std::string w = ""; w != v;) {
+      w = stack.back();
+      stack.pop_back();
+      on.erase(w);
+      component.push_back(w);
+    }
+    if (component.size() < 2) return;
+    std::sort(component.begin(), component.end());
+    std::string text;
+    for (const std::string& c : component) text += c + " -> ";
+    found.insert(text + component.front());
+  };
+  for (const auto& [v, targets] : g)
+    if (!index.count(v)) visit(v);
+  return found;
+}
+
 TEST(Layering, EveryFolderIncludesOnlyTheFoldersBelowIt) {
   const fs::path root(MPTRAIN_SOURCE_DIR);
   ASSERT_TRUE(fs::exists(root / "src")) << "no src/ under " << MPTRAIN_SOURCE_DIR;
   for (const std::string& v : violations(root)) ADD_FAILURE() << v << " (tests/backend/test_layering.cpp's table)";
+}
+
+TEST(Layering, FilesOfAnAcyclicFolderIncludeEachOtherWithoutACycle) {
+  const fs::path root(MPTRAIN_SOURCE_DIR);
+  for (const std::string& folder : kAcyclicFolders)
+    for (const std::string& c : cycles(file_graph(root / "src" / folder)))
+      ADD_FAILURE() << "src/" << folder << "/ has an include cycle: " << c;
+}
+
+// The cycle scan sees a planted cycle (.h and .cpp as one file), and not a chain.
+TEST(Layering, TheCycleScanSeesAPlantedCycle) {
+  const fs::path root = fs::temp_directory_path() / ("mptrain_cycles_" + std::to_string(::getpid()));
+  fs::create_directories(root / "train");
+  std::ofstream(root / "train/a.h") << "#include \"train/b.h\"\n";
+  std::ofstream(root / "train/a.cpp") << "#include \"train/a.h\"\n";
+  std::ofstream(root / "train/b.h") << "#include <vector>\n";
+  std::ofstream(root / "train/b.cpp") << "#include \"train/c.h\"\n";
+  std::ofstream(root / "train/c.cpp") << "#include \"train/a.h\"\n";
+  std::ofstream(root / "train/d.h") << "#include \"train/a.h\"\n";
+  const std::set<std::string> found = cycles(file_graph(root / "train"));
+  fs::remove_all(root);
+  EXPECT_EQ(found, (std::set<std::string>{"a -> b -> c -> a"}));
 }
 
 // The scan finds a planted upward include, a concrete backend in model/, and an unknown folder
