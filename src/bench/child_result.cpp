@@ -47,10 +47,11 @@ ChildResult run_child(const std::string& command, const std::function<void(const
 std::string default_peer_script(const std::string& name) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  // Beside an in-tree build directory, in the working directory, or in the source tree the binary
-  // was built from (a build directory elsewhere, BUILD_DIR=/tmp/b scripts/build.sh).
-  for (const fs::path& base :
-       {exe.parent_path().parent_path(), fs::current_path(), fs::path(MPTRAIN_SOURCE_DIR)}) {
+  // Beside an in-tree build directory, where `cmake --install` puts them (P/bin/mptrain:
+  // P/share/mptrain/bench), in the working directory, or in the source tree the binary was built
+  // from (a build directory elsewhere, BUILD_DIR=/tmp/b scripts/build.sh).
+  const fs::path prefix = exe.parent_path().parent_path();
+  for (const fs::path& base : {prefix, prefix / "share/mptrain", fs::current_path(), fs::path(MPTRAIN_SOURCE_DIR)}) {
     const fs::path p = base / "bench" / name;
     if (fs::exists(p)) return p.string();
   }

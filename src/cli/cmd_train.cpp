@@ -9,7 +9,6 @@
 #include "cli/llama_options.h"
 #include "cli/subcommands.h"
 #include "cli/validators.h"
-#include "cli/vocab.h"
 #include "core/error.h"
 #include "hf/hf_convert.h"
 #include "io/checkpoint_dir.h"
@@ -49,18 +48,6 @@ std::string import_if_hf_folder(const std::string& dir, const std::string& run_d
   std::printf("imported the Hugging Face folder %s (%s) into %s\n", dir.c_str(), architecture.c_str(),
               out.c_str());
   return out;
-}
-
-// The checkpoint folder the run starts from (--resume, else --init-from), or "" when it starts from
-// scratch or the path does not resolve (the trainer then says why, in its one line).
-std::string start_checkpoint(const TrainOptions& opt) {
-  const std::string& from = opt.resume.empty() ? opt.init_from : opt.resume;
-  if (from.empty()) return "";
-  try {
-    return resolve_checkpoint(from);
-  } catch (const Error&) {
-    return "";
-  }
 }
 
 // --task: what a run trains.
@@ -405,16 +392,7 @@ std::unique_ptr<TrainTask> make_task(const CLI::App* cmd, TrainCommand& c) {
   if (c.model == ModelFamily::Llama && !given("--preset")) opt.preset = "llama-mini";
   check_llama_block_options(cmd, family);
   opt.init_from = import_if_hf_folder(opt.init_from, opt.run_dir, family, "");
-  // The samples read the tokenizer a fine-tuned import keeps, unless --vocab-dir names another.
-  const auto tokenizer = try_load_gpt2_tokenizer(vocab_dir_for_checkpoint(opt.vocab_dir, start_checkpoint(opt)));
-  SampleTokenizer samples;
-  if (tokenizer) {
-    samples.decode = [tokenizer](std::span<const int> ids) { return tokenizer->decode(ids); };
-    samples.eot = tokenizer->eot();
-    samples.vocab = tokenizer->vocab_size();
-  }
-  return c.model == ModelFamily::Llama ? make_llama_task(opt.task_spec(), samples)
-                                       : make_gpt2_task(opt.task_spec(), samples);
+  return c.model == ModelFamily::Llama ? make_llama_task(opt.task_spec()) : make_gpt2_task(opt.task_spec());
 }
 
 }  // namespace

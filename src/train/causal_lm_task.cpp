@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/loader.h"
 #include "dist/communicator.h"
 #include "eval/sampler.h"
@@ -82,7 +83,7 @@ const char* checkpoint_family(const std::string& dir) {
 template <class F>
 class CausalLmTask final : public TrainTask {
  public:
-  CausalLmTask(TaskSpec spec, SampleTokenizer tokenizer) : TrainTask(std::move(spec)), tokenizer_(std::move(tokenizer)) {}
+  explicit CausalLmTask(TaskSpec spec) : TrainTask(std::move(spec)) {}
 
   void configure(const std::string& ckpt_dir) override {
     const TaskSpec& s = spec_;
@@ -94,7 +95,7 @@ class CausalLmTask final : public TrainTask {
     }
     config_ = ckpt_dir.empty() ? F::preset(s) : F::load_config(ckpt_dir);
     // An imported model's tokenizer goes on with it into every checkpoint of the run.
-    if (!ckpt_dir.empty()) tokenizer_files_ = read_tokenizer_files(ckpt_dir);
+    choose_tokenizer(ckpt_dir);
     // A model from scratch takes --vocab-size; a checkpoint's stays as saved (padding included).
     MPT_CHECK(s.vocab_size == 0 || ckpt_dir.empty() || s.vocab_size == config_.vocab_size,
               "--vocab-size " + std::to_string(s.vocab_size) + ": the model of '" + ckpt_dir + "' has " +
@@ -154,10 +155,12 @@ class CausalLmTask final : public TrainTask {
         "shard(s)%s\n",
         B_, T_, accum, tokens_per_step, omp_get_max_threads(), train_->total_tokens(), train_->num_shards(),
         train_->shuffled() ? ", shuffled" : "");
-    if (tokenizer_.decode && !decodes_samples())
+    if (!tokenizer_)
+      monitor.sayf("samples as ids: %s\n", no_tokenizer_.c_str());
+    else if (!decodes_samples())
       monitor.sayf(
           "samples as ids: the tokenizer has %d tokens, the model %d (pass --vocab-dir with its own)\n",
-          tokenizer_.vocab, config_.vocab_size);
+          tokenizer_->vocab_size(), config_.vocab_size);
     if (model_->graphs())
       monitor.sayf(
           "graphs on: the micro-batch's forward and backward captured on its second run, then replayed "
@@ -196,11 +199,12 @@ class CausalLmTask final : public TrainTask {
     so.temperature = 1.0f;
     so.top_k = 40;
     so.seed = spec_.seed;
-    const int prompt = tokenizer_.eot >= 0 && tokenizer_.eot < config_.vocab_size ? tokenizer_.eot : 0;
+    const int eot = tokenizer_ ? tokenizer_->eot() : 0;
+    const int prompt = eot >= 0 && eot < config_.vocab_size ? eot : 0;
     std::vector<int> out = sample_tokens(*model_, {prompt}, so, counter);
     std::string text;
     if (decodes_samples()) {
-      text = tokenizer_.decode(out);
+      text = tokenizer_->decode(out);
     } else {
       for (int t : out) text += std::to_string(t) + " ";
     }
@@ -216,9 +220,28 @@ class CausalLmTask final : public TrainTask {
 
  private:
   // A tokenizer smaller than the model's vocabulary would meet ids it has no text for.
-  bool decodes_samples() const { return tokenizer_.decode && tokenizer_.vocab >= config_.vocab_size; }
+  bool decodes_samples() const { return tokenizer_ && tokenizer_->vocab_size() >= config_.vocab_size; }
 
-  SampleTokenizer tokenizer_;
+  // The run's tokenizer: --vocab-dir's (an error when it holds none), else the checkpoint's own
+  // (an imported or earlier run's), else GPT-2's where the search finds it (else none: the samples
+  // are ids, and describe says why). Every checkpoint carries the files of the one chosen: the
+  // checkpoint's own when it has them, else the tokenizer's.
+  void choose_tokenizer(const std::string& ckpt_dir) {
+    const std::string flag_or_own = vocab_dir_for_checkpoint(spec_.vocab_dir, ckpt_dir);
+    try {
+      const std::string dir = find_vocab_dir(flag_or_own, nullptr);
+      tokenizer_ = std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load(dir));
+      tokenizer_files_ = tokenizer_files(dir);
+    } catch (const Error& e) {
+      if (!flag_or_own.empty()) throw;  // a vocabulary named, or the checkpoint's own, that does not load
+      no_tokenizer_ = e.what();
+    }
+    if (!ckpt_dir.empty())
+      if (ExtraFiles own = tokenizer_files(ckpt_dir); !own.empty()) tokenizer_files_ = std::move(own);
+  }
+
+  std::unique_ptr<Gpt2Tokenizer> tokenizer_;
+  std::string no_tokenizer_;  // why there is none
   ExtraFiles tokenizer_files_;
   typename F::Config config_;
   std::unique_ptr<typename F::Model> model_;
@@ -231,12 +254,10 @@ class CausalLmTask final : public TrainTask {
 
 }  // namespace
 
-std::unique_ptr<TrainTask> make_gpt2_task(const TaskSpec& spec, const SampleTokenizer& tokenizer) {
-  return std::make_unique<CausalLmTask<Gpt2Family>>(spec, tokenizer);
+std::unique_ptr<TrainTask> make_gpt2_task(const TaskSpec& spec) {
+  return std::make_unique<CausalLmTask<Gpt2Family>>(spec);
 }
 
-std::unique_ptr<TrainTask> make_llama_task(const TaskSpec& spec, const SampleTokenizer& tokenizer) {
-  return std::make_unique<CausalLmTask<LlamaFamily>>(spec, tokenizer);
-}
+std::unique_ptr<TrainTask> make_llama_task(const TaskSpec& spec) { return std::make_unique<CausalLmTask<LlamaFamily>>(spec); }
 
 }  // namespace mptrain

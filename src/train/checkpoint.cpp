@@ -175,14 +175,6 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
   save_checkpoint_impl(run_dir, step, contents, file, keep_last);
 }
 
-ExtraFiles read_tokenizer_files(const std::string& dir) {
-  ExtraFiles files;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
-    if (const std::string path = dir + "/" + name; std::filesystem::exists(path))
-      files.emplace_back(name, read_file(path));
-  return files;
-}
-
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last, const ExtraFiles& extra_files) {
   const HostMirror<float> params(model.params());
@@ -198,8 +190,10 @@ void save_weights_checkpoint(const std::string& dir, const CheckpointContents& c
 }
 
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
-                             const float* params, const TrainState& state) {
-  save_weights_checkpoint(dir, gpt2_contents(config, table, params, state));
+                             const float* params, const TrainState& state, const ExtraFiles& extra_files) {
+  CheckpointContents contents = gpt2_contents(config, table, params, state);
+  contents.extra_files = extra_files;
+  save_weights_checkpoint(dir, contents);
 }
 
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir) {

@@ -83,19 +83,20 @@ void save_training_checkpoint(const std::string& run_dir, int64_t step, const Ch
 // no optimizer state) into the existing directory dir, e.g. for a model imported from Hugging
 // Face. `generate`, `eval` and `train --init-from` accept it; `train --resume` refuses it.
 void save_weights_checkpoint(const std::string& dir, const CheckpointContents& contents);
-// GPT-2's.
+
+// The files a causal LM's checkpoint keeps beside its weights: its tokenizer's (data/gpt2_tokenizer.h's
+// tokenizer_files: an imported folder's tokenizer.json and tokenizer_config.json, or GPT-2's
+// vocab.json and merges.txt), which generate, eval and a resumed run read and export writes back.
+using ExtraFiles = std::vector<std::pair<std::string, std::string>>;  // (name, contents)
+
+// GPT-2's, with `extra_files`.
 void save_weights_checkpoint(const std::string& dir, const Gpt2Config& config, const ParamTable& table,
-                             const float* params, const TrainState& state);
+                             const float* params, const TrainState& state, const ExtraFiles& extra_files = {});
 // False for weights-only checkpoints (nothing to resume the optimizer from).
 bool checkpoint_has_optimizer_state(const std::string& ckpt_dir);
 
-// The files a causal LM's checkpoint may keep beside its weights: an imported Hugging Face folder's
-// tokenizer.json and tokenizer_config.json (generate and eval read them; export writes them back).
-using ExtraFiles = std::vector<std::pair<std::string, std::string>>;  // (name, contents)
-ExtraFiles read_tokenizer_files(const std::string& dir);              // those present in dir
-
 // GPT-2's save_training_checkpoint for `state.step` (the optimizer's state: optim/optimizer.h),
-// with `extra_files` (a fine-tuned import's tokenizer files) beside it.
+// with `extra_files` (the run's tokenizer files) beside it.
 void save_checkpoint(const std::string& run_dir, const Gpt2& model, const Optimizer& optimizer,
                      const TrainState& state, int keep_last, const ExtraFiles& extra_files = {});
 

@@ -18,7 +18,7 @@
 namespace mptrain {
 
 // A training checkpoint, with extra files (name, contents) beside it: a fine-tuned import's
-// tokenizer files (read_tokenizer_files).
+// tokenizer files (data/gpt2_tokenizer.h's tokenizer_files).
 void save_llama_checkpoint(const std::string& run_dir, const Llama& model, const Optimizer& optimizer,
                            const TrainState& state, int keep_last, const ExtraFiles& extra_files = {});
 // A weights-only Llama checkpoint in the existing folder dir (a Hugging Face import), with the

@@ -92,6 +92,7 @@ TaskSpec TrainOptions::task_spec() const {
   s.sample_tokens = sample_tokens;
   s.seed = seed;
   s.run_dir = run_dir;
+  s.vocab_dir = vocab_dir;
   return s;
 }
 

@@ -24,6 +24,7 @@ struct TaskSpec {
   int sample_tokens = 64;
   uint64_t seed = 1337;
   std::string run_dir;
+  std::string vocab_dir;  // GPT-2/Llama: --vocab-dir, the samples' tokenizer (data/gpt2_tokenizer.h)
 };
 
 }  // namespace mptrain
