@@ -32,8 +32,6 @@ GemmLayout layout(const View& v) { return {0, 0, v.stride[0], v.stride[1]}; }
 
 int as_int(std::int64_t n) { return static_cast<int>(n); }
 
-// A present tensor in 16 bits (one the fp32-only kernels do not take).
-bool narrow(const View& v) { return !v.empty() && v.type != F32; }
 
 }  // namespace
 
@@ -61,31 +59,6 @@ AttentionBytes CpuBackend::attention_bytes(int B, int T, int C, int NH, const At
           attention_scratch_bytes_typed(B, T, C, NH, typed(t))};
 }
 
-template <class A, class Pick>
-bool CpuBackend::widened(const A& a, Pick pick) {
-  bool any = false;
-  // Views the interface types itself (fp32 statistics, int32 indices) stay as they are.
-  const auto widens = [&](const ArgView& v) {
-    return v.typed && v.access != Access::Scratch && pick(v.name);
-  };
-  for (const ArgView& v : views_of(a)) any = any || (widens(v) && narrow(*v.view));
-  if (!any) return false;
-  Widening w(wide_);
-  A b = a;
-  for (const ArgView& v : b.views()) {
-    if (!widens(v)) continue;
-    const bool reads = v.access == Access::Read || v.access == Access::ReadRows;
-    *v.view = reads ? w.read(*v.view) : w.write(*v.view);
-  }
-  run(b);
-  w.commit();
-  return true;
-}
-
-namespace {
-// Every view: the fp32-only kernels.
-bool every(std::string_view) { return true; }
-}  // namespace
 
 bool CpuBackend::can_run(const OpTypes& /*t*/) const {
   // Every combination runs here: every GEMM arithmetic on every storage (gemm_mixed converts
@@ -102,7 +75,7 @@ void CpuBackend::run(const CastArgs& a) {
 void CpuBackend::run_zero(const View& v) { std::memset(v.ptr, 0, v.bytes()); }
 
 void CpuBackend::run(const AccumulateArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   residual_forward(a.dst.as<float>(), a.dst.as<float>(), a.src.as<float>(),
                    static_cast<size_t>(a.dst.numel()));
 }
@@ -239,7 +212,7 @@ void CpuBackend::run(const LayerNormArgs& a) {
 }
 
 void CpuBackend::run(const LayerNormBackwardArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   const NormRows r = NormRows::of(a.x);
   cpu::layernorm_backward(a.dx.as<float>(), a.dgamma.as<float>(), a.dbeta.as<float>(), a.dout.as<float>(),
                           a.x.as<float>(), a.gamma.as<float>(), a.mean.as<float>(), a.rstd.as<float>(),
@@ -281,7 +254,7 @@ void CpuBackend::run(const CrossEntropyArgs& a) {
 }
 
 void CpuBackend::run(const EmbeddingArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   const int C = as_int(a.word.dim(1));
   embeddings_forward(a.out.as<float>(), a.tokens.as<const int>(), a.types.as<const int>(), a.word.as<float>(),
                      a.pos.as<float>(), !a.types.empty() ? a.type_table.as<float>() : nullptr, a.B, a.T, C,
@@ -289,7 +262,7 @@ void CpuBackend::run(const EmbeddingArgs& a) {
 }
 
 void CpuBackend::run(const EmbeddingBackwardArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   const int C = as_int(a.dword.dim(1));
   embeddings_backward(a.dword.as<float>(), a.dpos.as<float>(),
                       !a.types.empty() ? a.dtype.as<float>() : nullptr, a.dout.as<float>(),
@@ -324,7 +297,7 @@ void CpuBackend::run(const GatherRowsArgs& a) {
 }
 
 void CpuBackend::run(const ScatterAddRowsArgs& a) {
-  if (widened(a, every)) return;  // the fp32 call checks the rows before any write-back
+  if (widened(a, every_view)) return;  // the fp32 call checks the rows before any write-back
   const int* rows = a.rows.as<const int>();
   const int count = as_int(a.rows.dim(0));
   check_row_indices("scatter_add_rows", rows, count, a.dst.dim(0));
@@ -337,7 +310,7 @@ void CpuBackend::run(const ScatterAddRowsArgs& a) {
 }
 
 void CpuBackend::run(const ArgmaxRowsArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   const size_t stride = static_cast<size_t>(a.x.dim(1));
   for (int r = 0; r < as_int(a.best.dim(0)); ++r) {
     const float* row = a.x.as<float>() + static_cast<size_t>(r) * stride;
@@ -380,28 +353,28 @@ double CpuBackend::run(const SumSquaresArgs& a) {
 }
 
 void CpuBackend::run(const RopeArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::rope(a.x.as<float>(), as_int(a.x.dim(0)), as_int(a.x.dim(1)), a.T, a.heads, a.head_size, a.theta, a.inverse);
 }
 
 void CpuBackend::run(const SwigluArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::swiglu_forward(a.out.as<float>(), a.gate_up.as<float>(), as_int(a.out.dim(0)), as_int(a.out.dim(1)));
 }
 
 void CpuBackend::run(const SwigluBackwardArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::swiglu_backward(a.dgate_up.as<float>(), a.dout.as<float>(), a.gate_up.as<float>(), as_int(a.dout.dim(0)),
                   as_int(a.dout.dim(1)));
 }
 
 void CpuBackend::run(const Relu2Args& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::relu2_forward(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
 }
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::relu2_backward(a.dx.as<float>(), a.dout.as<float>(), a.x.as<float>(),
                       static_cast<size_t>(a.x.numel()));
 }
@@ -444,7 +417,7 @@ void CpuBackend::run(const MuonMomentumArgs& a) {
 }
 
 void CpuBackend::run(const MuonUpdateArgs& a) {
-  if (widened(a, every)) return;
+  if (widened(a, every_view)) return;
   cpu::muon_update(a.params.as<float>(), a.o.as<float>(), a.o.dim(0), a.o.dim(1), a.params.stride[0], a.lr,
                    a.weight_decay, a.scale);
 }

@@ -4,9 +4,11 @@
 // it once otherwise.
 #pragma once
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/widening.h"
 #include "backend/ops/attention.h"
 #include "backend/ops/gemm_mixed.h"
 #include "core/buffer.h"
@@ -45,7 +47,8 @@ class CpuBackend : public Backend {
   // The caller's scratch when it holds `bytes`, else scratch(i, bytes).
   void* scratch_or_own(const View& given, int i, size_t bytes);
   // Where a view `pick(name)` chooses is 16-bit: runs `a` again on fp32 copies of those views
-  // (reads widened, writes rounded back once: backend/cpu/widening.h) and returns true.
+  // (reads widened, writes rounded back once: backend/cpu/widening.h) and returns true. Defined
+  // below, so that an op's run() in its own kernel file widens as cpu_backend.cpp's do.
   template <class A, class Pick>
   bool widened(const A& a, Pick pick);
   // The attention's dtypes as the cpu:: kernels take them (dS in the scores' operand storage).
@@ -56,5 +59,28 @@ class CpuBackend : public Backend {
   FloatBuffer scratch_[2];
   std::vector<FloatBuffer> wide_;  // the fp32 copies of 16-bit tensors widened around a kernel
 };
+
+// Every view of an op: what the fp32-only kernels widen (the `pick` of widened()).
+inline bool every_view(std::string_view) { return true; }
+
+template <class A, class Pick>
+bool CpuBackend::widened(const A& a, Pick pick) {
+  // Views the interface types itself (fp32 statistics, int32 indices) stay as they are.
+  const auto widens = [&](const ArgView& v) { return v.typed && v.access != Access::Scratch && pick(v.name); };
+  bool any = false;
+  for (const ArgView& v : views_of(a))
+    any = any || (widens(v) && !v.view->empty() && v.view->type != StorageType::F32);
+  if (!any) return false;
+  Widening w(wide_);
+  A b = a;
+  for (const ArgView& v : b.views()) {
+    if (!widens(v)) continue;
+    const bool reads = v.access == Access::Read || v.access == Access::ReadRows;
+    *v.view = reads ? w.read(*v.view) : w.write(*v.view);
+  }
+  run(b);
+  w.commit();
+  return true;
+}
 
 }  // namespace mptrain::cpu
