@@ -714,15 +714,6 @@ void Backend::relu2_backward(const Relu2BackwardArgs& a) {
   submit(a);
 }
 
-void Backend::silu(const SiluArgs& a) {
-  const Check c(name(), Op::Silu);
-  c.shape(a.x, "x", {-1, -1});
-  c.shape(a.out, "out", {a.x.dim(0), a.x.dim(1)});
-  c.that(a.out.ptr != a.x.ptr || a.out.type == a.x.type, "out aliases x in another dtype");
-  for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a SiLU tensor");
-  submit(a);
-}
-
 void Backend::matmul(const MatmulArgs& a) {
   const Check c(name(), Op::Matmul);
   c.shape(a.c, "c", {-1, -1});

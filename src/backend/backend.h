@@ -628,14 +628,6 @@ struct Relu2BackwardArgs {
   auto views() { return std::array{writes("dx", dx), reads("dout", dout), reads("x", x)}; }
 };
 
-// SiLU (swish): out (=) = x·sigmoid(x), elementwise over [N, I]; out may be x itself.
-struct SiluArgs {
-  View out{};  // [N, I] (=)
-  View x{};    // [N, I]
-  Op op() const { return Op::Silu; }
-  auto views() { return std::array{writes("out", out), reads("x", x)}; }
-};
-
 // What an op's run() answers: void, or its Result (a number the host needs).
 template <class A>
 struct OpResult {
@@ -776,7 +768,6 @@ class Backend {
   void swiglu_backward(const SwigluBackwardArgs& a);
   void relu2(const Relu2Args& a);
   void relu2_backward(const Relu2BackwardArgs& a);
-  void silu(const SiluArgs& a);
   void matmul(const MatmulArgs& a);
   void muon_momentum(const MuonMomentumArgs& a);
   void muon_update(const MuonUpdateArgs& a);

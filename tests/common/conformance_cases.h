@@ -610,29 +610,6 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
   qk_norm_cases(be, out);
 }
 
-// --- SiLU -----------------------------------------------------------------------------------------
-
-inline void silu_cases(const Backend& be, std::vector<Case>& out) {
-  for (const auto& t : type_tuples(op_tensors(Op::Silu).size())) {  // {out, x}
-    if (!asks(be, Op::Silu, t)) continue;
-    for (const int I : {7, 33, 260})
-      for (const bool in_place : {false, true}) {
-        if (in_place && t[0] != t[1]) continue;
-        out.push_back({Op::Silu, false,
-                       "silu " + describe_dtypes(Op::Silu, t) + (in_place ? " in place" : "") + " N=3 I=" +
-                           std::to_string(I),
-                       [=](Backend& b, Outcome& o) {
-                         const size_t n = 3 * static_cast<size_t>(I);
-                         Tensor x(b, t[1], {3, I}, randn(n, 180, 3.0f)), y(b, t[0], {3, I});
-                         b.silu({in_place ? x.view() : y.view(), x.view()});
-                         std::vector<double> ref(n);
-                         for (size_t i = 0; i < n; ++i) ref[i] = x.host()[i] / (1.0 + std::exp(-x.host()[i]));
-                         o.close("out", (in_place ? x : y).read(), ref, tolerance(t[0]));
-                       }});
-      }
-  }
-}
-
 // The whole list for `be`, in the order of backend.h's Op.
 inline std::vector<Case> all_cases(const Backend& be) {
   std::vector<Case> out;
@@ -647,7 +624,6 @@ inline std::vector<Case> all_cases(const Backend& be) {
   optimizer_cases(be, out);
   muon_cases(be, out);
   llama_cases(be, out);
-  silu_cases(be, out);
   return out;
 }
 
