@@ -32,7 +32,7 @@ def missing(doc, root=ROOT, names=None):
     for n, line in enumerate(open(doc, encoding="utf-8"), 1):
         for m in PATH.finditer(line):
             p = m.group(1).rstrip(".")
-            if "*" in p:  # a glob names a pattern, not a file
+            if "*" in p or line[m.end():m.end() + 1] == "<":  # a glob or a <placeholder>: a pattern
                 continue
             if not os.path.exists(os.path.join(root, p)):
                 out.append(f"{doc}:{n}: {p} does not exist")
@@ -49,7 +49,7 @@ def self_test():
         open(os.path.join(d, "src/model/gpt2.h"), "w").close()
         doc = os.path.join(d, "doc.md")
         open(doc, "w").write("See src/model/gpt2.h and gpt2.h, not src/model/gpt2_task.cpp nor gone.cpp;\n"
-                             "bench/*.py is a glob; docs/ alone is no file.\n")
+                             "bench/*.py is a glob, src/model/<family>.h a pattern; docs/ alone is no file.\n")
         got = missing(doc, d)
     want = [f"{doc}:1: src/model/gpt2_task.cpp does not exist", f"{doc}:1: no file of the tree is named gone.cpp"]
     if got != want:

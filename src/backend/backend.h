@@ -9,9 +9,11 @@
 // Fused ops are ops here (bias + GELU and the residual add in a linear's epilogue, softmax +
 // cross-entropy writing dlogits): each is an op of its own, as its kernel is.
 //
-// GPT-2 and BERT run on it (model/gpt2_pass.cpp, model/bert_pass.cpp); the CPU backend
-// (backend/cpu/cpu_backend.h) and the CUDA backend (backend/cuda/cuda_backend.h) serve it, each
-// checked against float64 references on the cases its supports() accepts (tests/common/conformance.h).
+// GPT-2, Llama and BERT run on it (model/gpt2_pass.cpp, model/llama_pass.cpp, model/bert_pass.cpp);
+// the CPU backend (backend/cpu/cpu_backend.h) and the CUDA backend (backend/cuda/cuda_backend.h)
+// serve it, each checked against float64 references on the cases its supports() accepts
+// (tests/common/conformance.h). Its ops, their Args and their precision roles are listed once, in
+// backend/op_list.h.
 #pragma once
 #include <array>
 #include <cstddef>

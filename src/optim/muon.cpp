@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/named.h"
 
 namespace mptrain {
 
@@ -106,23 +107,16 @@ View work(FloatBuffer& b, StorageType type, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-const char* muon_adjust_name(MuonLrAdjust a) {
-  return a == MuonLrAdjust::Original ? "original" : "match_rms_adamw";
-}
+namespace {
+constexpr NameTable<MuonLrAdjust, 2> kAdjustNames{
+    {{MuonLrAdjust::MatchRmsAdamW, "match_rms_adamw"}, {MuonLrAdjust::Original, "original"}}};
+constexpr NameTable<MuonQkv, 2> kQkvNames{{{MuonQkv::Three, "three"}, {MuonQkv::One, "one"}}};
+}  // namespace
 
-MuonLrAdjust parse_muon_adjust(const std::string& name) {
-  if (name == "original") return MuonLrAdjust::Original;
-  if (name == "match_rms_adamw") return MuonLrAdjust::MatchRmsAdamW;
-  throw Error("--muon-adjust-lr '" + name + "': expected original or match_rms_adamw");
-}
-
-const char* muon_qkv_name(MuonQkv q) { return q == MuonQkv::One ? "one" : "three"; }
-
-MuonQkv parse_muon_qkv(const std::string& name) {
-  if (name == "one") return MuonQkv::One;
-  if (name == "three") return MuonQkv::Three;
-  throw Error("--muon-qkv '" + name + "': expected one or three");
-}
+const char* muon_adjust_name(MuonLrAdjust a) { return name_in(kAdjustNames, a); }
+MuonLrAdjust parse_muon_adjust(const std::string& name) { return parse_in(kAdjustNames, name, "--muon-adjust-lr"); }
+const char* muon_qkv_name(MuonQkv q) { return name_in(kQkvNames, q); }
+MuonQkv parse_muon_qkv(const std::string& name) { return parse_in(kQkvNames, name, "--muon-qkv"); }
 
 void validate(const MuonHyper& h) {
   MPT_CHECK(h.momentum >= 0.0f && h.momentum < 1.0f,

@@ -2,27 +2,18 @@
 #include "optim/optimizer.h"
 
 #include "core/error.h"
+#include "core/named.h"
 
 namespace mptrain {
 
-const char* optimizer_name(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::AdamW:
-      return "adamw";
-    case OptimizerKind::Sophia:
-      return "sophia";
-    case OptimizerKind::Muon:
-      return "muon";
-  }
-  return "unknown";
-}
+namespace {
+constexpr NameTable<OptimizerKind, 3> kOptimizerNames{
+    {{OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Sophia, "sophia"}, {OptimizerKind::Muon, "muon"}}};
+}  // namespace
 
-OptimizerKind parse_optimizer_kind(const std::string& name) {
-  if (name == "adamw") return OptimizerKind::AdamW;
-  if (name == "sophia") return OptimizerKind::Sophia;
-  if (name == "muon") return OptimizerKind::Muon;
-  throw Error("unknown optimizer '" + name + "' (known: adamw, sophia, muon)");
-}
+const char* optimizer_name(OptimizerKind kind) { return name_in(kOptimizerNames, kind); }
+
+OptimizerKind parse_optimizer_kind(const std::string& name) { return parse_in(kOptimizerNames, name, "optimizer"); }
 
 bool holds(StateHolds h, const ParamSpec& spec) {
   switch (h) {

@@ -5,16 +5,13 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/named.h"
 
 namespace mptrain {
 
-LrShape parse_lr_shape(const std::string& name) {
-  if (name == "cosine") return LrShape::Cosine;
-  if (name == "linear") return LrShape::Linear;
-  throw Error("unknown --schedule '" + name + "' (expected cosine or linear)");
-}
-
-const char* lr_shape_name(LrShape shape) { return shape == LrShape::Linear ? "linear" : "cosine"; }
+constexpr NameTable<LrShape, 2> kLrShapeNames{{{LrShape::Cosine, "cosine"}, {LrShape::Linear, "linear"}}};
+LrShape parse_lr_shape(const std::string& name) { return parse_in(kLrShapeNames, name, "--schedule"); }
+const char* lr_shape_name(LrShape shape) { return name_in(kLrShapeNames, shape); }
 
 float LrSchedule::at(int64_t step) const {
   const double min_lr = static_cast<double>(lr) * min_lr_frac;

@@ -13,31 +13,17 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/named.h"
 
 namespace mptrain {
 
 enum class Precision { Fp32, Tf32, Bf16, Fp16 };
 
-inline const char* precision_name(Precision p) {
-  switch (p) {
-    case Precision::Fp32:
-      return "fp32";
-    case Precision::Tf32:
-      return "tf32";
-    case Precision::Bf16:
-      return "bf16";
-    case Precision::Fp16:
-      return "fp16";
-  }
-  return "?";
-}
-
+inline constexpr NameTable<Precision, 4> kPrecisionNames{
+    {{Precision::Fp32, "fp32"}, {Precision::Tf32, "tf32"}, {Precision::Bf16, "bf16"}, {Precision::Fp16, "fp16"}}};
+inline const char* precision_name(Precision p) { return name_in(kPrecisionNames, p); }
 // Throws Error naming the bad value and the accepted ones.
-inline Precision parse_precision(std::string_view name) {
-  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16, Precision::Fp16})
-    if (name == precision_name(p)) return p;
-  throw Error("unknown precision '" + std::string(name) + "' (expected fp32, tf32, bf16 or fp16)");
-}
+inline Precision parse_precision(std::string_view name) { return parse_in(kPrecisionNames, name, "precision"); }
 
 // fp16's narrow exponent range needs dynamic loss scaling; the others do not.
 inline bool needs_loss_scaler(Precision p) { return p == Precision::Fp16; }

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/named.h"
 #include "io/checkpoint_dir.h"
 
 namespace mptrain {
@@ -28,13 +29,9 @@ std::string describe(const NonFinite& nf) {
 
 }  // namespace
 
-NanPolicy parse_nan_policy(const std::string& name) {
-  if (name == "stop") return NanPolicy::Stop;
-  if (name == "rollback") return NanPolicy::Rollback;
-  throw Error("unknown --on-nan '" + name + "' (expected stop or rollback)");
-}
-
-const char* nan_policy_name(NanPolicy policy) { return policy == NanPolicy::Rollback ? "rollback" : "stop"; }
+constexpr NameTable<NanPolicy, 2> kNanPolicyNames{{{NanPolicy::Stop, "stop"}, {NanPolicy::Rollback, "rollback"}}};
+NanPolicy parse_nan_policy(const std::string& name) { return parse_in(kNanPolicyNames, name, "--on-nan"); }
+const char* nan_policy_name(NanPolicy policy) { return name_in(kNanPolicyNames, policy); }
 
 void validate(const NanGuardOptions& o) {
   MPT_CHECK(o.lr_factor > 0.0f && o.lr_factor < 1.0f,

@@ -9,7 +9,7 @@
 //   clock            measured: a chain of dependent integer adds (one per cycle on every x86-64
 //                    core) timed on this thread, best of a few ~1 ms runs, so turbo is counted
 //                    (virtual machines report only the base clock: on the 2-core EPYC VM of
-//                    docs/BENCHMARKS.md /proc/cpuinfo says 2.10 GHz while the cores run at
+//                    docs/BENCHMARKS.md's records /proc/cpuinfo says 2.10 GHz while the cores run at
 //                    ~3.2 GHz, which made MFU read over 100%). Without a measurement: cpufreq's
 //                    cpuinfo_max_freq, else the mean "cpu MHz" of /proc/cpuinfo, else the
 //                    "@ x.xxGHz" of the model name.

@@ -32,7 +32,7 @@ namespace {
 
 // Query rows per block: large enough for efficient GEMM tiles, small enough that the triangle
 // skipped is most of the upper half. 64 over 128 on a 2-core AVX2 EPYC: GPT-2 124M's attention
-// 246 → 212 ms per step at T = 256 and 842 → 773 at T = 1024 (docs/BENCHMARKS.md, issue 23);
+// 246 → 212 ms per step at T = 256 and 842 → 773 at T = 1024 (docs/benchmarks/2026-11-27.md, issue 23);
 // 256 was slower.
 constexpr int kRowBlock = 64;
 // Softmax rows per OpenMP chunk: rows of one head grow in length with t, so small interleaved
