@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/amx_gemm.h"
+
 namespace mptrain {
 
 namespace {
@@ -245,9 +247,8 @@ double fma_chains_flops_per_s(Splat splat, Step step, double flops) {
 }  // namespace
 
 double measure_fma_peak_tflops(Precision precision) {
-#if defined(__AMX_BF16__)
-  if (precision == Precision::Bf16) return 0.0;  // bf16 GEMMs run on the tiles, not timed here
-#endif
+  // bf16 products run on AMX tiles where the CPU has them (oneDNN's kernels, or ours): their rate.
+  if (precision == Precision::Bf16 && cpu::amx_available()) return cpu::amx_tile_peak_flops() / 1e12;
 #if defined(__AVX512BF16__)
   if (precision == Precision::Bf16) {
     const __m512bh ones = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));

@@ -50,10 +50,10 @@ PeakFlops estimate_cpu_peak(const std::string& cpuinfo, long max_freq_khz, int t
 double measure_core_clock_ghz();
 
 // The peak measured instead of estimated: FMA instructions of the precision's GEMMs (fp32: the
-// widest vfmadd this build targets; bf16 with AVX512-BF16: vdpbf16ps), independent chains on
-// every OpenMP thread, timed for ~0.1 s, best of three — what the cores sustain under that load,
-// after any clock drop the estimate's single-thread clock does not see. 0 when this build has
-// no such instructions (or with AMX, whose tiles it does not time).
+// widest vfmadd this build targets; bf16 with AVX512-BF16: vdpbf16ps; bf16 where the CPU has AMX
+// tiles: tile products on loaded tiles, backend/cpu/amx_gemm.h), independent chains on every
+// OpenMP thread, the best of a few runs — what the cores sustain under that load, after any clock
+// drop the estimate's single-thread clock does not see. 0 when this build has no such instructions.
 double measure_fma_peak_tflops(Precision precision = Precision::Fp32);
 
 // Reads /proc/cpuinfo and cpufreq and measures the clock on this machine. user_tflops > 0 wins

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/cpu/amx_gemm.h"
 #include "backend/ops/gemm.h"
 #include "core/error.h"
 
@@ -56,6 +57,7 @@ struct Context::Impl {
   dnnl::engine engine;
   dnnl::stream stream;
   std::unordered_map<MatmulKey, MatmulEntry, MatmulKeyHash> matmuls;
+  AmxBuffers amx;  // the AMX products' packing buffers (backend/cpu/amx_gemm.h)
 
   Impl() {
     try {
@@ -141,12 +143,14 @@ MatmulEntry& Context::Impl::matmul(const MatmulKey& key, int nb0, int nb1, int M
   }
 }
 
-void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
-                        const void* b, StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K,
-                        bool accumulate, Context& ctx) {
+namespace {
+
+// The checks and the empty cases both paths share: true when nothing is left to multiply.
+bool trivial_gemm(void* c, StorageType tc, GemmLayout lc, const void* a, GemmLayout la, const void* b, GemmLayout lb,
+                  int nb0, int nb1, int M, int N, int K, bool accumulate) {
   MPT_CHECK(nb0 >= 0 && nb1 >= 0 && M >= 0 && N >= 0 && K >= 0,
             "[gemm] negative size: " + describe(nb0, nb1, M, N, K, lc, la, lb, accumulate));
-  if (nb0 == 0 || nb1 == 0 || M == 0 || N == 0) return;
+  if (nb0 == 0 || nb1 == 0 || M == 0 || N == 0) return true;
   MPT_CHECK(c != nullptr && (K == 0 || (a != nullptr && b != nullptr)), "[gemm] null operand pointer");
   if (K == 0) {  // an empty sum: C = 0, or unchanged when accumulating
     if (!accumulate) {
@@ -158,8 +162,16 @@ void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, S
               std::memset(static_cast<char*>(c) + (i * lc.batch0 + j * lc.batch1 + r * lc.row + q * lc.col) * bytes,
                           0, bytes);
     }
-    return;
+    return true;
   }
+  return false;
+}
+
+}  // namespace
+
+void gemm_onednn(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la, const void* b,
+                 StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx) {
+  if (trivial_gemm(c, tc, lc, a, la, b, lb, nb0, nb1, M, N, K, accumulate)) return;
   MatmulKey key;
   key.v = {nb0,       nb1,       M,      N,      K,         lc.batch0, lc.batch1, lc.row, lc.col, la.batch0, la.batch1,
            la.row,    la.col,    lb.batch0, lb.batch1, lb.row, lb.col, accumulate, static_cast<int>(tc),
@@ -176,6 +188,17 @@ void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, S
   } catch (const dnnl::error& err) {
     rethrow(err, "matmul execute", describe(nb0, nb1, M, N, K, lc, la, lb, accumulate), __FILE__, __LINE__);
   }
+}
+
+void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
+                        const void* b, StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K,
+                        bool accumulate, Context& ctx) {
+  if (trivial_gemm(c, tc, lc, a, la, b, lb, nb0, nb1, M, N, K, accumulate)) return;
+  // bf16 on our AMX kernel where MPTRAIN_AMX=1 asks for it and the CPU has the tiles, else oneDNN
+  // (itself on the tiles where it has them: faster on the host measured, backend/cpu/amx_gemm.h).
+  if (amx_enabled() && amx_gemm(c, tc, lc, a, ta, la, b, tb, lb, nb0, nb1, M, N, K, accumulate, ctx.impl().amx))
+    return;
+  gemm_onednn(c, tc, lc, a, ta, la, b, tb, lb, nb0, nb1, M, N, K, accumulate, ctx);
 }
 
 bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx) {

@@ -27,12 +27,17 @@ struct GemmLayout {
 // For every (i, j) in [0,nb0)×[0,nb1): C_ij[M,N] = A_ij[M,K]·B_ij[K,N] (+ C_ij when accumulate).
 // Attention uses (i, j) = (b, h) to multiply heads of qkv in place, and sub-blocks to skip the
 // masked half of causal products. a and b in fp32, bf16 or fp16, c in fp32 or bf16/fp16;
-// products accumulate in fp32 (oneDNN's bf16 kernels on AVX512-BF16/AMX). Throws LibraryError
+// products accumulate in fp32 (oneDNN's bf16 kernels on AVX512-BF16 or AMX; our own AMX kernel with
+// MPTRAIN_AMX=1, backend/cpu/amx_gemm.h). Throws LibraryError
 // where oneDNN has no kernel for the combination on this CPU (fp16 needs AVX512-FP16);
 // gemm_supports() asks first.
 void gemm_batched_typed(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la,
                         const void* b, StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K,
                         bool accumulate, Context& ctx);
 bool gemm_supports(StorageType tc, StorageType ta, StorageType tb, Context& ctx);
+// The same product on oneDNN alone (where gemm_batched_typed may take our AMX kernel,
+// backend/cpu/amx_gemm.h): bench_gemm's reference, and what the AMX tests compare with.
+void gemm_onednn(void* c, StorageType tc, GemmLayout lc, const void* a, StorageType ta, GemmLayout la, const void* b,
+                 StorageType tb, GemmLayout lb, int nb0, int nb1, int M, int N, int K, bool accumulate, Context& ctx);
 
 }  // namespace mptrain::cpu
