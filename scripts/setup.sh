@@ -4,6 +4,8 @@
 #   build: cmake, g++, oneDNN, OpenCL's ICD loader (oneDNN's CMake config calls find_package(OpenCL);
 #          libdnnl-dev only recommends ocl-icd-opencl-dev), PCRE2, ICU (WordPiece), nlohmann-json,
 #          CLI11 (also the --config TOML reader), GoogleTest, Google Benchmark, xxHash,
+#          zstd, zlib and xz's libraries (prepare reads .zst, .gz and .xz corpora as streams; the zstd
+#          and xz tools make the tests' compressed copies), simdjson (its JSON lines records, at GB/s),
 #          Open MPI (data-parallel training; its mpirun runs the multi-rank tests)
 #   reference and peer: python3-torch, python3-numpy, OpenBLAS (OpenMP build) for a fair PyTorch peer,
 #          python3-sklearn (the topic task's TF-IDF + logistic-regression baseline, bench/topic_baselines.py)
@@ -20,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBS=(cmake g++ make pkg-config libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libicu-dev nlohmann-json3-dev libcli11-dev
+      libzstd-dev zlib1g-dev liblzma-dev zstd libsimdjson-dev
       libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev python3-torch python3-numpy python3-sklearn libopenblas0-openmp
       fortunes fortunes-min perl-doc libopenmpi-dev openmpi-bin chromium librsvg2-bin fonts-dejavu-core bsdutils
       clang libclang-rt-14-dev xz-utils)

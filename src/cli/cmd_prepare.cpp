@@ -1,8 +1,9 @@
-// `mptrain prepare`: text files, folders or globs -> GPT-2 token shards (train/val)
-// in llm.c's format, or with --task bert, BERT sentence-pair instance files. The work
+// `mptrain prepare`: text files and JSON lines (compressed or not), folders or globs -> GPT-2
+// token shards (train/val) in llm.c's format, or with --task bert, BERT sentence-pair instance files. The work
 // is in data/prepare.h and data/bert_prepare.h; this file maps options to them.
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <map>
 #include <cstdio>
 #include <memory>
 
@@ -33,23 +34,34 @@ void register_prepare(CLI::App& app, int& exit_code) {
       "prepare",
       "Tokenize text with GPT-2's BPE into train/val token shards (<out>/<name>_{val,train}_NNNNNN.bin), "
       "or with --task bert into BERT sentence-pair instances (<out>/<name>_{train,val}.bert)");
-  cmd->add_option("inputs", a->opt.inputs, "Text files, folders (searched recursively) or glob patterns")
+  cmd->add_option("inputs", a->opt.inputs,
+                  "Text files, JSON lines (.jsonl, .json: a document a record), either compressed (.zst, .gz, "
+                  ".xz), folders of them (searched recursively) or glob patterns")
       ->required();
   cmd->add_option("-o,--out", a->opt.out_dir, "Output folder for the shards")->required();
   cmd->add_option("--name", a->opt.name, "Shard name prefix (default: the output folder's name)");
   cmd->add_option("--doc-delimiter", a->opt.doc_delimiter,
                   "Documents are separated by lines holding exactly this text, e.g. '%' for fortune files "
                   "(default: one document per file)");
+  cmd->add_option("--text-field", a->opt.text_field,
+                  "JSON lines: the record's field that holds its text, a dotted path for a nested one (meta.text)")
+      ->capture_default_str();
+  cmd->add_flag("--skip-bad-records", a->opt.skip_bad_records,
+                "JSON lines: count a record that is not JSON or has no text field and go on (default: stop at "
+                "the first, naming its file and line)");
   cmd->add_option("--exclude", a->opt.excludes,
                   "Skip files whose name matches this glob, e.g. '*.dat' (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--shard-tokens", a->opt.shard_tokens,
-                  "Tokens per shard (the last shard of a split holds the rest)")
+  cmd->add_option("--shard-size,--shard-tokens", a->opt.shard_tokens,
+                  "Tokens per shard, e.g. 100M (the last shard of a split holds the rest)")
       ->capture_default_str()
+      ->transform(CLI::AsNumberWithUnit(std::map<std::string, uint64_t>{{"K", 1000}, {"M", 1000000},
+                                                                         {"G", 1000000000}},
+                                        CLI::AsNumberWithUnit::CASE_INSENSITIVE))
       ->check(cli::between(1, INT32_MAX));
   cmd->add_option("--val-fraction", a->opt.val_fraction,
-                  "Fraction of the documents for validation, taken evenly through the corpus")
-      ->capture_default_str()
+                  "Fraction of the documents for validation, taken evenly through the corpus (default: the "
+                  "first shard is validation, as llm.c's fineweb.py makes it)")
       ->check(cli::between(0.0, 0.99));
   cmd->add_option("--threads", a->opt.threads, "Encoding threads (default 0: every core)")
       ->check(cli::at_least(0));
@@ -132,7 +144,7 @@ void register_prepare(CLI::App& app, int& exit_code) {
       b.doc_delimiter = a->opt.doc_delimiter;
       b.out_dir = a->opt.out_dir;
       b.name = a->opt.name;
-      b.val_fraction = a->opt.val_fraction;
+      b.val_fraction = a->opt.val_fraction.value_or(b.val_fraction);
       b.lower_case = !a->cased;
       b.nsp = a->nsp == "google" ? NspRule::kGoogle : NspRule::kBalanced;
       b.progress = a->opt.progress;

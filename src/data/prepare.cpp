@@ -1,28 +1,25 @@
-// Corpus preparation: input expansion, document splitting, encoding on every core,
-// shard writing through a staging folder, the progress display and the summary.
+// Corpus preparation: a corpus read block by block (data/corpus_reader.h), encoding on every
+// core, the train/val split, shard writing through a staging folder, the progress display and
+// the summary.
 #include "data/prepare.h"
 
-#include <fcntl.h>
-#include <fnmatch.h>
-#include <glob.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -78,9 +75,12 @@ class PrepareProgress {
       : total_(total),
         progress_(
             {.label = "prepare", .total = double(total), .mode = mode, .out = stderr, .line_seconds = 5.0}) {}
-  void update(uint64_t done) {
-    char status[96];
-    std::snprintf(status, sizeof(status), "%.1f/%.1f MB | %.1f MB/s", done / 1e6, total_ / 1e6,
+  // `done` bytes of the files (compressed ones counted compressed) of the total, with the
+  // documents and tokens written so far.
+  void update(uint64_t done, size_t documents, uint64_t tokens) {
+    char status[160];
+    std::snprintf(status, sizeof(status), "%.1f/%.1f MB | %s docs | %s tokens | %.1f MB/s", done / 1e6,
+                  total_ / 1e6, with_commas(documents).c_str(), with_commas(tokens).c_str(),
                   progress_.rate(double(done)) / 1e6);
     progress_.draw(double(done), status);
   }
@@ -91,16 +91,13 @@ class PrepareProgress {
   Progress progress_;
 };
 
-// Collects one split's token stream and writes it as shards of exactly
-// shard_tokens tokens (the last one shorter) into `dir`: uint16 ids in GPT-2's format while the
+// Collects a token stream and writes it as shards of exactly shard_tokens tokens (the last one
+// shorter) into `dir`, the k-th named by `name_of(k)`: uint16 ids in GPT-2's format while the
 // vocabulary fits them (what llm.c reads), else uint32 ids (llm.c's Llama 3 format).
 class ShardSink {
  public:
-  ShardSink(std::string dir, std::string prefix, uint64_t shard_tokens, int vocab_size)
-      : dir_(std::move(dir)),
-        prefix_(std::move(prefix)),
-        shard_tokens_(shard_tokens),
-        wide_(vocab_size > 65536) {}
+  ShardSink(std::string dir, std::function<std::string(size_t)> name_of, uint64_t shard_tokens, int vocab_size)
+      : dir_(std::move(dir)), name_of_(std::move(name_of)), shard_tokens_(shard_tokens), wide_(vocab_size > 65536) {}
 
   void append(std::span<const int> ids) {
     if (wide_)
@@ -112,8 +109,11 @@ class ShardSink {
     if (!wide_ids_.empty()) flush(wide_ids_);
     if (!narrow_ids_.empty()) flush(narrow_ids_);
   }
-  uint64_t tokens() const { return tokens_; }
-  const std::vector<std::string>& names() const { return names_; }
+  // Tokens taken so far, written or not.
+  uint64_t tokens() const { return written_ + narrow_ids_.size() + wide_ids_.size(); }
+  uint64_t shard_tokens() const { return shard_tokens_; }
+  // The shards written, with their tokens.
+  const std::vector<std::pair<std::string, uint64_t>>& shards() const { return shards_; }
 
  private:
   // The ids in the shards' own width, so GPT-2's stream is held (and written) as uint16 once.
@@ -129,22 +129,73 @@ class ShardSink {
   }
   template <class T>
   void flush(std::vector<T>& buf) {
-    char index[16];
-    std::snprintf(index, sizeof(index), "%06zu", names_.size());
-    std::string name = prefix_ + index + ".bin";
+    const std::string name = name_of_(shards_.size());
     write_shard(dir_ + "/" + name, std::span<const T>(buf));
-    names_.push_back(name);
-    tokens_ += buf.size();
+    shards_.emplace_back(name, buf.size());
+    written_ += buf.size();
     buf.clear();
   }
 
-  std::string dir_, prefix_;
+  std::string dir_;
+  std::function<std::string(size_t)> name_of_;
   uint64_t shard_tokens_;
   bool wide_;
   std::vector<uint16_t> narrow_ids_;  // while the vocabulary fits uint16
   std::vector<uint32_t> wide_ids_;    // past it
-  std::vector<std::string> names_;
-  uint64_t tokens_ = 0;
+  std::vector<std::pair<std::string, uint64_t>> shards_;
+  uint64_t written_ = 0;
+};
+
+// "<name>_<split>_000012.bin"
+std::string shard_name(const std::string& name, const char* split, size_t index) {
+  char digits[16];
+  std::snprintf(digits, sizeof(digits), "%06zu", index);
+  return name + "_" + split + "_" + digits + ".bin";
+}
+
+// Where each document goes: with a val fraction, whole documents on the validation stride into
+// a sink of their own; without one, llm.c's layout, one stream whose first shard is val.
+class Splits {
+ public:
+  Splits(const std::string& dir, const std::string& name, const PrepareOptions& opt, int vocab_size)
+      : fraction_(opt.val_fraction),
+        train_(dir,
+               [name, first_val = !fraction_](size_t k) {
+                 return shard_name(name, first_val && k == 0 ? "val" : "train", k);
+               },
+               opt.shard_tokens, vocab_size) {
+    if (fraction_)
+      val_.emplace(dir, [name](size_t k) { return shard_name(name, "val", k); }, opt.shard_tokens, vocab_size);
+  }
+  // The sink of the next document, the `index`-th; `is_val` says whether it (or, in llm.c's
+  // layout, its start) is validation.
+  ShardSink& sink_for(size_t index, bool& is_val) {
+    if (fraction_) {
+      is_val = is_val_document(index, *fraction_);
+      return is_val ? *val_ : train_;
+    }
+    is_val = train_.tokens() < train_.shard_tokens();
+    return train_;
+  }
+  uint64_t tokens() const { return train_.tokens() + (val_ ? val_->tokens() : 0); }
+  void finish() {
+    train_.finish();
+    if (val_) val_->finish();
+  }
+  // Every shard written, with its tokens and whether it is validation.
+  std::vector<std::tuple<std::string, uint64_t, bool>> shards() const {
+    std::vector<std::tuple<std::string, uint64_t, bool>> out;
+    if (val_)
+      for (const auto& [n, t] : val_->shards()) out.emplace_back(n, t, true);
+    for (size_t k = 0; k < train_.shards().size(); ++k)
+      out.emplace_back(train_.shards()[k].first, train_.shards()[k].second, !fraction_ && k == 0);
+    return out;
+  }
+
+ private:
+  std::optional<double> fraction_;
+  ShardSink train_;                // the training split, or in llm.c's layout the whole stream
+  std::optional<ShardSink> val_;   // with a val fraction
 };
 
 // Removed with everything in it unless the run gets to the end.
@@ -171,129 +222,7 @@ bool is_shard_name(const std::string& file, const std::string& name) {
 
 }  // namespace
 
-std::vector<TextFile> expand_inputs(const std::vector<std::string>& inputs,
-                                    const std::vector<std::string>& excludes) {
-  if (inputs.empty()) throw Error("no inputs given: name files, folders or glob patterns of text");
-  std::vector<TextFile> out;
-  std::set<std::string> seen;
-  auto excluded = [&](const std::string& path) {
-    std::string name = fs::path(path).filename().string();
-    for (const auto& pat : excludes)
-      if (::fnmatch(pat.c_str(), name.c_str(), 0) == 0) return true;
-    return false;
-  };
-  auto add_file = [&](const std::string& path) {
-    if (excluded(path)) return;
-    std::error_code ec;
-    std::string canon = fs::canonical(path, ec).string();
-    if (ec) throw Error("cannot read '" + path + "': " + ec.message());
-    if (!seen.insert(canon).second) return;  // a symlink to a file already taken, or a repeat
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw Error("cannot read '" + path + "': " + std::strerror(errno));
-    struct stat st {};
-    ::fstat(fd, &st);
-    ::close(fd);
-    out.push_back({path, static_cast<uint64_t>(st.st_size)});
-  };
-  auto add_dir = [&](const std::string& dir) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    fs::recursive_directory_iterator it(dir, ec);
-    if (ec) throw Error("cannot read folder '" + dir + "': " + ec.message());
-    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) throw Error("cannot read folder '" + dir + "': " + ec.message());
-      if (it->path().filename().string().starts_with(".")) {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (it->is_regular_file(ec)) files.push_back(it->path().string());
-    }
-    if (ec) throw Error("cannot read folder '" + dir + "': " + ec.message());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) add_file(f);
-  };
-  auto add_path = [&](const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) throw Error("cannot read '" + path + "': " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode))
-      add_dir(path);
-    else if (S_ISREG(st.st_mode))
-      add_file(path);
-    else
-      throw Error("cannot read '" + path + "': not a regular file or folder");
-  };
-  for (const auto& input : inputs) {
-    struct stat st {};
-    if (input.find_first_of("*?[") != std::string::npos && ::stat(input.c_str(), &st) != 0) {
-      glob_t g{};
-      int rc = ::glob(input.c_str(), 0, nullptr, &g);
-      std::vector<std::string> matches;
-      if (rc == 0)
-        for (size_t i = 0; i < g.gl_pathc; ++i) matches.emplace_back(g.gl_pathv[i]);
-      ::globfree(&g);
-      if (matches.empty()) throw Error("'" + input + "' matches no files");
-      for (const auto& m : matches) add_path(m);  // glob(3) returns them sorted
-    } else {
-      add_path(input);
-    }
-  }
-  if (out.empty()) throw Error("no input files: every file found was excluded");
-  return out;
-}
-
-std::string read_text_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw Error("cannot read '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  std::string data;
-  data.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      throw Error("cannot read '" + path + "': " + std::strerror(saved));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return data;
-}
-
-std::vector<std::string_view> split_documents(std::string_view text, const std::string& delimiter) {
-  std::vector<std::string_view> docs;
-  if (delimiter.empty()) {
-    if (!text.empty()) docs.push_back(text);
-    return docs;
-  }
-  size_t doc_start = 0, line_start = 0;
-  while (line_start < text.size()) {
-    size_t nl = text.find('\n', line_start);
-    size_t next = nl == std::string_view::npos ? text.size() : nl + 1;
-    std::string_view line =
-        text.substr(line_start, (nl == std::string_view::npos ? text.size() : nl) - line_start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line == delimiter) {
-      if (line_start > doc_start) docs.push_back(text.substr(doc_start, line_start - doc_start));
-      doc_start = next;
-    }
-    line_start = next;
-  }
-  if (text.size() > doc_start) docs.push_back(text.substr(doc_start));
-  return docs;
-}
-
 std::vector<std::string_view> split_for_parallel(std::string_view text, size_t target_bytes) {
-  // Why a lone "\n" between printable ASCII characters is a safe cut: the piece that
-  // holds the character after it starts right there (only a ' ' can join the piece
-  // that follows it), the piece before ends before the "\n" (no alternative crosses
-  // from a non-space into a space), and the "\n" is a piece of its own both in the
-  // whole text (\s+ after \s+(?!\S) fails) and at the end of a part (\s+(?!\S)).
-  auto printable = [](char c) { return c > 0x20 && c < 0x7F; };
   std::vector<std::string_view> parts;
   target_bytes = std::max<size_t>(target_bytes, 1);
   size_t start = 0;
@@ -302,7 +231,7 @@ std::vector<std::string_view> split_for_parallel(std::string_view text, size_t t
     while (true) {
       size_t nl = text.find('\n', from);
       if (nl == std::string_view::npos || nl + 1 >= text.size()) break;
-      if (nl >= 1 && printable(text[nl - 1]) && printable(text[nl + 1])) {
+      if (is_safe_cut(text, nl + 1)) {
         cut = nl + 1;
         break;
       }
@@ -394,10 +323,12 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   MPT_CHECK(!opt.out_dir.empty(), "prepare: no output folder given");
   MPT_CHECK(opt.shard_tokens >= 1 && opt.shard_tokens <= static_cast<uint64_t>(INT32_MAX),
             "prepare: --shard-tokens must be between 1 and " + std::to_string(INT32_MAX));
-  MPT_CHECK(opt.val_fraction >= 0 && opt.val_fraction < 1, "prepare: --val-fraction must be in [0, 1)");
+  MPT_CHECK(!opt.val_fraction || (*opt.val_fraction >= 0 && *opt.val_fraction < 1),
+            "prepare: --val-fraction must be in [0, 1)");
   MPT_CHECK(opt.doc_delimiter.find('\n') == std::string::npos, "prepare: --doc-delimiter must be one line");
 
   const std::vector<TextFile> files = expand_inputs(opt.inputs, opt.excludes);
+  CorpusReader reader(files, {opt.doc_delimiter, opt.text_field, opt.skip_bad_records}, opt.threads);
   uint64_t total_bytes = 0;
   for (const auto& f : files) total_bytes += f.bytes;
   if (total_bytes == 0)
@@ -426,58 +357,76 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   sum.threads = resolve_threads(opt.threads);
   const std::unordered_set<std::uint64_t> heldout =
       opt.exclude_docs.empty() ? std::unordered_set<std::uint64_t>{} : read_heldout(opt.exclude_docs);
-  ShardSink train(staging.path, name + "_train_", opt.shard_tokens, tok.vocab_size());
-  ShardSink val(staging.path, name + "_val_", opt.shard_tokens, tok.vocab_size());
+  Splits splits(staging.path, name, opt, tok.vocab_size());
+  sum.first_shard_val = !opt.val_fraction;
   PrepareProgress progress(total_bytes, opt.progress);
   const std::vector<int> eot{tok.eot()};
 
-  // Blocks of about 64 MB of files at a time bound the memory for text and ids.
-  constexpr uint64_t kBlockBytes = 64ull << 20;
+  // Blocks of block_bytes (64 MiB) of text at a time bound the memory for text and ids, whatever
+  // the inputs' size: every file is read as a stream (data/corpus_reader.h).
   uint64_t bytes_before_block = 0;
-  size_t fi = 0;
-  while (fi < files.size()) {
+  ShardSink* sink = nullptr;  // the current document's
+  bool skipping = false;      // the current document is held out
+  for (;;) {
     std::deque<std::string> texts;  // a deque: the views below must not move
+    std::vector<CorpusPiece> pieces;
+    if (!reader.next_block(texts, pieces, opt.block_bytes)) break;
+    // A held-out document is known by its whole text (a topics task's documents are far shorter
+    // than a block), so only a piece that starts a document is looked up; its parts follow it.
+    std::vector<CorpusPiece> kept;
+    for (const CorpusPiece& p : pieces) {
+      if (!p.continues) skipping = held_out(heldout, p.text);
+      if (skipping)
+        sum.excluded += !p.continues;
+      else
+        kept.push_back(p);
+    }
     std::vector<std::string_view> docs;
-    uint64_t block_bytes = 0;
-    while (fi < files.size() && (texts.empty() || block_bytes < kBlockBytes)) {
-      texts.push_back(read_text_file(files[fi++].path));
-      block_bytes += texts.back().size();
-      for (std::string_view d : split_documents(texts.back(), opt.doc_delimiter)) {
-        if (held_out(heldout, d))
-          ++sum.excluded;
-        else
-          docs.push_back(d);
+    uint64_t block_text = 0;
+    for (const CorpusPiece& p : kept) docs.push_back(p.text), block_text += p.text.size();
+    // While the block encodes, its share of the files' bytes advances with the text encoded.
+    const uint64_t block_file_bytes = reader.file_bytes_done() - bytes_before_block;
+    auto ids = encode_documents(tok, docs, opt.threads, opt.parallel_split_bytes, [&](uint64_t done) {
+      const double part = block_text ? double(done) / double(block_text) : 1.0;
+      progress.update(bytes_before_block + static_cast<uint64_t>(part * double(block_file_bytes)), sum.documents,
+                      splits.tokens());
+    });
+    for (size_t k = 0; k < kept.size(); ++k) {
+      // llm.c: <|endoftext|> (the tokenizer's end of text) before every document
+      if (!kept[k].continues || !sink) {
+        bool is_val = false;
+        sink = &splits.sink_for(sum.documents++, is_val);
+        sum.val_documents += is_val;
+        sink->append(eot);
       }
+      sink->append(ids[k]);
+      sum.bytes += kept[k].text.size();
     }
-    auto ids = encode_documents(tok, docs, opt.threads, opt.parallel_split_bytes,
-                                [&](uint64_t done) { progress.update(bytes_before_block + done); });
-    for (size_t k = 0; k < docs.size(); ++k, ++sum.documents) {
-      const bool is_val = is_val_document(sum.documents, opt.val_fraction);
-      ShardSink& sink = is_val ? val : train;
-      sink.append(eot);  // llm.c: <|endoftext|> (the tokenizer's end of text) before every document
-      sink.append(ids[k]);
-      sum.val_documents += is_val;
-      sum.bytes += docs[k].size();
-    }
-    bytes_before_block += block_bytes;
-    progress.update(bytes_before_block);
+    bytes_before_block = reader.file_bytes_done();
+    progress.update(bytes_before_block, sum.documents, splits.tokens());
   }
   progress.finish();
+  sum.bad_records = reader.bad_records();
   if (sum.documents == 0)
-    throw Error("the inputs hold no documents: " + std::to_string(files.size()) +
-                " file(s) with nothing but delimiter lines '" + opt.doc_delimiter + "'");
-  train.finish();
-  val.finish();
+    throw Error("the inputs hold no documents: " + std::to_string(files.size()) + " file(s) with " +
+                (sum.excluded ? "every document held out (--exclude-docs)"
+                              : "nothing but delimiter lines '" + opt.doc_delimiter + "' or bad records"));
+  splits.finish();
+  const auto shards = splits.shards();
+  if (!opt.val_fraction && shards.size() < 2)
+    throw Error("the corpus fills only the validation shard (" + with_commas(splits.tokens()) +
+                " tokens, --shard-size " + with_commas(opt.shard_tokens) +
+                "): nothing is left to train on; give a smaller --shard-size, or --val-fraction");
 
   // Move the complete set into place, then drop shards of an earlier run that the
   // new set did not overwrite (an earlier run with more shards).
   std::set<std::string> fresh;
-  for (const ShardSink* sink : {&val, &train}) {
-    for (const auto& n : sink->names()) {
-      fs::rename(staging.path + "/" + n, opt.out_dir + "/" + n, ec);
-      if (ec) throw Error("cannot move shard into '" + opt.out_dir + "/" + n + "': " + ec.message());
-      fresh.insert(n);
-    }
+  for (const auto& [n, tokens, is_val] : shards) {
+    fs::rename(staging.path + "/" + n, opt.out_dir + "/" + n, ec);
+    if (ec) throw Error("cannot move shard into '" + opt.out_dir + "/" + n + "': " + ec.message());
+    fresh.insert(n);
+    (is_val ? sum.val_shards : sum.train_shards).push_back(opt.out_dir + "/" + n);
+    (is_val ? sum.val_tokens : sum.train_tokens) += tokens;
   }
   for (const auto& entry : fs::directory_iterator(opt.out_dir, ec)) {
     std::string file = entry.path().filename().string();
@@ -485,10 +434,6 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   }
   fsync_dir(opt.out_dir);
 
-  for (const auto& n : train.names()) sum.train_shards.push_back(opt.out_dir + "/" + n);
-  for (const auto& n : val.names()) sum.val_shards.push_back(opt.out_dir + "/" + n);
-  sum.train_tokens = train.tokens();
-  sum.val_tokens = val.tokens();
   sum.seconds = seconds_since(t0);
   return sum;
 }
@@ -511,10 +456,11 @@ std::string describe(const PrepareSummary& s) {
   out += "  train: " + count(s.train_tokens, "token") + ", " +
          count(s.documents - s.val_documents, "document") + ", " + shards(s.train_shards) + "\n";
   out += "  val:   " + count(s.val_tokens, "token") + ", " + count(s.val_documents, "document") + ", " +
-         shards(s.val_shards) + "\n";
+         shards(s.val_shards) + (s.first_shard_val ? " (the first shard, as llm.c's fineweb.py)" : "") + "\n";
   out += std::string("  ") + ratio + " bytes per token (" + count(text_tokens, "token") + " of text + " +
          with_commas(s.documents) + " <|endoftext|>)\n";
   if (s.excluded) out += "  " + count(s.excluded, "document") + " held out (--exclude-docs)\n";
+  if (s.bad_records) out += "  " + count(s.bad_records, "bad record") + " skipped (--skip-bad-records)\n";
   if (s.val_documents == 0)
     out +=
         "  note: no validation documents (raise --val-fraction, or cut files into documents with "

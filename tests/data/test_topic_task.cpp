@@ -139,7 +139,7 @@ TEST(TopicTask, HeldOutTextsStayOutOfAPretrainingCorpus) {
   EXPECT_EQ(all.excluded, 0u);
   // The GPT-2 token shards leave out the same documents (the command line, as a user runs it).
   const testing::RunResult g = testing::run_mptrain(
-      "prepare " + testing::fortunes_dir() + " --exclude '*.dat' --exclude '*.u8' --doc-delimiter % -q -o " +
+      "prepare " + testing::fortunes_dir() + " --exclude '*.dat' --exclude '*.u8' --doc-delimiter % --val-fraction 0.01 -q -o " +
       (out / "gpt2") + " --exclude-docs " + (out / "task/heldout.txt"));
   ASSERT_EQ(g.exit_code, 0) << g.output;
   const auto commas = [](size_t n) {  // as the summary prints counts: 12,564
