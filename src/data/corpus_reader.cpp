@@ -203,9 +203,10 @@ const char* json_type_name(simdjson::dom::element_type t) {
 }
 
 // The text at `field` of the record in line[0, len), whose buffer holds SIMDJSON_PADDING more
-// bytes after it; Error saying what is wrong, without the location. simdjson's DOM parser checks
-// the whole record (its syntax and its UTF-8), not only the way to the field.
-std::string padded_record_text(simdjson::dom::parser& parser, const char* line, size_t len,
+// bytes after it, as a view into the parser's buffers (valid until its next parse); Error saying
+// what is wrong, without the location. simdjson's DOM parser checks the whole record (its syntax
+// and its UTF-8), not only the way to the field.
+std::string_view padded_record_text(simdjson::dom::parser& parser, const char* line, size_t len,
                                const std::vector<std::string>& field) {
   simdjson::dom::element at;
   if (const auto error = parser.parse(line, len, false).get(at))
@@ -219,7 +220,7 @@ std::string padded_record_text(simdjson::dom::parser& parser, const char* line, 
   std::string_view text;
   if (at.get_string().get(text))
     throw Error("field '" + joined(field) + "' is " + json_type_name(at.type()) + ", not a string");
-  return std::string(text);
+  return text;
 }
 
 }  // namespace
@@ -227,7 +228,7 @@ std::string padded_record_text(simdjson::dom::parser& parser, const char* line, 
 std::string record_text(std::string_view line, const std::vector<std::string>& field) {
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(line);
-  return padded_record_text(parser, padded.data(), line.size(), field);
+  return std::string(padded_record_text(parser, padded.data(), line.size(), field));
 }
 
 bool is_safe_cut(std::string_view text, size_t at) {
@@ -248,7 +249,11 @@ CorpusReader::CorpusReader(const std::vector<TextFile>& files, CorpusReadOptions
 }
 
 struct CorpusReader::Parsers {
-  std::vector<simdjson::dom::parser> each;
+  // Each on a cache line of its own: a parser's state is written at every record.
+  struct alignas(64) One {
+    simdjson::dom::parser parser;
+  };
+  std::vector<One> each;
 };
 
 CorpusReader::~CorpusReader() = default;
@@ -267,15 +272,18 @@ void CorpusReader::close_current() {
 }
 
 bool CorpusReader::fill(uint64_t want) {
-  while (pending_.size() < want) {
-    const size_t old = pending_.size();
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(want - old, 4 << 20));
-    pending_.resize(old + n);
-    const size_t got = in_->read(pending_.data() + old, n);
-    pending_.resize(old + got);
-    if (got == 0) return false;
+  // Grown geometrically (from 4 MiB), so a small file costs no block-sized zero fill; the capacity
+  // stays from block to block.
+  size_t have = pending_.size();
+  while (have < want) {
+    if (pending_.size() == have)
+      pending_.resize(static_cast<size_t>(std::min<uint64_t>(want, have + std::max<size_t>(have, 4 << 20))));
+    const size_t got = in_->read(pending_.data() + have, pending_.size() - have);
+    if (got == 0) break;
+    have += got;
   }
-  return true;
+  pending_.resize(have);
+  return have >= want;
 }
 
 namespace {
@@ -344,7 +352,8 @@ void CorpusReader::take_text(std::deque<std::string>& storage, std::vector<Corpu
 
 void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector<CorpusPiece>& pieces,
                                    uint64_t& held, uint64_t block_bytes) {
-  // The block: whole lines up to block_bytes (a longer line whole), padded for simdjson.
+  // The block: whole lines up to block_bytes (a longer line whole), read into pending_, whose
+  // capacity stays from block to block (no allocation, no page faults, after the first).
   bool more = fill(block_bytes - held);
   size_t end = pending_.size();
   while (more) {
@@ -356,12 +365,14 @@ void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector
     more = fill(pending_.size() + (4 << 20));
     end = pending_.size();
   }
-  std::string block = pending_.substr(0, end);
-  pending_.erase(0, end);
-  held += block.size();
+  // Parsed in place: simdjson reads up to SIMDJSON_PADDING bytes past a record, which the lines
+  // after it, or padding appended for the parse and taken off after it, provide.
+  const size_t tail = pending_.size() - end;
+  pending_.append(simdjson::SIMDJSON_PADDING, ' ');
+  const std::string_view block(pending_.data(), end);
+  held += end;
   const std::string path = paths_[next_file_];
   if (!more) close_current();
-  block.append(simdjson::SIMDJSON_PADDING, ' ');
 
   struct Line {
     size_t offset, length;
@@ -376,33 +387,51 @@ void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector
       lines.push_back({at, nl - at, line_number_});
     at = nl + 1;
   }
-  // Every record parsed on every thread (a parser each), the results taken in order: the same
-  // documents, and the same first error, whatever the thread count.
-  std::vector<std::string> texts(lines.size()), errors(lines.size());
+  // Chunks of consecutive records parsed on every thread (a parser each), each chunk's texts back
+  // to back in one buffer (no allocation per record), taken in order: the same documents, and the
+  // same first error, whatever the thread count.
+  struct Chunk {
+    std::string texts;
+    std::vector<size_t> ends;                             // of each good record's text in `texts`
+    std::vector<std::pair<size_t, std::string>> errors;   // (line index, what is wrong), in order
+  };
   const int threads = threads_ > 0 ? threads_ : omp_get_max_threads();
+  const size_t per_chunk = std::max<size_t>(64, lines.size() / (static_cast<size_t>(threads) * 16) + 1);
+  std::vector<Chunk> chunks((lines.size() + per_chunk - 1) / per_chunk);
   if (!parsers_) parsers_ = std::make_unique<Parsers>();
   parsers_->each.resize(static_cast<size_t>(threads));
-#pragma omp parallel for schedule(dynamic, 256) num_threads(threads)
-  for (size_t i = 0; i < lines.size(); ++i) {
-    try {
-      texts[i] = padded_record_text(parsers_->each[static_cast<size_t>(omp_get_thread_num())],
-                                    block.data() + lines[i].offset, lines[i].length, field_);
-    } catch (const Error& e) {
-      errors[i] = e.what();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    simdjson::dom::parser& parser = parsers_->each[static_cast<size_t>(omp_get_thread_num())].parser;
+    Chunk chunk;  // the thread's own, moved into place once (no cache line shared while it grows)
+    const size_t last = std::min(lines.size(), (c + 1) * per_chunk);
+    for (size_t i = c * per_chunk; i < last; ++i) {
+      try {
+        chunk.texts += padded_record_text(parser, block.data() + lines[i].offset, lines[i].length, field_);
+        chunk.ends.push_back(chunk.texts.size());
+      } catch (const Error& e) {
+        chunk.errors.emplace_back(i, e.what());
+      }
     }
+    chunks[c] = std::move(chunk);
   }
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (!errors[i].empty()) {
+  pending_.resize(end + tail);
+  pending_.erase(0, end);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    Chunk& chunk = chunks[c];
+    if (!chunk.errors.empty()) {
+      const auto& [i, what] = chunk.errors.front();
       if (!options_.skip_bad_records)
-        throw Error("'" + path + "' line " + std::to_string(lines[i].number) + ": " + errors[i] +
+        throw Error("'" + path + "' line " + std::to_string(lines[i].number) + ": " + what +
                     " (--skip-bad-records counts such records and goes on)");
-      ++bad_records_;
-      continue;
+      bad_records_ += chunk.errors.size();
     }
+    storage.push_back(std::move(chunk.texts));
+    const std::string& texts = storage.back();
     // An empty text is still a record, so a document of <|endoftext|> alone: what llm.c's
     // fineweb.py writes for it.
-    storage.push_back(std::move(texts[i]));
-    pieces.push_back({storage.back(), false});
+    for (size_t k = 0, begin = 0; k < chunk.ends.size(); begin = chunk.ends[k++])
+      pieces.push_back({std::string_view(texts).substr(begin, chunk.ends[k] - begin), false});
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,14 +72,26 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
 // A few lines for the terminal: documents, tokens, shards, bytes per token, speed.
 std::string describe(const PrepareSummary& s);
 
-// Encodes `docs` on `threads` threads (0: every core) with one Gpt2Encoder per thread;
-// result[i] holds the ids of docs[i] (ordinary text, no <|endoftext|>). Long documents
-// are spread over threads with split_for_parallel. While the workers run, the calling
-// thread calls on_progress(bytes encoded so far) about ten times a second.
-// Used by prepare and by the benchmark of `mptrain tokenize --bench`.
-std::vector<std::vector<int>> encode_documents(const Gpt2Tokenizer& tok,
-                                               const std::vector<std::string_view>& docs, int threads,
-                                               size_t parallel_split_bytes = 1 << 20,
-                                               const std::function<void(uint64_t)>& on_progress = {});
+// The ids of a list of documents, one after another in one buffer: document i's are of(i).
+struct EncodedDocuments {
+  std::vector<int> ids;
+  std::vector<size_t> ends;  // document i's ids end at ends[i] (and start at ends[i - 1], or 0)
+  size_t size() const { return ends.size(); }
+  std::span<const int> of(size_t i) const {
+    const size_t begin = i == 0 ? 0 : ends[i - 1];
+    return {ids.data() + begin, ends[i] - begin};
+  }
+};
+
+// Encodes `docs` on `threads` threads (0: every core) with one Gpt2Encoder per thread into `out`
+// (ordinary text, no <|endoftext|>; its buffers are reused, so a caller that encodes block after
+// block allocates once). Consecutive documents go to the threads in jobs of about 256 KB, each
+// encoded into a buffer of its own and copied into place, so that a corpus of many short documents
+// costs no allocation per document; long documents are spread over threads with
+// split_for_parallel. While the workers run, the calling thread calls on_progress(bytes encoded so
+// far) about ten times a second. Used by prepare and by `mptrain tokenize --bench`.
+void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_view>& docs, int threads,
+                      EncodedDocuments& out, size_t parallel_split_bytes = 1 << 20,
+                      const std::function<void(uint64_t)>& on_progress = {});
 
 }  // namespace mptrain

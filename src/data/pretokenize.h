@@ -60,6 +60,9 @@ class Gpt2Pretokenizer {
   void split_step(const void* code, std::string_view text, std::vector<std::string_view>& pieces) const;
   void free_all();
   std::vector<void*> codes_;  // pcre2_code_8*, kept opaque so that users need no PCRE2 header
+  // The step whose pattern is exactly kGpt2SplitPattern, if any: cut by hand over ASCII, with PCRE2
+  // for a piece that a character past ASCII decides (pretokenize.cpp's run_gpt2_pattern).
+  const void* gpt2_code_ = nullptr;
 };
 
 }  // namespace mptrain

@@ -120,6 +120,65 @@ void write_shard(const std::string& path, std::span<const uint32_t> tokens) {
   write_shard_bytes(path, kWideShardMagic, kWideShardVersion, tokens.size(), std::as_bytes(tokens));
 }
 
+ShardWriter::ShardWriter(std::string path, bool wide) : path_(std::move(path)), wide_(wide) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot create shard '" + path_ + "': " + std::strerror(errno));
+  buf_.reserve(1 << 20);
+  buf_.resize(kShardHeaderBytes);  // zeros until finish() writes the count
+}
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ShardWriter::flush_buffer() {
+  size_t done = 0;
+  while (done < buf_.size()) {
+    const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("cannot write shard '" + path_ + "': " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  buf_.clear();
+}
+
+void ShardWriter::append(std::span<const int> ids) {
+  const size_t width = wide_ ? 4 : 2;
+  MPT_CHECK(count_ + ids.size() <= static_cast<size_t>(INT32_MAX),
+            "shard '" + path_ + "': too many tokens for one shard");
+  for (size_t i = 0; i < ids.size();) {
+    if (buf_.size() + width > buf_.capacity()) flush_buffer();
+    const size_t take = std::min(ids.size() - i, (buf_.capacity() - buf_.size()) / width);
+    const size_t at = buf_.size();
+    buf_.resize(at + take * width);
+    if (wide_)
+      for (size_t k = 0; k < take; ++k) {
+        const uint32_t id = static_cast<uint32_t>(ids[i + k]);
+        std::memcpy(buf_.data() + at + k * 4, &id, 4);
+      }
+    else
+      for (size_t k = 0; k < take; ++k) {
+        const uint16_t id = static_cast<uint16_t>(ids[i + k]);
+        std::memcpy(buf_.data() + at + k * 2, &id, 2);
+      }
+    i += take;
+  }
+  count_ += ids.size();
+}
+
+void ShardWriter::finish() {
+  flush_buffer();
+  int32_t header[kShardHeaderInts] = {};
+  header[0] = wide_ ? kWideShardMagic : kShardMagic;
+  header[1] = wide_ ? kWideShardVersion : kShardVersion;
+  header[2] = static_cast<int32_t>(count_);
+  if (::pwrite(fd_, header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header)) || ::fsync(fd_) != 0)
+    throw Error("cannot write shard '" + path_ + "': " + std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw Error("cannot write shard '" + path_ + "': " + std::strerror(errno));
+}
+
 std::vector<std::string> glob_shards(const std::string& pattern) {
   glob_t g{};
   int rc = ::glob(pattern.c_str(), 0, nullptr, &g);

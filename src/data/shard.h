@@ -65,6 +65,30 @@ class Shard {
 void write_shard(const std::string& path, std::span<const uint16_t> tokens);
 void write_shard(const std::string& path, std::span<const uint32_t> tokens);
 
+// Writes one shard as its ids come, in bounded memory (a buffer of 1 MiB, whatever the shard's
+// size): a zero header, the ids in the shard's width (uint16 in GPT-2's format, uint32 in the wide
+// one), then, at finish(), the header with the count and an fsync. For files in a staging folder
+// that the caller moves into place once complete (prepare): one that is never finished is left
+// with a zero header, which every reader refuses. Errors name the file.
+class ShardWriter {
+ public:
+  ShardWriter(std::string path, bool wide);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+  void append(std::span<const int> ids);
+  size_t size() const { return count_; }
+  void finish();
+
+ private:
+  void flush_buffer();
+  std::string path_;
+  bool wide_;
+  int fd_ = -1;
+  size_t count_ = 0;
+  std::vector<std::byte> buf_;
+};
+
 // Shard files matching a glob pattern, sorted by name; throws if none match.
 std::vector<std::string> glob_shards(const std::string& pattern);
 

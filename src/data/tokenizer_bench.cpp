@@ -81,11 +81,10 @@ TokenizerBenchResult run_tokenizer_bench(const Gpt2Tokenizer& tok, const Tokeniz
   // One timed encode of every document on `threads` threads, from an empty merge cache.
   auto mb_s = [&](int threads) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto ids = encode_documents(tok, docs, threads);
+    EncodedDocuments ids;
+    encode_documents(tok, docs, threads, ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    uint64_t n = 0;
-    for (const auto& v : ids) n += v.size();
-    r.tokens = n;
+    r.tokens = ids.ids.size();
     return r.bytes / s / 1e6;
   };
   std::fprintf(out, "tokenizer bench: %zu documents, %.2f MB from %zu file(s)\n", r.documents, r.bytes / 1e6,

@@ -91,9 +91,25 @@ TEST(Prepare, ParallelCutsGiveTheIdsOfTheWhole) {
   EXPECT_EQ(split_for_parallel(std::string(5000, 'a'), 10).size(), 1u);
   EXPECT_EQ(split_for_parallel("aaaa \nbbbb\n cccc\n\ndddd", 1).size(), 1u);
   // encode_documents cuts long documents and gives the same ids.
-  auto by_parts = encode_documents(tok, {text, "short"}, 2, 64);
-  EXPECT_EQ(by_parts[0], whole);
-  EXPECT_EQ(by_parts[1], tok.encode("short"));
+  EncodedDocuments by_parts;
+  encode_documents(tok, {"", text, "short", "", text.substr(0, 100)}, 2, by_parts, 64);
+  auto ids_of = [&](size_t i) { return std::vector<int>(by_parts.of(i).begin(), by_parts.of(i).end()); };
+  ASSERT_EQ(by_parts.size(), 5u);
+  EXPECT_EQ(ids_of(0), std::vector<int>{});
+  EXPECT_EQ(ids_of(1), whole);
+  EXPECT_EQ(ids_of(2), tok.encode("short"));
+  EXPECT_EQ(ids_of(3), std::vector<int>{});
+  EXPECT_EQ(ids_of(4), tok.encode(text.substr(0, 100)));
+  // Many documents: jobs of about 256 KB each, the documents' ids in order; the buffers reused.
+  std::vector<std::string> many;
+  for (int i = 0; i < 20000; ++i) many.push_back("Doc " + std::to_string(i) + ": " + std::string(i % 40, 'z') + "!\n");
+  const std::vector<std::string_view> views(many.begin(), many.end());
+  for (int threads : {1, 2}) {
+    encode_documents(tok, views, threads, by_parts);
+    ASSERT_EQ(by_parts.size(), many.size());
+    for (size_t i = 0; i < many.size(); i += 997) EXPECT_EQ(ids_of(i), tok.encode(many[i])) << i;
+    EXPECT_EQ(ids_of(many.size() - 1), tok.encode(many.back()));
+  }
 }
 
 TEST(Prepare, ExpandInputs) {

@@ -235,5 +235,36 @@ TEST(Pretokenize, RandomBytesUnderASplitRegexStayContiguous) {
   check_random_bytes(llama3, 99, std::string("aZ9 '\n\r\t!.S", 12));
 }
 
+// The hand-cut ASCII path (GPT-2's pattern as it is) against PCRE2 alone (the same pattern in a
+// group, which the fast path does not recognise): the same pieces on text drawn from every class
+// of the pattern, ASCII and beyond, valid or not, around every decision the scanner makes
+// (contractions, " ?" before a run, a run of spaces before a non-space or the end, a run that
+// meets a character past ASCII).
+TEST(Pretokenize, AsciiScannerCutsAsPcre2Does) {
+  const Gpt2Pretokenizer fast, pcre2_only({std::string("(?:") + kGpt2SplitPattern + ")"});
+  const std::vector<std::string> atoms = {
+      "a", "Z", "word", "7", "42", " ", "  ", "\n", "\r\n", "\t", "\x0B", "\x0C", "\x1F", "'", "'s", "'t", "'re",
+      "'ve", "'m", "'ll", "'d", "'S", "'x", "!", "?!", "-", "_", "\x7F", "\x01",
+      "\xC3\xA9",          // é: a letter past ASCII
+      "\xC2\xA0",          // no-break space: White_Space
+      "\xE3\x80\x80",      // ideographic space
+      "\xD9\xA3",          // Arabic-Indic three: a number
+      "\xE2\x80\x94",      // em dash: a symbol
+      "\xF0\x9F\x98\x80",  // an emoji: a symbol
+      "\xC2\x85",          // NEL: White_Space
+      "\xFF", "\xE2\x82"};  // invalid UTF-8
+  std::mt19937 rng(2026);
+  size_t pieces = 0;
+  for (int doc = 0; doc < 4000; ++doc) {
+    std::string text;
+    const int len = 1 + static_cast<int>(rng() % 24);
+    for (int k = 0; k < len; ++k) text += atoms[rng() % (doc % 2 ? atoms.size() : 29)];  // half ASCII only
+    const auto a = fast.split(text), b = pcre2_only.split(text);
+    ASSERT_EQ(Pieces(a.begin(), a.end()), Pieces(b.begin(), b.end())) << "text: " << testing::PrintToString(text);
+    pieces += a.size();
+  }
+  EXPECT_GT(pieces, 30000u);
+}
+
 }  // namespace
 }  // namespace mptrain

@@ -178,5 +178,39 @@ TEST(Shard, GlobShardsSortsAndRefusesNoMatch) {
   }
 }
 
+// ShardWriter: the ids as they come, in pieces larger and smaller than its buffer, give the bytes
+// write_shard writes for the whole; an unfinished shard (zero header) is refused by the reader.
+TEST(Shard, WriterStreamsTheBytesOfTheWhole) {
+  TempDir tmp;
+  std::mt19937 rng(7);
+  for (bool wide : {false, true}) {
+    std::vector<int> ids(1'500'000);
+    for (int& id : ids) id = static_cast<int>(rng() % (wide ? 200000u : 65536u));
+    ShardWriter w(tmp / "streamed.bin", wide);
+    for (size_t at = 0; at < ids.size();) {
+      const size_t n = std::min<size_t>(ids.size() - at, rng() % 700000);
+      w.append(std::span<const int>(ids).subspan(at, n));
+      at += n;
+    }
+    EXPECT_EQ(w.size(), ids.size());
+    w.finish();
+    if (wide)
+      write_shard(tmp / "whole.bin", std::vector<uint32_t>(ids.begin(), ids.end()));
+    else
+      write_shard(tmp / "whole.bin", std::vector<uint16_t>(ids.begin(), ids.end()));
+    auto bytes = [](const std::string& p) {
+      std::ifstream f(p, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    EXPECT_TRUE(bytes(tmp / "streamed.bin") == bytes(tmp / "whole.bin")) << "wide " << wide;
+    EXPECT_EQ(Shard(tmp / "streamed.bin").size(), ids.size());
+  }
+  {
+    ShardWriter unfinished(tmp / "unfinished.bin", false);
+    unfinished.append(std::vector<int>{1, 2, 3});
+  }
+  EXPECT_THROW(Shard(tmp / "unfinished.bin"), Error);
+}
+
 }  // namespace
 }  // namespace mptrain
