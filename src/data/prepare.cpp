@@ -237,7 +237,7 @@ std::vector<std::string_view> split_for_parallel(std::string_view text, size_t t
 
 void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_view>& docs, int threads,
                       EncodedDocuments& out, size_t parallel_split_bytes,
-                      const std::function<void(uint64_t)>& on_progress) {
+                      const std::function<void(uint64_t)>& on_progress, const std::function<void()>& meanwhile) {
   // Units: the documents, a long one in parts (consecutive, so its ids are the parts' in order).
   struct Unit {
     size_t doc;
@@ -300,6 +300,15 @@ void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_vi
   };
   std::vector<std::thread> pool;
   for (int t = 0; t < n_threads; ++t) pool.emplace_back(work);
+  if (meanwhile) {
+    try {
+      meanwhile();
+    } catch (...) {  // stop the workers before the error leaves
+      next.store(jobs);
+      for (auto& t : pool) t.join();
+      throw;
+    }
+  }
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running > 0) {
@@ -326,6 +335,97 @@ void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_vi
     at += job_ids[j].size();
   }
 }
+
+namespace {
+
+// The corpus, block by block, into the splits' shards. Blocks of block_bytes (64 MiB) of text at a
+// time bound the memory for text and ids, whatever the inputs' size (every file is read as a
+// stream, data/corpus_reader.h), and three things overlap: the next block is read (and its records
+// parsed) on a thread of its own, this one is encoded on `threads` workers, and the calling thread,
+// idle while they work, writes the block before into the shards. Nothing but the order of blocks is
+// shared, so the shards are the same for any thread count.
+void encode_and_write(const Gpt2Tokenizer& tok, const PrepareOptions& opt, CorpusReader& reader,
+                      const std::unordered_set<std::uint64_t>& heldout, Splits& splits, PrepareProgress& progress,
+                      PrepareSummary& sum) {
+  struct Block {
+    std::deque<std::string> texts;  // a deque: the pieces' views must not move
+    std::vector<CorpusPiece> pieces;
+    bool any = false;
+    uint64_t file_bytes_done = 0;  // the reader's progress once it was read
+  };
+  auto read_block = [&reader, &opt] {
+    Block b;
+    b.any = reader.next_block(b.texts, b.pieces, opt.block_bytes);
+    b.file_bytes_done = reader.file_bytes_done();
+    return b;
+  };
+  // A block encoded and not yet written: each kept piece's size and whether it goes on the
+  // document before it, and the ids (two of them, so one is written while the next encodes).
+  struct Encoded {
+    std::vector<std::pair<size_t, bool>> pieces;
+    EncodedDocuments ids;
+  };
+  Encoded slots[2];
+  Encoded* unwritten = nullptr;
+  const std::vector<int> eot{tok.eot()};
+  ShardSink* sink = nullptr;  // the current document's
+  auto write = [&](const Encoded& e) {
+    for (size_t k = 0; k < e.pieces.size(); ++k) {
+      // llm.c: <|endoftext|> (the tokenizer's end of text) before every document
+      if (!e.pieces[k].second || !sink) {
+        bool is_val = false;
+        sink = &splits.sink_for(sum.documents++, is_val);
+        sum.val_documents += is_val;
+        sink->append(eot);
+      }
+      sink->append(e.ids.of(k));
+      sum.bytes += e.pieces[k].first;
+    }
+  };
+
+  std::future<Block> ahead = std::async(std::launch::async, read_block);
+  uint64_t bytes_before_block = 0;
+  bool skipping = false;  // the current document is held out
+  for (;;) {
+    const Block block = ahead.get();  // a reader's Error surfaces here
+    if (!block.any) break;
+    ahead = std::async(std::launch::async, read_block);
+    Encoded& e = unwritten == &slots[0] ? slots[1] : slots[0];
+    e.pieces.clear();
+    // A held-out document is known by its whole text (a topics task's documents are far shorter
+    // than a block), so only a piece that starts a document is looked up; its parts follow it.
+    std::vector<std::string_view> docs;
+    uint64_t block_text = 0;
+    for (const CorpusPiece& p : block.pieces) {
+      if (!p.continues) skipping = held_out(heldout, p.text);
+      if (skipping) {
+        sum.excluded += !p.continues;
+        continue;
+      }
+      e.pieces.emplace_back(p.text.size(), p.continues);
+      docs.push_back(p.text);
+      block_text += p.text.size();
+    }
+    // While the block encodes, its share of the files' bytes advances with the text encoded.
+    const uint64_t block_file_bytes = block.file_bytes_done - bytes_before_block;
+    encode_documents(
+        tok, docs, opt.threads, e.ids, opt.parallel_split_bytes,
+        [&](uint64_t done) {
+          const double part = block_text ? double(done) / double(block_text) : 1.0;
+          progress.update(bytes_before_block + static_cast<uint64_t>(part * double(block_file_bytes)),
+                          sum.documents, splits.tokens());
+        },
+        [&] {
+          if (unwritten) write(*unwritten);
+        });
+    unwritten = &e;
+    bytes_before_block = block.file_bytes_done;
+  }
+  if (unwritten) write(*unwritten);
+  progress.update(bytes_before_block, sum.documents, splits.tokens());
+}
+
+}  // namespace
 
 PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& opt) {
   const auto t0 = Clock::now();
@@ -369,68 +469,7 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   Splits splits(staging.path, name, opt, tok.vocab_size());
   sum.first_shard_val = !opt.val_fraction;
   PrepareProgress progress(total_bytes, opt.progress);
-  const std::vector<int> eot{tok.eot()};
-
-  // Blocks of block_bytes (64 MiB) of text at a time bound the memory for text and ids, whatever
-  // the inputs' size: every file is read as a stream (data/corpus_reader.h).
-  // The next block is read (and its records parsed) on a thread of its own while this one encodes:
-  // reading is the one part that is not spread over the cores.
-  struct Block {
-    std::deque<std::string> texts;  // a deque: the pieces' views must not move
-    std::vector<CorpusPiece> pieces;
-    bool any = false;
-    uint64_t file_bytes_done = 0;  // the reader's progress once it was read
-  };
-  auto read_block = [&reader, &opt] {
-    Block b;
-    b.any = reader.next_block(b.texts, b.pieces, opt.block_bytes);
-    b.file_bytes_done = reader.file_bytes_done();
-    return b;
-  };
-  std::future<Block> ahead = std::async(std::launch::async, read_block);
-  uint64_t bytes_before_block = 0;
-  EncodedDocuments encoded;   // its buffers reused block after block
-  ShardSink* sink = nullptr;  // the current document's
-  bool skipping = false;      // the current document is held out
-  for (;;) {
-    const Block block = ahead.get();  // a reader's Error surfaces here
-    if (!block.any) break;
-    ahead = std::async(std::launch::async, read_block);
-    const std::vector<CorpusPiece>& pieces = block.pieces;
-    // A held-out document is known by its whole text (a topics task's documents are far shorter
-    // than a block), so only a piece that starts a document is looked up; its parts follow it.
-    std::vector<CorpusPiece> kept;
-    for (const CorpusPiece& p : pieces) {
-      if (!p.continues) skipping = held_out(heldout, p.text);
-      if (skipping)
-        sum.excluded += !p.continues;
-      else
-        kept.push_back(p);
-    }
-    std::vector<std::string_view> docs;
-    uint64_t block_text = 0;
-    for (const CorpusPiece& p : kept) docs.push_back(p.text), block_text += p.text.size();
-    // While the block encodes, its share of the files' bytes advances with the text encoded.
-    const uint64_t block_file_bytes = block.file_bytes_done - bytes_before_block;
-    encode_documents(tok, docs, opt.threads, encoded, opt.parallel_split_bytes, [&](uint64_t done) {
-      const double part = block_text ? double(done) / double(block_text) : 1.0;
-      progress.update(bytes_before_block + static_cast<uint64_t>(part * double(block_file_bytes)), sum.documents,
-                      splits.tokens());
-    });
-    for (size_t k = 0; k < kept.size(); ++k) {
-      // llm.c: <|endoftext|> (the tokenizer's end of text) before every document
-      if (!kept[k].continues || !sink) {
-        bool is_val = false;
-        sink = &splits.sink_for(sum.documents++, is_val);
-        sum.val_documents += is_val;
-        sink->append(eot);
-      }
-      sink->append(encoded.of(k));
-      sum.bytes += kept[k].text.size();
-    }
-    bytes_before_block = block.file_bytes_done;
-    progress.update(bytes_before_block, sum.documents, splits.tokens());
-  }
+  encode_and_write(tok, opt, reader, heldout, splits, progress, sum);
   progress.finish();
   sum.bad_records = reader.bad_records();
   if (sum.documents == 0)

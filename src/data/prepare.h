@@ -88,10 +88,12 @@ struct EncodedDocuments {
 // block allocates once). Consecutive documents go to the threads in jobs of about 256 KB, each
 // encoded into a buffer of its own and copied into place, so that a corpus of many short documents
 // costs no allocation per document; long documents are spread over threads with
-// split_for_parallel. While the workers run, the calling thread calls on_progress(bytes encoded so
-// far) about ten times a second. Used by prepare and by `mptrain tokenize --bench`.
+// split_for_parallel. While the workers run, the calling thread first calls meanwhile() (prepare
+// writes the block before into its shards there), then on_progress(bytes encoded so far) about ten
+// times a second. Used by prepare and by `mptrain tokenize --bench`.
 void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_view>& docs, int threads,
                       EncodedDocuments& out, size_t parallel_split_bytes = 1 << 20,
-                      const std::function<void(uint64_t)>& on_progress = {});
+                      const std::function<void(uint64_t)>& on_progress = {},
+                      const std::function<void()>& meanwhile = {});
 
 }  // namespace mptrain

@@ -142,6 +142,13 @@ void ShardWriter::flush_buffer() {
   buf_.clear();
 }
 
+namespace {
+template <class T>
+void narrow_into(T* dst, const int* src, size_t n) {
+  for (size_t k = 0; k < n; ++k) dst[k] = static_cast<T>(src[k]);
+}
+}  // namespace
+
 void ShardWriter::append(std::span<const int> ids) {
   const size_t width = wide_ ? 4 : 2;
   MPT_CHECK(count_ + ids.size() <= static_cast<size_t>(INT32_MAX),
@@ -151,16 +158,13 @@ void ShardWriter::append(std::span<const int> ids) {
     const size_t take = std::min(ids.size() - i, (buf_.capacity() - buf_.size()) / width);
     const size_t at = buf_.size();
     buf_.resize(at + take * width);
+    // The buffer's storage takes the ids as objects of the shard's width (C++20's implicit object
+    // creation in a std::byte array; `at` is a multiple of the width), so the narrowing loop
+    // vectorises.
     if (wide_)
-      for (size_t k = 0; k < take; ++k) {
-        const uint32_t id = static_cast<uint32_t>(ids[i + k]);
-        std::memcpy(buf_.data() + at + k * 4, &id, 4);
-      }
+      narrow_into(reinterpret_cast<uint32_t*>(buf_.data() + at), ids.data() + i, take);
     else
-      for (size_t k = 0; k < take; ++k) {
-        const uint16_t id = static_cast<uint16_t>(ids[i + k]);
-        std::memcpy(buf_.data() + at + k * 2, &id, 2);
-      }
+      narrow_into(reinterpret_cast<uint16_t*>(buf_.data() + at), ids.data() + i, take);
     i += take;
   }
   count_ += ids.size();
