@@ -62,21 +62,26 @@ echo "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; flags: $(gre
 echo "input: $corpus, $bytes bytes (.zst $(stat -c %s "$corpus.zst") bytes)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# One run: its wall seconds and peak RSS (KB) appended to $dir/<label>.times; the shards' md5.
+# Busy CPU seconds of the whole machine so far (user+nice+system+irq+softirq+steal, /proc/stat).
+busy() { awk '/^cpu /{print ($2+$3+$4+$7+$8+$9)/100}' /proc/stat; }
+# One run: its wall seconds and peak RSS (KB) appended to $dir/<label>.times, the CPU seconds other
+# processes took meanwhile to $dir/others; the shards' md5.
 run() {
   local label="$1" pin="$2" threads="$3" input="$4" out="$dir/out-$1"
   rm -rf "$out"
-  local t0 t1
-  t0=$(date +%s.%N)
-  $pin /usr/bin/time -f "%M" -o "$dir/rss" "$bin" prepare "$input" -o "$out" --name c --threads "$threads" \
+  local t0 t1 b0 b1
+  t0=$(date +%s.%N) b0=$(busy)
+  $pin /usr/bin/time -f "%M %U %S" -o "$dir/rss" "$bin" prepare "$input" -o "$out" --name c --threads "$threads" \
     --progress none "${vocab[@]}" >"$dir/$label.log"
-  t1=$(date +%s.%N)
-  echo "$(echo "$t1 - $t0" | bc -l) $(cat "$dir/rss")" >>"$dir/$label.times"
+  t1=$(date +%s.%N) b1=$(busy)
+  read -r rss user sys <"$dir/rss"
+  echo "$(echo "$t1 - $t0" | bc -l) $rss" >>"$dir/$label.times"
+  echo "($b1 - $b0 - $user - $sys) / ($t1 - $t0)" | bc -l >>"$dir/others"
   (cd "$out" && cat c_val_*.bin c_train_*.bin | md5sum | cut -d' ' -f1) >"$dir/$label.md5"
   rm -rf "$out"
 }
 labels=(core1-plain cores2-plain cores2-zst core1-zst)
-rm -f "$dir"/*.times
+rm -f "$dir"/*.times "$dir/others"
 for ((r = 1; r <= rounds; r++)); do
   run core1-plain "taskset -c 0" 1 "$corpus"
   run cores2-plain "" 2 "$corpus"
@@ -103,7 +108,7 @@ else
   echo "shards DIFFER:"; for l in "${labels[@]}"; do echo "  $l $(cat "$dir/$l.md5")"; done
   exit 1
 fi
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg); other processes took $(sort -n "$dir/others" | tail -n1 | xargs printf '%.2f') cores at most during a run"
 
 if [ "$big_gb" != 0 ]; then
   big="$dir/corpus-${big_gb}g.jsonl"
