@@ -227,3 +227,40 @@ put("hf_config", "bad_bert_sizes", json.dumps(dict(hf_bert, hidden_size=2**40, n
 put("hf_config", "bad_architecture", json.dumps(dict(hf_bert, architectures=["BertModel"])))
 put("hf_config", "bad_not_object", json.dumps([hf_bert]))
 put("hf_config", "bad_truncated", json.dumps(hf_bert)[:60])
+
+
+# --- corpus records (JSON lines and text, plain or compressed) ---------------------------------
+# The first byte is the mode (fuzz/corpus_records_input.h): bits 0-1 plain/.zst/.gz/.xz, bit 2 JSON
+# lines (else text with % lines), bit 3 skip bad records, bits 4-5 the block size (1/64/4096/1 MiB).
+def records_mode(compression=0, json_lines=True, skip=False, block=1):
+    return bytes([compression | (4 if json_lines else 0) | (8 if skip else 0) | (block << 4)])
+
+
+def zstd_bytes(data):
+    import subprocess
+    return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True, check=True).stdout
+
+
+import gzip  # noqa: E402
+import lzma  # noqa: E402
+
+jsonl = (b'{"id": 1, "text": "First record.\\nIt\'s two lines."}\n'
+         b'\n'
+         b'{"id": 2, "text": "caf\\u00e9 \\ud83d\\ude00", "meta": {"body": "nested"}}\n'
+         b'{"id": 3, "text": ""}\n'
+         b'{"text": "raw \xe2\x80\x94 utf-8"}')
+text = b"one document\n%\ntwo\nlines\n%\n%\nthree, no newline"
+put("corpus_records", "valid_jsonl", records_mode(block=1) + jsonl)
+put("corpus_records", "valid_jsonl_big_block", records_mode(block=3) + jsonl)
+put("corpus_records", "valid_text", records_mode(json_lines=False, block=1) + text)
+put("corpus_records", "valid_jsonl_zst", records_mode(1, block=2) + zstd_bytes(jsonl))
+put("corpus_records", "valid_jsonl_gz", records_mode(2, block=1) + gzip.compress(jsonl, mtime=0))
+put("corpus_records", "valid_text_xz", records_mode(3, json_lines=False, block=2) + lzma.compress(text))
+put("corpus_records", "valid_skipped_bad_record", records_mode(skip=True) + b'{"text": 5}\nnot json\n' + jsonl)
+put("corpus_records", "bad_not_json", records_mode() + b'{"text": "a"}\n{"text": "cut off\n')
+put("corpus_records", "bad_no_text_field", records_mode() + b'{"body": "a"}\n')
+put("corpus_records", "bad_invalid_utf8", records_mode() + b'{"text": "\xff"}\n')
+put("corpus_records", "bad_zst_truncated", records_mode(1) + zstd_bytes(jsonl * 20)[:40])
+put("corpus_records", "bad_gz_corrupt",
+    records_mode(2) + (lambda g: g[:20] + bytes(b ^ 0x55 for b in g[20:40]) + g[40:])(gzip.compress(jsonl, mtime=0)))
+put("corpus_records", "bad_xz_truncated", records_mode(3) + lzma.compress(jsonl)[:30])

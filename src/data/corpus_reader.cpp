@@ -5,16 +5,19 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <glob.h>
-#include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <simdjson.h>
+#include <thread>
 
 #include "core/error.h"
 
@@ -395,26 +398,43 @@ void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector
     std::vector<size_t> ends;                             // of each good record's text in `texts`
     std::vector<std::pair<size_t, std::string>> errors;   // (line index, what is wrong), in order
   };
-  const int threads = threads_ > 0 ? threads_ : omp_get_max_threads();
-  const size_t per_chunk = std::max<size_t>(64, lines.size() / (static_cast<size_t>(threads) * 16) + 1);
+  const size_t threads = threads_ > 0 ? static_cast<size_t>(threads_)
+                                      : std::max<size_t>(1, std::thread::hardware_concurrency());
+  const size_t per_chunk = std::max<size_t>(64, lines.size() / (threads * 16) + 1);
   std::vector<Chunk> chunks((lines.size() + per_chunk - 1) / per_chunk);
   if (!parsers_) parsers_ = std::make_unique<Parsers>();
-  parsers_->each.resize(static_cast<size_t>(threads));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    simdjson::dom::parser& parser = parsers_->each[static_cast<size_t>(omp_get_thread_num())].parser;
-    Chunk chunk;  // the thread's own, moved into place once (no cache line shared while it grows)
-    const size_t last = std::min(lines.size(), (c + 1) * per_chunk);
-    for (size_t i = c * per_chunk; i < last; ++i) {
+  parsers_->each.resize(threads);
+  // std::thread rather than OpenMP: the fuzz build (clang, fuzz/) has no OpenMP runtime.
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;  // anything but a bad record (out of memory): the first, rethrown
+  std::mutex failure_mu;
+  auto work = [&](size_t worker) {
+    simdjson::dom::parser& parser = parsers_->each[worker].parser;
+    for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+      Chunk chunk;  // the thread's own, moved into place once (no cache line shared while it grows)
+      const size_t last = std::min(lines.size(), (c + 1) * per_chunk);
       try {
-        chunk.texts += padded_record_text(parser, block.data() + lines[i].offset, lines[i].length, field_);
-        chunk.ends.push_back(chunk.texts.size());
-      } catch (const Error& e) {
-        chunk.errors.emplace_back(i, e.what());
+        for (size_t i = c * per_chunk; i < last; ++i) {
+          try {
+            chunk.texts += padded_record_text(parser, block.data() + lines[i].offset, lines[i].length, field_);
+            chunk.ends.push_back(chunk.texts.size());
+          } catch (const Error& e) {
+            chunk.errors.emplace_back(i, e.what());
+          }
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (!failure) failure = std::current_exception();
+        next.store(chunks.size());
       }
+      chunks[c] = std::move(chunk);
     }
-    chunks[c] = std::move(chunk);
-  }
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < std::min(threads, chunks.size()); ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   pending_.resize(end + tail);
   pending_.erase(0, end);
   for (size_t c = 0; c < chunks.size(); ++c) {

@@ -14,6 +14,7 @@
 #include "common/fuzz_corpus.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "../fuzz/corpus_records_input.h"
 #include "data/bert_instances.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
@@ -120,6 +121,34 @@ TEST(BertInstancesBytes, MaxSeqLenIsBoundedBeforeAnythingIsSized) {
   std::ofstream(path, std::ios::binary) << b;
   testing::expect_clear_error(testing::run_mptrain("tokenizer show-instances " + path),
                               "is outside 5..65535");
+}
+
+// JSON lines and text files, plain or compressed, read in blocks (fuzz/corpus_records_input.h).
+TEST(CorpusRecordsBytes, SeedCorpus) {
+  const int valid = testing::check_fuzz_corpus("corpus_records", [](const std::string& b) {
+    if (b.empty()) throw Error("empty input");
+    fuzzing::read_corpus_input(static_cast<uint8_t>(b[0]), std::string_view(b).substr(1));
+  });
+  EXPECT_GE(valid, 7);
+}
+
+TEST(CorpusRecordsBytes, SeedsReadAsTheyShould) {
+  const std::string dir = testing::source_dir() + "/fuzz/corpus/corpus_records/";
+  auto docs = [&](const std::string& name, size_t* bad = nullptr) {
+    std::ifstream f(dir + name, std::ios::binary);
+    const std::string b((std::istreambuf_iterator<char>(f)), {});
+    return fuzzing::read_corpus_input(static_cast<uint8_t>(b.at(0)), std::string_view(b).substr(1), bad);
+  };
+  const std::vector<std::string> records = {"First record.\nIt's two lines.", "caf\xC3\xA9 \xF0\x9F\x98\x80", "",
+                                            "raw \xE2\x80\x94 utf-8"};
+  for (const char* name : {"valid_jsonl", "valid_jsonl_big_block", "valid_jsonl_zst", "valid_jsonl_gz"})
+    EXPECT_EQ(docs(name), records) << name;
+  size_t bad = 0;
+  EXPECT_EQ(docs("valid_skipped_bad_record", &bad), records);
+  EXPECT_EQ(bad, 2u);
+  const std::vector<std::string> text = {"one document\n", "two\nlines\n", "three, no newline"};
+  EXPECT_EQ(docs("valid_text"), text);
+  EXPECT_EQ(docs("valid_text_xz"), text);
 }
 
 }  // namespace
