@@ -3,10 +3,12 @@
 // the summary.
 #include "data/prepare.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -196,6 +198,21 @@ struct StagingDir {
     fs::remove_all(path, ec);
   }
 };
+
+// The staging folders of runs with this name whose process is gone (killed, or stopped by Ctrl-C:
+// prepare does not catch signals, so their folder stays), removed so that they do not pile up.
+void remove_stale_staging(const std::string& out_dir, const std::string& name) {
+  const std::string prefix = "." + name + ".staging.";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (!file.starts_with(prefix) || file.size() == prefix.size()) continue;
+    const std::string pid = file.substr(prefix.size());
+    if (!std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }) || pid.size() > 9)
+      continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+}
 
 // "<name>_train_000012.bin" or "<name>_val_000000.bin"
 bool is_shard_name(const std::string& file, const std::string& name) {
@@ -456,6 +473,7 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
   std::error_code ec;
   fs::create_directories(opt.out_dir, ec);
   if (ec) throw Error("cannot create output folder '" + opt.out_dir + "': " + ec.message());
+  remove_stale_staging(opt.out_dir, name);
   StagingDir staging{opt.out_dir + "/." + name + ".staging." + std::to_string(::getpid())};
   fs::remove_all(staging.path, ec);
   fs::create_directory(staging.path, ec);

@@ -311,7 +311,14 @@ TEST(Prepare, FirstShardIsValidationAsLlmCsFineweb) {
   const std::string e = error_of([&] { prepare_corpus(tok, opt); });
   EXPECT_NE(e.find("fills only the validation shard"), std::string::npos) << e;
   EXPECT_NE(e.find("--val-fraction"), std::string::npos) << e;
-  // The earlier run's shards are untouched and no staging folder is left.
+  // The earlier run's shards are untouched and no staging folder is left; neither is one of a run
+  // whose process is gone (a Ctrl-C leaves its folder), while one of a live process stays.
+  fs::create_directories(c.tmp / "out/fw/.fw.staging.999999999");
+  fs::create_directories(c.tmp / ("out/fw/.fw.staging." + std::to_string(::getppid())));
+  EXPECT_NE(error_of([&] { prepare_corpus(tok, opt); }).find("fills only"), std::string::npos);
+  EXPECT_FALSE(fs::exists(c.tmp / "out/fw/.fw.staging.999999999"));
+  EXPECT_TRUE(fs::exists(c.tmp / ("out/fw/.fw.staging." + std::to_string(::getppid()))));
+  fs::remove_all(c.tmp / ("out/fw/.fw.staging." + std::to_string(::getppid())));
   EXPECT_EQ(Shard(c.tmp / "out/fw/fw_val_000000.bin").size(), 10u);
   for (const auto& entry : fs::directory_iterator(c.tmp / "out/fw"))
     EXPECT_TRUE(is_regular_file(entry.path())) << entry.path();
