@@ -5,9 +5,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -17,9 +17,13 @@ namespace mptrain {
 
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
+// Each compression by its file name's suffix.
+struct Suffix {
+  std::string_view text;
+  Compression compression;
+};
+constexpr Suffix kSuffixes[] = {
+    {".zst", Compression::Zstd}, {".zstd", Compression::Zstd}, {".gz", Compression::Gzip}, {".xz", Compression::Xz}};
 
 // The file's raw bytes, read in chunks of 1 MiB.
 class FileInput {
@@ -212,24 +216,15 @@ class XzStream final : public Decompressor {
 }  // namespace
 
 Compression compression_of(std::string_view path) {
-  if (ends_with(path, ".zst") || ends_with(path, ".zstd")) return Compression::Zstd;
-  if (ends_with(path, ".gz")) return Compression::Gzip;
-  if (ends_with(path, ".xz")) return Compression::Xz;
+  for (const Suffix& s : kSuffixes)
+    if (path.ends_with(s.text)) return s.compression;
   return Compression::None;
 }
 
-const char* compression_name(Compression c) {
-  switch (c) {
-    case Compression::Zstd:
-      return "zstd";
-    case Compression::Gzip:
-      return "gzip";
-    case Compression::Xz:
-      return "xz";
-    case Compression::None:
-      break;
-  }
-  return "none";
+std::string_view without_compression_suffix(std::string_view path) {
+  for (const Suffix& s : kSuffixes)
+    if (path.ends_with(s.text)) return path.substr(0, path.size() - s.text.size());
+  return path;
 }
 
 std::unique_ptr<ByteStream> open_byte_stream(const std::string& path) {

@@ -16,7 +16,8 @@ enum class Compression { None, Zstd, Gzip, Xz };
 
 // By the file name's last extension (.zst, .zstd, .gz, .xz), else None.
 Compression compression_of(std::string_view path);
-const char* compression_name(Compression c);  // "zstd", "gzip", "xz", "none"
+// The name without that extension ("a.jsonl.zst" -> "a.jsonl"), or the name itself.
+std::string_view without_compression_suffix(std::string_view path);
 
 class ByteStream {
  public:

@@ -9,34 +9,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <filesystem>
-#include <mutex>
 #include <set>
 #include <simdjson.h>
-#include <thread>
 
 #include "core/error.h"
+#include "core/parallel_jobs.h"
 
 namespace fs = std::filesystem;
 
 namespace mptrain {
 
 namespace {
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// The name without a compression suffix.
-std::string_view uncompressed_name(std::string_view path) {
-  for (std::string_view suffix : {".zst", ".zstd", ".gz", ".xz"})
-    if (ends_with(path, suffix)) return path.substr(0, path.size() - suffix.size());
-  return path;
-}
 
 std::vector<std::string> split_dots(const std::string& field) {
   std::vector<std::string> parts;
@@ -61,9 +47,9 @@ std::string joined(const std::vector<std::string>& field) {
 }  // namespace
 
 CorpusFormat corpus_format(std::string_view path) {
-  const std::string_view name = uncompressed_name(path);
-  if (ends_with(name, ".jsonl") || ends_with(name, ".json")) return CorpusFormat::JsonLines;
-  if (ends_with(name, ".parquet")) return CorpusFormat::Parquet;
+  const std::string_view name = without_compression_suffix(path);
+  if (name.ends_with(".jsonl") || name.ends_with(".json")) return CorpusFormat::JsonLines;
+  if (name.ends_with(".parquet")) return CorpusFormat::Parquet;
   return CorpusFormat::Text;
 }
 
@@ -240,15 +226,12 @@ bool is_safe_cut(std::string_view text, size_t at) {
 }
 
 CorpusReader::CorpusReader(const std::vector<TextFile>& files, CorpusReadOptions options, int threads)
-    : options_(std::move(options)), field_(split_dots(options_.text_field)), threads_(threads) {
-  for (const TextFile& f : files) {
+    : files_(files), options_(std::move(options)), field_(split_dots(options_.text_field)), threads_(threads) {
+  for (const TextFile& f : files)
     if (corpus_format(f.path) == CorpusFormat::Parquet)
       throw Error("'" + f.path +
                   "' is Parquet, which this build cannot read (Debian 12 ships no Parquet library): convert "
                   "it to JSON lines first (docs/DATA.md, \"Parquet\")");
-    paths_.push_back(f.path);
-    sizes_.push_back(f.bytes);
-  }
 }
 
 struct CorpusReader::Parsers {
@@ -262,8 +245,8 @@ struct CorpusReader::Parsers {
 CorpusReader::~CorpusReader() = default;
 
 void CorpusReader::open_next() {
-  in_ = open_byte_stream(paths_[next_file_]);
-  json_lines_ = corpus_format(paths_[next_file_]) == CorpusFormat::JsonLines;
+  in_ = open_byte_stream(files_[next_file_].path);
+  json_lines_ = corpus_format(files_[next_file_].path) == CorpusFormat::JsonLines;
   line_number_ = 0;
   pending_.clear();
   pending_continues_ = false;
@@ -271,7 +254,7 @@ void CorpusReader::open_next() {
 
 void CorpusReader::close_current() {
   in_.reset();
-  bytes_done_ += sizes_[next_file_++];
+  bytes_done_ += files_[next_file_++].bytes;
 }
 
 bool CorpusReader::fill(uint64_t want) {
@@ -374,7 +357,7 @@ void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector
   pending_.append(simdjson::SIMDJSON_PADDING, ' ');
   const std::string_view block(pending_.data(), end);
   held += end;
-  const std::string path = paths_[next_file_];
+  const std::string path = files_[next_file_].path;
   if (!more) close_current();
 
   struct Line {
@@ -398,43 +381,24 @@ void CorpusReader::take_json_lines(std::deque<std::string>& storage, std::vector
     std::vector<size_t> ends;                             // of each good record's text in `texts`
     std::vector<std::pair<size_t, std::string>> errors;   // (line index, what is wrong), in order
   };
-  const size_t threads = threads_ > 0 ? static_cast<size_t>(threads_)
-                                      : std::max<size_t>(1, std::thread::hardware_concurrency());
-  const size_t per_chunk = std::max<size_t>(64, lines.size() / (threads * 16) + 1);
+  const size_t per_chunk =
+      std::max<size_t>(64, lines.size() / (static_cast<size_t>(worker_threads(threads_)) * 16) + 1);
   std::vector<Chunk> chunks((lines.size() + per_chunk - 1) / per_chunk);
   if (!parsers_) parsers_ = std::make_unique<Parsers>();
-  parsers_->each.resize(threads);
-  // std::thread rather than OpenMP: the fuzz build (clang, fuzz/) has no OpenMP runtime.
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;  // anything but a bad record (out of memory): the first, rethrown
-  std::mutex failure_mu;
-  auto work = [&](size_t worker) {
+  parsers_->each.resize(static_cast<size_t>(worker_threads(threads_)));
+  run_jobs(chunks.size(), threads_, [&](size_t c, size_t worker) {
     simdjson::dom::parser& parser = parsers_->each[worker].parser;
-    for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
-      Chunk chunk;  // the thread's own, moved into place once (no cache line shared while it grows)
-      const size_t last = std::min(lines.size(), (c + 1) * per_chunk);
+    Chunk chunk;  // the thread's own, moved into place once (no cache line shared while it grows)
+    for (size_t i = c * per_chunk; i < std::min(lines.size(), (c + 1) * per_chunk); ++i) {
       try {
-        for (size_t i = c * per_chunk; i < last; ++i) {
-          try {
-            chunk.texts += padded_record_text(parser, block.data() + lines[i].offset, lines[i].length, field_);
-            chunk.ends.push_back(chunk.texts.size());
-          } catch (const Error& e) {
-            chunk.errors.emplace_back(i, e.what());
-          }
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mu);
-        if (!failure) failure = std::current_exception();
-        next.store(chunks.size());
+        chunk.texts += padded_record_text(parser, block.data() + lines[i].offset, lines[i].length, field_);
+        chunk.ends.push_back(chunk.texts.size());
+      } catch (const Error& e) {
+        chunk.errors.emplace_back(i, e.what());
       }
-      chunks[c] = std::move(chunk);
     }
-  };
-  std::vector<std::thread> pool;
-  for (size_t w = 1; w < std::min(threads, chunks.size()); ++w) pool.emplace_back(work, w);
-  work(0);
-  for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+    chunks[c] = std::move(chunk);
+  });
   pending_.resize(end + tail);
   pending_.erase(0, end);
   for (size_t c = 0; c < chunks.size(); ++c) {
@@ -461,7 +425,7 @@ bool CorpusReader::next_block(std::deque<std::string>& storage, std::vector<Corp
   bool read_any = false;
   block_bytes = std::max<uint64_t>(block_bytes, 1);
   // A block goes on into the next file when one ends before the block is full.
-  while (next_file_ < paths_.size() && held < block_bytes) {
+  while (next_file_ < files_.size() && held < block_bytes) {
     read_any = true;
     if (!in_) open_next();
     if (json_lines_)

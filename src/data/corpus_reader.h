@@ -98,8 +98,7 @@ class CorpusReader {
                        uint64_t block_bytes);
   void emit_text(std::deque<std::string>& storage, std::vector<CorpusPiece>& pieces, std::string text);
 
-  std::vector<std::string> paths_;
-  std::vector<uint64_t> sizes_;
+  std::vector<TextFile> files_;
   CorpusReadOptions options_;
   std::vector<std::string> field_;  // text_field split at its dots
   int threads_;

@@ -11,21 +11,19 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <exception>
 #include <filesystem>
 #include <future>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
-#include <thread>
 #include <tuple>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/parallel_jobs.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
 #include "data/topic_task.h"
@@ -57,12 +55,6 @@ std::string megabytes(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
   return buf;
-}
-
-int resolve_threads(int threads) {
-  if (threads > 0) return threads;
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
 }
 
 // Document i goes to val when the stride floor(i * f) steps up at i + 1.
@@ -279,18 +271,12 @@ void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_vi
   const size_t jobs = job_first.size() - 1;
   std::vector<std::vector<int>> job_ids(jobs);
   std::vector<size_t> unit_end(units.size());  // within its job's buffer
-  const int n_threads = static_cast<int>(std::min<size_t>(resolve_threads(threads), std::max<size_t>(jobs, 1)));
-
-  std::atomic<size_t> next{0};
+  std::vector<std::unique_ptr<Gpt2Encoder>> encoders(static_cast<size_t>(worker_threads(threads)));
   std::atomic<uint64_t> done{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  int running = n_threads;
-  std::exception_ptr error;
-  auto work = [&]() {
-    try {
-      Gpt2Encoder enc(tok);
-      for (size_t j; (j = next.fetch_add(1)) < jobs;) {
+  run_jobs(
+      jobs, threads,
+      [&](size_t j, size_t worker) {
+        if (!encoders[worker]) encoders[worker] = std::make_unique<Gpt2Encoder>(tok);  // its merge cache
         // Encoded into a vector of the worker's own and moved into place once: the slots of jobs
         // j and j + 1 share a cache line, and a push_back into a slot while the other thread
         // pushes into its neighbour bounced that line between the cores at every token (2 threads
@@ -300,45 +286,15 @@ void encode_documents(const Gpt2Tokenizer& tok, const std::vector<std::string_vi
         for (size_t u = job_first[j]; u < job_first[j + 1]; ++u) bytes += units[u].text.size();
         ids.reserve(bytes / 3 + 16);
         for (size_t u = job_first[j]; u < job_first[j + 1]; ++u) {
-          enc.encode(units[u].text, ids);
+          encoders[worker]->encode(units[u].text, ids);
           unit_end[u] = ids.size();
         }
         job_ids[j] = std::move(ids);
         done.fetch_add(bytes, std::memory_order_relaxed);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-      next.store(jobs);
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    --running;
-    cv.notify_all();
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n_threads; ++t) pool.emplace_back(work);
-  if (meanwhile) {
-    try {
-      meanwhile();
-    } catch (...) {  // stop the workers before the error leaves
-      next.store(jobs);
-      for (auto& t : pool) t.join();
-      throw;
-    }
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (running > 0) {
-      cv.wait_for(lock, std::chrono::milliseconds(100));
-      if (on_progress) {
-        lock.unlock();
-        on_progress(done.load(std::memory_order_relaxed));
-        lock.lock();
-      }
-    }
-  }
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+      },
+      meanwhile, [&] {
+        if (on_progress) on_progress(done.load(std::memory_order_relaxed));
+      });
 
   // The jobs' buffers one after another; a document ends where its last unit does.
   size_t total = 0;
@@ -481,7 +437,7 @@ PrepareSummary prepare_corpus(const Gpt2Tokenizer& tok, const PrepareOptions& op
 
   PrepareSummary sum;
   sum.files = files.size();
-  sum.threads = resolve_threads(opt.threads);
+  sum.threads = worker_threads(opt.threads);
   const std::unordered_set<std::uint64_t> heldout =
       opt.exclude_docs.empty() ? std::unordered_set<std::uint64_t>{} : read_heldout(opt.exclude_docs);
   Splits splits(staging.path, name, opt, tok.vocab_size());

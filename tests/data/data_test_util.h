@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "common/test_util.h"
+#include "core/error.h"
 #include "data/gpt2_tokenizer.h"
 
 namespace mptrain::data_test {
@@ -87,6 +89,43 @@ inline std::string vocab_dir_or_reason(std::string& why) {
 }
 
 inline bool have_node() { return std::system("command -v node >/dev/null 2>&1") == 0; }
+
+// The message of the mptrain::Error that f throws, or "(no Error thrown)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no Error thrown)";
+}
+
+// The compression tools whose output prepare reads, each compressing stdin to stdout.
+struct Compressor {
+  const char* suffix;
+  const char* command;
+};
+inline constexpr Compressor kCompressors[] = {{".zst", "zstd -q -c -3"}, {".gz", "gzip -c"}, {".xz", "xz -c"}};
+
+// Whether every tool of kCompressors is installed; `why` names the one that is not.
+inline bool have_compressors(std::string& why) {
+  for (const Compressor& c : kCompressors) {
+    const std::string name = std::string(c.command).substr(0, std::string(c.command).find(' '));
+    if (std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) != 0) {
+      why = name + " is not installed (scripts/setup.sh installs zstd)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// `path` + the tool's suffix, written by the tool from `path`.
+inline std::string compress(const std::string& path, const Compressor& c) {
+  const std::string out = path + c.suffix;
+  const Run r = run(std::string(c.command) + " < " + path + " > " + out);
+  EXPECT_EQ(r.status, 0) << c.command << ": " << r.err;
+  return out;
+}
 
 }  // namespace mptrain::data_test
 

@@ -19,6 +19,7 @@
 namespace mptrain {
 namespace {
 
+using data_test::error_of;
 using data_test::TempDir;
 
 // [PAD] [unused0..4] [UNK] [CLS] [SEP] [MASK] w0..w(n-1): ordinary ids start at 9.
@@ -58,15 +59,6 @@ std::string write_file(const TempDir& dir, const WordpieceVocab& v, const std::v
   const std::string path = dir / name;
   write_bert_instances(path, v, inst, {.max_seq_len = max_seq_len, .dupe_factor = 1, .num_documents = 1});
   return path;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 std::string read_all(const std::string& p) {

@@ -18,16 +18,10 @@ namespace mptrain {
 namespace {
 
 namespace fs = std::filesystem;
+using data_test::compress;
+using data_test::error_of;
+using data_test::kCompressors;
 using data_test::TempDir;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no Error thrown)";
-}
 
 // Text with long runs (it compresses) and bytes of every value (it is not only ASCII).
 std::string payload(size_t bytes, unsigned seed) {
@@ -52,31 +46,6 @@ std::string read_all(const std::string& path, size_t chunk) {
   return out;
 }
 
-struct Tool {
-  const char* suffix;
-  const char* command;  // compresses stdin to stdout
-};
-constexpr Tool kTools[] = {{".zst", "zstd -q -c -3"}, {".gz", "gzip -c"}, {".xz", "xz -c"}};
-
-// `path` + the tool's suffix, written by the tool from `path`.
-std::string compress(const std::string& path, const Tool& t) {
-  const std::string out = path + t.suffix;
-  const auto r = data_test::run(std::string(t.command) + " < " + path + " > " + out);
-  EXPECT_EQ(r.status, 0) << t.command << ": " << r.err;
-  return out;
-}
-
-bool have_tools(std::string& why) {
-  for (const Tool& t : kTools) {
-    const std::string name = std::string(t.command).substr(0, std::string(t.command).find(' '));
-    if (data_test::run("command -v " + name).status != 0) {
-      why = name + " is not installed (scripts/setup.sh installs zstd)";
-      return false;
-    }
-  }
-  return true;
-}
-
 TEST(ByteStream, CompressionByName) {
   EXPECT_EQ(compression_of("a/b.jsonl.zst"), Compression::Zstd);
   EXPECT_EQ(compression_of("b.zstd"), Compression::Zstd);
@@ -92,14 +61,14 @@ TEST(ByteStream, CompressionByName) {
 
 TEST(ByteStream, DecompressesWhatTheToolsWriteConcatenatedToo) {
   std::string why;
-  if (!have_tools(why)) GTEST_SKIP() << why;
+  if (!data_test::have_compressors(why)) GTEST_SKIP() << why;
   TempDir tmp;
   const std::string a = payload(3 << 20, 1), b = payload(100'000, 2);
   data_test::write_bytes(tmp / "a", a);
   data_test::write_bytes(tmp / "b", b);
   data_test::write_bytes(tmp / "empty", "");
   EXPECT_EQ(read_all(tmp / "a", 4096), a);
-  for (const Tool& t : kTools) {
+  for (const auto& t : kCompressors) {
     SCOPED_TRACE(t.suffix);
     const std::string ca = compress(tmp / "a", t), cb = compress(tmp / "b", t);
     EXPECT_EQ(read_all(ca, 1000), a);
@@ -115,10 +84,10 @@ TEST(ByteStream, DecompressesWhatTheToolsWriteConcatenatedToo) {
 
 TEST(ByteStream, TruncatedOrCorruptIsOneErrorWithTheFileAndOffset) {
   std::string why;
-  if (!have_tools(why)) GTEST_SKIP() << why;
+  if (!data_test::have_compressors(why)) GTEST_SKIP() << why;
   TempDir tmp;
   data_test::write_bytes(tmp / "a", payload(2 << 20, 3));
-  for (const Tool& t : kTools) {
+  for (const auto& t : kCompressors) {
     SCOPED_TRACE(t.suffix);
     const std::string whole = compress(tmp / "a", t);
     const std::string bytes = read_text_file(whole);
@@ -225,7 +194,7 @@ TEST(CorpusReader, TextInSmallBlocksGivesTheDocumentsOfTheWhole) {
 
 TEST(CorpusReader, JsonLinesInSmallBlocksAndCompressed) {
   std::string why;
-  if (!have_tools(why)) GTEST_SKIP() << why;
+  if (!data_test::have_compressors(why)) GTEST_SKIP() << why;
   TempDir tmp;
   std::string lines;
   std::vector<std::string> want;
@@ -241,7 +210,7 @@ TEST(CorpusReader, JsonLinesInSmallBlocksAndCompressed) {
   data_test::write_bytes(tmp / "r.jsonl", lines);
   for (uint64_t block : {uint64_t(1), uint64_t(500), uint64_t(1) << 26})
     for (int threads : {1, 2}) EXPECT_EQ(documents_of({tmp / "r.jsonl"}, {}, block, threads), want);
-  for (const Tool& t : kTools) {
+  for (const auto& t : kCompressors) {
     SCOPED_TRACE(t.suffix);
     EXPECT_EQ(documents_of({compress(tmp / "r.jsonl", t)}, {}, 777, 2), want);
   }

@@ -28,15 +28,6 @@ const Gpt2Tokenizer& gpt2(const std::string& dir) {
   return tok;
 }
 
-std::string throws_message(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no Error thrown)";
-}
-
 TEST(Gpt2Tokenizer, LoadsTheVocabulary) {
   MPT_REQUIRE_VOCAB(dir);
   const auto& tok = gpt2(dir);
@@ -102,9 +93,9 @@ TEST(Gpt2Tokenizer, DecodeIsLosslessAndChecksIds) {
     ASSERT_EQ(tok.decode(tok.encode(s)), s);
   }
   std::vector<int> bad{1, 50257};
-  EXPECT_NE(throws_message([&] { tok.decode(bad); }).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(data_test::error_of([&] { tok.decode(bad); }).find("outside the vocabulary"), std::string::npos);
   std::vector<int> negative{-1};
-  EXPECT_NE(throws_message([&] { tok.decode(negative); }).find("-1"), std::string::npos);
+  EXPECT_NE(data_test::error_of([&] { tok.decode(negative); }).find("-1"), std::string::npos);
 }
 
 TEST(Gpt2Tokenizer, ScanAndHeapBpeAgree) {
@@ -204,7 +195,7 @@ TEST(Gpt2Tokenizer, BrokenVocabulariesAreNamed) {
     std::filesystem::create_directories(tmp / "v");
     if (!enc.empty()) data_test::write_bytes(tmp / "v/encoder.json", enc);
     if (!merges.empty()) data_test::write_bytes(tmp / "v/vocab.bpe", merges);
-    return throws_message([&] { Gpt2Tokenizer::load(tmp / "v"); });
+    return data_test::error_of([&] { Gpt2Tokenizer::load(tmp / "v"); });
   };
   EXPECT_NE(load_error("", "#version: 0.2\n").find("encoder.json' is missing"), std::string::npos);
   EXPECT_NE(load_error("{}", "").find("vocab.bpe' is missing"), std::string::npos);
@@ -240,14 +231,14 @@ TEST(Gpt2Tokenizer, BrokenVocabulariesAreNamed) {
 
 TEST(Gpt2Tokenizer, FindVocabDir) {
   TempDir tmp;
-  EXPECT_NE(throws_message([&] { find_vocab_dir(tmp / "nowhere", nullptr); }).find("--vocab-dir"),
+  EXPECT_NE(data_test::error_of([&] { find_vocab_dir(tmp / "nowhere", nullptr); }).find("--vocab-dir"),
             std::string::npos);
   write_vocab(tmp.path(), {}, "");
   EXPECT_EQ(find_vocab_dir(tmp.path(), nullptr), tmp.path());
   const char* old = std::getenv("MPTRAIN_VOCAB_DIR");
   const std::string saved = old ? old : "";
   ::setenv("MPTRAIN_VOCAB_DIR", (tmp / "nowhere").c_str(), 1);
-  EXPECT_NE(throws_message([&] { find_vocab_dir("", nullptr); }).find("MPTRAIN_VOCAB_DIR"),
+  EXPECT_NE(data_test::error_of([&] { find_vocab_dir("", nullptr); }).find("MPTRAIN_VOCAB_DIR"),
             std::string::npos);
   ::setenv("MPTRAIN_VOCAB_DIR", tmp.path().c_str(), 1);
   EXPECT_EQ(find_vocab_dir("", nullptr), tmp.path());
@@ -453,6 +444,16 @@ bool have_npm_oracle(const std::string& dir, std::string& why) {
   return true;
 }
 
+// The documents of the default corpus (Debian's fortunes, a fortune a document), in file order.
+std::vector<std::string> fortune_documents(const std::string& corpus) {
+  std::vector<std::string> docs;
+  for (const auto& f : expand_inputs({corpus}, {"*.dat"})) {
+    const std::string text = read_text_file(f.path);
+    for (auto d : split_documents(text, "%")) docs.emplace_back(d);
+  }
+  return docs;
+}
+
 TEST(NpmEquivalence, GeneratedText) {
   MPT_REQUIRE_VOCAB(dir);
   std::string why;
@@ -478,11 +479,7 @@ TEST(NpmEquivalence, DefaultCorpus) {
   const std::string corpus = "/usr/share/games/fortunes";
   if (!std::filesystem::exists(corpus))
     GTEST_SKIP() << "the default corpus (Debian package fortunes) is not installed";
-  std::vector<std::string> docs;
-  for (const auto& f : expand_inputs({corpus}, {"*.dat"})) {
-    const std::string text = read_text_file(f.path);
-    for (auto d : split_documents(text, "%")) docs.emplace_back(d);
-  }
+  const std::vector<std::string> docs = fortune_documents(corpus);
   NpmStats st;
   check_against_npm(gpt2(dir), dir, docs, st);
   std::printf("[ fortunes ] %zu documents, %zu bytes, %zu pieces, %zu ids identical\n", st.documents,
@@ -502,15 +499,11 @@ TEST(NpmEquivalence, JsonLines) {
     GTEST_SKIP() << "the default corpus (Debian package fortunes) is not installed";
   TempDir tmp;
   std::string jsonl;
-  size_t records = 0;
-  for (const auto& f : expand_inputs({corpus}, {"*.dat"})) {
-    const std::string text = read_text_file(f.path);
-    for (auto d : split_documents(text, "%")) {
-      if (records == 4000) break;
-      const nlohmann::json record = {{"id", records}, {"doc", {{"n", records % 7}, {"text", std::string(d)}}}};
-      jsonl += record.dump(-1, ' ', records % 2 == 0, nlohmann::json::error_handler_t::replace) + "\n";
-      ++records;
-    }
+  const std::vector<std::string> docs = fortune_documents(corpus);
+  const size_t records = std::min<size_t>(docs.size(), 4000);
+  for (size_t i = 0; i < records; ++i) {
+    const nlohmann::json record = {{"id", i}, {"doc", {{"n", i % 7}, {"text", docs[i]}}}};
+    jsonl += record.dump(-1, ' ', i % 2 == 0, nlohmann::json::error_handler_t::replace) + "\n";
   }
   data_test::write_bytes(tmp / "r.jsonl", jsonl);
   ASSERT_EQ(data_test::run("gzip " + tmp / "r.jsonl").status, 0);

@@ -24,6 +24,7 @@ namespace mptrain {
 namespace {
 
 namespace fs = std::filesystem;
+using data_test::error_of;
 using data_test::TempDir;
 
 const Gpt2Tokenizer& gpt2(const std::string& dir) {
@@ -38,15 +39,6 @@ std::vector<int> read_tokens(const std::vector<std::string>& shards) {
   for (const auto& p : shards)
     Shard(p).visit([&](auto ids) { out.insert(out.end(), ids.begin(), ids.end()); });
   return out;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no Error thrown)";
 }
 
 TEST(Prepare, SplitDocuments) {
@@ -328,8 +320,8 @@ TEST(Prepare, FirstShardIsValidationAsLlmCsFineweb) {
 // file, give the same shards byte for byte, for 1 and 2 threads and any block size.
 TEST(Prepare, JsonLinesCompressedOrNotGiveTheBytesOfTheText) {
   MPT_REQUIRE_VOCAB(dir);
-  if (data_test::run("command -v zstd && command -v xz && command -v gzip").status != 0)
-    GTEST_SKIP() << "zstd, xz or gzip missing (scripts/setup.sh installs zstd)";
+  std::string why;
+  if (!data_test::have_compressors(why)) GTEST_SKIP() << why;
   const auto& tok = gpt2(dir);
   TempDir tmp;
   std::string text, jsonl;
@@ -343,10 +335,7 @@ TEST(Prepare, JsonLinesCompressedOrNotGiveTheBytesOfTheText) {
   }
   data_test::write_bytes(tmp / "c.txt", text);
   data_test::write_bytes(tmp / "c.jsonl", jsonl);
-  for (const char* z : {"zstd -q -c", "gzip -c", "xz -c"}) {
-    const std::string suffix = z[0] == 'z' ? ".zst" : z[0] == 'g' ? ".gz" : ".xz";
-    ASSERT_EQ(data_test::run(std::string(z) + " < " + tmp / "c.jsonl > " + tmp / ("c.jsonl" + suffix)).status, 0);
-  }
+  for (const auto& c : data_test::kCompressors) data_test::compress(tmp / "c.jsonl", c);
   auto shard_bytes = [&](const std::string& input, int threads, uint64_t block) {
     PrepareOptions o;
     o.inputs = {tmp / input};

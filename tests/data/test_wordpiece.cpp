@@ -18,6 +18,7 @@
 namespace mptrain {
 namespace {
 
+using data_test::error_of;
 using data_test::TempDir;
 
 std::vector<std::string> base_tokens() { return {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}; }
@@ -36,15 +37,6 @@ std::string joined(const std::vector<std::string>& v) {
 
 std::string basic(std::string_view text, BasicTokenizerOptions opt = {}) {
   return joined(BasicTokenizer(opt).tokenize(text));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(WordpieceBasic, CleaningAndWhitespace) {

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "data/corpus_reader.h"
 #include "train/train_test_util.h"
 
 namespace mptrain {
@@ -28,23 +28,11 @@ constexpr const char* kCorpus = "/usr/share/games/fortunes";
 size_t write_fortunes_jsonl(const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   size_t n = 0;
-  for (const auto& entry : fs::directory_iterator(kCorpus)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.ends_with(".dat") || name.ends_with(".u8")) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), {}), doc;
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
-      if (line != "%") {
-        doc += line + "\n";
-        continue;
-      }
-      if (!doc.empty())
-        out << nlohmann::json{{"id", n++}, {"text", doc}}.dump(-1, ' ', false,
-                                                               nlohmann::json::error_handler_t::replace)
-            << "\n";
-      doc.clear();
-    }
+  for (const TextFile& f : expand_inputs({kCorpus}, {"*.dat", "*.u8"})) {
+    const std::string text = read_text_file(f.path);
+    for (std::string_view doc : split_documents(text, "%"))
+      out << nlohmann::json{{"id", n++}, {"text", doc}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << "\n";
   }
   return n;
 }
