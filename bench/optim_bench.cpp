@@ -5,8 +5,10 @@
 //   build/bench_optim --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <vector>
 
+#include "backend/ops/convert.h"
 #include "backend/ops/optimizer.h"
 #include "core/rng.h"
 #include "optim/adamw.h"
@@ -68,10 +70,41 @@ void BM_AdamWWithClipFactor(benchmark::State& state) {
   bytes_per_second(state, 28.0 * kGpt2Params);
 }
 
+// The update and the bf16 weight copy the next forward reads (model/weight_copies.h): as two passes
+// (the update, then the copy re-reading every fp32 weight) and fused (each block copied while it is
+// in cache, AdamWArgs::copy), what train/step.cpp does on the CPU.
+void BM_AdamWThenBf16Copy(benchmark::State& state) {
+  const std::vector<float> g = gradients(kGpt2Params);
+  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
+  std::vector<std::uint16_t> copy(kGpt2Params);
+  int64_t t = 0;
+  for (auto _ : state) {
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
+    cpu::convert(copy.data(), StorageType::BF16, p.data(), StorageType::F32, p.size());
+    benchmark::DoNotOptimize(copy.data());
+  }
+  bytes_per_second(state, 30.0 * kGpt2Params);  // the update's 28, and the copy's 2 written
+}
+
+void BM_AdamWFusedBf16Copy(benchmark::State& state) {
+  const std::vector<float> g = gradients(kGpt2Params);
+  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
+  std::vector<std::uint16_t> copy(kGpt2Params);
+  int64_t t = 0;
+  for (auto _ : state) {
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 1.0f,
+                      nullptr, {copy.data(), StorageType::BF16, ComputeType::BF16});
+    benchmark::DoNotOptimize(copy.data());
+  }
+  bytes_per_second(state, 30.0 * kGpt2Params);
+}
+
 BENCHMARK(BM_GlobalNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ClipGradNorm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamWWithClipFactor)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamWThenBf16Copy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AdamWFusedBf16Copy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -621,6 +621,12 @@ void Backend::adamw(const AdamWArgs& a) {
   same_flat_f32(c, {{&a.params, "params"}, {&a.grads, "grads"}, {&a.m, "m"}, {&a.v, "v"}});
   c.that(a.t >= 1, "t is " + std::to_string(a.t) + ", expected the 1-based step");
   c.ints(a.decay_mask, "decay_mask", (a.params.numel() + 31) / 32, true);
+  if (!a.copy.empty()) {
+    c.copy_pair(a.copy, a.params);
+    c.that(a.copy.type == operand_storage(a.math) || a.copy.type == compute_storage(a.math),
+           "copy is " + a.copy.describe() + ", " + compute_name(a.math) + " products read " +
+               storage_name(operand_storage(a.math)));
+  }
   submit(a);
 }
 

@@ -444,11 +444,16 @@ struct AdamWArgs {
   std::int64_t t = 1;  // the 1-based optimizer step (bias correction)
   float grad_scale = 1.0f;
   View decay_mask{};
+  // Optional: the updated params also written here as the operand of GEMMs in arithmetic `math`
+  // (the bits to_operand(copy, params, math) gives): a weight copy refreshed by the update's own
+  // pass (model/weight_copies.h). Backends that cannot say so in can_run.
+  View copy{};
+  ComputeType math = ComputeType::F32;
 
   Op op() const { return Op::AdamW; }
   auto views() {
     return std::array{adds("params", params), reads("grads", grads), adds("m", m), adds("v", v),
-                      fixed(reads("decay_mask", decay_mask))};
+                      fixed(reads("decay_mask", decay_mask)), writes("copy", copy)};
   }
 };
 

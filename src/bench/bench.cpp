@@ -239,9 +239,7 @@ std::unique_ptr<BenchModel> build_bench_model(const BenchOptions& o) {
     Bert* model = m->bert.get();
     BertSynthetic* data = m->bert_data.get();
     const int B = o.batch, T = o.seq;
-    m->bert_step.table = &model->table();
-    m->bert_step.params = [model]() -> FloatBuffer& { return model->params(); };
-    m->bert_step.grads = &model->grads();
+    m->bert_step = core_step_model(*model);
     m->bert_step.micro_step = [model, data, B, T](float grad_scale) {
       data->next();
       return model->forward_backward(data->inputs(), B, T, grad_scale).loss();

@@ -83,10 +83,7 @@ LayoutResult bench_bert_layouts(const BenchOptions& o) {
   BertBatch batch;
   bool unpadded = false;
   double real = 0.0;  // the last batch's real tokens
-  StepModel step;
-  step.table = &model.table();
-  step.params = [&model]() -> FloatBuffer& { return model.params(); };
-  step.grads = &model.grads();
+  StepModel step = core_step_model(model);
   step.micro_step = [&](float grad_scale) {
     loader.next(batch);
     real = 0.0;

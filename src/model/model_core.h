@@ -44,6 +44,8 @@ class ModelCore {
   size_t activation_bytes() const { return acts_.total_bytes(); }
   const ActivationPlan& activation_plan() const { return acts_; }
   size_t weight_copy_bytes() const { return copies_.bytes(); }
+  // The GEMM weight copies, for an optimizer update that writes them (train/step.cpp).
+  WeightCopies& weight_copies() { return copies_; }
 
  protected:
   // Allocates the parameters and gradients in be's memory and refuses (Error naming the op and

@@ -65,7 +65,7 @@ void WeightCopies::setup(const ParamTable& table, GemmReaderFn reader, const Pol
                          MemoryResource& memory) {
   const size_t bytes = layout(table, reader, policy, &entries_);
   buf_.resize(bytes / sizeof(float), memory);
-  stale_ = true;
+  mark_stale();
 }
 
 WeightRef WeightCopies::ref(const ParamTable& table, const std::string& name, const float* params) const {
@@ -91,19 +91,28 @@ View WeightCopies::view(const float* master, const float* params,
   return View::of(r.ptr, r.type, dims);
 }
 
-void WeightCopies::refresh_if_stale(const float* params, Backend& be) {
-  if (!stale_) return;
+std::vector<ToOperandArgs> WeightCopies::operand_refresh(const float* params) {
+  std::vector<ToOperandArgs> ops;
   for (const Entry& e : entries_) {
-    if (!e.copied) continue;
+    if (!e.copied || e.compute == ComputeType::F32) continue;
     const auto n = static_cast<std::int64_t>(e.numel);
-    const View copy = View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n});
-    const View master = View::of(params + e.param_offset, StorageType::F32, {n});
-    if (e.compute == ComputeType::F32)
-      be.cast(copy, master);  // a small weight: rounded once
-    else
-      be.to_operand(copy, master, e.compute);
+    ops.push_back({View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
+                   View::of(params + e.param_offset, StorageType::F32, {n}), e.compute});
   }
-  stale_ = false;
+  return ops;
+}
+
+void WeightCopies::refresh_if_stale(const float* params, Backend& be) {
+  if (operands_stale_)
+    for (const ToOperandArgs& op : operand_refresh(params)) be.to_operand(op.dst, op.src, op.math);
+  if (small_stale_)
+    for (const Entry& e : entries_) {
+      if (!e.copied || e.compute != ComputeType::F32) continue;
+      const auto n = static_cast<std::int64_t>(e.numel);
+      be.cast(View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
+              View::of(params + e.param_offset, StorageType::F32, {n}));  // a small weight: rounded once
+    }
+  operands_stale_ = small_stale_ = false;
 }
 
 }  // namespace mptrain

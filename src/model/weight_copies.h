@@ -53,10 +53,16 @@ class WeightCopies {
   // The tensor a pass reads for the parameter at `master` (a pointer into params at the start of
   // a table entry): its copy, or the master itself, as a view of `dims`.
   View view(const float* master, const float* params, std::initializer_list<std::int64_t> dims) const;
-  void mark_stale() { stale_ = true; }
-  bool stale() const { return stale_; }
-  // Rebuilds every copy from params when stale.
+  void mark_stale() { operands_stale_ = small_stale_ = true; }
+  bool stale() const { return operands_stale_ || small_stale_; }
+  bool operands_stale() const { return operands_stale_; }
+  // Rebuilds every stale copy from params.
   void refresh_if_stale(const float* params, Backend& be);
+  // The refresh of the GEMM operands' copies, as the to_operand ops it runs (src in params): what an
+  // optimizer update may write in its own pass (AdamWArgs::copy), saying so with operands_written().
+  // The small weights' rounded copies (a GPU plan's) are not among them and stay for the refresh.
+  std::vector<ToOperandArgs> operand_refresh(const float* params);
+  void operands_written() { operands_stale_ = false; }
   size_t bytes() const { return buf_.size() * sizeof(float); }
 
  private:
@@ -74,7 +80,7 @@ class WeightCopies {
                        std::vector<Entry>* entries);
   std::vector<Entry> entries_;  // one per table spec
   FloatBuffer buf_;
-  bool stale_ = true;
+  bool operands_stale_ = true, small_stale_ = true;
 };
 
 }  // namespace mptrain

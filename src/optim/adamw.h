@@ -30,6 +30,11 @@ class AdamW : public Optimizer {
   // One update with learning rate lr; t is the 1-based optimizer step (bias correction).
   using Optimizer::step;
   void step(float* params, const float* grads, float lr, int64_t t, float grad_scale) override;
+  // With copies, one launch per tensor (its decay as the launch's weight decay) that writes the
+  // tensor's copy as it updates it, where the backend can (AdamWArgs::copy): the weight-copy
+  // refresh without a second pass over the fp32 weights. The same bits as step() then to_operand.
+  bool step(float* params, const float* grads, float lr, int64_t t, float grad_scale,
+            std::span<const ToOperandArgs> copies) override;
   FloatBuffer& m() { return state_[0].buffer; }
   FloatBuffer& v() { return state_[1].buffer; }
   const FloatBuffer& m() const { return state_[0].buffer; }
@@ -37,6 +42,10 @@ class AdamW : public Optimizer {
   const AdamWHyper& hyper() const { return hyper_; }
 
  private:
+  AdamWArgs args(View params, View grads, View m, View v, float lr, int64_t t, float grad_scale) const;
+  // Whether the backend writes every copy's type and arithmetic in the update.
+  bool fuses(std::span<const ToOperandArgs> copies) const;
+
   AdamWHyper hyper_;
 };
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,15 @@ class Optimizer {
   // clipping costs no pass over the gradients of its own (the same bits as scaling them first).
   virtual void step(float* params, const float* grads, float lr, int64_t t, float grad_scale) = 0;
   void step(float* params, const float* grads, float lr, int64_t t) { step(params, grads, lr, t, 1.0f); }
+  // The same update, which may also run `copies` (to_operand ops whose src lies in params: the
+  // model's GEMM weight copies, model/weight_copies.h) over the new weights in its own pass.
+  // Returns true when it did (the copies are fresh), false when the caller must still run them
+  // (this optimizer or its backend fuses none): the default.
+  virtual bool step(float* params, const float* grads, float lr, int64_t t, float grad_scale,
+                    std::span<const ToOperandArgs> copies) {
+    step(params, grads, lr, t, grad_scale);
+    return copies.empty();
+  }
 
   // Per-parameter state, in a fixed order (checkpoint I/O iterates over it).
   std::vector<OptimizerState>& state() { return state_; }

@@ -47,13 +47,7 @@ class BertTaskBase : public TrainTask {
  protected:
   // The step model's parts every BERT task fills alike; the task adds micro_step and curvature.
   StepModel bert_step_model() {
-    StepModel m;
-    m.table = &model_->table();
-    Bert* model = model_.get();
-    m.params = [model]() -> FloatBuffer& { return model->params(); };
-    m.grads = &model_->grads();
-    m.set_grads_ready_hook = [model](GradsReadyHook hook) { model->set_grads_ready_hook(std::move(hook)); };
-    return m;
+    return core_step_model(*model_);
   }
   // What a checkpoint of this run records: the run state, the training data's position, and the
   // vocabulary, casing and label names written beside the weights.

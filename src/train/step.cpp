@@ -17,7 +17,37 @@ View range_of(float* grads, size_t lo, size_t count) {
   return View::f32(grads + lo, {static_cast<std::int64_t>(count)});
 }
 
+// The optimizer's update of every parameter. Without data parallelism the update may also write
+// the GEMM weight copies as it writes the weights (AdamW on the CPU): one pass over the fp32
+// weights instead of two (the refresh at the next forward re-reads all of them). Under data
+// parallelism the weights a rank does not update arrive by collective, so the copies stay for
+// the refresh.
+void update_weights(const StepModel& model, Optimizer& optimizer, DataParallel* dp, float lr, int64_t t,
+                    float clip) {
+  if (dp) {
+    dp->optimizer_step(optimizer, model.params(), *model.grads, lr, t, clip);
+    return;
+  }
+  float* params = model.params().data();  // marks the copies stale
+  if (!model.copies) {
+    optimizer.step(params, model.grads->data(), lr, t, clip);
+    return;
+  }
+  const std::vector<ToOperandArgs> copies = model.copies->operand_refresh(params);
+  if (optimizer.step(params, model.grads->data(), lr, t, clip, copies)) model.copies->operands_written();
+}
+
 }  // namespace
+
+StepModel core_step_model(ModelCore& core) {
+  StepModel m;
+  m.table = &core.table();
+  m.params = [&core]() -> FloatBuffer& { return core.params(); };  // marks the weight copies stale
+  m.grads = &core.grads();
+  m.set_grads_ready_hook = [&core](GradsReadyHook hook) { core.set_grads_ready_hook(std::move(hook)); };
+  m.copies = &core.weight_copies();
+  return m;
+}
 
 // The step's arithmetic (unscale, norm, clip, update, curvature) is the backend's optimizer ops,
 // on the backend the optimizer runs on (the model's); what stays here is the order, the
@@ -83,10 +113,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   }
   // Clipping's factor goes into the update (Optimizer::step's grad_scale): no pass of its own.
   const float clip = clip_coefficient(stats.grad_norm, grad_clip);
-  if (dp)
-    dp->optimizer_step(optimizer, model.params(), *model.grads, lr, t, clip);
-  else
-    optimizer.step(model.params().data(), grads, lr, t, clip);
+  update_weights(model, optimizer, dp, lr, t, clip);
   if (optimizer.curvature_due(t)) {
     model.grads->zero();
     MPT_CHECK(model.curvature != nullptr, "this model has no curvature pass for the optimizer's Hessian estimate");
@@ -116,10 +143,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
 
 StepModel causal_lm_step_model(CausalLm& model, const NextBatchFn& next_batch, int B, int T, int* inputs,
                                int* targets) {
-  StepModel m;
-  m.table = &model.table();
-  m.params = [&model]() -> FloatBuffer& { return model.params(); };  // marks the weight copies stale
-  m.grads = &model.grads();
+  StepModel m = core_step_model(model);
   m.micro_step = [&model, next_batch, B, T, inputs, targets](float grad_scale) {
     next_batch(inputs, targets);
     return model.forward_backward(inputs, targets, B, T, grad_scale);
@@ -129,7 +153,6 @@ StepModel causal_lm_step_model(CausalLm& model, const NextBatchFn& next_batch, i
   m.curvature = [&model, B, T, inputs, targets](float grad_scale, uint64_t seed, uint64_t counter) {
     return model.forward_backward_sampled(inputs, targets, B, T, grad_scale, seed, counter);
   };
-  m.set_grads_ready_hook = [&model](GradsReadyHook hook) { model.set_grads_ready_hook(std::move(hook)); };
   return m;
 }
 

@@ -37,7 +37,14 @@ struct StepModel {
   // parallelism reduces each range as the backward finishes it. Empty: the model hands no
   // ranges, and its gradients are reduced after the backward.
   std::function<void(GradsReadyHook)> set_grads_ready_hook;
+  // The model's GEMM weight copies: the update writes them in its own pass where the optimizer
+  // and backend can (Optimizer::step with copies). Null: the next forward refreshes them.
+  WeightCopies* copies = nullptr;
 };
+
+// The parts of a StepModel every model fills alike from its core: table, parameters, gradients,
+// the gradient-ready hook and the weight copies. The caller adds micro_step (and curvature).
+StepModel core_step_model(ModelCore& core);
 
 struct StepStats {
   float loss = 0.0f;  // mean over the micro-batches

@@ -219,8 +219,16 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
   for (const int n : sizes) {
     const std::string shape = " n=" + std::to_string(n);
     for (const bool masked : {false, true}) {
-      if (asks(be, Op::AdamW, {F32, F32, F32, F32}))
-        out.push_back({Op::AdamW, false, std::string("adamw") + (masked ? " decay mask" : "") + shape, [=](Backend& b, Outcome& o) {
+      // With a copy: the updated weights also as the operand of GEMMs in `cm`, the bits to_operand gives.
+      for (const ComputeType cm : {ComputeType::F32, ComputeType::BF16, ComputeType::F16, ComputeType::TF32}) {
+      const bool copied = cm != ComputeType::F32;
+      const StorageType ct = be.operand_storage(cm);
+      if (copied && !masked) continue;
+      if (asks(be, Op::AdamW, {F32, F32, F32, F32}, cm, copied ? std::initializer_list<std::pair<const char*, StorageType>>{{"copy", ct}}
+                                                           : std::initializer_list<std::pair<const char*, StorageType>>{}))
+        out.push_back({Op::AdamW, false, std::string("adamw") + (masked ? " decay mask" : "") +
+                                             (copied ? std::string(" copy ") + storage_name(ct) + " for " + compute_name(cm) : "") + shape,
+                       [=](Backend& b, Outcome& o) {
                          Tensor p(b, F32, {n}, randn(n, 90)), g(b, F32, {n}, randn(n, 91, 0.1f)), m(b, F32, {n}, randn(n, 92, 0.01f));
                          std::vector<float> v0(n);
                          for (int i = 0; i < n; ++i) v0[i] = 1e-3f * (1.0f + std::fabs(randn(1, 93 + i)[0]));
@@ -230,7 +238,14 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
                          mask.upload(bits.data(), bits.size());
                          AdamWArgs a{p.view(), g.view(), m.view(), v.view(), 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.5f,
                                      masked ? View::of(mask.data(), I32, {static_cast<std::int64_t>(bits.size())}) : View{}};
+                         Tensor copy(b, ct, {n});
+                         if (copied) a.copy = copy.view(), a.math = cm;
                          b.adamw(a);
+                         if (copied) {  // exactly the new weights as the products read them
+                           std::vector<double> want = p.read();
+                           for (double& w : want) w = operand(w, cm);
+                           o.close("copy", copy.read(), want, 0.0);
+                         }
                          std::vector<double> rp(n), rm(n), rv(n);
                          const double bc1 = 1.0 - std::pow(0.9, 3.0), bc2 = 1.0 - std::pow(0.95, 3.0);
                          for (int i = 0; i < n; ++i) {
@@ -245,6 +260,7 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
                          o.close("m", m.read(), rm, tolerance(F32));
                          o.close("v", v.read(), rv, tolerance(F32));
                        }});
+      }
       if (asks(be, Op::Sophia, {F32, F32, F32, F32}))
         out.push_back({Op::Sophia, false, std::string("sophia") + (masked ? " decay mask" : "") + shape, [=](Backend& b, Outcome& o) {
                          Tensor p(b, F32, {n}, randn(n, 100)), g(b, F32, {n}, randn(n, 101, 0.1f)), m(b, F32, {n}, randn(n, 102, 0.01f));

@@ -326,7 +326,7 @@ void CpuBackend::run(const ArgmaxRowsArgs& a) {
 void CpuBackend::run(const AdamWArgs& a) {
   adamw_update(a.params.as<float>(), a.grads.as<float>(), a.m.as<float>(), a.v.as<float>(),
                static_cast<size_t>(a.params.numel()), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.t,
-               a.grad_scale, a.decay_mask.as<const std::uint32_t>());
+               a.grad_scale, a.decay_mask.as<const std::uint32_t>(), {a.copy.ptr, a.copy.type, a.math});
 }
 
 void CpuBackend::run(const SophiaArgs& a) {

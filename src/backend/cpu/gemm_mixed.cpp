@@ -19,27 +19,6 @@ namespace {
 // threads. bias_backward_typed is the one column-sum kernel (fp32 linear layers call it too).
 constexpr int kBiasStrip = 64;
 
-// d[0, len) (storage dt) = s[0, len) (storage st) in the format of arithmetic m.
-void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t len, ComputeType m) {
-  float tmp[kChunk];
-  for (size_t i0 = 0; i0 < len; i0 += kChunk) {
-    const size_t n = std::min(kChunk, len - i0);
-    dispatch_storage(st, [&](auto stag) { widen_span(tmp, static_cast<const decltype(stag)*>(s) + i0, n); });
-    if (m == ComputeType::TF32) tf32_span(tmp, tmp, n);
-    if (m == ComputeType::F16 && dt == StorageType::F32) {  // emulated fp16: round to fp16, hold in fp32
-      Fp16 h[kChunk];
-      narrow_span(h, tmp, n);
-      widen_span(tmp, h, n);
-    }
-    if (m == ComputeType::BF16 && dt == StorageType::F32) {  // emulated bf16: round to bf16, hold in fp32
-      Bf16 h[kChunk];
-      narrow_span(h, tmp, n);
-      widen_span(tmp, h, n);
-    }
-    dispatch_storage(dt, [&](auto dtag) { narrow_span(static_cast<decltype(dtag)*>(d) + i0, tmp, n); });
-  }
-}
-
 const char* byte_ptr(const void* p) { return static_cast<const char*>(p); }
 
 // Packs operand x ([nb0][nb1][R][Cc] through its layout) into dst in storage dt and format m;
@@ -79,6 +58,32 @@ bool needs_conversion(const GemmOperand& x, StorageType operand_storage, Compute
 }
 
 }  // namespace
+
+void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t len, ComputeType m) {
+  // fp32 in, and the format is the storage's own rounding (no TF32, no 16-bit value held in fp32):
+  // one narrowing, no staging copy (AdamW's fused weight copy runs here on every block).
+  if (st == StorageType::F32 && m != ComputeType::TF32 && (dt != StorageType::F32 || m == ComputeType::F32)) {
+    dispatch_storage(dt, [&](auto dtag) { narrow_span(static_cast<decltype(dtag)*>(d), static_cast<const float*>(s), len); });
+    return;
+  }
+  float tmp[kChunk];
+  for (size_t i0 = 0; i0 < len; i0 += kChunk) {
+    const size_t n = std::min(kChunk, len - i0);
+    dispatch_storage(st, [&](auto stag) { widen_span(tmp, static_cast<const decltype(stag)*>(s) + i0, n); });
+    if (m == ComputeType::TF32) tf32_span(tmp, tmp, n);
+    if (m == ComputeType::F16 && dt == StorageType::F32) {  // emulated fp16: round to fp16, hold in fp32
+      Fp16 h[kChunk];
+      narrow_span(h, tmp, n);
+      widen_span(tmp, h, n);
+    }
+    if (m == ComputeType::BF16 && dt == StorageType::F32) {  // emulated bf16: round to bf16, hold in fp32
+      Bf16 h[kChunk];
+      narrow_span(h, tmp, n);
+      widen_span(tmp, h, n);
+    }
+    dispatch_storage(dt, [&](auto dtag) { narrow_span(static_cast<decltype(dtag)*>(d) + i0, tmp, n); });
+  }
+}
 
 GemmWorkspace::GemmWorkspace(Context& ctx)
     : fp16_native_(gemm_supports(StorageType::F32, StorageType::F16, StorageType::F16, ctx)),

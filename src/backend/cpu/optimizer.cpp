@@ -14,6 +14,9 @@
 // a bf16 training step.
 #include "backend/ops/optimizer.h"
 
+#include "backend/cpu/lowp.h"
+#include "backend/ops/gemm_mixed.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -99,7 +102,7 @@ double block_sum_of_squares(const float* g, size_t lo, size_t hi) {
 
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int64_t t, float grad_scale,
-                  const std::uint32_t* decay_mask) {
+                  const std::uint32_t* decay_mask, const OperandCopyOut& copy) {
   // Bias corrections in double, as PyTorch computes them on the host in Python floats.
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
@@ -107,24 +110,29 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   const float decay = 1.0f - lr * weight_decay;
   const AdamWCoef k{beta1, 1.0f - beta1, beta2, 1.0f - beta2, bc2_sqrt, eps, step_size, decay, grad_scale};
+  const size_t copy_bytes = storage_bytes(copy.type);
+  // Elements [i0, i1) (i0 a multiple of 16): the update, then their copy while they are in L1.
+  const auto update = [&](size_t i0, size_t i1) {
+    size_t i = i0;
 #if defined(__AVX512F__)
-  // Blocks of 1024 elements (a multiple of the vector width) as OpenMP's unit of work.
-  constexpr size_t kBlock = 1024;
-  const std::ptrdiff_t blocks = static_cast<std::ptrdiff_t>(n / kBlock);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t b = 0; b < blocks; ++b)
-    adamw_avx512(params, grads, m, v, static_cast<size_t>(b) * kBlock, static_cast<size_t>(b + 1) * kBlock, k,
-                 decay_mask);
-  size_t i = static_cast<size_t>(blocks) * kBlock;
-  const size_t vec_end = i + (n - i) / 16 * 16;
-  adamw_avx512(params, grads, m, v, i, vec_end, k, decay_mask);
-  for (i = vec_end; i < n; ++i)
-    adamw_scalar(params[i], grads[i], m[i], v[i], k, decay_of(decay_mask, i, decay));
-#else
-#pragma omp parallel for simd schedule(static)
-  for (size_t i = 0; i < n; ++i)
-    adamw_scalar(params[i], grads[i], m[i], v[i], k, decay_of(decay_mask, i, decay));
+    const size_t vec_end = i0 + (i1 - i0) / 16 * 16;
+    adamw_avx512(params, grads, m, v, i0, vec_end, k, decay_mask);
+    i = vec_end;
 #endif
+#pragma omp simd
+    for (size_t j = i; j < i1; ++j) adamw_scalar(params[j], grads[j], m[j], v[j], k, decay_of(decay_mask, j, decay));
+    if (copy.ptr)
+      format_run(static_cast<char*>(copy.ptr) + i0 * copy_bytes, copy.type, params + i0, StorageType::F32, i1 - i0,
+                 copy.math);
+  };
+  // Blocks of kChunk elements (a multiple of the vector width, the chunk format_run works in) as
+  // OpenMP's unit of work.
+  const std::ptrdiff_t blocks = static_cast<std::ptrdiff_t>((n + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t b = 0; b < blocks; ++b) {
+    const size_t i0 = static_cast<size_t>(b) * kChunk;
+    update(i0, std::min(n, i0 + kChunk));
+  }
 }
 
 // Sophia-G, in the fp32 order of the authors' PyTorch code, so that a transcription of it agrees

@@ -187,7 +187,8 @@ bool CudaBackend::can_run(const OpTypes& t) const {
       return t["a"] == t["b"] && (t["c"] == t["a"] || t["c"] == F32) && math_fits(t["a"], t.math);
     case Op::MuonUpdate:  // o in any storage
       return t["params"] == F32;
-    case Op::AdamW:
+    case Op::AdamW:  // the update's fused weight copy is the CPU kernel's only, for now
+      return !t.has("copy") && t.uniform() && t.named[0].second == F32;
     case Op::Sophia:
     case Op::SophiaHessian:
     case Op::CountUnclipped:

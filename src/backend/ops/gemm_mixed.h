@@ -56,6 +56,11 @@ class GemmWorkspace {
   FloatBuffer slots_[3];
 };
 
+// d[0, len) (storage dt) = s[0, len) (storage st) in the format of arithmetic m, on the calling
+// thread: the one rounding every operand conversion goes through (to_gemm_operand, the packing,
+// AdamW's fused copy), so a copy made anywhere has the same bits.
+void format_run(void* d, StorageType dt, const void* s, StorageType st, size_t len, ComputeType m);
+
 // dst[n] (in ws.operand_storage(m), contiguous) = src[n] (dtype st) in the arithmetic's
 // format: exact widening, TF32 rounding, or RNE to bf16/fp16. The result is `ready`.
 void to_gemm_operand(void* dst, const void* src, StorageType st, size_t n, ComputeType m,

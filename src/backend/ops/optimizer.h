@@ -9,16 +9,28 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace mptrain::cpu {
+
+// Where AdamW also writes the updated weights as a GEMM operand (model/weight_copies.h's copy):
+// storage `type`, in the format of arithmetic `math`, the bits to_operand gives. Null ptr: none.
+struct OperandCopyOut {
+  void* ptr = nullptr;
+  StorageType type = StorageType::F32;
+  ComputeType math = ComputeType::F32;
+};
 
 // AdamW with PyTorch's semantics on n values, reading the gradients as grads·grad_scale:
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − lr · (m / (1−β1^t)) / (sqrt(v / (1−β2^t)) + eps)
 // wd is weight_decay where bit i of decay_mask is set (null: everywhere), else 0: the same bits as
-// an update per tensor with its own weight_decay.
+// an update per tensor with its own weight_decay. With copy.ptr, each block of the new weights is
+// also written into the copy while it is in cache: the weight-copy refresh without its own pass
+// over the fp32 weights.
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int64_t t, float grad_scale = 1.0f,
-                  const std::uint32_t* decay_mask = nullptr);
+                  const std::uint32_t* decay_mask = nullptr, const OperandCopyOut& copy = {});
 
 // Sophia-G's update (optim/sophia.h) on n values: decay, momentum, clipped sign step. rho_b = ρ·b.
 // decay_mask as adamw_update's.
