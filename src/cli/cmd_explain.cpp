@@ -23,6 +23,8 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "precision/policy.h"
+#include "train/memory_estimate.h"
+#include "train/options.h"
 
 namespace mptrain {
 
@@ -62,6 +64,35 @@ std::string mib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024.0));
   return buf;
+}
+
+// The memory section: each role of the estimate, then the planned total, and on the host the
+// process's own resident set and the whole (lines marked "(measured)": they vary from run to run).
+void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Policy& policy, bool on_gpu) {
+  const auto row = [](const std::string& what, const std::string& value) {
+    std::printf("  %-34s %12s\n", what.c_str(), value.c_str());
+  };
+  const auto mib_of = [](size_t bytes) { return mib(static_cast<double>(bytes)); };
+  const size_t lowp_grads = e.grads - e.params;  // the fp32 gradients are as large as the weights
+  std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
+  row("parameters (fp32 master)", mib_of(e.params));
+  row("gradients (fp32)", mib_of(e.params));
+  if (lowp_grads > 0)
+    row(std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")", mib_of(lowp_grads));
+  row("optimizer state (AdamW, 2 x fp32)", mib_of(e.optimizer));
+  // A GPU's plan copies the non-GEMM weights too (LayerNorm gains, biases, position tables).
+  row(policy.small_weights == StorageType::F32 ? "GEMM weight copies" : "weight copies (every weight)",
+      e.weight_copies > 0 ? mib_of(e.weight_copies) : "none (fp32 GEMMs)");
+  row("activations saved for backward", mib_of(plan.bytes(ActivationPlan::Role::Saved)));
+  row("activation scratch (reused)", mib_of(plan.bytes(ActivationPlan::Role::Scratch)));
+  row("activation allocation (aligned)", mib_of(e.activations));
+  row("token buffers", mib_of(e.tokens));
+  row("runtime allowance", mib_of(e.runtime));
+  row(on_gpu ? "total" : "total the run allocates", mib_of(e.to_allocate()));
+  if (!on_gpu) {
+    row("this process (measured)", mib_of(e.process));
+    row("peak resident (measured)", mib_of(e.total()));
+  }
 }
 
 void run_explain(const ExplainOptions& o) {
@@ -147,33 +178,18 @@ void run_explain(const ExplainOptions& o) {
                       "(operands widened to fp32, fp32 GEMM); weight copies and converted gradients are "
                       "held as fp16 values in fp32 storage");
 
-  const double p = static_cast<double>(n_params);
-  const double weights = p * storage_bytes(policy.master_weights);
-  const double grads = p * storage_bytes(policy.gradients);
-  const double lowp_grads = static_cast<double>(lowp_grad_floats(n_params, policy) * sizeof(float));
-  const double moments = 2.0 * p * storage_bytes(policy.optimizer_state);  // AdamW: exp_avg, exp_avg_sq
-  const double copies = static_cast<double>(copy_bytes);
-  const double act_saved = static_cast<double>(plan.bytes(ActivationPlan::Role::Saved));
-  const double act_scratch = static_cast<double>(plan.bytes(ActivationPlan::Role::Scratch));
-  const double act_total = static_cast<double>(plan.total_bytes());
-  std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
-  std::printf("  %-34s %12s\n", "parameters (fp32 master)", mib(weights).c_str());
-  std::printf("  %-34s %12s\n", "gradients (fp32)", mib(grads).c_str());
-  if (lowp_grads > 0)
-    std::printf("  %-34s %12s\n",
-                (std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")").c_str(),
-                mib(lowp_grads).c_str());
-  std::printf("  %-34s %12s\n", "optimizer state (AdamW, 2 x fp32)", mib(moments).c_str());
-  // A GPU's plan copies the non-GEMM weights too (LayerNorm gains, biases, position tables).
-  std::printf(
-      "  %-34s %12s\n",
-      policy.small_weights == StorageType::F32 ? "GEMM weight copies" : "weight copies (every weight)",
-      copies > 0 ? mib(copies).c_str() : "none (fp32 GEMMs)");
-  std::printf("  %-34s %12s\n", "activations saved for backward", mib(act_saved).c_str());
-  std::printf("  %-34s %12s\n", "activation scratch (reused)", mib(act_scratch).c_str());
-  std::printf("  %-34s %12s\n", "activation allocation (aligned)", mib(act_total).c_str());
-  std::printf("  %-34s %12s\n", "total",
-              mib(weights + grads + lowp_grads + moments + copies + act_total).c_str());
+  // The estimate `mptrain train` checks before it allocates (train/memory_estimate.h), from the
+  // numbers above: one sum for both commands.
+  ModelFootprint footprint;
+  footprint.num_params = n_params;
+  footprint.lowp_grad_bytes = lowp_grad_floats(n_params, policy) * sizeof(float);
+  footprint.weight_copy_bytes = copy_bytes;
+  footprint.activation_bytes = [act = plan.total_bytes()](int, int) { return act; };
+  TrainOptions run;
+  run.batch = o.batch;
+  run.seq = o.seq;
+  run.device = o.device;
+  print_memory(estimate_training_memory(run, footprint, 1), plan, policy, on_gpu);
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
 }
 

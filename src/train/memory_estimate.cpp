@@ -21,6 +21,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "precision/policy.h"
+#include "train/metrics.h"
 #include "train/options.h"
 
 namespace mptrain {
@@ -109,7 +110,7 @@ std::string format_bytes(size_t bytes) {
 }
 
 MemoryBudget available_memory(const std::string& limit) {
-  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit"};
+  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit", true};
   MemoryBudget budget{0, ""};
   if (const auto avail = mem_available()) budget = {*avail, "MemAvailable"};
   if (const auto cg = cgroup_headroom(); cg && (budget.source.empty() || *cg < budget.bytes))
@@ -172,12 +173,15 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
     e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
   e.activations = model.activation_bytes(o.batch, o.seq);
   e.weight_copies = model.weight_copy_bytes;
-  e.other = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int) + kRuntimeAllowanceBytes;
+  e.tokens = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int);
+  const bool host = o.device != Device::Cuda;
+  e.runtime = host ? kHostRuntimeAllowanceBytes : kDeviceRuntimeAllowanceBytes;
+  e.process = host ? resident_bytes() : 0;
   return e;
 }
 
 MemoryBudget gpu_memory_budget(const std::string& limit, int device) {
-  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit"};
+  if (!limit.empty()) return {parse_memory_size(limit, "--memory-limit"), "--memory-limit", true};
   const DeviceMemoryInfo info = cuda_memory_info(device);
   return {info.free, "free memory of GPU " + std::to_string(device) + ", " + cuda_device_name(device)};
 }
@@ -186,14 +190,15 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
                        const MemoryBudget& budget) {
   if (budget.bytes == 0) return;  // nothing to check against (no /proc, no cgroup, no limit)
   const MemoryEstimate e = estimate_training_memory(o, model, world);
-  if (e.total() <= budget.bytes) return;
+  const auto needs = [&budget](const MemoryEstimate& x) { return budget.whole_process ? x.total() : x.to_allocate(); };
+  if (needs(e) <= budget.bytes) return;
 
   // The largest micro-batch that fits (the estimate grows with B), and one that also divides
   // --total-batch when it was given.
   auto fits = [&](int B) {
     TrainOptions trial = o;
     trial.batch = B;
-    return estimate_training_memory(trial, model, world).total() <= budget.bytes;
+    return needs(estimate_training_memory(trial, model, world)) <= budget.bytes;
   };
   int lo = 0, hi = o.batch - 1;  // lo fits (0: nothing does), hi + 1 does not
   while (lo < hi) {
@@ -207,11 +212,14 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
     while (lo > 0 && o.total_batch_tokens % (static_cast<int64_t>(lo) * o.seq * world) != 0) --lo;
 
   std::string msg =
-      "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(e.total()) +
-      " (parameters " + format_bytes(e.params) + ", gradients " + format_bytes(e.grads) +
-      ", optimizer state " + format_bytes(e.optimizer) + ", activations " + format_bytes(e.activations) +
-      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", other " +
-      format_bytes(e.other) + ") but " + format_bytes(budget.bytes) + " is available (" + budget.source + ")";
+      "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(needs(e)) +
+      (budget.whole_process ? "" : " more") + " (parameters " + format_bytes(e.params) + ", gradients " +
+      format_bytes(e.grads) + ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
+      format_bytes(e.activations) +
+      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", token buffers " +
+      format_bytes(e.tokens) + ", runtime " + format_bytes(e.runtime) +
+      (budget.whole_process && e.process ? ", this process now " + format_bytes(e.process) : std::string()) +
+      ") but " + format_bytes(budget.bytes) + " is available (" + budget.source + ")";
   if (lo > 0)
     msg += "; the largest batch that fits is --batch " + std::to_string(lo) +
            (o.total_batch_tokens > 0

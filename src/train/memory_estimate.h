@@ -27,7 +27,7 @@ namespace mptrain {
 
 struct TrainOptions;
 
-// Bytes a training process holds, by role.
+// Bytes a training process holds at its peak, by role.
 struct MemoryEstimate {
   size_t params = 0;         // fp32 master weights
   size_t grads = 0;          // fp32 gradients (and a GPU plan's 16-bit ones of a micro-batch)
@@ -35,15 +35,27 @@ struct MemoryEstimate {
                              // state gathered on rank 0 while a checkpoint is written)
   size_t activations = 0;    // the model's activation plan for one B x T micro-batch
   size_t weight_copies = 0;  // low-precision GEMM copies of the weights (bf16, fp16, tf32)
-  size_t other = 0;          // token buffers and the runtime allowance
-  size_t total() const { return params + grads + optimizer + activations + weight_copies + other; }
+  size_t tokens = 0;         // the micro-batch's input and target ids
+  size_t runtime = 0;        // the allowance for what the run adds after the estimate (below)
+  size_t process = 0;        // host memory: what the process holds already where the estimate is
+                             // made (its resident set, measured); 0 for a GPU's memory
+  // What the run still allocates, and the process's whole peak.
+  size_t to_allocate() const {
+    return params + grads + optimizer + activations + weight_copies + tokens + runtime;
+  }
+  size_t total() const { return to_allocate() + process; }
 };
 
-// Runtime allowance: code, oneDNN's primitive cache and scratch (including the mixed-precision
-// GEMM conversion workspace), thread stacks, the sampler, page tables. Measured peak RSS of d2
-// runs (seq 64, 2 threads) with this allowance: fp32 batch 1 / 8 at 97 / 188 MiB against
-// estimates of 129 / 220 MiB; bf16 at 106 / 239 MiB against 141 / 274 MiB.
-inline constexpr size_t kRuntimeAllowanceBytes = size_t{64} << 20;
+// What the run adds beyond its planned buffers after the estimate: on the host, OpenMP's thread
+// stacks, oneDNN's primitive cache and JIT code and the mixed-precision GEMM conversion
+// workspace; the process itself (code, libraries, MPI, the tokenizer, the data's index) is
+// measured instead, as MemoryEstimate::process. Peak RSS less the resident set measured just
+// before the model was built, less the model's planned bytes, on this Xeon (2 threads,
+// 2026-12-07): d2 B1xT8 fp32 7 MiB, d6 B8xT256 fp32 16 MiB, gpt2 B4xT256 bf16 25 MiB. On a GPU:
+// cuBLASLt's workspace and cuDNN's plans in device memory (its context is outside the free
+// memory the budget reads).
+inline constexpr size_t kHostRuntimeAllowanceBytes = size_t{16} << 20;
+inline constexpr size_t kDeviceRuntimeAllowanceBytes = size_t{64} << 20;
 inline constexpr int kMaxThreadsPerCore = 4;
 
 // What the estimate needs to know of a model (any family; train/train_task.h supplies it):
@@ -66,14 +78,18 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
 // Llama's (model/llama.h), likewise.
 ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy, std::shared_ptr<const Backend> sizing);
 
-// The estimate for one process of a run with these options (batch, seq, optimizer, zero) on
-// a world of `world` ranks.
+// The estimate for one process of a run with these options (batch, seq, optimizer, zero,
+// device) on a world of `world` ranks; on the host its `process` is this process's resident set
+// now (the trainer estimates before it builds the model; `explain` measures its own).
 MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world);
 
 // How much memory the run may use, and where that figure came from.
 struct MemoryBudget {
   size_t bytes = 0;
   std::string source;  // "MemAvailable", "the cgroup memory limit", "--memory-limit"
+  // --memory-limit bounds the whole process (MemoryEstimate::total); the detected figures are
+  // what is free beside it (against MemoryEstimate::to_allocate).
+  bool whole_process = false;
 };
 // limit: --memory-limit's text ("" = detect). Throws Error for a malformed limit.
 MemoryBudget available_memory(const std::string& limit);

@@ -93,14 +93,18 @@ void trim_metrics(const std::string& run_dir, int64_t last_step) {
   if (changed) write_file_atomic(path, kept);
 }
 
-uint64_t peak_rss_bytes() {
+namespace {
+
+// One "Key: N kB" line of /proc/self/status, in bytes (0 when absent or unreadable).
+uint64_t status_bytes(const char* key) {
   std::FILE* f = std::fopen("/proc/self/status", "r");
   if (!f) return 0;
+  const std::string format = std::string(key) + ": %llu kB";
   char line[256];
   uint64_t kb = 0;
   while (std::fgets(line, sizeof(line), f)) {
     unsigned long long v = 0;
-    if (std::sscanf(line, "VmHWM: %llu kB", &v) == 1) {
+    if (std::sscanf(line, format.c_str(), &v) == 1) {
       kb = v;
       break;
     }
@@ -108,5 +112,10 @@ uint64_t peak_rss_bytes() {
   std::fclose(f);
   return kb * 1024;
 }
+
+}  // namespace
+
+uint64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
+uint64_t resident_bytes() { return status_bytes("VmRSS"); }
 
 }  // namespace mptrain

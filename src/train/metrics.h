@@ -61,5 +61,7 @@ void trim_metrics(const std::string& run_dir, int64_t last_step);
 // The process's resident-memory high-water mark in bytes (VmHWM of /proc/self/status);
 // 0 when unavailable.
 uint64_t peak_rss_bytes();
+// Its resident memory now (VmRSS); 0 when unavailable.
+uint64_t resident_bytes();
 
 }  // namespace mptrain

@@ -8,7 +8,10 @@
 //  - --threads beyond 4 per core is refused
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
@@ -76,16 +79,12 @@ TEST(MemoryEstimate, ActivationsAndWeightCopiesAreWhatTheModelAllocatesBf16) {
   expect_estimate_matches_model(Precision::Bf16);
 }
 
-// The test's memory limit: between the estimates for batch `fits` and fits + 1.
-size_t limit_between(int fits, int T) {
-  const Gpt2Config config = gpt2_preset("d2", 128);
+// What the run allocates at batch B (the estimate less the process, which is this test's here).
+size_t to_allocate(int B, int T) {
   TrainOptions o;
   o.seq = T;
-  o.batch = fits;
-  const size_t lo = estimate_training_memory(o, gpt2_footprint(config, Precision::Fp32), 1).total();
-  o.batch = fits + 1;
-  const size_t hi = estimate_training_memory(o, gpt2_footprint(config, Precision::Fp32), 1).total();
-  return (lo + hi) / 2;
+  o.batch = B;
+  return estimate_training_memory(o, gpt2_footprint(gpt2_preset("d2", 128), Precision::Fp32), 1).to_allocate();
 }
 
 std::string train_args(const std::string& data, int B, size_t limit) {
@@ -97,7 +96,12 @@ std::string train_args(const std::string& data, int B, size_t limit) {
 TEST(MemoryLimitCli, RefusesABatchThatCannotFitAndNamesTheLargestThatDoes) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
-  const size_t limit = limit_between(3, 64);
+  // --memory-limit bounds the whole process: the trainer's resident set where it checks (asked of
+  // it with a limit nothing fits) plus what the run allocates, between batches 3 and 4.
+  const auto probe = run_mptrain(train_args(tmp.path(), 2, 1 << 20));
+  const size_t process = testing::process_in_refusal(probe.output);
+  ASSERT_GT(process, 0u) << probe.output;
+  const size_t limit = process + (to_allocate(3, 64) + to_allocate(4, 64)) / 2;
   auto r = run_mptrain(train_args(tmp.path(), 8, limit));
   expect_clear_error(r, "batch 8 x 64 needs an estimated ");
   EXPECT_NE(r.output.find("activations "), std::string::npos) << r.output;
@@ -112,6 +116,52 @@ TEST(MemoryLimitCli, RefusesABatchThatCannotFitAndNamesTheLargestThatDoes) {
                      "the largest batch that fits is --batch 2 (a divisor of --total-batch 512)");
   // Nothing fits.
   expect_clear_error(run_mptrain(train_args(tmp.path(), 2, 1 << 20)), "even --batch 1 does not fit");
+}
+
+// `explain`'s "peak resident (measured)" line, in bytes (0 when missing).
+size_t explained_peak(const std::string& output) {
+  const std::string key = "peak resident (measured)";
+  const size_t at = output.find(key);
+  if (at == std::string::npos) return 0;
+  return static_cast<size_t>(std::stod(output.substr(at + key.size())) * 1024.0 * 1024.0);
+}
+
+// The last peak_rss_mb of a run's metrics.jsonl, in bytes.
+size_t run_peak(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::string line;
+  double mb = 0.0;
+  while (std::getline(in, line)) mb = nlohmann::json::parse(line).value("peak_rss_mb", mb);
+  return static_cast<size_t>(mb * 1024.0 * 1024.0);
+}
+
+// The estimate holds: a run's peak resident memory is within 10% of what `explain` says for the
+// same model, batch and precision (the plan's buffers, the runtime allowance and explain's own
+// measured process), for a model whose buffers are most of it and one whose process is.
+TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
+  TempDir tmp;
+  testing::write_small_shards(tmp.path(), 40000, 8000);
+  struct Case {
+    const char* preset;
+    int batch, seq;
+    const char* precision;
+  };
+  for (const Case c : {Case{"d6", 4, 256, "fp32"}, Case{"d6", 4, 256, "bf16"}, Case{"d2", 1, 8, "fp32"}}) {
+    const std::string shape = std::string("--preset ") + c.preset + " --batch " + std::to_string(c.batch) +
+                              " --seq " + std::to_string(c.seq) + " --precision " + c.precision;
+    const testing::RunResult e = run_mptrain("explain " + shape);
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    const size_t estimate = explained_peak(e.output);
+    ASSERT_GT(estimate, 0u) << e.output;
+    const std::string run = tmp / (std::string(c.preset) + c.precision);
+    const testing::RunResult r = run_mptrain("train " + shape + " --train-data '" + tmp.path() +
+                                    "/train_*.bin' --steps 2 --log-every 1 --threads 2 --quiet --sample-tokens 1 "
+                                    "--run-dir " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const double ratio = static_cast<double>(run_peak(run)) / static_cast<double>(estimate);
+    EXPECT_NEAR(ratio, 1.0, 0.10) << shape << ": peak RSS " << run_peak(run) << " bytes against explain's "
+                                  << estimate << "\n" << e.output;
+  }
 }
 
 TEST(MemoryLimitCli, ThreadsAreBounded) {

@@ -44,6 +44,20 @@ inline std::vector<std::pair<int64_t, double>> read_losses(const std::string& ru
   return out;
 }
 
+// "this process now 176.9 MiB" in the trainer's refusal under --memory-limit (train/memory_estimate.h):
+// its own resident set where it checked, in bytes; 0 when the output has none. A test that sets a
+// limit between two batches' estimates adds it to what the run allocates (MemoryEstimate::to_allocate),
+// which does not depend on the process.
+inline size_t process_in_refusal(const std::string& output) {
+  const std::string key = "this process now ";
+  const size_t at = output.find(key);
+  if (at == std::string::npos) return 0;
+  size_t end = 0;
+  const double v = std::stod(output.substr(at + key.size()), &end);
+  const bool gib = output.compare(at + key.size() + end + 1, 3, "GiB") == 0;
+  return static_cast<size_t>(v * (gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024));
+}
+
 // BERT instance files (dir/b_train.bert, dir/b_val.bert; T = 32, a 512-token vocabulary) made by
 // `mptrain prepare --task bert` from one of Debian's fortune files. False when that corpus is
 // missing (the caller skips); a failed prepare is a test failure.
