@@ -41,6 +41,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The bench's GPT-2: the preset, with --recompute.
+Gpt2Config bench_gpt2_config(const BenchOptions& o) {
+  Gpt2Config c = gpt2_preset(o.preset, o.vocab_multiple);
+  c.recompute = o.recompute;
+  return c;
+}
+
 // The MFU peak of the GPU bench unless --peak-tflops: the bf16 dense tensor-core figure from the
 // data sheets of the H100 SXM and the H200 SXM (the same chip's arithmetic: 989 TFLOP/s both).
 constexpr double kHopperSxmBf16DenseTflops = 989.0;
@@ -100,7 +107,7 @@ ModelInfo model_info(const BenchOptions& o) {
     causal(config, llama_param_table(config), llama_flops_per_token(config, o.seq));
     return m;
   }
-  const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+  const Gpt2Config config = bench_gpt2_config(o);
   causal(config, gpt2_param_table(config), gpt2_flops_per_token(config, o.seq));
   m.peer_name = "pytorch_gpt2.py";
   m.peer_args = " --vocab " + std::to_string(config.padded_vocab_size);
@@ -222,7 +229,7 @@ std::unique_ptr<BenchModel> build_bench_model(const BenchOptions& o) {
       m->lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple, o.llama_block), std::move(be),
                                       policy);
     else
-      m->lm = std::make_unique<Gpt2>(gpt2_preset(o.preset, o.vocab_multiple), std::move(be), policy);
+      m->lm = std::make_unique<Gpt2>(bench_gpt2_config(o), std::move(be), policy);
     m->lm->init_weights(1337);
     m->lm->plan(o.batch, o.seq);
     m->lm->set_graphs(o.graphs);
@@ -409,6 +416,8 @@ void report_peer(const BenchOptions& o, const ModelInfo& info, const TimedSteps&
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
+  MPT_CHECK(o.recompute.none() || (!is_bert(o) && !is_llama(o)),
+            "--recompute " + recompute_name(o.recompute) + ": only GPT-2 recomputes so far");
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");

@@ -25,6 +25,7 @@
 #include "core/progress.h"
 #include "core/stats.h"  // median: every bench reports it
 #include "model/llama_config.h"
+#include "model/recompute.h"
 #include "model/presets.h"
 #include "optim/muon.h"
 #include "optim/optimizer.h"
@@ -72,6 +73,7 @@ struct BenchOptions {
   // GPT-2's pass replayed from a graph (model/gpt2.h's set_graphs; CUDA graphs on a GPU). Its
   // first step runs eagerly and its second captures: --warmup 2 at least, so only replays are timed.
   bool graphs = false;
+  RecomputeSet recompute;  // --recompute (GPT-2): the model FLOPs stay the step's, as MFU counts them
   // BERT on a real instance file (bench/bert_layouts.h): padded against unpadded batches.
   std::string data;                   // a `prepare --task bert` instance file; empty: synthetic
   std::string batch_layout = "both";  // with data: padded | unpadded | both (alternating)

@@ -8,6 +8,7 @@
 // bert_activation_plan, for a llama-* one llama_activation_plan, built here without allocating)
 // and the weight-copy layout. Nothing is recomputed by a separate formula.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -41,6 +42,7 @@ struct ExplainOptions {
   PolicyOf policy_of = PolicyOf::Own;  // cuda: the GPU's plan, as `mptrain train --policy-of cuda` runs it here
   Device device = Device::Cpu;         // cuda: the plan and device memory of `mptrain train --device cuda`
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
+  RecomputeSet recompute;         // --recompute (GPT-2)
 };
 
 // The rows a family's plan prints: the roles its pass uses (precision/op_role.h), in the roles' order.
@@ -95,6 +97,36 @@ void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Pol
   }
 }
 
+// --recompute's choices side by side: each one's activation allocation, what it saves against
+// keeping everything, and the FLOPs the backward adds (per step of B x T tokens, and against the
+// step's model FLOPs, which MFU counts without them).
+void print_recompute_choices(Gpt2Config config, const Policy& policy, const Backend& be, const ExplainOptions& o) {
+  const double tokens = static_cast<double>(o.batch) * o.seq;
+  const double step_flops = gpt2_flops_per_token(config, o.seq) * tokens;
+  config.recompute = {};
+  const size_t keep_all = gpt2_activation_plan(config, policy, be, o.batch, o.seq).total_bytes();
+  std::printf("\nrecompute (--recompute; the same gradients, bit for bit):\n");
+  std::printf("  %-10s %14s %14s %22s\n", "choice", "activations", "saved", "FLOPs added a step");
+  std::vector<RecomputeSet> choices = {RecomputeSet{}};
+  for (const Recompute r : kRecomputeChoices) choices.push_back(RecomputeSet{}.with(r));
+  if (std::find(choices.begin(), choices.end(), o.recompute) == choices.end()) choices.push_back(o.recompute);
+  for (const RecomputeSet c : choices) {
+    config.recompute = c;
+    const size_t bytes = gpt2_activation_plan(config, policy, be, o.batch, o.seq).total_bytes();
+    const double added = gpt2_recompute_flops_per_token(config, o.seq, c) * tokens;
+    char flops[48];
+    if (c.none())
+      std::snprintf(flops, sizeof(flops), "-");
+    else if (added == 0.0)
+      std::snprintf(flops, sizeof(flops), "elementwise only");
+    else
+      std::snprintf(flops, sizeof(flops), "%.2f GFLOP (+%.1f%%)", added * 1e-9, 100.0 * added / step_flops);
+    std::printf("  %-10s %14s %14s %22s%s\n", recompute_name(c).c_str(), mib(static_cast<double>(bytes)).c_str(),
+                c.none() ? "-" : mib(static_cast<double>(keep_all) - static_cast<double>(bytes)).c_str(), flops,
+                c == o.recompute ? "  <- this plan" : "");
+  }
+}
+
 void run_explain(const ExplainOptions& o) {
   const Precision precision = o.precision;
   const bool on_gpu = o.device == Device::Cuda;
@@ -123,11 +155,14 @@ void run_explain(const ExplainOptions& o) {
     n_params = table.total();
     copy_bytes = weight_copy_bytes(table, llama_gemm_reader(config.tie_embeddings), policy);
   } else {
-    const Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+    Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+    config.recompute = o.recompute;
     plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
     copy_bytes = gpt2_weight_copy_bytes(config, policy);
   }
+  MPT_CHECK(o.recompute.none() || (!bert && !llama),
+            "--recompute " + recompute_name(o.recompute) + ": only GPT-2 recomputes so far");
 
   std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
               o.preset.c_str(), n_params, o.batch, o.seq);
@@ -191,6 +226,7 @@ void run_explain(const ExplainOptions& o) {
   run.device = o.device;
   print_memory(estimate_training_memory(run, footprint, 1), plan, policy, on_gpu);
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
+  if (!bert && !llama) print_recompute_choices(gpt2_preset(o.preset, o.vocab_multiple), policy, be, o);
 }
 
 }  // namespace
@@ -220,6 +256,10 @@ void register_explain(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(cli::at_least(1));
   add_llama_block_options(cmd, &o->llama_block);
+  cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, "{none,norm,mlp,block}",
+                        "The plan with what the backward recomputes (none, or a comma list of norm, mlp, "
+                        "block); every choice is listed side by side either way (GPT-2)",
+                        "none");
   cmd->callback([cmd, o, &exit_code]() {
     check_llama_block_options(cmd, o->preset.rfind("llama", 0) == 0 ? "llama" : "gpt2");
     run_explain(*o);

@@ -3,6 +3,7 @@
 #include "model/gpt2.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "backend/ops/gemm_mixed.h"
@@ -43,6 +44,12 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
   const double C = c.n_embd, L = c.n_layer;
   const double matmul_params = L * (12.0 * C * C) + static_cast<double>(c.padded_vocab_size) * C;
   return 6.0 * matmul_params + 6.0 * L * C * T;
+}
+
+double gpt2_recompute_flops_per_token(const Gpt2Config& c, int T, RecomputeSet set) {
+  const double C = c.n_embd, L = c.n_layer;
+  if (set.has(Recompute::Block)) return L * (2.0 * 12.0 * C * C + 2.0 * C * T);
+  return set.has(Recompute::Mlp) ? L * 2.0 * 4.0 * C * C : 0.0;
 }
 
 GemmReader gpt2_gemm_reader(const ParamSpec& spec) {
@@ -94,21 +101,35 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   Gpt2Acts a{};
   const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
   a.encoded = plan.add("encoded", BT * C, stream, OpRole::Embedding, saved);
+  // A block's tensors: its own, saved for backward, or (what --recompute names) one set every
+  // block shares as scratch, which the backward refills before it reads them (gpt2_pass.cpp).
+  const RecomputeSet rc = config.recompute;
+  const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
+             mlp = block || rc.has(Recompute::Mlp);
+  std::map<std::string, ActivationPlan::Handle> shared;  // by name: the first block adds it
+  const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel, StorageType t,
+                       OpRole op) {
+    if (!is_shared) return plan.add(p + name, numel, t, op, saved);
+    const auto [it, added] = shared.try_emplace(name, ActivationPlan::kNone);
+    if (added) it->second = plan.add("recomputed_" + name, numel, t, op, scratch);
+    return it->second;
+  };
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Gpt2LayerActs la;
-    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpRole::LayerNorm, saved);
-    la.ln1_mean = plan.add(p + "ln1_mean", BT, F32, OpRole::LayerNorm, saved);
-    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpRole::LayerNorm, saved);
-    la.qkv = plan.add(p + "qkv", BT * 3 * C, lin_s, OpRole::Linear, saved);
-    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax, saved);
-    la.atty = plan.add(p + "atty", BT * C, y_s, OpRole::AttnValues, saved);
-    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpRole::Residual, saved);
-    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpRole::LayerNorm, saved);
-    la.ln2_mean = plan.add(p + "ln2_mean", BT, F32, OpRole::LayerNorm, saved);
-    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpRole::LayerNorm, saved);
-    la.fch = plan.add(p + "fch", BT * 4 * C, lin_s, OpRole::Linear, saved);
-    la.fch_gelu = plan.add(p + "fch_gelu", BT * 4 * C, gelu_s, OpRole::Gelu, saved);
+    la.ln1 = norm ? add(true, p, "ln", BT * C, ln_s, OpRole::LayerNorm)
+                  : plan.add(p + "ln1", BT * C, ln_s, OpRole::LayerNorm, saved);
+    la.ln1_mean = add(block, p, "ln1_mean", BT, F32, OpRole::LayerNorm);
+    la.ln1_rstd = add(block, p, "ln1_rstd", BT, F32, OpRole::LayerNorm);
+    la.qkv = add(block, p, "qkv", BT * 3 * C, lin_s, OpRole::Linear);
+    la.att = add(block, p, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
+    la.atty = add(block, p, "atty", BT * C, y_s, OpRole::AttnValues);
+    la.residual2 = add(block, p, "residual2", BT * C, stream, OpRole::Residual);
+    la.ln2 = norm ? la.ln1 : plan.add(p + "ln2", BT * C, ln_s, OpRole::LayerNorm, saved);  // one LN at a time
+    la.ln2_mean = add(block, p, "ln2_mean", BT, F32, OpRole::LayerNorm);
+    la.ln2_rstd = add(block, p, "ln2_rstd", BT, F32, OpRole::LayerNorm);
+    la.fch = add(mlp, p, "fch", BT * 4 * C, lin_s, OpRole::Linear);
+    la.fch_gelu = add(mlp, p, "fch_gelu", BT * 4 * C, gelu_s, OpRole::Gelu);
     la.residual3 = plan.add(p + "residual3", BT * C, stream, OpRole::Residual, saved);
     a.layers.push_back(la);
   }

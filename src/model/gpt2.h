@@ -70,6 +70,10 @@ inline Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n
 // once, as the LM head over Vp) plus 6·L·C·T for causal attention's two T×T products
 // (forward 2·2·T·C/2 per token and layer, backward twice that).
 double gpt2_flops_per_token(const Gpt2Config& config, int T);
+// What --recompute adds to that, per token, in the same convention (a linear's 2 FLOPs per
+// weight and token, the attention's 2·C·T a block): a block's forward for `block`, the fc linear
+// for `mlp`; `norm` reruns elementwise LayerNorms only (0 here).
+double gpt2_recompute_flops_per_token(const Gpt2Config& config, int T, RecomputeSet set);
 
 // Handles of every activation buffer, filled by gpt2_activation_plan. An fp32 policy plans the
 // original set (proj_out is its gemm_out, dfch its dfch_gelu, no dout_lp or dlogits_lp); the
@@ -120,6 +124,12 @@ class Gpt2 : public CausalLm {
   void forward_impl(int B, int T) override;
   void backward_impl(int B, int T) override;  // over the tokens CausalLm staged
   void setup_weight_copies();
+  // Block l's forward from its input `residual`, into its activations (the forward's, and under
+  // --recompute block the backward's refill of the shared ones); and the pieces --recompute norm
+  // and mlp refill: a LayerNorm output, the fc linear's output and its GELU.
+  void forward_block(int l, const View& residual, int B, int T);
+  void block_layernorm(int l, int which, const View& residual, int N);
+  void block_fc(int l, int N);
 
   using LayerActs = Gpt2LayerActs;
   using Acts = Gpt2Acts;

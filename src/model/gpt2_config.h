@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "model/recompute.h"
+
 namespace mptrain {
 
 struct Gpt2Config {
@@ -14,6 +16,9 @@ struct Gpt2Config {
   int n_embd = 768;
   float ln_eps = 1e-5f;
   float init_std = 0.02f;
+  // A training-time choice, not the architecture (never written into a checkpoint): what the
+  // backward recomputes instead of keeping (model/recompute.h).
+  RecomputeSet recompute;
 };
 
 // Rounds V up to a multiple of `multiple` (1 = no padding).

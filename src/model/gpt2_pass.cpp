@@ -38,10 +38,60 @@ void Gpt2::setup_weight_copies() {
   }
 }
 
+void Gpt2::block_layernorm(int l, int which, const View& residual, int N) {
+  const Gpt2LayerTensors& w = w_.layers[l];
+  const LayerActs& la = a_.layers[l];
+  const int C = config_.n_embd;
+  if (which == 1)
+    layernorm(acts_.view(la.ln1, N, C), residual, w.ln1_w, w.ln1_b, la.ln1_mean, la.ln1_rstd, config_.ln_eps);
+  else
+    layernorm(acts_.view(la.ln2, N, C), residual, w.ln2_w, w.ln2_b, la.ln2_mean, la.ln2_rstd, config_.ln_eps);
+}
+
+void Gpt2::block_fc(int l, int N) {
+  const LayerActs& la = a_.layers[l];
+  const int C = config_.n_embd;
+  linear({.out = acts_.view(la.fch_gelu, N, 4 * C),
+          .x = acts_.view(la.ln2, N, C),
+          .w = weight(wc_[l].fc_w, C, 4 * C),
+          .bias = small(w_.layers[l].fc_b, {4 * C}),
+          .epilogue = Epilogue::BiasGelu,
+          .pre = acts_.view(la.fch, N, 4 * C),
+          .scratch = acts_.work(a_.gemm_out)});
+}
+
+void Gpt2::forward_block(int l, const View& residual, int B, int T) {
+  const int N = B * T, C = config_.n_embd, NH = config_.n_head;
+  const View acc = acts_.work(a_.gemm_out);
+  const Gpt2LayerTensors& w = w_.layers[l];
+  const LayerWeights& wc = wc_[l];
+  const LayerActs& la = a_.layers[l];
+  const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, 3 * C), atty = acts_.view(la.atty, N, C);
+  const View residual2 = acts_.view(la.residual2, N, C);
+  block_layernorm(l, 1, residual, N);
+  linear({.out = qkv, .x = ln1, .w = weight(wc.qkv_w, C, 3 * C), .bias = small(w.qkv_b, {3 * C}), .scratch = acc});
+  attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true);
+  linear({.out = residual2,
+          .x = atty,
+          .w = weight(wc.attproj_w, C, C),
+          .bias = small(w.attproj_b, {C}),
+          .epilogue = Epilogue::BiasResidual,
+          .residual = residual,
+          .scratch = acc});
+  block_layernorm(l, 2, residual2, N);
+  block_fc(l, N);
+  linear({.out = acts_.view(la.residual3, N, C),
+          .x = acts_.view(la.fch_gelu, N, 4 * C),
+          .w = weight(wc.fcproj_w, 4 * C, C),
+          .bias = small(w.fcproj_b, {C}),
+          .epilogue = Epilogue::BiasResidual,
+          .residual = residual2,
+          .scratch = acc});
+}
+
 void Gpt2::forward_impl(int B, int T) {
   Backend& be = *be_;
-  const int N = B * T, C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size;
-  const View acc = acts_.work(a_.gemm_out);
+  const int N = B * T, C = config_.n_embd, Vp = config_.padded_vocab_size;
 
   be.embedding(
       {.out = acts_.view(a_.encoded, N, C),
@@ -53,43 +103,8 @@ void Gpt2::forward_impl(int B, int T) {
        .pos = small(w_.wpe, {config_.block_size, C})});
   View residual = acts_.view(a_.encoded, N, C);
   for (int l = 0; l < config_.n_layer; ++l) {
-    const Gpt2LayerTensors& w = w_.layers[l];
-    const LayerWeights& wc = wc_[l];
-    const LayerActs& la = a_.layers[l];
-    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, 3 * C),
-               atty = acts_.view(la.atty, N, C);
-    const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
-    const View fch = acts_.view(la.fch, N, 4 * C), fch_gelu = acts_.view(la.fch_gelu, N, 4 * C);
-    layernorm(ln1, residual, w.ln1_w, w.ln1_b, la.ln1_mean, la.ln1_rstd, config_.ln_eps);
-    linear({.out = qkv,
-            .x = ln1,
-            .w = weight(wc.qkv_w, C, 3 * C),
-            .bias = small(w.qkv_b, {3 * C}),
-            .scratch = acc});
-    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true);
-    linear({.out = residual2,
-            .x = atty,
-            .w = weight(wc.attproj_w, C, C),
-            .bias = small(w.attproj_b, {C}),
-            .epilogue = Epilogue::BiasResidual,
-            .residual = residual,
-            .scratch = acc});
-    layernorm(ln2, residual2, w.ln2_w, w.ln2_b, la.ln2_mean, la.ln2_rstd, config_.ln_eps);
-    linear({.out = fch_gelu,
-            .x = ln2,
-            .w = weight(wc.fc_w, C, 4 * C),
-            .bias = small(w.fc_b, {4 * C}),
-            .epilogue = Epilogue::BiasGelu,
-            .pre = fch,
-            .scratch = acc});
-    residual = acts_.view(la.residual3, N, C);
-    linear({.out = residual,
-            .x = fch_gelu,
-            .w = weight(wc.fcproj_w, 4 * C, C),
-            .bias = small(w.fcproj_b, {C}),
-            .epilogue = Epilogue::BiasResidual,
-            .residual = residual2,
-            .scratch = acc});
+    forward_block(l, residual, B, T);
+    residual = acts_.view(a_.layers[l].residual3, N, C);
   }
   layernorm(acts_.view(a_.lnf, N, C), residual, w_.lnf_w, w_.lnf_b, a_.lnf_mean, a_.lnf_rstd, config_.ln_eps);
   // logits[N,Vp] = lnf[N,C] · wte[Vp,C]^T, written in place (no bias, no epilogue).
@@ -123,6 +138,17 @@ void Gpt2::backward_impl(int B, int T) {
     const LayerActs& la = a_.layers[l];
     const View residual =
         l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
+    // --recompute: refill what this block's backward reads and the forward did not keep, through
+    // the forward's own ops (the same bits). The LayerNorm outputs share one buffer, so ln1 is
+    // refilled again before the attention's half reads it.
+    const RecomputeSet rc = config_.recompute;
+    const bool block = rc.has(Recompute::Block), shared_ln = block || rc.has(Recompute::Norm);
+    if (block) {
+      forward_block(l, residual, B, T);
+    } else {
+      if (shared_ln) block_layernorm(l, 2, acts_.view(la.residual2, N, C), N);
+      if (rc.has(Recompute::Mlp)) block_fc(l, N);
+    }
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))). GELU's derivative goes into
     // fcproj's dx product under a GPU's plan (cuBLASLt's DGELU epilogue; the same values on a CPU
@@ -160,6 +186,7 @@ void Gpt2::backward_impl(int B, int T) {
                      .scratch = acts_.work(a_.dout_lp)});
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
                        a_.attn_scratch, B, T, NH, /*causal=*/true);
+    if (shared_ln) block_layernorm(l, 1, residual, N);
     linear_backward({.dx = dln,
                      .dw = grad(g.qkv_w, {C, 3 * C}),
                      .db = grad(g.qkv_b, {3 * C}),

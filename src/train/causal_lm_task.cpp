@@ -30,6 +30,7 @@ struct Gpt2Family {
   using Model = Gpt2;
   static constexpr const char* kName = "gpt2";
   static Config preset(const TaskSpec& s) { return gpt2_preset(s.preset, s.vocab_multiple); }
+  static void set_recompute(Config& c, RecomputeSet r) { c.recompute = r; }
   static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return gpt2_footprint(c, p, std::move(be));
@@ -48,6 +49,9 @@ struct LlamaFamily {
   using Model = Llama;
   static constexpr const char* kName = "llama";
   static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
+  static void set_recompute(Config&, RecomputeSet r) {
+    MPT_CHECK(r.none(), "--recompute " + recompute_name(r) + ": Llama keeps every activation so far (GPT-2 recomputes)");
+  }
   static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return llama_footprint(c, p, std::move(be));
@@ -94,6 +98,7 @@ class CausalLmTask final : public TrainTask {
                 "checkpoint '" + ckpt_dir + "' is a " + family + " model; train it with --model " + family);
     }
     config_ = ckpt_dir.empty() ? F::preset(s) : F::load_config(ckpt_dir);
+    F::set_recompute(config_, s.recompute);
     // An imported model's tokenizer goes on with it into every checkpoint of the run.
     choose_tokenizer(ckpt_dir);
     // A model from scratch takes --vocab-size; a checkpoint's stays as saved (padding included).

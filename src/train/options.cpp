@@ -70,6 +70,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"dist_backend", dist_backend_name(dist_backend)},
           {"overlap_grad_reduce", toggle_name(overlap_grad_reduce)},
           {"graphs", graphs ? "on" : "off"},
+          {"recompute", recompute_name(recompute)},
           {"on_nan", nan_policy_name(on_nan)},
           {"nan_lr_factor", nan_lr_factor},
           {"nan_max_rollbacks", nan_max_rollbacks},
@@ -88,6 +89,7 @@ TaskSpec TrainOptions::task_spec() const {
   s.seq = seq;
   s.shuffle = shuffle;
   s.graphs = graphs;
+  s.recompute = recompute;
   s.val_steps = val_steps;
   s.sample_tokens = sample_tokens;
   s.seed = seed;

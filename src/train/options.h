@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/make_backend.h"
+#include "model/recompute.h"
 #include "core/named.h"
 #include "core/progress.h"
 #include "dist/communicator.h"
@@ -105,6 +106,8 @@ struct TrainOptions {
   // --graphs on: capture each micro-batch's forward and backward in a graph once and replay it
   // (model/gpt2.h's set_graphs; GPT-2 only).
   bool graphs = false;
+  // --recompute: what the backward recomputes instead of keeping (model/recompute.h; GPT-2).
+  RecomputeSet recompute;
 
   // total_batch_tokens / (B·T·world), validated: --total-batch is the global figure, the
   // same whatever the number of ranks (0: one micro-batch per rank per step).

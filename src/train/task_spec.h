@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/llama_config.h"
+#include "model/recompute.h"
 
 namespace mptrain {
 
@@ -20,6 +21,7 @@ struct TaskSpec {
   int batch = 4, seq = 256;  // B, T (BERT's T may come from its instance file: TrainTask::seq)
   bool shuffle = false;      // GPT-2/Llama: the token streams in a new order each epoch
   bool graphs = false;       // --graphs on (GPT-2)
+  RecomputeSet recompute;    // --recompute (GPT-2; model/recompute.h)
   int val_steps = 20;
   int sample_tokens = 64;
   uint64_t seed = 1337;

@@ -136,8 +136,8 @@ size_t run_peak(const std::string& run_dir) {
 }
 
 // The estimate holds: a run's peak resident memory is within 10% of what `explain` says for the
-// same model, batch and precision (the plan's buffers, the runtime allowance and explain's own
-// measured process), for a model whose buffers are most of it and one whose process is.
+// same model, batch, precision and --recompute (the plan's buffers, the runtime allowance and
+// explain's own measured process), for a model whose buffers are most of it and one whose process is.
 TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
   TempDir tmp;
   testing::write_small_shards(tmp.path(), 40000, 8000);
@@ -145,15 +145,19 @@ TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
     const char* preset;
     int batch, seq;
     const char* precision;
+    const char* recompute;
   };
-  for (const Case c : {Case{"d6", 4, 256, "fp32"}, Case{"d6", 4, 256, "bf16"}, Case{"d2", 1, 8, "fp32"}}) {
+  for (const Case c : {Case{"d6", 4, 256, "fp32", "none"}, Case{"d6", 4, 256, "bf16", "none"},
+                       Case{"d6", 4, 256, "bf16", "block"}, Case{"d6", 4, 256, "fp32", "norm,mlp"},
+                       Case{"d2", 1, 8, "fp32", "none"}}) {
     const std::string shape = std::string("--preset ") + c.preset + " --batch " + std::to_string(c.batch) +
-                              " --seq " + std::to_string(c.seq) + " --precision " + c.precision;
+                              " --seq " + std::to_string(c.seq) + " --precision " + c.precision + " --recompute " +
+                              c.recompute;
     const testing::RunResult e = run_mptrain("explain " + shape);
     ASSERT_EQ(e.exit_code, 0) << e.output;
     const size_t estimate = explained_peak(e.output);
     ASSERT_GT(estimate, 0u) << e.output;
-    const std::string run = tmp / (std::string(c.preset) + c.precision);
+    const std::string run = tmp / (std::string(c.preset) + c.precision + c.recompute);
     const testing::RunResult r = run_mptrain("train " + shape + " --train-data '" + tmp.path() +
                                     "/train_*.bin' --steps 2 --log-every 1 --threads 2 --quiet --sample-tokens 1 "
                                     "--run-dir " + run);
@@ -162,6 +166,25 @@ TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
     EXPECT_NEAR(ratio, 1.0, 0.10) << shape << ": peak RSS " << run_peak(run) << " bytes against explain's "
                                   << estimate << "\n" << e.output;
   }
+}
+
+// --recompute: an unknown name is one error where the command line is read; the families that
+// keep every activation so far refuse a set in one line; explain lists every choice.
+TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
+  TempDir tmp;
+  const std::string data = testing::write_small_shards(tmp.path());
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute gelu"),
+                     "unknown --recompute choice 'gelu' (expected norm, mlp or block)");
+  expect_clear_error(run_mptrain("train --model llama --preset llama-tiny --train-data '" + data +
+                                 "' --steps 1 --recompute mlp --run-dir " + (tmp / "llama")),
+                     "--recompute mlp: Llama keeps every activation so far");
+  expect_clear_error(run_mptrain("explain --preset bert-tiny --recompute block"),
+                     "--recompute block: only GPT-2 recomputes so far");
+  const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  for (const char* row : {"  none ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
+    EXPECT_NE(e.output.find(row), std::string::npos) << row << "\n" << e.output;
+  EXPECT_NE(e.output.find("<- this plan"), std::string::npos) << e.output;
 }
 
 TEST(MemoryLimitCli, ThreadsAreBounded) {

@@ -1,0 +1,34 @@
+// Selective recomputation (--recompute SET): which activations the backward recomputes, through
+// the same ops the forward ran, instead of keeping them for the whole step. Every op is
+// deterministic for the same inputs and thread count, so the recomputed tensors and therefore the
+// gradients have the bits of keeping them; what changes is the memory (the recomputed tensors
+// share one buffer across layers) and the time (the ops run twice).
+//   norm   the LayerNorm outputs (ln1, ln2): their statistics stay saved; LayerNorm again
+//   mlp    the MLP's fc output and its GELU (the largest tensors of a block): the fc linear again
+//   block  everything inside a block but its output: the block's whole forward again
+//          (PyTorch's checkpoint per block)
+// `none` keeps everything (the default). So far GPT-2's; the other families refuse a set.
+#pragma once
+#include <string>
+
+namespace mptrain {
+
+enum class Recompute : unsigned { Norm = 1u, Mlp = 2u, Block = 4u };
+
+struct RecomputeSet {
+  unsigned bits = 0;
+  bool has(Recompute r) const { return (bits & static_cast<unsigned>(r)) != 0; }
+  bool none() const { return bits == 0; }
+  RecomputeSet with(Recompute r) const { return {bits | static_cast<unsigned>(r)}; }
+  bool operator==(const RecomputeSet&) const = default;
+};
+
+// "none", or a comma list of norm, mlp, block ("norm,mlp"). Error naming the accepted names for
+// anything else (and for none in a list).
+RecomputeSet parse_recompute(const std::string& text);
+// The canonical text: "none" or the names in the order above, comma-separated.
+std::string recompute_name(RecomputeSet set);
+// Every single choice, for `explain`'s table: none, norm, mlp, block.
+inline constexpr Recompute kRecomputeChoices[] = {Recompute::Norm, Recompute::Mlp, Recompute::Block};
+
+}  // namespace mptrain

@@ -1,0 +1,112 @@
+// --recompute (model/recompute.h): for every choice, GPT-2's loss and gradients have the bits of
+// keeping every activation — fp32, TF32, bf16 and fp16 under the CPU's plan and bf16 under the
+// GPU's, over two micro-batches (the second backward reads what the first one's recomputation
+// left in the shared buffers) — and each choice's plan holds less than keeping everything, block
+// least of all.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/context.h"
+#include "backend/cpu/cpu_backend.h"
+#include "common/host_backend.h"
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "precision/policy.h"
+
+namespace mptrain {
+namespace {
+
+Gpt2Config tiny_gpt2(RecomputeSet recompute) {
+  Gpt2Config c;
+  c.n_layer = 3;
+  c.n_head = 2;
+  c.n_embd = 32;
+  c.vocab_size = 61;
+  c.padded_vocab_size = 64;
+  c.block_size = 16;
+  c.recompute = recompute;
+  return c;
+}
+
+constexpr int kB = 2, kT = 16;
+
+struct Result {
+  std::vector<float> losses, grads;
+};
+
+Result run(RecomputeSet recompute, Precision p, bool gpu_plan) {
+  const Policy policy = make_policy(p, {}, gpu_plan ? kCudaCaps : cpu::CpuBackend(host_context()).caps());
+  Gpt2 model(tiny_gpt2(recompute), std::make_unique<cpu::CpuBackend>(host_context()), policy);
+  model.init_weights(3);
+  model.plan(kB, kT);
+  std::vector<int> in(kB * kT), tg(kB * kT);
+  Result r;
+  for (int micro = 0; micro < 2; ++micro) {
+    for (int i = 0; i < kB * kT; ++i) in[i] = (i * 5 + micro * 17) % 61, tg[i] = (i * 3 + micro + 1) % 61;
+    r.losses.push_back(model.forward_backward(in.data(), tg.data(), kB, kT, 1.0f));
+  }
+  const FloatBuffer& g = model.grads();
+  r.grads.assign(g.data(), g.data() + g.size());
+  return r;
+}
+
+TEST(Gpt2Recompute, GradientsHaveTheBitsOfKeepingEverything) {
+  const RecomputeSet sets[] = {parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("block"),
+                               parse_recompute("norm,mlp")};
+  struct Plan {
+    Precision precision;
+    bool gpu_plan;
+  };
+  for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Tf32, false}, Plan{Precision::Bf16, false},
+                        Plan{Precision::Fp16, false}, Plan{Precision::Bf16, true}}) {
+    const Result keep = run({}, pl.precision, pl.gpu_plan);
+    for (const RecomputeSet s : sets) {
+      const std::string what = std::string(precision_name(pl.precision)) + (pl.gpu_plan ? " (GPU plan)" : "") +
+                               ", --recompute " + recompute_name(s);
+      const Result got = run(s, pl.precision, pl.gpu_plan);
+      EXPECT_EQ(got.losses, keep.losses) << what;
+      ASSERT_EQ(got.grads.size(), keep.grads.size());
+      EXPECT_EQ(std::memcmp(got.grads.data(), keep.grads.data(), keep.grads.size() * sizeof(float)), 0)
+          << what << ": the gradients differ";
+    }
+  }
+}
+
+TEST(Gpt2Recompute, EachChoiceHoldsLessThanKeepingEverything) {
+  const cpu::CpuBackend be(host_context());
+  const Policy policy = make_policy(Precision::Bf16, {}, be.caps());
+  const auto bytes = [&](const char* set) {
+    return gpt2_activation_plan(tiny_gpt2(set ? parse_recompute(set) : RecomputeSet{}), policy, be, kB, kT)
+        .total_bytes();
+  };
+  const size_t keep = bytes(nullptr), norm = bytes("norm"), mlp = bytes("mlp"), both = bytes("norm,mlp"),
+               block = bytes("block");
+  EXPECT_LT(norm, keep);
+  EXPECT_LT(mlp, keep);
+  EXPECT_LT(both, norm);
+  EXPECT_LT(both, mlp);
+  EXPECT_LT(block, both);
+  // block implies the others: nothing more to share.
+  EXPECT_EQ(bytes("block,norm,mlp"), block);
+}
+
+TEST(Gpt2Recompute, NamesParseAndBadOnesAreRefused) {
+  EXPECT_TRUE(parse_recompute("none").none());
+  EXPECT_EQ(recompute_name(parse_recompute("mlp,norm")), "norm,mlp");
+  EXPECT_EQ(recompute_name(parse_recompute("block")), "block");
+  for (const char* bad : {"", "gelus", "norm,", "none,mlp", "norm,,mlp"}) {
+    try {
+      parse_recompute(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("recompute"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mptrain
