@@ -31,6 +31,11 @@ struct Gpt2Family {
   static constexpr const char* kName = "gpt2";
   static Config preset(const TaskSpec& s) { return gpt2_preset(s.preset, s.vocab_multiple); }
   static void set_recompute(Config& c, RecomputeSet r) { c.recompute = r; }
+  // In the order of the FLOPs they add: nothing, elementwise LayerNorms, the fc linear, both, a
+  // block's forward.
+  static std::vector<RecomputeSet> recompute_choices() {
+    return {{}, parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("norm,mlp"), parse_recompute("block")};
+  }
   static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return gpt2_footprint(c, p, std::move(be));
@@ -49,6 +54,7 @@ struct LlamaFamily {
   using Model = Llama;
   static constexpr const char* kName = "llama";
   static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
+  static std::vector<RecomputeSet> recompute_choices() { return {RecomputeSet{}}; }
   static void set_recompute(Config&, RecomputeSet r) {
     MPT_CHECK(r.none(), "--recompute " + recompute_name(r) + ": Llama keeps every activation so far (GPT-2 recomputes)");
   }
@@ -117,6 +123,11 @@ class CausalLmTask final : public TrainTask {
     const TrainState s = load_checkpoint_state(ckpt_dir);
     pending_ = s.train_pos;
     return s;
+  }
+  std::vector<RecomputeSet> recompute_choices() const override { return F::recompute_choices(); }
+  void set_memory_plan(int batch, RecomputeSet recompute) override {
+    TrainTask::set_memory_plan(batch, recompute);
+    F::set_recompute(config_, recompute);
   }
   ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const override {
     return F::footprint(config_, policy, std::move(sizing));

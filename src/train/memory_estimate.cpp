@@ -230,6 +230,46 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
   throw Error(msg);
 }
 
+BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>& choices,
+                         const std::function<ModelFootprint(RecomputeSet)>& footprint_of, int world,
+                         const MemoryBudget& budget) {
+  MPT_CHECK(o.total_batch_tokens > 0,
+            "--batch auto splits --total-batch into micro-batches: give --total-batch (tokens per optimizer step)");
+  const int64_t per_micro = static_cast<int64_t>(o.seq) * world;
+  MPT_CHECK(o.total_batch_tokens % per_micro == 0,
+            "--total-batch " + std::to_string(o.total_batch_tokens) + " is not a multiple of seq x ranks = " +
+                std::to_string(per_micro));
+  const int64_t sequences = o.total_batch_tokens / per_micro;  // a micro-batch divides these
+  const auto needs = [&budget](const MemoryEstimate& e) { return budget.whole_process ? e.total() : e.to_allocate(); };
+  BatchChoice best;
+  MemoryEstimate smallest;  // batch 1 under the last choice, for the refusal
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const ModelFootprint model = footprint_of(choices[c]);
+    TrainOptions trial = o;
+    int fitting = 0;
+    MemoryEstimate at;
+    // The divisors of `sequences` from the largest; budget 0 (nothing known) takes the largest.
+    for (int64_t b = sequences; b >= 1 && fitting == 0; --b) {
+      if (sequences % b != 0 || b > (1 << 20)) continue;
+      trial.batch = static_cast<int>(b);
+      const MemoryEstimate e = estimate_training_memory(trial, model, world);
+      if (budget.bytes == 0 || needs(e) <= budget.bytes) fitting = trial.batch, at = e;
+    }
+    if (c == 0) best.without = fitting;
+    if (c + 1 == choices.size() && fitting == 0) {
+      trial.batch = 1;
+      smallest = estimate_training_memory(trial, model, world);
+    }
+    if (fitting > best.batch) best = {fitting, choices[c], at, best.without};
+  }
+  if (best.batch == 0)
+    throw Error("--batch auto: even batch 1 x " + std::to_string(o.seq) + " with --recompute " +
+                recompute_name(choices.back()) + " needs an estimated " + format_bytes(needs(smallest)) + " but " +
+                format_bytes(budget.bytes) + " is available (" + budget.source +
+                "); use a smaller model or a shorter --seq");
+  return best;
+}
+
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

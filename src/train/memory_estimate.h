@@ -16,10 +16,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/gpt2_config.h"
 #include "model/llama_config.h"
+#include "model/recompute.h"
 #include "precision/policy.h"
 #include "precision/precision.h"
 
@@ -106,6 +108,20 @@ std::string format_bytes(size_t bytes);
 // 2.0 GiB is available (--memory-limit); the largest batch that fits is --batch 37".
 void check_memory_fits(const TrainOptions& options, const ModelFootprint& model, int world,
                        const MemoryBudget& budget);
+
+// --batch auto: the largest micro-batch that fits the budget and divides --total-batch's
+// sequences per rank, and the cheapest recompute set (choices in the order of the FLOPs they add)
+// that reaches it. footprint_of(set) is the model's footprint under that set. Error (one line
+// with what the smallest run needs) when not even batch 1 with the last choice fits.
+struct BatchChoice {
+  int batch = 0;
+  RecomputeSet recompute;
+  MemoryEstimate estimate;  // at that batch and set
+  int without = 0;          // the largest batch keeping every activation (0: none fits)
+};
+BatchChoice choose_batch(const TrainOptions& options, const std::vector<RecomputeSet>& choices,
+                         const std::function<ModelFootprint(RecomputeSet)>& footprint_of, int world,
+                         const MemoryBudget& budget);
 
 // Cores this process may run on (its CPU affinity mask).
 int available_cores();

@@ -26,6 +26,7 @@ nlohmann::json TrainOptions::to_json() const {
           {"train_data", train_data},
           {"val_data", val_data},
           {"batch", batch},
+          {"batch_auto", batch_auto},
           {"seq", seq},
           {"total_batch_tokens", total_batch_tokens},
           {"shuffle", shuffle},

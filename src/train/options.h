@@ -34,6 +34,7 @@ struct TrainOptions {
   std::string train_data;          // glob of train shards
   std::string val_data;            // glob of val shards (optional)
   int batch = 4;                   // B, sequences per micro-batch
+  bool batch_auto = false;         // --batch auto: B (and the recompute set) chosen to fit (trainer)
   int seq = 256;                   // T
   int64_t total_batch_tokens = 0;  // tokens per optimizer step; 0 = B·T (no accumulation)
   bool shuffle = false;            // --shuffle: token streams in a new order each epoch (data/loader.h)

@@ -70,6 +70,13 @@ class TrainTask {
   // For the memory estimate: parameter count, weight copies, activation bytes per (B, T), under
   // the run's precision policy, the attention's share as the backend `sizing` keeps it.
   virtual ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const = 0;
+  // What --recompute may choose for this family (GPT-2: every set; the others keep everything),
+  // and the micro-batch and set the run takes (--batch auto's choice; before build).
+  virtual std::vector<RecomputeSet> recompute_choices() const { return {RecomputeSet{}}; }
+  virtual void set_memory_plan(int batch, RecomputeSet recompute) {
+    spec_.batch = batch;
+    spec_.recompute = recompute;
+  }
   // Training FLOPs per token at the run's T (the TFLOP/s and MFU columns).
   virtual double flops_per_token() const = 0;
   // config.json's "model" object (train/run_files.h).

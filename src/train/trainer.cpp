@@ -106,6 +106,36 @@ struct Run {
   std::optional<TrainSummary> complete;  // a resumed run already at its last step: nothing to train
 };
 
+// --batch auto: the micro-batch and recompute set (choose_batch; a --recompute given fixes the
+// set), handed to the task and recorded in the options (config.json), and one line saying what
+// was chosen and why.
+void choose_memory_plan(Run& r, const Policy& policy, const std::shared_ptr<const Backend>& sizing,
+                        const MemoryBudget& budget) {
+  TrainOptions& opt = r.opt;
+  TrainTask& task = r.task;
+  const std::vector<RecomputeSet> choices =
+      opt.recompute.none() ? task.recompute_choices() : std::vector<RecomputeSet>{opt.recompute};
+  const BatchChoice c = choose_batch(
+      opt, choices,
+      [&](RecomputeSet s) {
+        task.set_memory_plan(1, s);
+        return task.footprint(policy, sizing);
+      },
+      r.world, budget);
+  task.set_memory_plan(c.batch, c.recompute);
+  opt.batch = c.batch;
+  opt.recompute = c.recompute;
+  if (!r.comm->is_root()) return;
+  const std::string room = budget.bytes ? format_bytes(budget.bytes) + " (" + budget.source + ")" : "no known limit";
+  std::printf("batch auto: micro-batch %d with --recompute %s, the largest dividing --total-batch's %lld sequences "
+              "per rank that fits %s, estimated %s; keeping every activation: %s\n",
+              c.batch, recompute_name(c.recompute).c_str(),
+              static_cast<long long>(opt.total_batch_tokens / (static_cast<int64_t>(opt.seq) * r.world)),
+              room.c_str(),
+              format_bytes(budget.whole_process ? c.estimate.total() : c.estimate.to_allocate()).c_str(),
+              c.without > 0 ? ("batch " + std::to_string(c.without)).c_str() : "no batch fits");
+}
+
 std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   auto run = std::make_unique<Run>(opt, task);
   Run& r = *run;
@@ -153,8 +183,6 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
     r.complete->last_checkpoint = r.resume_dir;
     return run;
   }
-  r.accum = opt.grad_accum_steps(r.world);
-  r.tokens_per_step = static_cast<double>(opt.batch) * opt.seq * r.accum * r.world;
   // Precision: --precision when given, else the resumed run's own, else fp32. Master weights,
   // gradients and optimizer state are fp32 in every precision, so a checkpoint resumes (or
   // --init-from starts) in any of them; only the loss scaler is fp16's alone.
@@ -181,13 +209,17 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   const Policy policy = plan_policy(r.precision, opt.policy_of, *backend);
   // Refuse a run that cannot fit before allocating it (train/memory_estimate.h): host memory, or
   // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
-  // done before the task takes the backend).
-  const ModelFootprint footprint =
-      task.footprint(policy, std::shared_ptr<const Backend>(std::shared_ptr<const Backend>(), backend.get()));
-  if (footprint.activation_bytes)
-    check_memory_fits(
-        opt, footprint, r.world,
-        r.on_cuda ? gpu_memory_budget(opt.memory_limit, r.gpu) : available_memory(opt.memory_limit));
+  // done before the task takes the backend). Under --batch auto the micro-batch and the recompute
+  // set are chosen against the same budget first.
+  const auto budget = [&] {
+    return r.on_cuda ? gpu_memory_budget(opt.memory_limit, r.gpu) : available_memory(opt.memory_limit);
+  };
+  const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), backend.get());
+  if (opt.batch_auto) choose_memory_plan(r, policy, sizing, budget());
+  r.accum = opt.grad_accum_steps(r.world);
+  r.tokens_per_step = static_cast<double>(opt.batch) * opt.seq * r.accum * r.world;
+  const ModelFootprint footprint = task.footprint(policy, sizing);
+  if (footprint.activation_bytes) check_memory_fits(opt, footprint, r.world, budget());
   task.build(std::move(backend), policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   if (needs_loss_scaler(r.precision)) {

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -185,6 +186,83 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   for (const char* row : {"  none ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
     EXPECT_NE(e.output.find(row), std::string::npos) << row << "\n" << e.output;
   EXPECT_NE(e.output.find("<- this plan"), std::string::npos) << e.output;
+}
+
+// --batch auto's search (against memory free beside the process: what the run allocates): the
+// largest micro-batch dividing --total-batch's sequences that fits, and the cheapest recompute
+// set that reaches it.
+TEST(BatchAuto, TheLargestBatchThatFitsWithTheCheapestRecomputeThatReachesIt) {
+  const std::vector<RecomputeSet> choices = {RecomputeSet{}, parse_recompute("mlp"), parse_recompute("block")};
+  const auto footprint_of = [](RecomputeSet s) {
+    Gpt2Config c = gpt2_preset("d6", 128);
+    c.recompute = s;
+    return gpt2_footprint(c, Precision::Fp32);
+  };
+  TrainOptions o;
+  o.seq = 256;
+  o.total_batch_tokens = 16 * 256;  // batches 16, 8, 4, 2, 1 divide it
+  const auto allocates = [&](int B, RecomputeSet s) {
+    TrainOptions t = o;
+    t.batch = B;
+    return estimate_training_memory(t, footprint_of(s), 1).to_allocate();
+  };
+  const auto choose = [&](size_t budget) {
+    return choose_batch(o, choices, footprint_of, 1, MemoryBudget{budget, "a test's budget", false});
+  };
+  // Room for 16 keeping everything: nothing recomputed.
+  BatchChoice c = choose(allocates(16, {}) + 1);
+  EXPECT_EQ(c.batch, 16);
+  EXPECT_TRUE(c.recompute.none());
+  EXPECT_EQ(c.without, 16);
+  // Room for 8 only with block: block, and without it 4 (4 fits keeping everything, 8 does not).
+  ASSERT_LT(allocates(8, parse_recompute("block")), allocates(8, parse_recompute("mlp")));
+  ASSERT_LT(allocates(4, {}), allocates(8, parse_recompute("block")));
+  c = choose(allocates(8, parse_recompute("block")) + 1);
+  EXPECT_EQ(c.batch, 8);
+  EXPECT_EQ(recompute_name(c.recompute), "block");
+  EXPECT_EQ(c.without, 4);
+  // Room for 8 under mlp: mlp, the cheaper of the two that reach it.
+  c = choose(allocates(8, parse_recompute("mlp")) + 1);
+  EXPECT_EQ(c.batch, 8);
+  EXPECT_EQ(recompute_name(c.recompute), "mlp");
+  // Nothing fits: one line with what the smallest run needs.
+  try {
+    choose(1024);
+    ADD_FAILURE() << "a 1 KiB budget fitted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--batch auto: even batch 1 x 256 with --recompute block needs an estimated"),
+              std::string::npos)
+        << e.what();
+  }
+  // --batch auto needs --total-batch to split.
+  o.total_batch_tokens = 0;
+  EXPECT_THROW(choose(size_t{1} << 40), Error);
+}
+
+// The trainer's --batch auto: one line saying what it chose, the run trains at that batch, and
+// config.json records the batch, the recompute set and that they were chosen.
+TEST(BatchAuto, TheTrainerSaysWhatItChoseAndConfigJsonRecordsIt) {
+  TempDir tmp;
+  const std::string data = testing::write_small_shards(tmp.path());
+  const std::string run = tmp / "run";
+  const auto r = run_mptrain("train --preset d2 --train-data '" + data + "' --seq 64 --batch auto --total-batch 512 "
+                             "--steps 2 --threads 2 --sample-tokens 1 --run-dir " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("batch auto: micro-batch 8 with --recompute none, the largest dividing --total-batch's 8 "
+                          "sequences per rank that fits"),
+            std::string::npos)
+      << r.output;
+  std::ifstream in(run + "/config.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json& opts = j.contains("options") ? j["options"] : j;
+  EXPECT_EQ(opts.value("batch", 0), 8) << j.dump();
+  EXPECT_EQ(opts.value("batch_auto", false), true) << j.dump();
+  EXPECT_EQ(opts.value("recompute", std::string()), "none") << j.dump();
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --batch auto --steps 1 --run-dir " +
+                                 (tmp / "r2")),
+                     "--batch auto splits --total-batch into micro-batches");
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --batch many --steps 1"),
+                     "--batch: expected a number of sequences or auto, not 'many'");
 }
 
 TEST(MemoryLimitCli, ThreadsAreBounded) {
