@@ -13,6 +13,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/host_backend.h"
+#include "common/tiny_gpt2.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "precision/policy.h"
@@ -21,13 +22,7 @@ namespace mptrain {
 namespace {
 
 Gpt2Config tiny_gpt2(RecomputeSet recompute) {
-  Gpt2Config c;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.vocab_size = 61;
-  c.padded_vocab_size = 64;
-  c.block_size = 16;
+  Gpt2Config c = test::tiny_gpt2_config(3);
   c.recompute = recompute;
   return c;
 }

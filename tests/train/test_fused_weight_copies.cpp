@@ -12,6 +12,7 @@
 #include "backend/cpu/context.h"
 #include "backend/cpu/cpu_backend.h"
 #include "common/host_backend.h"
+#include "common/tiny_gpt2.h"
 #include "model/gpt2.h"
 #include "optim/adamw.h"
 #include "optim/sophia.h"
@@ -20,17 +21,6 @@
 
 namespace mptrain {
 namespace {
-
-Gpt2Config tiny_gpt2() {
-  Gpt2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.vocab_size = 61;
-  c.padded_vocab_size = 64;
-  c.block_size = 16;
-  return c;
-}
 
 constexpr int kB = 2, kT = 16, kSteps = 3;
 
@@ -44,7 +34,7 @@ struct Outcome {
 // kSteps steps; `fused`: the step model hands the update the model's weight copies.
 Outcome run(Precision p, bool gpu_plan, bool sophia, bool fused) {
   const Policy policy = make_policy(p, {}, gpu_plan ? kCudaCaps : cpu::CpuBackend(host_context()).caps());
-  Gpt2 model(tiny_gpt2(), std::make_unique<cpu::CpuBackend>(host_context()), policy);
+  Gpt2 model(test::tiny_gpt2_config(), std::make_unique<cpu::CpuBackend>(host_context()), policy);
   model.init_weights(7);
   model.plan(kB, kT);
   std::unique_ptr<Optimizer> opt;

@@ -18,6 +18,7 @@
 #include "common/fenced_backend.h"
 #include "common/host_backend.h"
 #include "common/test_util.h"
+#include "common/tiny_gpt2.h"
 #include "io/checkpoint_dir.h"
 #include "model/bert.h"
 #include "model/gpt2.h"
@@ -99,17 +100,6 @@ void expect_same(const Outcome& fenced, const Outcome& host, const std::string& 
 
 // --- GPT-2 ---
 
-Gpt2Config tiny_gpt2() {
-  Gpt2Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.vocab_size = 61;
-  c.padded_vocab_size = 64;
-  c.block_size = 16;
-  return c;
-}
-
 constexpr int kB = 2, kT = 16, kAccum = 2, kSteps = 2;
 
 // kSteps steps of kAccum micro-batches on `be` (a fenced backend, or the CPU's).
@@ -118,7 +108,7 @@ constexpr int kB = 2, kT = 16, kAccum = 2, kSteps = 2;
 // the ranges the gradient-ready hook saw, in order, into *handed.
 Outcome run_gpt2(const Case& c, std::unique_ptr<Backend> be, std::vector<float>* logits, bool graphs = false,
                  std::vector<ParamRange>* handed = nullptr) {
-  Gpt2 model(tiny_gpt2(), std::move(be), policy_of(c));
+  Gpt2 model(test::tiny_gpt2_config(), std::move(be), policy_of(c));
   model.init_weights(5);
   model.plan(kB, kT);
   model.set_graphs(graphs);
@@ -195,7 +185,7 @@ TEST(StepInBackendMemoryDeathTest, AHostReadOfFencedMemoryFaults) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(host_context()),
+        Gpt2 model(test::tiny_gpt2_config(), std::make_unique<FencedCpuBackend>(host_context()),
                    make_policy(Precision::Fp32));
         model.init_weights(1);
         struct sigaction sa {};
@@ -226,7 +216,7 @@ TEST(StepInBackendMemory, AnOpGivenHostMemoryIsRefused) {
 // holds the same bits: the parameters and the optimizer state cross through host mirrors.
 TEST(StepInBackendMemory, Gpt2CheckpointsRoundTripThroughTheBackendsMemory) {
   const Case c{Precision::Bf16, true, false};
-  Gpt2 model(tiny_gpt2(), std::make_unique<FencedCpuBackend>(host_context()), policy_of(c));
+  Gpt2 model(test::tiny_gpt2_config(), std::make_unique<FencedCpuBackend>(host_context()), policy_of(c));
   model.init_weights(5);
   model.plan(kB, kT);
   AdamW opt(model.table(), AdamWHyper{}, model.backend());
@@ -245,7 +235,7 @@ TEST(StepInBackendMemory, Gpt2CheckpointsRoundTripThroughTheBackendsMemory) {
     std::unique_ptr<Backend> be =
         fenced ? std::unique_ptr<Backend>(std::make_unique<FencedCpuBackend>(host_context()))
                : std::make_unique<cpu::CpuBackend>(host_context());
-    Gpt2 back(tiny_gpt2(), std::move(be), policy_of(c));
+    Gpt2 back(test::tiny_gpt2_config(), std::move(be), policy_of(c));
     AdamW back_opt(back.table(), AdamWHyper{}, back.backend());
     load_checkpoint_model(ckpt, back);
     load_checkpoint_optimizer(ckpt, back.table(), back_opt);
@@ -364,7 +354,7 @@ TEST(StepInBackendMemory, APassStagesThenEnqueuesThenReads) {
     {
       auto owned = std::make_unique<FencedCpuBackend>(host_context());
       FencedCpuBackend& be = *owned;
-      Gpt2 model(tiny_gpt2(), std::move(owned), policy_of(c));
+      Gpt2 model(test::tiny_gpt2_config(), std::move(owned), policy_of(c));
       model.init_weights(5);
       model.plan(kB, kT);
       std::vector<int> in(kB * kT), tg(kB * kT);
