@@ -24,6 +24,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "precision/policy.h"
+#include "train/bert_task.h"
 #include "train/memory_estimate.h"
 #include "train/options.h"
 
@@ -37,6 +38,9 @@ struct ExplainOptions {
   Precision precision = Precision::Fp32;
   std::vector<std::string> op_precision;
   int batch = 4;
+  bool batch_auto = false;     // --batch auto: chosen as `mptrain train` chooses it (below)
+  int64_t total_batch = 0;     // --total-batch, which --batch auto splits
+  std::string memory_limit;    // --memory-limit ("" = this machine's MemAvailable)
   int seq = 256;
   int max_predictions = 20;  // BERT: masked positions per sequence at most (as mptrain train)
   PolicyOf policy_of = PolicyOf::Own;  // cuda: the GPU's plan, as `mptrain train --policy-of cuda` runs it here
@@ -127,7 +131,37 @@ void print_recompute_choices(Gpt2Config config, const Policy& policy, const Back
   }
 }
 
-void run_explain(const ExplainOptions& o) {
+// --batch auto as the trainer runs it (train/memory_estimate.h choose_batch): the micro-batch and
+// recompute set for the plan below, and the trainer's line saying so. The budget is --memory-limit,
+// or this machine's MemAvailable (a GPU's plan needs --memory-limit: its free memory is read where
+// it runs); the process in the estimate is explain's own.
+void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backend& be, bool bert, bool llama) {
+  MPT_CHECK(o.device != Device::Cuda || !o.memory_limit.empty(),
+            "--batch auto --device cuda: give --memory-limit (a GPU's free memory is read where the run starts)");
+  const MemoryBudget budget = available_memory(o.memory_limit);
+  const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
+  TrainOptions run;
+  run.seq = o.seq;
+  run.total_batch_tokens = o.total_batch;
+  run.device = o.device;
+  const auto footprint_of = [&](RecomputeSet s) {
+    if (bert) return bert_footprint(bert_preset(o.preset), policy, o.max_predictions, sizing);
+    if (llama) return llama_footprint(llama_preset(o.preset, o.vocab_multiple, o.llama_block), policy, sizing);
+    Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+    config.recompute = s;
+    return gpt2_footprint(config, policy, sizing);
+  };
+  const std::vector<RecomputeSet> choices =
+      !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute}
+                          : bert || llama ? std::vector<RecomputeSet>{RecomputeSet{}} : recompute_sets_by_cost();
+  const BatchChoice c = choose_batch(run, choices, footprint_of, 1, budget);
+  o.batch = c.batch;
+  o.recompute = c.recompute;
+  std::printf("%s\n", describe_batch_choice(c, run, 1, budget).c_str());
+}
+
+void run_explain(const ExplainOptions& options) {
+  ExplainOptions o = options;  // --batch auto fills batch and recompute
   const Precision precision = o.precision;
   const bool on_gpu = o.device == Device::Cuda;
   MPT_CHECK(!on_gpu || o.policy_of != PolicyOf::Cuda,
@@ -141,6 +175,7 @@ void run_explain(const ExplainOptions& o) {
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // llama-* Llama (GPT-2's), everything else GPT-2.
   const bool bert = o.preset.rfind("bert", 0) == 0, llama = o.preset.rfind("llama", 0) == 0;
+  if (o.batch_auto) choose_explained_batch(o, policy, be, bert, llama);
   ActivationPlan plan;
   size_t n_params = 0, copy_bytes = 0;
   if (bert) {
@@ -250,7 +285,12 @@ void register_explain(CLI::App& app, int& exit_code) {
       [](const std::string& s) { return parse_named_device(s, "the plan of either, GPU or not"); },
       "{cpu,cuda}", "cuda: the plan and device memory of `mptrain train --device cuda` (no GPU needed)",
       device_name(o->device));
-  cmd->add_option("-b,--batch", o->batch)->capture_default_str()->check(cli::at_least(1));
+  cli::add_batch_option(cmd, &o->batch, &o->batch_auto,
+                        "Sequences per micro-batch, or auto: what `mptrain train --batch auto` would choose "
+                        "under --memory-limit (or this machine's MemAvailable), splitting --total-batch");
+  cmd->add_option("--total-batch", o->total_batch, "Tokens per optimizer step, which --batch auto splits")
+      ->check(cli::at_least(1));
+  cmd->add_option("--memory-limit", o->memory_limit, "--batch auto's budget, e.g. 20G (default: MemAvailable)");
   cmd->add_option("-t,--seq", o->seq)->capture_default_str()->check(cli::at_least(1));
   cmd->add_option("--max-predictions", o->max_predictions, "BERT: masked positions per sequence at most")
       ->capture_default_str()

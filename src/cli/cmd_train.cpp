@@ -145,27 +145,10 @@ void add_data_options(CLI::App* cmd, TrainCommand* c) {
       "GPT-2/Llama: read the training data as sequences of seq+1 tokens in a new random order each "
       "epoch (from --seed), and validate on a fixed random sample of the held-out sequences, instead "
       "of both in order (BERT's instances are always shuffled)");
-  cmd->add_option_function<std::string>(
-         "-b,--batch",
-         [c](const std::string& v) {
-           c->opt.batch_auto = v == "auto";
-           if (!c->opt.batch_auto) c->opt.batch = std::stoi(v);
-         },
-         "Sequences per micro-batch (B), or auto: the largest that fits the memory limit and divides "
-         "--total-batch, with the cheapest --recompute that reaches it (one line says what and why)")
-      ->default_str(std::to_string(c->opt.batch))
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (v == "auto") return "";
-            try {
-              size_t end = 0;
-              const int b = std::stoi(v, &end);
-              if (end == v.size()) return b >= 1 ? "" : "must be at least 1, not " + v;
-            } catch (const std::exception&) {
-            }
-            return "expected a number of sequences or auto, not '" + v + "'";
-          },
-          "INT|auto"));
+  cli::add_batch_option(cmd, &c->opt.batch, &c->opt.batch_auto,
+                        "Sequences per micro-batch (B), or auto: the largest that fits the memory limit and "
+                        "divides --total-batch, with the cheapest --recompute that reaches it (one line says "
+                        "what and why)");
   cmd->add_option("-t,--seq", c->opt.seq, "Sequence length (T)")
       ->capture_default_str()
       ->check(cli::at_least(1));

@@ -84,6 +84,31 @@ inline CLI::Option* add_precision_option(CLI::App* cmd, Precision* target, const
       help, precision_name(*target));
 }
 
+// -b/--batch: a positive number of sequences, or auto (*automatic set, *batch left for the caller).
+inline CLI::Option* add_batch_option(CLI::App* cmd, int* batch, bool* automatic, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          "-b,--batch",
+          [batch, automatic](const std::string& v) {
+            *automatic = v == "auto";
+            if (!*automatic) *batch = std::stoi(v);
+          },
+          help)
+      ->default_str(std::to_string(*batch))
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto") return "";
+            try {
+              size_t end = 0;
+              const int b = std::stoi(v, &end);
+              if (end == v.size()) return b >= 1 ? "" : "must be at least 1, not " + v;
+            } catch (const std::exception&) {
+            }
+            return "expected a number of sequences or auto, not '" + v + "'";
+          },
+          "INT|auto"));
+}
+
 // An on/off option read into a bool (--graphs on): the names "on" and "off", nothing else.
 inline CLI::Option* add_on_off_option(CLI::App* cmd, const std::string& flag, bool* target, const std::string& help) {
   static constexpr NameTable<bool, 2> kOnOff{{{true, "on"}, {false, "off"}}};

@@ -28,6 +28,12 @@ RecomputeSet parse_recompute(const std::string& text) {
   return set;
 }
 
+std::vector<RecomputeSet> recompute_sets_by_cost() {
+  const RecomputeSet none;
+  return {none, none.with(Recompute::Norm), none.with(Recompute::Mlp),
+          none.with(Recompute::Norm).with(Recompute::Mlp), none.with(Recompute::Block)};
+}
+
 std::string recompute_name(RecomputeSet set) {
   if (set.none()) return "none";
   std::string out;

@@ -10,6 +10,7 @@
 // `none` keeps everything (the default). So far GPT-2's; the other families refuse a set.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace mptrain {
 
@@ -30,5 +31,8 @@ RecomputeSet parse_recompute(const std::string& text);
 std::string recompute_name(RecomputeSet set);
 // Every single choice, for `explain`'s table: none, norm, mlp, block.
 inline constexpr Recompute kRecomputeChoices[] = {Recompute::Norm, Recompute::Mlp, Recompute::Block};
+// The sets --batch auto tries, in the order of the FLOPs they add: nothing, elementwise
+// LayerNorms, the fc linear, both, a block's forward.
+std::vector<RecomputeSet> recompute_sets_by_cost();
 
 }  // namespace mptrain

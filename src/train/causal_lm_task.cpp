@@ -31,11 +31,7 @@ struct Gpt2Family {
   static constexpr const char* kName = "gpt2";
   static Config preset(const TaskSpec& s) { return gpt2_preset(s.preset, s.vocab_multiple); }
   static void set_recompute(Config& c, RecomputeSet r) { c.recompute = r; }
-  // In the order of the FLOPs they add: nothing, elementwise LayerNorms, the fc linear, both, a
-  // block's forward.
-  static std::vector<RecomputeSet> recompute_choices() {
-    return {{}, parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("norm,mlp"), parse_recompute("block")};
-  }
+  static std::vector<RecomputeSet> recompute_choices() { return recompute_sets_by_cost(); }
   static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return gpt2_footprint(c, p, std::move(be));

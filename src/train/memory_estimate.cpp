@@ -270,6 +270,15 @@ BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>&
   return best;
 }
 
+std::string describe_batch_choice(const BatchChoice& c, const TrainOptions& o, int world, const MemoryBudget& budget) {
+  const std::string room = budget.bytes ? format_bytes(budget.bytes) + " (" + budget.source + ")" : "no known limit";
+  const long long sequences = o.total_batch_tokens / (static_cast<int64_t>(o.seq) * world);
+  return "batch auto: micro-batch " + std::to_string(c.batch) + " with --recompute " + recompute_name(c.recompute) +
+         ", the largest dividing --total-batch's " + std::to_string(sequences) + " sequences per rank that fits " +
+         room + ", estimated " + format_bytes(budget.whole_process ? c.estimate.total() : c.estimate.to_allocate()) +
+         "; keeping every activation: " + (c.without > 0 ? "batch " + std::to_string(c.without) : "no batch fits");
+}
+
 int available_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -123,6 +123,10 @@ BatchChoice choose_batch(const TrainOptions& options, const std::vector<Recomput
                          const std::function<ModelFootprint(RecomputeSet)>& footprint_of, int world,
                          const MemoryBudget& budget);
 
+// The one line that says what --batch auto chose and why.
+std::string describe_batch_choice(const BatchChoice& choice, const TrainOptions& options, int world,
+                                  const MemoryBudget& budget);
+
 // Cores this process may run on (its CPU affinity mask).
 int available_cores();
 // Throws Error when an explicit --threads exceeds kMaxThreadsPerCore per available core.

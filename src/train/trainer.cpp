@@ -125,15 +125,7 @@ void choose_memory_plan(Run& r, const Policy& policy, const std::shared_ptr<cons
   task.set_memory_plan(c.batch, c.recompute);
   opt.batch = c.batch;
   opt.recompute = c.recompute;
-  if (!r.comm->is_root()) return;
-  const std::string room = budget.bytes ? format_bytes(budget.bytes) + " (" + budget.source + ")" : "no known limit";
-  std::printf("batch auto: micro-batch %d with --recompute %s, the largest dividing --total-batch's %lld sequences "
-              "per rank that fits %s, estimated %s; keeping every activation: %s\n",
-              c.batch, recompute_name(c.recompute).c_str(),
-              static_cast<long long>(opt.total_batch_tokens / (static_cast<int64_t>(opt.seq) * r.world)),
-              room.c_str(),
-              format_bytes(budget.whole_process ? c.estimate.total() : c.estimate.to_allocate()).c_str(),
-              c.without > 0 ? ("batch " + std::to_string(c.without)).c_str() : "no batch fits");
+  if (r.comm->is_root()) std::printf("%s\n", describe_batch_choice(c, opt, r.world, budget).c_str());
 }
 
 std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {

@@ -265,6 +265,20 @@ TEST(BatchAuto, TheTrainerSaysWhatItChoseAndConfigJsonRecordsIt) {
                      "--batch: expected a number of sequences or auto, not 'many'");
 }
 
+// explain --batch auto chooses as the trainer does, says it in the trainer's line and explains
+// that plan; a GPU's plan needs --memory-limit.
+TEST(BatchAuto, ExplainChoosesAsTheTrainerDoes) {
+  const auto e = run_mptrain("explain --preset d2 --seq 64 --batch auto --total-batch 512 --memory-limit 4G");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(e.output.find("batch auto: micro-batch 8 with --recompute none, the largest dividing --total-batch's 8 "
+                          "sequences per rank that fits 4.00 GiB (--memory-limit)"),
+            std::string::npos)
+      << e.output;
+  EXPECT_NE(e.output.find("batch 8 x seq 64"), std::string::npos) << e.output;
+  expect_clear_error(run_mptrain("explain --preset d2 --batch auto --total-batch 512 --device cuda"),
+                     "--batch auto --device cuda: give --memory-limit");
+}
+
 TEST(MemoryLimitCli, ThreadsAreBounded) {
   TempDir tmp;
   testing::write_small_shards(tmp.path());
