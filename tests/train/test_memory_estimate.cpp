@@ -140,6 +140,10 @@ size_t run_peak(const std::string& run_dir) {
 // same model, batch, precision and --recompute (the plan's buffers, the runtime allowance and
 // explain's own measured process), for a model whose buffers are most of it and one whose process is.
 TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under AddressSanitizer the resident set holds its shadow memory and quarantine, "
+                  "which no estimate of the run's buffers counts";
+#endif
   TempDir tmp;
   testing::write_small_shards(tmp.path(), 40000, 8000);
   struct Case {
