@@ -45,13 +45,24 @@ void BM_ClipGradNorm(benchmark::State& state) {
   bytes_per_second(state, 8.0 * kGpt2Params);
 }
 
-void BM_AdamW(benchmark::State& state) {
-  const std::vector<float> g = gradients(kGpt2Params);
-  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
+// GPT-2 124M's optimizer buffers and AdamW's update over them (lr 6e-4, betas 0.9/0.95, wd 0.1),
+// with its own step count.
+struct AdamWBuffers {
+  std::vector<float> g = gradients(kGpt2Params), p = std::vector<float>(kGpt2Params, 0.02f),
+                     m = std::vector<float>(kGpt2Params, 0.0f), v = std::vector<float>(kGpt2Params, 0.0f);
+  std::vector<std::uint16_t> copy = std::vector<std::uint16_t>(kGpt2Params);  // a bf16 weight copy
   int64_t t = 0;
+  void update(float grad_scale = 1.0f, const cpu::OperandCopyOut& out = {}) {
+    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t,
+                      grad_scale, nullptr, out);
+  }
+};
+
+void BM_AdamW(benchmark::State& state) {
+  AdamWBuffers b;
   for (auto _ : state) {
-    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
-    benchmark::DoNotOptimize(p.data());
+    b.update();
+    benchmark::DoNotOptimize(b.p.data());
   }
   bytes_per_second(state, 28.0 * kGpt2Params);  // g, p, m, v read; p, m, v written
 }
@@ -59,13 +70,10 @@ void BM_AdamW(benchmark::State& state) {
 // The update with clipping's factor applied as it reads each gradient (what train/step.cpp does):
 // compare with BM_ClipGradNorm + BM_AdamW, the two passes it replaces.
 void BM_AdamWWithClipFactor(benchmark::State& state) {
-  const std::vector<float> g = gradients(kGpt2Params);
-  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
-  int64_t t = 0;
+  AdamWBuffers b;
   for (auto _ : state) {
-    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t,
-                      0.5f);
-    benchmark::DoNotOptimize(p.data());
+    b.update(0.5f);
+    benchmark::DoNotOptimize(b.p.data());
   }
   bytes_per_second(state, 28.0 * kGpt2Params);
 }
@@ -74,27 +82,20 @@ void BM_AdamWWithClipFactor(benchmark::State& state) {
 // (the update, then the copy re-reading every fp32 weight) and fused (each block copied while it is
 // in cache, AdamWArgs::copy), what train/step.cpp does on the CPU.
 void BM_AdamWThenBf16Copy(benchmark::State& state) {
-  const std::vector<float> g = gradients(kGpt2Params);
-  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
-  std::vector<std::uint16_t> copy(kGpt2Params);
-  int64_t t = 0;
+  AdamWBuffers b;
   for (auto _ : state) {
-    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t);
-    cpu::convert(copy.data(), StorageType::BF16, p.data(), StorageType::F32, p.size());
-    benchmark::DoNotOptimize(copy.data());
+    b.update();
+    cpu::convert(b.copy.data(), StorageType::BF16, b.p.data(), StorageType::F32, b.p.size());
+    benchmark::DoNotOptimize(b.copy.data());
   }
   bytes_per_second(state, 30.0 * kGpt2Params);  // the update's 28, and the copy's 2 written
 }
 
 void BM_AdamWFusedBf16Copy(benchmark::State& state) {
-  const std::vector<float> g = gradients(kGpt2Params);
-  std::vector<float> p(kGpt2Params, 0.02f), m(kGpt2Params, 0.0f), v(kGpt2Params, 0.0f);
-  std::vector<std::uint16_t> copy(kGpt2Params);
-  int64_t t = 0;
+  AdamWBuffers b;
   for (auto _ : state) {
-    cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), p.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, ++t, 1.0f,
-                      nullptr, {copy.data(), StorageType::BF16, ComputeType::BF16});
-    benchmark::DoNotOptimize(copy.data());
+    b.update(1.0f, {b.copy.data(), StorageType::BF16, ComputeType::BF16});
+    benchmark::DoNotOptimize(b.copy.data());
   }
   bytes_per_second(state, 30.0 * kGpt2Params);
 }

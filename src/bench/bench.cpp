@@ -416,8 +416,7 @@ void report_peer(const BenchOptions& o, const ModelInfo& info, const TimedSteps&
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
-  MPT_CHECK(o.recompute.none() || (!is_bert(o) && !is_llama(o)),
-            "--recompute " + recompute_name(o.recompute) + ": only GPT-2 recomputes so far");
+  if (is_bert(o) || is_llama(o)) refuse_recompute(o.recompute, is_bert(o) ? "BERT" : "Llama");
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");

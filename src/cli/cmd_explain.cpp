@@ -131,6 +131,18 @@ void print_recompute_choices(Gpt2Config config, const Policy& policy, const Back
   }
 }
 
+// The family's footprint (train/memory_estimate.h) under `recompute` (GPT-2's): what `mptrain
+// train` estimates from, with the attention's share as `be` keeps it.
+ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
+                                   bool llama, RecomputeSet recompute) {
+  const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
+  if (bert) return bert_footprint(bert_preset(o.preset), policy, o.max_predictions, sizing);
+  if (llama) return llama_footprint(llama_preset(o.preset, o.vocab_multiple, o.llama_block), policy, sizing);
+  Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
+  config.recompute = recompute;
+  return gpt2_footprint(config, policy, sizing);
+}
+
 // --batch auto as the trainer runs it (train/memory_estimate.h choose_batch): the micro-batch and
 // recompute set for the plan below, and the trainer's line saying so. The budget is --memory-limit,
 // or this machine's MemAvailable (a GPU's plan needs --memory-limit: its free memory is read where
@@ -139,22 +151,15 @@ void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backe
   MPT_CHECK(o.device != Device::Cuda || !o.memory_limit.empty(),
             "--batch auto --device cuda: give --memory-limit (a GPU's free memory is read where the run starts)");
   const MemoryBudget budget = available_memory(o.memory_limit);
-  const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
   TrainOptions run;
   run.seq = o.seq;
   run.total_batch_tokens = o.total_batch;
   run.device = o.device;
-  const auto footprint_of = [&](RecomputeSet s) {
-    if (bert) return bert_footprint(bert_preset(o.preset), policy, o.max_predictions, sizing);
-    if (llama) return llama_footprint(llama_preset(o.preset, o.vocab_multiple, o.llama_block), policy, sizing);
-    Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-    config.recompute = s;
-    return gpt2_footprint(config, policy, sizing);
-  };
   const std::vector<RecomputeSet> choices =
       !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute}
                           : bert || llama ? std::vector<RecomputeSet>{RecomputeSet{}} : recompute_sets_by_cost();
-  const BatchChoice c = choose_batch(run, choices, footprint_of, 1, budget);
+  const BatchChoice c = choose_batch(
+      run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, 1, budget);
   o.batch = c.batch;
   o.recompute = c.recompute;
   std::printf("%s\n", describe_batch_choice(c, run, 1, budget).c_str());
@@ -177,27 +182,22 @@ void run_explain(const ExplainOptions& options) {
   const bool bert = o.preset.rfind("bert", 0) == 0, llama = o.preset.rfind("llama", 0) == 0;
   if (o.batch_auto) choose_explained_batch(o, policy, be, bert, llama);
   ActivationPlan plan;
-  size_t n_params = 0, copy_bytes = 0;
+  size_t n_params = 0;
   if (bert) {
     const BertConfig config = bert_preset(o.preset);
     plan = bert_activation_plan(config, policy, be, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
-    copy_bytes = bert_weight_copy_bytes(config, policy);
   } else if (llama) {
     const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
     plan = llama_activation_plan(config, policy, be, o.batch, o.seq);
-    const ParamTable table = llama_param_table(config);
-    n_params = table.total();
-    copy_bytes = weight_copy_bytes(table, llama_gemm_reader(config.tie_embeddings), policy);
+    n_params = llama_param_table(config).total();
   } else {
     Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
     config.recompute = o.recompute;
     plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
-    copy_bytes = gpt2_weight_copy_bytes(config, policy);
   }
-  MPT_CHECK(o.recompute.none() || (!bert && !llama),
-            "--recompute " + recompute_name(o.recompute) + ": only GPT-2 recomputes so far");
+  if (bert || llama) refuse_recompute(o.recompute, bert ? "BERT" : "Llama");
 
   std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
               o.preset.c_str(), n_params, o.batch, o.seq);
@@ -249,17 +249,13 @@ void run_explain(const ExplainOptions& options) {
                       "held as fp16 values in fp32 storage");
 
   // The estimate `mptrain train` checks before it allocates (train/memory_estimate.h), from the
-  // numbers above: one sum for both commands.
-  ModelFootprint footprint;
-  footprint.num_params = n_params;
-  footprint.lowp_grad_bytes = lowp_grad_floats(n_params, policy) * sizeof(float);
-  footprint.weight_copy_bytes = copy_bytes;
-  footprint.activation_bytes = [act = plan.total_bytes()](int, int) { return act; };
+  // family's footprint: one sum for both commands.
   TrainOptions run;
   run.batch = o.batch;
   run.seq = o.seq;
   run.device = o.device;
-  print_memory(estimate_training_memory(run, footprint, 1), plan, policy, on_gpu);
+  print_memory(estimate_training_memory(run, explained_footprint(o, policy, be, bert, llama, o.recompute), 1), plan,
+               policy, on_gpu);
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
   if (!bert && !llama) print_recompute_choices(gpt2_preset(o.preset, o.vocab_multiple), policy, be, o);
 }

@@ -28,6 +28,11 @@ RecomputeSet parse_recompute(const std::string& text) {
   return set;
 }
 
+void refuse_recompute(RecomputeSet set, const char* family) {
+  if (!set.none())
+    throw Error("--recompute " + recompute_name(set) + ": " + family + " keeps every activation so far (GPT-2 recomputes)");
+}
+
 std::vector<RecomputeSet> recompute_sets_by_cost() {
   const RecomputeSet none;
   return {none, none.with(Recompute::Norm), none.with(Recompute::Mlp),

@@ -27,6 +27,9 @@ struct RecomputeSet {
 // "none", or a comma list of norm, mlp, block ("norm,mlp"). Error naming the accepted names for
 // anything else (and for none in a list).
 RecomputeSet parse_recompute(const std::string& text);
+// For the families that keep every activation: Error "--recompute <set>: <family> keeps every
+// activation so far (GPT-2 recomputes)" unless the set is none.
+void refuse_recompute(RecomputeSet set, const char* family);
 // The canonical text: "none" or the names in the order above, comma-separated.
 std::string recompute_name(RecomputeSet set);
 // Every single choice, for `explain`'s table: none, norm, mlp, block.

@@ -91,14 +91,16 @@ View WeightCopies::view(const float* master, const float* params,
   return View::of(r.ptr, r.type, dims);
 }
 
+ToOperandArgs WeightCopies::refresh_of(const Entry& e, const float* params) {
+  const auto n = static_cast<std::int64_t>(e.numel);
+  return {View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
+          View::of(params + e.param_offset, StorageType::F32, {n}), e.compute};
+}
+
 std::vector<ToOperandArgs> WeightCopies::operand_refresh(const float* params) {
   std::vector<ToOperandArgs> ops;
-  for (const Entry& e : entries_) {
-    if (!e.copied || e.compute == ComputeType::F32) continue;
-    const auto n = static_cast<std::int64_t>(e.numel);
-    ops.push_back({View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
-                   View::of(params + e.param_offset, StorageType::F32, {n}), e.compute});
-  }
+  for (const Entry& e : entries_)
+    if (e.copied && e.compute != ComputeType::F32) ops.push_back(refresh_of(e, params));
   return ops;
 }
 
@@ -106,12 +108,11 @@ void WeightCopies::refresh_if_stale(const float* params, Backend& be) {
   if (operands_stale_)
     for (const ToOperandArgs& op : operand_refresh(params)) be.to_operand(op.dst, op.src, op.math);
   if (small_stale_)
-    for (const Entry& e : entries_) {
-      if (!e.copied || e.compute != ComputeType::F32) continue;
-      const auto n = static_cast<std::int64_t>(e.numel);
-      be.cast(View::of(reinterpret_cast<char*>(buf_.data()) + e.offset, e.type, {n}),
-              View::of(params + e.param_offset, StorageType::F32, {n}));  // a small weight: rounded once
-    }
+    for (const Entry& e : entries_)
+      if (e.copied && e.compute == ComputeType::F32) {
+        const ToOperandArgs op = refresh_of(e, params);
+        be.cast(op.dst, op.src);  // a small weight: rounded once
+      }
   operands_stale_ = small_stale_ = false;
 }
 

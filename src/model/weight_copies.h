@@ -75,6 +75,8 @@ class WeightCopies {
     bool copied = false;                     // false: read from the master
   };
   WeightRef read(const Entry& e, const float* params) const;
+  // Entry e's copy (dst) and its master in params (src), with its GEMM's arithmetic.
+  ToOperandArgs refresh_of(const Entry& e, const float* params);
   // The layout (bytes in all; entries, one per table spec, when non-null).
   static size_t layout(const ParamTable& table, GemmReaderFn reader, const Policy& policy,
                        std::vector<Entry>* entries);

@@ -51,9 +51,7 @@ struct LlamaFamily {
   static constexpr const char* kName = "llama";
   static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
   static std::vector<RecomputeSet> recompute_choices() { return {RecomputeSet{}}; }
-  static void set_recompute(Config&, RecomputeSet r) {
-    MPT_CHECK(r.none(), "--recompute " + recompute_name(r) + ": Llama keeps every activation so far (GPT-2 recomputes)");
-  }
+  static void set_recompute(Config&, RecomputeSet r) { refuse_recompute(r, "Llama"); }
   static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return llama_footprint(c, p, std::move(be));

@@ -190,15 +190,14 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
                        const MemoryBudget& budget) {
   if (budget.bytes == 0) return;  // nothing to check against (no /proc, no cgroup, no limit)
   const MemoryEstimate e = estimate_training_memory(o, model, world);
-  const auto needs = [&budget](const MemoryEstimate& x) { return budget.whole_process ? x.total() : x.to_allocate(); };
-  if (needs(e) <= budget.bytes) return;
+  if (budget.charge(e) <= budget.bytes) return;
 
   // The largest micro-batch that fits (the estimate grows with B), and one that also divides
   // --total-batch when it was given.
   auto fits = [&](int B) {
     TrainOptions trial = o;
     trial.batch = B;
-    return needs(estimate_training_memory(trial, model, world)) <= budget.bytes;
+    return budget.charge(estimate_training_memory(trial, model, world)) <= budget.bytes;
   };
   int lo = 0, hi = o.batch - 1;  // lo fits (0: nothing does), hi + 1 does not
   while (lo < hi) {
@@ -212,7 +211,7 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
     while (lo > 0 && o.total_batch_tokens % (static_cast<int64_t>(lo) * o.seq * world) != 0) --lo;
 
   std::string msg =
-      "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(needs(e)) +
+      "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(budget.charge(e)) +
       (budget.whole_process ? "" : " more") + " (parameters " + format_bytes(e.params) + ", gradients " +
       format_bytes(e.grads) + ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
       format_bytes(e.activations) +
@@ -240,7 +239,6 @@ BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>&
             "--total-batch " + std::to_string(o.total_batch_tokens) + " is not a multiple of seq x ranks = " +
                 std::to_string(per_micro));
   const int64_t sequences = o.total_batch_tokens / per_micro;  // a micro-batch divides these
-  const auto needs = [&budget](const MemoryEstimate& e) { return budget.whole_process ? e.total() : e.to_allocate(); };
   BatchChoice best;
   MemoryEstimate smallest;  // batch 1 under the last choice, for the refusal
   for (size_t c = 0; c < choices.size(); ++c) {
@@ -253,7 +251,7 @@ BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>&
       if (sequences % b != 0 || b > (1 << 20)) continue;
       trial.batch = static_cast<int>(b);
       const MemoryEstimate e = estimate_training_memory(trial, model, world);
-      if (budget.bytes == 0 || needs(e) <= budget.bytes) fitting = trial.batch, at = e;
+      if (budget.bytes == 0 || budget.charge(e) <= budget.bytes) fitting = trial.batch, at = e;
     }
     if (c == 0) best.without = fitting;
     if (c + 1 == choices.size() && fitting == 0) {
@@ -264,7 +262,7 @@ BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>&
   }
   if (best.batch == 0)
     throw Error("--batch auto: even batch 1 x " + std::to_string(o.seq) + " with --recompute " +
-                recompute_name(choices.back()) + " needs an estimated " + format_bytes(needs(smallest)) + " but " +
+                recompute_name(choices.back()) + " needs an estimated " + format_bytes(budget.charge(smallest)) + " but " +
                 format_bytes(budget.bytes) + " is available (" + budget.source +
                 "); use a smaller model or a shorter --seq");
   return best;
@@ -275,7 +273,7 @@ std::string describe_batch_choice(const BatchChoice& c, const TrainOptions& o, i
   const long long sequences = o.total_batch_tokens / (static_cast<int64_t>(o.seq) * world);
   return "batch auto: micro-batch " + std::to_string(c.batch) + " with --recompute " + recompute_name(c.recompute) +
          ", the largest dividing --total-batch's " + std::to_string(sequences) + " sequences per rank that fits " +
-         room + ", estimated " + format_bytes(budget.whole_process ? c.estimate.total() : c.estimate.to_allocate()) +
+         room + ", estimated " + format_bytes(budget.charge(c.estimate)) +
          "; keeping every activation: " + (c.without > 0 ? "batch " + std::to_string(c.without) : "no batch fits");
 }
 

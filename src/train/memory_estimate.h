@@ -92,6 +92,8 @@ struct MemoryBudget {
   // --memory-limit bounds the whole process (MemoryEstimate::total); the detected figures are
   // what is free beside it (against MemoryEstimate::to_allocate).
   bool whole_process = false;
+  // What of estimate e this budget has to hold.
+  size_t charge(const MemoryEstimate& e) const { return whole_process ? e.total() : e.to_allocate(); }
 };
 // limit: --memory-limit's text ("" = detect). Throws Error for a malformed limit.
 MemoryBudget available_memory(const std::string& limit);

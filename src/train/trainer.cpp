@@ -203,15 +203,14 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // the GPU's, with the attention's share as this backend keeps it (not owned: the estimate is
   // done before the task takes the backend). Under --batch auto the micro-batch and the recompute
   // set are chosen against the same budget first.
-  const auto budget = [&] {
-    return r.on_cuda ? gpu_memory_budget(opt.memory_limit, r.gpu) : available_memory(opt.memory_limit);
-  };
+  const MemoryBudget budget =
+      r.on_cuda ? gpu_memory_budget(opt.memory_limit, r.gpu) : available_memory(opt.memory_limit);
   const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), backend.get());
-  if (opt.batch_auto) choose_memory_plan(r, policy, sizing, budget());
+  if (opt.batch_auto) choose_memory_plan(r, policy, sizing, budget);
   r.accum = opt.grad_accum_steps(r.world);
   r.tokens_per_step = static_cast<double>(opt.batch) * opt.seq * r.accum * r.world;
   const ModelFootprint footprint = task.footprint(policy, sizing);
-  if (footprint.activation_bytes) check_memory_fits(opt, footprint, r.world, budget());
+  if (footprint.activation_bytes) check_memory_fits(opt, footprint, r.world, budget);
   task.build(std::move(backend), policy);
   // fp16: dynamic loss scaling, with the checkpoint's scale, counter and skip count on resume.
   if (needs_loss_scaler(r.precision)) {

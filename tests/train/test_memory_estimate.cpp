@@ -185,7 +185,7 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
                                  "' --steps 1 --recompute mlp --run-dir " + (tmp / "llama")),
                      "--recompute mlp: Llama keeps every activation so far");
   expect_clear_error(run_mptrain("explain --preset bert-tiny --recompute block"),
-                     "--recompute block: only GPT-2 recomputes so far");
+                     "--recompute block: BERT keeps every activation so far (GPT-2 recomputes)");
   const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
   ASSERT_EQ(e.exit_code, 0) << e.output;
   for (const char* row : {"  none ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
