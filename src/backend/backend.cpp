@@ -709,6 +709,15 @@ void Backend::relu2(const Relu2Args& a) {
   submit(a);
 }
 
+void Backend::gelu(const GeluArgs& a) {
+  const Check c(name(), Op::Gelu);
+  c.shape(a.x, "x", {-1, -1});
+  c.shape(a.out, "out", {a.x.dim(0), a.x.dim(1)});
+  c.that(a.out.ptr != a.x.ptr || a.out.type == a.x.type, "out aliases x in another dtype");
+  for (const View* v : {&a.out, &a.x}) c.rows_contiguous(*v, "a GELU tensor");
+  submit(a);
+}
+
 void Backend::relu2_backward(const Relu2BackwardArgs& a) {
   const Check c(name(), Op::Relu2Backward);
   c.shape(a.x, "x", {-1, -1});

@@ -635,6 +635,17 @@ struct Relu2BackwardArgs {
   auto views() { return std::array{writes("dx", dx), reads("dout", dout), reads("x", x)}; }
 };
 
+// GELU on its own, elementwise over [N, I]: out (=) = gelu(x), the tanh form (GPT-2's) or, with
+// erf, the exact one (BERT's). The same values as a linear's GELU epilogue writes from its `pre`
+// (what --recompute gelu relies on: the backward refills the epilogue's output from its saved input).
+struct GeluArgs {
+  View out{};  // [N, I] (=)
+  View x{};    // [N, I] the activation's input (a linear's output)
+  bool erf = false;
+  Op op() const { return Op::Gelu; }
+  auto views() { return std::array{writes("out", out), reads("x", x)}; }
+};
+
 // What an op's run() answers: void, or its Result (a number the host needs).
 template <class A>
 struct OpResult {
@@ -775,6 +786,7 @@ class Backend {
   void swiglu_backward(const SwigluBackwardArgs& a);
   void relu2(const Relu2Args& a);
   void relu2_backward(const Relu2BackwardArgs& a);
+  void gelu(const GeluArgs& a);
   void matmul(const MatmulArgs& a);
   void muon_momentum(const MuonMomentumArgs& a);
   void muon_update(const MuonUpdateArgs& a);

@@ -292,9 +292,9 @@ void register_explain(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(cli::at_least(1));
   add_llama_block_options(cmd, &o->llama_block);
-  cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, "{none,norm,mlp,block}",
-                        "The plan with what the backward recomputes (none, or a comma list of norm, mlp, "
-                        "block); every choice is listed side by side either way (GPT-2)",
+  cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
+                        "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
+                        "mlp, block); every choice is listed side by side either way (GPT-2)",
                         "none");
   cmd->callback([cmd, o, &exit_code]() {
     check_llama_block_options(cmd, o->preset.rfind("llama", 0) == 0 ? "llama" : "gpt2");

@@ -341,9 +341,9 @@ void add_guard_options(CLI::App* cmd, TrainCommand* c) {
       "--memory-limit", c->opt.memory_limit,
       "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
       "configuration whose estimate exceeds it is refused before allocating");
-  cli::add_named_option(cmd, "--recompute", &c->opt.recompute, parse_recompute, "{none,norm,mlp,block}",
-                        "What the backward recomputes instead of keeping: none, or a comma list of norm "
-                        "(LayerNorm outputs), mlp (fc and GELU outputs), block (each block's whole forward); "
+  cli::add_named_option(cmd, "--recompute", &c->opt.recompute, parse_recompute, kRecomputeOptionText,
+                        "What the backward recomputes instead of keeping: none, or a comma list of gelu "
+                        "(GELU outputs), norm (LayerNorm outputs), mlp (fc and GELU outputs), block (each block's whole forward); "
                         "the same gradients, less memory, more time (mptrain explain prints each choice); "
                         "GPT-2",
                         "none");

@@ -105,7 +105,7 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   // block shares as scratch, which the backward refills before it reads them (gpt2_pass.cpp).
   const RecomputeSet rc = config.recompute;
   const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
-             mlp = block || rc.has(Recompute::Mlp);
+             mlp = block || rc.has(Recompute::Mlp), gelu = mlp || rc.has(Recompute::Gelu);
   std::map<std::string, ActivationPlan::Handle> shared;  // by name: the first block adds it
   const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel, StorageType t,
                        OpRole op) {
@@ -129,7 +129,7 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     la.ln2_mean = add(block, p, "ln2_mean", BT, F32, OpRole::LayerNorm);
     la.ln2_rstd = add(block, p, "ln2_rstd", BT, F32, OpRole::LayerNorm);
     la.fch = add(mlp, p, "fch", BT * 4 * C, lin_s, OpRole::Linear);
-    la.fch_gelu = add(mlp, p, "fch_gelu", BT * 4 * C, gelu_s, OpRole::Gelu);
+    la.fch_gelu = add(gelu, p, "fch_gelu", BT * 4 * C, gelu_s, OpRole::Gelu);
     la.residual3 = plan.add(p + "residual3", BT * C, stream, OpRole::Residual, saved);
     a.layers.push_back(la);
   }

@@ -147,7 +147,10 @@ void Gpt2::backward_impl(int B, int T) {
       forward_block(l, residual, B, T);
     } else {
       if (shared_ln) block_layernorm(l, 2, acts_.view(la.residual2, N, C), N);
-      if (rc.has(Recompute::Mlp)) block_fc(l, N);
+      if (rc.has(Recompute::Mlp))
+        block_fc(l, N);
+      else if (rc.has(Recompute::Gelu))  // the epilogue's GELU of the saved fc output
+        be.gelu({.out = acts_.view(la.fch_gelu, N, 4 * C), .x = acts_.view(la.fch, N, 4 * C)});
     }
 
     // MLP: residual3 = residual2 + fcproj(gelu(fc(ln2(residual2)))). GELU's derivative goes into

@@ -9,14 +9,15 @@
 namespace mptrain {
 
 namespace {
-constexpr NameTable<Recompute, 3> kRecomputeNames{
-    {{Recompute::Norm, "norm"}, {Recompute::Mlp, "mlp"}, {Recompute::Block, "block"}}};
+constexpr NameTable<Recompute, 4> kRecomputeNames{
+    {{Recompute::Gelu, "gelu"}, {Recompute::Norm, "norm"}, {Recompute::Mlp, "mlp"}, {Recompute::Block, "block"}}};
+constexpr const char* kExpected = "expected none or a comma list of gelu, norm, mlp, block";
 }  // namespace
 
 RecomputeSet parse_recompute(const std::string& text) {
   if (text == "none") return {};
   if (text.empty() || text.front() == ',' || text.back() == ',')
-    throw Error("--recompute '" + text + "': expected none or a comma list of norm, mlp, block");
+    throw Error("--recompute '" + text + "': " + kExpected);
   RecomputeSet set;
   std::stringstream in(text);
   std::string name;
@@ -24,7 +25,7 @@ RecomputeSet parse_recompute(const std::string& text) {
     if (name == "none") throw Error("--recompute '" + text + "': none stands alone, not in a list");
     set = set.with(parse_in(kRecomputeNames, name, "--recompute choice"));
   }
-  if (set.none()) throw Error("--recompute '" + text + "': expected none or a comma list of norm, mlp, block");
+  if (set.none()) throw Error("--recompute '" + text + "': " + kExpected);
   return set;
 }
 
@@ -34,9 +35,9 @@ void refuse_recompute(RecomputeSet set, const char* family) {
 }
 
 std::vector<RecomputeSet> recompute_sets_by_cost() {
-  const RecomputeSet none;
-  return {none, none.with(Recompute::Norm), none.with(Recompute::Mlp),
-          none.with(Recompute::Norm).with(Recompute::Mlp), none.with(Recompute::Block)};
+  const RecomputeSet none, gelu = none.with(Recompute::Gelu), norm = none.with(Recompute::Norm),
+                     mlp = none.with(Recompute::Mlp);
+  return {none, gelu, norm, gelu.with(Recompute::Norm), mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)};
 }
 
 std::string recompute_name(RecomputeSet set) {

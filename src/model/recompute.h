@@ -3,6 +3,7 @@
 // deterministic for the same inputs and thread count, so the recomputed tensors and therefore the
 // gradients have the bits of keeping them; what changes is the memory (the recomputed tensors
 // share one buffer across layers) and the time (the ops run twice).
+//   gelu   the MLP's GELU output (its input, the fc output, stays saved): GELU again
 //   norm   the LayerNorm outputs (ln1, ln2): their statistics stay saved; LayerNorm again
 //   mlp    the MLP's fc output and its GELU (the largest tensors of a block): the fc linear again
 //   block  everything inside a block but its output: the block's whole forward again
@@ -14,7 +15,7 @@
 
 namespace mptrain {
 
-enum class Recompute : unsigned { Norm = 1u, Mlp = 2u, Block = 4u };
+enum class Recompute : unsigned { Norm = 1u, Mlp = 2u, Block = 4u, Gelu = 8u };
 
 struct RecomputeSet {
   unsigned bits = 0;
@@ -24,7 +25,7 @@ struct RecomputeSet {
   bool operator==(const RecomputeSet&) const = default;
 };
 
-// "none", or a comma list of norm, mlp, block ("norm,mlp"). Error naming the accepted names for
+// "none", or a comma list of gelu, norm, mlp, block ("norm,mlp"). Error naming the accepted names for
 // anything else (and for none in a list).
 RecomputeSet parse_recompute(const std::string& text);
 // For the families that keep every activation: Error "--recompute <set>: <family> keeps every
@@ -32,10 +33,13 @@ RecomputeSet parse_recompute(const std::string& text);
 void refuse_recompute(RecomputeSet set, const char* family);
 // The canonical text: "none" or the names in the order above, comma-separated.
 std::string recompute_name(RecomputeSet set);
-// Every single choice, for `explain`'s table: none, norm, mlp, block.
-inline constexpr Recompute kRecomputeChoices[] = {Recompute::Norm, Recompute::Mlp, Recompute::Block};
-// The sets --batch auto tries, in the order of the FLOPs they add: nothing, elementwise
-// LayerNorms, the fc linear, both, a block's forward.
+// Every single choice, for `explain`'s table: none, gelu, norm, mlp, block.
+inline constexpr Recompute kRecomputeChoices[] = {Recompute::Gelu, Recompute::Norm, Recompute::Mlp, Recompute::Block};
+// The option's value, as --help shows it.
+inline constexpr const char* kRecomputeOptionText = "{none,gelu,norm,mlp,block}";
+// The sets --batch auto tries, in the order of the work they add: nothing, the GELU (elementwise,
+// the largest tensor of a block), the LayerNorms (elementwise), both, the fc linear (with its
+// GELU), the fc linear and the LayerNorms, a block's forward.
 std::vector<RecomputeSet> recompute_sets_by_cost();
 
 }  // namespace mptrain

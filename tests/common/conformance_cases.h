@@ -2,6 +2,7 @@
 // Sophia's sampled form, the embeddings, BERT's row ops, the optimizer's kernels, Muon's matmul and
 // elementwise halves; and all_cases(), the whole list for a backend.
 #pragma once
+#include <numbers>
 #include <set>
 
 #include "common/conformance_blocks.h"
@@ -611,6 +612,21 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
                            ref[i] = x.host()[i] > 0 ? x.host()[i] * x.host()[i] : 0.0;
                          o.close("out", y.read(), ref, tolerance(st));
                        }});
+      // GELU on its own (--recompute gelu's refill), both forms.
+      for (const bool erf : {false, true})
+        if (asks(be, Op::Gelu, {st, st}))
+          out.push_back({Op::Gelu, false, std::string(erf ? "gelu erf" : "gelu tanh") + shape,
+                         [=](Backend& b, Outcome& o) {
+                           Tensor x(b, st, {sh.N, sh.I}, randn(n, 176, 3.0f)), y(b, st, {sh.N, sh.I});
+                           b.gelu({y.view(), x.view(), erf});
+                           std::vector<double> ref(n);
+                           for (size_t i = 0; i < n; ++i) {
+                             const double v = x.host()[i];
+                             ref[i] = erf ? 0.5 * v * std::erfc(-v / std::sqrt(2.0))
+                                          : 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
+                           }
+                           o.close("out", y.read(), ref, tolerance(st));
+                         }});
       if (asks(be, Op::Relu2Backward, {st, st, st}))
         out.push_back(
             {Op::Relu2Backward, false, "relu2_backward in place" + shape, [=](Backend& b, Outcome& o) {

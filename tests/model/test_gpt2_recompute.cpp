@@ -50,8 +50,8 @@ Result run(RecomputeSet recompute, Precision p, bool gpu_plan) {
 }
 
 TEST(Gpt2Recompute, GradientsHaveTheBitsOfKeepingEverything) {
-  const RecomputeSet sets[] = {parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("block"),
-                               parse_recompute("norm,mlp")};
+  const RecomputeSet sets[] = {parse_recompute("gelu"), parse_recompute("norm"), parse_recompute("mlp"),
+                               parse_recompute("block"), parse_recompute("gelu,norm"), parse_recompute("norm,mlp")};
   struct Plan {
     Precision precision;
     bool gpu_plan;
@@ -78,21 +78,26 @@ TEST(Gpt2Recompute, EachChoiceHoldsLessThanKeepingEverything) {
     return gpt2_activation_plan(tiny_gpt2(set ? parse_recompute(set) : RecomputeSet{}), policy, be, kB, kT)
         .total_bytes();
   };
-  const size_t keep = bytes(nullptr), norm = bytes("norm"), mlp = bytes("mlp"), both = bytes("norm,mlp"),
-               block = bytes("block");
+  const size_t keep = bytes(nullptr), gelu = bytes("gelu"), norm = bytes("norm"), mlp = bytes("mlp"),
+               both = bytes("norm,mlp"), block = bytes("block");
+  EXPECT_LT(gelu, keep);
+  EXPECT_LT(mlp, gelu);  // mlp shares the GELU output too, and the fc output
+  EXPECT_EQ(bytes("gelu,mlp"), mlp);
+  EXPECT_LT(bytes("gelu,norm"), gelu);
   EXPECT_LT(norm, keep);
   EXPECT_LT(mlp, keep);
   EXPECT_LT(both, norm);
   EXPECT_LT(both, mlp);
   EXPECT_LT(block, both);
   // block implies the others: nothing more to share.
-  EXPECT_EQ(bytes("block,norm,mlp"), block);
+  EXPECT_EQ(bytes("block,gelu,norm,mlp"), block);
 }
 
 TEST(Gpt2Recompute, NamesParseAndBadOnesAreRefused) {
   EXPECT_TRUE(parse_recompute("none").none());
   EXPECT_EQ(recompute_name(parse_recompute("mlp,norm")), "norm,mlp");
   EXPECT_EQ(recompute_name(parse_recompute("block")), "block");
+  EXPECT_EQ(recompute_name(parse_recompute("norm,gelu")), "gelu,norm");
   for (const char* bad : {"", "gelus", "norm,", "none,mlp", "norm,,mlp"}) {
     try {
       parse_recompute(bad);

@@ -179,8 +179,8 @@ TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
 TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   TempDir tmp;
   const std::string data = testing::write_small_shards(tmp.path());
-  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute gelu"),
-                     "unknown --recompute choice 'gelu' (expected norm, mlp or block)");
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute attention"),
+                     "unknown --recompute choice 'attention' (expected gelu, norm, mlp or block)");
   expect_clear_error(run_mptrain("train --model llama --preset llama-tiny --train-data '" + data +
                                  "' --steps 1 --recompute mlp --run-dir " + (tmp / "llama")),
                      "--recompute mlp: Llama keeps every activation so far");
@@ -188,7 +188,7 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
                      "--recompute block: BERT keeps every activation so far (GPT-2 recomputes)");
   const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  for (const char* row : {"  none ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
+  for (const char* row : {"  none ", "  gelu ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
     EXPECT_NE(e.output.find(row), std::string::npos) << row << "\n" << e.output;
   EXPECT_NE(e.output.find("<- this plan"), std::string::npos) << e.output;
 }

@@ -373,6 +373,15 @@ void CpuBackend::run(const Relu2Args& a) {
   cpu::relu2_forward(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
 }
 
+// Typed: the epilogue's own rounding (widen x, GELU in fp32, one rounding to out), no widening pass.
+void CpuBackend::run(const GeluArgs& a) {
+  const size_t n = static_cast<size_t>(a.x.numel());
+  if (a.erf)
+    gelu_erf_forward_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, n);
+  else
+    gelu_forward_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, n);
+}
+
 void CpuBackend::run(const Relu2BackwardArgs& a) {
   if (widened(a, every_view)) return;
   cpu::relu2_backward(a.dx.as<float>(), a.dout.as<float>(), a.x.as<float>(),

@@ -719,6 +719,13 @@ void CudaBackend::run(const Relu2Args& a) {
   });
 }
 
+// The GELU kernels the unfused epilogues run (activation() above); out and x in one storage
+// (can_run: uniform).
+void CudaBackend::run(const GeluArgs& a) {
+  activation(a.erf ? Epilogue::BiasGeluErf : Epilogue::BiasGelu, a.x.type, a.out.ptr, a.x.ptr, nullptr, count(a.x),
+             *ctx_);
+}
+
 void CudaBackend::run(const Relu2BackwardArgs& a) {
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
