@@ -284,9 +284,10 @@ void add_run_options(CLI::App* cmd, TrainCommand* c) {
 void add_dist_options(CLI::App* cmd, TrainCommand* c) {
   cmd->add_option(
          "--zero", c->opt.zero,
-         "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks")
+         "ZeRO stage under mpirun/srun: 0 = every rank holds the optimizer state, 1 = sharded over ranks, "
+         "2 = the gradients sharded too")
       ->capture_default_str()
-      ->check(cli::between(0, 1));
+      ->check(cli::between(0, 2));
   cli::add_named_option(
       cmd, "--dist-backend", &c->opt.dist_backend, parse_dist_backend, "{auto,mpi,nccl}",
       "Collectives between ranks: mpi, nccl (GPU ranks), or auto = nccl for several GPU ranks, else mpi",

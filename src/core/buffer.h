@@ -24,6 +24,10 @@ class MemoryResource {
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p, size_t bytes) noexcept = 0;
   virtual void zero(void* p, size_t bytes) = 0;
+  // The bytes become zero, and memory wholly inside them may go back to the system until it is
+  // written again (ZeRO-2's gradients: a rank keeps its shard, not the whole buffer). The
+  // host's returns its whole pages (below); any other memory is only zeroed.
+  virtual void discard(void* p, size_t bytes) { zero(p, bytes); }
   // host → this memory, and this memory → host (which waits for the work writing src).
   virtual void upload(void* dst, const void* host, size_t bytes) = 0;
   virtual void download(void* host, const void* src, size_t bytes) = 0;
@@ -64,6 +68,11 @@ class Buffer {
   }
   void zero() {
     if (size_) mem_->zero(data_, size_ * sizeof(T));
+  }
+  // [at, at + n) becomes zero, its memory returned where the memory can (MemoryResource::discard).
+  void discard(size_t at, size_t n) {
+    check_range(n, at);
+    if (n) mem_->discard(data_ + at, n * sizeof(T));
   }
   // n elements from the host into [at, at + n), and back.
   void upload(const T* host, size_t n, size_t at = 0) {

@@ -55,7 +55,9 @@ class CommBuffer {
 ZeroStage zero_stage_from_int(int stage) {
   if (stage == 0) return ZeroStage::Off;
   if (stage == 1) return ZeroStage::One;
-  throw Error("--zero " + std::to_string(stage) + ": supported ZeRO stages are 0 (off) and 1 (optimizer state sharded)");
+  if (stage == 2) return ZeroStage::Two;
+  throw Error("--zero " + std::to_string(stage) +
+              ": supported ZeRO stages are 0 (off), 1 (optimizer state sharded) and 2 (gradients too)");
 }
 
 ParamTable shard_param_table(const ParamTable& table, size_t begin, size_t end) {
@@ -96,7 +98,10 @@ Partition shard_partition(const ParamTable& table, int world, const std::vector<
 DataParallel::DataParallel(Communicator& comm, const ParamTable& table, ZeroStage zero,
                            const std::vector<ParamRange>& whole)
     : comm_(comm), table_(table), zero_(zero), partition_(shard_partition(table, comm.world_size(), whole)) {
-  if (zero_ == ZeroStage::One) {
+  MPT_CHECK(zero_ != ZeroStage::Two || comm_.world_size() > 1,
+            "--zero 2 shards the gradients over ranks, and this run has one: launch it with mpirun or srun "
+            "on 2 or more ranks (or use --zero 0)");
+  if (sharded()) {
     begin_ = partition_.begin(comm_.rank());
     end_ = partition_.end(comm_.rank());
     shard_table_ = shard_param_table(table_, begin_, end_);
@@ -115,26 +120,64 @@ void DataParallel::broadcast_params(FloatBuffer& params) {
 }
 
 void DataParallel::set_overlap(bool on, const FloatBuffer& grads) {
-  MPT_CHECK(
-      !on || CommBuffer<float>::reaches(comm_, grads),
-      std::string("[data parallel] overlapping the gradient reduction with the backward needs a communicator "
-                  "that reaches the gradients' memory; ") +
-          comm_.backend() + " reaches them only through host copies");
+  on = on || zero_ == ZeroStage::Two;  // its gradients are sharded as the backward hands them
+  MPT_CHECK(!on || CommBuffer<float>::reaches(comm_, grads),
+            std::string(zero_ == ZeroStage::Two
+                            ? "--zero 2 reduces each range of the gradients as the backward hands it, which needs "
+                            : "[data parallel] overlapping the gradient reduction with the backward needs ") +
+                "a communicator that reaches the gradients' memory; " + comm_.backend() +
+                " reaches them only through host copies" +
+                (zero_ == ZeroStage::Two ? " (GPU ranks: --dist-backend nccl)" : ""));
   overlap_ = on;
   armed_ = false;
+}
+
+void DataParallel::zero_gradients(FloatBuffer& grads) {
+  if (zero_ == ZeroStage::Two)
+    grads.discard(0, grads.size());
+  else
+    grads.zero();
+}
+
+void DataParallel::arm(bool last_backward) {
+  armed_ = overlap_ && world_size() > 1 && (last_backward || zero_ == ZeroStage::Two);
+  // ZeRO-2's earlier backwards sum into the owner's shard, which the next backward adds to; the
+  // last one's mean then divides the whole sum.
+  op_ = last_backward ? ReduceOp::Avg : ReduceOp::Sum;
 }
 
 void DataParallel::reduce_ready(FloatBuffer& grads, ParamRange range) {
   if (!armed_ || range.size() == 0) return;
   ScopeTimer timer(comm_seconds_);
-  comm_.reduce_range(grads.data(), range.begin, range.end, zero_ == ZeroStage::One ? &partition_ : nullptr,
-                     ReduceOp::Avg);
+  comm_.reduce_range(grads.data(), range.begin, range.end, sharded() ? &partition_ : nullptr, op_);
   reduced_ += range.size();
+  if (zero_ != ZeroStage::Two) return;
+  // The pieces other ranks own: at once where the reduction has completed (a host
+  // communicator's), else after the wait (after_backward).
+  for (const PartitionSlice& piece : slices_of(partition_, range.begin, range.end)) {
+    if (piece.rank == rank()) continue;
+    if (comm_.device_buffers())
+      to_discard_.push_back({piece.begin, piece.end});
+    else
+      grads.discard(piece.begin, piece.end - piece.begin);
+  }
+}
+
+void DataParallel::after_backward(FloatBuffer& grads) {
+  if (zero_ != ZeroStage::Two || !armed_) return;
+  armed_ = false;
+  ScopeTimer timer(comm_seconds_);
+  MPT_CHECK(reduced_ == table_.total(), "[zero 2] the backward handed " + std::to_string(reduced_) + " of " +
+                                            std::to_string(table_.total()) + " gradients to reduce");
+  reduced_ = 0;
+  comm_.wait_reductions();
+  for (const ParamRange& r : to_discard_) grads.discard(r.begin, r.size());
+  to_discard_.clear();
 }
 
 void DataParallel::average_gradients(FloatBuffer& grads) {
   armed_ = false;
-  if (world_size() == 1) return;
+  if (world_size() == 1 || zero_ == ZeroStage::Two) return;  // ZeRO-2: reduced by each backward
   ScopeTimer timer(comm_seconds_);
   if (reduced_ > 0) {
     MPT_CHECK(reduced_ == table_.total(), "[data parallel] the backward handed " + std::to_string(reduced_) +
@@ -145,7 +188,7 @@ void DataParallel::average_gradients(FloatBuffer& grads) {
     return;
   }
   CommBuffer<float> buf(comm_, grads);
-  if (zero_ == ZeroStage::One) {
+  if (sharded()) {
     comm_.reduce_scatter(buf.data(), partition_, ReduceOp::Avg);
   } else {
     comm_.all_reduce(buf.data(), table_.total(), ReduceOp::Avg);
@@ -154,7 +197,7 @@ void DataParallel::average_gradients(FloatBuffer& grads) {
 }
 
 double DataParallel::global_norm(double local) {
-  if (zero_ == ZeroStage::Off) return local;  // the range is the whole buffer
+  if (!sharded()) return local;  // the range is the whole buffer
   ScopeTimer timer(comm_seconds_);
   return std::sqrt(comm_.sum(local * local));
 }
@@ -162,7 +205,7 @@ double DataParallel::global_norm(double local) {
 void DataParallel::optimizer_step(Optimizer& opt, FloatBuffer& params, const FloatBuffer& grads, float lr,
                                   int64_t t, float grad_scale) {
   opt.step(params.data() + begin_, grads.data() + begin_, lr, t, grad_scale);
-  if (zero_ == ZeroStage::One && world_size() > 1) {
+  if (sharded() && world_size() > 1) {
     ScopeTimer timer(comm_seconds_);
     CommBuffer<float> buf(comm_, params);
     comm_.all_gather(buf.data(), partition_);
@@ -177,13 +220,13 @@ double DataParallel::take_comm_seconds() {
 }
 
 double DataParallel::global_fraction(double local) {
-  if (zero_ == ZeroStage::Off || world_size() == 1) return local;
+  if (!sharded() || world_size() == 1) return local;
   const double total = comm_.sum(static_cast<double>(real_in_range_));
   return total > 0 ? comm_.sum(local * static_cast<double>(real_in_range_)) / total : 0.0;
 }
 
 std::unique_ptr<Optimizer> DataParallel::gather_optimizer(const Optimizer& local, const OptimizerFactory& make) {
-  if (zero_ == ZeroStage::Off) return nullptr;
+  if (!sharded()) return nullptr;
   std::unique_ptr<Optimizer> whole;
   if (is_root()) {
     whole = make(table_);

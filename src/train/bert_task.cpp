@@ -209,7 +209,9 @@ ModelFootprint bert_footprint(const BertConfig& config, const Policy& policy, in
                               std::shared_ptr<const Backend> sizing) {
   // The model's own plan and weight copies (model/bert.h), built without allocating.
   ModelFootprint f;
-  f.num_params = bert_param_table(config).total();
+  const ParamTable table = bert_param_table(config);
+  f.num_params = table.total();
+  f.grad_groups = gradient_groups(table);
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = bert_weight_copy_bytes(config, policy);
   f.activation_bytes = [config, policy, max_predictions, be = std::move(sizing)](int B, int T) {

@@ -118,6 +118,48 @@ MemoryBudget available_memory(const std::string& limit) {
   return budget;  // bytes 0, source "": nothing known (no check)
 }
 
+namespace {
+// "h.3." for "h.3.mlp.c_fc.weight": the name up to its first ".<digits>." segment; "" for none.
+std::string layer_of(const std::string& name) {
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+    size_t end = dot + 1;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end > dot + 1 && end < name.size() && name[end] == '.') return name.substr(0, end + 1);
+  }
+  return "";
+}
+}  // namespace
+
+std::vector<ParamRange> gradient_groups(const ParamTable& table) {
+  std::vector<ParamRange> groups;
+  std::string current;
+  for (const ParamSpec& spec : table.specs()) {
+    const std::string layer = layer_of(spec.name);
+    if (!groups.empty() && layer == current && groups.back().end == spec.offset) {
+      groups.back().end = spec.offset + spec.numel;
+      continue;
+    }
+    groups.push_back({spec.offset, spec.offset + spec.numel});
+    current = layer;
+  }
+  return groups;
+}
+
+size_t zero2_gradient_floats(const std::vector<ParamRange>& groups, const Partition& partition, int rank) {
+  const size_t lo = partition.begin(rank), hi = partition.end(rank);
+  const auto others = [&](const ParamRange& g) {
+    const size_t own = std::max(lo, g.begin) < std::min(hi, g.end) ? std::min(hi, g.end) - std::max(lo, g.begin) : 0;
+    return g.size() - own;
+  };
+  size_t largest = 0, open = 0, next = 0;
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].size() > groups[largest].size()) largest = i;
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (i != largest) next = std::max(next, others(groups[i]));
+  if (!groups.empty()) open = others(groups[largest]);
+  return partition.count(rank) + open + next;
+}
+
 std::shared_ptr<const Backend> cpu_sizing_backend() { return make_backend(Device::Cpu); }
 
 ModelFootprint gpt2_footprint(const Gpt2Config& config, Precision precision) {
@@ -134,6 +176,7 @@ ModelFootprint causal_lm_footprint(const ParamTable& table, GemmReaderFn reader,
                                    std::function<size_t(int, int)> activation_bytes) {
   ModelFootprint f;
   f.num_params = table.total();
+  f.grad_groups = gradient_groups(table);
   f.lowp_grad_bytes = lowp_grad_floats(f.num_params, policy) * sizeof(float);
   f.weight_copy_bytes = weight_copy_bytes(table, reader, policy);
   f.activation_bytes = std::move(activation_bytes);
@@ -168,8 +211,14 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   MemoryEstimate e;
   e.params = n * sizeof(float);
   e.grads = n * sizeof(float) + model.lowp_grad_bytes;
+  if (o.zero == 2 && world > 1) {  // the rank holding the most
+    const Partition part(n, world);
+    size_t most = 0;
+    for (int r = 0; r < world; ++r) most = std::max(most, zero2_gradient_floats(model.grad_groups, part, r));
+    e.grads = most * sizeof(float) + model.lowp_grad_bytes;
+  }
   e.optimizer = states * n * sizeof(float);
-  if (o.zero == 1 && world > 1)
+  if (o.zero >= 1 && world > 1)
     e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
   e.activations = model.activation_bytes(o.batch, o.seq);
   e.weight_copies = model.weight_copy_bytes;

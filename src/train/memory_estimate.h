@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/param_table.h"
+#include "dist/communicator.h"
 #include "model/gpt2_config.h"
 #include "model/llama_config.h"
 #include "model/recompute.h"
@@ -32,7 +34,8 @@ struct TrainOptions;
 // Bytes a training process holds at its peak, by role.
 struct MemoryEstimate {
   size_t params = 0;         // fp32 master weights
-  size_t grads = 0;          // fp32 gradients (and a GPU plan's 16-bit ones of a micro-batch)
+  size_t grads = 0;          // fp32 gradients (and a GPU plan's 16-bit ones of a micro-batch);
+                             // under ZeRO-2 this rank's shard and what a backward holds unreduced
   size_t optimizer = 0;      // optimizer state (under ZeRO-1: this rank's shard, plus the whole
                              // state gathered on rank 0 while a checkpoint is written)
   size_t activations = 0;    // the model's activation plan for one B x T micro-batch
@@ -65,10 +68,21 @@ inline constexpr int kMaxThreadsPerCore = 4;
 // plan's bytes for a B x T micro-batch (built without allocating).
 struct ModelFootprint {
   size_t num_params = 0;
+  std::vector<ParamRange> grad_groups;  // gradient_groups of its table
   size_t lowp_grad_bytes = 0;  // a GPU plan's 16-bit weight gradients (model/policy_backend.h)
   size_t weight_copy_bytes = 0;
   std::function<size_t(int B, int T)> activation_bytes;
 };
+// The ranges of a table's gradients a backward hands one at a time (model/weight_grads.h): each
+// layer's tensors (a name with a ".<index>." segment: "h.3.", "model.layers.3."), and each run of
+// other tensors between them, in table order.
+std::vector<ParamRange> gradient_groups(const ParamTable& table);
+// The fp32 gradients rank `rank` of a ZeRO-2 run holds at most (dist/data_parallel.h): its shard of
+// `partition`, and of the other ranks' pieces what a backward has written and not yet handed: the
+// largest group, open for the whole backward (a tied embedding: the LM head writes it first, the
+// embedding last), and one other group at a time.
+size_t zero2_gradient_floats(const std::vector<ParamRange>& groups, const Partition& partition, int rank);
+
 // The CPU backend the footprints ask what an attention keeps by default (it owns its context).
 std::shared_ptr<const Backend> cpu_sizing_backend();
 

@@ -7,7 +7,7 @@ namespace mptrain {
 
 void load_optimizer_state(const std::string& ckpt_dir, const TrainTask& task, Optimizer& optimizer,
                           DataParallel& dp, const OptimizerFactory& make_optimizer) {
-  if (dp.zero() == ZeroStage::Off) {
+  if (!dp.sharded()) {
     load_checkpoint_optimizer(ckpt_dir, task.table(), optimizer);
     return;
   }

@@ -73,7 +73,8 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
               "this model hands no gradient ranges: its reduction cannot overlap the backward");
     model.set_grads_ready_hook([dp, grads = model.grads](ParamRange r) { dp->reduce_ready(*grads, r); });
   }
-  model.grads->zero();
+  const auto zero_grads = [&] { dp ? dp->zero_gradients(*model.grads) : model.grads->zero(); };
+  zero_grads();
   StepStats stats;
   stats.loss_scale = scaler ? scaler->scale() : 1.0f;
   double loss_sum = 0.0;
@@ -82,6 +83,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     // gradient of the mean over the whole step.
     if (dp) dp->arm(micro == accum - 1);
     loss_sum += model.micro_step(stats.loss_scale / static_cast<float>(accum));
+    if (dp) dp->after_backward(*model.grads);
   }
   if (dp) {
     loss_sum = dp->comm().sum(loss_sum);
@@ -115,7 +117,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
   const float clip = clip_coefficient(stats.grad_norm, grad_clip);
   update_weights(model, optimizer, dp, lr, t, clip);
   if (optimizer.curvature_due(t)) {
-    model.grads->zero();
+    zero_grads();
     MPT_CHECK(model.curvature != nullptr, "this model has no curvature pass for the optimizer's Hessian estimate");
     // Scaled by the scale unscale_and_check divides by below: the scaler's current one, which
     // this step's clean update may have grown past stats.loss_scale.
@@ -123,6 +125,7 @@ StepStats train_step(const StepModel& model, Optimizer& optimizer, int accum, fl
     if (dp) dp->arm(true);
     stats.curvature_loss = model.curvature(curvature_scale, optimizer.curvature_seed(), optimizer.curvature_counter());
     if (dp) {
+      dp->after_backward(*model.grads);
       stats.curvature_loss = static_cast<float>(dp->comm().sum(stats.curvature_loss) / world);
       dp->average_gradients(*model.grads);
     }

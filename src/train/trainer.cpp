@@ -228,7 +228,7 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
     return make_optimizer(r.opt.optimizer, table, r.opt.adamw, r.opt.sophia, r.tokens_per_step, r.opt.seed,
                           r.task.backend(), r.muon);
   };
-  // With --zero 1 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
+  // With --zero 1 or 2 this rank's optimizer covers only its shard (dist/data_parallel.h); Muon's
   // shards hold whole matrices.
   r.nccl = make_grad_communicator(opt, *r.comm, task.backend());
   r.dp = std::make_unique<DataParallel>(
@@ -259,6 +259,20 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   task.open_data(r.state, r.comm->rank(), r.world);  // plans activations; at the resumed position
 
   return run;
+}
+
+// What each rank holds of the gradients under ZeRO-2 (train/memory_estimate.h), against the whole
+// buffer every rank holds under ZeRO-1.
+void describe_zero2_gradients(RunMonitor& monitor, const Run& r) {
+  const std::vector<ParamRange> groups = gradient_groups(r.task.table());
+  std::string ranks;
+  for (int rank = 0; rank < r.world; ++rank)
+    ranks += (rank ? ", " : "") + std::to_string(rank) + ": " +
+             format_bytes(zero2_gradient_floats(groups, r.dp->partition(), rank) * sizeof(float));
+  monitor.sayf(
+      "ZeRO-2 gradients per rank at most (rank %s) against %s under ZeRO-1: the rank's shard, the largest "
+      "group of other ranks' gradients (held through the backward) and one other group\n",
+      ranks.c_str(), format_bytes(r.task.table().total() * sizeof(float)).c_str());
 }
 
 // What the run is, said once before the first step.
@@ -292,10 +306,13 @@ void describe_run(RunMonitor& monitor, const Run& r) {
         "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
         r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(),
         r.comm->topology().launcher.c_str(),
-        r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded" : "optimizer state replicated",
+        r.dp->zero() == ZeroStage::Two   ? "ZeRO-2: gradients and optimizer state sharded"
+        : r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded"
+                                         : "optimizer state replicated",
         !r.dp->overlaps()    ? "after the backward"
         : opt.graphs         ? "range by range after each graph replay"
                              : "during the backward");
+  if (r.world > 1 && r.dp->zero() == ZeroStage::Two) describe_zero2_gradients(monitor, r);
   if (!r.resume_dir.empty())
     monitor.sayf("resumed from %s at step %lld\n", r.resume_dir.c_str(), (long long)r.state.step);
   if (!r.init_dir.empty())
