@@ -170,7 +170,10 @@ TEST(DataParallel, SingleProcessCoversTheWholeBufferAndScattersState) {
       EXPECT_EQ(gathered->state()[0].buffer[13], 3.0f);
     }
   }
-  EXPECT_THROW(zero_stage_from_int(2), Error);
+  EXPECT_EQ(zero_stage_from_int(2), ZeroStage::Two);
+  EXPECT_THROW(zero_stage_from_int(3), Error);
+  // ZeRO-2 shards the gradients: one process has no one to shard them with.
+  EXPECT_THROW(DataParallel(*comm, table, ZeroStage::Two), Error);
 }
 
 }  // namespace
