@@ -238,6 +238,9 @@ std::unique_ptr<Run> build_run(TrainOptions& opt, TrainTask& task) {
   // Reducing each range as the backward finishes it pays where communication runs beside the
   // compute (NCCL); a host communicator would only cut one reduction into many.
   r.dp->set_overlap(toggle_on(opt.overlap_grad_reduce, r.nccl != nullptr), task.grads());
+  // ZeRO-2 hands the gradient buffer's memory back before the optimizer state and activations
+  // are allocated (the allocation wrote it whole: zero-filled), so the peak holds only the shard.
+  r.dp->zero_gradients(task.grads());
   r.optimizer = r.make_opt(r.dp->optimizer_table());
   r.state.seed = opt.seed;
   if (!r.resume_dir.empty()) {
