@@ -47,6 +47,8 @@ struct ExplainOptions {
   Device device = Device::Cpu;         // cuda: the plan and device memory of `mptrain train --device cuda`
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
   RecomputeSet recompute;         // --recompute (GPT-2)
+  int ranks = 1;                  // --ranks: data-parallel ranks, each one's memory
+  int zero = 0;                   // --zero: the ZeRO stage over them
 };
 
 // The rows a family's plan prints: the roles its pass uses (precision/op_role.h), in the roles' order.
@@ -74,18 +76,23 @@ std::string mib(double bytes) {
 
 // The memory section: each role of the estimate, then the planned total, and on the host the
 // process's own resident set and the whole (lines marked "(measured)": they vary from run to run).
-void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Policy& policy, bool on_gpu) {
+void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Policy& policy, bool on_gpu,
+                  const ExplainOptions& o) {
   const auto row = [](const std::string& what, const std::string& value) {
     std::printf("  %-34s %12s\n", what.c_str(), value.c_str());
   };
   const auto mib_of = [](size_t bytes) { return mib(static_cast<double>(bytes)); };
-  const size_t lowp_grads = e.grads - e.params;  // the fp32 gradients are as large as the weights
-  std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
+  const bool sharded = o.ranks > 1 && o.zero > 0;
+  if (o.ranks > 1)
+    std::printf(on_gpu ? "\ndevice memory of rank 0 of %d (ZeRO-%d):\n" : "\nmemory of rank 0 of %d (ZeRO-%d):\n",
+                o.ranks, o.zero);
+  else
+    std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
   row("parameters (fp32 master)", mib_of(e.params));
-  row("gradients (fp32)", mib_of(e.params));
-  if (lowp_grads > 0)
-    row(std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")", mib_of(lowp_grads));
-  row("optimizer state (AdamW, 2 x fp32)", mib_of(e.optimizer));
+  row(o.zero == 2 && o.ranks > 1 ? "gradients (fp32, shard + open)" : "gradients (fp32)", mib_of(e.grads));
+  if (e.lowp_grads > 0)
+    row(std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")", mib_of(e.lowp_grads));
+  row(sharded ? "optimizer state (shard + gathered)" : "optimizer state (AdamW, 2 x fp32)", mib_of(e.optimizer));
   // A GPU's plan copies the non-GEMM weights too (LayerNorm gains, biases, position tables).
   row(policy.small_weights == StorageType::F32 ? "GEMM weight copies" : "weight copies (every weight)",
       e.weight_copies > 0 ? mib_of(e.weight_copies) : "none (fp32 GEMMs)");
@@ -155,14 +162,16 @@ void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backe
   run.seq = o.seq;
   run.total_batch_tokens = o.total_batch;
   run.device = o.device;
+  run.zero = o.zero;
   const std::vector<RecomputeSet> choices =
       !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute}
                           : bert || llama ? std::vector<RecomputeSet>{RecomputeSet{}} : recompute_sets_by_cost();
   const BatchChoice c = choose_batch(
-      run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, 1, budget);
+      run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, o.ranks,
+      budget);
   o.batch = c.batch;
   o.recompute = c.recompute;
-  std::printf("%s\n", describe_batch_choice(c, run, 1, budget).c_str());
+  std::printf("%s\n", describe_batch_choice(c, run, o.ranks, budget).c_str());
 }
 
 void run_explain(const ExplainOptions& options) {
@@ -254,8 +263,18 @@ void run_explain(const ExplainOptions& options) {
   run.batch = o.batch;
   run.seq = o.seq;
   run.device = o.device;
-  print_memory(estimate_training_memory(run, explained_footprint(o, policy, be, bert, llama, o.recompute), 1), plan,
-               policy, on_gpu);
+  run.zero = o.zero;
+  const ModelFootprint footprint = explained_footprint(o, policy, be, bert, llama, o.recompute);
+  print_memory(estimate_training_memory(run, footprint, o.ranks, 0), plan, policy, on_gpu, o);
+  // The other ranks hold no gathered optimizer state, and under ZeRO-2 other gradients.
+  for (int rank = 1; rank < o.ranks; ++rank) {
+    const MemoryEstimate e = estimate_training_memory(run, footprint, o.ranks, rank);
+    std::printf("  rank %d: gradients %s, optimizer state %s, total the run allocates %s", rank,
+                mib(static_cast<double>(e.grads)).c_str(), mib(static_cast<double>(e.optimizer)).c_str(),
+                mib(static_cast<double>(e.to_allocate())).c_str());
+    if (!on_gpu) std::printf(", peak resident (measured) %s", mib(static_cast<double>(e.total())).c_str());
+    std::printf("\n");
+  }
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
   if (!bert && !llama) print_recompute_choices(gpt2_preset(o.preset, o.vocab_multiple), policy, be, o);
 }
@@ -296,8 +315,15 @@ void register_explain(CLI::App& app, int& exit_code) {
                         "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
                         "mlp, block); every choice is listed side by side either way (GPT-2)",
                         "none");
+  cmd->add_option("--ranks", o->ranks, "Data-parallel ranks (mpirun -np): each rank's memory under --zero")
+      ->capture_default_str()
+      ->check(cli::at_least(1));
+  cmd->add_option("--zero", o->zero, "The ZeRO stage over --ranks, as `mptrain train --zero`")
+      ->capture_default_str()
+      ->check(cli::between(0, 2));
   cmd->callback([cmd, o, &exit_code]() {
     check_llama_block_options(cmd, o->preset.rfind("llama", 0) == 0 ? "llama" : "gpt2");
+    MPT_CHECK(o->zero != 2 || o->ranks > 1, "--zero 2 shards the gradients over ranks: give --ranks 2 or more");
     run_explain(*o);
     exit_code = 0;
   });

@@ -202,7 +202,7 @@ ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
                              });
 }
 
-MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world) {
+MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world, int rank) {
   const size_t n = model.num_params;
   // AdamW: m, v; Sophia: m, h; Muon: its momentum and AdamW's m, v, each laid out like the
   // parameters (optim/*.h; Muon's Newton–Schulz working set, a few copies of its largest matrix,
@@ -210,16 +210,19 @@ MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootpr
   const size_t states = o.optimizer == OptimizerKind::Muon ? 3 : 2;
   MemoryEstimate e;
   e.params = n * sizeof(float);
-  e.grads = n * sizeof(float) + model.lowp_grad_bytes;
-  if (o.zero == 2 && world > 1) {  // the rank holding the most
+  e.grads = n * sizeof(float);
+  e.lowp_grads = model.lowp_grad_bytes;
+  if (o.zero == 2 && world > 1) {
     const Partition part(n, world);
-    size_t most = 0;
-    for (int r = 0; r < world; ++r) most = std::max(most, zero2_gradient_floats(model.grad_groups, part, r));
-    e.grads = most * sizeof(float) + model.lowp_grad_bytes;
+    size_t floats = 0;
+    for (int r = 0; r < world; ++r)
+      if (rank < 0 || r == rank) floats = std::max(floats, zero2_gradient_floats(model.grad_groups, part, r));
+    e.grads = floats * sizeof(float);
   }
-  e.optimizer = states * n * sizeof(float);
-  if (o.zero >= 1 && world > 1)
-    e.optimizer += e.optimizer / static_cast<size_t>(world);  // shard + gathered whole
+  const size_t whole_state = states * n * sizeof(float);
+  e.optimizer = whole_state;
+  if (o.zero >= 1 && world > 1)  // the shard, and on rank 0 the whole state gathered for a checkpoint
+    e.optimizer = whole_state / static_cast<size_t>(world) + (rank <= 0 ? whole_state : 0);
   e.activations = model.activation_bytes(o.batch, o.seq);
   e.weight_copies = model.weight_copy_bytes;
   e.tokens = 2 * static_cast<size_t>(o.batch) * o.seq * sizeof(int);
@@ -262,7 +265,7 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
   std::string msg =
       "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(budget.charge(e)) +
       (budget.whole_process ? "" : " more") + " (parameters " + format_bytes(e.params) + ", gradients " +
-      format_bytes(e.grads) + ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
+      format_bytes(e.grads + e.lowp_grads) + ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
       format_bytes(e.activations) +
       (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", token buffers " +
       format_bytes(e.tokens) + ", runtime " + format_bytes(e.runtime) +

@@ -34,8 +34,9 @@ struct TrainOptions;
 // Bytes a training process holds at its peak, by role.
 struct MemoryEstimate {
   size_t params = 0;         // fp32 master weights
-  size_t grads = 0;          // fp32 gradients (and a GPU plan's 16-bit ones of a micro-batch);
-                             // under ZeRO-2 this rank's shard and what a backward holds unreduced
+  size_t grads = 0;          // fp32 gradients; under ZeRO-2 the rank's shard and what a backward
+                             // holds unreduced (zero2_gradient_floats)
+  size_t lowp_grads = 0;     // a GPU plan's 16-bit gradients of a micro-batch
   size_t optimizer = 0;      // optimizer state (under ZeRO-1: this rank's shard, plus the whole
                              // state gathered on rank 0 while a checkpoint is written)
   size_t activations = 0;    // the model's activation plan for one B x T micro-batch
@@ -46,7 +47,7 @@ struct MemoryEstimate {
                              // made (its resident set, measured); 0 for a GPU's memory
   // What the run still allocates, and the process's whole peak.
   size_t to_allocate() const {
-    return params + grads + optimizer + activations + weight_copies + tokens + runtime;
+    return params + grads + lowp_grads + optimizer + activations + weight_copies + tokens + runtime;
   }
   size_t total() const { return to_allocate() + process; }
 };
@@ -95,9 +96,12 @@ ModelFootprint gpt2_footprint(const Gpt2Config& config, const Policy& policy,
 ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy, std::shared_ptr<const Backend> sizing);
 
 // The estimate for one process of a run with these options (batch, seq, optimizer, zero,
-// device) on a world of `world` ranks; on the host its `process` is this process's resident set
-// now (the trainer estimates before it builds the model; `explain` measures its own).
-MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world);
+// device) on a world of `world` ranks: rank `rank`'s, or with -1 the most any rank holds (rank
+// 0's gathered optimizer state and the largest ZeRO-2 gradients together); on the host its
+// `process` is this process's resident set now (the trainer estimates before it builds the
+// model; `explain` measures its own).
+MemoryEstimate estimate_training_memory(const TrainOptions& options, const ModelFootprint& model, int world,
+                                        int rank = -1);
 
 // How much memory the run may use, and where that figure came from.
 struct MemoryBudget {

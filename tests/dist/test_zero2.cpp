@@ -155,5 +155,50 @@ TEST(Zero2Memory, ARankHoldsItsShardTheOpenEmbeddingsAndOneBlock) {
   }
 }
 
+// A number after `key` in `text`, in MiB as explain prints it, as bytes (0 when missing).
+size_t mib_after(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? 0
+                                 : static_cast<size_t>(std::stod(text.substr(at + key.size())) * 1024.0 * 1024.0);
+}
+
+// The estimate holds per rank: each rank's peak resident memory under ZeRO-1 and ZeRO-2 is within
+// 10% of what `explain --ranks 2 --zero Z` says for it (rank 0 with the optimizer state it gathers
+// for the checkpoint; under ZeRO-2 each rank's shard and open gradients).
+TEST_F(Zero2, EachRanksPeakResidentStaysWithinTenPercentOfExplain) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under AddressSanitizer the resident set holds its shadow memory";
+#endif
+  // Each rank's own peak (getrusage of the child it runs), with its rank.
+  const std::string peak_of_rank =
+      "python3 -c 'import os, resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True); "
+      "print(\"rank\", os.environ[\"OMPI_COMM_WORLD_RANK\"], \"maxrss\", "
+      "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' ";
+  const std::string shape = "--preset d6 --batch 4 --seq 256";
+  for (const int zero : {1, 2}) {
+    SCOPED_TRACE("--zero " + std::to_string(zero));
+    const auto e = testing::run_mptrain("explain " + shape + " --ranks 2 --zero " + std::to_string(zero));
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    const size_t rank0 = mib_after(e.output, "  peak resident (measured)");
+    const size_t rank1 = mib_after(e.output.substr(e.output.find("rank 1: gradients")), "peak resident (measured)");
+    const std::string dir = tmp_ / ("z" + std::to_string(zero));
+    const auto r = run_command(testing::mpirun(2) + " " + peak_of_rank + MPTRAIN_BINARY + " " +
+                               "train " + shape + " --total-batch 2048 --train-data '" + tmp_.path() +
+                               "/train_*.bin' --steps 2 --threads 1 --quiet --sample-tokens 1 --zero " +
+                               std::to_string(zero) + " --run-dir " + dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string key = "rank " + std::to_string(rank) + " maxrss ";
+      const size_t at = r.output.find(key);
+      ASSERT_NE(at, std::string::npos) << r.output;
+      const double peak = std::stod(r.output.substr(at + key.size())) * 1024.0;
+      const double want = static_cast<double>(rank == 0 ? rank0 : rank1);
+      ASSERT_GT(want, 0.0) << e.output;
+      EXPECT_NEAR(peak / want, 1.0, 0.10) << "rank " << rank << ": peak RSS " << peak << " bytes against explain's "
+                                          << want << "\n" << e.output;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mptrain
