@@ -48,6 +48,13 @@ Gpt2Config bench_gpt2_config(const BenchOptions& o) {
   return c;
 }
 
+// The bench's Llama: the preset with --mlp, --qk-norm and --recompute.
+LlamaConfig bench_llama_config(const BenchOptions& o) {
+  LlamaConfig c = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
+  c.recompute = o.recompute;
+  return c;
+}
+
 // The MFU peak of the GPU bench unless --peak-tflops: the bf16 dense tensor-core figure from the
 // data sheets of the H100 SXM and the H200 SXM (the same chip's arithmetic: 989 TFLOP/s both).
 constexpr double kHopperSxmBf16DenseTflops = 989.0;
@@ -103,7 +110,7 @@ ModelInfo model_info(const BenchOptions& o) {
     m.flops_note = "6N + 6LCT per token, " + std::to_string(m.n_params) + " parameters";
   };
   if (is_llama(o)) {  // no PyTorch peer: the family's comparison is with GPT-2's bench
-    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
+    const LlamaConfig config = bench_llama_config(o);
     causal(config, llama_param_table(config), llama_flops_per_token(config, o.seq));
     return m;
   }
@@ -226,8 +233,7 @@ std::unique_ptr<BenchModel> build_bench_model(const BenchOptions& o) {
     m->bert_data = std::make_unique<BertSynthetic>(o.batch, o.seq, config.vocab_size);
   } else {
     if (is_llama(o))
-      m->lm = std::make_unique<Llama>(llama_preset(o.preset, o.vocab_multiple, o.llama_block), std::move(be),
-                                      policy);
+      m->lm = std::make_unique<Llama>(bench_llama_config(o), std::move(be), policy);
     else
       m->lm = std::make_unique<Gpt2>(bench_gpt2_config(o), std::move(be), policy);
     m->lm->init_weights(1337);
@@ -416,7 +422,8 @@ void report_peer(const BenchOptions& o, const ModelInfo& info, const TimedSteps&
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
-  if (is_bert(o) || is_llama(o)) refuse_recompute(o.recompute, is_bert(o) ? "BERT" : "Llama");
+  if (is_bert(o)) refuse_recompute(o.recompute, "BERT");
+  if (is_llama(o)) refuse_gelu_recompute(o.recompute, "Llama");
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");

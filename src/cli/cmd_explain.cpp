@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,7 +47,7 @@ struct ExplainOptions {
   PolicyOf policy_of = PolicyOf::Own;  // cuda: the GPU's plan, as `mptrain train --policy-of cuda` runs it here
   Device device = Device::Cpu;         // cuda: the plan and device memory of `mptrain train --device cuda`
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
-  RecomputeSet recompute;         // --recompute (GPT-2)
+  RecomputeSet recompute;         // --recompute (GPT-2, Llama)
   int ranks = 1;                  // --ranks: data-parallel ranks, each one's memory
   int zero = 0;                   // --zero: the ZeRO stage over them
 };
@@ -110,32 +111,68 @@ void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Pol
 
 // --recompute's choices side by side: each one's activation allocation, what it saves against
 // keeping everything, and the FLOPs the backward adds (per step of B x T tokens, and against the
-// step's model FLOPs, which MFU counts without them).
-void print_recompute_choices(Gpt2Config config, const Policy& policy, const Backend& be, const ExplainOptions& o) {
+// step's model FLOPs, which MFU counts without them). bytes(set): the plan's allocation under the
+// set; flops(set): the FLOPs per token it adds; step_flops_per_token: the model's.
+void print_recompute_choices(const std::vector<RecomputeSet>& singles, const ExplainOptions& o,
+                             const std::function<size_t(RecomputeSet)>& bytes,
+                             const std::function<double(RecomputeSet)>& flops, double step_flops_per_token) {
   const double tokens = static_cast<double>(o.batch) * o.seq;
-  const double step_flops = gpt2_flops_per_token(config, o.seq) * tokens;
-  config.recompute = {};
-  const size_t keep_all = gpt2_activation_plan(config, policy, be, o.batch, o.seq).total_bytes();
+  const double step_flops = step_flops_per_token * tokens;
+  const size_t keep_all = bytes({});
   std::printf("\nrecompute (--recompute; the same gradients, bit for bit):\n");
   std::printf("  %-10s %14s %14s %22s\n", "choice", "activations", "saved", "FLOPs added a step");
-  std::vector<RecomputeSet> choices = {RecomputeSet{}};
-  for (const Recompute r : kRecomputeChoices) choices.push_back(RecomputeSet{}.with(r));
+  std::vector<RecomputeSet> choices = singles;
   if (std::find(choices.begin(), choices.end(), o.recompute) == choices.end()) choices.push_back(o.recompute);
   for (const RecomputeSet c : choices) {
-    config.recompute = c;
-    const size_t bytes = gpt2_activation_plan(config, policy, be, o.batch, o.seq).total_bytes();
-    const double added = gpt2_recompute_flops_per_token(config, o.seq, c) * tokens;
-    char flops[48];
+    const size_t b = bytes(c);
+    const double added = flops(c) * tokens;
+    char text[48];
     if (c.none())
-      std::snprintf(flops, sizeof(flops), "-");
+      std::snprintf(text, sizeof(text), "-");
     else if (added == 0.0)
-      std::snprintf(flops, sizeof(flops), "elementwise only");
+      std::snprintf(text, sizeof(text), "elementwise only");
     else
-      std::snprintf(flops, sizeof(flops), "%.2f GFLOP (+%.1f%%)", added * 1e-9, 100.0 * added / step_flops);
-    std::printf("  %-10s %14s %14s %22s%s\n", recompute_name(c).c_str(), mib(static_cast<double>(bytes)).c_str(),
-                c.none() ? "-" : mib(static_cast<double>(keep_all) - static_cast<double>(bytes)).c_str(), flops,
+      std::snprintf(text, sizeof(text), "%.2f GFLOP (+%.1f%%)", added * 1e-9, 100.0 * added / step_flops);
+    std::printf("  %-10s %14s %14s %22s%s\n", recompute_name(c).c_str(), mib(static_cast<double>(b)).c_str(),
+                c.none() ? "-" : mib(static_cast<double>(keep_all) - static_cast<double>(b)).c_str(), text,
                 c == o.recompute ? "  <- this plan" : "");
   }
+}
+
+// The presets explain reads, with --recompute (and Llama's --mlp, --qk-norm).
+Gpt2Config explained_gpt2(const ExplainOptions& o, RecomputeSet recompute) {
+  Gpt2Config c = gpt2_preset(o.preset, o.vocab_multiple);
+  c.recompute = recompute;
+  return c;
+}
+LlamaConfig explained_llama(const ExplainOptions& o, RecomputeSet recompute) {
+  LlamaConfig c = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
+  c.recompute = recompute;
+  return c;
+}
+
+// The family's choices: every single one (GPT-2's gelu too), with their bytes and FLOPs.
+void print_family_recompute_choices(const ExplainOptions& o, const Policy& policy, const Backend& be, bool llama) {
+  std::vector<RecomputeSet> singles = {RecomputeSet{}};
+  for (const Recompute r : kRecomputeChoices)
+    if (!llama || r != Recompute::Gelu) singles.push_back(RecomputeSet{}.with(r));
+  if (llama) {
+    print_recompute_choices(
+        singles, o,
+        [&](RecomputeSet s) {
+          return llama_activation_plan(explained_llama(o, s), policy, be, o.batch, o.seq).total_bytes();
+        },
+        [&](RecomputeSet s) { return llama_recompute_flops_per_token(explained_llama(o, s), o.seq, s); },
+        llama_flops_per_token(explained_llama(o, {}), o.seq));
+    return;
+  }
+  print_recompute_choices(
+      singles, o,
+      [&](RecomputeSet s) {
+        return gpt2_activation_plan(explained_gpt2(o, s), policy, be, o.batch, o.seq).total_bytes();
+      },
+      [&](RecomputeSet s) { return gpt2_recompute_flops_per_token(explained_gpt2(o, s), o.seq, s); },
+      gpt2_flops_per_token(explained_gpt2(o, {}), o.seq));
 }
 
 // The family's footprint (train/memory_estimate.h) under `recompute` (GPT-2's): what `mptrain
@@ -144,10 +181,8 @@ ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy
                                    bool llama, RecomputeSet recompute) {
   const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
   if (bert) return bert_footprint(bert_preset(o.preset), policy, o.max_predictions, sizing);
-  if (llama) return llama_footprint(llama_preset(o.preset, o.vocab_multiple, o.llama_block), policy, sizing);
-  Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-  config.recompute = recompute;
-  return gpt2_footprint(config, policy, sizing);
+  if (llama) return llama_footprint(explained_llama(o, recompute), policy, sizing);
+  return gpt2_footprint(explained_gpt2(o, recompute), policy, sizing);
 }
 
 // --batch auto as the trainer runs it (train/memory_estimate.h choose_batch): the micro-batch and
@@ -165,7 +200,8 @@ void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backe
   run.zero = o.zero;
   const std::vector<RecomputeSet> choices =
       !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute}
-                          : bert || llama ? std::vector<RecomputeSet>{RecomputeSet{}} : recompute_sets_by_cost();
+      : bert              ? std::vector<RecomputeSet>{RecomputeSet{}}
+                          : recompute_sets_by_cost(/*with_gelu=*/!llama);
   const BatchChoice c = choose_batch(
       run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, o.ranks,
       budget);
@@ -197,16 +233,16 @@ void run_explain(const ExplainOptions& options) {
     plan = bert_activation_plan(config, policy, be, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
   } else if (llama) {
-    const LlamaConfig config = llama_preset(o.preset, o.vocab_multiple, o.llama_block);
+    refuse_gelu_recompute(o.recompute, "Llama");
+    const LlamaConfig config = explained_llama(o, o.recompute);
     plan = llama_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = llama_param_table(config).total();
   } else {
-    Gpt2Config config = gpt2_preset(o.preset, o.vocab_multiple);
-    config.recompute = o.recompute;
+    const Gpt2Config config = explained_gpt2(o, o.recompute);
     plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
   }
-  if (bert || llama) refuse_recompute(o.recompute, bert ? "BERT" : "Llama");
+  if (bert) refuse_recompute(o.recompute, "BERT");
 
   std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
               o.preset.c_str(), n_params, o.batch, o.seq);
@@ -276,7 +312,7 @@ void run_explain(const ExplainOptions& options) {
     std::printf("\n");
   }
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
-  if (!bert && !llama) print_recompute_choices(gpt2_preset(o.preset, o.vocab_multiple), policy, be, o);
+  if (!bert) print_family_recompute_choices(o, policy, be, llama);
 }
 
 }  // namespace
@@ -313,7 +349,7 @@ void register_explain(CLI::App& app, int& exit_code) {
   add_llama_block_options(cmd, &o->llama_block);
   cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
                         "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
-                        "mlp, block); every choice is listed side by side either way (GPT-2)",
+                        "mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu)",
                         "none");
   cmd->add_option("--ranks", o->ranks, "Data-parallel ranks (mpirun -np): each rank's memory under --zero")
       ->capture_default_str()

@@ -20,6 +20,14 @@ ActivationPlan::Handle ActivationPlan::add(std::string name, size_t numel, Stora
   return entries_.size() - 1;
 }
 
+ActivationPlan::Handle LayerTensors::add(bool shared, const std::string& prefix, const std::string& name,
+                                         size_t numel, StorageType type, OpRole op) {
+  if (!shared) return plan_.add(prefix + name, numel, type, op, ActivationPlan::Role::Saved);
+  const auto [it, added] = shared_.try_emplace(name, ActivationPlan::kNone);
+  if (added) it->second = plan_.add("recomputed_" + name, numel, type, op, ActivationPlan::Role::Scratch);
+  return it->second;
+}
+
 void ActivationPlan::allocate(MemoryResource& memory) { buffer_.resize(total_ / sizeof(float), memory); }
 
 const float* ActivationPlan::read_f32(Handle h, size_t n, Backend& be, FloatBuffer& host) {

@@ -6,6 +6,7 @@
 // table, built without allocating.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,22 @@ class ActivationPlan {
   size_t total_ = 0;
   FloatBuffer buffer_;
   FloatBuffer widened_;  // read_f32's fp32 values in the backend's memory, before the download
+};
+
+// A layer's tensors under --recompute (model/recompute.h): each one the layer's own, kept for the
+// backward, or — what the set names — one buffer every layer shares as scratch
+// ("recomputed_<name>", added by the first layer that asks), which the backward refills before it
+// reads it.
+class LayerTensors {
+ public:
+  explicit LayerTensors(ActivationPlan& plan) : plan_(plan) {}
+  // `prefix + name`, saved; or, shared, the one "recomputed_" + name every layer gets.
+  ActivationPlan::Handle add(bool shared, const std::string& prefix, const std::string& name, size_t numel,
+                             StorageType type, OpRole op);
+
+ private:
+  ActivationPlan& plan_;
+  std::map<std::string, ActivationPlan::Handle> shared_;  // by name
 };
 
 }  // namespace mptrain

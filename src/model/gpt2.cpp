@@ -3,7 +3,6 @@
 #include "model/gpt2.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include "backend/ops/gemm_mixed.h"
@@ -106,14 +105,9 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   const RecomputeSet rc = config.recompute;
   const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
              mlp = block || rc.has(Recompute::Mlp), gelu = mlp || rc.has(Recompute::Gelu);
-  std::map<std::string, ActivationPlan::Handle> shared;  // by name: the first block adds it
+  LayerTensors layer(plan);
   const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel, StorageType t,
-                       OpRole op) {
-    if (!is_shared) return plan.add(p + name, numel, t, op, saved);
-    const auto [it, added] = shared.try_emplace(name, ActivationPlan::kNone);
-    if (added) it->second = plan.add("recomputed_" + name, numel, t, op, scratch);
-    return it->second;
-  };
+                       OpRole op) { return layer.add(is_shared, p, name, numel, t, op); };
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Gpt2LayerActs la;

@@ -72,25 +72,34 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   ActivationPlan plan;
   LlamaActs a{};
   a.encoded = plan.add("encoded", BT * C, stream, OpRole::Embedding, saved);
+  // A block's tensors: its own, or (what --recompute names) shared by every block, refilled by
+  // the backward (llama_pass.cpp), as GPT-2's.
+  const RecomputeSet rc = config.recompute;
+  const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
+             mlp = block || rc.has(Recompute::Mlp);
+  LayerTensors layer(plan);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    const auto add = [&](bool shared, const std::string& name, size_t numel, StorageType t, OpRole op) {
+      return layer.add(shared, p, name, numel, t, op);
+    };
     LlamaLayerActs la;
-    la.ln1 = plan.add(p + "ln1", BT * C, ln_s, OpRole::RmsNorm, saved);
-    la.ln1_rstd = plan.add(p + "ln1_rstd", BT, F32, OpRole::RmsNorm, saved);
+    la.ln1 = norm ? add(true, "ln", BT * C, ln_s, OpRole::RmsNorm) : add(false, "ln1", BT * C, ln_s, OpRole::RmsNorm);
+    la.ln1_rstd = add(block, "ln1_rstd", BT, F32, OpRole::RmsNorm);
     if (config.qk_norm) {  // the product's output, QK-norm's input; qkv then holds the normed q and k
-      la.qkv_raw = plan.add(p + "qkv_raw", BT * QKV, lin_s, OpRole::Linear, saved);
-      la.q_rstd = plan.add(p + "q_rstd", BT * config.n_head, F32, OpRole::RmsNorm, saved);
-      la.k_rstd = plan.add(p + "k_rstd", BT * config.n_kv_head, F32, OpRole::RmsNorm, saved);
+      la.qkv_raw = add(block, "qkv_raw", BT * QKV, lin_s, OpRole::Linear);
+      la.q_rstd = add(block, "q_rstd", BT * config.n_head, F32, OpRole::RmsNorm);
+      la.k_rstd = add(block, "k_rstd", BT * config.n_kv_head, F32, OpRole::RmsNorm);
     }
-    la.qkv = plan.add(p + "qkv", BT * QKV, lin_s, OpRole::Linear, saved);  // q and k rotated in place
-    la.att = plan.add(p + "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax, saved);
-    la.atty = plan.add(p + "atty", BT * C, y_s, OpRole::AttnValues, saved);
-    la.residual2 = plan.add(p + "residual2", BT * C, stream, OpRole::Residual, saved);
-    la.ln2 = plan.add(p + "ln2", BT * C, ln_s, OpRole::RmsNorm, saved);
-    la.ln2_rstd = plan.add(p + "ln2_rstd", BT, F32, OpRole::RmsNorm, saved);
-    la.gate_up = plan.add(p + "gate_up", BT * MI, lin_s, OpRole::Linear, saved);
-    la.act = plan.add(p + "act", BT * I, act_s, act_role, saved);
-    la.residual3 = plan.add(p + "residual3", BT * C, stream, OpRole::Residual, saved);
+    la.qkv = add(block, "qkv", BT * QKV, lin_s, OpRole::Linear);  // q and k rotated in place
+    la.att = add(block, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
+    la.atty = add(block, "atty", BT * C, y_s, OpRole::AttnValues);
+    la.residual2 = add(block, "residual2", BT * C, stream, OpRole::Residual);
+    la.ln2 = norm ? la.ln1 : add(false, "ln2", BT * C, ln_s, OpRole::RmsNorm);  // one norm at a time
+    la.ln2_rstd = add(block, "ln2_rstd", BT, F32, OpRole::RmsNorm);
+    la.gate_up = add(mlp, "gate_up", BT * MI, lin_s, OpRole::Linear);
+    la.act = add(mlp, "act", BT * I, act_s, act_role);
+    la.residual3 = add(false, "residual3", BT * C, stream, OpRole::Residual);
     a.layers.push_back(la);
   }
   a.lnf = plan.add("lnf", BT * C, ln_s, OpRole::RmsNorm, saved);

@@ -79,6 +79,10 @@ class Llama : public CausalLm {
   void forward_impl(int B, int T) override;
   void backward_impl(int B, int T) override;
   void setup_weight_copies();
+  // One block's forward from its input `residual`, and the pieces of it --recompute refills.
+  void forward_block(int l, const View& residual, int B, int T);
+  void block_norm(int l, int which, const View& residual, int N);
+  void block_mlp_in(int l, int N);
   void qk_norm_forward(const LlamaLayerTensors& w, const LlamaLayerActs& la, const View& qkv, int N);
   void qk_norm_backward(const LlamaLayerTensors& w, const LlamaLayerTensors& g, const LlamaLayerActs& la,
                         const View& dqkv, int N);

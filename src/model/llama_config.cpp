@@ -105,4 +105,12 @@ double llama_flops_per_token(const LlamaConfig& c, int T) {
   return 6.0 * (L * layer + static_cast<double>(c.padded_vocab_size) * C) + 6.0 * L * C * T;
 }
 
+double llama_recompute_flops_per_token(const LlamaConfig& c, int T, RecomputeSet set) {
+  const double C = c.n_embd, L = c.n_layer, I = c.intermediate, KVW = c.kv_width();
+  const double mlp_in = (c.mlp == LlamaMlp::SwiGlu ? 2.0 : 1.0) * I * C;  // gate | up, or up
+  const double layer = 2.0 * C * C + 2.0 * KVW * C + mlp_in + I * C;
+  if (set.has(Recompute::Block)) return L * (2.0 * layer + 2.0 * C * T);
+  return set.has(Recompute::Mlp) ? L * 2.0 * mlp_in : 0.0;
+}
+
 }  // namespace mptrain

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/param_table.h"
+#include "model/recompute.h"
 
 namespace mptrain {
 
@@ -28,6 +29,9 @@ struct LlamaConfig {
   bool tie_embeddings = false;
   bool qk_norm = false;  // RMSNorm over each q and k head before the rotation (per-head weights)
   LlamaMlp mlp = LlamaMlp::SwiGlu;
+  // Training-time, not saved with the model: what the backward recomputes instead of keeping
+  // (model/recompute.h: norm, mlp, block; GELU is not Llama's activation).
+  RecomputeSet recompute;
 
   int head_size() const { return n_embd / n_head; }
   int kv_width() const { return n_kv_head * head_size(); }  // k's (and v's) width
@@ -67,5 +71,8 @@ int64_t llama_num_params(const LlamaConfig& config);
 // FLOPs of one training step per token: 6 per weight that takes part in a product (the head over
 // Vp; embeddings excluded) plus causal attention's 6·L·C·T.
 double llama_flops_per_token(const LlamaConfig& config, int T);
+// What --recompute adds to that per token (as gpt2_recompute_flops_per_token): a block's forward
+// for `block`, the MLP's input product for `mlp`; `norm` reruns elementwise RMSNorms only (0 here).
+double llama_recompute_flops_per_token(const LlamaConfig& config, int T, RecomputeSet set);
 
 }  // namespace mptrain

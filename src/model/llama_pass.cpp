@@ -80,13 +80,69 @@ void Llama::qk_norm_backward(const LlamaLayerTensors& w, const LlamaLayerTensors
   norm_backward(NH, KV, w.k_norm, g.k_norm, la.k_rstd);
 }
 
-void Llama::forward_impl(int B, int T) {
+// The block's RMSNorm `which` (1: before the attention, 2: before the MLP) of `residual`, with its
+// saved statistics.
+void Llama::block_norm(int l, int which, const View& residual, int N) {
+  const LlamaLayerTensors& w = w_.layers[l];
+  const LlamaLayerActs& la = a_.layers[l];
+  const int C = config_.n_embd;
+  if (which == 1)
+    rmsnorm(acts_.view(la.ln1, N, C), residual, w.attn_norm, la.ln1_rstd, config_.rms_eps);
+  else
+    rmsnorm(acts_.view(la.ln2, N, C), residual, w.mlp_norm, la.ln2_rstd, config_.rms_eps);
+}
+
+// The MLP's input product (gate | up, or up) from ln2, and its activation.
+void Llama::block_mlp_in(int l, int N) {
+  const LlamaLayerActs& la = a_.layers[l];
+  const int C = config_.n_embd, I = config_.intermediate, MI = mlp_in();
+  const View gate_up = acts_.view(la.gate_up, N, MI), act = acts_.view(la.act, N, I);
+  linear({.out = gate_up,
+          .x = acts_.view(la.ln2, N, C),
+          .w = linear_weight(wc_[l].gate_up, MI, C),
+          .scratch = acts_.work(a_.gemm_out)});
+  if (config_.mlp == LlamaMlp::Relu2)
+    be_->relu2({.out = act, .x = gate_up});
+  else
+    be_->swiglu({.out = act, .gate_up = gate_up});
+}
+
+void Llama::forward_block(int l, const View& residual, int B, int T) {
   Backend& be = *be_;
   const int N = B * T, C = config_.n_embd, NH = config_.n_head, KV = config_.n_kv_head,
-            HS = config_.head_size(), I = config_.intermediate, Vp = config_.padded_vocab_size;
-  const int QKV = C + 2 * config_.kv_width(), MI = mlp_in();
-  const bool relu2 = config_.mlp == LlamaMlp::Relu2;
+            HS = config_.head_size(), I = config_.intermediate;
+  const int QKV = C + 2 * config_.kv_width();
   const View acc = acts_.work(a_.gemm_out);
+  const LlamaLayerTensors& w = w_.layers[l];
+  const LayerWeights& wc = wc_[l];
+  const LlamaLayerActs& la = a_.layers[l];
+  const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV), atty = acts_.view(la.atty, N, C);
+  const View residual2 = acts_.view(la.residual2, N, C);
+  block_norm(l, 1, residual, N);
+  const View product = config_.qk_norm ? acts_.view(la.qkv_raw, N, QKV) : qkv;
+  linear({.out = product, .x = ln1, .w = linear_weight(wc.qkv, QKV, C), .scratch = acc});
+  if (config_.qk_norm) qk_norm_forward(w, la, qkv, N);
+  be.rope({.x = qkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta});
+  attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
+  linear({.out = residual2,
+          .x = atty,
+          .w = linear_weight(wc.o, C, C),
+          .epilogue = Epilogue::BiasResidual,
+          .residual = residual,
+          .scratch = acc});
+  block_norm(l, 2, residual2, N);
+  block_mlp_in(l, N);
+  linear({.out = acts_.view(la.residual3, N, C),
+          .x = acts_.view(la.act, N, I),
+          .w = linear_weight(wc.down, C, I),
+          .epilogue = Epilogue::BiasResidual,
+          .residual = residual2,
+          .scratch = acc});
+}
+
+void Llama::forward_impl(int B, int T) {
+  Backend& be = *be_;
+  const int N = B * T, C = config_.n_embd, Vp = config_.padded_vocab_size;
 
   // Tied, a GPU's plan reads the table through the head's 16-bit copy, as GPT-2's wte.
   const View table = config_.tie_embeddings && policy_.small_weights != StorageType::F32
@@ -95,38 +151,8 @@ void Llama::forward_impl(int B, int T) {
   be.embedding({.out = acts_.view(a_.encoded, N, C), .tokens = ids(), .B = B, .T = T, .word = table});
   View residual = acts_.view(a_.encoded, N, C);
   for (int l = 0; l < config_.n_layer; ++l) {
-    const LlamaLayerTensors& w = w_.layers[l];
-    const LayerWeights& wc = wc_[l];
-    const LlamaLayerActs& la = a_.layers[l];
-    const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV),
-               atty = acts_.view(la.atty, N, C);
-    const View residual2 = acts_.view(la.residual2, N, C), ln2 = acts_.view(la.ln2, N, C);
-    const View gate_up = acts_.view(la.gate_up, N, MI), act = acts_.view(la.act, N, I);
-    rmsnorm(ln1, residual, w.attn_norm, la.ln1_rstd, config_.rms_eps);
-    const View product = config_.qk_norm ? acts_.view(la.qkv_raw, N, QKV) : qkv;
-    linear({.out = product, .x = ln1, .w = linear_weight(wc.qkv, QKV, C), .scratch = acc});
-    if (config_.qk_norm) qk_norm_forward(w, la, qkv, N);
-    be.rope({.x = qkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta});
-    attention(atty, qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
-    linear({.out = residual2,
-            .x = atty,
-            .w = linear_weight(wc.o, C, C),
-            .epilogue = Epilogue::BiasResidual,
-            .residual = residual,
-            .scratch = acc});
-    rmsnorm(ln2, residual2, w.mlp_norm, la.ln2_rstd, config_.rms_eps);
-    linear({.out = gate_up, .x = ln2, .w = linear_weight(wc.gate_up, MI, C), .scratch = acc});
-    if (relu2)
-      be.relu2({.out = act, .x = gate_up});
-    else
-      be.swiglu({.out = act, .gate_up = gate_up});
-    residual = acts_.view(la.residual3, N, C);
-    linear({.out = residual,
-            .x = act,
-            .w = linear_weight(wc.down, C, I),
-            .epilogue = Epilogue::BiasResidual,
-            .residual = residual2,
-            .scratch = acc});
+    forward_block(l, residual, B, T);
+    residual = acts_.view(a_.layers[l].residual3, N, C);
   }
   rmsnorm(acts_.view(a_.lnf, N, C), residual, w_.norm, a_.lnf_rstd, config_.rms_eps);
   // logits[N,Vp] = lnf[N,C] · head[Vp,C]^T
@@ -167,6 +193,17 @@ void Llama::backward_impl(int B, int T) {
     const LlamaLayerActs& la = a_.layers[l];
     const View residual =
         l == 0 ? acts_.view(a_.encoded, N, C) : acts_.view(a_.layers[l - 1].residual3, N, C);
+    // --recompute: refill what this block's backward reads and the forward did not keep, through
+    // the forward's own ops (the same bits); the norms share one buffer, so ln1 is refilled again
+    // before the attention's half reads it (as GPT-2's).
+    const RecomputeSet rc = config_.recompute;
+    const bool block = rc.has(Recompute::Block), shared_norm = block || rc.has(Recompute::Norm);
+    if (block) {
+      forward_block(l, residual, B, T);
+    } else {
+      if (shared_norm) block_norm(l, 2, acts_.view(la.residual2, N, C), N);
+      if (rc.has(Recompute::Mlp)) block_mlp_in(l, N);
+    }
 
     // MLP: residual3 = residual2 + down(swiglu(gate_up(rms2(residual2))))
     linear_backward({.dx = dact,
@@ -200,6 +237,7 @@ void Llama::backward_impl(int B, int T) {
     be.rope(
         {.x = dqkv, .T = T, .heads = NH + KV, .head_size = HS, .theta = config_.rope_theta, .inverse = true});
     if (config_.qk_norm) qk_norm_backward(w, g, la, dqkv, N);
+    if (shared_norm) block_norm(l, 1, residual, N);
     linear_backward({.dx = dln,
                      .dw = grad_t(g.qkv, QKV, C),
                      .dy = dqkv,

@@ -31,12 +31,19 @@ RecomputeSet parse_recompute(const std::string& text) {
 
 void refuse_recompute(RecomputeSet set, const char* family) {
   if (!set.none())
-    throw Error("--recompute " + recompute_name(set) + ": " + family + " keeps every activation so far (GPT-2 recomputes)");
+    throw Error("--recompute " + recompute_name(set) + ": " + family + " keeps every activation so far (GPT-2 and Llama recompute)");
 }
 
-std::vector<RecomputeSet> recompute_sets_by_cost() {
+void refuse_gelu_recompute(RecomputeSet set, const char* family) {
+  if (set.has(Recompute::Gelu))
+    throw Error(std::string("--recompute ") + recompute_name(set) + ": " + family +
+                "'s MLP activation is not GELU; --recompute mlp recomputes the activation with its input product");
+}
+
+std::vector<RecomputeSet> recompute_sets_by_cost(bool with_gelu) {
   const RecomputeSet none, gelu = none.with(Recompute::Gelu), norm = none.with(Recompute::Norm),
                      mlp = none.with(Recompute::Mlp);
+  if (!with_gelu) return {none, norm, mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)};
   return {none, gelu, norm, gelu.with(Recompute::Norm), mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)};
 }
 

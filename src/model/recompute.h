@@ -8,7 +8,8 @@
 //   mlp    the MLP's fc output and its GELU (the largest tensors of a block): the fc linear again
 //   block  everything inside a block but its output: the block's whole forward again
 //          (PyTorch's checkpoint per block)
-// `none` keeps everything (the default). So far GPT-2's; the other families refuse a set.
+// `none` keeps everything (the default). GPT-2 and the Llama family (norm, mlp, block: its
+// activation is SwiGLU or ReLU², which mlp recomputes with its input product); BERT refuses a set.
 #pragma once
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ RecomputeSet parse_recompute(const std::string& text);
 // For the families that keep every activation: Error "--recompute <set>: <family> keeps every
 // activation so far (GPT-2 recomputes)" unless the set is none.
 void refuse_recompute(RecomputeSet set, const char* family);
+// For a family whose MLP has no GELU (Llama): Error on a set with `gelu`, naming what does the same.
+void refuse_gelu_recompute(RecomputeSet set, const char* family);
 // The canonical text: "none" or the names in the order above, comma-separated.
 std::string recompute_name(RecomputeSet set);
 // Every single choice, for `explain`'s table: none, gelu, norm, mlp, block.
@@ -40,6 +43,7 @@ inline constexpr const char* kRecomputeOptionText = "{none,gelu,norm,mlp,block}"
 // The sets --batch auto tries, in the order of the work they add: nothing, the GELU (elementwise,
 // the largest tensor of a block), the LayerNorms (elementwise), both, the fc linear (with its
 // GELU), the fc linear and the LayerNorms, a block's forward.
-std::vector<RecomputeSet> recompute_sets_by_cost();
+// Without gelu for a family that has none.
+std::vector<RecomputeSet> recompute_sets_by_cost(bool with_gelu = true);
 
 }  // namespace mptrain

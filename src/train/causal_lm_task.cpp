@@ -50,8 +50,11 @@ struct LlamaFamily {
   using Model = Llama;
   static constexpr const char* kName = "llama";
   static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
-  static std::vector<RecomputeSet> recompute_choices() { return {RecomputeSet{}}; }
-  static void set_recompute(Config&, RecomputeSet r) { refuse_recompute(r, "Llama"); }
+  static std::vector<RecomputeSet> recompute_choices() { return recompute_sets_by_cost(/*with_gelu=*/false); }
+  static void set_recompute(Config& c, RecomputeSet r) {
+    refuse_gelu_recompute(r, "Llama");
+    c.recompute = r;
+  }
   static Config load_config(const std::string& dir) { return load_llama_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return llama_footprint(c, p, std::move(be));

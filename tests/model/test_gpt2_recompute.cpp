@@ -1,8 +1,8 @@
-// --recompute (model/recompute.h): for every choice, GPT-2's loss and gradients have the bits of
-// keeping every activation — fp32, TF32, bf16 and fp16 under the CPU's plan and bf16 under the
-// GPU's, over two micro-batches (the second backward reads what the first one's recomputation
-// left in the shared buffers) — and each choice's plan holds less than keeping everything, block
-// least of all.
+// --recompute (model/recompute.h): for every choice, GPT-2's and Llama's loss and gradients have
+// the bits of keeping every activation — fp32, TF32, bf16 and fp16 under the CPU's plan and bf16
+// under the GPU's, over two micro-batches (the second backward reads what the first one's
+// recomputation left in the shared buffers) — and each choice's plan holds less than keeping
+// everything, block least of all.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,6 +16,7 @@
 #include "common/tiny_gpt2.h"
 #include "core/error.h"
 #include "model/gpt2.h"
+#include "model/llama.h"
 #include "precision/policy.h"
 
 namespace mptrain {
@@ -33,9 +34,17 @@ struct Result {
   std::vector<float> losses, grads;
 };
 
-Result run(RecomputeSet recompute, Precision p, bool gpu_plan) {
+// Llama's tiny preset with QK-norm (its refill too) and either MLP.
+LlamaConfig tiny_llama(RecomputeSet recompute, LlamaMlp mlp) {
+  LlamaConfig c = llama_preset("llama-tiny", 128, {.mlp = mlp, .qk_norm = true});
+  c.recompute = recompute;
+  return c;
+}
+
+template <class Model, class Config>
+Result run(const Config& config, Precision p, bool gpu_plan) {
   const Policy policy = make_policy(p, {}, gpu_plan ? kCudaCaps : cpu::CpuBackend(host_context()).caps());
-  Gpt2 model(tiny_gpt2(recompute), std::make_unique<cpu::CpuBackend>(host_context()), policy);
+  Model model(config, std::make_unique<cpu::CpuBackend>(host_context()), policy);
   model.init_weights(3);
   model.plan(kB, kT);
   std::vector<int> in(kB * kT), tg(kB * kT);
@@ -58,17 +67,52 @@ TEST(Gpt2Recompute, GradientsHaveTheBitsOfKeepingEverything) {
   };
   for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Tf32, false}, Plan{Precision::Bf16, false},
                         Plan{Precision::Fp16, false}, Plan{Precision::Bf16, true}}) {
-    const Result keep = run({}, pl.precision, pl.gpu_plan);
+    const Result keep = run<Gpt2>(tiny_gpt2({}), pl.precision, pl.gpu_plan);
     for (const RecomputeSet s : sets) {
       const std::string what = std::string(precision_name(pl.precision)) + (pl.gpu_plan ? " (GPU plan)" : "") +
                                ", --recompute " + recompute_name(s);
-      const Result got = run(s, pl.precision, pl.gpu_plan);
+      const Result got = run<Gpt2>(tiny_gpt2(s), pl.precision, pl.gpu_plan);
       EXPECT_EQ(got.losses, keep.losses) << what;
       ASSERT_EQ(got.grads.size(), keep.grads.size());
       EXPECT_EQ(std::memcmp(got.grads.data(), keep.grads.data(), keep.grads.size() * sizeof(float)), 0)
           << what << ": the gradients differ";
     }
   }
+}
+
+TEST(LlamaRecompute, GradientsHaveTheBitsOfKeepingEverything) {
+  const RecomputeSet sets[] = {parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("block"),
+                               parse_recompute("norm,mlp")};
+  struct Plan {
+    Precision precision;
+    bool gpu_plan;
+  };
+  for (const LlamaMlp mlp : {LlamaMlp::SwiGlu, LlamaMlp::Relu2})
+    for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false}, Plan{Precision::Fp16, false},
+                          Plan{Precision::Bf16, true}}) {
+      const Result keep = run<Llama>(tiny_llama({}, mlp), pl.precision, pl.gpu_plan);
+      for (const RecomputeSet s : sets) {
+        const std::string what = std::string(precision_name(pl.precision)) + (pl.gpu_plan ? " (GPU plan)" : "") +
+                                 (mlp == LlamaMlp::Relu2 ? ", relu2" : ", swiglu") + ", --recompute " +
+                                 recompute_name(s);
+        const Result got = run<Llama>(tiny_llama(s, mlp), pl.precision, pl.gpu_plan);
+        EXPECT_EQ(got.losses, keep.losses) << what;
+        ASSERT_EQ(got.grads.size(), keep.grads.size());
+        EXPECT_EQ(std::memcmp(got.grads.data(), keep.grads.data(), keep.grads.size() * sizeof(float)), 0)
+            << what << ": the gradients differ";
+      }
+    }
+  // Less memory, block least; and gelu is not Llama's activation.
+  const cpu::CpuBackend be(host_context());
+  const Policy policy = make_policy(Precision::Bf16, {}, be.caps());
+  const auto bytes = [&](const char* set) {
+    return llama_activation_plan(tiny_llama(parse_recompute(set), LlamaMlp::SwiGlu), policy, be, kB, kT)
+        .total_bytes();
+  };
+  EXPECT_LT(bytes("norm"), bytes("none"));
+  EXPECT_LT(bytes("mlp"), bytes("none"));
+  EXPECT_LT(bytes("block"), bytes("norm,mlp"));
+  EXPECT_THROW(refuse_gelu_recompute(parse_recompute("gelu"), "Llama"), Error);
 }
 
 TEST(Gpt2Recompute, EachChoiceHoldsLessThanKeepingEverything) {

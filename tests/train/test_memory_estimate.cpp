@@ -182,10 +182,16 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute attention"),
                      "unknown --recompute choice 'attention' (expected gelu, norm, mlp or block)");
   expect_clear_error(run_mptrain("train --model llama --preset llama-tiny --train-data '" + data +
-                                 "' --steps 1 --recompute mlp --run-dir " + (tmp / "llama")),
-                     "--recompute mlp: Llama keeps every activation so far");
+                                 "' --steps 1 --recompute gelu,mlp --run-dir " + (tmp / "llama")),
+                     "--recompute gelu,mlp: Llama's MLP activation is not GELU");
   expect_clear_error(run_mptrain("explain --preset bert-tiny --recompute block"),
-                     "--recompute block: BERT keeps every activation so far (GPT-2 recomputes)");
+                     "--recompute block: BERT keeps every activation so far (GPT-2 and Llama recompute)");
+  // Llama's choices: no gelu row.
+  const auto l = run_mptrain("explain --preset llama-tiny --recompute mlp");
+  ASSERT_EQ(l.exit_code, 0) << l.output;
+  for (const char* row : {"  none ", "  norm ", "  mlp ", "  block "})
+    EXPECT_NE(l.output.find(row), std::string::npos) << row << "\n" << l.output;
+  EXPECT_EQ(l.output.find("  gelu "), std::string::npos) << l.output;
   const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
   ASSERT_EQ(e.exit_code, 0) << e.output;
   for (const char* row : {"  none ", "  gelu ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
