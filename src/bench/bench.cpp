@@ -62,7 +62,11 @@ constexpr double kHopperSxmBf16DenseTflops = 989.0;
 bool is_bert(const BenchOptions& o) { return o.model == ModelFamily::Bert; }
 bool is_llama(const BenchOptions& o) { return o.model == ModelFamily::Llama; }
 
-BertConfig bench_bert_config(const BenchOptions& o) { return bert_preset(o.preset, 30522, o.vocab_multiple); }
+BertConfig bench_bert_config(const BenchOptions& o) {
+  BertConfig c = bert_preset(o.preset, 30522, o.vocab_multiple);
+  c.recompute = o.recompute;
+  return c;
+}
 
 // What the ladder, the peer and the table need to know about the model, without building it.
 // Also where a bad preset or sequence length fails, once, before any child process starts.
@@ -422,8 +426,9 @@ void report_peer(const BenchOptions& o, const ModelInfo& info, const TimedSteps&
 BenchResult bench_one(const BenchOptions& o) {
   const QuietnessMeter meter;  // first: the load average before anything of ours ran
   MPT_CHECK(!o.graphs || !is_bert(o), std::string("--graphs: ") + Bert::kNoGraphs);
-  if (is_bert(o)) refuse_recompute(o.recompute, "BERT");
-  if (is_llama(o)) refuse_gelu_recompute(o.recompute, "Llama");
+  check_recompute(o.recompute, is_bert(o)    ? RecomputeFamily::Bert
+                               : is_llama(o) ? RecomputeFamily::Llama
+                                             : RecomputeFamily::Gpt2);
   MPT_CHECK(!o.graphs || o.warmup >= 2,
             "--graphs needs --warmup 2 or more (the first step runs eagerly, the second captures the graph: "
             "only replays are timed)");

@@ -47,7 +47,7 @@ struct ExplainOptions {
   PolicyOf policy_of = PolicyOf::Own;  // cuda: the GPU's plan, as `mptrain train --policy-of cuda` runs it here
   Device device = Device::Cpu;         // cuda: the plan and device memory of `mptrain train --device cuda`
   LlamaBlockOptions llama_block;  // --mlp, --qk-norm (Llama)
-  RecomputeSet recompute;         // --recompute (GPT-2, Llama)
+  RecomputeSet recompute;         // --recompute
   int ranks = 1;                  // --ranks: data-parallel ranks, each one's memory
   int zero = 0;                   // --zero: the ZeRO stage over them
 };
@@ -151,11 +151,29 @@ LlamaConfig explained_llama(const ExplainOptions& o, RecomputeSet recompute) {
   return c;
 }
 
-// The family's choices: every single one (GPT-2's gelu too), with their bytes and FLOPs.
-void print_family_recompute_choices(const ExplainOptions& o, const Policy& policy, const Backend& be, bool llama) {
-  std::vector<RecomputeSet> singles = {RecomputeSet{}};
-  for (const Recompute r : kRecomputeChoices)
-    if (!llama || r != Recompute::Gelu) singles.push_back(RecomputeSet{}.with(r));
+BertConfig explained_bert(const ExplainOptions& o, RecomputeSet recompute) {
+  BertConfig c = bert_preset(o.preset);
+  c.recompute = recompute;
+  return c;
+}
+
+RecomputeFamily family_of(bool bert, bool llama) {
+  return bert ? RecomputeFamily::Bert : llama ? RecomputeFamily::Llama : RecomputeFamily::Gpt2;
+}
+
+// The family's single choices with their bytes and FLOPs.
+void print_family_recompute_choices(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
+                                    bool llama) {
+  const std::vector<RecomputeSet> singles = recompute_singles(family_of(bert, llama));
+  if (bert) {
+    const int M = o.batch * o.max_predictions;
+    print_recompute_choices(
+        singles, o,
+        [&](RecomputeSet s) { return bert_activation_plan(explained_bert(o, s), policy, be, o.batch, o.seq, M).total_bytes(); },
+        [&](RecomputeSet s) { return bert_recompute_flops_per_token(explained_bert(o, s), s); },
+        bert_flops_per_token(explained_bert(o, {}), o.seq, static_cast<double>(o.max_predictions) / o.seq));
+    return;
+  }
   if (llama) {
     print_recompute_choices(
         singles, o,
@@ -180,7 +198,7 @@ void print_family_recompute_choices(const ExplainOptions& o, const Policy& polic
 ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
                                    bool llama, RecomputeSet recompute) {
   const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
-  if (bert) return bert_footprint(bert_preset(o.preset), policy, o.max_predictions, sizing);
+  if (bert) return bert_footprint(explained_bert(o, recompute), policy, o.max_predictions, sizing);
   if (llama) return llama_footprint(explained_llama(o, recompute), policy, sizing);
   return gpt2_footprint(explained_gpt2(o, recompute), policy, sizing);
 }
@@ -199,9 +217,7 @@ void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backe
   run.device = o.device;
   run.zero = o.zero;
   const std::vector<RecomputeSet> choices =
-      !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute}
-      : bert              ? std::vector<RecomputeSet>{RecomputeSet{}}
-                          : recompute_sets_by_cost(/*with_gelu=*/!llama);
+      !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute} : recompute_sets_by_cost(family_of(bert, llama));
   const BatchChoice c = choose_batch(
       run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, o.ranks,
       budget);
@@ -225,15 +241,15 @@ void run_explain(const ExplainOptions& options) {
   // The model family from the preset's name: bert-* presets are BERT (bert-base's vocabulary),
   // llama-* Llama (GPT-2's), everything else GPT-2.
   const bool bert = o.preset.rfind("bert", 0) == 0, llama = o.preset.rfind("llama", 0) == 0;
+  check_recompute(o.recompute, family_of(bert, llama));
   if (o.batch_auto) choose_explained_batch(o, policy, be, bert, llama);
   ActivationPlan plan;
   size_t n_params = 0;
   if (bert) {
-    const BertConfig config = bert_preset(o.preset);
+    const BertConfig config = explained_bert(o, o.recompute);
     plan = bert_activation_plan(config, policy, be, o.batch, o.seq, o.batch * o.max_predictions);
     n_params = bert_param_table(config).total();
   } else if (llama) {
-    refuse_gelu_recompute(o.recompute, "Llama");
     const LlamaConfig config = explained_llama(o, o.recompute);
     plan = llama_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = llama_param_table(config).total();
@@ -242,7 +258,6 @@ void run_explain(const ExplainOptions& options) {
     plan = gpt2_activation_plan(config, policy, be, o.batch, o.seq);
     n_params = gpt2_param_table(config).total();
   }
-  if (bert) refuse_recompute(o.recompute, "BERT");
 
   std::printf("precision plan: %s, preset %s (%zu parameters), batch %d x seq %d", precision_name(precision),
               o.preset.c_str(), n_params, o.batch, o.seq);
@@ -312,7 +327,7 @@ void run_explain(const ExplainOptions& options) {
     std::printf("\n");
   }
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
-  if (!bert) print_family_recompute_choices(o, policy, be, llama);
+  print_family_recompute_choices(o, policy, be, bert, llama);
 }
 
 }  // namespace
@@ -349,7 +364,7 @@ void register_explain(CLI::App& app, int& exit_code) {
   add_llama_block_options(cmd, &o->llama_block);
   cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
                         "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
-                        "mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu)",
+                        "mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu; BERT gelu, mlp)",
                         "none");
   cmd->add_option("--ranks", o->ranks, "Data-parallel ranks (mpirun -np): each rank's memory under --zero")
       ->capture_default_str()

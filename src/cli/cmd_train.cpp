@@ -346,7 +346,7 @@ void add_guard_options(CLI::App* cmd, TrainCommand* c) {
                         "What the backward recomputes instead of keeping: none, or a comma list of gelu "
                         "(GELU outputs), norm (norm outputs), mlp (the MLP's input product and activation), "
                         "block (each block's whole forward); the same gradients, less memory, more time "
-                        "(mptrain explain prints each choice); GPT-2, and Llama without gelu",
+                        "(mptrain explain prints each choice); GPT-2; Llama without gelu; BERT gelu and mlp",
                         "none");
 }
 

@@ -75,6 +75,10 @@ double bert_flops_per_token(const BertConfig& c, int T, double masked_fraction) 
   return 6.0 * (encoder + head) + 12.0 * L * C * T;
 }
 
+double bert_recompute_flops_per_token(const BertConfig& c, RecomputeSet set) {
+  return set.has(Recompute::Mlp) ? c.n_layer * 2.0 * c.hidden * c.intermediate : 0.0;
+}
+
 GemmReader bert_gemm_reader(const ParamSpec& spec) {
   if (spec.shape.size() != 2 || spec.name == "bert.embeddings.position_embeddings.weight" ||
       spec.name == "bert.embeddings.token_type_embeddings.weight")
@@ -141,6 +145,10 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   auto words = [](size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); };
   const StorageType stream = policy.residual_stream, grads = policy.activation_grads;
   BertActs a{};
+  // The MLP's tensors: each layer's own, or (what --recompute names) shared, refilled by the
+  // backward (bert_pass.cpp).
+  const bool mlp = config.recompute.has(Recompute::Mlp), gelu = mlp || config.recompute.has(Recompute::Gelu);
+  LayerTensors layer(plan);
   a.emb = saved("emb", BT * C, OpRole::Embedding, stream);
   // Under a 16-bit / TF32 policy the LayerNorm outputs saved here are the next GEMMs' inputs in
   // their dtype; the fp32 residual stream lives in h32 (scratch, see bert_pass.cpp).
@@ -157,8 +165,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     la.ln1 = saved(p + "ln1", BT * C, OpRole::LayerNorm, ln_s);
     la.ln1_mean = saved(p + "ln1_mean", BT, OpRole::LayerNorm);
     la.ln1_rstd = saved(p + "ln1_rstd", BT, OpRole::LayerNorm);
-    la.fch = saved(p + "fch", BT * I, OpRole::Linear, lin_s);
-    la.fch_gelu = saved(p + "fch_gelu", BT * I, OpRole::Gelu, gelu_s);
+    la.fch = layer.add(mlp, p, "fch", BT * I, lin_s, OpRole::Linear);
+    la.fch_gelu = layer.add(gelu, p, "fch_gelu", BT * I, gelu_s, OpRole::Gelu);
     la.res2 = saved(p + "res2", BT * C, OpRole::Residual, stream);
     la.ln2 = saved(p + "ln2", BT * C, OpRole::LayerNorm, ln_s);  // the layer's output
     la.ln2_mean = saved(p + "ln2_mean", BT, OpRole::LayerNorm);

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "model/recompute.h"
+
 namespace mptrain {
 
 struct BertConfig {
@@ -23,6 +25,9 @@ struct BertConfig {
   // Hugging Face's BertForSequenceClassification when positive: the pooler and a classifier
   // [num_labels, C] on the [CLS] row (`classifier.*`), no pretraining heads (nsp must be false).
   int num_labels = 0;
+  // Training-time, not saved with the model: what the backward recomputes instead of keeping
+  // (model/recompute.h: gelu, mlp).
+  RecomputeSet recompute;
 
   bool mlm() const { return num_labels == 0; }           // the masked-LM head
   bool pooled() const { return nsp || num_labels > 0; }  // the pooler and a head on it

@@ -107,6 +107,19 @@ BertStats Bert::run(const BertInputs& batch, int B, int T, float grad_scale, boo
   return read_stats(batch, B, sampling);
 }
 
+// The layer's fc linear and its (exact) GELU in one epilogue: fch_gelu and its input fch from ln1.
+void Bert::block_fc(int l, int N) {
+  const int C = config_.hidden, I = config_.intermediate;
+  const LayerActs& la = a_.layers[l];
+  linear({.out = acts_.view(la.fch_gelu, N, I),
+          .x = acts_.view(la.ln1, N, C),
+          .w = linear_weight(wc_[l].fc, I, C),
+          .bias = small(w_.layers[l].fc_b, {I}),
+          .epilogue = Epilogue::BiasGeluErf,
+          .pre = acts_.view(la.fch, N, I),
+          .scratch = acts_.work(a_.gemm_out)});
+}
+
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
   const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
@@ -134,7 +147,6 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     const LayerWeights& wc = wc_[l];
     const LayerActs& la = a_.layers[l];
     const View qkv = acts_.view(la.qkv, N, 3 * C), atty = acts_.view(la.atty, N, C);
-    const View fch = acts_.view(la.fch, N, I), fch_gelu = acts_.view(la.fch_gelu, N, I);
     // ln1 = LayerNorm(h + dense(attention(qkv(h))))
     linear({.out = qkv,
             .x = acts_.view(h_saved, N, C),
@@ -153,15 +165,9 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
     const View h1 = stream(1, la.ln1, N);
     layernorm_to_stream(h1, la.ln1, la.ln1_mean, la.ln1_rstd, acts_.view(la.res1, N, C), w.ln1_w, w.ln1_b, N);
     // ln2 = LayerNorm(ln1 + dense(gelu(dense(ln1))))
-    linear({.out = fch_gelu,
-            .x = acts_.view(la.ln1, N, C),
-            .w = linear_weight(wc.fc, I, C),
-            .bias = small(w.fc_b, {I}),
-            .epilogue = Epilogue::BiasGeluErf,
-            .pre = fch,
-            .scratch = acc});
+    block_fc(l, N);
     linear({.out = acts_.view(la.res2, N, C),
-            .x = fch_gelu,
+            .x = acts_.view(la.fch_gelu, N, I),
             .w = linear_weight(wc.fcout, C, I),
             .bias = small(w.fcout_b, {C}),
             .epilogue = Epilogue::BiasResidual,
@@ -393,6 +399,13 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const LayerWeights& wc = wc_[l];
     const LayerActs& la = a_.layers[l];
     const View h_in = l == 0 ? acts_.view(a_.emb_ln, N, C) : acts_.view(a_.layers[l - 1].ln2, N, C);
+
+    // --recompute: refill the MLP's tensors the forward did not keep, through its own ops (the
+    // same bits): the fc linear again, or the GELU of its saved output.
+    if (config_.recompute.has(Recompute::Mlp))
+      block_fc(l, N);
+    else if (config_.recompute.has(Recompute::Gelu))
+      be.gelu({.out = acts_.view(la.fch_gelu, N, I), .x = acts_.view(la.fch, N, I), .erf = true});
 
     // ln2 = LN(res2), res2 = ln1 + fcout(gelu(fc(ln1)))
     residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);

@@ -1,4 +1,4 @@
-// --recompute's names (model/recompute.h).
+// --recompute's names and what each family refills (model/recompute.h).
 #include "model/recompute.h"
 
 #include <sstream>
@@ -12,6 +12,16 @@ namespace {
 constexpr NameTable<Recompute, 4> kRecomputeNames{
     {{Recompute::Gelu, "gelu"}, {Recompute::Norm, "norm"}, {Recompute::Mlp, "mlp"}, {Recompute::Block, "block"}}};
 constexpr const char* kExpected = "expected none or a comma list of gelu, norm, mlp, block";
+
+// Why a family refills no `r`, or null when it does.
+const char* missing(Recompute r, RecomputeFamily family) {
+  if (family == RecomputeFamily::Llama && r == Recompute::Gelu)
+    return "Llama's MLP activation is not GELU; --recompute mlp recomputes the activation with its input product";
+  if (family == RecomputeFamily::Bert && (r == Recompute::Norm || r == Recompute::Block))
+    return "BERT's LayerNorm outputs are its residual stream (post-LN), which the next layer reads; BERT "
+           "recomputes gelu and mlp";
+  return nullptr;
+}
 }  // namespace
 
 RecomputeSet parse_recompute(const std::string& text) {
@@ -29,22 +39,30 @@ RecomputeSet parse_recompute(const std::string& text) {
   return set;
 }
 
-void refuse_recompute(RecomputeSet set, const char* family) {
-  if (!set.none())
-    throw Error("--recompute " + recompute_name(set) + ": " + family + " keeps every activation so far (GPT-2 and Llama recompute)");
+void check_recompute(RecomputeSet set, RecomputeFamily family) {
+  for (const auto& [r, name] : kRecomputeNames)
+    if (set.has(r))
+      if (const char* why = missing(r, family)) throw Error("--recompute " + recompute_name(set) + ": " + why);
 }
 
-void refuse_gelu_recompute(RecomputeSet set, const char* family) {
-  if (set.has(Recompute::Gelu))
-    throw Error(std::string("--recompute ") + recompute_name(set) + ": " + family +
-                "'s MLP activation is not GELU; --recompute mlp recomputes the activation with its input product");
+std::vector<RecomputeSet> recompute_singles(RecomputeFamily family) {
+  std::vector<RecomputeSet> out = {RecomputeSet{}};
+  for (const auto& [r, name] : kRecomputeNames)
+    if (!missing(r, family)) out.push_back(RecomputeSet{}.with(r));
+  return out;
 }
 
-std::vector<RecomputeSet> recompute_sets_by_cost(bool with_gelu) {
+std::vector<RecomputeSet> recompute_sets_by_cost(RecomputeFamily family) {
   const RecomputeSet none, gelu = none.with(Recompute::Gelu), norm = none.with(Recompute::Norm),
                      mlp = none.with(Recompute::Mlp);
-  if (!with_gelu) return {none, norm, mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)};
-  return {none, gelu, norm, gelu.with(Recompute::Norm), mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)};
+  std::vector<RecomputeSet> out;
+  for (const RecomputeSet s :
+       {none, gelu, norm, gelu.with(Recompute::Norm), mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)}) {
+    bool refilled = true;
+    for (const auto& [r, name] : kRecomputeNames) refilled = refilled && !(s.has(r) && missing(r, family));
+    if (refilled) out.push_back(s);
+  }
+  return out;
 }
 
 std::string recompute_name(RecomputeSet set) {

@@ -4,12 +4,16 @@
 // gradients have the bits of keeping them; what changes is the memory (the recomputed tensors
 // share one buffer across layers) and the time (the ops run twice).
 //   gelu   the MLP's GELU output (its input, the fc output, stays saved): GELU again
-//   norm   the LayerNorm outputs (ln1, ln2): their statistics stay saved; LayerNorm again
-//   mlp    the MLP's fc output and its GELU (the largest tensors of a block): the fc linear again
+//   norm   the norms' outputs (their statistics stay saved): the norm again
+//   mlp    the MLP's input product and its activation (the largest tensors of a block): the
+//          product again
 //   block  everything inside a block but its output: the block's whole forward again
 //          (PyTorch's checkpoint per block)
-// `none` keeps everything (the default). GPT-2 and the Llama family (norm, mlp, block: its
-// activation is SwiGLU or ReLU², which mlp recomputes with its input product); BERT refuses a set.
+// `none` keeps everything (the default). What each family's pass refills:
+//   GPT-2  every choice
+//   Llama  norm, mlp, block (its activation is SwiGLU or ReLU², which mlp recomputes with its input)
+//   BERT   gelu, mlp (post-LN: its LayerNorm outputs are the residual stream the next layer reads,
+//          kept either way, and its block's attention half reads them)
 #pragma once
 #include <string>
 #include <vector>
@@ -26,24 +30,23 @@ struct RecomputeSet {
   bool operator==(const RecomputeSet&) const = default;
 };
 
+enum class RecomputeFamily { Gpt2, Llama, Bert };
+
 // "none", or a comma list of gelu, norm, mlp, block ("norm,mlp"). Error naming the accepted names for
 // anything else (and for none in a list).
 RecomputeSet parse_recompute(const std::string& text);
-// For the families that keep every activation: Error "--recompute <set>: <family> keeps every
-// activation so far (GPT-2 recomputes)" unless the set is none.
-void refuse_recompute(RecomputeSet set, const char* family);
-// For a family whose MLP has no GELU (Llama): Error on a set with `gelu`, naming what does the same.
-void refuse_gelu_recompute(RecomputeSet set, const char* family);
+// Error (one line: the choice, why the family has none, what it recomputes) for a set with a
+// choice the family's pass does not refill.
+void check_recompute(RecomputeSet set, RecomputeFamily family);
 // The canonical text: "none" or the names in the order above, comma-separated.
 std::string recompute_name(RecomputeSet set);
-// Every single choice, for `explain`'s table: none, gelu, norm, mlp, block.
-inline constexpr Recompute kRecomputeChoices[] = {Recompute::Gelu, Recompute::Norm, Recompute::Mlp, Recompute::Block};
+// The family's single choices, for `explain`'s table: none, then each it refills.
+std::vector<RecomputeSet> recompute_singles(RecomputeFamily family);
 // The option's value, as --help shows it.
 inline constexpr const char* kRecomputeOptionText = "{none,gelu,norm,mlp,block}";
 // The sets --batch auto tries, in the order of the work they add: nothing, the GELU (elementwise,
-// the largest tensor of a block), the LayerNorms (elementwise), both, the fc linear (with its
-// GELU), the fc linear and the LayerNorms, a block's forward.
-// Without gelu for a family that has none.
-std::vector<RecomputeSet> recompute_sets_by_cost(bool with_gelu = true);
+// the largest tensor of a block), the norms (elementwise), both, the MLP's input product (with
+// its activation), that and the norms, a block's forward; those the family refills.
+std::vector<RecomputeSet> recompute_sets_by_cost(RecomputeFamily family);
 
 }  // namespace mptrain

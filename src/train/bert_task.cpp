@@ -40,7 +40,7 @@ class BertTask final : public BertTaskBase {
     MPT_CHECK(!s.train_data.empty(),
               "no training data: pass --train-data with an instance file of 'prepare --task bert'");
     MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    refuse_recompute(s.recompute, "BERT");
+    check_recompute(s.recompute, RecomputeFamily::Bert);
     const BertInstanceFile probe(s.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);
@@ -65,6 +65,7 @@ class BertTask final : public BertTaskBase {
     vocab_text_ = probe.vocab().to_text();
     lower_case_ = probe.lower_case();
     bert_.max_predictions = bert_max_predictions(bert_, s.seq);
+    take_recompute();
   }
   ModelFootprint footprint(const Policy& policy, std::shared_ptr<const Backend> sizing) const override {
     return bert_footprint(config_, policy, bert_.max_predictions, std::move(sizing));

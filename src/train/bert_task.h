@@ -43,8 +43,19 @@ class BertTaskBase : public TrainTask {
   }
   ModelCore& core() const override { return *model_; }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
+  std::vector<RecomputeSet> recompute_choices() const override { return recompute_sets_by_cost(RecomputeFamily::Bert); }
+  void set_memory_plan(int batch, RecomputeSet recompute) override {
+    TrainTask::set_memory_plan(batch, recompute);
+    take_recompute();
+  }
 
  protected:
+  // The run's --recompute into the config (gelu, mlp; an Error for what BERT does not refill): after
+  // configure() has set the config, before the footprint and the model read it.
+  void take_recompute() {
+    check_recompute(spec_.recompute, RecomputeFamily::Bert);
+    config_.recompute = spec_.recompute;
+  }
   // The step model's parts every BERT task fills alike; the task adds micro_step and curvature.
   StepModel bert_step_model() {
     return core_step_model(*model_);

@@ -87,7 +87,7 @@ class ClassifyTask final : public BertTaskBase {
     const TaskSpec& s = spec_;
     MPT_CHECK(!s.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
     MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    refuse_recompute(s.recompute, "BERT");
+    check_recompute(s.recompute, RecomputeFamily::Bert);
     seed_ = s.seed;
     std::string vocab_path = o_.vocab_path;
     bool lower_case = o_.lower_case;
@@ -128,6 +128,7 @@ class ClassifyTask final : public BertTaskBase {
       MPT_CHECK(config_.num_labels > 0, "no classes: pass --labels labels.txt or --num-labels N");
     }
     mptrain::validate(config_);
+    take_recompute();
     MPT_CHECK(tokenizer_->vocab_size() <= config_.vocab_size,
               "vocabulary '" + vocab_path + "' has " + std::to_string(tokenizer_->vocab_size()) +
                   " tokens, more than the model's " + std::to_string(config_.vocab_size));

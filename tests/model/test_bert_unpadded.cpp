@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "data/bert_loader.h"
 #include "eval/bert_eval.h"
 #include "model/bert.h"
+#include "model/recompute.h"
+#include "precision/policy.h"
 #include "common/host_backend.h"
 
 namespace mptrain {
@@ -215,6 +218,71 @@ TEST(BertMlmOnly, HasNoPoolerOrNspHeadAndRefusesNspLabels) {
   EXPECT_EQ(st.loss(), st.mlm_loss);
   in.nsp_labels = batch.nsp_labels.data();
   EXPECT_NE(message_of([&] { model.forward(in, 2, 12); }).find("no NSP head"), std::string::npos);
+}
+
+// --recompute gelu and mlp (model/recompute.h): BERT's loss and gradients have the bits of keeping
+// every activation, padded and packed, under the CPU's plan in fp32, bf16 and fp16 and under the
+// GPU's in bf16, over two backwards (the second reads what the first one's refill left in the
+// shared buffers); an MLP width that is no multiple of the vector length puts the exact GELU's
+// scalar tail in play. The sets BERT does not refill are refused.
+TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
+  BertConfig config = small_config();
+  config.intermediate = 72;
+  const std::vector<int> lengths = {12, 7, 10};
+  const int T = 12;
+  struct Plan {
+    Precision precision;
+    bool gpu_plan;
+  };
+  for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false}, Plan{Precision::Fp16, false},
+                        Plan{Precision::Bf16, true}})
+    for (const bool packed : {false, true}) {
+      BertBatch batch = padded_batch(lengths, T);
+      if (packed) unpad(batch);
+      const auto grads_of = [&](RecomputeSet set) {
+        cpu::Context ctx;
+        BertConfig c = config;
+        c.recompute = set;
+        const Policy policy = make_policy(pl.precision, {}, pl.gpu_plan ? kCudaCaps : cpu::CpuBackend(ctx).caps());
+        Bert model(c, cpu_backend(ctx), policy);
+        model.init_weights(11);
+        model.plan(static_cast<int>(lengths.size()), T);
+        model.zero_grad();
+        std::vector<float> losses;
+        for (int pass = 0; pass < 2; ++pass) {
+          const BertStats st =
+              model.forward_backward(bert_inputs(batch, model.config()), batch.B, batch.T, 1.0f);
+          losses.push_back(st.mlm_loss);
+          losses.push_back(st.nsp_loss);
+        }
+        std::vector<float> g(model.grads().data(), model.grads().data() + model.num_params());
+        g.insert(g.end(), losses.begin(), losses.end());
+        return g;
+      };
+      const std::vector<float> keep = grads_of({});
+      for (const char* set : {"gelu", "mlp"}) {
+        const std::vector<float> got = grads_of(parse_recompute(set));
+        ASSERT_EQ(got.size(), keep.size());
+        EXPECT_EQ(std::memcmp(got.data(), keep.data(), keep.size() * sizeof(float)), 0)
+            << precision_name(pl.precision) << (pl.gpu_plan ? " (GPU plan)" : "") << (packed ? ", packed" : ", padded")
+            << ", --recompute " << set << ": the gradients or losses differ";
+      }
+    }
+  for (const char* set : {"norm", "block", "gelu,norm"})
+    EXPECT_NE(message_of([&] { check_recompute(parse_recompute(set), RecomputeFamily::Bert); })
+                  .find("BERT recomputes gelu and mlp"),
+              std::string::npos)
+        << set;
+  // Less memory: gelu shares the GELU outputs, mlp the fc outputs too.
+  const cpu::CpuBackend be(host_context());
+  const Policy policy = make_policy(Precision::Fp32, {}, be.caps());
+  const auto bytes = [&](const char* set) {
+    BertConfig c = config;
+    c.recompute = parse_recompute(set);
+    return bert_activation_plan(c, policy, be, 3, T, 0).total_bytes();
+  };
+  EXPECT_LT(bytes("gelu"), bytes("none"));
+  EXPECT_LT(bytes("mlp"), bytes("gelu"));
 }
 
 }  // namespace

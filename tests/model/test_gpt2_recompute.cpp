@@ -112,7 +112,7 @@ TEST(LlamaRecompute, GradientsHaveTheBitsOfKeepingEverything) {
   EXPECT_LT(bytes("norm"), bytes("none"));
   EXPECT_LT(bytes("mlp"), bytes("none"));
   EXPECT_LT(bytes("block"), bytes("norm,mlp"));
-  EXPECT_THROW(refuse_gelu_recompute(parse_recompute("gelu"), "Llama"), Error);
+  EXPECT_THROW(check_recompute(parse_recompute("gelu"), RecomputeFamily::Llama), Error);
 }
 
 TEST(Gpt2Recompute, EachChoiceHoldsLessThanKeepingEverything) {

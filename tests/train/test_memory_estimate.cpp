@@ -185,7 +185,11 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
                                  "' --steps 1 --recompute gelu,mlp --run-dir " + (tmp / "llama")),
                      "--recompute gelu,mlp: Llama's MLP activation is not GELU");
   expect_clear_error(run_mptrain("explain --preset bert-tiny --recompute block"),
-                     "--recompute block: BERT keeps every activation so far (GPT-2 and Llama recompute)");
+                     "--recompute block: BERT's LayerNorm outputs are its residual stream (post-LN)");
+  const auto b = run_mptrain("explain --preset bert-tiny --recompute mlp");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  for (const char* row : {"  none ", "  gelu ", "  mlp "})
+    EXPECT_NE(b.output.find(row), std::string::npos) << row << "\n" << b.output;
   // Llama's choices: no gelu row.
   const auto l = run_mptrain("explain --preset llama-tiny --recompute mlp");
   ASSERT_EQ(l.exit_code, 0) << l.output;

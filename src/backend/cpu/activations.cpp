@@ -48,6 +48,18 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 inline float gelu_erf(float x) { return 0.5f * x * verfc(-x * kInvSqrt2); }
+
+// x[0, len) ← gelu(x) in `form`: the one loop the fused epilogue and the standalone rows share, so
+// that both apply the same vector and scalar code to the same positions of a chunk.
+inline void gelu_chunk(float* x, size_t len, GeluForm form) {
+  if (form == GeluForm::Tanh) {
+#pragma omp simd
+    for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
+  } else {
+#pragma omp simd
+    for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
+  }
+}
 inline float gelu_erf_grad(float x, float dy) {
   const float cdf = 0.5f * verfc(-x * kInvSqrt2);
   const float pdf = kInvSqrt2Pi * vexp(-0.5f * x * x);
@@ -84,15 +96,28 @@ void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType t
         narrow_span(p, x, len);
         widen_span(x, p, len);
       });
-      if (form == GeluForm::Tanh) {
-#pragma omp simd
-        for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
-      } else {
-#pragma omp simd
-        for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
-      }
+      gelu_chunk(x, len, form);
       dispatch_storage(to, [&](auto t) {
         narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), x, len);
+      });
+    }
+  }
+}
+
+void gelu_rows_typed(void* out, StorageType to, const void* x, StorageType tx, int N, int OC, GeluForm form) {
+  const size_t ex = storage_bytes(tx), eo = storage_bytes(to);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const size_t row = static_cast<size_t>(n) * OC;
+    float v[kChunk];
+    for (int c0 = 0; c0 < OC; c0 += static_cast<int>(kChunk)) {
+      const size_t len = static_cast<size_t>(std::min(static_cast<int>(kChunk), OC - c0));
+      dispatch_storage(tx, [&](auto t) {
+        widen_span(v, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(x) + (row + c0) * ex), len);
+      });
+      gelu_chunk(v, len, form);
+      dispatch_storage(to, [&](auto t) {
+        narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), v, len);
       });
     }
   }

@@ -373,13 +373,10 @@ void CpuBackend::run(const Relu2Args& a) {
   cpu::relu2_forward(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()));
 }
 
-// Typed: the epilogue's own rounding (widen x, GELU in fp32, one rounding to out), no widening pass.
+// Typed, row by row as the linear's GELU epilogue (gelu_rows_typed): its bits, erf form included.
 void CpuBackend::run(const GeluArgs& a) {
-  const size_t n = static_cast<size_t>(a.x.numel());
-  if (a.erf)
-    gelu_erf_forward_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, n);
-  else
-    gelu_forward_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, n);
+  gelu_rows_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, as_int(a.x.dim(0)), as_int(a.x.dim(1)),
+                  a.erf ? GeluForm::Erf : GeluForm::Tanh);
 }
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {

@@ -29,6 +29,10 @@ enum class GeluForm { Tanh, Erf };
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
                              const float* bias, int N, int OC, GeluForm form);
 
+// out[N,OC] (dtype to) = round(gelu(x[N,OC] (dtype tx))) by form, row by row in the chunks of
+// bias_gelu_forward_typed: the bits its `out` has for its `pre` as x (--recompute's refill).
+void gelu_rows_typed(void* out, StorageType to, const void* x, StorageType tx, int N, int OC, GeluForm form);
+
 // out (dtype to) = gelu_erf(inp (dtype ti));  dinp (dtype td) = gelu_erf'(inp (dtype ti)) * dout (fp32)
 void gelu_erf_forward_typed(void* out, StorageType to, const void* inp, StorageType ti, size_t N);
 void gelu_erf_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,
