@@ -170,7 +170,7 @@ void print_family_recompute_choices(const ExplainOptions& o, const Policy& polic
     print_recompute_choices(
         singles, o,
         [&](RecomputeSet s) { return bert_activation_plan(explained_bert(o, s), policy, be, o.batch, o.seq, M).total_bytes(); },
-        [&](RecomputeSet s) { return bert_recompute_flops_per_token(explained_bert(o, s), s); },
+        [&](RecomputeSet s) { return bert_recompute_flops_per_token(explained_bert(o, s), o.seq, s); },
         bert_flops_per_token(explained_bert(o, {}), o.seq, static_cast<double>(o.max_predictions) / o.seq));
     return;
   }
@@ -364,7 +364,7 @@ void register_explain(CLI::App& app, int& exit_code) {
   add_llama_block_options(cmd, &o->llama_block);
   cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
                         "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
-                        "mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu; BERT gelu, mlp)",
+                        "attention, mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu; BERT gelu, attention, mlp)",
                         "none");
   cmd->add_option("--ranks", o->ranks, "Data-parallel ranks (mpirun -np): each rank's memory under --zero")
       ->capture_default_str()

@@ -75,8 +75,10 @@ double bert_flops_per_token(const BertConfig& c, int T, double masked_fraction) 
   return 6.0 * (encoder + head) + 12.0 * L * C * T;
 }
 
-double bert_recompute_flops_per_token(const BertConfig& c, RecomputeSet set) {
-  return set.has(Recompute::Mlp) ? c.n_layer * 2.0 * c.hidden * c.intermediate : 0.0;
+double bert_recompute_flops_per_token(const BertConfig& c, int T, RecomputeSet set) {
+  const double C = c.hidden, L = c.n_layer;
+  return (set.has(Recompute::Mlp) ? L * 2.0 * C * c.intermediate : 0.0) +
+         (set.has(Recompute::Attention) ? L * 4.0 * C * T : 0.0);  // bidirectional: both T x T products whole
 }
 
 GemmReader bert_gemm_reader(const ParamSpec& spec) {
@@ -147,7 +149,8 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
   BertActs a{};
   // The MLP's tensors: each layer's own, or (what --recompute names) shared, refilled by the
   // backward (bert_pass.cpp).
-  const bool mlp = config.recompute.has(Recompute::Mlp), gelu = mlp || config.recompute.has(Recompute::Gelu);
+  const bool mlp = config.recompute.has(Recompute::Mlp), gelu = mlp || config.recompute.has(Recompute::Gelu),
+             attention = config.recompute.has(Recompute::Attention);
   LayerTensors layer(plan);
   a.emb = saved("emb", BT * C, OpRole::Embedding, stream);
   // Under a 16-bit / TF32 policy the LayerNorm outputs saved here are the next GEMMs' inputs in
@@ -159,7 +162,7 @@ ActivationPlan bert_activation_plan(const BertConfig& config, const Policy& poli
     const std::string p = "layer." + std::to_string(l) + ".";
     BertLayerActs la;
     la.qkv = saved(p + "qkv", BT * 3 * C, OpRole::Linear, lin_s);
-    la.att = saved(p + "att", att.saved / storage_bytes(probs_s), OpRole::Softmax, probs_s);
+    la.att = layer.add(attention, p, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
     la.atty = saved(p + "atty", BT * C, OpRole::AttnValues, y_s);
     la.res1 = saved(p + "res1", BT * C, OpRole::Residual, stream);
     la.ln1 = saved(p + "ln1", BT * C, OpRole::LayerNorm, ln_s);

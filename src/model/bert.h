@@ -115,8 +115,9 @@ inline BertTensors bind_bert_tensors(const ParamTable& table, float* base, int n
 // (pooler and NSP are per sequence, negligible), plus 12·L·C·T for bidirectional attention's
 // two T×T products (forward 4·T·C per token and layer, backward twice that).
 double bert_flops_per_token(const BertConfig& config, int T, double masked_fraction = 0.15);
-// What --recompute adds to that per token: the fc linear for `mlp` (gelu: elementwise only, 0).
-double bert_recompute_flops_per_token(const BertConfig& config, RecomputeSet set);
+// What --recompute adds to that per token: the fc linear for `mlp`, the attention's products for
+// `attention` (gelu: elementwise only, 0).
+double bert_recompute_flops_per_token(const BertConfig& config, int T, RecomputeSet set);
 
 // One micro-batch, as views (data/bert_loader.h's BertBatch owns such arrays; same conventions).
 // Pointers to [B,T] ints unless noted; nullable ones say what null means.
@@ -264,8 +265,10 @@ class Bert : public ModelCore {
                 const Sampling& sampling);
   void stage_ids(const BertInputs& batch, int B, int T, float grad_scale, bool backward, bool drawn);
   void forward_impl(const BertInputs& batch, int B, int T);
-  // Layer l's fc linear and GELU (the forward's, and --recompute mlp's refill).
+  // Layer l's fc linear and GELU (the forward's, and --recompute mlp's refill), and its attention
+  // over qkv (and --recompute attention's).
   void block_fc(int l, int N);
+  void block_attention(int l, const BertInputs& batch, int T);
   // The heads on the last layer's output h: pooler and NSP (BertConfig::nsp), MLM.
   void forward_nsp_head(const View& h, int B);
   void forward_mlm_head(const View& h);

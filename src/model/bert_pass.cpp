@@ -120,9 +120,18 @@ void Bert::block_fc(int l, int N) {
           .scratch = acts_.work(a_.gemm_out)});
 }
 
+// Bidirectional, under the batch's key mask when padded, over its sequences when packed.
+void Bert::block_attention(int l, const BertInputs& batch, int T) {
+  const int N = rows_, C = config_.hidden;
+  const LayerActs& la = a_.layers[l];
+  attention(acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, seqs_, T,
+            config_.n_head, /*causal=*/false,
+            batch.attention_mask && !packed_ ? View::ints(ids_.key_mask.data(), N) : View{}, cu_seqlens());
+}
+
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
-  const int N = rows_, C = config_.hidden, I = config_.intermediate, NH = config_.n_head;
+  const int N = rows_, C = config_.hidden, I = config_.intermediate;
   const int Vp = config_.padded_vocab_size;
   const View acc = acts_.work(a_.gemm_out);
 
@@ -153,8 +162,7 @@ void Bert::forward_impl(const BertInputs& batch, int B, int T) {
             .w = linear_weight(wc.qkv, 3 * C, C),
             .bias = small(w.qkv_b, {3 * C}),
             .scratch = acc});
-    attention(atty, qkv, la.att, a_.attn_scratch, seqs_, T, NH, /*causal=*/false,
-              batch.attention_mask && !packed_ ? View::ints(ids_.key_mask.data(), N) : View{}, cu_seqlens());
+    block_attention(l, batch, T);
     linear({.out = acts_.view(la.res1, N, C),
             .x = atty,
             .w = linear_weight(wc.attout, C, C),
@@ -436,6 +444,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
                      .x = acts_.view(la.atty, N, C),
                      .w = linear_weight(wc.attout, C, C),
                      .scratch = acts_.work(a_.dout_lp)});
+    if (config_.recompute.has(Recompute::Attention)) block_attention(l, batch, T);  // its state again
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
                        a_.attn_scratch, seqs_, T, NH, /*causal=*/false, cu_seqlens());
     linear_backward({.dx = dh,

@@ -48,7 +48,7 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
 double gpt2_recompute_flops_per_token(const Gpt2Config& c, int T, RecomputeSet set) {
   const double C = c.n_embd, L = c.n_layer;
   if (set.has(Recompute::Block)) return L * (2.0 * 12.0 * C * C + 2.0 * C * T);
-  return set.has(Recompute::Mlp) ? L * 2.0 * 4.0 * C * C : 0.0;
+  return (set.has(Recompute::Mlp) ? L * 2.0 * 4.0 * C * C : 0.0) + (set.has(Recompute::Attention) ? L * 2.0 * C * T : 0.0);
 }
 
 GemmReader gpt2_gemm_reader(const ParamSpec& spec) {
@@ -104,7 +104,8 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
   // block shares as scratch, which the backward refills before it reads them (gpt2_pass.cpp).
   const RecomputeSet rc = config.recompute;
   const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
-             mlp = block || rc.has(Recompute::Mlp), gelu = mlp || rc.has(Recompute::Gelu);
+             mlp = block || rc.has(Recompute::Mlp), gelu = mlp || rc.has(Recompute::Gelu),
+             attention = block || rc.has(Recompute::Attention);
   LayerTensors layer(plan);
   const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel, StorageType t,
                        OpRole op) { return layer.add(is_shared, p, name, numel, t, op); };
@@ -116,7 +117,7 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
     la.ln1_mean = add(block, p, "ln1_mean", BT, F32, OpRole::LayerNorm);
     la.ln1_rstd = add(block, p, "ln1_rstd", BT, F32, OpRole::LayerNorm);
     la.qkv = add(block, p, "qkv", BT * 3 * C, lin_s, OpRole::Linear);
-    la.att = add(block, p, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
+    la.att = add(attention, p, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
     la.atty = add(block, p, "atty", BT * C, y_s, OpRole::AttnValues);
     la.residual2 = add(block, p, "residual2", BT * C, stream, OpRole::Residual);
     la.ln2 = norm ? la.ln1 : plan.add(p + "ln2", BT * C, ln_s, OpRole::LayerNorm, saved);  // one LN at a time

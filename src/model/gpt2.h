@@ -72,7 +72,8 @@ inline Gpt2Tensors bind_gpt2_tensors(const ParamTable& table, float* base, int n
 double gpt2_flops_per_token(const Gpt2Config& config, int T);
 // What --recompute adds to that, per token, in the same convention (a linear's 2 FLOPs per
 // weight and token, the attention's 2·C·T a block): a block's forward for `block`, the fc linear
-// for `mlp`; `norm` and `gelu` rerun elementwise ops only (0 here).
+// for `mlp`, the attention's two products for `attention`; `norm` and `gelu` rerun elementwise ops
+// only (0 here).
 double gpt2_recompute_flops_per_token(const Gpt2Config& config, int T, RecomputeSet set);
 
 // Handles of every activation buffer, filled by gpt2_activation_plan. An fp32 policy plans the

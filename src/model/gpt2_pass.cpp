@@ -187,6 +187,11 @@ void Gpt2::backward_impl(int B, int T) {
                      .x = acts_.view(la.atty, N, C),
                      .w = weight(wc.attproj_w, C, C),
                      .scratch = acts_.work(a_.dout_lp)});
+    // --recompute attention: what the attention keeps, again from the saved qkv (its output
+    // rewritten with the bits it has).
+    if (rc.has(Recompute::Attention) && !block)
+      attention(acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att, a_.attn_scratch, B, T, NH,
+                /*causal=*/true);
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), acts_.view(la.qkv, N, 3 * C), la.att,
                        a_.attn_scratch, B, T, NH, /*causal=*/true);
     if (shared_ln) block_layernorm(l, 1, residual, N);

@@ -76,7 +76,7 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
   // the backward (llama_pass.cpp), as GPT-2's.
   const RecomputeSet rc = config.recompute;
   const bool block = rc.has(Recompute::Block), norm = block || rc.has(Recompute::Norm),
-             mlp = block || rc.has(Recompute::Mlp);
+             mlp = block || rc.has(Recompute::Mlp), attention = block || rc.has(Recompute::Attention);
   LayerTensors layer(plan);
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -92,7 +92,7 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
       la.k_rstd = add(block, "k_rstd", BT * config.n_kv_head, F32, OpRole::RmsNorm);
     }
     la.qkv = add(block, "qkv", BT * QKV, lin_s, OpRole::Linear);  // q and k rotated in place
-    la.att = add(block, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
+    la.att = add(attention, "att", att.saved / storage_bytes(probs_s), probs_s, OpRole::Softmax);
     la.atty = add(block, "atty", BT * C, y_s, OpRole::AttnValues);
     la.residual2 = add(block, "residual2", BT * C, stream, OpRole::Residual);
     la.ln2 = norm ? la.ln1 : add(false, "ln2", BT * C, ln_s, OpRole::RmsNorm);  // one norm at a time

@@ -72,7 +72,8 @@ int64_t llama_num_params(const LlamaConfig& config);
 // Vp; embeddings excluded) plus causal attention's 6·L·C·T.
 double llama_flops_per_token(const LlamaConfig& config, int T);
 // What --recompute adds to that per token (as gpt2_recompute_flops_per_token): a block's forward
-// for `block`, the MLP's input product for `mlp`; `norm` reruns elementwise RMSNorms only (0 here).
+// for `block`, the MLP's input product for `mlp`, the attention's two products for `attention`;
+// `norm` reruns elementwise RMSNorms only (0 here).
 double llama_recompute_flops_per_token(const LlamaConfig& config, int T, RecomputeSet set);
 
 }  // namespace mptrain

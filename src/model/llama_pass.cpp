@@ -232,6 +232,9 @@ void Llama::backward_impl(int B, int T) {
                      .x = acts_.view(la.atty, N, C),
                      .w = linear_weight(wc.o, C, C),
                      .scratch = acts_.work(a_.dout_lp)});
+    // --recompute attention: what the attention keeps, again from the saved (turned) qkv.
+    if (rc.has(Recompute::Attention) && !block)
+      attention(acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH,
                        /*causal=*/true, {}, KV);
     be.rope(

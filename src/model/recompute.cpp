@@ -9,9 +9,12 @@
 namespace mptrain {
 
 namespace {
-constexpr NameTable<Recompute, 4> kRecomputeNames{
-    {{Recompute::Gelu, "gelu"}, {Recompute::Norm, "norm"}, {Recompute::Mlp, "mlp"}, {Recompute::Block, "block"}}};
-constexpr const char* kExpected = "expected none or a comma list of gelu, norm, mlp, block";
+constexpr NameTable<Recompute, 5> kRecomputeNames{{{Recompute::Gelu, "gelu"},
+                                                   {Recompute::Norm, "norm"},
+                                                   {Recompute::Attention, "attention"},
+                                                   {Recompute::Mlp, "mlp"},
+                                                   {Recompute::Block, "block"}}};
+constexpr const char* kExpected = "expected none or a comma list of gelu, norm, attention, mlp, block";
 
 // Why a family refills no `r`, or null when it does.
 const char* missing(Recompute r, RecomputeFamily family) {
@@ -19,7 +22,7 @@ const char* missing(Recompute r, RecomputeFamily family) {
     return "Llama's MLP activation is not GELU; --recompute mlp recomputes the activation with its input product";
   if (family == RecomputeFamily::Bert && (r == Recompute::Norm || r == Recompute::Block))
     return "BERT's LayerNorm outputs are its residual stream (post-LN), which the next layer reads; BERT "
-           "recomputes gelu and mlp";
+           "recomputes gelu, attention and mlp";
   return nullptr;
 }
 }  // namespace
@@ -56,8 +59,10 @@ std::vector<RecomputeSet> recompute_sets_by_cost(RecomputeFamily family) {
   const RecomputeSet none, gelu = none.with(Recompute::Gelu), norm = none.with(Recompute::Norm),
                      mlp = none.with(Recompute::Mlp);
   std::vector<RecomputeSet> out;
-  for (const RecomputeSet s :
-       {none, gelu, norm, gelu.with(Recompute::Norm), mlp, mlp.with(Recompute::Norm), none.with(Recompute::Block)}) {
+  const RecomputeSet att = none.with(Recompute::Attention), elementwise = gelu.with(Recompute::Norm);
+  for (const RecomputeSet s : {none, gelu, norm, elementwise, att, elementwise.with(Recompute::Attention),
+                               mlp.with(Recompute::Norm), mlp.with(Recompute::Norm).with(Recompute::Attention),
+                               none.with(Recompute::Block)}) {
     bool refilled = true;
     for (const auto& [r, name] : kRecomputeNames) refilled = refilled && !(s.has(r) && missing(r, family));
     if (refilled) out.push_back(s);

@@ -5,6 +5,9 @@
 // share one buffer across layers) and the time (the ops run twice).
 //   gelu   the MLP's GELU output (its input, the fc output, stays saved): GELU again
 //   norm   the norms' outputs (their statistics stay saved): the norm again
+//   attention  what the attention keeps for its backward (on the CPU its probabilities, B·NH·T² a
+//          layer; flash attention keeps only the rows' log-sum-exps): the attention's forward again
+//          from the saved q, k, v, rewriting its output with the same bits
 //   mlp    the MLP's input product and its activation (the largest tensors of a block): the
 //          product again
 //   block  everything inside a block but its output: the block's whole forward again
@@ -20,7 +23,7 @@
 
 namespace mptrain {
 
-enum class Recompute : unsigned { Norm = 1u, Mlp = 2u, Block = 4u, Gelu = 8u };
+enum class Recompute : unsigned { Norm = 1u, Mlp = 2u, Block = 4u, Gelu = 8u, Attention = 16u };
 
 struct RecomputeSet {
   unsigned bits = 0;
@@ -32,7 +35,7 @@ struct RecomputeSet {
 
 enum class RecomputeFamily { Gpt2, Llama, Bert };
 
-// "none", or a comma list of gelu, norm, mlp, block ("norm,mlp"). Error naming the accepted names for
+// "none", or a comma list of gelu, norm, attention, mlp, block ("norm,mlp"). Error naming the accepted names for
 // anything else (and for none in a list).
 RecomputeSet parse_recompute(const std::string& text);
 // Error (one line: the choice, why the family has none, what it recomputes) for a set with a
@@ -43,10 +46,12 @@ std::string recompute_name(RecomputeSet set);
 // The family's single choices, for `explain`'s table: none, then each it refills.
 std::vector<RecomputeSet> recompute_singles(RecomputeFamily family);
 // The option's value, as --help shows it.
-inline constexpr const char* kRecomputeOptionText = "{none,gelu,norm,mlp,block}";
+inline constexpr const char* kRecomputeOptionText = "{none,gelu,norm,attention,mlp,block}";
 // The sets --batch auto tries, in the order of the work they add: nothing, the GELU (elementwise,
-// the largest tensor of a block), the norms (elementwise), both, the MLP's input product (with
-// its activation), that and the norms, a block's forward; those the family refills.
+// the largest tensor of a block), the norms (elementwise), both, the attention (its two T²
+// products, 2·C·T FLOPs a token: fewer than the MLP's 8·C² below T = 4·C), that with both, the
+// MLP's input product (with its activation) and the norms, that with the attention, a block's
+// forward; those the family refills.
 std::vector<RecomputeSet> recompute_sets_by_cost(RecomputeFamily family);
 
 }  // namespace mptrain

@@ -220,7 +220,7 @@ TEST(BertMlmOnly, HasNoPoolerOrNspHeadAndRefusesNspLabels) {
   EXPECT_NE(message_of([&] { model.forward(in, 2, 12); }).find("no NSP head"), std::string::npos);
 }
 
-// --recompute gelu and mlp (model/recompute.h): BERT's loss and gradients have the bits of keeping
+// --recompute gelu, attention and mlp (model/recompute.h): BERT's loss and gradients have the bits of keeping
 // every activation, padded and packed, under the CPU's plan in fp32, bf16 and fp16 and under the
 // GPU's in bf16, over two backwards (the second reads what the first one's refill left in the
 // shared buffers); an MLP width that is no multiple of the vector length puts the exact GELU's
@@ -260,7 +260,7 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
         return g;
       };
       const std::vector<float> keep = grads_of({});
-      for (const char* set : {"gelu", "mlp"}) {
+      for (const char* set : {"gelu", "attention", "mlp", "gelu,attention"}) {
         const std::vector<float> got = grads_of(parse_recompute(set));
         ASSERT_EQ(got.size(), keep.size());
         EXPECT_EQ(std::memcmp(got.data(), keep.data(), keep.size() * sizeof(float)), 0)
@@ -270,7 +270,7 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
     }
   for (const char* set : {"norm", "block", "gelu,norm"})
     EXPECT_NE(message_of([&] { check_recompute(parse_recompute(set), RecomputeFamily::Bert); })
-                  .find("BERT recomputes gelu and mlp"),
+                  .find("BERT recomputes gelu, attention and mlp"),
               std::string::npos)
         << set;
   // Less memory: gelu shares the GELU outputs, mlp the fc outputs too.
@@ -283,6 +283,7 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
   };
   EXPECT_LT(bytes("gelu"), bytes("none"));
   EXPECT_LT(bytes("mlp"), bytes("gelu"));
+  EXPECT_LT(bytes("attention"), bytes("none"));
 }
 
 }  // namespace

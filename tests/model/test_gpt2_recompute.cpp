@@ -59,8 +59,10 @@ Result run(const Config& config, Precision p, bool gpu_plan) {
 }
 
 TEST(Gpt2Recompute, GradientsHaveTheBitsOfKeepingEverything) {
-  const RecomputeSet sets[] = {parse_recompute("gelu"), parse_recompute("norm"), parse_recompute("mlp"),
-                               parse_recompute("block"), parse_recompute("gelu,norm"), parse_recompute("norm,mlp")};
+  const RecomputeSet sets[] = {parse_recompute("gelu"),      parse_recompute("norm"),
+                               parse_recompute("attention"), parse_recompute("mlp"),
+                               parse_recompute("block"),     parse_recompute("gelu,norm"),
+                               parse_recompute("norm,mlp"),  parse_recompute("norm,attention,mlp")};
   struct Plan {
     Precision precision;
     bool gpu_plan;
@@ -81,8 +83,8 @@ TEST(Gpt2Recompute, GradientsHaveTheBitsOfKeepingEverything) {
 }
 
 TEST(LlamaRecompute, GradientsHaveTheBitsOfKeepingEverything) {
-  const RecomputeSet sets[] = {parse_recompute("norm"), parse_recompute("mlp"), parse_recompute("block"),
-                               parse_recompute("norm,mlp")};
+  const RecomputeSet sets[] = {parse_recompute("norm"), parse_recompute("attention"), parse_recompute("mlp"),
+                               parse_recompute("block"), parse_recompute("norm,attention,mlp")};
   struct Plan {
     Precision precision;
     bool gpu_plan;
@@ -111,6 +113,7 @@ TEST(LlamaRecompute, GradientsHaveTheBitsOfKeepingEverything) {
   };
   EXPECT_LT(bytes("norm"), bytes("none"));
   EXPECT_LT(bytes("mlp"), bytes("none"));
+  EXPECT_LT(bytes("attention"), bytes("none"));
   EXPECT_LT(bytes("block"), bytes("norm,mlp"));
   EXPECT_THROW(check_recompute(parse_recompute("gelu"), RecomputeFamily::Llama), Error);
 }
@@ -129,6 +132,8 @@ TEST(Gpt2Recompute, EachChoiceHoldsLessThanKeepingEverything) {
   EXPECT_EQ(bytes("gelu,mlp"), mlp);
   EXPECT_LT(bytes("gelu,norm"), gelu);
   EXPECT_LT(norm, keep);
+  EXPECT_LT(bytes("attention"), keep);  // the CPU keeps the probabilities
+  EXPECT_EQ(bytes("block,attention"), block);
   EXPECT_LT(mlp, keep);
   EXPECT_LT(both, norm);
   EXPECT_LT(both, mlp);

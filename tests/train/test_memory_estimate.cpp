@@ -179,8 +179,8 @@ TEST(MemoryEstimate, PeakResidentStaysWithinTenPercentOfExplain) {
 TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   TempDir tmp;
   const std::string data = testing::write_small_shards(tmp.path());
-  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute attention"),
-                     "unknown --recompute choice 'attention' (expected gelu, norm, mlp or block)");
+  expect_clear_error(run_mptrain("train --preset d2 --train-data '" + data + "' --recompute swiglu"),
+                     "unknown --recompute choice 'swiglu' (expected gelu, norm, attention, mlp or block)");
   expect_clear_error(run_mptrain("train --model llama --preset llama-tiny --train-data '" + data +
                                  "' --steps 1 --recompute gelu,mlp --run-dir " + (tmp / "llama")),
                      "--recompute gelu,mlp: Llama's MLP activation is not GELU");
@@ -198,7 +198,7 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   EXPECT_EQ(l.output.find("  gelu "), std::string::npos) << l.output;
   const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  for (const char* row : {"  none ", "  gelu ", "  norm ", "  mlp ", "  block ", "  norm,mlp "})
+  for (const char* row : {"  none ", "  gelu ", "  norm ", "  attention ", "  mlp ", "  block ", "  norm,mlp "})
     EXPECT_NE(e.output.find(row), std::string::npos) << row << "\n" << e.output;
   EXPECT_NE(e.output.find("<- this plan"), std::string::npos) << e.output;
 }
