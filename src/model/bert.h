@@ -269,6 +269,7 @@ class Bert : public ModelCore {
   // over qkv (and --recompute attention's).
   void block_fc(int l, int N);
   void block_attention(int l, const BertInputs& batch, int T);
+  void refill_mlp(int l, int N);
   // The heads on the last layer's output h: pooler and NSP (BertConfig::nsp), MLM.
   void forward_nsp_head(const View& h, int B);
   void forward_mlm_head(const View& h);

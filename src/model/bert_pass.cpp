@@ -129,6 +129,17 @@ void Bert::block_attention(int l, const BertInputs& batch, int T) {
             batch.attention_mask && !packed_ ? View::ints(ids_.key_mask.data(), N) : View{}, cu_seqlens());
 }
 
+// --recompute: the MLP's tensors the forward did not keep, through its own ops (the same bits):
+// the fc linear again, or the GELU of its saved output.
+void Bert::refill_mlp(int l, int N) {
+  const LayerActs& la = a_.layers[l];
+  const int I = config_.intermediate;
+  if (config_.recompute.has(Recompute::Mlp))
+    block_fc(l, N);
+  else if (config_.recompute.has(Recompute::Gelu))
+    be_->gelu({.out = acts_.view(la.fch_gelu, N, I), .x = acts_.view(la.fch, N, I), .erf = true});
+}
+
 void Bert::forward_impl(const BertInputs& batch, int B, int T) {
   Backend& be = *be_;
   const int N = rows_, C = config_.hidden, I = config_.intermediate;
@@ -408,12 +419,7 @@ void Bert::backward_impl(const BertInputs& batch, int B, int T) {
     const LayerActs& la = a_.layers[l];
     const View h_in = l == 0 ? acts_.view(a_.emb_ln, N, C) : acts_.view(a_.layers[l - 1].ln2, N, C);
 
-    // --recompute: refill the MLP's tensors the forward did not keep, through its own ops (the
-    // same bits): the fc linear again, or the GELU of its saved output.
-    if (config_.recompute.has(Recompute::Mlp))
-      block_fc(l, N);
-    else if (config_.recompute.has(Recompute::Gelu))
-      be.gelu({.out = acts_.view(la.fch_gelu, N, I), .x = acts_.view(la.fch, N, I), .erf = true});
+    refill_mlp(l, N);
 
     // ln2 = LN(res2), res2 = ln1 + fcout(gelu(fc(ln1)))
     residual_layernorm_backward(la.res2, g.ln2_w, g.ln2_b, w.ln2_w, la.ln2_mean, la.ln2_rstd);
