@@ -718,6 +718,22 @@ void Backend::gelu(const GeluArgs& a) {
   submit(a);
 }
 
+void Backend::fp8_cast(const Fp8CastArgs& a) {
+  const Check c(name(), Op::Fp8Cast);
+  c.that(a.out.numel() == a.x.numel(), "out and x differ in size");
+  c.that(a.out.ptr != a.x.ptr || a.out.type == a.x.type, "out aliases x in another dtype");
+  c.that(a.scale > 0.0f && std::isfinite(a.scale), "the scale must be positive and finite");
+  c.rows_contiguous(a.out, "out");
+  c.rows_contiguous(a.x, "x");
+  submit(a);
+}
+
+double Backend::amax(const View& x) {
+  const Check c(name(), Op::Amax);
+  c.rows_contiguous(x, "x");
+  return submit(AmaxArgs{x});
+}
+
 void Backend::relu2_backward(const Relu2BackwardArgs& a) {
   const Check c(name(), Op::Relu2Backward);
   c.shape(a.x, "x", {-1, -1});

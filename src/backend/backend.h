@@ -31,6 +31,7 @@
 #include "backend/view.h"
 #include "core/buffer.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "precision/caps.h"
 #include "precision/op_role.h"
 
@@ -646,6 +647,28 @@ struct GeluArgs {
   auto views() { return std::array{writes("out", out), reads("x", x)}; }
 };
 
+// FP8's emulated cast (issue 57): out (=) the values of x·scale rounded to the format (core/fp8.h:
+// nearest even, saturating at the format's largest by default), held in out's storage (fp32 on the
+// CPU: every FP8 value is one). A product of two such operands divided by both scales is an FP8
+// GEMM's. out may alias x.
+struct Fp8CastArgs {
+  View out{};
+  View x{};
+  float scale = 1.0f;
+  Fp8Format format = Fp8Format::E4M3;
+  bool saturate = true;
+  Op op() const { return Op::Fp8Cast; }
+  auto views() { return std::array{writes("out", out), reads("x", x)}; }
+};
+// The largest |x[i]| of an fp32 tensor (NaN when one is NaN), for FP8's scale.
+struct AmaxArgs {
+  View x{};
+  using Result = double;
+  static constexpr bool kToHost = true;
+  Op op() const { return Op::Amax; }
+  auto views() { return std::array{reads("x", x)}; }
+};
+
 // What an op's run() answers: void, or its Result (a number the host needs).
 template <class A>
 struct OpResult {
@@ -787,6 +810,8 @@ class Backend {
   void relu2(const Relu2Args& a);
   void relu2_backward(const Relu2BackwardArgs& a);
   void gelu(const GeluArgs& a);
+  void fp8_cast(const Fp8CastArgs& a);
+  double amax(const View& x);
   void matmul(const MatmulArgs& a);
   void muon_momentum(const MuonMomentumArgs& a);
   void muon_update(const MuonUpdateArgs& a);

@@ -52,7 +52,9 @@
   X(SwigluBackward, "swiglu_backward", SwigluBackwardArgs, Swiglu)                                     \
   X(Relu2, "relu2", Relu2Args, Relu2)                                                                  \
   X(Relu2Backward, "relu2_backward", Relu2BackwardArgs, Relu2)                                       \
-  X(Gelu, "gelu", GeluArgs, Gelu)
+  X(Gelu, "gelu", GeluArgs, Gelu)                                                                      \
+  X(Fp8Cast, "fp8_cast", Fp8CastArgs, Copy)                                                            \
+  X(Amax, "amax", AmaxArgs, Copy)
 
 #define MPTRAIN_OP_ARGS(X)                                                                        \
   X(CastArgs) X(AccumulateArgs) X(ToOperandArgs) X(LinearArgs) X(LinearBackwardArgs)              \
@@ -61,4 +63,4 @@
   X(ScatterAddRowsArgs) X(ArgmaxRowsArgs) X(AdamWArgs) X(SophiaArgs) X(SophiaHessianArgs)          \
   X(CountUnclippedArgs) X(UnscaleCheckArgs) X(SumSquaresArgs) X(ScaleArgs) X(MatmulArgs)          \
   X(MuonMomentumArgs) X(MuonUpdateArgs) X(RopeArgs) X(SwigluArgs) X(SwigluBackwardArgs)           \
-  X(Relu2Args) X(Relu2BackwardArgs) X(GeluArgs)
+  X(Relu2Args) X(Relu2BackwardArgs) X(GeluArgs) X(Fp8CastArgs) X(AmaxArgs)

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/conformance_blocks.h"
+#include "common/fp8_reference.h"
 
 namespace mptrain::conformance {
 
@@ -324,6 +325,13 @@ inline void optimizer_cases(const Backend& be, std::vector<Case>& out) {
                        for (const double v : x.host()) want += v * v;
                        o.close("sum", {b.sum_squares(x.view())}, {want}, 1e-12);
                      }});
+    if (asks(be, Op::Amax, {F32}))
+      out.push_back({Op::Amax, false, "amax" + shape, [=](Backend& b, Outcome& o) {
+                       Tensor x(b, F32, {n}, randn(n, 141, 5.0f));
+                       double want = 0.0;
+                       for (const double v : x.host()) want = std::max(want, std::fabs(v));
+                       o.close("amax", {b.amax(x.view())}, {want}, 0.0);
+                     }});
     if (asks(be, Op::Scale, {F32}))
       out.push_back({Op::Scale, false, "scale" + shape, [=](Backend& b, Outcome& o) {
                        Tensor x(b, F32, {n}, randn(n, 150));
@@ -626,6 +634,20 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
                                           : 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
                            }
                            o.close("out", y.read(), ref, tolerance(st));
+                         }});
+      // FP8's emulated cast (both formats, scales that are powers of two so x·scale is exact and
+      // the float64 quantizer sees what the op rounds), values past the format's largest included.
+      for (const Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2})
+        if (asks(be, Op::Fp8Cast, {st, st}))
+          out.push_back({Op::Fp8Cast, false, std::string("fp8_cast ") + fp8_name(f) + shape,
+                         [=](Backend& b, Outcome& o) {
+                           const float scale = f == Fp8Format::E4M3 ? 64.0f : 8192.0f;
+                           Tensor x(b, st, {sh.N, sh.I}, randn(n, 177, 3.0f)), y(b, st, {sh.N, sh.I});
+                           b.fp8_cast({.out = y.view(), .x = x.view(), .scale = scale, .format = f});
+                           std::vector<double> ref(n);
+                           for (size_t i = 0; i < n; ++i)
+                             ref[i] = test::fp8_reference_round(x.host()[i] * scale, f);
+                           o.close("out", y.read(), ref, 0.0);
                          }});
       if (asks(be, Op::Relu2Backward, {st, st, st}))
         out.push_back(

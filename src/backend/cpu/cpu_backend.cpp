@@ -19,6 +19,8 @@
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
 #include "core/error.h"
+#include "core/fp8.h"
+#include "precision/fp8_scaling.h"
 
 namespace mptrain::cpu {
 
@@ -378,6 +380,18 @@ void CpuBackend::run(const GeluArgs& a) {
   gelu_rows_typed(a.out.ptr, a.out.type, a.x.ptr, a.x.type, as_int(a.x.dim(0)), as_int(a.x.dim(1)),
                   a.erf ? GeluForm::Erf : GeluForm::Tanh);
 }
+
+// In fp32 (other storages widened around it): the rounding core/fp8.h defines, value by value.
+void CpuBackend::run(const Fp8CastArgs& a) {
+  if (widened(a, every_view)) return;
+  float* out = a.out.as<float>();
+  const float* x = a.x.as<float>();
+  const size_t n = static_cast<size_t>(a.x.numel());
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = fp8_round(x[i] * a.scale, a.format, a.saturate);
+}
+
+double CpuBackend::run(const AmaxArgs& a) { return fp8_amax(a.x.as<float>(), static_cast<size_t>(a.x.numel())); }
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {
   if (widened(a, every_view)) return;

@@ -18,6 +18,7 @@
 #include "backend/cuda/dispatch.h"
 #include "backend/cuda/embeddings.h"
 #include "backend/cuda/flash_attention.h"
+#include "backend/cuda/fp8.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
@@ -194,6 +195,7 @@ bool CudaBackend::can_run(const OpTypes& t) const {
     case Op::CountUnclipped:
     case Op::UnscaleCheck:
     case Op::SumSquares:
+    case Op::Amax:
     case Op::Scale:
     case Op::MuonMomentum:
       return t.uniform() && t.named[0].second == F32;
@@ -724,6 +726,23 @@ void CudaBackend::run(const Relu2Args& a) {
 void CudaBackend::run(const GeluArgs& a) {
   activation(a.erf ? Epilogue::BiasGeluErf : Epilogue::BiasGelu, a.x.type, a.out.ptr, a.x.ptr, nullptr, count(a.x),
              *ctx_);
+}
+
+void CudaBackend::run(const Fp8CastArgs& a) {
+  dispatch_storage(a.x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::fp8_cast<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.x.ptr), count(a.x), a.scale, a.format,
+                      a.saturate, *ctx_);
+  });
+}
+
+double CudaBackend::run(const AmaxArgs& a) {
+  auto* bits = static_cast<uint32_t*>(scratch(kNorm, sizeof(uint32_t)));
+  cuda::amax_bits(bits, a.x.as<float>(), count(a.x), *ctx_);
+  uint32_t host = 0;
+  copy_to_host(&host, bits, sizeof host, *ctx_);
+  ctx_->check_faults();
+  return static_cast<double>(f32_from_bits(host));
 }
 
 void CudaBackend::run(const Relu2BackwardArgs& a) {
