@@ -84,12 +84,14 @@ fi
 
 scripts/setup.sh
 scripts/build.sh
-# Serial: the tests run 2-thread trainers, so two at once on CI's two cores only contend (the
-# sanitizer set took 366 s with -j2 against 310 s serially, 2026-11-26). What contends is OpenMP's
-# spin-waiting: under -j2 a BERT run's steps took 14 s instead of 0.15 s. With passive waiting the
-# whole main suite took 263 s at -j2 against 455 s serially (2026-11-28, AMX host): for a local run,
-# `OMP_WAIT_POLICY=PASSIVE scripts/test.sh -j2` (CI keeps the serial run it was timed with).
-(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
+# One test per core, with OpenMP's threads waiting passively: the tests run 2-thread trainers, and
+# what made two at once contend was OpenMP's spin-waiting (under -j2 with spinning a BERT run's
+# steps took 14 s instead of 0.15 s; the sanitizer set took 366 s with -j2 against 310 s serially,
+# 2026-11-26). With passive waiting the whole main suite took 263 s at -j2 against 455 s serially
+# (2026-11-28, AMX host), and 382 s against ~820 s of test time on 2026-12-07 (704 tests): the CI
+# landing ran 52-54 minutes, over its 40-minute aim, with the serial run. The sanitizer set stays
+# serial (ASan's shadow memory doubles with two trainers at once).
+(cd "${BUILD_DIR:-build}" && OMP_WAIT_POLICY=PASSIVE ctest -j"$(nproc)" --output-on-failure --timeout 900 "$@")
 if [ "${MPTRAIN_HARDENING:-1}" != 0 ]; then
   sanitize "$sanitize_labels" "$sanitize_exclude"
   FUZZ_SECONDS=${FUZZ_SECONDS:-8} fuzz/run.sh
