@@ -70,6 +70,9 @@ NanGuardOptions check_options(const TrainOptions& opt) {
   if (opt.optimizer == OptimizerKind::Sophia) validate(opt.sophia);
   if (opt.optimizer == OptimizerKind::Muon) validate(opt.muon);
   if (opt.threads > 0) check_thread_count(opt.threads);  // train/memory_estimate.h
+  MPT_CHECK(opt.zero != 2 || opt.overlap_grad_reduce != Toggle::Off,
+            "--zero 2 reduces each range of the gradients as the backward hands it (its memory saving): "
+            "--overlap-grad-reduce off does not go with it");
   const NanGuardOptions nan_guard{opt.on_nan, opt.nan_lr_factor, opt.nan_max_rollbacks};
   validate(nan_guard);
   return nan_guard;

@@ -119,6 +119,9 @@ TEST_F(Zero2, OneRankHasNothingToShardOver) {
   expect_clear_error(train(1, args(tmp_.path(), tmp_ / "single", 128) + " --steps 1 --zero 2"),
                      "--zero 2 shards the gradients over ranks, and this run has one");
   expect_clear_error(train(1, args(tmp_.path(), tmp_ / "three", 128) + " --steps 1 --zero 3"), "--zero");
+  expect_clear_error(
+      train(1, args(tmp_.path(), tmp_ / "off", 128) + " --steps 1 --zero 2 --overlap-grad-reduce off"),
+      "--overlap-grad-reduce off does not go with it");
 }
 
 // What a rank holds: its shard, the largest group of gradients (GPT-2's embeddings, which the
