@@ -10,7 +10,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,36 +108,6 @@ void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Pol
   }
 }
 
-// --recompute's choices side by side: each one's activation allocation, what it saves against
-// keeping everything, and the FLOPs the backward adds (per step of B x T tokens, and against the
-// step's model FLOPs, which MFU counts without them). bytes(set): the plan's allocation under the
-// set; flops(set): the FLOPs per token it adds; step_flops_per_token: the model's.
-void print_recompute_choices(const std::vector<RecomputeSet>& singles, const ExplainOptions& o,
-                             const std::function<size_t(RecomputeSet)>& bytes,
-                             const std::function<double(RecomputeSet)>& flops, double step_flops_per_token) {
-  const double tokens = static_cast<double>(o.batch) * o.seq;
-  const double step_flops = step_flops_per_token * tokens;
-  const size_t keep_all = bytes({});
-  std::printf("\nrecompute (--recompute; the same gradients, bit for bit):\n");
-  std::printf("  %-10s %14s %14s %22s\n", "choice", "activations", "saved", "FLOPs added a step");
-  std::vector<RecomputeSet> choices = singles;
-  if (std::find(choices.begin(), choices.end(), o.recompute) == choices.end()) choices.push_back(o.recompute);
-  for (const RecomputeSet c : choices) {
-    const size_t b = bytes(c);
-    const double added = flops(c) * tokens;
-    char text[48];
-    if (c.none())
-      std::snprintf(text, sizeof(text), "-");
-    else if (added == 0.0)
-      std::snprintf(text, sizeof(text), "elementwise only");
-    else
-      std::snprintf(text, sizeof(text), "%.2f GFLOP (+%.1f%%)", added * 1e-9, 100.0 * added / step_flops);
-    std::printf("  %-10s %14s %14s %22s%s\n", recompute_name(c).c_str(), mib(static_cast<double>(b)).c_str(),
-                c.none() ? "-" : mib(static_cast<double>(keep_all) - static_cast<double>(b)).c_str(), text,
-                c == o.recompute ? "  <- this plan" : "");
-  }
-}
-
 // The presets explain reads, with --recompute (and Llama's --mlp, --qk-norm).
 Gpt2Config explained_gpt2(const ExplainOptions& o, RecomputeSet recompute) {
   Gpt2Config c = gpt2_preset(o.preset, o.vocab_multiple);
@@ -161,39 +130,7 @@ RecomputeFamily family_of(bool bert, bool llama) {
   return bert ? RecomputeFamily::Bert : llama ? RecomputeFamily::Llama : RecomputeFamily::Gpt2;
 }
 
-// The family's single choices with their bytes and FLOPs.
-void print_family_recompute_choices(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
-                                    bool llama) {
-  const std::vector<RecomputeSet> singles = recompute_singles(family_of(bert, llama));
-  if (bert) {
-    const int M = o.batch * o.max_predictions;
-    print_recompute_choices(
-        singles, o,
-        [&](RecomputeSet s) { return bert_activation_plan(explained_bert(o, s), policy, be, o.batch, o.seq, M).total_bytes(); },
-        [&](RecomputeSet s) { return bert_recompute_flops_per_token(explained_bert(o, s), o.seq, s); },
-        bert_flops_per_token(explained_bert(o, {}), o.seq, static_cast<double>(o.max_predictions) / o.seq));
-    return;
-  }
-  if (llama) {
-    print_recompute_choices(
-        singles, o,
-        [&](RecomputeSet s) {
-          return llama_activation_plan(explained_llama(o, s), policy, be, o.batch, o.seq).total_bytes();
-        },
-        [&](RecomputeSet s) { return llama_recompute_flops_per_token(explained_llama(o, s), o.seq, s); },
-        llama_flops_per_token(explained_llama(o, {}), o.seq));
-    return;
-  }
-  print_recompute_choices(
-      singles, o,
-      [&](RecomputeSet s) {
-        return gpt2_activation_plan(explained_gpt2(o, s), policy, be, o.batch, o.seq).total_bytes();
-      },
-      [&](RecomputeSet s) { return gpt2_recompute_flops_per_token(explained_gpt2(o, s), o.seq, s); },
-      gpt2_flops_per_token(explained_gpt2(o, {}), o.seq));
-}
-
-// The family's footprint (train/memory_estimate.h) under `recompute` (GPT-2's): what `mptrain
+// The family's footprint (train/memory_estimate.h) under `recompute`: what `mptrain
 // train` estimates from, with the attention's share as `be` keeps it.
 ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
                                    bool llama, RecomputeSet recompute) {
@@ -201,6 +138,56 @@ ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy
   if (bert) return bert_footprint(explained_bert(o, recompute), policy, o.max_predictions, sizing);
   if (llama) return llama_footprint(explained_llama(o, recompute), policy, sizing);
   return gpt2_footprint(explained_gpt2(o, recompute), policy, sizing);
+}
+
+// The FLOPs per token of a training step of the explained model, with what `recompute` adds to it.
+struct StepFlops {
+  double model = 0.0, added = 0.0;
+};
+StepFlops explained_flops(const ExplainOptions& o, bool bert, bool llama, RecomputeSet recompute) {
+  if (bert) {
+    const BertConfig c = explained_bert(o, recompute);
+    return {bert_flops_per_token(c, o.seq, static_cast<double>(o.max_predictions) / o.seq),
+            bert_recompute_flops_per_token(c, o.seq, recompute)};
+  }
+  if (llama) {
+    const LlamaConfig c = explained_llama(o, recompute);
+    return {llama_flops_per_token(c, o.seq), llama_recompute_flops_per_token(c, o.seq, recompute)};
+  }
+  const Gpt2Config c = explained_gpt2(o, recompute);
+  return {gpt2_flops_per_token(c, o.seq), gpt2_recompute_flops_per_token(c, o.seq, recompute)};
+}
+
+// --recompute's choices side by side, those the family refills: each one's activation allocation
+// (the footprint's, as `train` plans it), what it saves against keeping everything, and the FLOPs
+// the backward adds (per step of B x T tokens, and against the step's model FLOPs, which MFU counts
+// without them).
+void print_recompute_choices(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
+                             bool llama) {
+  const auto bytes = [&](RecomputeSet s) {
+    return explained_footprint(o, policy, be, bert, llama, s).activation_bytes(o.batch, o.seq);
+  };
+  const double tokens = static_cast<double>(o.batch) * o.seq;
+  const double step_flops = explained_flops(o, bert, llama, {}).model * tokens;
+  const size_t keep_all = bytes({});
+  std::printf("\nrecompute (--recompute; the same gradients, bit for bit):\n");
+  std::printf("  %-10s %14s %14s %22s\n", "choice", "activations", "saved", "FLOPs added a step");
+  std::vector<RecomputeSet> choices = recompute_singles(family_of(bert, llama));
+  if (std::find(choices.begin(), choices.end(), o.recompute) == choices.end()) choices.push_back(o.recompute);
+  for (const RecomputeSet c : choices) {
+    const size_t b = bytes(c);
+    const double added = explained_flops(o, bert, llama, c).added * tokens;
+    char text[48];
+    if (c.none())
+      std::snprintf(text, sizeof(text), "-");
+    else if (added == 0.0)
+      std::snprintf(text, sizeof(text), "elementwise only");
+    else
+      std::snprintf(text, sizeof(text), "%.2f GFLOP (+%.1f%%)", added * 1e-9, 100.0 * added / step_flops);
+    std::printf("  %-10s %14s %14s %22s%s\n", recompute_name(c).c_str(), mib(static_cast<double>(b)).c_str(),
+                c.none() ? "-" : mib(static_cast<double>(keep_all) - static_cast<double>(b)).c_str(), text,
+                c == o.recompute ? "  <- this plan" : "");
+  }
 }
 
 // --batch auto as the trainer runs it (train/memory_estimate.h choose_batch): the micro-batch and
@@ -327,7 +314,7 @@ void run_explain(const ExplainOptions& options) {
     std::printf("\n");
   }
   std::printf("loss scaling: %s\n", policy.uses_fp16() ? "dynamic (fp16 in the plan)" : "none");
-  print_family_recompute_choices(o, policy, be, bert, llama);
+  print_recompute_choices(o, policy, be, bert, llama);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 
@@ -15,16 +14,6 @@ float fp8_scale_for(float amax, Fp8Format format, int margin, float previous) {
   // one), then the margin's exact power of two.
   const double scale = static_cast<double>(fp8_spec(format).max_value) / static_cast<double>(amax);
   return std::ldexp(static_cast<float>(scale), -margin);
-}
-
-float fp8_amax(const float* x, size_t n) {
-  float m = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (std::isnan(a)) return a;
-    m = std::max(m, a);
-  }
-  return m;
 }
 
 Fp8TensorScaling::Fp8TensorScaling(Fp8Format format, int history, int margin)

@@ -19,17 +19,12 @@ namespace mptrain {
 // The scale for a tensor whose largest magnitude is amax; `previous` where amax is 0 or not finite.
 float fp8_scale_for(float amax, Fp8Format format, int margin, float previous);
 
-// The largest |x[i]| over n values (NaN if any is NaN, inf if any is infinite).
-float fp8_amax(const float* x, size_t n);
-
 // A tensor's scaling state across steps: its amax history (a window of `history` steps; 1 is
-// current scaling) and the scale in use.
+// current scaling) and the scale in use. The amax itself is the backend's (Backend::amax).
 class Fp8TensorScaling {
  public:
   Fp8TensorScaling(Fp8Format format, int history, int margin);
-  Fp8Format format() const { return format_; }
   float scale() const { return scale_; }
-  float inv_scale() const { return 1.0f / scale_; }
   // Records this step's amax and sets the scale for the next cast: over the window's amaxes.
   // False (the scale kept, the amax not recorded) when amax is not finite.
   bool update(float amax);

@@ -40,7 +40,6 @@ class BertTask final : public BertTaskBase {
     MPT_CHECK(!s.train_data.empty(),
               "no training data: pass --train-data with an instance file of 'prepare --task bert'");
     MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    check_recompute(s.recompute, RecomputeFamily::Bert);
     const BertInstanceFile probe(s.train_data);  // validates the file (format version included)
     if (!ckpt_dir.empty()) {
       config_ = load_bert_checkpoint_config(ckpt_dir);

@@ -87,7 +87,6 @@ class ClassifyTask final : public BertTaskBase {
     const TaskSpec& s = spec_;
     MPT_CHECK(!s.train_data.empty(), "no training data: pass --train-data with a TSV or JSONL file");
     MPT_CHECK(!s.graphs, std::string("--graphs on: ") + Bert::kNoGraphs + "; use --graphs off");
-    check_recompute(s.recompute, RecomputeFamily::Bert);
     seed_ = s.seed;
     std::string vocab_path = o_.vocab_path;
     bool lower_case = o_.lower_case;

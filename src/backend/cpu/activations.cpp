@@ -49,15 +49,31 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 inline float gelu_erf(float x) { return 0.5f * x * verfc(-x * kInvSqrt2); }
 
-// x[0, len) ← gelu(x) in `form`: the one loop the fused epilogue and the standalone rows share, so
-// that both apply the same vector and scalar code to the same positions of a chunk.
-inline void gelu_chunk(float* x, size_t len, GeluForm form) {
-  if (form == GeluForm::Tanh) {
+// out[N, OC] (dtype to) ← gelu(x) in `form`, rows in parallel, each in chunks of kChunk that
+// load(x, at, c0, len) fills in fp32 (at: the chunk's first element, c0: its first column). The
+// fused epilogue and the standalone GELU share this one loop, so both apply the same vector and
+// scalar code to the same positions of a chunk: the refill has the epilogue's bits.
+template <class Load>
+void gelu_rows(void* out, StorageType to, int N, int OC, GeluForm form, const Load& load) {
+  const size_t eo = storage_bytes(to);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const size_t row = static_cast<size_t>(n) * OC;
+    float x[kChunk];
+    for (int c0 = 0; c0 < OC; c0 += static_cast<int>(kChunk)) {
+      const size_t len = static_cast<size_t>(std::min(static_cast<int>(kChunk), OC - c0));
+      load(x, row + c0, c0, len);
+      if (form == GeluForm::Tanh) {
 #pragma omp simd
-    for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
-  } else {
+        for (size_t i = 0; i < len; ++i) x[i] = x[i] * sigmoid_2u(x[i]);
+      } else {
 #pragma omp simd
-    for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
+        for (size_t i = 0; i < len; ++i) x[i] = gelu_erf(x[i]);
+      }
+      dispatch_storage(to, [&](auto t) {
+        narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), x, len);
+      });
+    }
   }
 }
 inline float gelu_erf_grad(float x, float dy) {
@@ -76,51 +92,31 @@ void gelu_forward_typed(void* out, StorageType to, const void* inp, StorageType 
 
 void bias_gelu_forward_typed(void* pre, StorageType tp, void* out, StorageType to, const float* acc,
                              const float* bias, int N, int OC, GeluForm form) {
-  const size_t ep = storage_bytes(tp), eo = storage_bytes(to);
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n) {
-    const size_t row = static_cast<size_t>(n) * OC;
-    float x[kChunk];
-    for (int c0 = 0; c0 < OC; c0 += static_cast<int>(kChunk)) {
-      const size_t len = static_cast<size_t>(std::min(static_cast<int>(kChunk), OC - c0));
-      const float* a = acc + row + c0;
-      if (bias)
-        for (size_t c = 0; c < len; ++c) x[c] = a[c] + bias[c0 + c];
-      else
-        for (size_t c = 0; c < len; ++c) x[c] = a[c];
-      // Round to the pre-activation's dtype, and GELU reads the rounded value (as the unfused
-      // pair does, which reads it back from memory).
-      dispatch_storage(tp, [&](auto t) {
-        using T = decltype(t);
-        T* p = reinterpret_cast<T*>(static_cast<char*>(pre) + (row + c0) * ep);
-        narrow_span(p, x, len);
-        widen_span(x, p, len);
-      });
-      gelu_chunk(x, len, form);
-      dispatch_storage(to, [&](auto t) {
-        narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), x, len);
-      });
-    }
-  }
+  const size_t ep = storage_bytes(tp);
+  gelu_rows(out, to, N, OC, form, [&](float* x, size_t at, int c0, size_t len) {
+    const float* a = acc + at;
+    if (bias)
+      for (size_t c = 0; c < len; ++c) x[c] = a[c] + bias[c0 + c];
+    else
+      for (size_t c = 0; c < len; ++c) x[c] = a[c];
+    // Round to the pre-activation's dtype, and GELU reads the rounded value (as the unfused
+    // pair does, which reads it back from memory).
+    dispatch_storage(tp, [&](auto t) {
+      using T = decltype(t);
+      T* p = reinterpret_cast<T*>(static_cast<char*>(pre) + at * ep);
+      narrow_span(p, x, len);
+      widen_span(x, p, len);
+    });
+  });
 }
 
 void gelu_rows_typed(void* out, StorageType to, const void* x, StorageType tx, int N, int OC, GeluForm form) {
-  const size_t ex = storage_bytes(tx), eo = storage_bytes(to);
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n) {
-    const size_t row = static_cast<size_t>(n) * OC;
-    float v[kChunk];
-    for (int c0 = 0; c0 < OC; c0 += static_cast<int>(kChunk)) {
-      const size_t len = static_cast<size_t>(std::min(static_cast<int>(kChunk), OC - c0));
-      dispatch_storage(tx, [&](auto t) {
-        widen_span(v, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(x) + (row + c0) * ex), len);
-      });
-      gelu_chunk(v, len, form);
-      dispatch_storage(to, [&](auto t) {
-        narrow_span(reinterpret_cast<decltype(t)*>(static_cast<char*>(out) + (row + c0) * eo), v, len);
-      });
-    }
-  }
+  const size_t ex = storage_bytes(tx);
+  gelu_rows(out, to, N, OC, form, [&](float* v, size_t at, int, size_t len) {
+    dispatch_storage(tx, [&](auto t) {
+      widen_span(v, reinterpret_cast<const decltype(t)*>(static_cast<const char*>(x) + at * ex), len);
+    });
+  });
 }
 
 void gelu_backward_typed(void* dinp, StorageType td, const void* inp, StorageType ti, const float* dout,

@@ -13,14 +13,13 @@
 #include "backend/ops/convert.h"
 #include "backend/ops/crossentropy.h"
 #include "backend/ops/embeddings.h"
+#include "backend/ops/fp8.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
 #include "backend/ops/rope.h"
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
 #include "core/error.h"
-#include "core/fp8.h"
-#include "precision/fp8_scaling.h"
 
 namespace mptrain::cpu {
 
@@ -381,17 +380,13 @@ void CpuBackend::run(const GeluArgs& a) {
                   a.erf ? GeluForm::Erf : GeluForm::Tanh);
 }
 
-// In fp32 (other storages widened around it): the rounding core/fp8.h defines, value by value.
+// In fp32 (other storages widened around it).
 void CpuBackend::run(const Fp8CastArgs& a) {
   if (widened(a, every_view)) return;
-  float* out = a.out.as<float>();
-  const float* x = a.x.as<float>();
-  const size_t n = static_cast<size_t>(a.x.numel());
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) out[i] = fp8_round(x[i] * a.scale, a.format, a.saturate);
+  cpu::fp8_cast(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()), a.scale, a.format, a.saturate);
 }
 
-double CpuBackend::run(const AmaxArgs& a) { return fp8_amax(a.x.as<float>(), static_cast<size_t>(a.x.numel())); }
+double CpuBackend::run(const AmaxArgs& a) { return cpu::amax(a.x.as<float>(), static_cast<size_t>(a.x.numel())); }
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {
   if (widened(a, every_view)) return;
