@@ -51,7 +51,7 @@
   X(Swiglu, "swiglu", SwigluArgs, Swiglu)                                                              \
   X(SwigluBackward, "swiglu_backward", SwigluBackwardArgs, Swiglu)                                     \
   X(Relu2, "relu2", Relu2Args, Relu2)                                                                  \
-  X(Relu2Backward, "relu2_backward", Relu2BackwardArgs, Relu2)                                       \
+  X(Relu2Backward, "relu2_backward", Relu2BackwardArgs, Relu2)                                         \
   X(Gelu, "gelu", GeluArgs, Gelu)                                                                      \
   X(Fp8Cast, "fp8_cast", Fp8CastArgs, Copy)                                                            \
   X(Amax, "amax", AmaxArgs, Copy)

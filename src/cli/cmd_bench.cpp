@@ -65,7 +65,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       "Replay each step's forward and backward from a graph (GPT-2; CUDA graphs with --device cuda); "
       "needs --warmup 2");
   cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
-                        "What the backward recomputes (none, or a comma list of gelu, norm, attention, mlp, block; GPT-2; Llama without gelu; BERT gelu, attention, mlp): "
+                        "What the backward recomputes (none, or a comma list of gelu, norm, attention, mlp, "
+                        "block; GPT-2; Llama without gelu; BERT gelu, attention, mlp): "
                         "the step's time and peak memory with it",
                         "none");
   cmd->add_flag("!--no-peer", o->peer, "Skip the PyTorch comparison");

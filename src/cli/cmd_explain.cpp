@@ -84,15 +84,18 @@ void print_memory(const MemoryEstimate& e, const ActivationPlan& plan, const Pol
   const auto mib_of = [](size_t bytes) { return mib(static_cast<double>(bytes)); };
   const bool sharded = o.ranks > 1 && o.zero > 0;
   if (o.ranks > 1)
-    std::printf(on_gpu ? "\ndevice memory of rank 0 of %d (ZeRO-%d):\n" : "\nmemory of rank 0 of %d (ZeRO-%d):\n",
-                o.ranks, o.zero);
+    std::printf(
+        on_gpu ? "\ndevice memory of rank 0 of %d (ZeRO-%d):\n" : "\nmemory of rank 0 of %d (ZeRO-%d):\n",
+        o.ranks, o.zero);
   else
     std::printf(on_gpu ? "\ndevice memory:\n" : "\nmemory:\n");
   row("parameters (fp32 master)", mib_of(e.params));
   row(o.zero == 2 && o.ranks > 1 ? "gradients (fp32, shard + open)" : "gradients (fp32)", mib_of(e.grads));
   if (e.lowp_grads > 0)
-    row(std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")", mib_of(e.lowp_grads));
-  row(sharded ? "optimizer state (shard + gathered)" : "optimizer state (AdamW, 2 x fp32)", mib_of(e.optimizer));
+    row(std::string("micro-batch gradients (") + storage_name(policy.weight_grads) + ")",
+        mib_of(e.lowp_grads));
+  row(sharded ? "optimizer state (shard + gathered)" : "optimizer state (AdamW, 2 x fp32)",
+      mib_of(e.optimizer));
   // A GPU's plan copies the non-GEMM weights too (LayerNorm gains, biases, position tables).
   row(policy.small_weights == StorageType::F32 ? "GEMM weight copies" : "weight copies (every weight)",
       e.weight_copies > 0 ? mib_of(e.weight_copies) : "none (fp32 GEMMs)");
@@ -132,8 +135,8 @@ RecomputeFamily family_of(bool bert, bool llama) {
 
 // The family's footprint (train/memory_estimate.h) under `recompute`: what `mptrain
 // train` estimates from, with the attention's share as `be` keeps it.
-ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy, const Backend& be, bool bert,
-                                   bool llama, RecomputeSet recompute) {
+ModelFootprint explained_footprint(const ExplainOptions& o, const Policy& policy, const Backend& be,
+                                   bool bert, bool llama, RecomputeSet recompute) {
   const std::shared_ptr<const Backend> sizing(std::shared_ptr<const Backend>(), &be);
   if (bert) return bert_footprint(explained_bert(o, recompute), policy, o.max_predictions, sizing);
   if (llama) return llama_footprint(explained_llama(o, recompute), policy, sizing);
@@ -203,11 +206,12 @@ void choose_explained_batch(ExplainOptions& o, const Policy& policy, const Backe
   run.total_batch_tokens = o.total_batch;
   run.device = o.device;
   run.zero = o.zero;
-  const std::vector<RecomputeSet> choices =
-      !o.recompute.none() ? std::vector<RecomputeSet>{o.recompute} : recompute_sets_by_cost(family_of(bert, llama));
+  const std::vector<RecomputeSet> choices = !o.recompute.none()
+                                                ? std::vector<RecomputeSet>{o.recompute}
+                                                : recompute_sets_by_cost(family_of(bert, llama));
   const BatchChoice c = choose_batch(
-      run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); }, o.ranks,
-      budget);
+      run, choices, [&](RecomputeSet s) { return explained_footprint(o, policy, be, bert, llama, s); },
+      o.ranks, budget);
   o.batch = c.batch;
   o.recompute = c.recompute;
   std::printf("%s\n", describe_batch_choice(c, run, o.ranks, budget).c_str());
@@ -351,7 +355,8 @@ void register_explain(CLI::App& app, int& exit_code) {
   add_llama_block_options(cmd, &o->llama_block);
   cli::add_named_option(cmd, "--recompute", &o->recompute, parse_recompute, kRecomputeOptionText,
                         "The plan with what the backward recomputes (none, or a comma list of gelu, norm, "
-                        "attention, mlp, block); every choice is listed side by side either way (GPT-2; Llama without gelu; BERT gelu, attention, mlp)",
+                        "attention, mlp, block); every choice is listed side by side either way (GPT-2; "
+                        "Llama without gelu; BERT gelu, attention, mlp)",
                         "none");
   cmd->add_option("--ranks", o->ranks, "Data-parallel ranks (mpirun -np): each rank's memory under --zero")
       ->capture_default_str()
@@ -361,7 +366,8 @@ void register_explain(CLI::App& app, int& exit_code) {
       ->check(cli::between(0, 2));
   cmd->callback([cmd, o, &exit_code]() {
     check_llama_block_options(cmd, o->preset.rfind("llama", 0) == 0 ? "llama" : "gpt2");
-    MPT_CHECK(o->zero != 2 || o->ranks > 1, "--zero 2 shards the gradients over ranks: give --ranks 2 or more");
+    MPT_CHECK(o->zero != 2 || o->ranks > 1,
+              "--zero 2 shards the gradients over ranks: give --ranks 2 or more");
     run_explain(*o);
     exit_code = 0;
   });

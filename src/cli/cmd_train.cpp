@@ -342,13 +342,14 @@ void add_guard_options(CLI::App* cmd, TrainCommand* c) {
       "--memory-limit", c->opt.memory_limit,
       "Memory the run may use, e.g. 8G (default: MemAvailable, or the cgroup limit when lower); a "
       "configuration whose estimate exceeds it is refused before allocating");
-  cli::add_named_option(cmd, "--recompute", &c->opt.recompute, parse_recompute, kRecomputeOptionText,
-                        "What the backward recomputes instead of keeping: none, or a comma list of gelu "
-                        "(GELU outputs), norm (norm outputs), attention (what it keeps: the probabilities on a CPU), "
-                        "mlp (the MLP's input product and activation), "
-                        "block (each block's whole forward); the same gradients, less memory, more time "
-                        "(mptrain explain prints each choice); GPT-2; Llama without gelu; BERT gelu, attention and mlp",
-                        "none");
+  cli::add_named_option(
+      cmd, "--recompute", &c->opt.recompute, parse_recompute, kRecomputeOptionText,
+      "What the backward recomputes instead of keeping: none, or a comma list of gelu "
+      "(GELU outputs), norm (norm outputs), attention (what it keeps: the probabilities on a CPU), "
+      "mlp (the MLP's input product and activation), "
+      "block (each block's whole forward); the same gradients, less memory, more time "
+      "(mptrain explain prints each choice); GPT-2; Llama without gelu; BERT gelu, attention and mlp",
+      "none");
 }
 
 // The optimizer's flags together: a recipe under the flags given, --beta1/--beta2/--weight-decay

@@ -40,10 +40,12 @@ MPT_HD uint8_t fp8_from_f32(float x, Fp8Format format, bool saturate = true) {
   const uint32_t u = f32_bits(x);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t a = u & 0x7fffffffu;
-  const uint8_t overflow = saturate ? s.max_code : s.has_inf ? static_cast<uint8_t>(s.max_code + 1) : s.nan_code;
+  const uint8_t overflow = saturate    ? s.max_code
+                           : s.has_inf ? static_cast<uint8_t>(s.max_code + 1)
+                                       : s.nan_code;
   if (a > 0x7f800000u) return static_cast<uint8_t>(sign | s.nan_code);
   if (a == 0x7f800000u) return static_cast<uint8_t>(sign | overflow);
-  if (a < 0x00800000u) return sign;  // zero, or an fp32 subnormal: far below half of 2^-16
+  if (a < 0x00800000u) return sign;               // zero, or an fp32 subnormal: far below half of 2^-16
   const int e = static_cast<int>(a >> 23) - 127;  // x = 1.m · 2^e
   const int min_normal = 1 - s.bias;
   const int max_exponent = (1 << s.exponent_bits) - 1 - s.bias;  // the all-ones exponent's (E4M3's holds 448)
@@ -58,9 +60,9 @@ MPT_HD uint8_t fp8_from_f32(float x, Fp8Format format, bool saturate = true) {
   if (rem > half || (rem == half && (q & 1u))) ++q;  // to nearest, ties to even
   // A normal's code: the biased exponent above the mantissa; a rounding carry moves into the
   // exponent, and a subnormal's carry into the smallest normal, by plain addition.
-  const uint32_t code = e >= min_normal
-                            ? (static_cast<uint32_t>(e + s.bias) << s.mantissa_bits) + q - (1u << s.mantissa_bits)
-                            : q;
+  const uint32_t code =
+      e >= min_normal ? (static_cast<uint32_t>(e + s.bias) << s.mantissa_bits) + q - (1u << s.mantissa_bits)
+                      : q;
   if (code > s.max_code) return static_cast<uint8_t>(sign | overflow);
   return static_cast<uint8_t>(sign | code);
 }
@@ -78,7 +80,8 @@ MPT_HD float fp8_to_f32(uint8_t bits, Fp8Format format) {
   } else if (s.has_inf && exp == all_ones) {
     out = mant == 0 ? 0x7f800000u : 0x7fc00000u;
   } else if (exp == 0) {  // zero or subnormal: mant · 2^(1 - bias - M), exact in fp32
-    const float v = static_cast<float>(mant) * f32_from_bits(static_cast<uint32_t>(127 + 1 - s.bias - s.mantissa_bits) << 23);
+    const float v = static_cast<float>(mant) *
+                    f32_from_bits(static_cast<uint32_t>(127 + 1 - s.bias - s.mantissa_bits) << 23);
     out = f32_bits(v);
   } else {
     out = ((exp + 127u - static_cast<uint32_t>(s.bias)) << 23) | (mant << (23 - s.mantissa_bits));

@@ -121,13 +121,14 @@ void DataParallel::broadcast_params(FloatBuffer& params) {
 
 void DataParallel::set_overlap(bool on, const FloatBuffer& grads) {
   on = on || zero_ == ZeroStage::Two;  // its gradients are sharded as the backward hands them
-  MPT_CHECK(!on || CommBuffer<float>::reaches(comm_, grads),
-            std::string(zero_ == ZeroStage::Two
-                            ? "--zero 2 reduces each range of the gradients as the backward hands it, which needs "
-                            : "[data parallel] overlapping the gradient reduction with the backward needs ") +
-                "a communicator that reaches the gradients' memory; " + comm_.backend() +
-                " reaches them only through host copies" +
-                (zero_ == ZeroStage::Two ? " (GPU ranks: --dist-backend nccl)" : ""));
+  MPT_CHECK(
+      !on || CommBuffer<float>::reaches(comm_, grads),
+      std::string(zero_ == ZeroStage::Two
+                      ? "--zero 2 reduces each range of the gradients as the backward hands it, which needs "
+                      : "[data parallel] overlapping the gradient reduction with the backward needs ") +
+          "a communicator that reaches the gradients' memory; " + comm_.backend() +
+          " reaches them only through host copies" +
+          (zero_ == ZeroStage::Two ? " (GPU ranks: --dist-backend nccl)" : ""));
   overlap_ = on;
   armed_ = false;
 }

@@ -48,7 +48,8 @@ double gpt2_flops_per_token(const Gpt2Config& c, int T) {
 double gpt2_recompute_flops_per_token(const Gpt2Config& c, int T, RecomputeSet set) {
   const double C = c.n_embd, L = c.n_layer;
   if (set.has(Recompute::Block)) return L * (2.0 * 12.0 * C * C + 2.0 * C * T);
-  return (set.has(Recompute::Mlp) ? L * 2.0 * 4.0 * C * C : 0.0) + (set.has(Recompute::Attention) ? L * 2.0 * C * T : 0.0);
+  return (set.has(Recompute::Mlp) ? L * 2.0 * 4.0 * C * C : 0.0) +
+         (set.has(Recompute::Attention) ? L * 2.0 * C * T : 0.0);
 }
 
 GemmReader gpt2_gemm_reader(const ParamSpec& spec) {
@@ -107,8 +108,8 @@ ActivationPlan gpt2_activation_plan(const Gpt2Config& config, const Policy& poli
              mlp = block || rc.has(Recompute::Mlp), gelu = mlp || rc.has(Recompute::Gelu),
              attention = block || rc.has(Recompute::Attention);
   LayerTensors layer(plan);
-  const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel, StorageType t,
-                       OpRole op) { return layer.add(is_shared, p, name, numel, t, op); };
+  const auto add = [&](bool is_shared, const std::string& p, const std::string& name, size_t numel,
+                       StorageType t, OpRole op) { return layer.add(is_shared, p, name, numel, t, op); };
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Gpt2LayerActs la;

@@ -84,7 +84,8 @@ ActivationPlan llama_activation_plan(const LlamaConfig& config, const Policy& po
       return layer.add(shared, p, name, numel, t, op);
     };
     LlamaLayerActs la;
-    la.ln1 = norm ? add(true, "ln", BT * C, ln_s, OpRole::RmsNorm) : add(false, "ln1", BT * C, ln_s, OpRole::RmsNorm);
+    la.ln1 = norm ? add(true, "ln", BT * C, ln_s, OpRole::RmsNorm)
+                  : add(false, "ln1", BT * C, ln_s, OpRole::RmsNorm);
     la.ln1_rstd = add(block, "ln1_rstd", BT, F32, OpRole::RmsNorm);
     if (config.qk_norm) {  // the product's output, QK-norm's input; qkv then holds the normed q and k
       la.qkv_raw = add(block, "qkv_raw", BT * QKV, lin_s, OpRole::Linear);

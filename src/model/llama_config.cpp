@@ -110,7 +110,8 @@ double llama_recompute_flops_per_token(const LlamaConfig& c, int T, RecomputeSet
   const double mlp_in = (c.mlp == LlamaMlp::SwiGlu ? 2.0 : 1.0) * I * C;  // gate | up, or up
   const double layer = 2.0 * C * C + 2.0 * KVW * C + mlp_in + I * C;
   if (set.has(Recompute::Block)) return L * (2.0 * layer + 2.0 * C * T);
-  return (set.has(Recompute::Mlp) ? L * 2.0 * mlp_in : 0.0) + (set.has(Recompute::Attention) ? L * 2.0 * C * T : 0.0);
+  return (set.has(Recompute::Mlp) ? L * 2.0 * mlp_in : 0.0) +
+         (set.has(Recompute::Attention) ? L * 2.0 * C * T : 0.0);
 }
 
 }  // namespace mptrain

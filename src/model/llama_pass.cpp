@@ -116,7 +116,8 @@ void Llama::forward_block(int l, const View& residual, int B, int T) {
   const LlamaLayerTensors& w = w_.layers[l];
   const LayerWeights& wc = wc_[l];
   const LlamaLayerActs& la = a_.layers[l];
-  const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV), atty = acts_.view(la.atty, N, C);
+  const View ln1 = acts_.view(la.ln1, N, C), qkv = acts_.view(la.qkv, N, QKV),
+             atty = acts_.view(la.atty, N, C);
   const View residual2 = acts_.view(la.residual2, N, C);
   block_norm(l, 1, residual, N);
   const View product = config_.qk_norm ? acts_.view(la.qkv_raw, N, QKV) : qkv;
@@ -234,7 +235,8 @@ void Llama::backward_impl(int B, int T) {
                      .scratch = acts_.work(a_.dout_lp)});
     // --recompute attention: what the attention keeps, again from the saved (turned) qkv.
     if (rc.has(Recompute::Attention) && !block)
-      attention(acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {}, KV);
+      attention(acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH, /*causal=*/true, {}, {},
+                KV);
     attention_backward(dqkv, datty, acts_.view(la.atty, N, C), qkv, la.att, a_.attn_scratch, B, T, NH,
                        /*causal=*/true, {}, KV);
     be.rope(

@@ -19,7 +19,8 @@ constexpr const char* kExpected = "expected none or a comma list of gelu, norm, 
 // Why a family refills no `r`, or null when it does.
 const char* missing(Recompute r, RecomputeFamily family) {
   if (family == RecomputeFamily::Llama && r == Recompute::Gelu)
-    return "Llama's MLP activation is not GELU; --recompute mlp recomputes the activation with its input product";
+    return "Llama's MLP activation is not GELU; --recompute mlp recomputes the activation with its input "
+           "product";
   if (family == RecomputeFamily::Bert && (r == Recompute::Norm || r == Recompute::Block))
     return "BERT's LayerNorm outputs are its residual stream (post-LN), which the next layer reads; BERT "
            "recomputes gelu, attention and mlp";
@@ -45,7 +46,8 @@ RecomputeSet parse_recompute(const std::string& text) {
 void check_recompute(RecomputeSet set, RecomputeFamily family) {
   for (const auto& [r, name] : kRecomputeNames)
     if (set.has(r))
-      if (const char* why = missing(r, family)) throw Error("--recompute " + recompute_name(set) + ": " + why);
+      if (const char* why = missing(r, family))
+        throw Error("--recompute " + recompute_name(set) + ": " + why);
 }
 
 std::vector<RecomputeSet> recompute_singles(RecomputeFamily family) {
@@ -57,12 +59,12 @@ std::vector<RecomputeSet> recompute_singles(RecomputeFamily family) {
 
 std::vector<RecomputeSet> recompute_sets_by_cost(RecomputeFamily family) {
   const RecomputeSet none, gelu = none.with(Recompute::Gelu), norm = none.with(Recompute::Norm),
-                     mlp = none.with(Recompute::Mlp);
+                           mlp = none.with(Recompute::Mlp);
   std::vector<RecomputeSet> out;
   const RecomputeSet att = none.with(Recompute::Attention), elementwise = gelu.with(Recompute::Norm);
-  for (const RecomputeSet s : {none, gelu, norm, elementwise, att, elementwise.with(Recompute::Attention),
-                               mlp.with(Recompute::Norm), mlp.with(Recompute::Norm).with(Recompute::Attention),
-                               none.with(Recompute::Block)}) {
+  for (const RecomputeSet s :
+       {none, gelu, norm, elementwise, att, elementwise.with(Recompute::Attention), mlp.with(Recompute::Norm),
+        mlp.with(Recompute::Norm).with(Recompute::Attention), none.with(Recompute::Block)}) {
     bool refilled = true;
     for (const auto& [r, name] : kRecomputeNames) refilled = refilled && !(s.has(r) && missing(r, family));
     if (refilled) out.push_back(s);

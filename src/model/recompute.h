@@ -35,8 +35,8 @@ struct RecomputeSet {
 
 enum class RecomputeFamily { Gpt2, Llama, Bert };
 
-// "none", or a comma list of gelu, norm, attention, mlp, block ("norm,mlp"). Error naming the accepted names for
-// anything else (and for none in a list).
+// "none", or a comma list of gelu, norm, attention, mlp, block ("norm,mlp"). Error naming the accepted names
+// for anything else (and for none in a list).
 RecomputeSet parse_recompute(const std::string& text);
 // Error (one line: the choice, why the family has none, what it recomputes) for a set with a
 // choice the family's pass does not refill.

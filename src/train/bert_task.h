@@ -43,7 +43,9 @@ class BertTaskBase : public TrainTask {
   }
   ModelCore& core() const override { return *model_; }
   void init_weights(uint64_t seed) override { model_->init_weights(seed); }
-  std::vector<RecomputeSet> recompute_choices() const override { return recompute_sets_by_cost(RecomputeFamily::Bert); }
+  std::vector<RecomputeSet> recompute_choices() const override {
+    return recompute_sets_by_cost(RecomputeFamily::Bert);
+  }
   void set_memory_plan(int batch, RecomputeSet recompute) override {
     TrainTask::set_memory_plan(batch, recompute);
     take_recompute();

@@ -31,7 +31,9 @@ struct Gpt2Family {
   static constexpr const char* kName = "gpt2";
   static Config preset(const TaskSpec& s) { return gpt2_preset(s.preset, s.vocab_multiple); }
   static void set_recompute(Config& c, RecomputeSet r) { c.recompute = r; }
-  static std::vector<RecomputeSet> recompute_choices() { return recompute_sets_by_cost(RecomputeFamily::Gpt2); }
+  static std::vector<RecomputeSet> recompute_choices() {
+    return recompute_sets_by_cost(RecomputeFamily::Gpt2);
+  }
   static Config load_config(const std::string& dir) { return load_checkpoint_config(dir); }
   static ModelFootprint footprint(const Config& c, const Policy& p, std::shared_ptr<const Backend> be) {
     return gpt2_footprint(c, p, std::move(be));
@@ -50,7 +52,9 @@ struct LlamaFamily {
   using Model = Llama;
   static constexpr const char* kName = "llama";
   static Config preset(const TaskSpec& s) { return llama_preset(s.preset, s.vocab_multiple, s.llama_block); }
-  static std::vector<RecomputeSet> recompute_choices() { return recompute_sets_by_cost(RecomputeFamily::Llama); }
+  static std::vector<RecomputeSet> recompute_choices() {
+    return recompute_sets_by_cost(RecomputeFamily::Llama);
+  }
   static void set_recompute(Config& c, RecomputeSet r) {
     check_recompute(r, RecomputeFamily::Llama);
     c.recompute = r;

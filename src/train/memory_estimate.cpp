@@ -148,7 +148,8 @@ std::vector<ParamRange> gradient_groups(const ParamTable& table) {
 size_t zero2_gradient_floats(const std::vector<ParamRange>& groups, const Partition& partition, int rank) {
   const size_t lo = partition.begin(rank), hi = partition.end(rank);
   const auto others = [&](const ParamRange& g) {
-    const size_t own = std::max(lo, g.begin) < std::min(hi, g.end) ? std::min(hi, g.end) - std::max(lo, g.begin) : 0;
+    const size_t own =
+        std::max(lo, g.begin) < std::min(hi, g.end) ? std::min(hi, g.end) - std::max(lo, g.begin) : 0;
     return g.size() - own;
   };
   size_t largest = 0, open = 0, next = 0;
@@ -202,7 +203,8 @@ ModelFootprint llama_footprint(const LlamaConfig& config, const Policy& policy,
                              });
 }
 
-MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world, int rank) {
+MemoryEstimate estimate_training_memory(const TrainOptions& o, const ModelFootprint& model, int world,
+                                        int rank) {
   const size_t n = model.num_params;
   // AdamW: m, v; Sophia: m, h; Muon: its momentum and AdamW's m, v, each laid out like the
   // parameters (optim/*.h; Muon's Newton–Schulz working set, a few copies of its largest matrix,
@@ -265,10 +267,10 @@ void check_memory_fits(const TrainOptions& o, const ModelFootprint& model, int w
   std::string msg =
       "batch " + batch_text(o.batch, o.seq) + " needs an estimated " + format_bytes(budget.charge(e)) +
       (budget.whole_process ? "" : " more") + " (parameters " + format_bytes(e.params) + ", gradients " +
-      format_bytes(e.grads + e.lowp_grads) + ", optimizer state " + format_bytes(e.optimizer) + ", activations " +
-      format_bytes(e.activations) +
-      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) + ", token buffers " +
-      format_bytes(e.tokens) + ", runtime " + format_bytes(e.runtime) +
+      format_bytes(e.grads + e.lowp_grads) + ", optimizer state " + format_bytes(e.optimizer) +
+      ", activations " + format_bytes(e.activations) +
+      (e.weight_copies ? ", weight copies " + format_bytes(e.weight_copies) : std::string()) +
+      ", token buffers " + format_bytes(e.tokens) + ", runtime " + format_bytes(e.runtime) +
       (budget.whole_process && e.process ? ", this process now " + format_bytes(e.process) : std::string()) +
       ") but " + format_bytes(budget.bytes) + " is available (" + budget.source + ")";
   if (lo > 0)
@@ -314,19 +316,20 @@ BatchChoice choose_batch(const TrainOptions& o, const std::vector<RecomputeSet>&
   }
   if (best.batch == 0)
     throw Error("--batch auto: even batch 1 x " + std::to_string(o.seq) + " with --recompute " +
-                recompute_name(choices.back()) + " needs an estimated " + format_bytes(budget.charge(smallest)) + " but " +
-                format_bytes(budget.bytes) + " is available (" + budget.source +
-                "); use a smaller model or a shorter --seq");
+                recompute_name(choices.back()) + " needs an estimated " +
+                format_bytes(budget.charge(smallest)) + " but " + format_bytes(budget.bytes) +
+                " is available (" + budget.source + "); use a smaller model or a shorter --seq");
   return best;
 }
 
 std::string describe_batch_choice(const BatchChoice& c, const TrainOptions& o, int world, const MemoryBudget& budget) {
   const std::string room = budget.bytes ? format_bytes(budget.bytes) + " (" + budget.source + ")" : "no known limit";
   const long long sequences = o.total_batch_tokens / (static_cast<int64_t>(o.seq) * world);
-  return "batch auto: micro-batch " + std::to_string(c.batch) + " with --recompute " + recompute_name(c.recompute) +
-         ", the largest dividing --total-batch's " + std::to_string(sequences) + " sequences per rank that fits " +
-         room + ", estimated " + format_bytes(budget.charge(c.estimate)) +
-         "; keeping every activation: " + (c.without > 0 ? "batch " + std::to_string(c.without) : "no batch fits");
+  return "batch auto: micro-batch " + std::to_string(c.batch) + " with --recompute " +
+         recompute_name(c.recompute) + ", the largest dividing --total-batch's " + std::to_string(sequences) +
+         " sequences per rank that fits " + room + ", estimated " + format_bytes(budget.charge(c.estimate)) +
+         "; keeping every activation: " +
+         (c.without > 0 ? "batch " + std::to_string(c.without) : "no batch fits");
 }
 
 int available_cores() {

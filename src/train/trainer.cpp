@@ -308,16 +308,15 @@ void describe_run(RunMonitor& monitor, const Run& r) {
     monitor.sayf("schedule %s: warmup %lld steps, then linear decay to %g x lr at step %lld\n",
                  lr_shape_name(r.opt.schedule), (long long)opt.warmup, opt.min_lr_frac, (long long)opt.steps);
   if (r.world > 1)
-    monitor.sayf(
-        "data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
-        r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(),
-        r.comm->topology().launcher.c_str(),
-        r.dp->zero() == ZeroStage::Two   ? "ZeRO-2: gradients and optimizer state sharded"
-        : r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded"
-                                         : "optimizer state replicated",
-        !r.dp->overlaps()    ? "after the backward"
-        : opt.graphs         ? "range by range after each graph replay"
-                             : "during the backward");
+    monitor.sayf("data parallel: %d ranks (%s, launched by %s), %s, gradients reduced %s\n", r.world,
+                 r.on_cuda && !r.nccl ? "mpi through host copies" : r.dp->comm().backend(),
+                 r.comm->topology().launcher.c_str(),
+                 r.dp->zero() == ZeroStage::Two   ? "ZeRO-2: gradients and optimizer state sharded"
+                 : r.dp->zero() == ZeroStage::One ? "ZeRO-1: optimizer state sharded"
+                                                  : "optimizer state replicated",
+                 !r.dp->overlaps() ? "after the backward"
+                 : opt.graphs      ? "range by range after each graph replay"
+                                   : "during the backward");
   if (r.world > 1 && r.dp->zero() == ZeroStage::Two) describe_zero2_gradients(monitor, r);
   if (!r.resume_dir.empty())
     monitor.sayf("resumed from %s at step %lld\n", r.resume_dir.c_str(), (long long)r.state.step);

@@ -631,7 +631,9 @@ inline void llama_cases(const Backend& be, std::vector<Case>& out) {
                            for (size_t i = 0; i < n; ++i) {
                              const double v = x.host()[i];
                              ref[i] = erf ? 0.5 * v * std::erfc(-v / std::sqrt(2.0))
-                                          : 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
+                                          : 0.5 * v *
+                                                (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) *
+                                                                 (v + 0.044715 * v * v * v)));
                            }
                            o.close("out", y.read(), ref, tolerance(st));
                          }});

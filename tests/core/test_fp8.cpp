@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
 #include "backend/ops/fp8.h"
 #include "common/fp8_reference.h"
+#include "core/error.h"
 #include "core/fp8.h"
 #include "precision/fp8_scaling.h"
 
@@ -40,9 +40,14 @@ uint8_t expected(float x, Fp8Format f, bool saturate) {
 // infinities, NaN, fp32 subnormals; and log-uniform values across the whole range, both signs.
 std::vector<float> edge_values(Fp8Format f) {
   const std::vector<double> v = fp8_finite_values(f);
-  std::vector<float> out = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::denorm_min(), 1e-30f, 1e30f};
+  std::vector<float> out = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            1e-30f,
+                            1e30f};
   const double next = v.back() + (v.back() - v[v.size() - 2]);
   std::vector<double> points(v.begin(), v.end());
   for (size_t i = 0; i + 1 < v.size(); ++i) points.push_back((v[i] + v[i + 1]) / 2);
@@ -89,7 +94,8 @@ TEST(Fp8, EveryPatternDecodesToItsValueAndBack) {
         EXPECT_TRUE(inf ? std::isinf(x) : std::isnan(x)) << fp8_name(f) << " pattern " << bits;
         continue;
       }
-      EXPECT_EQ(static_cast<double>(std::fabs(x)), v[static_cast<size_t>(magnitude)]) << fp8_name(f) << " " << bits;
+      EXPECT_EQ(static_cast<double>(std::fabs(x)), v[static_cast<size_t>(magnitude)])
+          << fp8_name(f) << " " << bits;
       EXPECT_EQ(std::signbit(x), bits >= 0x80) << fp8_name(f) << " " << bits;
       EXPECT_EQ(fp8_from_f32(x, f), b) << fp8_name(f) << " pattern " << bits << " did not come back";
     }

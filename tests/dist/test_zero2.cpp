@@ -37,7 +37,8 @@ using testing::train;
 std::string args(const std::string& data, const std::string& run_dir, int total) {
   return "train --preset d2 --device cpu --train-data '" + data + "/train_*.bin' --val-data '" + data +
          "/val_*.bin' --batch 2 --seq 32 --total-batch " + std::to_string(total) +
-         " --lr 3e-3 --warmup 2 --val-steps 2 --sample-tokens 4 --threads 1 --deterministic --seed 5 --run-dir " +
+         " --lr 3e-3 --warmup 2 --val-steps 2 --sample-tokens 4 --threads 1 --deterministic --seed 5 "
+         "--run-dir " +
          run_dir;
 }
 
@@ -59,8 +60,9 @@ class Zero2 : public ::testing::Test {
 
 TEST_F(Zero2, OneMicroBatchPerRankHasTheBitsOfZero1) {
   const std::string& d = tmp_.path();
-  for (const std::string extra : {"", " --optimizer sophia --sophia-k 2", " --precision bf16 --policy-of cuda",
-                                   " --precision bf16 --policy-of cuda --graphs on"}) {
+  for (const std::string extra :
+       {"", " --optimizer sophia --sophia-k 2", " --precision bf16 --policy-of cuda",
+        " --precision bf16 --policy-of cuda --graphs on"}) {
     SCOPED_TRACE(extra);
     const std::string one = tmp_ / ("one" + std::to_string(extra.size())),
                       two = tmp_ / ("two" + std::to_string(extra.size()));
@@ -68,7 +70,8 @@ TEST_F(Zero2, OneMicroBatchPerRankHasTheBitsOfZero1) {
     ASSERT_EQ(z1.exit_code, 0) << z1.output;
     auto z2 = train(2, args(d, two, 128) + " --steps 6 --zero 2" + extra);
     ASSERT_EQ(z2.exit_code, 0) << z2.output;
-    EXPECT_NE(z2.output.find("ZeRO-2: gradients and optimizer state sharded, gradients reduced "), std::string::npos)
+    EXPECT_NE(z2.output.find("ZeRO-2: gradients and optimizer state sharded, gradients reduced "),
+              std::string::npos)
         << z2.output;
     const auto l1 = read_losses(one), l2 = read_losses(two);
     ASSERT_EQ(l1.size(), 6u);
@@ -162,8 +165,9 @@ TEST(Zero2Memory, ARankHoldsItsShardTheOpenEmbeddingsAndOneBlock) {
 // A number after `key` in `text`, in MiB as explain prints it, as bytes (0 when missing).
 size_t mib_after(const std::string& text, const std::string& key) {
   const size_t at = text.find(key);
-  return at == std::string::npos ? 0
-                                 : static_cast<size_t>(std::stod(text.substr(at + key.size())) * 1024.0 * 1024.0);
+  return at == std::string::npos
+             ? 0
+             : static_cast<size_t>(std::stod(text.substr(at + key.size())) * 1024.0 * 1024.0);
 }
 
 // The estimate holds per rank: each rank's peak resident memory under ZeRO-1 and ZeRO-2 is within
@@ -184,10 +188,11 @@ TEST_F(Zero2, EachRanksPeakResidentStaysWithinTenPercentOfExplain) {
     const auto e = testing::run_mptrain("explain " + shape + " --ranks 2 --zero " + std::to_string(zero));
     ASSERT_EQ(e.exit_code, 0) << e.output;
     const size_t rank0 = mib_after(e.output, "  peak resident (measured)");
-    const size_t rank1 = mib_after(e.output.substr(e.output.find("rank 1: gradients")), "peak resident (measured)");
+    const size_t rank1 =
+        mib_after(e.output.substr(e.output.find("rank 1: gradients")), "peak resident (measured)");
     const std::string dir = tmp_ / ("z" + std::to_string(zero));
-    const auto r = run_command(testing::mpirun(2) + " " + peak_of_rank + MPTRAIN_BINARY + " " +
-                               "train " + shape + " --total-batch 2048 --train-data '" + tmp_.path() +
+    const auto r = run_command(testing::mpirun(2) + " " + peak_of_rank + MPTRAIN_BINARY + " " + "train " +
+                               shape + " --total-batch 2048 --train-data '" + tmp_.path() +
                                "/train_*.bin' --steps 2 --threads 1 --quiet --sample-tokens 1 --zero " +
                                std::to_string(zero) + " --run-dir " + dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -198,8 +203,9 @@ TEST_F(Zero2, EachRanksPeakResidentStaysWithinTenPercentOfExplain) {
       const double peak = std::stod(r.output.substr(at + key.size())) * 1024.0;
       const double want = static_cast<double>(rank == 0 ? rank0 : rank1);
       ASSERT_GT(want, 0.0) << e.output;
-      EXPECT_NEAR(peak / want, 1.0, 0.10) << "rank " << rank << ": peak RSS " << peak << " bytes against explain's "
-                                          << want << "\n" << e.output;
+      EXPECT_NEAR(peak / want, 1.0, 0.10)
+          << "rank " << rank << ": peak RSS " << peak << " bytes against explain's " << want << "\n"
+          << e.output;
     }
   }
 }

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "common/host_backend.h"
 #include "core/error.h"
 #include "data/bert_loader.h"
 #include "eval/bert_eval.h"
 #include "model/bert.h"
 #include "model/recompute.h"
 #include "precision/policy.h"
-#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -234,8 +234,8 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
     Precision precision;
     bool gpu_plan;
   };
-  for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false}, Plan{Precision::Fp16, false},
-                        Plan{Precision::Bf16, true}})
+  for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false},
+                        Plan{Precision::Fp16, false}, Plan{Precision::Bf16, true}})
     for (const bool packed : {false, true}) {
       BertBatch batch = padded_batch(lengths, T);
       if (packed) unpad(batch);
@@ -243,7 +243,8 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
         cpu::Context ctx;
         BertConfig c = config;
         c.recompute = set;
-        const Policy policy = make_policy(pl.precision, {}, pl.gpu_plan ? kCudaCaps : cpu::CpuBackend(ctx).caps());
+        const Policy policy =
+            make_policy(pl.precision, {}, pl.gpu_plan ? kCudaCaps : cpu::CpuBackend(ctx).caps());
         Bert model(c, cpu_backend(ctx), policy);
         model.init_weights(11);
         model.plan(static_cast<int>(lengths.size()), T);
@@ -264,13 +265,15 @@ TEST(BertRecompute, GradientsHaveTheBitsOfKeepingEverythingPaddedAndPacked) {
         const std::vector<float> got = grads_of(parse_recompute(set));
         ASSERT_EQ(got.size(), keep.size());
         EXPECT_EQ(std::memcmp(got.data(), keep.data(), keep.size() * sizeof(float)), 0)
-            << precision_name(pl.precision) << (pl.gpu_plan ? " (GPU plan)" : "") << (packed ? ", packed" : ", padded")
-            << ", --recompute " << set << ": the gradients or losses differ";
+            << precision_name(pl.precision) << (pl.gpu_plan ? " (GPU plan)" : "")
+            << (packed ? ", packed" : ", padded") << ", --recompute " << set
+            << ": the gradients or losses differ";
       }
     }
   for (const char* set : {"norm", "block", "gelu,norm"})
-    EXPECT_NE(message_of([&] { check_recompute(parse_recompute(set), RecomputeFamily::Bert); })
-                  .find("BERT recomputes gelu, attention and mlp"),
+    EXPECT_NE(message_of([&] {
+                check_recompute(parse_recompute(set), RecomputeFamily::Bert);
+              }).find("BERT recomputes gelu, attention and mlp"),
               std::string::npos)
         << set;
   // Less memory: gelu shares the GELU outputs, mlp the fc outputs too.

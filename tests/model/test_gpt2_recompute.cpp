@@ -90,13 +90,13 @@ TEST(LlamaRecompute, GradientsHaveTheBitsOfKeepingEverything) {
     bool gpu_plan;
   };
   for (const LlamaMlp mlp : {LlamaMlp::SwiGlu, LlamaMlp::Relu2})
-    for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false}, Plan{Precision::Fp16, false},
-                          Plan{Precision::Bf16, true}}) {
+    for (const Plan pl : {Plan{Precision::Fp32, false}, Plan{Precision::Bf16, false},
+                          Plan{Precision::Fp16, false}, Plan{Precision::Bf16, true}}) {
       const Result keep = run<Llama>(tiny_llama({}, mlp), pl.precision, pl.gpu_plan);
       for (const RecomputeSet s : sets) {
-        const std::string what = std::string(precision_name(pl.precision)) + (pl.gpu_plan ? " (GPU plan)" : "") +
-                                 (mlp == LlamaMlp::Relu2 ? ", relu2" : ", swiglu") + ", --recompute " +
-                                 recompute_name(s);
+        const std::string what =
+            std::string(precision_name(pl.precision)) + (pl.gpu_plan ? " (GPU plan)" : "") +
+            (mlp == LlamaMlp::Relu2 ? ", relu2" : ", swiglu") + ", --recompute " + recompute_name(s);
         const Result got = run<Llama>(tiny_llama(s, mlp), pl.precision, pl.gpu_plan);
         EXPECT_EQ(got.losses, keep.losses) << what;
         ASSERT_EQ(got.grads.size(), keep.grads.size());

@@ -9,19 +9,18 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "backend/cpu/context.h"
 #include "backend/device.h"
+#include "common/host_backend.h"
 #include "core/error.h"
 #include "model/gpt2.h"
 #include "train/memory_estimate.h"
 #include "train/options.h"
 #include "train/train_test_util.h"
-#include "common/host_backend.h"
 
 namespace mptrain {
 namespace {
@@ -198,7 +197,8 @@ TEST(RecomputeCli, BadNamesAndOtherFamiliesAreRefusedInOneLine) {
   EXPECT_EQ(l.output.find("  gelu "), std::string::npos) << l.output;
   const auto e = run_mptrain("explain --preset d2 --recompute norm,mlp");
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  for (const char* row : {"  none ", "  gelu ", "  norm ", "  attention ", "  mlp ", "  block ", "  norm,mlp "})
+  for (const char* row :
+       {"  none ", "  gelu ", "  norm ", "  attention ", "  mlp ", "  block ", "  norm,mlp "})
     EXPECT_NE(e.output.find(row), std::string::npos) << row << "\n" << e.output;
   EXPECT_NE(e.output.find("<- this plan"), std::string::npos) << e.output;
 }

@@ -16,9 +16,9 @@
 #include "backend/ops/fp8.h"
 #include "backend/ops/gemm.h"
 #include "backend/ops/layernorm.h"
-#include "backend/ops/rope.h"
 #include "backend/ops/optimizer.h"
 #include "backend/ops/residual.h"
+#include "backend/ops/rope.h"
 #include "core/error.h"
 
 namespace mptrain::cpu {
@@ -383,10 +383,13 @@ void CpuBackend::run(const GeluArgs& a) {
 // In fp32 (other storages widened around it).
 void CpuBackend::run(const Fp8CastArgs& a) {
   if (widened(a, every_view)) return;
-  cpu::fp8_cast(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()), a.scale, a.format, a.saturate);
+  cpu::fp8_cast(a.out.as<float>(), a.x.as<float>(), static_cast<size_t>(a.x.numel()), a.scale, a.format,
+                a.saturate);
 }
 
-double CpuBackend::run(const AmaxArgs& a) { return cpu::amax(a.x.as<float>(), static_cast<size_t>(a.x.numel())); }
+double CpuBackend::run(const AmaxArgs& a) {
+  return cpu::amax(a.x.as<float>(), static_cast<size_t>(a.x.numel()));
+}
 
 void CpuBackend::run(const Relu2BackwardArgs& a) {
   if (widened(a, every_view)) return;

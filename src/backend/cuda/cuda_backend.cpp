@@ -22,10 +22,10 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grad_norm.h"
 #include "backend/cuda/layernorm.h"
-#include "backend/cuda/rope.h"
 #include "backend/cuda/loss_scale.h"
 #include "backend/cuda/muon.h"
 #include "backend/cuda/residual.h"
+#include "backend/cuda/rope.h"
 #include "backend/cuda/rows.h"
 #include "backend/cuda/sophia.h"
 #include "backend/device.h"
@@ -724,15 +724,15 @@ void CudaBackend::run(const Relu2Args& a) {
 // The GELU kernels the unfused epilogues run (activation() above); out and x in one storage
 // (can_run: uniform).
 void CudaBackend::run(const GeluArgs& a) {
-  activation(a.erf ? Epilogue::BiasGeluErf : Epilogue::BiasGelu, a.x.type, a.out.ptr, a.x.ptr, nullptr, count(a.x),
-             *ctx_);
+  activation(a.erf ? Epilogue::BiasGeluErf : Epilogue::BiasGelu, a.x.type, a.out.ptr, a.x.ptr, nullptr,
+             count(a.x), *ctx_);
 }
 
 void CudaBackend::run(const Fp8CastArgs& a) {
   dispatch_storage(a.x.type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cuda::fp8_cast<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.x.ptr), count(a.x), a.scale, a.format,
-                      a.saturate, *ctx_);
+    cuda::fp8_cast<T>(static_cast<T*>(a.out.ptr), static_cast<const T*>(a.x.ptr), count(a.x), a.scale,
+                      a.format, a.saturate, *ctx_);
   });
 }
 

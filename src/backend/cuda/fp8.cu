@@ -48,7 +48,8 @@ void amax_bits(uint32_t* amax_bits, const float* x, size_t n, Context& ctx) {
   MPT_CHECK(amax_bits && (x || n == 0), "[amax] null pointer, n=" + std::to_string(n));
   MPT_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t), ctx.stream()));
   if (n == 0) return;
-  amax_kernel<<<grid_for(n, kAmaxThreads, ctx.info().sm_count), kAmaxThreads, 0, ctx.stream()>>>(amax_bits, x, n);
+  amax_kernel<<<grid_for(n, kAmaxThreads, ctx.info().sm_count), kAmaxThreads, 0, ctx.stream()>>>(amax_bits, x,
+                                                                                                 n);
   MPT_CUDA_CHECK_LAUNCH("amax_kernel");
 }
 
